@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The reference node datapath: the part a CNI such as Cilium plays on a
+ * real node. It stands in for "whoever wrote the pod's egress programs" so
+ * that injection can be shown to run them exactly once.
+ *
+ *   pod netns                     node netns
+ *   +---------+                   +------------------------------------+
+ *   |  eth0   |=====veth=====>[pi-POD] tcx ingress: pod_egress          |
+ *   |         |<===============      tcx egress:  pod_ingress          |
+ *   +---------+                   |                                    |
+ *                                 |  [uplink] tcx ingress: uplink_ingress
+ *                                 +------------------------------------+
+ *
+ * pod_egress: source check, egress policy, then host routing: a local pod
+ * is reached with bpf_redirect_peer() (straight into its eth0, no backlog),
+ * a node address goes to the stack, anything else leaves through the
+ * uplink with bpf_redirect_neigh(), or goes to the stack without one.
+ */
+#include "lib/common.h"
+#include "lib/parse.h"
+#include "lib/policy.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PI_MAX_PODS);
+	__type(key, __u32);		/* host-side ifindex */
+	__type(value, struct pi_pod);
+} pods SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PI_MAX_ENDPOINTS);
+	__type(key, struct pi_endpoint_key);
+	__type(value, struct pi_endpoint);
+} endpoints SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pi_node_config);
+} node_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PI_MAX_PODS);
+	__type(key, __u32);
+	__type(value, struct pi_pod_stats);
+} pod_stats SEC(".maps");
+
+static __always_inline struct pi_pod_stats *stats_of(__u32 pod_id)
+{
+	return bpf_map_lookup_elem(&pod_stats, &pod_id);
+}
+
+static __always_inline int drop(__u32 pod_id, enum pi_drop_reason reason)
+{
+	struct pi_pod_stats *st = stats_of(pod_id);
+
+	if (st && reason < PI_DROP_MAX)
+		st->drops[reason]++;
+	return PI_DROP;
+}
+
+static __always_inline struct pi_endpoint *lookup_endpoint(const struct pkt *p)
+{
+	struct pi_endpoint_key key = {
+		.family = p->family,
+		.addr = p->daddr,
+	};
+
+	return bpf_map_lookup_elem(&endpoints, &key);
+}
+
+/* Hand a packet to a pod on this node: its ingress policy, its counters,
+ * the L2 header its eth0 accepts, then straight into its namespace. */
+static __always_inline int deliver_to_pod(struct __sk_buff *skb,
+					  const struct pkt *p,
+					  const struct pi_endpoint *ep)
+{
+	struct pi_pod_stats *st;
+	struct ethhdr *eth;
+	void *data, *data_end;
+
+	if (policy_check(ep->pod_id, PI_DIR_INGRESS, p, skb->len) == PI_DENY)
+		return drop(ep->pod_id, PI_DROP_INGRESS_POLICY);
+
+	data = skb_data(skb);
+	data_end = skb_data_end(skb);
+	eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return drop(ep->pod_id, PI_DROP_MALFORMED);
+	__builtin_memcpy(eth->h_dest, ep->pod_mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, ep->host_mac, ETH_ALEN);
+
+	st = stats_of(ep->pod_id);
+	if (st) {
+		st->ingress_packets++;
+		st->ingress_bytes += skb->len;
+	}
+	return bpf_redirect_peer(ep->pod_ifindex, 0);
+}
+
+static __always_inline int route(struct __sk_buff *skb, const struct pkt *p)
+{
+	struct pi_node_config *cfg;
+	struct pi_endpoint *ep;
+	__u32 zero = 0;
+
+	ep = lookup_endpoint(p);
+	if (ep && ep->kind == PI_EP_POD)
+		return deliver_to_pod(skb, p, ep);
+	if (ep && ep->kind == PI_EP_HOST)
+		return PI_PASS;
+	cfg = bpf_map_lookup_elem(&node_config, &zero);
+	if (!cfg || !cfg->uplink_ifindex)
+		return PI_PASS;
+	/* The neighbour subsystem resolves the next hop and writes the L2
+	 * header; ip_forward may stay off on the node. */
+	return bpf_redirect_neigh(cfg->uplink_ifindex, NULL, 0, 0);
+}
+
+SEC("tc")
+int pod_egress(struct __sk_buff *skb)
+{
+	struct pi_pod_stats *st;
+	struct pi_pod *pod;
+	__u32 ifindex = skb->ifindex;
+	struct pkt p;
+	int ret;
+
+	pod = bpf_map_lookup_elem(&pods, &ifindex);
+	if (!pod)
+		return PI_DROP;
+
+	ret = parse_pkt(skb, &p);
+	if (ret == PARSE_ARP)
+		return PI_PASS;
+	if (ret == PARSE_UNSUPPORTED)
+		return drop(pod->id, PI_DROP_UNSUPPORTED);
+	if (ret != PARSE_OK)
+		return drop(pod->id, PI_DROP_MALFORMED);
+
+	if (p.family == AF_INET) {
+		if (!(pod->flags & PI_POD_HAS_V4) || p.saddr.a[0] != pod->ip4)
+			return drop(pod->id, PI_DROP_SPOOFED);
+	} else {
+		struct pi_addr own = {};
+
+		__builtin_memcpy(own.a, pod->ip6, 16);
+		if (!(pod->flags & PI_POD_HAS_V6) || !addr_eq(&p.saddr, &own)) {
+			/* Neighbour discovery, router solicitation, MLD and
+			 * DAD use link-local or unspecified sources; such
+			 * packets cannot leave the link and end in the
+			 * node's stack. */
+			if (addr6_is_link_local(&p.saddr) ||
+			    addr6_is_unspecified(&p.saddr))
+				return PI_PASS;
+			return drop(pod->id, PI_DROP_SPOOFED);
+		}
+	}
+
+	if (policy_check(pod->id, PI_DIR_EGRESS, &p, skb->len) == PI_DENY)
+		return drop(pod->id, PI_DROP_POLICY);
+
+	st = stats_of(pod->id);
+	if (st) {
+		st->egress_packets++;
+		st->egress_bytes += skb->len;
+	}
+	return route(skb, &p);
+}
+
+/* Traffic the node's stack sends to a pod leaves through the host-side
+ * device; the pod's ingress policy and counters apply here too, so there
+ * is no path into a pod that skips them. */
+SEC("tc")
+int pod_ingress(struct __sk_buff *skb)
+{
+	struct pi_pod_stats *st;
+	struct pi_pod *pod;
+	__u32 ifindex = skb->ifindex;
+	struct pkt p;
+	int ret;
+
+	pod = bpf_map_lookup_elem(&pods, &ifindex);
+	if (!pod)
+		return PI_NEXT;
+	ret = parse_pkt(skb, &p);
+	if (ret == PARSE_ARP)
+		return PI_PASS;
+	if (ret != PARSE_OK)
+		return PI_NEXT;
+	if (policy_check(pod->id, PI_DIR_INGRESS, &p, skb->len) == PI_DENY)
+		return drop(pod->id, PI_DROP_INGRESS_POLICY);
+	st = stats_of(pod->id);
+	if (st) {
+		st->ingress_packets++;
+		st->ingress_bytes += skb->len;
+	}
+	return PI_PASS;
+}
+
+/* Traffic from the wire for a local pod goes straight to it; everything
+ * else is the node's own and continues to the stack. */
+SEC("tc")
+int uplink_ingress(struct __sk_buff *skb)
+{
+	struct pi_endpoint *ep;
+	struct pkt p;
+
+	if (parse_pkt(skb, &p) != PARSE_OK)
+		return PI_NEXT;
+	ep = lookup_endpoint(&p);
+	if (!ep || ep->kind != PI_EP_POD)
+		return PI_NEXT;
+	return deliver_to_pod(skb, &p, ep);
+}

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The one ABI shared by the BPF programs and userspace: every map key and
+ * value, every constant both sides must agree on. Only fixed-width types,
+ * padding spelled out.
+ */
+#ifndef PODINJECT_ABI_H
+#define PODINJECT_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define PI_NAME_LEN		32
+#define PI_MAX_PODS		256
+/* Rule slots of a whole node, shared by all pods and both directions. */
+#define PI_MAX_RULES		65536
+#define PI_MAX_RULE_IDS		65536
+#define PI_MAX_ENDPOINTS	4096
+
+/* tcx verdicts (enum tcx_action_base); the same numbers are the TC_ACT_*
+ * verdicts cls_bpf understands in direct-action mode, which is what lets one
+ * program serve both attach modes. */
+#define PI_NEXT			(-1)
+#define PI_PASS			0
+#define PI_DROP			2
+#define PI_REDIRECT		7
+
+/* Why a packet was dropped. Kept apart from the verdicts and counted per
+ * pod at the one exit point of each program. */
+enum pi_drop_reason {
+	PI_DROP_NONE = 0,
+	PI_DROP_SPOOFED,	/* source address is not the pod's */
+	PI_DROP_POLICY,		/* denied by the pod's egress policy */
+	PI_DROP_MALFORMED,	/* truncated or otherwise unparsable */
+	PI_DROP_UNKNOWN_POD,	/* program on a device that is no pod */
+	PI_DROP_REDIRECT,	/* redirect helper refused */
+	PI_DROP_INGRESS_POLICY,	/* denied by the destination's ingress policy */
+	PI_DROP_UNSUPPORTED,	/* neither IPv4, IPv6 nor ARP */
+	PI_DROP_MAX,
+};
+
+#define PI_DROP_NAMES { "none", "spoofed", "policy", "malformed", \
+	"unknown-pod", "redirect", "ingress-policy", "unsupported" }
+
+/* Address of either family: IPv4 in a[0], the rest zero. Network order. */
+struct pi_addr {
+	__u32 a[4];
+};
+
+enum pi_pod_flags {
+	PI_POD_HAS_V4	= 1 << 0,
+	PI_POD_HAS_V6	= 1 << 1,
+	PI_POD_NETKIT	= 1 << 2,
+};
+
+/* pods: host-side ifindex -> pod. Userspace keeps names here too, so the
+ * pinned maps are the node's whole state and nothing lives in files. */
+struct pi_pod {
+	char name[PI_NAME_LEN];
+	__u32 id;		/* index into per-pod arrays */
+	__u32 ifindex;		/* host-side device */
+	__u32 peer_ifindex;	/* pod-side device, in the pod's netns */
+	__u32 flags;		/* enum pi_pod_flags */
+	__u32 ip4;
+	__u32 ip6[4];
+	__u8 pod_mac[6];
+	__u8 host_mac[6];
+};
+
+enum pi_endpoint_kind {
+	PI_EP_POD = 1,		/* a pod on this node */
+	PI_EP_HOST = 2,		/* an address of the node itself */
+};
+
+struct pi_endpoint_key {
+	__u32 family;		/* AF_INET or AF_INET6 */
+	struct pi_addr addr;
+};
+
+struct pi_endpoint {
+	__u32 kind;		/* enum pi_endpoint_kind */
+	__u32 pod_ifindex;	/* host-side device of the pod */
+	__u32 pod_id;
+	__u8 pod_mac[6];
+	__u8 host_mac[6];
+};
+
+enum pi_node_flags {
+	PI_NODE_TCX = 1 << 0,		/* attached with tcx links */
+};
+
+struct pi_node_config {
+	char name[PI_NAME_LEN];
+	__u32 uplink_ifindex;	/* 0: no uplink, non-pod traffic to the stack */
+	__u32 flags;
+	__u32 next_rule_id;
+	__u32 pad;
+};
+
+/* Policy rules. All rules of a node live in one array (`rules`); a pod's
+ * policy in one direction is the contiguous range policy_refs[pod*2 + dir]
+ * points at. An edit writes the new rule list into a free range and then
+ * flips the reference, so the datapath sees the old or the new policy,
+ * never a mix. The reference is one aligned 8-byte value for that reason. */
+enum pi_action {
+	PI_ALLOW = 1,
+	PI_DENY = 2,
+};
+
+struct pi_rule {
+	__u32 id;		/* index into rule_stats; stable across edits */
+	__u8 action;		/* enum pi_action */
+	__u8 proto;		/* IPPROTO_*, 0 = any; ICMP means ICMP or ICMPv6 */
+	__u8 family;		/* 0 = any, AF_INET, AF_INET6 */
+	__u8 prefixlen;		/* of addr; 0 = any address */
+	__u16 port_lo;		/* host order; 0..0 = any port */
+	__u16 port_hi;
+	struct pi_addr addr;	/* destination (egress) or source (ingress) */
+};
+
+struct pi_policy_ref {
+	__u32 start;		/* first slot in `rules` */
+	__u32 count;		/* number of rules; 0 = no rules, default allow */
+};
+
+struct pi_rule_stats {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct pi_pod_stats {
+	__u64 egress_packets;	/* the pod's egress program let it through */
+	__u64 egress_bytes;
+	__u64 ingress_packets;	/* delivered to the pod */
+	__u64 ingress_bytes;
+	__u64 drops[PI_DROP_MAX];
+};
+
+enum pi_policy_dir {
+	PI_DIR_EGRESS = 0,
+	PI_DIR_INGRESS = 1,
+};
+
+#endif

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#include <errno.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/bpf.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "attach.h"
+
+/* BPF_LINK_CREATE as the kernel lays it out for tcx and netkit; libbpf 1.1
+ * predates those fields. */
+struct link_create_attr {
+	uint32_t prog_fd;
+	uint32_t target_ifindex;
+	uint32_t attach_type;
+	uint32_t flags;
+	uint32_t relative_fd;
+	uint32_t pad;
+	uint64_t expected_revision;
+};
+
+static int hook_attach_type(enum pi_hook hook)
+{
+	switch (hook) {
+	case PI_HOOK_INGRESS: return PI_BPF_TCX_INGRESS;
+	case PI_HOOK_EGRESS: return PI_BPF_TCX_EGRESS;
+	case PI_HOOK_NETKIT_PEER: return PI_BPF_NETKIT_PEER;
+	case PI_HOOK_NETKIT_PRIMARY: return PI_BPF_NETKIT_PRIMARY;
+	}
+	return -1;
+}
+
+static int link_create(int prog_fd, int ifindex, int attach_type, bool head)
+{
+	struct link_create_attr attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_fd = prog_fd;
+	attr.target_ifindex = ifindex;
+	attr.attach_type = attach_type;
+	/* BPF_F_BEFORE without an anchor means "first of all", ahead of
+	 * programs that are not ours too. */
+	attr.flags = head ? PI_BPF_F_BEFORE : 0;
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	return fd < 0 ? -errno : fd;
+}
+
+static int clsact_attach(int prog_fd, int ifindex, enum pi_hook hook,
+			 uint32_t prio)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, tc_hook, .ifindex = ifindex);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = prog_fd,
+			    .priority = prio, .handle = 1);
+	int err;
+
+	if (hook != PI_HOOK_INGRESS && hook != PI_HOOK_EGRESS)
+		return -EOPNOTSUPP;
+	tc_hook.attach_point = hook == PI_HOOK_INGRESS ? BPF_TC_INGRESS :
+							 BPF_TC_EGRESS;
+	err = bpf_tc_hook_create(&tc_hook);
+	if (err && err != -EEXIST)
+		return err;
+	return bpf_tc_attach(&tc_hook, &opts);
+}
+
+int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
+		enum pi_attach_mode mode, bool head, uint32_t prio,
+		const char *pin_path)
+{
+	int fd, err;
+
+	if (mode == PI_ATTACH_CLSACT)
+		return clsact_attach(prog_fd, ifindex, hook, prio);
+
+	fd = link_create(prog_fd, ifindex, hook_attach_type(hook), head);
+	if (fd < 0)
+		return fd;
+	err = bpf_obj_pin(fd, pin_path) ? -errno : 0;
+	/* Once pinned the link owns the attachment; unpinned it would go
+	 * away with this fd, which is the undo we want on failure. */
+	close(fd);
+	return err;
+}
+
+int detach_prog(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
+		uint32_t prio, const char *pin_path)
+{
+	if (mode == PI_ATTACH_CLSACT) {
+		DECLARE_LIBBPF_OPTS(bpf_tc_hook, tc_hook, .ifindex = ifindex);
+		DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .priority = prio,
+				    .handle = 1);
+		int err;
+
+		tc_hook.attach_point = hook == PI_HOOK_INGRESS ?
+				       BPF_TC_INGRESS : BPF_TC_EGRESS;
+		err = bpf_tc_detach(&tc_hook, &opts);
+		return err == -ENOENT || err == -ENODEV || err == -EINVAL ?
+		       0 : err;
+	}
+	if (unlink(pin_path) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int query_tcx(int ifindex, enum pi_hook hook, uint32_t *ids, uint32_t max)
+{
+	uint32_t cnt = max, flags = 0;
+	int err;
+
+	err = bpf_prog_query(ifindex, hook_attach_type(hook), 0, &flags, ids,
+			     &cnt);
+	if (err)
+		return err < 0 ? err : -EIO;
+	return cnt;
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Attaching tc programs beside whatever else is on a device: tcx links
+ * (multi-program, ordered, owned by a pinned link) where the kernel has
+ * them, a clsact qdisc with direct-action cls_bpf filters where it does not.
+ */
+#ifndef PODINJECT_ATTACH_H
+#define PODINJECT_ATTACH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Values of the kernel's uapi, newer than Debian's linux-libc-dev. */
+#define PI_BPF_TCX_INGRESS	46
+#define PI_BPF_TCX_EGRESS	47
+#define PI_BPF_NETKIT_PRIMARY	54
+#define PI_BPF_NETKIT_PEER	55
+#define PI_BPF_F_BEFORE		(1U << 3)
+
+enum pi_hook {
+	PI_HOOK_INGRESS,	/* tc ingress of the device */
+	PI_HOOK_EGRESS,		/* tc egress of the device */
+	PI_HOOK_NETKIT_PEER,	/* netkit: the peer's transmit (pod egress) */
+	PI_HOOK_NETKIT_PRIMARY,	/* netkit: the primary's transmit */
+};
+
+enum pi_attach_mode {
+	PI_ATTACH_TCX,		/* tcx or netkit link, pinned */
+	PI_ATTACH_CLSACT,	/* clsact qdisc + cls_bpf, lives on the device */
+};
+
+/* Priorities of cls_bpf filters in clsact mode: the head of the chain is the
+ * lowest number, so injection (which must run first) takes 1 and the node
+ * datapath leaves room in front of it. */
+#define PI_PRIO_HEAD		1
+#define PI_PRIO_DATAPATH	100
+
+/* Attaches prog_fd at `hook` of ifindex. tcx mode: at the head of the chain
+ * (BPF_F_BEFORE, no anchor) when `head`, else appended; the link is pinned
+ * at pin_path. clsact mode: a filter at `prio`. */
+int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
+		enum pi_attach_mode mode, bool head, uint32_t prio,
+		const char *pin_path);
+/* Undoes attach_prog; a device that is already gone is not an error. */
+int detach_prog(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
+		uint32_t prio, const char *pin_path);
+/* Program ids at a tcx hook in chain order; returns the count or -errno. */
+int query_tcx(int ifindex, enum pi_hook hook, uint32_t *ids, uint32_t max);
+
+#endif

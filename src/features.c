@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* podinject features: what this kernel offers, as the probes found it. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include "cmds.h"
+#include "kernel_features.h"
+#include "util.h"
+
+static const char *inject_path(const struct features *f)
+{
+	if (f->redirect_peer_egress)
+		return "fast";
+	return "fallback";
+}
+
+int do_features(int argc, char **argv)
+{
+	struct features f;
+	struct utsname u;
+	int err;
+
+	if (argc > 0 && is_prefix(argv[0], "help")) {
+		fprintf(stderr, "Usage: podinject [-j] features\n");
+		return EXIT_USAGE;
+	}
+	if (argc > 0)
+		return usage_err("unknown argument '%s'", argv[0]);
+	err = probe_features(&f);
+	if (err) {
+		p_err("cannot probe kernel features: %s", strerror(-err));
+		return EXIT_RUNTIME;
+	}
+	uname(&u);
+	if (json_output) {
+		json_obj_open(jw);
+		json_kstr(jw, "kernel", u.release);
+		json_kbool(jw, "tcx", f.tcx);
+		json_kbool(jw, "netkit", f.netkit);
+		json_kbool(jw, "redirect_peer_egress", f.redirect_peer_egress);
+		json_ku64(jw, "redirect_peer_egress_probe_retval",
+			  f.redirect_peer_egress_retval);
+		json_kbool(jw, "bpf_loop", f.bpf_loop);
+		json_kbool(jw, "netkit_xdp", false);
+		json_kstr(jw, "attach", f.tcx ? "tcx" : "clsact");
+		json_kstr(jw, "inject_path", inject_path(&f));
+		json_obj_close(jw);
+		json_end(jw);
+		return EXIT_OK;
+	}
+	printf("kernel %s\n", u.release);
+	printf("  tcx links                              %s\n",
+	       f.tcx ? "yes" : "no (clsact + cls_bpf fallback)");
+	printf("  netkit devices                         %s\n",
+	       f.netkit ? "yes" : "no");
+	printf("  bpf_redirect_peer(BPF_F_EGRESS)        %s (probe returned %d)\n",
+	       f.redirect_peer_egress ? "yes" : "no", f.redirect_peer_egress_retval);
+	printf("  bpf_loop                               %s\n",
+	       f.bpf_loop ? "yes" : "no");
+	printf("  XDP on netkit                          no (netkit has no XDP hook)\n");
+	printf("  injection path (auto)                  %s\n",
+	       f.redirect_peer_egress ? "fast: bpf_redirect_peer(BPF_F_EGRESS)" :
+	       "fallback: bpf_redirect(BPF_F_INGRESS)");
+	return EXIT_OK;
+}

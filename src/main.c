@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* podinject: inject traffic into a pod's egress datapath as if the pod had
+ * sent it; plus the reference node datapath it is tested on. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/libbpf.h>
+#include "cmds.h"
+#include "util.h"
+
+static int main_help(int argc, char **argv)
+{
+	fprintf(stderr,
+		"Usage: podinject [-j|--json] [-v] [-N|--node NODE] OBJECT COMMAND ...\n"
+		"\n"
+		"OBJECT := node | pod | policy | inject | features | help\n"
+		"NODE defaults to $PODINJECT_NODE, else \"node\".\n"
+		"'podinject OBJECT help' explains each object.\n"
+		"Exit codes: 0 ok, 1 runtime failure, 2 usage error.\n");
+	return EXIT_USAGE;
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt,
+			va_list ap)
+{
+	if (!verbose && level != LIBBPF_WARN)
+		return 0;
+	if (!verbose)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "node", required_argument, NULL, 'N' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	static const struct cmd cmds[] = {
+		{ "node", do_node },
+		{ "pod", do_pod },
+		{ "policy", do_policy },
+		{ "features", do_features },
+		{ "help", main_help },
+		{ 0 },
+	};
+	const char *env = getenv("PODINJECT_NODE");
+	int c;
+
+	if (env && *env)
+		node_name = env;
+	while ((c = getopt_long(argc, argv, "+jvN:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json_output = true;
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 'N':
+			node_name = optarg;
+			break;
+		case 'h':
+			main_help(0, NULL);
+			return EXIT_OK;
+		default:
+			return main_help(0, NULL);
+		}
+	}
+	if (!valid_name(node_name, 15))
+		return usage_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
+				 node_name);
+	json_init(jw, stdout);
+	libbpf_set_print(libbpf_print);
+	argc -= optind;
+	argv += optind;
+	if (argc < 1)
+		return main_help(0, NULL);
+	return cmd_select(cmds, argc, argv, main_help);
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Network namespaces and rtnetlink, the small set of operations podinject
+ * needs to build pods. Every function works in the calling thread's current
+ * network namespace unless it takes a namespace fd, and returns 0 (or a
+ * non-negative value where documented) on success and -errno on failure.
+ * Nothing here prints: callers report errors where the context is.
+ */
+#ifndef PODINJECT_NL_H
+#define PODINJECT_NL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+#define NETNS_RUN_DIR "/run/netns"
+
+/* Named namespaces, compatible with `ip netns` (bind mounts in /run/netns). */
+int netns_create(const char *name);	/* -EEXIST if the name is taken */
+int netns_delete(const char *name);	/* -ENOENT if there is no such name */
+bool netns_exists(const char *name);
+int netns_open(const char *name);	/* O_RDONLY fd of the namespace */
+/* Switch the calling thread to the namespace behind fd; *saved receives an
+ * fd of the namespace it was in, for netns_restore(). */
+int netns_enter(int fd, int *saved);
+int netns_restore(int saved);		/* setns back and close saved */
+
+/* Links */
+int nl_link_index(const char *name);	/* ifindex, or -ENODEV */
+int nl_link_name(int ifindex, char name[16]);
+int nl_link_set_up(int ifindex);
+int nl_link_get_mac(int ifindex, uint8_t mac[6]);
+int nl_link_del(int ifindex);
+/* Create a veth pair: `name` stays in the current namespace; `peer` is
+ * created directly inside the namespace behind peer_netns_fd (or stays here
+ * when peer_netns_fd < 0). */
+int nl_veth_create(const char *name, const char *peer, int peer_netns_fd);
+/* Create a netkit pair in L3 mode with the default policy "forward" for both
+ * ends: `name` is the primary and stays here, `peer` goes to peer_netns_fd.
+ * Returns -EOPNOTSUPP when the kernel has no netkit. */
+int nl_netkit_create(const char *name, const char *peer, int peer_netns_fd);
+/* Link kind as the kernel reports it ("veth", "netkit", ...). */
+int nl_link_kind(int ifindex, char kind[16]);
+int nl_link_set_netns(int ifindex, int netns_fd);
+
+/* Addresses, routes and neighbours. Addresses are in network byte order:
+ * 4 bytes for AF_INET, 16 for AF_INET6. */
+int nl_addr_add(int ifindex, int family, const void *addr, int prefixlen);
+/* Route to dst/plen. gw may be NULL (a link route). For a gateway route the
+ * nexthop is marked onlink, so the gateway needs no covering prefix. */
+int nl_route_add(int family, const void *dst, int plen, const void *gw,
+		 int oif);
+int nl_route_del(int family, const void *dst, int plen, int oif);
+/* A permanent neighbour entry. */
+int nl_neigh_add(int ifindex, int family, const void *addr,
+		 const uint8_t mac[6]);
+
+/* sysctl helpers for the current namespace, e.g. "net/ipv4/ip_forward". */
+int sysctl_write(const char *path, const char *value);
+int sysctl_read(const char *path, char *buf, size_t len);
+
+#endif

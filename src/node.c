@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * podinject node up|down|show: a node is a network namespace (made here or
+ * adopted), the reference datapath's BPF objects pinned under
+ * /sys/fs/bpf/podinject/NODE, and optionally an uplink device inside it.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "cmds.h"
+#include "kernel_features.h"
+#include "nl.h"
+#include "node.skel.h"
+#include "util.h"
+
+static int node_help(int argc, char **argv)
+{
+	fprintf(stderr,
+		"Usage: podinject [-N NODE] node up [--uplink DEV]\n"
+		"       podinject [-N NODE] node down\n"
+		"       podinject [-N NODE] [-j] node show\n"
+		"\n"
+		"A node is the network namespace named NODE (made by 'up' when it\n"
+		"does not exist) plus its datapath pinned under %s/NODE.\n"
+		"--uplink DEV: a device already inside the node's namespace that\n"
+		"leads to other nodes; traffic to non-local addresses leaves\n"
+		"through it with bpf_redirect_neigh().\n", PI_PIN_ROOT);
+	return EXIT_USAGE;
+}
+
+/* Removes a pin folder and everything below it. */
+static int rm_tree(const char *path)
+{
+	struct dirent *de;
+	DIR *d = opendir(path);
+	int err = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		char sub[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+		if (lstat(sub, &st))
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			int e = rm_tree(sub);
+
+			if (e && !err)
+				err = e;
+		} else if (unlink(sub) && !err) {
+			err = -errno;
+		}
+	}
+	closedir(d);
+	if (rmdir(path) && !err)
+		err = -errno;
+	return err;
+}
+
+static int add_host_endpoint(int map, int family, const void *addr)
+{
+	struct pi_endpoint_key key = { .family = family };
+	struct pi_endpoint ep = { .kind = PI_EP_HOST };
+
+	memcpy(key.addr.a, addr, family == AF_INET ? 4 : 16);
+	return bpf_map_update_elem(map, &key, &ep, BPF_NOEXIST) ? -errno : 0;
+}
+
+/* Every address the node's namespace owns is the node's: pods reach them
+ * through the stack, not the uplink. Called inside the namespace. */
+static int register_node_addresses(int map)
+{
+	struct ifaddrs *ifa, *all;
+	int err = 0;
+
+	if (getifaddrs(&all))
+		return -errno;
+	for (ifa = all; ifa && !err; ifa = ifa->ifa_next) {
+		if (!ifa->ifa_addr || (ifa->ifa_flags & IFF_LOOPBACK))
+			continue;
+		if (ifa->ifa_addr->sa_family == AF_INET)
+			err = add_host_endpoint(map, AF_INET,
+				&((struct sockaddr_in *)ifa->ifa_addr)->sin_addr);
+		else if (ifa->ifa_addr->sa_family == AF_INET6)
+			err = add_host_endpoint(map, AF_INET6,
+				&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr);
+		if (err == -EEXIST)
+			err = 0;
+	}
+	freeifaddrs(all);
+	return err;
+}
+
+static int pin_objects(struct node_bpf *skel, const char *dir)
+{
+	struct bpf_program *prog;
+	struct bpf_map *map;
+	char path[PATH_MAX];
+
+	bpf_object__for_each_map(map, skel->obj) {
+		if (bpf_map__is_internal(map))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir,
+			 bpf_map__name(map));
+		if (bpf_map__pin(map, path))
+			return -errno;
+	}
+	bpf_object__for_each_program(prog, skel->obj) {
+		snprintf(path, sizeof(path), "%s/prog_%s", dir,
+			 bpf_program__name(prog));
+		if (bpf_program__pin(prog, path))
+			return -errno;
+	}
+	return 0;
+}
+
+static int node_up(int argc, char **argv)
+{
+	const char *uplink = NULL;
+	struct node_bpf *skel = NULL;
+	struct pi_node_config cfg = {};
+	struct features feat;
+	struct node n;
+	bool made_ns = false, made_dir = false;
+	int saved = -1, err, ret = EXIT_RUNTIME;
+	char path[PATH_MAX];
+
+	while (argc > 0) {
+		if (!strcmp(argv[0], "--uplink")) {
+			if (argc < 2)
+				return usage_err("--uplink needs a device name");
+			uplink = argv[1];
+			argc -= 2;
+			argv += 2;
+		} else {
+			return usage_err("unknown argument '%s'", argv[0]);
+		}
+	}
+	if (uplink && (strlen(uplink) >= IFNAMSIZ || !*uplink))
+		return usage_err("invalid device name '%s'", uplink);
+
+	err = ensure_bpffs();
+	if (err) {
+		p_err("cannot mount bpffs at /sys/fs/bpf: %s", strerror(-err));
+		return EXIT_RUNTIME;
+	}
+	snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, node_name);
+	if (!access(path, F_OK)) {
+		p_err("node '%s' is already up", node_name);
+		return EXIT_RUNTIME;
+	}
+	err = probe_features(&feat);
+	if (err) {
+		p_err("cannot probe kernel features: %s", strerror(-err));
+		return EXIT_RUNTIME;
+	}
+	if (!feat.bpf_loop) {
+		p_err("this kernel lacks bpf_loop(), which the policy needs");
+		return EXIT_RUNTIME;
+	}
+
+	if (!netns_exists(node_name)) {
+		err = netns_create(node_name);
+		if (err) {
+			p_err("cannot create namespace '%s': %s", node_name,
+			      strerror(-err));
+			return EXIT_RUNTIME;
+		}
+		made_ns = true;
+	}
+	mkdir(PI_PIN_ROOT, 0700);
+	if (mkdir(path, 0700)) {
+		p_err("cannot create %s: %s", path, strerror(errno));
+		goto out;
+	}
+	made_dir = true;
+
+	skel = node_bpf__open_and_load();
+	if (!skel) {
+		p_err("cannot load the node datapath: %s", strerror(errno));
+		goto out;
+	}
+	err = pin_objects(skel, path);
+	if (err) {
+		p_err("cannot pin objects under %s: %s", path, strerror(-err));
+		goto out;
+	}
+
+	snprintf(cfg.name, sizeof(cfg.name), "%s", node_name);
+	cfg.flags = (feat.tcx ? PI_NODE_TCX : 0) |
+		    (made_ns ? PI_NODE_OWNS_NETNS : 0);
+	if (node_open(&n))
+		goto out;
+	n.cfg = cfg;
+	if (node_enter(&n, &saved)) {
+		p_err("cannot enter namespace '%s'", node_name);
+		goto out_node;
+	}
+	if (uplink) {
+		int ifindex = nl_link_index(uplink);
+
+		if (ifindex < 0) {
+			p_err("uplink '%s' does not exist in namespace '%s'",
+			      uplink, node_name);
+			goto out_node;
+		}
+		err = nl_link_set_up(ifindex);
+		if (!err) {
+			node_pin_path(&n, path, sizeof(path), "link_uplink");
+			err = attach_prog(n.progs[P_UPLINK_INGRESS], ifindex,
+					  PI_HOOK_INGRESS,
+					  node_attach_mode(&n), false,
+					  PI_PRIO_DATAPATH, path);
+		}
+		if (err) {
+			p_err("cannot attach to uplink '%s': %s", uplink,
+			      strerror(-err));
+			goto out_node;
+		}
+		n.cfg.uplink_ifindex = ifindex;
+	}
+	err = register_node_addresses(n.maps[M_ENDPOINTS]);
+	if (!err)
+		err = node_save_config(&n);
+	if (err) {
+		p_err("cannot record node state: %s", strerror(-err));
+		goto out_node;
+	}
+	ret = EXIT_OK;
+	p_info("node %s up (%s, namespace %s%s)", node_name,
+	       feat.tcx ? "tcx" : "clsact", node_name,
+	       made_ns ? ", created" : ", adopted");
+	if (json_output) {
+		json_obj_open(jw);
+		json_kstr(jw, "node", node_name);
+		json_kstr(jw, "attach", feat.tcx ? "tcx" : "clsact");
+		json_kbool(jw, "created_netns", made_ns);
+		json_obj_close(jw);
+		json_end(jw);
+	}
+out_node:
+	if (saved >= 0)
+		netns_restore(saved);
+	if (ret != EXIT_OK && n.cfg.uplink_ifindex)
+		detach_prog(n.cfg.uplink_ifindex, PI_HOOK_INGRESS,
+			    node_attach_mode(&n), PI_PRIO_DATAPATH, path);
+	node_close(&n);
+out:
+	node_bpf__destroy(skel);
+	if (ret != EXIT_OK) {
+		snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, node_name);
+		if (made_dir)
+			rm_tree(path);
+		if (made_ns)
+			netns_delete(node_name);
+	}
+	return ret;
+}
+
+static int remove_pod_cb(const struct node *n, const struct pi_pod *pod,
+			 void *ctx)
+{
+	int *err = ctx;
+	int e = pod_remove((struct node *)n, pod);
+
+	if (e && !*err)
+		*err = e;
+	return 0;
+}
+
+static int node_down(int argc, char **argv)
+{
+	char path[PATH_MAX];
+	struct node n;
+	int err = 0, saved;
+
+	if (argc > 0)
+		return usage_err("unknown argument '%s'", argv[0]);
+	if (node_open(&n))
+		return EXIT_RUNTIME;
+	pod_for_each(&n, remove_pod_cb, &err);
+	if (n.cfg.uplink_ifindex && !node_enter(&n, &saved)) {
+		node_pin_path(&n, path, sizeof(path), "link_uplink");
+		detach_prog(n.cfg.uplink_ifindex, PI_HOOK_INGRESS,
+			    node_attach_mode(&n), PI_PRIO_DATAPATH, path);
+		netns_restore(saved);
+	}
+	{
+		int e = rm_tree(n.pin_dir);
+
+		if (e && !err)
+			err = e;
+	}
+	if (n.cfg.flags & PI_NODE_OWNS_NETNS) {
+		close(n.netns_fd);
+		n.netns_fd = -1;
+		int e = netns_delete(node_name);
+
+		if (e && !err)
+			err = e;
+	}
+	node_close(&n);
+	rmdir(PI_PIN_ROOT);	/* only when no other node is left */
+	if (err) {
+		p_err("node '%s' down with errors: %s", node_name,
+		      strerror(-err));
+		return EXIT_RUNTIME;
+	}
+	p_info("node %s down", node_name);
+	return EXIT_OK;
+}
+
+static int count_pod(const struct node *n, const struct pi_pod *pod, void *c)
+{
+	(*(int *)c)++;
+	return 0;
+}
+
+static int node_show(int argc, char **argv)
+{
+	char ifname[IF_NAMESIZE] = "", buf[64];
+	struct pi_endpoint_key key, next, *prev = NULL;
+	struct pi_endpoint ep;
+	struct node n;
+	int pods = 0, saved;
+
+	if (argc > 0)
+		return usage_err("unknown argument '%s'", argv[0]);
+	if (node_open(&n))
+		return EXIT_RUNTIME;
+	pod_for_each(&n, count_pod, &pods);
+	if (n.cfg.uplink_ifindex && !node_enter(&n, &saved)) {
+		nl_link_name(n.cfg.uplink_ifindex, ifname);
+		netns_restore(saved);
+	}
+	if (json_output) {
+		json_obj_open(jw);
+		json_kstr(jw, "node", n.name);
+		json_kstr(jw, "netns", n.name);
+		json_kbool(jw, "owns_netns", n.cfg.flags & PI_NODE_OWNS_NETNS);
+		json_kstr(jw, "attach", n.cfg.flags & PI_NODE_TCX ? "tcx" :
+								"clsact");
+		json_kstr(jw, "pin_dir", n.pin_dir);
+		json_key(jw, "uplink");
+		if (n.cfg.uplink_ifindex) {
+			json_obj_open(jw);
+			json_kstr(jw, "name", ifname);
+			json_ku64(jw, "ifindex", n.cfg.uplink_ifindex);
+			json_obj_close(jw);
+		} else {
+			json_null(jw);
+		}
+		json_ku64(jw, "pods", pods);
+		json_key(jw, "node_addresses");
+		json_arr_open(jw);
+	} else {
+		printf("node %s\n  netns %s%s\n  attach %s\n  pins %s\n",
+		       n.name, n.name,
+		       n.cfg.flags & PI_NODE_OWNS_NETNS ? " (owned)" : "",
+		       n.cfg.flags & PI_NODE_TCX ? "tcx" : "clsact",
+		       n.pin_dir);
+		if (n.cfg.uplink_ifindex)
+			printf("  uplink %s (ifindex %u)\n", ifname,
+			       n.cfg.uplink_ifindex);
+		else
+			printf("  uplink none (non-pod traffic goes to the stack)\n");
+		printf("  pods %d\n  node addresses:", pods);
+	}
+	while (!bpf_map_get_next_key(n.maps[M_ENDPOINTS], prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(n.maps[M_ENDPOINTS], &key, &ep) ||
+		    ep.kind != PI_EP_HOST)
+			continue;
+		fmt_addr(key.family, &key.addr, -1, buf, sizeof(buf));
+		if (json_output)
+			json_str(jw, buf);
+		else
+			printf(" %s", buf);
+	}
+	if (json_output) {
+		json_arr_close(jw);
+		json_obj_close(jw);
+		json_end(jw);
+	} else {
+		printf("\n");
+	}
+	node_close(&n);
+	return EXIT_OK;
+}
+
+int do_node(int argc, char **argv)
+{
+	static const struct cmd cmds[] = {
+		{ "up", node_up },
+		{ "down", node_down },
+		{ "show", node_show },
+		{ "help", node_help },
+		{ 0 },
+	};
+
+	return cmd_select(cmds, argc, argv, node_help);
+}
