@@ -70,9 +70,9 @@ $(BUILD)/podinject: $(CLI_OBJS) $(LIB_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) tests/unit/unit.h
+$(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -Itests/unit $(UNIT_SRCS) $(LIB_OBJS) -o $@ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) $(LIB_OBJS) -o $@ $(LDLIBS)
 
 $(BUILD)/%: tests/tools/%.c | $(BUILD)
 	$(call msg,CC,$@)

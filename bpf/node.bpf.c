@@ -20,6 +20,7 @@
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "lib/policy.h"
+#include "lib/redirect.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -101,7 +102,7 @@ static __always_inline int deliver_to_pod(struct __sk_buff *skb,
 		st->ingress_packets++;
 		st->ingress_bytes += skb->len;
 	}
-	return bpf_redirect_peer(ep->pod_ifindex, 0);
+	return redirect_peer(ep->pod_ifindex, 0);
 }
 
 static __always_inline int route(struct __sk_buff *skb, const struct pkt *p)
@@ -120,7 +121,7 @@ static __always_inline int route(struct __sk_buff *skb, const struct pkt *p)
 		return PI_PASS;
 	/* The neighbour subsystem resolves the next hop and writes the L2
 	 * header; ip_forward may stay off on the node. */
-	return bpf_redirect_neigh(cfg->uplink_ifindex, NULL, 0, 0);
+	return redirect_neigh(cfg->uplink_ifindex);
 }
 
 SEC("tc")

@@ -142,4 +142,20 @@ enum pi_policy_dir {
 	PI_DIR_INGRESS = 1,
 };
 
+/* What a redirect helper was asked, recorded for unit tests
+ * (bpf/lib/redirect.h). */
+enum pi_redirect_kind {
+	PI_RD_NONE = 0,
+	PI_RD_PEER = 1,		/* bpf_redirect_peer */
+	PI_RD_PLAIN = 2,	/* bpf_redirect */
+	PI_RD_NEIGH = 3,	/* bpf_redirect_neigh */
+};
+
+struct pi_redirect_record {
+	__u32 kind;
+	__u32 ifindex;
+	__u64 flags;
+	__s64 ret;
+};
+
 #endif

@@ -42,6 +42,13 @@ int nl_netkit_create(const char *name, const char *peer, int peer_netns_fd);
 /* Link kind as the kernel reports it ("veth", "netkit", ...). */
 int nl_link_kind(int ifindex, char kind[16]);
 int nl_link_set_netns(int ifindex, int netns_fd);
+/* Wait until the link can carry traffic: up, with carrier, and its transmit
+ * queues activated. Right after a veth/netkit peer comes up the kernel does
+ * that asynchronously, and until it has, packets sent through the link are
+ * silently dropped. -ETIMEDOUT if that does not happen in timeout_ms (for
+ * instance because the peer is down). Call it on both ends after setting
+ * them up, before sending anything. */
+int nl_link_wait_running(int ifindex, int timeout_ms);
 
 /* Addresses, routes and neighbours. Addresses are in network byte order:
  * 4 bytes for AF_INET, 16 for AF_INET6. */

@@ -1,0 +1,709 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Named network namespaces and the few rtnetlink requests podinject needs.
+ *
+ * Every netlink request opens its own NETLINK_ROUTE socket: a socket is tied
+ * to the namespace its creator was in, and callers move between namespaces
+ * with setns() around these calls, so a cached socket would silently talk to
+ * the wrong namespace.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+#include <net/if.h>
+#include <arpa/inet.h>
+
+#include <libmnl/libmnl.h>
+#include <linux/if_addr.h>
+#include <linux/if_link.h>
+#include <linux/neighbour.h>
+#include <linux/rtnetlink.h>
+#include <linux/veth.h>
+
+#include "nl.h"
+
+/*
+ * The uapi headers of the build machine may predate netkit (Linux 6.7); the
+ * values are ABI, copied from the kernel's include/uapi/linux/if_link.h.
+ */
+#define PI_IFLA_NETKIT_PEER_INFO	1
+#define PI_IFLA_NETKIT_POLICY		3
+#define PI_IFLA_NETKIT_PEER_POLICY	4
+#define PI_IFLA_NETKIT_MODE		5
+#define PI_NETKIT_PASS			0
+#define PI_NETKIT_L3			1
+
+/* Replies: big enough for one RTM_NEWLINK with all its attributes. */
+#define NL_BUF_SIZE	32768
+/* Requests: the largest one (a pair with its peer) is a few hundred bytes. */
+#define NL_REQ_SIZE	1024
+
+/*
+ * Send one request and read until the kernel's ACK (or error) arrives.
+ * Replies other than the ACK go to cb when it is given. Returns 0 or the
+ * kernel's -errno.
+ */
+static int nl_request(struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
+{
+	static char buf[NL_BUF_SIZE];
+	struct mnl_socket *nl;
+	unsigned int portid, seq;
+	int ret, err = 0;
+
+	nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+	if (!nl)
+		return -errno;
+	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		err = -errno;
+		goto out;
+	}
+	portid = mnl_socket_get_portid(nl);
+	seq = nlh->nlmsg_seq = 1;
+	nlh->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
+		err = -errno;
+		goto out;
+	}
+	for (;;) {
+		ret = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+		if (ret < 0) {
+			err = -errno;
+			break;
+		}
+		errno = 0;
+		ret = mnl_cb_run(buf, ret, seq, portid, cb, data);
+		if (ret < 0) {
+			/* libmnl leaves the kernel's error (or its own) in errno */
+			err = errno ? -errno : -EIO;
+			break;
+		}
+		if (ret == MNL_CB_STOP)
+			break;
+	}
+out:
+	mnl_socket_close(nl);
+	return err;
+}
+
+static struct nlmsghdr *nl_msg(char *buf, uint16_t type, uint16_t flags)
+{
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+
+	nlh->nlmsg_type = type;
+	nlh->nlmsg_flags = flags;
+	return nlh;
+}
+
+static int addr_len(int family)
+{
+	if (family == AF_INET)
+		return 4;
+	if (family == AF_INET6)
+		return 16;
+	return -EAFNOSUPPORT;
+}
+
+/* ---- namespaces ---------------------------------------------------------- */
+
+static int netns_path(const char *name, char *path, size_t len)
+{
+	int n;
+
+	/* A name is a single path component, as `ip netns` requires. */
+	if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") ||
+	    !strcmp(name, ".."))
+		return -EINVAL;
+	n = snprintf(path, len, "%s/%s", NETNS_RUN_DIR, name);
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/*
+ * The bind mounts must propagate to other mount namespaces (e.g. a shell that
+ * unshared its mounts), the same way iproute2 sets /run/netns up, so the
+ * directory has to be a shared mount point.
+ */
+static int netns_run_dir_prepare(void)
+{
+	bool bound = false;
+
+	if (mkdir(NETNS_RUN_DIR, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	for (;;) {
+		if (!mount("", NETNS_RUN_DIR, "none", MS_SHARED | MS_REC, NULL))
+			return 0;
+		/* EINVAL: not a mount point yet, make it one and retry once. */
+		if (errno != EINVAL || bound)
+			return -errno;
+		if (mount(NETNS_RUN_DIR, NETNS_RUN_DIR, "none",
+			  MS_BIND | MS_REC, NULL))
+			return -errno;
+		bound = true;
+	}
+}
+
+static int link_set_up_by_name(const char *name)
+{
+	unsigned int idx = if_nametoindex(name);
+
+	if (!idx)
+		return -errno;
+	return nl_link_set_up(idx);
+}
+
+int netns_create(const char *name)
+{
+	char path[256];
+	int fd, saved, err;
+
+	err = netns_path(name, path, sizeof(path));
+	if (err)
+		return err;
+	err = netns_run_dir_prepare();
+	if (err)
+		return err;
+
+	fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+
+	/* The new namespace is made by this thread, which must end up back in
+	 * the namespace it started in whatever happens below. */
+	saved = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (saved < 0) {
+		err = -errno;
+		goto out_unlink;
+	}
+	if (unshare(CLONE_NEWNET) < 0) {
+		err = -errno;
+		close(saved);
+		goto out_unlink;
+	}
+	if (mount("/proc/thread-self/ns/net", path, "none", MS_BIND, NULL) < 0)
+		err = -errno;
+	else
+		err = link_set_up_by_name("lo");
+
+	if (setns(saved, CLONE_NEWNET) < 0 && !err)
+		err = -errno;
+	close(saved);
+	if (!err)
+		return 0;
+	umount2(path, MNT_DETACH);
+out_unlink:
+	unlink(path);
+	return err;
+}
+
+int netns_delete(const char *name)
+{
+	char path[256];
+	int err;
+
+	err = netns_path(name, path, sizeof(path));
+	if (err)
+		return err;
+	/* EINVAL means a stale file that is not a mount: still remove it. */
+	if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL)
+		return -errno;
+	if (unlink(path) < 0)
+		return -errno;
+	return 0;
+}
+
+bool netns_exists(const char *name)
+{
+	char path[256];
+	struct stat st;
+
+	if (netns_path(name, path, sizeof(path)))
+		return false;
+	return stat(path, &st) == 0;
+}
+
+int netns_open(const char *name)
+{
+	char path[256];
+	int fd, err;
+
+	err = netns_path(name, path, sizeof(path));
+	if (err)
+		return err;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+int netns_enter(int fd, int *saved)
+{
+	int old, err;
+
+	old = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (old < 0)
+		return -errno;
+	if (setns(fd, CLONE_NEWNET) < 0) {
+		err = -errno;
+		close(old);
+		return err;
+	}
+	*saved = old;
+	return 0;
+}
+
+int netns_restore(int saved)
+{
+	int err = 0;
+
+	if (setns(saved, CLONE_NEWNET) < 0)
+		err = -errno;
+	close(saved);
+	return err;
+}
+
+/* ---- links ---------------------------------------------------------------- */
+
+int nl_link_index(const char *name)
+{
+	unsigned int idx = if_nametoindex(name);
+
+	if (!idx)
+		return errno ? -errno : -ENODEV;
+	return (int)idx;
+}
+
+int nl_link_name(int ifindex, char name[16])
+{
+	if (!if_indextoname(ifindex, name))
+		return errno ? -errno : -ENODEV;
+	return 0;
+}
+
+static struct ifinfomsg *link_msg(struct nlmsghdr *nlh, int ifindex)
+{
+	struct ifinfomsg *ifi;
+
+	ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+	ifi->ifi_family = AF_UNSPEC;
+	ifi->ifi_index = ifindex;
+	return ifi;
+}
+
+int nl_link_set_up(int ifindex)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh = nl_msg(buf, RTM_NEWLINK, 0);
+	struct ifinfomsg *ifi = link_msg(nlh, ifindex);
+
+	ifi->ifi_change = IFF_UP;
+	ifi->ifi_flags = IFF_UP;
+	return nl_request(nlh, NULL, NULL);
+}
+
+int nl_link_del(int ifindex)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh = nl_msg(buf, RTM_DELLINK, 0);
+
+	link_msg(nlh, ifindex);
+	return nl_request(nlh, NULL, NULL);
+}
+
+int nl_link_set_netns(int ifindex, int netns_fd)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh = nl_msg(buf, RTM_NEWLINK, 0);
+
+	link_msg(nlh, ifindex);
+	mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, netns_fd);
+	return nl_request(nlh, NULL, NULL);
+}
+
+/*
+ * Fill the peer part of a pair request: the kernel parses it as a complete
+ * link request of its own (ifinfomsg followed by attributes).
+ */
+static void put_peer(struct nlmsghdr *nlh, uint16_t type, const char *peer,
+		     int peer_netns_fd)
+{
+	struct nlattr *nest = mnl_attr_nest_start(nlh, type);
+	struct ifinfomsg *ifi;
+
+	ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+	ifi->ifi_family = AF_UNSPEC;
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, peer);
+	if (peer_netns_fd >= 0)
+		mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, peer_netns_fd);
+	mnl_attr_nest_end(nlh, nest);
+}
+
+static int check_ifname(const char *name)
+{
+	if (!name || !*name || strlen(name) >= IFNAMSIZ)
+		return -EINVAL;
+	return 0;
+}
+
+int nl_veth_create(const char *name, const char *peer, int peer_netns_fd)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh;
+	struct nlattr *linkinfo, *data;
+
+	if (check_ifname(name) || check_ifname(peer))
+		return -EINVAL;
+	nlh = nl_msg(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+	link_msg(nlh, 0);
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
+	data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
+	put_peer(nlh, VETH_INFO_PEER, peer, peer_netns_fd);
+	mnl_attr_nest_end(nlh, data);
+	mnl_attr_nest_end(nlh, linkinfo);
+	return nl_request(nlh, NULL, NULL);
+}
+
+int nl_netkit_create(const char *name, const char *peer, int peer_netns_fd)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh;
+	struct nlattr *linkinfo, *data;
+	int err;
+
+	if (check_ifname(name) || check_ifname(peer))
+		return -EINVAL;
+	nlh = nl_msg(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+	link_msg(nlh, 0);
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "netkit");
+	data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
+	put_peer(nlh, PI_IFLA_NETKIT_PEER_INFO, peer, peer_netns_fd);
+	mnl_attr_put_u32(nlh, PI_IFLA_NETKIT_MODE, PI_NETKIT_L3);
+	mnl_attr_put_u32(nlh, PI_IFLA_NETKIT_POLICY, PI_NETKIT_PASS);
+	mnl_attr_put_u32(nlh, PI_IFLA_NETKIT_PEER_POLICY, PI_NETKIT_PASS);
+	mnl_attr_nest_end(nlh, data);
+	mnl_attr_nest_end(nlh, linkinfo);
+
+	err = nl_request(nlh, NULL, NULL);
+	/* An unknown kind ("Unknown device type") means no netkit driver. */
+	if (err == -EOPNOTSUPP || err == -ENOENT)
+		return -EOPNOTSUPP;
+	return err;
+}
+
+struct link_reply {
+	unsigned int flags;
+	uint8_t mac[6];
+	bool has_mac;
+	char kind[16];
+};
+
+static int link_attr_cb(const struct nlattr *attr, void *data)
+{
+	const struct nlattr **tb = data;
+	uint16_t type = mnl_attr_get_type(attr);
+
+	if (mnl_attr_type_valid(attr, IFLA_MAX) < 0)
+		return MNL_CB_OK;
+	tb[type] = attr;
+	return MNL_CB_OK;
+}
+
+static int linkinfo_attr_cb(const struct nlattr *attr, void *data)
+{
+	const struct nlattr **tb = data;
+	uint16_t type = mnl_attr_get_type(attr);
+
+	if (mnl_attr_type_valid(attr, IFLA_INFO_MAX) < 0)
+		return MNL_CB_OK;
+	tb[type] = attr;
+	return MNL_CB_OK;
+}
+
+static int link_reply_cb(const struct nlmsghdr *nlh, void *data)
+{
+	const struct nlattr *tb[IFLA_MAX + 1] = {};
+	const struct nlattr *info[IFLA_INFO_MAX + 1] = {};
+	struct link_reply *r = data;
+
+	if (nlh->nlmsg_type != RTM_NEWLINK)
+		return MNL_CB_OK;
+	r->flags = ((struct ifinfomsg *)mnl_nlmsg_get_payload(nlh))->ifi_flags;
+	mnl_attr_parse(nlh, sizeof(struct ifinfomsg), link_attr_cb, tb);
+	if (tb[IFLA_ADDRESS] && mnl_attr_get_payload_len(tb[IFLA_ADDRESS]) == 6) {
+		memcpy(r->mac, mnl_attr_get_payload(tb[IFLA_ADDRESS]), 6);
+		r->has_mac = true;
+	}
+	if (tb[IFLA_LINKINFO]) {
+		mnl_attr_parse_nested(tb[IFLA_LINKINFO], linkinfo_attr_cb, info);
+		if (info[IFLA_INFO_KIND]) {
+			const struct nlattr *k = info[IFLA_INFO_KIND];
+			size_t n = mnl_attr_get_payload_len(k);
+
+			if (n > sizeof(r->kind) - 1)
+				n = sizeof(r->kind) - 1;
+			n = strnlen(mnl_attr_get_payload(k), n);
+			memcpy(r->kind, mnl_attr_get_payload(k), n);
+			r->kind[n] = '\0';
+		}
+	}
+	return MNL_CB_OK;
+}
+
+static int link_get(int ifindex, struct link_reply *r)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh = nl_msg(buf, RTM_GETLINK, 0);
+
+	memset(r, 0, sizeof(*r));
+	link_msg(nlh, ifindex);
+	/* Stats are of no use here and only make the reply bigger. */
+	mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+	return nl_request(nlh, link_reply_cb, r);
+}
+
+int nl_link_get_mac(int ifindex, uint8_t mac[6])
+{
+	struct link_reply r;
+	int err = link_get(ifindex, &r);
+
+	if (err)
+		return err;
+	/* Devices with no link-layer address (wireguard, tun). netkit in L3
+	 * mode does report one: all zeroes. */
+	if (!r.has_mac)
+		return -ENODATA;
+	memcpy(mac, r.mac, 6);
+	return 0;
+}
+
+/* Devices without a kind (lo, physical NICs) give "" and 0. */
+int nl_link_kind(int ifindex, char kind[16])
+{
+	struct link_reply r;
+	int err = link_get(ifindex, &r);
+
+	if (err)
+		return err;
+	memcpy(kind, r.kind, sizeof(r.kind));
+	return 0;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/*
+ * A link that gets its carrier (a veth or netkit whose peer just came up)
+ * keeps the noop qdisc on its tx queues until the kernel's linkwatch work
+ * runs, and that qdisc drops every packet while sendmsg() reports success.
+ * linkwatch marks the link RUNNING and activates the queues in one RTNL
+ * section, so once RUNNING shows, any request that takes RTNL (setting the
+ * link up again, a no-op) returns only after the activation is done.
+ */
+int nl_link_wait_running(int ifindex, int timeout_ms)
+{
+	long long deadline = now_ms() + timeout_ms;
+	struct timespec pause = { .tv_nsec = 2 * 1000 * 1000 };
+	struct link_reply r;
+	int err;
+
+	for (;;) {
+		err = link_get(ifindex, &r);
+		if (err)
+			return err;
+		if (r.flags & IFF_RUNNING)
+			return nl_link_set_up(ifindex);
+		if (now_ms() >= deadline)
+			return -ETIMEDOUT;
+		nanosleep(&pause, NULL);
+	}
+}
+
+/* ---- addresses, routes, neighbours ----------------------------------------- */
+
+int nl_addr_add(int ifindex, int family, const void *addr, int prefixlen)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh;
+	struct ifaddrmsg *ifa;
+	int alen = addr_len(family);
+
+	if (alen < 0)
+		return alen;
+	if (prefixlen < 0 || prefixlen > alen * 8)
+		return -EINVAL;
+	nlh = nl_msg(buf, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL);
+	ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+	ifa->ifa_family = family;
+	ifa->ifa_prefixlen = prefixlen;
+	ifa->ifa_scope = RT_SCOPE_UNIVERSE;
+	ifa->ifa_index = ifindex;
+	mnl_attr_put(nlh, IFA_LOCAL, alen, addr);
+	mnl_attr_put(nlh, IFA_ADDRESS, alen, addr);
+	if (family == AF_INET6) {
+		/* Without NODAD the address stays tentative for a second or
+		 * more and binding or sending from it fails meanwhile. */
+		ifa->ifa_flags = IFA_F_NODAD;
+		mnl_attr_put_u32(nlh, IFA_FLAGS, IFA_F_NODAD);
+	}
+	return nl_request(nlh, NULL, NULL);
+}
+
+static struct rtmsg *route_msg(struct nlmsghdr *nlh, int family, int plen)
+{
+	struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+
+	rtm->rtm_family = family;
+	rtm->rtm_dst_len = plen;
+	rtm->rtm_table = RT_TABLE_MAIN;
+	return rtm;
+}
+
+int nl_route_add(int family, const void *dst, int plen, const void *gw,
+		 int oif)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh;
+	struct rtmsg *rtm;
+	int alen = addr_len(family);
+
+	if (alen < 0)
+		return alen;
+	if (plen < 0 || plen > alen * 8 || (plen && !dst))
+		return -EINVAL;
+	nlh = nl_msg(buf, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL);
+	rtm = route_msg(nlh, family, plen);
+	rtm->rtm_protocol = RTPROT_STATIC;
+	rtm->rtm_type = RTN_UNICAST;
+	if (gw) {
+		rtm->rtm_scope = RT_SCOPE_UNIVERSE;
+		/* Pods have no prefix that covers their gateway (a /32 address
+		 * and a gateway like 169.254.1.1 or fe80::1). */
+		rtm->rtm_flags = RTNH_F_ONLINK;
+	} else {
+		rtm->rtm_scope = RT_SCOPE_LINK;
+	}
+	if (plen)
+		mnl_attr_put(nlh, RTA_DST, alen, dst);
+	if (gw)
+		mnl_attr_put(nlh, RTA_GATEWAY, alen, gw);
+	mnl_attr_put_u32(nlh, RTA_OIF, oif);
+	return nl_request(nlh, NULL, NULL);
+}
+
+int nl_route_del(int family, const void *dst, int plen, int oif)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh;
+	struct rtmsg *rtm;
+	int alen = addr_len(family);
+
+	if (alen < 0)
+		return alen;
+	if (plen < 0 || plen > alen * 8 || (plen && !dst))
+		return -EINVAL;
+	nlh = nl_msg(buf, RTM_DELROUTE, 0);
+	rtm = route_msg(nlh, family, plen);
+	/* NOWHERE and no type/protocol match a route of any scope and kind,
+	 * as `ip route del` does. */
+	rtm->rtm_scope = RT_SCOPE_NOWHERE;
+	if (plen)
+		mnl_attr_put(nlh, RTA_DST, alen, dst);
+	if (oif > 0)
+		mnl_attr_put_u32(nlh, RTA_OIF, oif);
+	return nl_request(nlh, NULL, NULL);
+}
+
+int nl_neigh_add(int ifindex, int family, const void *addr,
+		 const uint8_t mac[6])
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh;
+	struct ndmsg *ndm;
+	int alen = addr_len(family);
+
+	if (alen < 0)
+		return alen;
+	nlh = nl_msg(buf, RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE);
+	ndm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ndm));
+	ndm->ndm_family = family;
+	ndm->ndm_ifindex = ifindex;
+	ndm->ndm_state = NUD_PERMANENT;
+	mnl_attr_put(nlh, NDA_DST, alen, addr);
+	mnl_attr_put(nlh, NDA_LLADDR, 6, mac);
+	return nl_request(nlh, NULL, NULL);
+}
+
+/* ---- sysctl ------------------------------------------------------------- */
+
+static int sysctl_path(const char *path, char *out, size_t len)
+{
+	int n;
+
+	if (!path || !*path || strstr(path, ".."))
+		return -EINVAL;
+	n = snprintf(out, len, "/proc/sys/%s", path);
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int sysctl_write(const char *path, const char *value)
+{
+	char p[512];
+	size_t len = strlen(value);
+	ssize_t n;
+	int fd, err;
+
+	err = sysctl_path(path, p, sizeof(p));
+	if (err)
+		return err;
+	fd = open(p, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	/* procfs takes a sysctl value in a single write. */
+	n = write(fd, value, len);
+	err = n < 0 ? -errno : (size_t)n != len ? -EIO : 0;
+	close(fd);
+	return err;
+}
+
+int sysctl_read(const char *path, char *buf, size_t len)
+{
+	char p[512];
+	ssize_t n;
+	int fd, err;
+
+	if (!len)
+		return -EINVAL;
+	err = sysctl_path(path, p, sizeof(p));
+	if (err)
+		return err;
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	err = n < 0 ? -errno : 0;
+	close(fd);
+	if (err)
+		return err;
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	return 0;
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# The test suite: BPF unit tests, then integration tests in namespaces the
+# tests make themselves, then the lab-only tests (which SKIP outside the
+# lab). One PASS/FAIL/SKIP line per test; the last line counts them.
+#   tests/run.sh [-t FILTER]
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${PODINJECT_BUILD:-$ROOT/build}
+FILTER=
+[ "${1:-}" = "-t" ] && FILTER=${2:-}
+
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+# run NAME CMD...: keeps the command's test lines; a command that dies
+# without saying why becomes a FAIL line of its own.
+run() {
+	local name=$1 rc tmp
+	shift
+	tmp=$(mktemp)
+	"$@" >"$tmp" 2>&1
+	rc=$?
+	grep -E '^(PASS|FAIL|SKIP) ' "$tmp" | tee -a "$out"
+	if [ "$rc" = 124 ]; then
+		echo "FAIL $name: timed out" | tee -a "$out"
+	elif [ "$rc" != 0 ] && ! grep -q '^FAIL ' "$tmp"; then
+		echo "FAIL $name: exited $rc: $(tail -n 1 "$tmp")" | tee -a "$out"
+	fi
+	[ -n "${TEST_LOG_DIR:-}" ] && cp "$tmp" "$TEST_LOG_DIR/$name.log"
+	rm -f "$tmp"
+}
+
+if [ "$(id -u)" != 0 ]; then
+	echo "SKIP all: the tests load BPF programs and make namespaces; run as root" | tee -a "$out"
+else
+	if [ -z "$FILTER" ] || [[ unit == *"$FILTER"* ]]; then
+		run unit "$BUILD/unit_tests"
+	fi
+	for t in "$ROOT"/tests/integration/t_*.sh; do
+		name=$(basename "$t" .sh)
+		[ -n "$FILTER" ] && [[ $name != *"$FILTER"* ]] && continue
+		run "$name" timeout 600 bash "$t"
+	done
+	if [ -x "$ROOT/tests/lab/run-lab-tests.sh" ] &&
+	   { [ -z "$FILTER" ] || [[ lab == *"$FILTER"* ]]; }; then
+		run lab "$ROOT/tests/lab/run-lab-tests.sh"
+	fi
+fi
+
+p=$(grep -c '^PASS ' "$out")
+f=$(grep -c '^FAIL ' "$out")
+s=$(grep -c '^SKIP ' "$out")
+echo "$p passed, $f failed, $s skipped"
+[ "$f" = 0 ]

@@ -1,0 +1,476 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Decisions of the node datapath (bpf/node.bpf.c) under BPF_PROG_TEST_RUN.
+ * The programs find their pod by skb->ifindex, which test runs take from
+ * the context only for a device that exists; the fixture therefore makes
+ * two veth pairs and an uplink in a private network namespace.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "nl.h"
+#include "podinject_abi.h"
+#include "node.skel.h"
+#include "pkt.h"
+#include "unit.h"
+#include "fixture.h"
+
+struct node_fx {
+	struct node_bpf *skel;
+	int if_a, if_b, if_up;
+};
+
+static const uint8_t MAC_A[6] = { 0x02, 0xaa, 0, 0, 0, 1 };
+static const uint8_t MAC_B[6] = { 0x02, 0xbb, 0, 0, 0, 2 };
+static const uint8_t HOST_B[6] = { 0x02, 0xbb, 0, 0, 0, 0xfe };
+
+static void add_pod(struct node_fx *fx, uint32_t id, int ifindex,
+		    const char *ip4, const char *ip6, const uint8_t *mac,
+		    const uint8_t *hmac)
+{
+	struct pi_pod pod = { .id = id, .ifindex = ifindex,
+			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
+	struct pi_endpoint ep = { .kind = PI_EP_POD, .pod_ifindex = ifindex,
+				  .pod_id = id };
+	struct pi_endpoint_key k = { .family = AF_INET };
+
+	snprintf(pod.name, sizeof(pod.name), "p%u", id);
+	inet_pton(AF_INET, ip4, &pod.ip4);
+	inet_pton(AF_INET6, ip6, pod.ip6);
+	memcpy(pod.pod_mac, mac, 6);
+	memcpy(pod.host_mac, hmac, 6);
+	memcpy(ep.pod_mac, mac, 6);
+	memcpy(ep.host_mac, hmac, 6);
+	bpf_map__update_elem(fx->skel->maps.pods, &ifindex, 4, &pod,
+			     sizeof(pod), 0);
+	k.addr.a[0] = pod.ip4;
+	bpf_map__update_elem(fx->skel->maps.endpoints, &k, sizeof(k), &ep,
+			     sizeof(ep), 0);
+	memset(&k, 0, sizeof(k));
+	k.family = AF_INET6;
+	memcpy(k.addr.a, pod.ip6, 16);
+	bpf_map__update_elem(fx->skel->maps.endpoints, &k, sizeof(k), &ep,
+			     sizeof(ep), 0);
+}
+
+static bool fx_setup(struct node_fx *fx)
+{
+	memset(fx, 0, sizeof(*fx));
+	if (!ASSERT_OK(fixture_netns(), "private netns"))
+		return false;
+	fx->if_a = fixture_dev("ua");
+	fx->if_b = fixture_dev("ub");
+	fx->if_up = fixture_dev("uup");
+	if (!ASSERT_TRUE(fx->if_a > 1 && fx->if_b > 1 && fx->if_up > 1,
+			 "fixture devices"))
+		return false;
+	fx->skel = node_bpf__open();
+	if (!ASSERT_TRUE(fx->skel, "open node_bpf"))
+		return false;
+	fx->skel->rodata->trace_redirects = true;
+	if (!ASSERT_OK(node_bpf__load(fx->skel), "load node_bpf")) {
+		node_bpf__destroy(fx->skel);
+		fx->skel = NULL;
+		return false;
+	}
+	add_pod(fx, 0, fx->if_a, "10.0.0.1", "fd00::1", MAC_A,
+		(uint8_t[6]){ 0x02, 0xaa, 0, 0, 0, 0xfe });
+	add_pod(fx, 1, fx->if_b, "10.0.0.2", "fd00::2", MAC_B, HOST_B);
+	return true;
+}
+
+static void fx_teardown(struct node_fx *fx)
+{
+	node_bpf__destroy(fx->skel);
+}
+
+static int run(struct bpf_program *prog, int ifindex, uint8_t *pkt, int len,
+	       uint8_t *out)
+{
+	struct __sk_buff ctx = { .ifindex = ifindex };
+	uint8_t scratch[PKT_MAX];
+	DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt,
+			    .data_size_in = len,
+			    .data_out = out ? out : scratch,
+			    .data_size_out = PKT_MAX, .ctx_in = &ctx,
+			    .ctx_size_in = sizeof(ctx), .repeat = 1);
+	int err = bpf_prog_test_run_opts(bpf_program__fd(prog), &opts);
+
+	return err ? -1000 + err : (int)opts.retval;
+}
+
+static struct pi_pod_stats stats(struct node_fx *fx, uint32_t id)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct pi_pod_stats *per = calloc(ncpu, sizeof(*per)), sum = {};
+
+	bpf_map__lookup_elem(fx->skel->maps.pod_stats, &id, 4, per,
+			     ncpu * sizeof(*per), 0);
+	for (int c = 0; c < ncpu; c++) {
+		sum.egress_packets += per[c].egress_packets;
+		sum.ingress_packets += per[c].ingress_packets;
+		for (int r = 0; r < PI_DROP_MAX; r++)
+			sum.drops[r] += per[c].drops[r];
+	}
+	free(per);
+	return sum;
+}
+
+static struct pi_redirect_record last_redirect(struct node_fx *fx)
+{
+	struct pi_redirect_record r = {};
+	uint32_t zero = 0;
+
+	bpf_map__lookup_elem(fx->skel->maps.redirect_trace, &zero, 4, &r,
+			     sizeof(r), 0);
+	bpf_map__update_elem(fx->skel->maps.redirect_trace, &zero, 4,
+			     &(struct pi_redirect_record){ 0 }, sizeof(r), 0);
+	return r;
+}
+
+static uint64_t rule_packets(struct node_fx *fx, uint32_t id)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct pi_rule_stats *per = calloc(ncpu, sizeof(*per));
+	uint64_t n = 0;
+
+	bpf_map__lookup_elem(fx->skel->maps.rule_stats, &id, 4, per,
+			     ncpu * sizeof(*per), 0);
+	for (int c = 0; c < ncpu; c++)
+		n += per[c].packets;
+	free(per);
+	return n;
+}
+
+/* Installs `rules` as the policy of pod `id` in `dir`, at slot `start`. */
+static void set_policy(struct node_fx *fx, uint32_t id, uint32_t dir,
+		       const struct pi_rule *rules, uint32_t count,
+		       uint32_t start)
+{
+	struct pi_policy_ref ref = { .start = start, .count = count };
+	uint32_t key = id * 2 + dir;
+
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t slot = start + i;
+
+		bpf_map__update_elem(fx->skel->maps.rules, &slot, 4, &rules[i],
+				     sizeof(rules[i]), 0);
+	}
+	bpf_map__update_elem(fx->skel->maps.policy_refs, &key, 4, &ref,
+			     sizeof(ref), 0);
+}
+
+static struct pi_rule rule(uint32_t id, uint8_t action, const char *cidr,
+			   uint8_t proto, uint16_t lo, uint16_t hi)
+{
+	struct pi_rule r = { .id = id, .action = action, .proto = proto,
+			     .port_lo = lo, .port_hi = hi };
+
+	if (cidr) {
+		char buf[64], *slash;
+
+		snprintf(buf, sizeof(buf), "%s", cidr);
+		slash = strchr(buf, '/');
+		*slash = 0;
+		r.prefixlen = atoi(slash + 1);
+		r.family = strchr(buf, ':') ? AF_INET6 : AF_INET;
+		inet_pton(r.family, buf, r.addr.a);
+	}
+	return r;
+}
+
+UNIT_TEST(node_egress_to_local_pod_v4)
+{
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX], out[PKT_MAX];
+	struct pi_redirect_record rd;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 40000, 80 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, out),
+		  PI_REDIRECT, "verdict");
+	rd = last_redirect(&fx);
+	ASSERT_EQ(rd.kind, PI_RD_PEER, "redirect kind");
+	ASSERT_EQ(rd.ifindex, fx.if_b, "redirect target");
+	ASSERT_EQ(rd.flags, 0, "redirect flags");
+	ASSERT_TRUE(!memcmp(out, MAC_B, 6), "dst mac is pod B's eth0");
+	ASSERT_TRUE(!memcmp(out + 6, HOST_B, 6), "src mac is B's host side");
+	ASSERT_EQ(stats(&fx, 0).egress_packets, 1, "A egress");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, 1, "B ingress");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(node_egress_to_local_pod_v6)
+{
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd00::2", IPPROTO_UDP, 5000, 53 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_REDIRECT, "verdict");
+	ASSERT_EQ(last_redirect(&fx).ifindex, fx.if_b, "redirect target");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, 1, "B ingress");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(node_egress_elsewhere_without_uplink_goes_to_stack)
+{
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"192.0.2.7", IPPROTO_ICMP });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_PASS, "verdict");
+	ASSERT_EQ(last_redirect(&fx).kind, PI_RD_NONE, "no redirect");
+	ASSERT_EQ(stats(&fx, 0).egress_packets, 1, "A egress");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(node_egress_elsewhere_with_uplink_uses_redirect_neigh)
+{
+	struct pi_node_config cfg = {};
+	struct pi_redirect_record rd;
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	uint32_t zero = 0;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	cfg.uplink_ifindex = fx.if_up;
+	bpf_map__update_elem(fx.skel->maps.node_config, &zero, 4, &cfg,
+			     sizeof(cfg), 0);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd01::9", IPPROTO_TCP, 1234, 443 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_REDIRECT, "verdict");
+	rd = last_redirect(&fx);
+	ASSERT_EQ(rd.kind, PI_RD_NEIGH, "redirect kind");
+	ASSERT_EQ(rd.ifindex, fx.if_up, "redirect target");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(node_egress_spoofed_source_dropped)
+{
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	/* B's address sent from A's device */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_UDP, 1, 2 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "v4 verdict");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::99",
+		"fd00::2", IPPROTO_UDP, 1, 2 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "v6 verdict");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_SPOOFED], 2, "spoof drops");
+	ASSERT_EQ(stats(&fx, 0).egress_packets, 0, "A egress");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0, "B ingress");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(node_egress_link_local_v6_to_stack)
+{
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fe80::1234",
+		"ff02::2", IPPROTO_ICMP });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_PASS, "verdict");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_SPOOFED], 0, "spoof drops");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(node_egress_policy_rule_kinds)
+{
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	struct pi_rule rules[] = {
+		rule(11, PI_ALLOW, "10.0.9.9/32", 0, 0, 0),
+		rule(12, PI_DENY, "10.0.9.0/24", 0, 0, 0),
+		rule(13, PI_DENY, NULL, IPPROTO_UDP, 0, 0),
+		rule(14, PI_DENY, "10.0.0.0/8", IPPROTO_TCP, 8000, 8100),
+		rule(15, PI_DENY, "fd00::/64", IPPROTO_ICMP, 0, 0),
+	};
+	struct {
+		struct pkt_spec s;
+		int verdict;
+	} cases[] = {
+		{ { AF_INET, "10.0.0.1", "10.0.9.9", IPPROTO_TCP, 1, 80 }, PI_PASS },
+		{ { AF_INET, "10.0.0.1", "10.0.9.10", IPPROTO_TCP, 1, 80 }, PI_DROP },
+		{ { AF_INET, "10.0.0.1", "10.7.0.1", IPPROTO_UDP, 1, 53 }, PI_DROP },
+		{ { AF_INET, "10.0.0.1", "10.7.0.1", IPPROTO_TCP, 1, 8050 }, PI_DROP },
+		{ { AF_INET, "10.0.0.1", "10.7.0.1", IPPROTO_TCP, 1, 8101 }, PI_PASS },
+		{ { AF_INET, "10.0.0.1", "11.7.0.1", IPPROTO_TCP, 1, 8000 }, PI_PASS },
+		{ { AF_INET6, "fd00::1", "fd00::77", IPPROTO_ICMP }, PI_DROP },
+		{ { AF_INET6, "fd00::1", "fd01::77", IPPROTO_ICMP }, PI_PASS },
+		{ { AF_INET6, "fd00::1", "fd01::77", IPPROTO_UDP, 1, 53 }, PI_DROP },
+	};
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	set_policy(&fx, 0, PI_DIR_EGRESS, rules, 5, 100);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char what[32];
+
+		snprintf(what, sizeof(what), "case %zu", i);
+		len = pkt_build(pkt, &cases[i].s);
+		ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len,
+			      NULL), cases[i].verdict, what);
+	}
+	ASSERT_EQ(rule_packets(&fx, 11), 1, "allow /32 counter");
+	ASSERT_EQ(rule_packets(&fx, 12), 1, "deny /24 counter");
+	ASSERT_EQ(rule_packets(&fx, 13), 2, "deny udp counter");
+	ASSERT_EQ(rule_packets(&fx, 14), 1, "deny port range counter");
+	ASSERT_EQ(rule_packets(&fx, 15), 1, "deny icmp6 counter");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_POLICY], 5, "policy drops");
+	ASSERT_EQ(stats(&fx, 0).egress_packets, 4, "A egress");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(node_egress_policy_10000_rules_last_matches)
+{
+	static struct pi_rule rules[10000];
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	for (int i = 0; i < 9999; i++)
+		rules[i] = rule(i + 1, PI_DENY, "192.0.2.0/24", IPPROTO_TCP,
+				1000 + i % 50000, 1000 + i % 50000);
+	rules[9999] = rule(10000, PI_DENY, "10.0.0.2/32", 0, 0, 0);
+	set_policy(&fx, 0, PI_DIR_EGRESS, rules, 10000, 0);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 80 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "verdict");
+	ASSERT_EQ(rule_packets(&fx, 10000), 1, "last rule counter");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(node_ingress_policy_on_local_delivery)
+{
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	struct pi_rule deny = rule(21, PI_DENY, "10.0.0.1/32", IPPROTO_TCP,
+				   22, 22);
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	set_policy(&fx, 1, PI_DIR_INGRESS, &deny, 1, 0);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 22 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "denied by B's ingress policy");
+	ASSERT_EQ(stats(&fx, 1).drops[PI_DROP_INGRESS_POLICY], 1,
+		  "B ingress-policy drops");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 23 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_REDIRECT, "other port delivered");
+	/* The same rule at the other way in: from the node's stack. */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 22 });
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress, fx.if_b, pkt, len, NULL),
+		  PI_DROP, "pod_ingress verdict");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(node_malformed_and_non_ip)
+{
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	/* TCP header cut short (test runs refuse IPv4 shorter than its
+	 * header, so the cut is in the transport header) */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 2 });
+	pkt[16] = 0;
+	pkt[17] = 24;
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, 14 + 24, NULL),
+		  PI_DROP, "short tcp");
+	/* total length beyond the packet */
+	pkt[16] = 0x40;
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "bad tot_len");
+	/* ihl below 5 */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 2 });
+	pkt[14] = 0x43;
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "bad ihl");
+	/* IPv6 with the transport header cut */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd00::2", IPPROTO_TCP, 1, 2 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, 14 + 40 + 4,
+		      NULL), PI_DROP, "short ipv6");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_MALFORMED], 4, "malformed");
+	/* ARP goes to the stack, LLDP is dropped as unsupported */
+	memset(pkt, 0, 64);
+	pkt[12] = 0x08;
+	pkt[13] = 0x06;
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, 60, NULL),
+		  PI_PASS, "arp");
+	pkt[12] = 0x88;
+	pkt[13] = 0xcc;
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, 60, NULL),
+		  PI_DROP, "lldp");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_UNSUPPORTED], 1, "unsupported");
+	/* a device that is no pod */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 2 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_up, pkt, len, NULL),
+		  PI_DROP, "unknown device");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(node_uplink_ingress)
+{
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX], out[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.1.0.5",
+		"10.0.0.2", IPPROTO_TCP, 1, 80 });
+	ASSERT_EQ(run(fx.skel->progs.uplink_ingress, fx.if_up, pkt, len, out),
+		  PI_REDIRECT, "to local pod");
+	ASSERT_EQ(last_redirect(&fx).ifindex, fx.if_b, "target");
+	ASSERT_TRUE(!memcmp(out, MAC_B, 6), "dst mac");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.1.0.5",
+		"10.9.9.9", IPPROTO_TCP, 1, 80 });
+	ASSERT_EQ(run(fx.skel->progs.uplink_ingress, fx.if_up, pkt, len, NULL),
+		  PI_NEXT, "not ours");
+	fx_teardown(&fx);
+}
