@@ -22,7 +22,7 @@ int do_features(int argc, char **argv)
 
 	if (argc > 0 && is_prefix(argv[0], "help")) {
 		fprintf(stderr, "Usage: podinject [-j] features\n");
-		return EXIT_USAGE;
+		return EXIT_OK;
 	}
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);

@@ -19,7 +19,7 @@ static int main_help(int argc, char **argv)
 		"NODE defaults to $PODINJECT_NODE, else \"node\".\n"
 		"'podinject OBJECT help' explains each object.\n"
 		"Exit codes: 0 ok, 1 runtime failure, 2 usage error.\n");
-	return EXIT_USAGE;
+	return EXIT_OK;
 }
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt,
@@ -69,7 +69,8 @@ int main(int argc, char **argv)
 			main_help(0, NULL);
 			return EXIT_OK;
 		default:
-			return main_help(0, NULL);
+			main_help(0, NULL);
+			return EXIT_USAGE;
 		}
 	}
 	if (!valid_name(node_name, 15))
@@ -79,7 +80,9 @@ int main(int argc, char **argv)
 	libbpf_set_print(libbpf_print);
 	argc -= optind;
 	argv += optind;
-	if (argc < 1)
-		return main_help(0, NULL);
+	if (argc < 1) {
+		main_help(0, NULL);
+		return EXIT_USAGE;
+	}
 	return cmd_select(cmds, argc, argv, main_help);
 }

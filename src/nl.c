@@ -536,12 +536,55 @@ int nl_link_wait_running(int ifindex, int timeout_ms)
 
 /* ---- addresses, routes, neighbours ----------------------------------------- */
 
+static int route_type_cb(const struct nlmsghdr *nlh, void *data)
+{
+	if (nlh->nlmsg_type == RTM_NEWROUTE)
+		*(int *)data = ((struct rtmsg *)mnl_nlmsg_get_payload(nlh))->rtm_type;
+	return MNL_CB_OK;
+}
+
+/* The type (RTN_*) of the route the kernel would use to reach addr. */
+static int route_get_type(int family, const void *addr, int *type)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh = nl_msg(buf, RTM_GETROUTE, 0);
+	int alen = addr_len(family);
+	struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+
+	rtm->rtm_family = family;
+	rtm->rtm_dst_len = alen * 8;
+	mnl_attr_put(nlh, RTA_DST, alen, addr);
+	*type = RTN_UNSPEC;
+	return nl_request(nlh, route_type_cb, type);
+}
+
+/*
+ * IPv6 installs an address's local route from the DAD work item, even with
+ * NODAD, after the RTM_NEWADDR request has been acknowledged; until then
+ * packets to the address are treated as not for this host and dropped.
+ * Whoever adds an address expects it to work, so wait for that route.
+ */
+static int addr6_wait_local(const void *addr, int timeout_ms)
+{
+	long long deadline = now_ms() + timeout_ms;
+	struct timespec pause = { .tv_nsec = 1000 * 1000 };
+	int type;
+
+	for (;;) {
+		if (!route_get_type(AF_INET6, addr, &type) && type == RTN_LOCAL)
+			return 0;
+		if (now_ms() >= deadline)
+			return -ETIMEDOUT;
+		nanosleep(&pause, NULL);
+	}
+}
+
 int nl_addr_add(int ifindex, int family, const void *addr, int prefixlen)
 {
 	char buf[NL_REQ_SIZE];
 	struct nlmsghdr *nlh;
 	struct ifaddrmsg *ifa;
-	int alen = addr_len(family);
+	int alen = addr_len(family), err;
 
 	if (alen < 0)
 		return alen;
@@ -561,7 +604,10 @@ int nl_addr_add(int ifindex, int family, const void *addr, int prefixlen)
 		ifa->ifa_flags = IFA_F_NODAD;
 		mnl_attr_put_u32(nlh, IFA_FLAGS, IFA_F_NODAD);
 	}
-	return nl_request(nlh, NULL, NULL);
+	err = nl_request(nlh, NULL, NULL);
+	if (err || family != AF_INET6)
+		return err;
+	return addr6_wait_local(addr, 2000);
 }
 
 static struct rtmsg *route_msg(struct nlmsghdr *nlh, int family, int plen)

@@ -52,6 +52,8 @@ int nl_link_wait_running(int ifindex, int timeout_ms);
 
 /* Addresses, routes and neighbours. Addresses are in network byte order:
  * 4 bytes for AF_INET, 16 for AF_INET6. */
+/* IPv6 addresses skip DAD, and the call returns once the kernel delivers
+ * packets to the address (-ETIMEDOUT if that takes over 2 s). */
 int nl_addr_add(int ifindex, int family, const void *addr, int prefixlen);
 /* Route to dst/plen. gw may be NULL (a link route). For a gateway route the
  * nexthop is marked onlink, so the gateway needs no covering prefix. */

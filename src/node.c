@@ -34,7 +34,7 @@ static int node_help(int argc, char **argv)
 		"--uplink DEV: a device already inside the node's namespace that\n"
 		"leads to other nodes; traffic to non-local addresses leaves\n"
 		"through it with bpf_redirect_neigh().\n", PI_PIN_ROOT);
-	return EXIT_USAGE;
+	return EXIT_OK;
 }
 
 /* Removes a pin folder and everything below it. */
@@ -264,6 +264,7 @@ out:
 		snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, node_name);
 		if (made_dir)
 			rm_tree(path);
+		rmdir(PI_PIN_ROOT);	/* only when no other node is left */
 		if (made_ns)
 			netns_delete(node_name);
 	}
@@ -289,8 +290,17 @@ static int node_down(int argc, char **argv)
 
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
-	if (node_open(&n))
+	if (node_open(&n)) {
+		/* A node whose namespace was deleted under it still has
+		 * pins; take them away so the name can be used again. */
+		snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, node_name);
+		if (!access(path, F_OK) && !rm_tree(path)) {
+			rmdir(PI_PIN_ROOT);
+			p_err("node '%s' was broken; its pins are removed",
+			      node_name);
+		}
 		return EXIT_RUNTIME;
+	}
 	pod_for_each(&n, remove_pod_cb, &err);
 	if (n.cfg.uplink_ifindex && !node_enter(&n, &saved)) {
 		node_pin_path(&n, path, sizeof(path), "link_uplink");

@@ -31,7 +31,7 @@ static int pod_help(int argc, char **argv)
 		"NAME: 1-%d characters of a-z, 0-9 and '-'; it names the pod's\n"
 		"network namespace too. At least one of --ip and --ip6.\n",
 		POD_NAME_MAX);
-	return EXIT_USAGE;
+	return EXIT_OK;
 }
 
 struct pod_args {

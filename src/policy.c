@@ -30,7 +30,7 @@ static int policy_help(int argc, char **argv)
 		"('from'); 'port' is the destination port and needs proto tcp or udp.\n"
 		"'at POS' inserts at position POS (1 = first); default: append.\n"
 		"ID is the rule's id as 'policy list' shows it.\n");
-	return EXIT_USAGE;
+	return EXIT_OK;
 }
 
 static const char *dir_name(uint32_t dir)

@@ -73,8 +73,11 @@ int cmd_select(const struct cmd *cmds, int argc, char **argv,
 {
 	const struct cmd *c;
 
-	if (argc < 1)
-		return help(argc, argv) ? EXIT_USAGE : EXIT_USAGE;
+	if (argc < 1) {
+		p_err("missing command");
+		help(argc, argv);
+		return EXIT_USAGE;
+	}
 	for (c = cmds; c->name; c++)
 		if (is_prefix(argv[0], c->name))
 			return c->fn(argc - 1, argv + 1);

@@ -8,7 +8,6 @@ BUILD=${PODINJECT_BUILD:-$ROOT/build}
 PI=$BUILD/podinject
 PINET=$BUILD/pinet
 SUITE=$(basename "$0" .sh)
-NODES=()
 
 pass() { echo "PASS $SUITE/$1"; }
 fail() { echo "FAIL $SUITE/$1: $2"; }
@@ -46,7 +45,6 @@ pi() { "$PI" "$@"; }
 in_ns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
 node_up() {
-	NODES+=("$1")
 	local n=$1
 	shift
 	"$PI" -N "$n" node up "$@" >/dev/null
@@ -59,7 +57,7 @@ pod_stat() {
 
 cleanup_all() {
 	local n
-	for n in "${NODES[@]}"; do
+	for n in $(ls /sys/fs/bpf/podinject 2>/dev/null | grep "^$PREFIX"); do
 		"$PI" -N "$n" node down >/dev/null 2>&1
 	done
 	for n in $(ip netns list | awk '{print $1}' | grep "^$PREFIX" || true); do

@@ -86,7 +86,6 @@ check pod_del_dev_gone sh -c "! ip -n $N link show pi-ni-c 2>/dev/null"
 check pod_del_pins_gone sh -c "! ls /sys/fs/bpf/podinject/$N | grep -q ni-c"
 check pod_del_endpoint_gone sh -c "$PI -N $N -j pod list | jq -e 'length == 2'"
 check down pi -N $N node down
-NODES=()
 check down_netns_gone sh -c "! ip netns list | grep -E -q '^(ni-n|ni-a|ni-b)( |$)'"
 check down_pins_gone test ! -e /sys/fs/bpf/podinject/$N
 expect_eq down_no_tcx_links "$(tcx_links)" "$links_before"

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Two nodes joined by a veth wire, ip_forward off on both:
+#
+#   tw-a 10.244.0.10 fd00::a            tw-b 10.244.1.10 fd00:1::a
+#        |                                    |
+#   node tw-x --- wire0 192.168.77.1 === 192.168.77.2 wire0 --- node tw-y
+#
+# pod -> pod_egress -> bpf_redirect_neigh(wire0) -> wire -> uplink_ingress
+# -> bpf_redirect_peer -> pod; and back the same way.
+. "$(dirname "$0")/lib.sh"
+require_root
+PREFIX=tw-
+X=tw-x
+Y=tw-y
+
+links_before=$(tcx_links)
+make_wire $X $Y
+for n in $X $Y; do
+	in_ns $n sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
+done
+check up_x node_up $X --uplink wire0
+check up_y node_up $Y --uplink wire0
+check pod_a pi -N $X pod add tw-a --ip 10.244.0.10 --ip6 fd00::a
+check pod_b pi -N $Y pod add tw-b --ip 10.244.1.10 --ip6 fd00:1::a
+check pod_a2 pi -N $X pod add tw-a2 --ip 10.244.0.11 --ip6 fd00::b
+
+check ping_v4 in_ns tw-a ping -c 2 -W 2 -i 0.2 10.244.1.10
+check ping_v6 in_ns tw-a ping -6 -c 2 -W 2 -i 0.2 fd00:1::a
+check ping_node_addr in_ns tw-a ping -c 1 -W 2 192.168.77.1
+
+in_ns tw-b "$PINET" tcp-server 7100 --count 2 --sink --timeout 8000 >/tmp/tw$$.srv &
+srv=$!
+sleep 0.3
+check tcp_v4 in_ns tw-a "$PINET" tcp-connect --timeout 3000 10.244.1.10 7100 --send 2000000
+check tcp_v4_second_pod in_ns tw-a2 "$PINET" tcp-connect --timeout 3000 10.244.1.10 7100 --send 1000
+wait $srv
+check tcp_v4_server_saw_pod_source grep -q "accept 10.244.0.10 " /tmp/tw$$.srv
+in_ns tw-b "$PINET" tcp-server -6 7101 --count 1 --sink --timeout 8000 >/tmp/tw$$.srv &
+srv=$!
+sleep 0.3
+check tcp_v6 in_ns tw-a "$PINET" tcp-connect -6 --timeout 3000 fd00:1::a 7101 --send 2000000
+wait $srv
+check tcp_v6_intact grep -q "conn-done bytes 2000000" /tmp/tw$$.srv
+rm -f /tmp/tw$$.srv
+
+# The wire carried the traffic: the uplink delivered into tw-b, counted.
+check uplink_delivered test "$(pod_stat $Y tw-b .ingress_packets)" -gt 10
+check json_uplink sh -c "$PI -N $X -j node show | jq -e '.uplink.name == \"wire0\"'"
+
+# A policy on x's pod holds across nodes too.
+id=$(pi -N $X -j policy add tw-a deny to 10.244.1.0/24 proto icmp | jq .id)
+check_fails policy_cross_node in_ns tw-a ping -c 1 -W 1 10.244.1.10
+check policy_cross_node_v6_unaffected in_ns tw-a ping -6 -c 1 -W 2 fd00:1::a
+pi -N $X policy del tw-a "$id" >/dev/null
+
+check down_x pi -N $X node down
+check down_y pi -N $Y node down
+check down_keeps_adopted_netns ip netns exec $X true
+expect_eq down_uplink_detached "$(tcx_links)" "$links_before"
+ip netns del $X
+ip netns del $Y
