@@ -111,7 +111,7 @@ static int addr_len(int family)
 	return -EAFNOSUPPORT;
 }
 
-/* ---- namespaces ---------------------------------------------------------- */
+/* ---- namespaces ---- */
 
 static int netns_path(const char *name, char *path, size_t len)
 {
@@ -269,7 +269,7 @@ int netns_restore(int saved)
 	return err;
 }
 
-/* ---- links ---------------------------------------------------------------- */
+/* ---- links ---- */
 
 int nl_link_index(const char *name)
 {
@@ -534,7 +534,7 @@ int nl_link_wait_running(int ifindex, int timeout_ms)
 	}
 }
 
-/* ---- addresses, routes, neighbours ----------------------------------------- */
+/* ---- addresses, routes, neighbours ---- */
 
 static int route_type_cb(const struct nlmsghdr *nlh, void *data)
 {
@@ -695,7 +695,7 @@ int nl_neigh_add(int ifindex, int family, const void *addr,
 	return nl_request(nlh, NULL, NULL);
 }
 
-/* ---- sysctl ------------------------------------------------------------- */
+/* ---- sysctl ---- */
 
 static int sysctl_path(const char *path, char *out, size_t len)
 {

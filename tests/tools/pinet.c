@@ -1,0 +1,833 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * pinet: the traffic tool of podinject's tests. One file, libc only.
+ *
+ *   pinet udp-recv [-6] PORT COUNT TIMEOUT_MS
+ *   pinet udp-send [-6] [--bind SRC] DST PORT COUNT [SIZE]
+ *   pinet tcp-server [-6] PORT [--count N] [--echo] [--sink] [--timeout MS]
+ *   pinet tcp-connect [-6] [--bind SRC] [--timeout MS] DST PORT
+ *                     [--send BYTES] [--expect-echo]
+ *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
+ *
+ * Options may appear anywhere after the subcommand. An IPv6 DST implies -6.
+ * Listening -6 sockets are IPv6-only (no ::ffff:a.b.c.d peers).
+ * --bind binds transparently (IP_TRANSPARENT + IP_FREEBIND, or the IPV6_
+ * ones), so SRC may be an address this namespace does not own: that is how
+ * tests forge pod traffic. It needs CAP_NET_ADMIN.
+ *
+ * Results go to stdout, one fact per line:
+ *   udp-recv     "received N", then "from ADDR count K" per source address
+ *                in order of first arrival. Running out of time is not a
+ *                failure: a test that expects drops reads "received 0".
+ *   udp-send     "sent N"
+ *   tcp-server   "accept PEERADDR PEERPORT LOCALADDR LOCALPORT" per
+ *                connection; with --sink also "conn-done bytes N fnv HEX"
+ *                once the peer has finished sending. --echo sends the data
+ *                back. --timeout bounds the wait for each connection (and
+ *                each read) and ends in "timeout", exit 1.
+ *   tcp-connect  "connected LOCALADDR LOCALPORT", or "refused", "timeout",
+ *                "error ERRNONAME" (exit 1). With --send BYTES it then
+ *                sends a fixed pattern, half-closes, reads until EOF and
+ *                prints "done sent N received M fnv HEX" (fnv of the bytes
+ *                sent, comparable to the server's --sink line); with
+ *                --expect-echo a reply that differs from what was sent
+ *                prints "mismatch sent N received M" and exits 1.
+ *   tcp-syn      "sent N": COUNT connection attempts whose SYN left; each
+ *                socket is closed right after the SYN, or after waiting
+ *                --timeout MS for the handshake.
+ * Diagnostics go to stderr. Exit status: 0 success, 1 failure, 2 usage.
+ *
+ * Checksums are 64-bit FNV-1a, printed as 16 hex digits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#ifndef IP_FREEBIND
+#define IP_FREEBIND		15
+#endif
+#ifndef IP_TRANSPARENT
+#define IP_TRANSPARENT		19
+#endif
+#ifndef IPV6_TRANSPARENT
+#define IPV6_TRANSPARENT	75
+#endif
+#ifndef IPV6_FREEBIND
+#define IPV6_FREEBIND		78
+#endif
+
+#define EXIT_USAGE	2
+#define IO_CHUNK	65536
+
+enum {
+	OPT_6		= 1 << 0,
+	OPT_BIND	= 1 << 1,
+	OPT_TIMEOUT	= 1 << 2,
+	OPT_COUNT	= 1 << 3,
+	OPT_ECHO	= 1 << 4,
+	OPT_SINK	= 1 << 5,
+	OPT_SEND	= 1 << 6,
+	OPT_EXPECT_ECHO	= 1 << 7,
+};
+
+struct opts {
+	unsigned int seen;
+	int family;
+	const char *bind;
+	long timeout_ms;
+	long count;
+	long send;
+	const char *pos[8];
+	int npos;
+};
+
+static const char *prog = "pinet";
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"usage: %s udp-recv [-6] PORT COUNT TIMEOUT_MS\n"
+		"       %s udp-send [-6] [--bind SRC] DST PORT COUNT [SIZE]\n"
+		"       %s tcp-server [-6] PORT [--count N] [--echo] [--sink]\n"
+		"                  [--timeout MS]\n"
+		"       %s tcp-connect [-6] [--bind SRC] [--timeout MS] DST PORT\n"
+		"                   [--send BYTES] [--expect-echo]\n"
+		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n",
+		prog, prog, prog, prog, prog);
+	return EXIT_USAGE;
+}
+
+/* Whole-string decimal number in [min, max], or -1. */
+static long number(const char *s, long min, long max)
+{
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	return v;
+}
+
+/* Splits argv into options (those `allowed`) and positional arguments. */
+static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
+{
+	int i;
+
+	memset(o, 0, sizeof(*o));
+	o->family = AF_INET;
+	o->timeout_ms = -1;
+	for (i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		unsigned int bit;
+		const char *val = NULL;
+
+		if (!strcmp(a, "-6"))
+			bit = OPT_6;
+		else if (!strcmp(a, "--bind"))
+			bit = OPT_BIND;
+		else if (!strcmp(a, "--timeout"))
+			bit = OPT_TIMEOUT;
+		else if (!strcmp(a, "--count"))
+			bit = OPT_COUNT;
+		else if (!strcmp(a, "--echo"))
+			bit = OPT_ECHO;
+		else if (!strcmp(a, "--sink"))
+			bit = OPT_SINK;
+		else if (!strcmp(a, "--send"))
+			bit = OPT_SEND;
+		else if (!strcmp(a, "--expect-echo"))
+			bit = OPT_EXPECT_ECHO;
+		else if (a[0] == '-' && a[1])
+			return -1;
+		else {
+			if (o->npos == (int)(sizeof(o->pos) / sizeof(o->pos[0])))
+				return -1;
+			o->pos[o->npos++] = a;
+			continue;
+		}
+		if (!(allowed & bit))
+			return -1;
+		if (bit & (OPT_BIND | OPT_TIMEOUT | OPT_COUNT | OPT_SEND)) {
+			if (++i == argc)
+				return -1;
+			val = argv[i];
+		}
+		o->seen |= bit;
+		switch (bit) {
+		case OPT_6:
+			o->family = AF_INET6;
+			break;
+		case OPT_BIND:
+			o->bind = val;
+			break;
+		case OPT_TIMEOUT:
+			o->timeout_ms = number(val, 0, 86400000);
+			if (o->timeout_ms < 0)
+				return -1;
+			break;
+		case OPT_COUNT:
+			o->count = number(val, 1, 1000000);
+			if (o->count < 0)
+				return -1;
+			break;
+		case OPT_SEND:
+			o->send = number(val, 0, 1L << 40);
+			if (o->send < 0)
+				return -1;
+			break;
+		}
+	}
+	return 0;
+}
+
+union sa {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+	struct sockaddr_storage ss;
+};
+
+static socklen_t sa_len(const union sa *u)
+{
+	return u->sa.sa_family == AF_INET6 ? sizeof(u->in6) : sizeof(u->in);
+}
+
+/* Fills u from a literal address; NULL means the wildcard. */
+static int make_sa(int family, const char *addr, int port, union sa *u)
+{
+	memset(u, 0, sizeof(*u));
+	u->sa.sa_family = family;
+	if (family == AF_INET6) {
+		u->in6.sin6_port = htons(port);
+		if (addr && inet_pton(AF_INET6, addr, &u->in6.sin6_addr) != 1)
+			return -1;
+	} else {
+		u->in.sin_port = htons(port);
+		if (addr && inet_pton(AF_INET, addr, &u->in.sin_addr) != 1)
+			return -1;
+	}
+	return 0;
+}
+
+static const char *sa_addr(const union sa *u, char *buf, size_t len)
+{
+	const void *a = u->sa.sa_family == AF_INET6 ?
+		(const void *)&u->in6.sin6_addr : (const void *)&u->in.sin_addr;
+
+	if (!inet_ntop(u->sa.sa_family, a, buf, len))
+		snprintf(buf, len, "?");
+	return buf;
+}
+
+static int sa_port(const union sa *u)
+{
+	return ntohs(u->sa.sa_family == AF_INET6 ? u->in6.sin6_port :
+		     u->in.sin_port);
+}
+
+static int family_of(const struct opts *o, const char *dst)
+{
+	/* Typing -6 next to an IPv6 literal is easy to forget. */
+	if (dst && strchr(dst, ':'))
+		return AF_INET6;
+	return o->family;
+}
+
+static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n)
+{
+	while (n--) {
+		h ^= *p++;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+#define FNV_INIT	0xcbf29ce484222325ULL
+
+/* The byte at stream offset off of what tcp-connect --send writes. A prime
+ * period keeps it from lining up with buffer sizes. */
+static unsigned char pattern(uint64_t off)
+{
+	return (unsigned char)(off % 251);
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static int set_int(int fd, int level, int name, int val)
+{
+	return setsockopt(fd, level, name, &val, sizeof(val));
+}
+
+/* Lets the socket use a source address that is not local to this netns. */
+static int bind_transparent(int fd, int family, const char *src)
+{
+	union sa u;
+	int err;
+
+	if (make_sa(family, src, 0, &u) < 0) {
+		fprintf(stderr, "%s: bad --bind address %s\n", prog, src);
+		return -1;
+	}
+	if (family == AF_INET6) {
+		err = set_int(fd, SOL_IPV6, IPV6_TRANSPARENT, 1);
+		if (!err && set_int(fd, SOL_IPV6, IPV6_FREEBIND, 1) < 0 &&
+		    errno == ENOPROTOOPT)
+			/* Kernels before 4.15 only know the shared IP knob. */
+			err = set_int(fd, SOL_IP, IP_FREEBIND, 1);
+	} else {
+		err = set_int(fd, SOL_IP, IP_TRANSPARENT, 1);
+		if (!err)
+			err = set_int(fd, SOL_IP, IP_FREEBIND, 1);
+	}
+	if (err < 0) {
+		fprintf(stderr, "%s: transparent socket: %s\n", prog,
+			strerror(errno));
+		return -1;
+	}
+	if (bind(fd, &u.sa, sa_len(&u)) < 0) {
+		fprintf(stderr, "%s: bind %s: %s\n", prog, src, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int new_socket(int family, int type)
+{
+	int fd = socket(family, type | SOCK_CLOEXEC, 0);
+
+	if (fd < 0) {
+		fprintf(stderr, "%s: socket: %s\n", prog, strerror(errno));
+		return -1;
+	}
+	/* Wildcard v6 sockets see v6 only: no ::ffff: sources in results. */
+	if (family == AF_INET6)
+		set_int(fd, SOL_IPV6, IPV6_V6ONLY, 1);
+	return fd;
+}
+
+/* Binds the wildcard address of family to port. */
+static int listen_socket(int family, int type, int port)
+{
+	union sa u;
+	int fd = new_socket(family, type);
+
+	if (fd < 0)
+		return -1;
+	set_int(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+	make_sa(family, NULL, port, &u);
+	if (bind(fd, &u.sa, sa_len(&u)) < 0) {
+		fprintf(stderr, "%s: bind port %d: %s\n", prog, port,
+			strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Waits for events on fd; 0 on timeout. timeout_ms < 0 waits forever. */
+static int wait_fd(int fd, short events, long timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int r;
+
+	do
+		r = poll(&p, 1, timeout_ms < 0 ? -1 : (int)timeout_ms);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+/* ---- udp ---- */
+
+struct source {
+	union sa addr;
+	long count;
+};
+
+static bool same_addr(const union sa *a, const union sa *b)
+{
+	if (a->sa.sa_family != b->sa.sa_family)
+		return false;
+	if (a->sa.sa_family == AF_INET6)
+		return !memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr, 16);
+	return a->in.sin_addr.s_addr == b->in.sin_addr.s_addr;
+}
+
+static int cmd_udp_recv(int argc, char **argv)
+{
+	static char buf[IO_CHUNK];
+	struct source *src = NULL;
+	int nsrc = 0, fd, i;
+	long port, count, timeout, received = 0;
+	long long deadline;
+	char abuf[INET6_ADDRSTRLEN];
+	struct opts o;
+
+	if (parse(argc, argv, OPT_6, &o) || o.npos != 3)
+		return usage();
+	port = number(o.pos[0], 1, 65535);
+	count = number(o.pos[1], 0, 100000000);
+	timeout = number(o.pos[2], 0, 86400000);
+	if (port < 0 || count < 0 || timeout < 0)
+		return usage();
+
+	fd = listen_socket(o.family, SOCK_DGRAM, port);
+	if (fd < 0)
+		return 1;
+	deadline = now_ms() + timeout;
+	while (received < count) {
+		long left = deadline - now_ms();
+		socklen_t alen;
+		union sa from;
+		ssize_t n;
+
+		if (left <= 0 || wait_fd(fd, POLLIN, left) <= 0)
+			break;
+		alen = sizeof(from);
+		n = recvfrom(fd, buf, sizeof(buf), 0, &from.sa, &alen);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			fprintf(stderr, "%s: recvfrom: %s\n", prog,
+				strerror(errno));
+			close(fd);
+			free(src);
+			return 1;
+		}
+		received++;
+		for (i = 0; i < nsrc; i++)
+			if (same_addr(&src[i].addr, &from))
+				break;
+		if (i == nsrc) {
+			struct source *s = realloc(src, (nsrc + 1) * sizeof(*s));
+
+			if (!s) {
+				close(fd);
+				free(src);
+				return 1;
+			}
+			src = s;
+			src[nsrc].addr = from;
+			src[nsrc++].count = 0;
+		}
+		src[i].count++;
+	}
+	close(fd);
+	printf("received %ld\n", received);
+	for (i = 0; i < nsrc; i++)
+		printf("from %s count %ld\n",
+		       sa_addr(&src[i].addr, abuf, sizeof(abuf)), src[i].count);
+	free(src);
+	return 0;
+}
+
+static int cmd_udp_send(int argc, char **argv)
+{
+	static unsigned char buf[65535];
+	long port, count, size = 32, sent = 0, i;
+	int family, fd;
+	union sa dst;
+	struct opts o;
+
+	if (parse(argc, argv, OPT_6 | OPT_BIND, &o) ||
+	    o.npos < 3 || o.npos > 4)
+		return usage();
+	family = family_of(&o, o.pos[0]);
+	port = number(o.pos[1], 1, 65535);
+	count = number(o.pos[2], 0, 100000000);
+	if (o.npos == 4)
+		size = number(o.pos[3], 0, family == AF_INET6 ? 65527 : 65507);
+	if (port < 0 || count < 0 || size < 0 ||
+	    make_sa(family, o.pos[0], port, &dst) < 0)
+		return usage();
+
+	for (i = 0; i < size; i++)
+		buf[i] = pattern(i);
+	fd = new_socket(family, SOCK_DGRAM);
+	if (fd < 0)
+		return 1;
+	if (o.bind && bind_transparent(fd, family, o.bind) < 0) {
+		close(fd);
+		return 1;
+	}
+	for (i = 0; i < count; i++) {
+		if (sendto(fd, buf, size, 0, &dst.sa, sa_len(&dst)) < 0) {
+			if (errno == EINTR) {
+				i--;
+				continue;
+			}
+			fprintf(stderr, "%s: sendto: %s\n", prog,
+				strerror(errno));
+			break;
+		}
+		sent++;
+	}
+	close(fd);
+	printf("sent %ld\n", sent);
+	return sent == count ? 0 : 1;
+}
+
+/* ---- tcp ---- */
+
+static const char *errname(int err)
+{
+	const char *name = strerrorname_np(err);
+
+	return name ? name : "unknown";
+}
+
+/* MSG_NOSIGNAL: a peer that went away is an error to report, not SIGPIPE. */
+static ssize_t write_all(int fd, const void *p, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t w = send(fd, (const char *)p + done, n - done,
+				 MSG_NOSIGNAL);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		done += w;
+	}
+	return done;
+}
+
+/* One accepted connection: returns 0, or 1 on an error or a timeout. */
+static int serve(int cfd, const struct opts *o)
+{
+	static unsigned char buf[IO_CHUNK];
+	bool echo = o->seen & OPT_ECHO, sink = o->seen & OPT_SINK;
+	uint64_t h = FNV_INIT;
+	long long bytes = 0;
+
+	if (!echo && !sink)
+		return 0;
+	for (;;) {
+		ssize_t n;
+
+		if (wait_fd(cfd, POLLIN, o->timeout_ms) == 0) {
+			printf("timeout\n");
+			return 1;
+		}
+		n = read(cfd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			fprintf(stderr, "%s: read: %s\n", prog, strerror(errno));
+			return 1;
+		}
+		if (n == 0)
+			break;
+		bytes += n;
+		h = fnv1a(h, buf, n);
+		if (echo && write_all(cfd, buf, n) < 0) {
+			fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+			return 1;
+		}
+	}
+	if (sink)
+		printf("conn-done bytes %lld fnv %016llx\n", bytes,
+		       (unsigned long long)h);
+	return 0;
+}
+
+static int cmd_tcp_server(int argc, char **argv)
+{
+	char pbuf[INET6_ADDRSTRLEN], lbuf[INET6_ADDRSTRLEN];
+	long port, n, count;
+	int fd, ret = 0;
+	struct opts o;
+
+	if (parse(argc, argv, OPT_6 | OPT_COUNT | OPT_ECHO | OPT_SINK |
+		  OPT_TIMEOUT, &o) || o.npos != 1)
+		return usage();
+	port = number(o.pos[0], 1, 65535);
+	if (port < 0)
+		return usage();
+	count = o.seen & OPT_COUNT ? o.count : 1;
+
+	fd = listen_socket(o.family, SOCK_STREAM, port);
+	if (fd < 0)
+		return 1;
+	if (listen(fd, 128) < 0) {
+		fprintf(stderr, "%s: listen: %s\n", prog, strerror(errno));
+		close(fd);
+		return 1;
+	}
+	for (n = 0; n < count && !ret; n++) {
+		union sa peer, local;
+		socklen_t plen = sizeof(peer), llen = sizeof(local);
+		int cfd;
+
+		if (wait_fd(fd, POLLIN, o.timeout_ms) == 0) {
+			printf("timeout\n");
+			ret = 1;
+			break;
+		}
+		cfd = accept4(fd, &peer.sa, &plen, SOCK_CLOEXEC);
+		if (cfd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED) {
+				n--;
+				continue;
+			}
+			fprintf(stderr, "%s: accept: %s\n", prog, strerror(errno));
+			ret = 1;
+			break;
+		}
+		getsockname(cfd, &local.sa, &llen);
+		printf("accept %s %d %s %d\n", sa_addr(&peer, pbuf, sizeof(pbuf)),
+		       sa_port(&peer), sa_addr(&local, lbuf, sizeof(lbuf)),
+		       sa_port(&local));
+		fflush(stdout);
+		ret = serve(cfd, &o);
+		fflush(stdout);
+		close(cfd);
+	}
+	close(fd);
+	return ret;
+}
+
+/*
+ * Non-blocking connect from an optional transparent source. Returns the
+ * socket (still non-blocking) once connected, or as soon as the SYN is out
+ * when !wait. Otherwise prints the outcome unless quiet and returns -1 if no
+ * SYN left, -2 if one did but no connection followed.
+ */
+static int tcp_open(int family, const char *src, const union sa *dst,
+		    long timeout_ms, bool wait, bool quiet)
+{
+	int fd, err = 0;
+	socklen_t elen = sizeof(err);
+
+	int ret = -1;
+
+	fd = new_socket(family, SOCK_STREAM | SOCK_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	if (src && bind_transparent(fd, family, src) < 0)
+		goto fail;
+	if (connect(fd, &dst->sa, sa_len(dst)) == 0)
+		return fd;
+	if (errno != EINPROGRESS) {
+		err = errno;
+		goto report;
+	}
+	if (!wait)
+		return fd;
+	ret = -2;
+	if (wait_fd(fd, POLLOUT, timeout_ms) == 0) {
+		if (quiet)
+			fprintf(stderr, "%s: connect: timeout\n", prog);
+		else
+			printf("timeout\n");
+		goto fail;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
+		err = errno;
+	if (!err)
+		return fd;
+report:
+	if (quiet) {
+		fprintf(stderr, "%s: connect: %s\n", prog, strerror(err));
+	} else {
+		if (err == ECONNREFUSED)
+			printf("refused\n");
+		else if (err == ETIMEDOUT)
+			printf("timeout\n");
+		else
+			printf("error %s\n", errname(err));
+	}
+fail:
+	close(fd);
+	return ret;
+}
+
+/*
+ * Writes `total` pattern bytes and reads whatever comes back, both at once so
+ * an echoing peer never blocks on a full window. Returns 0, or 1 after
+ * printing why it failed.
+ */
+static int tcp_exchange(int fd, long long total, long timeout_ms,
+			bool expect_echo)
+{
+	static unsigned char out[IO_CHUNK], in[IO_CHUNK];
+	long long sent = 0, received = 0;
+	uint64_t h = FNV_INIT;
+	bool shut = false, eof = false, mismatch = false;
+
+	for (;;) {
+		struct pollfd p = { .fd = fd };
+		int r;
+
+		if (!shut && sent == total) {
+			shutdown(fd, SHUT_WR);
+			shut = true;
+		}
+		if (shut && eof)
+			break;
+		if (!shut)
+			p.events |= POLLOUT;
+		if (!eof)
+			p.events |= POLLIN;
+		r = poll(&p, 1, timeout_ms < 0 ? -1 : (int)timeout_ms);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0) {
+			printf("timeout\n");
+			return 1;
+		}
+		if (!shut && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
+			size_t n = total - sent < IO_CHUNK ? total - sent : IO_CHUNK;
+			ssize_t w;
+			size_t i;
+
+			for (i = 0; i < n; i++)
+				out[i] = pattern(sent + i);
+			w = send(fd, out, n, MSG_NOSIGNAL);
+			if (w < 0 && errno != EAGAIN && errno != EINTR) {
+				printf("error %s\n", errname(errno));
+				return 1;
+			}
+			if (w > 0) {
+				h = fnv1a(h, out, w);
+				sent += w;
+			}
+		}
+		if (!eof && (p.revents & (POLLIN | POLLERR | POLLHUP))) {
+			ssize_t n = read(fd, in, sizeof(in));
+			ssize_t i;
+
+			if (n < 0 && errno != EAGAIN && errno != EINTR) {
+				printf("error %s\n", errname(errno));
+				return 1;
+			}
+			if (n == 0) {
+				/* The peer may stop sending before we do. */
+				eof = true;
+				continue;
+			}
+			for (i = 0; i < n; i++)
+				if (in[i] != pattern(received + i))
+					mismatch = true;
+			if (n > 0)
+				received += n;
+		}
+	}
+	if (expect_echo && (mismatch || received != sent)) {
+		printf("mismatch sent %lld received %lld\n", sent, received);
+		return 1;
+	}
+	printf("done sent %lld received %lld fnv %016llx\n", sent, received,
+	       (unsigned long long)h);
+	return 0;
+}
+
+static int cmd_tcp_connect(int argc, char **argv)
+{
+	char lbuf[INET6_ADDRSTRLEN];
+	long port, timeout;
+	int family, fd, ret = 0;
+	union sa dst, local;
+	socklen_t llen = sizeof(local);
+	struct opts o;
+
+	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_TIMEOUT | OPT_SEND |
+		  OPT_EXPECT_ECHO, &o) || o.npos != 2)
+		return usage();
+	if ((o.seen & OPT_EXPECT_ECHO) && !(o.seen & OPT_SEND))
+		return usage();
+	family = family_of(&o, o.pos[0]);
+	port = number(o.pos[1], 1, 65535);
+	if (port < 0 || make_sa(family, o.pos[0], port, &dst) < 0)
+		return usage();
+	timeout = o.timeout_ms >= 0 ? o.timeout_ms : 5000;
+
+	fd = tcp_open(family, o.bind, &dst, timeout, true, false);
+	if (fd < 0)
+		return 1;
+	getsockname(fd, &local.sa, &llen);
+	printf("connected %s %d\n", sa_addr(&local, lbuf, sizeof(lbuf)),
+	       sa_port(&local));
+	fflush(stdout);
+	if (o.seen & OPT_SEND)
+		ret = tcp_exchange(fd, o.send, timeout,
+				   o.seen & OPT_EXPECT_ECHO);
+	close(fd);
+	return ret;
+}
+
+static int cmd_tcp_syn(int argc, char **argv)
+{
+	long port, count, sent = 0, i;
+	int family, fd;
+	union sa dst;
+	struct opts o;
+
+	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_TIMEOUT, &o) ||
+	    o.npos != 3 || !o.bind)
+		return usage();
+	family = family_of(&o, o.pos[0]);
+	port = number(o.pos[1], 1, 65535);
+	count = number(o.pos[2], 0, 1000000);
+	if (port < 0 || count < 0 || make_sa(family, o.pos[0], port, &dst) < 0)
+		return usage();
+
+	for (i = 0; i < count; i++) {
+		/* connect() transmits the SYN before it returns EINPROGRESS;
+		 * closing a SYN_SENT socket sends nothing more. */
+		fd = tcp_open(family, o.bind, &dst, o.timeout_ms,
+			      o.timeout_ms > 0, true);
+		if (fd == -1)
+			break;
+		if (fd >= 0)
+			close(fd);
+		sent++;
+	}
+	printf("sent %ld\n", sent);
+	return sent == count ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd;
+
+	if (argc < 2)
+		return usage();
+	cmd = argv[1];
+	argc -= 2;
+	argv += 2;
+	if (!strcmp(cmd, "udp-recv"))
+		return cmd_udp_recv(argc, argv);
+	if (!strcmp(cmd, "udp-send"))
+		return cmd_udp_send(argc, argv);
+	if (!strcmp(cmd, "tcp-server"))
+		return cmd_tcp_server(argc, argv);
+	if (!strcmp(cmd, "tcp-connect"))
+		return cmd_tcp_connect(argc, argv);
+	if (!strcmp(cmd, "tcp-syn"))
+		return cmd_tcp_syn(argc, argv);
+	return usage();
+}
