@@ -142,6 +142,50 @@ enum pi_policy_dir {
 	PI_DIR_INGRESS = 1,
 };
 
+/* Injection: podinject's own state, apart from the node datapath's. An
+ * authorised injector pod may send with a target pod's source address; the
+ * packet is then emitted into the target's egress datapath. */
+enum pi_inject_path {
+	PI_PATH_FAST = 1,		/* bpf_redirect_peer(BPF_F_EGRESS) */
+	PI_PATH_FALLBACK = 2,		/* bpf_redirect(BPF_F_INGRESS) */
+};
+
+#define PI_PATH_NAMES { "none", "fast", "fallback" }
+
+struct pi_inject_key {
+	__u32 injector_ifindex;		/* injector's host-side device */
+	__u32 family;
+	struct pi_addr addr;		/* the target's address */
+};
+
+struct pi_inject_target {
+	__u32 target_ifindex;		/* target's host-side device */
+	__u32 path;			/* enum pi_inject_path */
+	__u8 target_pod_mac[6];		/* the L2 header the target's own */
+	__u8 target_host_mac[6];	/* packets would carry */
+};
+
+enum pi_inject_drop {
+	PI_INJ_DROP_REDIRECT = 0,	/* the kernel refused the redirect */
+	PI_INJ_DROP_MAX,
+};
+
+#define PI_INJ_DROP_NAMES { "redirect-refused" }
+
+struct pi_inject_stats_key {
+	__u32 injector_ifindex;
+	__u32 target_ifindex;
+	__u32 path;
+};
+
+struct pi_inject_stats {
+	__u64 packets;
+	__u64 bytes;
+	__u64 drops[PI_INJ_DROP_MAX];
+};
+
+#define PI_MAX_INJECT	1024
+
 /* What a redirect helper was asked, recorded for unit tests
  * (bpf/lib/redirect.h). */
 enum pi_redirect_kind {

@@ -4,6 +4,8 @@
 
 #include <stdbool.h>
 
+#define PI_F_EGRESS_FLAG	2ULL	/* BPF_F_EGRESS of bpf_redirect_peer */
+
 /* What this kernel can do, found by trying it, never by version strings. */
 struct features {
 	bool tcx;			/* BPF_TCX_* links */

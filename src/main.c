@@ -45,6 +45,7 @@ int main(int argc, char **argv)
 		{ "node", do_node },
 		{ "pod", do_pod },
 		{ "policy", do_policy },
+		{ "inject", do_inject },
 		{ "features", do_features },
 		{ "help", main_help },
 		{ 0 },

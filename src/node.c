@@ -37,39 +37,6 @@ static int node_help(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* Removes a pin folder and everything below it. */
-static int rm_tree(const char *path)
-{
-	struct dirent *de;
-	DIR *d = opendir(path);
-	int err = 0;
-
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
-	while ((de = readdir(d))) {
-		char sub[PATH_MAX];
-		struct stat st;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
-		if (lstat(sub, &st))
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			int e = rm_tree(sub);
-
-			if (e && !err)
-				err = e;
-		} else if (unlink(sub) && !err) {
-			err = -errno;
-		}
-	}
-	closedir(d);
-	if (rmdir(path) && !err)
-		err = -errno;
-	return err;
-}
-
 static int add_host_endpoint(int map, int family, const void *addr)
 {
 	struct pi_endpoint_key key = { .family = family };

@@ -392,6 +392,17 @@ static int pod_add(int argc, char **argv)
 	}
 	if (!err)
 		err = setup_node_side(&a, &pod);
+	/* Both ends up is not yet both ends passing traffic; a pod that
+	 * sends at once would lose its first packets. */
+	if (!err)
+		err = nl_link_wait_running(pod.ifindex, 2000);
+	if (!err) {
+		err = netns_enter(pod_ns, &saved2);
+		if (!err) {
+			err = nl_link_wait_running(pod.peer_ifindex, 2000);
+			netns_restore(saved2);
+		}
+	}
 	if (err) {
 		p_err("cannot configure pod '%s': %s", a.name, strerror(-err));
 		goto out;
@@ -444,17 +455,19 @@ int pod_remove(struct node *n, const struct pi_pod *pod)
 {
 	int saved, err, first = 0;
 
+	/* ifindexes, and clsact filters with them, are the node's. */
+	err = node_enter(n, &saved);
+	if (err)
+		return err;
+	inject_forget_pod(n, pod);
 	detach_pod(n, pod);
 	policy_clear_pod(n, pod->id);
 	del_endpoints(n, pod);
 	bpf_map_delete_elem(n->maps[M_PODS], &pod->ifindex);
-	err = node_enter(n, &saved);
-	if (!err) {
-		err = nl_link_del(pod->ifindex);
-		if (err == -ENODEV)
-			err = 0;
-		netns_restore(saved);
-	}
+	err = nl_link_del(pod->ifindex);
+	if (err == -ENODEV)
+		err = 0;
+	netns_restore(saved);
 	first = err;
 	err = netns_delete(pod->name);
 	if (err && err != -ENOENT && !first)

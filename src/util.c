@@ -5,7 +5,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "util.h"
 
 bool json_output;
@@ -230,3 +233,37 @@ const char *fmt_mac(const uint8_t m[6], char buf[18])
 		 m[0], m[1], m[2], m[3], m[4], m[5]);
 	return buf;
 }
+
+/* Removes a pin folder and everything below it. */
+int rm_tree(const char *path)
+{
+	struct dirent *de;
+	DIR *d = opendir(path);
+	int err = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		char sub[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+		if (lstat(sub, &st))
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			int e = rm_tree(sub);
+
+			if (e && !err)
+				err = e;
+		} else if (unlink(sub) && !err) {
+			err = -errno;
+		}
+	}
+	closedir(d);
+	if (rmdir(path) && !err)
+		err = -errno;
+	return err;
+}
+

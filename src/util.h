@@ -50,4 +50,7 @@ const char *fmt_addr(int family, const struct pi_addr *a, int plen,
 		     char *buf, size_t len);
 const char *fmt_mac(const uint8_t mac[6], char buf[18]);
 
+/* Removes a folder (of pins) and everything below it. */
+int rm_tree(const char *path);
+
 #endif

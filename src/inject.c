@@ -1,0 +1,621 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * podinject inject allow|deny|list|stats: which injector pod may speak for
+ * which pods, and the injection program at the head of each injector's
+ * egress hook. Injection keeps its own objects under NODE/inject/, apart
+ * from the node datapath, which it only reads (pod devices, MACs and
+ * addresses) the way it would read a CNI's endpoint list.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "cmds.h"
+#include "inject.skel.h"
+#include "kernel_features.h"
+#include "nl.h"
+#include "util.h"
+
+#define MAX_AS 32
+
+static const char *const path_names[] = PI_PATH_NAMES;
+static const char *const inj_drop_names[PI_INJ_DROP_MAX] = PI_INJ_DROP_NAMES;
+
+struct inject_state {
+	int auth;
+	int stats;
+	int prog;
+	char dir[PATH_MAX];
+};
+
+static int inject_help(int argc, char **argv)
+{
+	fprintf(stderr,
+		"Usage: podinject [-N NODE] inject allow INJECTOR --as POD [--as POD ...]\n"
+		"                                 [--path fast|fallback|auto]\n"
+		"       podinject [-N NODE] inject deny INJECTOR [--as POD ...]\n"
+		"       podinject [-N NODE] [-j] inject list\n"
+		"       podinject [-N NODE] [-j] inject stats\n"
+		"\n"
+		"An authorised INJECTOR pod may send packets with POD's source\n"
+		"address; they are emitted into POD's egress datapath, where POD's\n"
+		"egress programs run on them once. Without authorisation such\n"
+		"packets stay spoofed and the datapath drops them.\n"
+		"--path: fast = bpf_redirect_peer(BPF_F_EGRESS), fallback =\n"
+		"bpf_redirect(BPF_F_INGRESS), auto (default) = fast where the\n"
+		"kernel has it.\n");
+	return EXIT_OK;
+}
+
+static void inject_close(struct inject_state *s)
+{
+	if (s->auth >= 0)
+		close(s->auth);
+	if (s->stats >= 0)
+		close(s->stats);
+	if (s->prog >= 0)
+		close(s->prog);
+	s->auth = s->stats = s->prog = -1;
+}
+
+static int pin_get(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return bpf_obj_get(path);
+}
+
+/* Opens the injection objects; with `create`, loads and pins them when
+ * they are not there yet. Returns 1 when it created them, 0 when they
+ * existed, -errno on failure. */
+static int inject_open(const struct node *n, struct inject_state *s,
+		       bool create)
+{
+	struct inject_bpf *skel;
+	char path[PATH_MAX];
+	int err;
+
+	s->auth = s->stats = s->prog = -1;
+	node_pin_path(n, s->dir, sizeof(s->dir), "inject");
+	s->auth = pin_get(s->dir, "inject_auth");
+	if (s->auth >= 0) {
+		s->stats = pin_get(s->dir, "inject_stats");
+		s->prog = pin_get(s->dir, "prog_inject_egress");
+		if (s->stats < 0 || s->prog < 0) {
+			inject_close(s);
+			return -ENOENT;
+		}
+		return 0;
+	}
+	if (!create)
+		return -ENOENT;
+	if (mkdir(s->dir, 0700) && errno != EEXIST)
+		return -errno;
+	skel = inject_bpf__open_and_load();
+	if (!skel) {
+		err = -errno;
+		rmdir(s->dir);
+		return err ? err : -EINVAL;
+	}
+	snprintf(path, sizeof(path), "%s/inject_auth", s->dir);
+	err = bpf_map__pin(skel->maps.inject_auth, path);
+	snprintf(path, sizeof(path), "%s/inject_stats", s->dir);
+	if (!err)
+		err = bpf_map__pin(skel->maps.inject_stats, path);
+	snprintf(path, sizeof(path), "%s/prog_inject_egress", s->dir);
+	if (!err)
+		err = bpf_program__pin(skel->progs.inject_egress, path);
+	s->auth = dup(bpf_map__fd(skel->maps.inject_auth));
+	s->stats = dup(bpf_map__fd(skel->maps.inject_stats));
+	s->prog = dup(bpf_program__fd(skel->progs.inject_egress));
+	inject_bpf__destroy(skel);
+	if (err) {
+		inject_close(s);
+		rm_tree(s->dir);
+		return err;
+	}
+	return 1;
+}
+
+static void link_pin(const struct inject_state *s, const char *injector,
+		     char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/link_%s", s->dir, injector);
+}
+
+static enum pi_hook injector_hook(const struct pi_pod *pod)
+{
+	return pod->flags & PI_POD_NETKIT ? PI_HOOK_NETKIT_PEER :
+					    PI_HOOK_INGRESS;
+}
+
+static enum pi_attach_mode injector_mode(const struct node *n,
+					 const struct pi_pod *pod)
+{
+	return pod->flags & PI_POD_NETKIT ? PI_ATTACH_TCX : node_attach_mode(n);
+}
+
+/* Whether the injection program is attached at this injector. In tcx mode
+ * the pinned link says so; in clsact mode the filter lives on the device,
+ * so a marker file in the pin folder records it. */
+static bool attached(const struct inject_state *s, const char *injector)
+{
+	char path[PATH_MAX];
+
+	link_pin(s, injector, path, sizeof(path));
+	return !access(path, F_OK);
+}
+
+/* The pod's ifindex is the node namespace's: attach from in there. */
+static int attach_injector(const struct node *n, struct inject_state *s,
+			   const struct pi_pod *pod)
+{
+	enum pi_attach_mode mode = injector_mode(n, pod);
+	char path[PATH_MAX];
+	int err, fd, saved;
+
+	link_pin(s, pod->name, path, sizeof(path));
+	err = node_enter(n, &saved);
+	if (err)
+		return err;
+	err = attach_prog(s->prog, pod->ifindex, injector_hook(pod), mode,
+			  true, PI_PRIO_HEAD, path);
+	netns_restore(saved);
+	if (err || mode == PI_ATTACH_TCX)
+		return err;
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	if (fd < 0) {
+		err = -errno;
+		detach_prog(pod->ifindex, injector_hook(pod), mode,
+			    PI_PRIO_HEAD, path);
+		return err;
+	}
+	close(fd);
+	return 0;
+}
+
+static void detach_injector(const struct node *n, struct inject_state *s,
+			    const struct pi_pod *pod)
+{
+	enum pi_attach_mode mode = injector_mode(n, pod);
+	char path[PATH_MAX];
+	int saved;
+
+	link_pin(s, pod->name, path, sizeof(path));
+	if (node_enter(n, &saved))
+		return;
+	detach_prog(pod->ifindex, injector_hook(pod), mode, PI_PRIO_HEAD,
+		    path);
+	netns_restore(saved);
+	unlink(path);
+}
+
+static int target_key(const struct pi_pod *inj, const struct pi_pod *tgt,
+		      struct pi_inject_key keys[2])
+{
+	int n = 0;
+
+	memset(keys, 0, 2 * sizeof(keys[0]));
+	if (tgt->flags & PI_POD_HAS_V4) {
+		keys[n].injector_ifindex = inj->ifindex;
+		keys[n].family = AF_INET;
+		keys[n].addr.a[0] = tgt->ip4;
+		n++;
+	}
+	if (tgt->flags & PI_POD_HAS_V6) {
+		keys[n].injector_ifindex = inj->ifindex;
+		keys[n].family = AF_INET6;
+		memcpy(keys[n].addr.a, tgt->ip6, 16);
+		n++;
+	}
+	return n;
+}
+
+/* Number of authorisations the injector has left. */
+static int auth_count(const struct inject_state *s, uint32_t injector)
+{
+	struct pi_inject_key key, next, *prev = NULL;
+	int cnt = 0;
+
+	while (!bpf_map_get_next_key(s->auth, prev, &next)) {
+		if (next.injector_ifindex == injector)
+			cnt++;
+		key = next;
+		prev = &key;
+	}
+	return cnt;
+}
+
+static int parse_as_list(const struct node *n, int argc, char **argv,
+			 struct pi_pod *targets, int *ntargets,
+			 uint32_t *path, bool allow_path)
+{
+	*ntargets = 0;
+	while (argc > 0) {
+		if (argc < 2)
+			return usage_err("'%s' needs a value", argv[0]);
+		if (!strcmp(argv[0], "--as")) {
+			if (*ntargets >= MAX_AS)
+				return usage_err("at most %d --as", MAX_AS);
+			if (!valid_name(argv[1], POD_NAME_MAX))
+				return usage_err("invalid pod name '%s'", argv[1]);
+			if (pod_find(n, argv[1], &targets[*ntargets])) {
+				p_err("no pod '%s' on node '%s'", argv[1],
+				      n->name);
+				return EXIT_USAGE;
+			}
+			(*ntargets)++;
+		} else if (allow_path && !strcmp(argv[0], "--path")) {
+			if (!strcmp(argv[1], "fast"))
+				*path = PI_PATH_FAST;
+			else if (!strcmp(argv[1], "fallback"))
+				*path = PI_PATH_FALLBACK;
+			else if (!strcmp(argv[1], "auto"))
+				*path = 0;
+			else
+				return usage_err("invalid --path '%s': fast, fallback or auto",
+						 argv[1]);
+		} else {
+			return usage_err("unknown argument '%s'", argv[0]);
+		}
+		argc -= 2;
+		argv += 2;
+	}
+	return 0;
+}
+
+static int inject_allow(int argc, char **argv)
+{
+	struct pi_pod inj, targets[MAX_AS];
+	struct pi_inject_key keys[MAX_AS * 2];
+	struct inject_state s = { .auth = -1, .stats = -1, .prog = -1 };
+	struct node n;
+	uint32_t path = 0;
+	int ntargets, nkeys = 0, created = 0, err, ret = EXIT_RUNTIME;
+	bool new_link = false;
+
+	if (argc < 1)
+		return usage_err("inject allow needs an INJECTOR pod");
+	if (!valid_name(argv[0], POD_NAME_MAX))
+		return usage_err("invalid pod name '%s'", argv[0]);
+	if (node_open(&n))
+		return EXIT_RUNTIME;
+	if (pod_find(&n, argv[0], &inj)) {
+		p_err("no pod '%s' on node '%s'", argv[0], n.name);
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	err = parse_as_list(&n, argc - 1, argv + 1, targets, &ntargets, &path,
+			    true);
+	if (err) {
+		ret = err;
+		goto out;
+	}
+	if (!ntargets) {
+		ret = usage_err("inject allow needs at least one --as POD");
+		goto out;
+	}
+	for (int i = 0; i < ntargets; i++) {
+		if (targets[i].ifindex == inj.ifindex) {
+			ret = usage_err("pod '%s' cannot inject as itself",
+					inj.name);
+			goto out;
+		}
+	}
+	if (!path)
+		path = probe_redirect_peer_retval(PI_F_EGRESS_FLAG) == 7 ?
+		       PI_PATH_FAST : PI_PATH_FALLBACK;
+
+	created = inject_open(&n, &s, true);
+	if (created < 0) {
+		p_err("cannot load the injection program: %s",
+		      strerror(-created));
+		goto out;
+	}
+	for (int i = 0; i < ntargets; i++) {
+		struct pi_inject_target t = {
+			.target_ifindex = targets[i].ifindex,
+			.path = path,
+		};
+		struct pi_inject_key k[2];
+		int nk = target_key(&inj, &targets[i], k);
+
+		memcpy(t.target_pod_mac, targets[i].pod_mac, 6);
+		memcpy(t.target_host_mac, targets[i].host_mac, 6);
+		for (int j = 0; j < nk; j++) {
+			struct pi_inject_target old;
+
+			/* Only new keys are ours to undo. */
+			if (bpf_map_lookup_elem(s.auth, &k[j], &old))
+				keys[nkeys++] = k[j];
+			if (bpf_map_update_elem(s.auth, &k[j], &t, BPF_ANY)) {
+				err = -errno;
+				p_err("cannot authorise '%s' as '%s': %s",
+				      inj.name, targets[i].name, strerror(-err));
+				goto out;
+			}
+		}
+	}
+	if (!attached(&s, inj.name)) {
+		err = attach_injector(&n, &s, &inj);
+		if (err) {
+			p_err("cannot attach injection to '%s': %s", inj.name,
+			      strerror(-err));
+			goto out;
+		}
+		new_link = true;
+	}
+	ret = EXIT_OK;
+	p_info("pod %s may inject as %d pod%s (path %s)", inj.name, ntargets,
+	       ntargets > 1 ? "s" : "", path_names[path]);
+out:
+	if (ret != EXIT_OK) {
+		for (int i = 0; i < nkeys; i++)
+			bpf_map_delete_elem(s.auth, &keys[i]);
+		if (new_link)
+			detach_injector(&n, &s, &inj);
+		if (created == 1)
+			rm_tree(s.dir);
+	}
+	inject_close(&s);
+	node_close(&n);
+	return ret;
+}
+
+static int inject_deny(int argc, char **argv)
+{
+	struct pi_pod inj, targets[MAX_AS];
+	struct inject_state s;
+	struct pi_inject_key key, next, *prev = NULL;
+	struct node n;
+	uint32_t path;
+	int ntargets, err, removed = 0, ret = EXIT_RUNTIME;
+
+	if (argc < 1)
+		return usage_err("inject deny needs an INJECTOR pod");
+	if (!valid_name(argv[0], POD_NAME_MAX))
+		return usage_err("invalid pod name '%s'", argv[0]);
+	if (node_open(&n))
+		return EXIT_RUNTIME;
+	if (pod_find(&n, argv[0], &inj)) {
+		p_err("no pod '%s' on node '%s'", argv[0], n.name);
+		ret = EXIT_USAGE;
+		goto out_node;
+	}
+	err = parse_as_list(&n, argc - 1, argv + 1, targets, &ntargets, &path,
+			    false);
+	if (err) {
+		ret = err;
+		goto out_node;
+	}
+	if (inject_open(&n, &s, false)) {
+		p_err("pod '%s' is no injector", inj.name);
+		ret = EXIT_USAGE;
+		goto out_node;
+	}
+	if (ntargets) {
+		for (int i = 0; i < ntargets; i++) {
+			struct pi_inject_key k[2];
+			int nk = target_key(&inj, &targets[i], k);
+
+			for (int j = 0; j < nk; j++)
+				removed += !bpf_map_delete_elem(s.auth, &k[j]);
+		}
+	} else {
+		while (!bpf_map_get_next_key(s.auth, prev, &next)) {
+			if (next.injector_ifindex == inj.ifindex) {
+				bpf_map_delete_elem(s.auth, &next);
+				removed++;
+				prev = NULL;	/* the walk restarts */
+				continue;
+			}
+			key = next;
+			prev = &key;
+		}
+	}
+	if (!removed) {
+		p_err("pod '%s' has no such authorisation", inj.name);
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	if (!auth_count(&s, inj.ifindex))
+		detach_injector(&n, &s, &inj);
+	ret = EXIT_OK;
+	p_info("removed %d authorisation%s of %s", removed,
+	       removed > 1 ? "s" : "", inj.name);
+out:
+	inject_close(&s);
+out_node:
+	node_close(&n);
+	return ret;
+}
+
+static void pod_name_of(const struct node *n, uint32_t ifindex, char *buf,
+			size_t len)
+{
+	struct pi_pod pod;
+
+	if (!bpf_map_lookup_elem(n->maps[M_PODS], &ifindex, &pod))
+		snprintf(buf, len, "%s", pod.name);
+	else
+		snprintf(buf, len, "ifindex-%u", ifindex);
+}
+
+static int inject_list(int argc, char **argv)
+{
+	struct pi_inject_key key, next, *prev = NULL;
+	struct pi_inject_target t;
+	struct inject_state s;
+	struct node n;
+
+	if (argc > 0)
+		return usage_err("unknown argument '%s'", argv[0]);
+	if (node_open(&n))
+		return EXIT_RUNTIME;
+	if (json_output)
+		json_arr_open(jw);
+	else
+		printf("%-12s %-12s %-28s %s\n", "INJECTOR", "AS", "ADDRESS",
+		       "PATH");
+	if (!inject_open(&n, &s, false)) {
+		while (!bpf_map_get_next_key(s.auth, prev, &next)) {
+			char inj[PI_NAME_LEN], tgt[PI_NAME_LEN], addr[64];
+
+			key = next;
+			prev = &key;
+			if (bpf_map_lookup_elem(s.auth, &key, &t))
+				continue;
+			pod_name_of(&n, key.injector_ifindex, inj, sizeof(inj));
+			pod_name_of(&n, t.target_ifindex, tgt, sizeof(tgt));
+			fmt_addr(key.family, &key.addr, -1, addr, sizeof(addr));
+			if (json_output) {
+				json_obj_open(jw);
+				json_kstr(jw, "injector", inj);
+				json_kstr(jw, "as", tgt);
+				json_kstr(jw, "address", addr);
+				json_kstr(jw, "path", path_names[t.path]);
+				json_obj_close(jw);
+			} else {
+				printf("%-12s %-12s %-28s %s\n", inj, tgt, addr,
+				       path_names[t.path]);
+			}
+		}
+		inject_close(&s);
+	}
+	if (json_output) {
+		json_arr_close(jw);
+		json_end(jw);
+	}
+	node_close(&n);
+	return EXIT_OK;
+}
+
+static int inject_stats(int argc, char **argv)
+{
+	struct pi_inject_stats_key key, next, *prev = NULL;
+	int ncpu = libbpf_num_possible_cpus();
+	struct pi_inject_stats *per;
+	struct inject_state s;
+	struct node n;
+
+	if (argc > 0)
+		return usage_err("unknown argument '%s'", argv[0]);
+	if (node_open(&n))
+		return EXIT_RUNTIME;
+	per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per));
+	if (json_output)
+		json_arr_open(jw);
+	else
+		printf("%-12s %-12s %-9s %10s %12s  %s\n", "INJECTOR", "AS",
+		       "PATH", "PACKETS", "BYTES", "DROPS");
+	if (per && !inject_open(&n, &s, false)) {
+		while (!bpf_map_get_next_key(s.stats, prev, &next)) {
+			struct pi_inject_stats sum = {};
+			char inj[PI_NAME_LEN], tgt[PI_NAME_LEN];
+
+			key = next;
+			prev = &key;
+			if (bpf_map_lookup_elem(s.stats, &key, per))
+				continue;
+			for (int c = 0; c < ncpu; c++) {
+				sum.packets += per[c].packets;
+				sum.bytes += per[c].bytes;
+				for (int r = 0; r < PI_INJ_DROP_MAX; r++)
+					sum.drops[r] += per[c].drops[r];
+			}
+			pod_name_of(&n, key.injector_ifindex, inj, sizeof(inj));
+			pod_name_of(&n, key.target_ifindex, tgt, sizeof(tgt));
+			if (json_output) {
+				json_obj_open(jw);
+				json_kstr(jw, "injector", inj);
+				json_kstr(jw, "as", tgt);
+				json_kstr(jw, "path", key.path <= PI_PATH_FALLBACK ?
+					  path_names[key.path] : "?");
+				json_ku64(jw, "packets", sum.packets);
+				json_ku64(jw, "bytes", sum.bytes);
+				json_key(jw, "drops");
+				json_obj_open(jw);
+				for (int r = 0; r < PI_INJ_DROP_MAX; r++)
+					json_ku64(jw, inj_drop_names[r],
+						  sum.drops[r]);
+				json_obj_close(jw);
+				json_obj_close(jw);
+			} else {
+				printf("%-12s %-12s %-9s %10llu %12llu ", inj,
+				       tgt, key.path <= PI_PATH_FALLBACK ?
+				       path_names[key.path] : "?",
+				       (unsigned long long)sum.packets,
+				       (unsigned long long)sum.bytes);
+				for (int r = 0; r < PI_INJ_DROP_MAX; r++)
+					printf(" %s %llu", inj_drop_names[r],
+					       (unsigned long long)sum.drops[r]);
+				printf("\n");
+			}
+		}
+		inject_close(&s);
+	}
+	free(per);
+	if (json_output) {
+		json_arr_close(jw);
+		json_end(jw);
+	}
+	node_close(&n);
+	return EXIT_OK;
+}
+
+int inject_forget_pod(struct node *n, const struct pi_pod *pod)
+{
+	struct pi_inject_key key, next, *prev = NULL;
+	struct pi_inject_stats_key skey, snext, *sprev = NULL;
+	struct pi_inject_target t;
+	struct inject_state s;
+
+	if (inject_open(n, &s, false))
+		return 0;
+	while (!bpf_map_get_next_key(s.auth, prev, &next)) {
+		if (next.injector_ifindex == pod->ifindex ||
+		    (!bpf_map_lookup_elem(s.auth, &next, &t) &&
+		     t.target_ifindex == pod->ifindex)) {
+			bpf_map_delete_elem(s.auth, &next);
+			prev = NULL;
+			continue;
+		}
+		key = next;
+		prev = &key;
+	}
+	while (!bpf_map_get_next_key(s.stats, sprev, &snext)) {
+		if (snext.injector_ifindex == pod->ifindex ||
+		    snext.target_ifindex == pod->ifindex) {
+			bpf_map_delete_elem(s.stats, &snext);
+			sprev = NULL;
+			continue;
+		}
+		skey = snext;
+		sprev = &skey;
+	}
+	if (attached(&s, pod->name))
+		detach_injector(n, &s, pod);
+	inject_close(&s);
+	return 0;
+}
+
+int do_inject(int argc, char **argv)
+{
+	static const struct cmd cmds[] = {
+		{ "allow", inject_allow },
+		{ "deny", inject_deny },
+		{ "list", inject_list },
+		{ "stats", inject_stats },
+		{ "help", inject_help },
+		{ 0 },
+	};
+
+	return cmd_select(cmds, argc, argv, inject_help);
+}
