@@ -42,7 +42,9 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 .SECONDARY:
 .PHONY: all deps test demo bench lab clean
 
-all: $(BUILD)/podinject $(BUILD)/unit_tests $(TOOLS)
+TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
+
+all: $(BUILD)/podinject $(BUILD)/unit_tests $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
@@ -55,6 +57,10 @@ $(BUILD)/vmlinux.h: | $(BUILD)
 	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
 
 $(BUILD)/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h include/podinject_abi.h $(wildcard bpf/lib/*.h) | $(BUILD)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/%.bpf.o: tests/bpf/%.bpf.c $(BUILD)/vmlinux.h | $(BUILD)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
@@ -76,7 +82,7 @@ $(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h
 
 $(BUILD)/%: tests/tools/%.c | $(BUILD)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) $< -o $@
+	$(Q)$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 test: all
 	@./tests/run.sh

@@ -94,6 +94,6 @@ make_wire() {
 	ip -n "$b" -6 route add fd00:0::/64 via fd77::1
 }
 
-tcx_links() { bpftool link list -j 2>/dev/null | jq '[.[] | select(.type == "tcx")] | length'; }
+tcx_links() { bpftool link list -j 2>/dev/null | jq '[.[] | select(.type == "tcx" or .type == 11 or .type == "netkit" or .type == 13)] | length'; }
 
 trap cleanup_all EXIT

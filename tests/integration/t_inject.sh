@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Injection on one node:
+#
+#   ji-i (injector, 10.244.0.12) --inject as ji-t--> ji-t's egress datapath
+#   ji-t (target,   10.244.0.10)                      (source check, policy,
+#   ji-d (dest,     10.244.0.11) <------------------   counters, routing)
+#   ji-u (not authorised, 10.244.0.13)
+#
+# The target's egress counters must move by exactly the number of packets
+# injected: not 0 (skipped), not 2x (run twice).
+. "$(dirname "$0")/lib.sh"
+require_root
+PREFIX=ji-
+N=ji-n
+links_before=$(tcx_links)
+T=10.244.0.10
+D=10.244.0.11
+pin=/sys/fs/bpf/ji-foreign
+
+check up node_up $N
+in_ns $N sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
+pi -N $N pod add ji-t --ip $T --ip6 fd00::a >/dev/null
+pi -N $N pod add ji-d --ip $D --ip6 fd00::b >/dev/null
+pi -N $N pod add ji-i --ip 10.244.0.12 --ip6 fd00::c >/dev/null
+pi -N $N pod add ji-u --ip 10.244.0.13 --ip6 fd00::d >/dev/null
+
+# Another agent's program, first at the injector's egress hook.
+mkdir -p $pin
+check foreign_attach "$BUILD/tcx-attach" attach "$BUILD/foreign.bpf.o" foreign_count $N pi-ji-i ingress $pin
+foreign_seen() { "$BUILD/tcx-attach" counter $pin; }
+cleanup_foreign() { rm -rf $pin; }
+trap 'cleanup_foreign; cleanup_all' EXIT
+
+# Before authorisation, a foreign source is spoofing.
+udp_to_d() {	# udp_to_d FROM_POD SRC DST PORT COUNT [-6]: prints received count
+	local from=$1 src=$2 dst=$3 port=$4 count=$5 fam=${6:-}
+	in_ns ji-d "$PINET" udp-recv $fam "$port" "$count" 1500 >/tmp/ji$$.r &
+	local r=$!
+	sleep 0.3
+	in_ns "$from" "$PINET" udp-send $fam --bind "$src" "$dst" "$port" "$count" >/dev/null
+	wait $r
+	head -n 1 /tmp/ji$$.r | awk '{print $2}'
+	grep -q "from $src " /tmp/ji$$.r || grep -q "received 0" /tmp/ji$$.r || echo "wrong-source"
+	rm -f /tmp/ji$$.r
+}
+expect_eq unauthorised_not_delivered "$(udp_to_d ji-i $T $D 9000 5)" 0
+expect_eq unauthorised_counted_spoofed "$(pod_stat $N ji-i .drops.spoofed)" 5
+
+check allow pi -N $N inject allow ji-i --as ji-t --path auto
+expect_eq chain_inject_first_foreign_kept "$("$BUILD/tcx-attach" query $N pi-ji-i ingress)" \
+	"inject_egress foreign_count pod_egress"
+expect_eq list_json "$(pi -N $N -j inject list | jq -r '[.[] | .injector + ">" + .as + " " + .address] | sort | join(",")')" \
+	"ji-i>ji-t 10.244.0.10,ji-i>ji-t fd00::a"
+auto_path=$(pi -N $N -j inject list | jq -r '.[0].path')
+feat_path=$(pi -j features | jq -r .inject_path)
+expect_eq auto_path_matches_features "$auto_path" "$feat_path"
+
+# UDP, v4 and v6: delivered with the target's address, counted once.
+eg0=$(pod_stat $N ji-t .egress_packets)
+fs0=$(foreign_seen)
+expect_eq udp_v4_delivered "$(udp_to_d ji-i $T $D 9000 20)" 20
+expect_eq udp_v6_delivered "$(udp_to_d ji-i fd00::a fd00::b 9000 20 -6)" 20
+eg1=$(pod_stat $N ji-t .egress_packets)
+expect_eq target_egress_exactly_once $((eg1 - eg0)) 40
+expect_eq injector_not_spoofed "$(pod_stat $N ji-i .drops.spoofed)" 5
+expect_eq inject_stats_packets "$(pi -N $N -j inject stats | jq '[.[].packets] | add')" 40
+expect_eq foreign_skipped_for_injected "$(foreign_seen)" "$fs0"
+
+# The injector's own traffic still passes the foreign program and the CNI.
+check injector_own_traffic in_ns ji-i ping -c 3 -i 0.2 -W 2 $D
+check foreign_runs_for_normal_traffic test "$(foreign_seen)" -ge $((fs0 + 3))
+
+# TCP SYNs to a closed port: the destination answers the target with RST,
+# which the target ignores, so the target's egress sees only the SYNs.
+eg0=$(pod_stat $N ji-t .egress_packets)
+ig0=$(pod_stat $N ji-d .ingress_packets)
+in_ns ji-i "$PINET" tcp-syn --bind $T --timeout 200 $D 9 7 >/dev/null 2>&1
+sleep 0.5
+expect_eq tcp_syn_target_egress_once $(( $(pod_stat $N ji-t .egress_packets) - eg0 )) 7
+expect_eq tcp_syn_reached_dest $(( $(pod_stat $N ji-d .ingress_packets) - ig0 )) 7
+
+# The target's egress policy applies to injected packets.
+id=$(pi -N $N -j policy add ji-t deny to $D/32 proto udp port 9001 | jq .id)
+pd0=$(pod_stat $N ji-t .drops.policy)
+expect_eq policy_blocks_injected "$(udp_to_d ji-i $T $D 9001 10)" 0
+expect_eq policy_drop_counted_once $(( $(pod_stat $N ji-t .drops.policy) - pd0 )) 10
+expect_eq policy_rule_counted "$(pi -N $N -j policy list ji-t | jq ".[] | select(.id == $id) | .packets")" 10
+expect_eq policy_other_port_ok "$(udp_to_d ji-i $T $D 9002 10)" 10
+pi -N $N policy del ji-t "$id" >/dev/null
+
+# Someone without authorisation, same packets: spoofing, counted.
+expect_eq other_pod_not_delivered "$(udp_to_d ji-u $T $D 9000 10)" 0
+expect_eq other_pod_counted_spoofed "$(pod_stat $N ji-u .drops.spoofed)" 10
+
+# Forcing the fast path: where the kernel has BPF_F_EGRESS it delivers,
+# exactly once; where not, the helper refuses and every packet is counted
+# as a refused redirect. Each kernel runs the case it can.
+check allow_fast pi -N $N inject allow ji-i --as ji-t --path fast
+eg0=$(pod_stat $N ji-t .egress_packets)
+got=$(udp_to_d ji-i $T $D 9000 10)
+if [ "$(pi -j features | jq .redirect_peer_egress)" = true ]; then
+	expect_eq fast_path_delivered "$got" 10
+	expect_eq fast_path_target_egress_once $(( $(pod_stat $N ji-t .egress_packets) - eg0 )) 10
+	skip fast_path_refused "kernel has BPF_F_EGRESS"
+else
+	skip fast_path_delivered "kernel lacks BPF_F_EGRESS (runs in the kernel lab)"
+	expect_eq fast_path_refused "$got" 0
+	expect_eq fast_path_refused_counted "$(pi -N $N -j inject stats | jq '[.[] | select(.path == "fast") | .drops."redirect-refused"] | add')" 10
+fi
+check allow_fallback pi -N $N inject allow ji-i --as ji-t --path fallback
+expect_eq fallback_delivered "$(udp_to_d ji-i $T $D 9000 10)" 10
+
+# deny: the injector is back to plain spoofing and its hook to what it was.
+check deny pi -N $N inject deny ji-i
+expect_eq deny_chain "$("$BUILD/tcx-attach" query $N pi-ji-i ingress)" "foreign_count pod_egress"
+expect_eq deny_not_delivered "$(udp_to_d ji-i $T $D 9000 5)" 0
+check deny_list_empty sh -c "$PI -N $N -j inject list | jq -e 'length == 0'"
+
+# pod del forgets the pod's injection state.
+pi -N $N inject allow ji-i --as ji-t >/dev/null
+check del_target pi -N $N pod del ji-t
+check del_target_forgotten sh -c "$PI -N $N -j inject list | jq -e 'length == 0'"
+check del_injector pi -N $N pod del ji-i
+check del_injector_unpinned sh -c "! ls /sys/fs/bpf/podinject/$N/inject | grep -q link_"
+check down pi -N $N node down
+cleanup_foreign
+expect_eq no_links_left "$(tcx_links)" "$links_before"

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Test helper standing in for another agent: attaches a program from an
+ * object file with a tcx link, and reads a hook's chain.
+ *   tcx-attach attach OBJ.o PROG NETNS DEV ingress|egress PIN_DIR
+ *       loads OBJ, puts PROG first at DEV's hook inside NETNS, pins the link
+ *       at PIN_DIR/link and the object's first map at PIN_DIR/map
+ *   tcx-attach query NETNS DEV ingress|egress
+ *       prints the program names at the hook, first to last
+ *   tcx-attach counter PIN_DIR
+ *       prints the u64 at key 0 of the pinned map
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/bpf.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+static int enter(const char *netns)
+{
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", netns);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || setns(fd, CLONE_NEWNET)) {
+		fprintf(stderr, "cannot enter %s: %s\n", netns, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+static int hook(const char *dir)
+{
+	return !strcmp(dir, "ingress") ? 46 : 47;
+}
+
+static int query(const char *dev, const char *dir)
+{
+	__u32 ids[64], cnt = 64, flags = 0;
+	int ifindex = if_nametoindex(dev);
+
+	if (!ifindex || bpf_prog_query(ifindex, hook(dir), 0, &flags, ids,
+				       &cnt)) {
+		fprintf(stderr, "query %s: %s\n", dev, strerror(errno));
+		return 1;
+	}
+	for (__u32 i = 0; i < cnt; i++) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd = bpf_prog_get_fd_by_id(ids[i]);
+
+		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+			return 1;
+		printf("%s%s", i ? " " : "", info.name);
+		close(fd);
+	}
+	printf("\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct {
+		__u32 prog_fd, ifindex, type, flags, rel, pad;
+		__u64 rev;
+	} attr = {};
+	struct bpf_object *obj;
+	struct bpf_program *prog;
+	char path[512];
+	int link, ifindex;
+
+	if (argc == 3 && !strcmp(argv[1], "counter")) {
+		unsigned long long v = 0;
+		__u32 zero = 0;
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/map", argv[2]);
+		fd = bpf_obj_get(path);
+		if (fd < 0 || bpf_map_lookup_elem(fd, &zero, &v))
+			return 1;
+		printf("%llu\n", v);
+		return 0;
+	}
+	if (argc == 5 && !strcmp(argv[1], "query"))
+		return enter(argv[2]) ? 1 : query(argv[3], argv[4]);
+	if (argc != 8 || strcmp(argv[1], "attach")) {
+		fprintf(stderr, "usage: see the top of tcx-attach.c\n");
+		return 2;
+	}
+	obj = bpf_object__open_file(argv[2], NULL);
+	if (!obj || bpf_object__load(obj)) {
+		fprintf(stderr, "cannot load %s\n", argv[2]);
+		return 1;
+	}
+	prog = bpf_object__find_program_by_name(obj, argv[3]);
+	if (!prog || enter(argv[4]))
+		return 1;
+	ifindex = if_nametoindex(argv[5]);
+	attr.prog_fd = bpf_program__fd(prog);
+	attr.ifindex = ifindex;
+	attr.type = hook(argv[6]);
+	attr.flags = 1U << 3;	/* BPF_F_BEFORE: first in the chain */
+	link = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	if (link < 0) {
+		fprintf(stderr, "attach: %s\n", strerror(errno));
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/link", argv[7]);
+	if (bpf_obj_pin(link, path))
+		return 1;
+	snprintf(path, sizeof(path), "%s/map", argv[7]);
+	if (bpf_map__pin(bpf_object__next_map(obj, NULL), path))
+		return 1;
+	return 0;
+}
