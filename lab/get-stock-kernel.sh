@@ -92,6 +92,10 @@ for pkg in "${PKGS[@]}"; do
 		mkdir -p "$tmp/root/lib"
 		ln -s ../usr/lib/modules "$tmp/root/lib/modules"
 	fi
+	# The package leaves modules.dep to the postinst's depmod.
+	if [ -d "$tmp/root/lib/modules/$release" ] && command -v depmod >/dev/null; then
+		depmod -b "$tmp/root" "$release" || log "warning: depmod failed for $release"
+	fi
 	cp "$vmlinuz" "$tmp/vmlinuz"
 	cp "$tmp/root/boot/config-$release" "$tmp/config" 2>/dev/null || true
 	echo "$release" > "$tmp/release"

@@ -26,6 +26,8 @@ mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mkdir -p /run/netns
 
+# a fresh line: the firmware leaves terminal escapes on the current one
+echo
 echo "PODINJECT-LAB-INIT uptime=$(cut -d' ' -f1 /proc/uptime) release=$(uname -r)"
 
 . /etc/podinject-lab.env

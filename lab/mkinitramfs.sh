@@ -130,6 +130,10 @@ if [ -f "$KDIR/release" ]; then
 	rel=$(cat "$KDIR/release")
 	[ -d "$KDIR/root/lib/modules/$rel" ] && MODROOT=$KDIR/root/lib/modules/$rel
 fi
+if [ -n "$MODROOT" ] && [ ! -f "$MODROOT/modules.dep" ]; then
+	log "no modules.dep for $rel, running depmod"
+	depmod -b "$KDIR/root" "$rel" || die "depmod failed"
+fi
 if [ -n "$MODROOT" ]; then
 	WANT=(veth dummy sch_ingress cls_bpf act_bpf act_mirred
 	      x_tables xt_mark xt_socket xt_TPROXY ip_tables iptable_mangle

@@ -108,7 +108,8 @@ for name in "${KERNELS[@]}"; do
 	t3=$(date +%s)
 
 	# The serial console ends lines with \r\n.
-	clean=$(tr -d '\r' < "$console")
+	# Drop terminal escapes (SeaBIOS and the console reset the terminal).
+	clean=$(tr -d '\r' < "$console" | sed -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1b[A-Za-z]//g')
 	echo "== kernel $name ($release) =="
 	if [ "${LAB_VERBOSE:-0}" = 1 ]; then
 		printf '%s\n' "$clean"

