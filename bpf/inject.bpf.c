@@ -21,6 +21,7 @@
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "lib/redirect.h"
+#include "lib/proxy.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -72,7 +73,8 @@ int inject_egress(struct __sk_buff *skb)
 	key.addr = p.saddr;
 	t = bpf_map_lookup_elem(&inject_auth, &key);
 	if (!t)
-		return PI_NEXT;
+		return proxy_steer(skb, &p);
+	proxy_note_upstream(&p, t->target_ifindex, skb->ifindex);
 
 	/* The target's own packets leave its eth0 with this header; a
 	 * stack or program behind the target's device sees no difference. */
@@ -100,4 +102,105 @@ int inject_egress(struct __sk_buff *skb)
 		st->bytes += skb->len;
 	}
 	return PI_REDIRECT;
+}
+
+/*
+ * At a proxied pod's eth0 ingress, inside the pod's namespace: replies to
+ * the proxy's upstream connections are addressed to the pod but belong to
+ * the proxy. Every delivery into the pod passes here (bpf_redirect_peer
+ * from any node program included), so this is the one place to take them;
+ * bpf_redirect_peer() on eth0 hands them to the pod's host-side device,
+ * whose head program sends them on to the proxy. The pod never sees them.
+ */
+SEC("tc")
+int pod_reply(struct __sk_buff *skb)
+{
+	struct pi_flow_key k;
+	struct pkt p;
+
+	if (parse_pkt(skb, &p) != PARSE_OK || !p.has_ports)
+		return PI_NEXT;
+	flow_key(&k, &p, false);
+	if (!bpf_map_lookup_elem(&proxy_upstream, &k))
+		return PI_NEXT;
+	return redirect_peer(skb->ifindex, 0);
+}
+
+/*
+ * At the proxy pod's eth0 ingress, inside its namespace: hand each packet
+ * of a proxied flow to its socket with bpf_sk_assign(), the destination
+ * (D for captured connections, the client pod for upstream replies) being
+ * no address of the proxy's. Chosen over TPROXY because it needs no
+ * iptables and no mark: the one routing rule it relies on ("what arrives
+ * on eth0 is local", table PI_PROXY_TABLE) lives in the proxy's own
+ * namespace, where no CNI sets marks.
+ */
+SEC("tc")
+int proxy_assign(struct __sk_buff *skb)
+{
+	struct bpf_sock_tuple tuple = {};
+	struct bpf_sock *sk = NULL;
+	struct pi_flow_key k;
+	struct pi_flow *f;
+	struct pkt p;
+	__u32 tlen;
+	long err;
+
+	if (parse_pkt(skb, &p) != PARSE_OK || !p.has_ports)
+		return PI_NEXT;
+	if (p.family == AF_INET) {
+		tuple.ipv4.saddr = p.saddr.a[0];
+		tuple.ipv4.daddr = p.daddr.a[0];
+		tuple.ipv4.sport = bpf_htons(p.sport);
+		tuple.ipv4.dport = bpf_htons(p.dport);
+		tlen = sizeof(tuple.ipv4);
+	} else {
+		__builtin_memcpy(tuple.ipv6.saddr, p.saddr.a, 16);
+		__builtin_memcpy(tuple.ipv6.daddr, p.daddr.a, 16);
+		tuple.ipv6.sport = bpf_htons(p.sport);
+		tuple.ipv6.dport = bpf_htons(p.dport);
+		tlen = sizeof(tuple.ipv6);
+	}
+
+	/* a connected socket: accepted client connections and upstream
+	 * connections alike */
+	if (p.proto == IPPROTO_TCP) {
+		sk = (struct bpf_sock *)bpf_skc_lookup_tcp(skb, &tuple, tlen,
+							   BPF_F_CURRENT_NETNS, 0);
+		if (sk && sk->state != BPF_TCP_LISTEN)
+			goto assign;
+		if (sk)
+			bpf_sk_release(sk);
+	} else if (p.proto == IPPROTO_UDP) {
+		sk = bpf_sk_lookup_udp(skb, &tuple, tlen, BPF_F_CURRENT_NETNS, 0);
+		if (sk && sk->dst_port)		/* connected: an upstream socket */
+			goto assign;
+		if (sk)
+			bpf_sk_release(sk);
+	} else {
+		return PI_NEXT;
+	}
+
+	/* a captured flow: the proxy's listener on its port */
+	flow_key(&k, &p, true);
+	f = bpf_map_lookup_elem(&proxy_flows, &k);
+	if (!f)
+		return PI_NEXT;
+	if (p.family == AF_INET)
+		tuple.ipv4.dport = bpf_htons(f->proxy_port);
+	else
+		tuple.ipv6.dport = bpf_htons(f->proxy_port);
+	if (p.proto == IPPROTO_TCP)
+		sk = (struct bpf_sock *)bpf_skc_lookup_tcp(skb, &tuple, tlen,
+							   BPF_F_CURRENT_NETNS, 0);
+	else
+		sk = bpf_sk_lookup_udp(skb, &tuple, tlen, BPF_F_CURRENT_NETNS, 0);
+	/* No proxy listening: the stack answers with a reset (TCP) or a
+	 * port unreachable (UDP), so the client fails fast. */
+	if (!sk)
+		return PI_NEXT;
+assign:
+	err = bpf_sk_assign(skb, sk, 0);
+	bpf_sk_release(sk);
+	return err ? PI_DROP : PI_PASS;
 }

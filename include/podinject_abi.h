@@ -186,6 +186,53 @@ struct pi_inject_stats {
 
 #define PI_MAX_INJECT	1024
 
+/* Transparent proxy: a captured pod's new connections go to a proxy pod's
+ * transparent socket; the proxy's upstream connection, bound to the pod's
+ * address, is injected into the pod's egress datapath. */
+#define PI_PROXY_MAX_PORTS	8
+#define PI_MAX_FLOWS		65536
+#define PI_PROXY_TABLE		100	/* route table in the proxy's netns */
+
+struct pi_proxy_rule {			/* by the captured pod's ifindex */
+	__u32 proxy_ifindex;		/* proxy pod's host-side device */
+	__u16 port;			/* proxy's listening port, host order */
+	__u8 proto;			/* IPPROTO_TCP, IPPROTO_UDP, 0 = both */
+	__u8 nports;			/* dport ranges below; 0 = any port */
+	__u16 dport_lo[PI_PROXY_MAX_PORTS];
+	__u16 dport_hi[PI_PROXY_MAX_PORTS];
+	__u32 dst_family;		/* 0 = any destination */
+	__u32 dst_plen;
+	struct pi_addr dst;
+	__u8 proxy_pod_mac[6];
+	__u8 proxy_host_mac[6];
+	__u8 pod_mac[6];
+	__u8 pod_host_mac[6];
+};
+
+/* One direction-free name for a proxied flow: the pod's end and the far
+ * end, as the pod sees them. Ports in network order. */
+struct pi_flow_key {
+	__u32 family;
+	__u8 proto;
+	__u8 pad;
+	__u16 pod_port;
+	__u16 dst_port;
+	__u16 pad2;
+	struct pi_addr pod;
+	struct pi_addr dst;
+};
+
+struct pi_flow {
+	__u32 pod_ifindex;
+	__u32 proxy_ifindex;
+	__u16 proxy_port;		/* host order */
+	__u16 pad;
+	__u8 pod_mac[6];		/* to hand client-side replies to the pod */
+	__u8 pod_host_mac[6];
+	__u8 proxy_pod_mac[6];		/* to hand packets to the proxy */
+	__u8 proxy_host_mac[6];
+};
+
 /* What a redirect helper was asked, recorded for unit tests
  * (bpf/lib/redirect.h). */
 enum pi_redirect_kind {

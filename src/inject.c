@@ -17,22 +17,15 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "cmds.h"
+#include "inject.h"
 #include "inject.skel.h"
 #include "kernel_features.h"
 #include "nl.h"
 #include "util.h"
 
-#define MAX_AS 32
 
 static const char *const path_names[] = PI_PATH_NAMES;
 static const char *const inj_drop_names[PI_INJ_DROP_MAX] = PI_INJ_DROP_NAMES;
-
-struct inject_state {
-	int auth;
-	int stats;
-	int prog;
-	char dir[PATH_MAX];
-};
 
 static int inject_help(int argc, char **argv)
 {
@@ -53,69 +46,111 @@ static int inject_help(int argc, char **argv)
 	return EXIT_OK;
 }
 
-static void inject_close(struct inject_state *s)
+const char *const inject_map_names[IM__COUNT] = {
+	[IM_AUTH] = "inject_auth",
+	[IM_STATS] = "inject_stats",
+	[IM_PROXY_RULES] = "proxy_rules",
+	[IM_PROXY_FLOWS] = "proxy_flows",
+	[IM_PROXY_UPSTREAM] = "proxy_upstream",
+};
+
+const char *const inject_prog_names[IP__COUNT] = {
+	[IP_EGRESS] = "inject_egress",
+	[IP_POD_REPLY] = "pod_reply",
+	[IP_PROXY_ASSIGN] = "proxy_assign",
+};
+
+static void inject_open_none(struct inject_state *s)
 {
-	if (s->auth >= 0)
-		close(s->auth);
-	if (s->stats >= 0)
-		close(s->stats);
-	if (s->prog >= 0)
-		close(s->prog);
-	s->auth = s->stats = s->prog = -1;
+	for (int i = 0; i < IM__COUNT; i++)
+		s->maps[i] = -1;
+	for (int i = 0; i < IP__COUNT; i++)
+		s->progs[i] = -1;
 }
 
-static int pin_get(const char *dir, const char *name)
+void inject_close(struct inject_state *s)
+{
+	for (int i = 0; i < IM__COUNT; i++) {
+		if (s->maps[i] >= 0)
+			close(s->maps[i]);
+		s->maps[i] = -1;
+	}
+	for (int i = 0; i < IP__COUNT; i++) {
+		if (s->progs[i] >= 0)
+			close(s->progs[i]);
+		s->progs[i] = -1;
+	}
+}
+
+static int pin_get(const char *dir, const char *prefix, const char *name)
 {
 	char path[PATH_MAX];
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(path, sizeof(path), "%s/%s%s", dir, prefix, name);
 	return bpf_obj_get(path);
 }
 
-/* Opens the injection objects; with `create`, loads and pins them when
- * they are not there yet. Returns 1 when it created them, 0 when they
- * existed, -errno on failure. */
-static int inject_open(const struct node *n, struct inject_state *s,
-		       bool create)
+static int open_pinned(struct inject_state *s)
+{
+	for (int i = 0; i < IM__COUNT; i++) {
+		s->maps[i] = pin_get(s->dir, "", inject_map_names[i]);
+		if (s->maps[i] < 0)
+			return -ENOENT;
+	}
+	for (int i = 0; i < IP__COUNT; i++) {
+		s->progs[i] = pin_get(s->dir, "prog_", inject_prog_names[i]);
+		if (s->progs[i] < 0)
+			return -ENOENT;
+	}
+	return 0;
+}
+
+static int load_and_pin(struct inject_state *s)
 {
 	struct inject_bpf *skel;
 	char path[PATH_MAX];
+	int err = 0;
+
+	skel = inject_bpf__open_and_load();
+	if (!skel)
+		return errno ? -errno : -EINVAL;
+	for (int i = 0; i < IM__COUNT && !err; i++) {
+		struct bpf_map *m = bpf_object__find_map_by_name(
+			skel->obj, inject_map_names[i]);
+
+		snprintf(path, sizeof(path), "%s/%s", s->dir,
+			 inject_map_names[i]);
+		err = m ? bpf_map__pin(m, path) : -ENOENT;
+	}
+	for (int i = 0; i < IP__COUNT && !err; i++) {
+		struct bpf_program *pr = bpf_object__find_program_by_name(
+			skel->obj, inject_prog_names[i]);
+
+		snprintf(path, sizeof(path), "%s/prog_%s", s->dir,
+			 inject_prog_names[i]);
+		err = pr ? bpf_program__pin(pr, path) : -ENOENT;
+	}
+	inject_bpf__destroy(skel);
+	return err ? err : open_pinned(s);
+}
+
+int inject_open(const struct node *n, struct inject_state *s, bool create)
+{
 	int err;
 
-	s->auth = s->stats = s->prog = -1;
+	inject_open_none(s);
 	node_pin_path(n, s->dir, sizeof(s->dir), "inject");
-	s->auth = pin_get(s->dir, "inject_auth");
-	if (s->auth >= 0) {
-		s->stats = pin_get(s->dir, "inject_stats");
-		s->prog = pin_get(s->dir, "prog_inject_egress");
-		if (s->stats < 0 || s->prog < 0) {
+	if (!access(s->dir, F_OK)) {
+		err = open_pinned(s);
+		if (err)
 			inject_close(s);
-			return -ENOENT;
-		}
-		return 0;
+		return err;
 	}
 	if (!create)
 		return -ENOENT;
-	if (mkdir(s->dir, 0700) && errno != EEXIST)
+	if (mkdir(s->dir, 0700))
 		return -errno;
-	skel = inject_bpf__open_and_load();
-	if (!skel) {
-		err = -errno;
-		rmdir(s->dir);
-		return err ? err : -EINVAL;
-	}
-	snprintf(path, sizeof(path), "%s/inject_auth", s->dir);
-	err = bpf_map__pin(skel->maps.inject_auth, path);
-	snprintf(path, sizeof(path), "%s/inject_stats", s->dir);
-	if (!err)
-		err = bpf_map__pin(skel->maps.inject_stats, path);
-	snprintf(path, sizeof(path), "%s/prog_inject_egress", s->dir);
-	if (!err)
-		err = bpf_program__pin(skel->progs.inject_egress, path);
-	s->auth = dup(bpf_map__fd(skel->maps.inject_auth));
-	s->stats = dup(bpf_map__fd(skel->maps.inject_stats));
-	s->prog = dup(bpf_program__fd(skel->progs.inject_egress));
-	inject_bpf__destroy(skel);
+	err = load_and_pin(s);
 	if (err) {
 		inject_close(s);
 		rm_tree(s->dir);
@@ -142,31 +177,33 @@ static enum pi_attach_mode injector_mode(const struct node *n,
 	return pod->flags & PI_POD_NETKIT ? PI_ATTACH_TCX : node_attach_mode(n);
 }
 
-/* Whether the injection program is attached at this injector. In tcx mode
- * the pinned link says so; in clsact mode the filter lives on the device,
- * so a marker file in the pin folder records it. */
-static bool attached(const struct inject_state *s, const char *injector)
+/* Whether the head program is attached at this pod. In tcx mode the
+ * pinned link says so; in clsact mode the filter lives on the device, so a
+ * marker file in the pin folder records it. */
+bool head_attached(const struct inject_state *s, const struct pi_pod *pod)
 {
 	char path[PATH_MAX];
 
-	link_pin(s, injector, path, sizeof(path));
+	link_pin(s, pod->name, path, sizeof(path));
 	return !access(path, F_OK);
 }
 
 /* The pod's ifindex is the node namespace's: attach from in there. */
-static int attach_injector(const struct node *n, struct inject_state *s,
-			   const struct pi_pod *pod)
+int head_attach(const struct node *n, struct inject_state *s,
+		const struct pi_pod *pod)
 {
 	enum pi_attach_mode mode = injector_mode(n, pod);
 	char path[PATH_MAX];
 	int err, fd, saved;
 
+	if (head_attached(s, pod))
+		return 0;
 	link_pin(s, pod->name, path, sizeof(path));
 	err = node_enter(n, &saved);
 	if (err)
 		return err;
-	err = attach_prog(s->prog, pod->ifindex, injector_hook(pod), mode,
-			  true, PI_PRIO_HEAD, path);
+	err = attach_prog(s->progs[IP_EGRESS], pod->ifindex,
+			  injector_hook(pod), mode, true, PI_PRIO_HEAD, path);
 	netns_restore(saved);
 	if (err || mode == PI_ATTACH_TCX)
 		return err;
@@ -181,8 +218,8 @@ static int attach_injector(const struct node *n, struct inject_state *s,
 	return 0;
 }
 
-static void detach_injector(const struct node *n, struct inject_state *s,
-			    const struct pi_pod *pod)
+static void head_detach(const struct node *n, struct inject_state *s,
+			const struct pi_pod *pod)
 {
 	enum pi_attach_mode mode = injector_mode(n, pod);
 	char path[PATH_MAX];
@@ -195,6 +232,19 @@ static void detach_injector(const struct node *n, struct inject_state *s,
 		    path);
 	netns_restore(saved);
 	unlink(path);
+}
+
+static int auth_count(const struct inject_state *s, uint32_t injector);
+
+void head_release(const struct node *n, struct inject_state *s,
+		  const struct pi_pod *pod)
+{
+	struct pi_proxy_rule r;
+
+	if (!head_attached(s, pod) || auth_count(s, pod->ifindex) ||
+	    !bpf_map_lookup_elem(s->maps[IM_PROXY_RULES], &pod->ifindex, &r))
+		return;
+	head_detach(n, s, pod);
 }
 
 static int target_key(const struct pi_pod *inj, const struct pi_pod *tgt,
@@ -224,7 +274,7 @@ static int auth_count(const struct inject_state *s, uint32_t injector)
 	struct pi_inject_key key, next, *prev = NULL;
 	int cnt = 0;
 
-	while (!bpf_map_get_next_key(s->auth, prev, &next)) {
+	while (!bpf_map_get_next_key(s->maps[IM_AUTH], prev, &next)) {
 		if (next.injector_ifindex == injector)
 			cnt++;
 		key = next;
@@ -271,11 +321,55 @@ static int parse_as_list(const struct node *n, int argc, char **argv,
 	return 0;
 }
 
+int inject_path_auto(void)
+{
+	return probe_redirect_peer_retval(PI_F_EGRESS_FLAG) == PI_REDIRECT ?
+	       PI_PATH_FAST : PI_PATH_FALLBACK;
+}
+
+int inject_authorise(struct inject_state *s, const struct pi_pod *inj,
+		     const struct pi_pod *targets, int ntargets, uint32_t path,
+		     struct pi_inject_key *added, int *nadded)
+{
+	int err = 0;
+
+	*nadded = 0;
+	if (!path)
+		path = inject_path_auto();
+	for (int i = 0; i < ntargets && !err; i++) {
+		struct pi_inject_target t = {
+			.target_ifindex = targets[i].ifindex,
+			.path = path,
+		};
+		struct pi_inject_key k[2];
+		int nk = target_key(inj, &targets[i], k);
+
+		memcpy(t.target_pod_mac, targets[i].pod_mac, 6);
+		memcpy(t.target_host_mac, targets[i].host_mac, 6);
+		for (int j = 0; j < nk && !err; j++) {
+			struct pi_inject_target old;
+
+			/* Only new keys are ours to undo. */
+			if (bpf_map_lookup_elem(s->maps[IM_AUTH], &k[j], &old))
+				added[(*nadded)++] = k[j];
+			if (bpf_map_update_elem(s->maps[IM_AUTH], &k[j], &t,
+						BPF_ANY))
+				err = -errno;
+		}
+	}
+	if (err) {
+		for (int i = 0; i < *nadded; i++)
+			bpf_map_delete_elem(s->maps[IM_AUTH], &added[i]);
+		*nadded = 0;
+	}
+	return err;
+}
+
 static int inject_allow(int argc, char **argv)
 {
 	struct pi_pod inj, targets[MAX_AS];
 	struct pi_inject_key keys[MAX_AS * 2];
-	struct inject_state s = { .auth = -1, .stats = -1, .prog = -1 };
+	struct inject_state s;
 	struct node n;
 	uint32_t path = 0;
 	int ntargets, nkeys = 0, created = 0, err, ret = EXIT_RUNTIME;
@@ -287,6 +381,7 @@ static int inject_allow(int argc, char **argv)
 		return usage_err("invalid pod name '%s'", argv[0]);
 	if (node_open(&n))
 		return EXIT_RUNTIME;
+	inject_open_none(&s);
 	if (pod_find(&n, argv[0], &inj)) {
 		p_err("no pod '%s' on node '%s'", argv[0], n.name);
 		ret = EXIT_USAGE;
@@ -310,8 +405,7 @@ static int inject_allow(int argc, char **argv)
 		}
 	}
 	if (!path)
-		path = probe_redirect_peer_retval(PI_F_EGRESS_FLAG) == 7 ?
-		       PI_PATH_FAST : PI_PATH_FALLBACK;
+		path = inject_path_auto();
 
 	created = inject_open(&n, &s, true);
 	if (created < 0) {
@@ -319,32 +413,13 @@ static int inject_allow(int argc, char **argv)
 		      strerror(-created));
 		goto out;
 	}
-	for (int i = 0; i < ntargets; i++) {
-		struct pi_inject_target t = {
-			.target_ifindex = targets[i].ifindex,
-			.path = path,
-		};
-		struct pi_inject_key k[2];
-		int nk = target_key(&inj, &targets[i], k);
-
-		memcpy(t.target_pod_mac, targets[i].pod_mac, 6);
-		memcpy(t.target_host_mac, targets[i].host_mac, 6);
-		for (int j = 0; j < nk; j++) {
-			struct pi_inject_target old;
-
-			/* Only new keys are ours to undo. */
-			if (bpf_map_lookup_elem(s.auth, &k[j], &old))
-				keys[nkeys++] = k[j];
-			if (bpf_map_update_elem(s.auth, &k[j], &t, BPF_ANY)) {
-				err = -errno;
-				p_err("cannot authorise '%s' as '%s': %s",
-				      inj.name, targets[i].name, strerror(-err));
-				goto out;
-			}
-		}
+	err = inject_authorise(&s, &inj, targets, ntargets, path, keys, &nkeys);
+	if (err) {
+		p_err("cannot authorise '%s': %s", inj.name, strerror(-err));
+		goto out;
 	}
-	if (!attached(&s, inj.name)) {
-		err = attach_injector(&n, &s, &inj);
+	if (!head_attached(&s, &inj)) {
+		err = head_attach(&n, &s, &inj);
 		if (err) {
 			p_err("cannot attach injection to '%s': %s", inj.name,
 			      strerror(-err));
@@ -358,9 +433,9 @@ static int inject_allow(int argc, char **argv)
 out:
 	if (ret != EXIT_OK) {
 		for (int i = 0; i < nkeys; i++)
-			bpf_map_delete_elem(s.auth, &keys[i]);
+			bpf_map_delete_elem(s.maps[IM_AUTH], &keys[i]);
 		if (new_link)
-			detach_injector(&n, &s, &inj);
+			head_detach(&n, &s, &inj);
 		if (created == 1)
 			rm_tree(s.dir);
 	}
@@ -406,12 +481,12 @@ static int inject_deny(int argc, char **argv)
 			int nk = target_key(&inj, &targets[i], k);
 
 			for (int j = 0; j < nk; j++)
-				removed += !bpf_map_delete_elem(s.auth, &k[j]);
+				removed += !bpf_map_delete_elem(s.maps[IM_AUTH], &k[j]);
 		}
 	} else {
-		while (!bpf_map_get_next_key(s.auth, prev, &next)) {
+		while (!bpf_map_get_next_key(s.maps[IM_AUTH], prev, &next)) {
 			if (next.injector_ifindex == inj.ifindex) {
-				bpf_map_delete_elem(s.auth, &next);
+				bpf_map_delete_elem(s.maps[IM_AUTH], &next);
 				removed++;
 				prev = NULL;	/* the walk restarts */
 				continue;
@@ -425,8 +500,7 @@ static int inject_deny(int argc, char **argv)
 		ret = EXIT_USAGE;
 		goto out;
 	}
-	if (!auth_count(&s, inj.ifindex))
-		detach_injector(&n, &s, &inj);
+	head_release(&n, &s, &inj);
 	ret = EXIT_OK;
 	p_info("removed %d authorisation%s of %s", removed,
 	       removed > 1 ? "s" : "", inj.name);
@@ -465,12 +539,12 @@ static int inject_list(int argc, char **argv)
 		printf("%-12s %-12s %-28s %s\n", "INJECTOR", "AS", "ADDRESS",
 		       "PATH");
 	if (!inject_open(&n, &s, false)) {
-		while (!bpf_map_get_next_key(s.auth, prev, &next)) {
+		while (!bpf_map_get_next_key(s.maps[IM_AUTH], prev, &next)) {
 			char inj[PI_NAME_LEN], tgt[PI_NAME_LEN], addr[64];
 
 			key = next;
 			prev = &key;
-			if (bpf_map_lookup_elem(s.auth, &key, &t))
+			if (bpf_map_lookup_elem(s.maps[IM_AUTH], &key, &t))
 				continue;
 			pod_name_of(&n, key.injector_ifindex, inj, sizeof(inj));
 			pod_name_of(&n, t.target_ifindex, tgt, sizeof(tgt));
@@ -516,13 +590,13 @@ static int inject_stats(int argc, char **argv)
 		printf("%-12s %-12s %-9s %10s %12s  %s\n", "INJECTOR", "AS",
 		       "PATH", "PACKETS", "BYTES", "DROPS");
 	if (per && !inject_open(&n, &s, false)) {
-		while (!bpf_map_get_next_key(s.stats, prev, &next)) {
+		while (!bpf_map_get_next_key(s.maps[IM_STATS], prev, &next)) {
 			struct pi_inject_stats sum = {};
 			char inj[PI_NAME_LEN], tgt[PI_NAME_LEN];
 
 			key = next;
 			prev = &key;
-			if (bpf_map_lookup_elem(s.stats, &key, per))
+			if (bpf_map_lookup_elem(s.maps[IM_STATS], &key, per))
 				continue;
 			for (int c = 0; c < ncpu; c++) {
 				sum.packets += per[c].packets;
@@ -579,29 +653,29 @@ int inject_forget_pod(struct node *n, const struct pi_pod *pod)
 
 	if (inject_open(n, &s, false))
 		return 0;
-	while (!bpf_map_get_next_key(s.auth, prev, &next)) {
+	while (!bpf_map_get_next_key(s.maps[IM_AUTH], prev, &next)) {
 		if (next.injector_ifindex == pod->ifindex ||
-		    (!bpf_map_lookup_elem(s.auth, &next, &t) &&
+		    (!bpf_map_lookup_elem(s.maps[IM_AUTH], &next, &t) &&
 		     t.target_ifindex == pod->ifindex)) {
-			bpf_map_delete_elem(s.auth, &next);
+			bpf_map_delete_elem(s.maps[IM_AUTH], &next);
 			prev = NULL;
 			continue;
 		}
 		key = next;
 		prev = &key;
 	}
-	while (!bpf_map_get_next_key(s.stats, sprev, &snext)) {
+	while (!bpf_map_get_next_key(s.maps[IM_STATS], sprev, &snext)) {
 		if (snext.injector_ifindex == pod->ifindex ||
 		    snext.target_ifindex == pod->ifindex) {
-			bpf_map_delete_elem(s.stats, &snext);
+			bpf_map_delete_elem(s.maps[IM_STATS], &snext);
 			sprev = NULL;
 			continue;
 		}
 		skey = snext;
 		sprev = &skey;
 	}
-	if (attached(&s, pod->name))
-		detach_injector(n, &s, pod);
+	if (head_attached(&s, pod))
+		head_detach(n, &s, pod);
 	inject_close(&s);
 	return 0;
 }

@@ -24,6 +24,7 @@
 #include <linux/if_addr.h>
 #include <linux/if_link.h>
 #include <linux/neighbour.h>
+#include <linux/fib_rules.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 
@@ -672,6 +673,46 @@ int nl_route_del(int family, const void *dst, int plen, int oif)
 		mnl_attr_put(nlh, RTA_DST, alen, dst);
 	if (oif > 0)
 		mnl_attr_put_u32(nlh, RTA_OIF, oif);
+	return nl_request(nlh, NULL, NULL);
+}
+
+int nl_route_local_default(int family, int table, int oif, bool add)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh;
+	struct rtmsg *rtm;
+
+	if (addr_len(family) < 0 || table <= 0 || table > 255)
+		return -EINVAL;
+	nlh = nl_msg(buf, add ? RTM_NEWROUTE : RTM_DELROUTE,
+		     add ? NLM_F_CREATE | NLM_F_EXCL : 0);
+	rtm = route_msg(nlh, family, 0);
+	rtm->rtm_table = table;
+	rtm->rtm_protocol = RTPROT_STATIC;
+	rtm->rtm_type = RTN_LOCAL;
+	rtm->rtm_scope = RT_SCOPE_HOST;
+	mnl_attr_put_u32(nlh, RTA_OIF, oif);
+	return nl_request(nlh, NULL, NULL);
+}
+
+int nl_rule_iif(int family, const char *iifname, int table, int prio,
+		bool add)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh;
+	struct fib_rule_hdr *frh;
+
+	if (addr_len(family) < 0 || table <= 0 || table > 255 || !iifname)
+		return -EINVAL;
+	nlh = nl_msg(buf, add ? RTM_NEWRULE : RTM_DELRULE,
+		     add ? NLM_F_CREATE | NLM_F_EXCL : 0);
+	frh = mnl_nlmsg_put_extra_header(nlh, sizeof(*frh));
+	frh->family = family;
+	frh->table = table;
+	frh->action = FR_ACT_TO_TBL;
+	mnl_attr_put_strz(nlh, FRA_IIFNAME, iifname);
+	mnl_attr_put_u32(nlh, FRA_TABLE, table);
+	mnl_attr_put_u32(nlh, FRA_PRIORITY, prio);
 	return nl_request(nlh, NULL, NULL);
 }
 

@@ -60,6 +60,12 @@ int nl_addr_add(int ifindex, int family, const void *addr, int prefixlen);
 int nl_route_add(int family, const void *dst, int plen, const void *gw,
 		 int oif);
 int nl_route_del(int family, const void *dst, int plen, int oif);
+/* "ip route add|del local default dev OIF table TABLE": in that table
+ * every destination is this namespace's own. */
+int nl_route_local_default(int family, int table, int oif, bool add);
+/* "ip rule add|del iif IIFNAME lookup TABLE pref PRIO" */
+int nl_rule_iif(int family, const char *iifname, int table, int prio,
+		bool add);
 /* A permanent neighbour entry. */
 int nl_neigh_add(int ifindex, int family, const void *addr,
 		 const uint8_t mac[6]);

@@ -43,25 +43,6 @@ struct policy_walk {
 	__u32 rule_id;
 };
 
-static __always_inline bool prefix_match(const struct pi_addr *a,
-					 const struct pi_addr *net, __u32 plen)
-{
-	__u32 i;
-
-#pragma unroll
-	for (i = 0; i < 4; i++) {
-		__u32 bits, mask;
-
-		if (plen <= i * 32)
-			break;
-		bits = plen - i * 32;
-		mask = bits >= 32 ? 0xffffffff : ~(0xffffffffu >> bits);
-		if ((a->a[i] ^ net->a[i]) & bpf_htonl(mask))
-			return false;
-	}
-	return true;
-}
-
 static __always_inline bool rule_matches(const struct pi_rule *r,
 					 const struct policy_walk *w)
 {

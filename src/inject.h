@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Injection's pinned objects under NODE/inject/, shared by `inject` and
+ * `proxy`. */
+#ifndef PODINJECT_INJECT_H
+#define PODINJECT_INJECT_H
+
+#include "state.h"
+
+#define MAX_AS 32
+
+enum inject_map {
+	IM_AUTH, IM_STATS, IM_PROXY_RULES, IM_PROXY_FLOWS, IM_PROXY_UPSTREAM,
+	IM__COUNT,
+};
+enum inject_prog {
+	IP_EGRESS, IP_POD_REPLY, IP_PROXY_ASSIGN, IP__COUNT,
+};
+
+struct inject_state {
+	int maps[IM__COUNT];
+	int progs[IP__COUNT];
+	char dir[PATH_MAX];
+};
+
+/* Opens the objects; with `create`, loads and pins them when they are not
+ * there. Returns 1 when it created them, 0 when they existed, -errno. */
+int inject_open(const struct node *n, struct inject_state *s, bool create);
+void inject_close(struct inject_state *s);
+
+/* The head program at a pod's egress hook: attached while the pod is an
+ * injector or proxied. head_release detaches it when it is neither. */
+bool head_attached(const struct inject_state *s, const struct pi_pod *pod);
+int head_attach(const struct node *n, struct inject_state *s,
+		const struct pi_pod *pod);
+void head_release(const struct node *n, struct inject_state *s,
+		  const struct pi_pod *pod);
+
+/* Authorises inj to inject as each of targets with `path` (0 = auto).
+ * The keys it added (not those that existed) go to added/nadded, so a
+ * caller can undo; on failure it has undone them itself. */
+int inject_authorise(struct inject_state *s, const struct pi_pod *inj,
+		     const struct pi_pod *targets, int ntargets, uint32_t path,
+		     struct pi_inject_key *added, int *nadded);
+int inject_path_auto(void);
+
+#endif
