@@ -26,12 +26,12 @@ Q := @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-BPF_PROGS := node inject
+BPF_PROGS := node inject xdp
 BPF_OBJS  := $(patsubst %,$(BUILD)/%.bpf.o,$(BPF_PROGS))
 SKELS     := $(patsubst %,$(BUILD)/%.skel.h,$(BPF_PROGS))
 
 LIB_SRCS  := src/nl.c src/attach.c src/state.c src/util.c src/json.c src/probe_features.c
-CLI_SRCS  := src/main.c src/node.c src/pod.c src/policy.c src/features.c src/inject.c
+CLI_SRCS  := src/main.c src/node.c src/pod.c src/policy.c src/features.c src/inject.c src/proxy.c src/xdp.c
 LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 CLI_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
 
@@ -44,7 +44,7 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
-all: $(BUILD)/podinject $(BUILD)/unit_tests $(TOOLS) $(TEST_BPF)
+all: $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/unit_tests $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
@@ -75,6 +75,10 @@ $(BUILD)/obj/%.o: src/%.c $(SKELS) $(wildcard src/*.h) include/podinject_abi.h |
 $(BUILD)/podinject: $(CLI_OBJS) $(LIB_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $< -o $@
 
 $(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h)
 	$(call msg,LINK,$@)

@@ -653,6 +653,7 @@ int inject_forget_pod(struct node *n, const struct pi_pod *pod)
 
 	if (inject_open(n, &s, false))
 		return 0;
+	proxy_forget_pod(n, &s, pod);
 	while (!bpf_map_get_next_key(s.maps[IM_AUTH], prev, &next)) {
 		if (next.injector_ifindex == pod->ifindex ||
 		    (!bpf_map_lookup_elem(s.maps[IM_AUTH], &next, &t) &&

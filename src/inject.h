@@ -43,4 +43,8 @@ int inject_authorise(struct inject_state *s, const struct pi_pod *inj,
 		     struct pi_inject_key *added, int *nadded);
 int inject_path_auto(void);
 
+/* proxy.c: a pod being deleted stops being proxied and proxying. */
+void proxy_forget_pod(const struct node *n, struct inject_state *s,
+		      const struct pi_pod *gone);
+
 #endif
