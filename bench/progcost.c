@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * progcost: what podinject's programs cost per packet, measured with
+ * BPF_PROG_TEST_RUN and `repeat` (the kernel runs the program REPEAT times
+ * on one skb and reports the mean time per run). No traffic: the programs
+ * find their pod by skb->ifindex, so the tool makes veth devices in a
+ * private network namespace of its own, like the unit tests do.
+ *
+ *   progcost [--reps N] [--target-ms MS]
+ *
+ * Cases run interleaved (case 1, case 2, ..., case 1, case 2, ...), N
+ * rounds; each prints one JSON line {"variant":..,"rep":i,"value":ns}.
+ * REPEAT is calibrated per case so one measurement takes about MS ms.
+ */
+#include <errno.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "podinject_abi.h"
+#include "node.skel.h"
+#include "inject.skel.h"
+
+#define PKT_LEN	(14 + 20 + 20 + 18)
+
+struct tcase {
+	const char *name;
+	int prog_fd;
+	int ifindex;
+	unsigned char pkt[128];
+	int len;
+	int expect;		/* the verdict the case must produce */
+	unsigned int repeat;
+};
+
+static int libbpf_quiet(enum libbpf_print_level l, const char *f, va_list a)
+{
+	return l == LIBBPF_WARN ? vfprintf(stderr, f, a) : 0;
+}
+
+/* A TCP SYN from src to dst, 72 bytes on the wire. */
+static int build_pkt(unsigned char *buf, const char *src, const char *dst)
+{
+	struct ethhdr *eth = (void *)buf;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct tcphdr *th = (void *)(ip + 1);
+
+	memset(buf, 0, PKT_LEN);
+	memcpy(eth->h_dest, "\x02\x00\x00\x00\x00\x01", 6);
+	memcpy(eth->h_source, "\x02\x00\x00\x00\x00\x02", 6);
+	eth->h_proto = htons(ETH_P_IP);
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->ttl = 64;
+	ip->protocol = IPPROTO_TCP;
+	ip->tot_len = htons(PKT_LEN - 14);
+	inet_pton(AF_INET, src, &ip->saddr);
+	inet_pton(AF_INET, dst, &ip->daddr);
+	th->source = htons(40000);
+	th->dest = htons(80);
+	th->doff = 5;
+	th->syn = 1;
+	return PKT_LEN;
+}
+
+static int make_dev(const char *name)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd),
+		 "ip link add %s type veth peer name %s-p && ip link set %s up && ip link set %s-p up",
+		 name, name, name, name);
+	if (system(cmd))
+		return -1;
+	return if_nametoindex(name);
+}
+
+static void add_pod(struct node_bpf *skel, __u32 id, int ifindex,
+		    const char *ip4)
+{
+	struct pi_pod pod = { .id = id, .ifindex = ifindex,
+			      .flags = PI_POD_HAS_V4 };
+	struct pi_endpoint ep = { .kind = PI_EP_POD, .pod_ifindex = ifindex,
+				  .pod_id = id };
+	struct pi_endpoint_key k = { .family = AF_INET };
+
+	snprintf(pod.name, sizeof(pod.name), "pc%u", id);
+	inet_pton(AF_INET, ip4, &pod.ip4);
+	memcpy(pod.pod_mac, "\x02\xaa\x00\x00\x00\x01", 6);
+	memcpy(pod.host_mac, "\x02\xaa\x00\x00\x00\xfe", 6);
+	memcpy(ep.pod_mac, pod.pod_mac, 6);
+	memcpy(ep.host_mac, pod.host_mac, 6);
+	k.addr.a[0] = pod.ip4;
+	bpf_map__update_elem(skel->maps.pods, &ifindex, 4, &pod, sizeof(pod),
+			     0);
+	bpf_map__update_elem(skel->maps.endpoints, &k, sizeof(k), &ep,
+			     sizeof(ep), 0);
+}
+
+/* `count` rules for pod `id`'s egress at slot `start`, none of which
+ * matches the test packet: the walk goes through all of them, then the
+ * default (allow) decides. The worst case of first-match-wins. */
+static int set_rules(struct node_bpf *skel, __u32 id, __u32 count,
+		     __u32 start)
+{
+	struct pi_policy_ref ref = { .start = start, .count = count };
+	__u32 key = id * 2 + PI_DIR_EGRESS;
+
+	for (__u32 i = 0; i < count; i++) {
+		struct pi_rule r = { .id = start + i + 1, .action = PI_DENY,
+				     .proto = IPPROTO_TCP, .family = AF_INET,
+				     .prefixlen = 24,
+				     .port_lo = 1000 + i % 50000,
+				     .port_hi = 1000 + i % 50000 };
+		__u32 slot = start + i;
+
+		inet_pton(AF_INET, "192.0.2.0", &r.addr.a[0]);
+		if (bpf_map__update_elem(skel->maps.rules, &slot, 4, &r,
+					 sizeof(r), 0))
+			return -errno;
+	}
+	return bpf_map__update_elem(skel->maps.policy_refs, &key, 4, &ref,
+				    sizeof(ref), 0) ? -errno : 0;
+}
+
+static int run_case(struct tcase *c, unsigned int repeat, double *ns)
+{
+	struct __sk_buff ctx = { .ifindex = c->ifindex };
+	unsigned char out[256];
+	DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = c->pkt,
+			    .data_size_in = c->len, .data_out = out,
+			    .data_size_out = sizeof(out), .ctx_in = &ctx,
+			    .ctx_size_in = sizeof(ctx), .repeat = repeat);
+	int err = bpf_prog_test_run_opts(c->prog_fd, &opts);
+
+	if (err)
+		return err;
+	if ((int)opts.retval != c->expect) {
+		fprintf(stderr, "error: %s returned %d, expected %d\n",
+			c->name, (int)opts.retval, c->expect);
+		return -EINVAL;
+	}
+	*ns = opts.duration;	/* mean ns per run, as the kernel reports */
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct node_bpf *node = NULL;
+	struct inject_bpf *inj = NULL;
+	struct tcase cases[16];
+	int reps = 5, target_ms = 200, n = 0, ifa, ifb, ifi, ifu, err = 1;
+
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--reps"))
+			reps = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--target-ms"))
+			target_ms = atoi(argv[i + 1]);
+	}
+	libbpf_set_print(libbpf_quiet);
+	if (unshare(CLONE_NEWNET)) {
+		fprintf(stderr, "error: unshare: %s\n", strerror(errno));
+		return 1;
+	}
+	system("ip link set lo up");
+	ifa = make_dev("pca");
+	ifb = make_dev("pcb");
+	ifi = make_dev("pci");
+	ifu = make_dev("pcu");
+	if (ifa <= 0 || ifb <= 0 || ifi <= 0 || ifu <= 0) {
+		fprintf(stderr, "error: cannot make devices\n");
+		return 1;
+	}
+
+	node = node_bpf__open_and_load();
+	inj = inject_bpf__open_and_load();
+	if (!node || !inj) {
+		fprintf(stderr, "error: cannot load podinject's programs\n");
+		goto out;
+	}
+	add_pod(node, 0, ifa, "10.0.0.1");
+	add_pod(node, 1, ifb, "10.0.0.2");
+	add_pod(node, 2, ifu, "10.0.0.3");
+	add_pod(node, 3, ifi, "10.0.0.4");
+	/* pod 0: no rules; pods 1, 2, 3 get 1, 100 and 10 000 non-matching
+	 * rules (sent from their own devices) */
+	if (set_rules(node, 1, 1, 0) || set_rules(node, 2, 100, 16) ||
+	    set_rules(node, 3, 10000, 1024)) {
+		fprintf(stderr, "error: cannot install rules\n");
+		goto out;
+	}
+
+#define ADD(NAME, FD, IF, SRC, DST, EXPECT) do {			\
+		cases[n] = (struct tcase){ .name = NAME, .prog_fd = FD,	\
+					   .ifindex = IF,		\
+					   .expect = EXPECT };		\
+		cases[n].len = build_pkt(cases[n].pkt, SRC, DST);	\
+		n++;							\
+	} while (0)
+	int egress = bpf_program__fd(node->progs.pod_egress);
+
+	ADD("pod_egress, no policy", egress, ifa, "10.0.0.1", "10.0.0.3",
+	    PI_REDIRECT);
+	ADD("pod_egress, 1 rule", egress, ifb, "10.0.0.2", "10.0.0.1",
+	    PI_REDIRECT);
+	ADD("pod_egress, 100 rules", egress, ifu, "10.0.0.3", "10.0.0.1",
+	    PI_REDIRECT);
+	ADD("pod_egress, 10000 rules", egress, ifi, "10.0.0.4", "10.0.0.1",
+	    PI_REDIRECT);
+	ADD("pod_egress, spoofed (drop)", egress, ifa, "10.0.0.9", "10.0.0.2",
+	    PI_DROP);
+	ADD("pod_ingress (stack to pod)", bpf_program__fd(node->progs.pod_ingress),
+	    ifa, "192.0.2.1", "10.0.0.1", PI_PASS);
+	ADD("uplink_ingress (to local pod)",
+	    bpf_program__fd(node->progs.uplink_ingress), ifa, "192.0.2.1",
+	    "10.0.0.1", PI_REDIRECT);
+
+	/* injection: pod "pci" may speak for 10.0.0.1 (fallback path) */
+	{
+		struct pi_inject_key k = { .injector_ifindex = ifi,
+					   .family = AF_INET };
+		struct pi_inject_target t = { .target_ifindex = ifa,
+					      .path = PI_PATH_FALLBACK };
+		int fd = bpf_program__fd(inj->progs.inject_egress);
+
+		inet_pton(AF_INET, "10.0.0.1", &k.addr.a[0]);
+		bpf_map__update_elem(inj->maps.inject_auth, &k, sizeof(k), &t,
+				     sizeof(t), 0);
+		ADD("inject_egress, authorised (fallback redirect)", fd, ifi,
+		    "10.0.0.1", "10.0.0.2", PI_REDIRECT);
+		ADD("inject_egress, own traffic (pass on)", fd, ifi,
+		    "10.0.0.4", "10.0.0.2", PI_NEXT);
+	}
+
+	/* calibrate: one measurement of each case takes about target_ms */
+	for (int i = 0; i < n; i++) {
+		double ns;
+
+		if (run_case(&cases[i], 100, &ns))
+			goto out;
+		cases[i].repeat = ns > 0 ? target_ms * 1e6 / ns : 100000;
+		if (cases[i].repeat < 10)
+			cases[i].repeat = 10;
+		if (cases[i].repeat > 20000000)
+			cases[i].repeat = 20000000;
+	}
+	for (int r = 1; r <= reps; r++) {
+		for (int i = 0; i < n; i++) {
+			double ns;
+
+			if (run_case(&cases[i], cases[i].repeat, &ns))
+				goto out;
+			printf("{\"variant\":\"%s\",\"rep\":%d,\"value\":%.1f,\"repeat\":%u}\n",
+			       cases[i].name, r, ns, cases[i].repeat);
+			fflush(stdout);
+		}
+	}
+	err = 0;
+out:
+	node_bpf__destroy(node);
+	inject_bpf__destroy(inj);
+	return err;
+}

@@ -1,0 +1,1 @@
+suite_injection() { echo todo injection; }

@@ -1,0 +1,1 @@
+suite_progcost() { echo todo progcost; }

@@ -1,0 +1,1 @@
+suite_xdp() { echo todo xdp; }
