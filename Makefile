@@ -16,7 +16,7 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
-	libmnl-dev iproute2 iputils-ping iperf3 jq procps
+	libmnl-dev iproute2 iputils-ping iperf3 jq procps ethtool
 
 ifeq ($(V),1)
 Q :=

@@ -16,68 +16,21 @@
  * is reached with bpf_redirect_peer() (straight into its eth0, no backlog),
  * a node address goes to the stack, anything else leaves through the
  * uplink with bpf_redirect_neigh(), or goes to the stack without one.
+ * With `node up --xdp`, bpf/xdp.bpf.c adds an XDP ingress ACL on each veth
+ * pod's eth0 and an XDP fast path from the uplink (docs/datapath.md).
  */
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "lib/policy.h"
 #include "lib/redirect.h"
+#include "lib/node_maps.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, PI_MAX_PODS);
-	__type(key, __u32);		/* host-side ifindex */
-	__type(value, struct pi_pod);
-} pods SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, PI_MAX_ENDPOINTS);
-	__type(key, struct pi_endpoint_key);
-	__type(value, struct pi_endpoint);
-} endpoints SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct pi_node_config);
-} node_config SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, PI_MAX_PODS);
-	__type(key, __u32);
-	__type(value, struct pi_pod_stats);
-} pod_stats SEC(".maps");
-
-static __always_inline struct pi_pod_stats *stats_of(__u32 pod_id)
-{
-	return bpf_map_lookup_elem(&pod_stats, &pod_id);
-}
-
-static __always_inline int drop(__u32 pod_id, enum pi_drop_reason reason)
-{
-	struct pi_pod_stats *st = stats_of(pod_id);
-
-	if (st && reason < PI_DROP_MAX)
-		st->drops[reason]++;
-	return PI_DROP;
-}
-
-static __always_inline struct pi_endpoint *lookup_endpoint(const struct pkt *p)
-{
-	struct pi_endpoint_key key = {
-		.family = p->family,
-		.addr = p->daddr,
-	};
-
-	return bpf_map_lookup_elem(&endpoints, &key);
-}
-
 /* Hand a packet to a pod on this node: its ingress policy, its counters,
- * the L2 header its eth0 accepts, then straight into its namespace. */
+ * the L2 header its eth0 accepts, then straight into its namespace.
+ * bpf_redirect_peer() skips the XDP program of the pod's eth0, so the
+ * ingress policy is checked here for pods with the XDP ACL too. */
 static __always_inline int deliver_to_pod(struct __sk_buff *skb,
 					  const struct pkt *p,
 					  const struct pi_endpoint *ep)
@@ -189,6 +142,11 @@ int pod_ingress(struct __sk_buff *skb)
 
 	pod = bpf_map_lookup_elem(&pods, &ifindex);
 	if (!pod)
+		return PI_NEXT;
+	/* Everything this device transmits next passes the XDP ACL on the
+	 * pod's eth0 (bpf/xdp.bpf.c), which checks and counts it there;
+	 * checking here too would count it twice. */
+	if (pod->flags & PI_POD_XDP)
 		return PI_NEXT;
 	ret = parse_pkt(skb, &p);
 	if (ret == PARSE_ARP)

@@ -52,6 +52,9 @@ enum pi_pod_flags {
 	PI_POD_HAS_V4	= 1 << 0,
 	PI_POD_HAS_V6	= 1 << 1,
 	PI_POD_NETKIT	= 1 << 2,
+	/* The XDP ingress ACL runs on the pod-side eth0: what the node's
+	 * stack sends to the pod is checked there, not at tc. */
+	PI_POD_XDP	= 1 << 3,
 };
 
 /* pods: host-side ifindex -> pod. Userspace keeps names here too, so the
@@ -88,6 +91,7 @@ struct pi_endpoint {
 
 enum pi_node_flags {
 	PI_NODE_TCX = 1 << 0,		/* attached with tcx links */
+	PI_NODE_XDP = 1 << 1,		/* node up --xdp: XDP on pods, uplink */
 };
 
 struct pi_node_config {
@@ -135,6 +139,15 @@ struct pi_pod_stats {
 	__u64 ingress_packets;	/* delivered to the pod */
 	__u64 ingress_bytes;
 	__u64 drops[PI_DROP_MAX];
+};
+
+/* Per pod, of the XDP programs (bpf/xdp.bpf.c); the packets and drops
+ * are in pi_pod_stats too, this says which of them were decided in XDP. */
+struct pi_xdp_stats {
+	__u64 acl_packets;	/* passed the ACL on the pod-side eth0 */
+	__u64 acl_bytes;
+	__u64 acl_drops;	/* denied there */
+	__u64 uplink_redirects;	/* sent from the uplink with XDP_REDIRECT */
 };
 
 enum pi_policy_dir {
@@ -240,6 +253,7 @@ enum pi_redirect_kind {
 	PI_RD_PEER = 1,		/* bpf_redirect_peer */
 	PI_RD_PLAIN = 2,	/* bpf_redirect */
 	PI_RD_NEIGH = 3,	/* bpf_redirect_neigh */
+	PI_RD_MAP = 4,		/* bpf_redirect_map; ifindex is the key */
 };
 
 struct pi_redirect_record {

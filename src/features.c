@@ -6,6 +6,7 @@
 #include "cmds.h"
 #include "kernel_features.h"
 #include "util.h"
+#include "xdp.h"
 
 static const char *inject_path(const struct features *f)
 {
@@ -18,7 +19,7 @@ int do_features(int argc, char **argv)
 {
 	struct features f;
 	struct utsname u;
-	int err;
+	int err, veth_xdp;
 
 	if (argc > 0 && is_prefix(argv[0], "help")) {
 		fprintf(stderr, "Usage: podinject [-j] features\n");
@@ -31,6 +32,7 @@ int do_features(int argc, char **argv)
 		p_err("cannot probe kernel features: %s", strerror(-err));
 		return EXIT_RUNTIME;
 	}
+	veth_xdp = xdp_probe_veth();
 	uname(&u);
 	if (json_output) {
 		json_obj_open(jw);
@@ -42,6 +44,8 @@ int do_features(int argc, char **argv)
 			  f.redirect_peer_egress_retval);
 		json_kbool(jw, "bpf_loop", f.bpf_loop);
 		json_kbool(jw, "netkit_xdp", false);
+		json_kbool(jw, "veth_xdp", veth_xdp == 1);
+		json_kbool(jw, "xdp_default", false);
 		json_kstr(jw, "attach", f.tcx ? "tcx" : "clsact");
 		json_kstr(jw, "inject_path", inject_path(&f));
 		json_obj_close(jw);
@@ -58,6 +62,10 @@ int do_features(int argc, char **argv)
 	printf("  bpf_loop                               %s\n",
 	       f.bpf_loop ? "yes" : "no");
 	printf("  XDP on netkit                          no (netkit has no XDP hook)\n");
+	printf("  native XDP on veth                     %s\n",
+	       veth_xdp == 1 ? "yes (pod ingress ACL, uplink XDP_REDIRECT: node up --xdp; off by default)" :
+	       veth_xdp == 0 ? "no (node up --xdp refused; tc enforcement only)" :
+			       "unknown (probe failed)");
 	printf("  injection path (auto)                  %s\n",
 	       f.redirect_peer_egress ? "fast: bpf_redirect_peer(BPF_F_EGRESS)" :
 	       "fallback: bpf_redirect(BPF_F_INGRESS)");

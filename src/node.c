@@ -21,11 +21,12 @@
 #include "nl.h"
 #include "node.skel.h"
 #include "util.h"
+#include "xdp.h"
 
 static int node_help(int argc, char **argv)
 {
 	fprintf(stderr,
-		"Usage: podinject [-N NODE] node up [--uplink DEV]\n"
+		"Usage: podinject [-N NODE] node up [--uplink DEV] [--xdp]\n"
 		"       podinject [-N NODE] node down\n"
 		"       podinject [-N NODE] [-j] node show\n"
 		"\n"
@@ -33,7 +34,11 @@ static int node_help(int argc, char **argv)
 		"does not exist) plus its datapath pinned under %s/NODE.\n"
 		"--uplink DEV: a device already inside the node's namespace that\n"
 		"leads to other nodes; traffic to non-local addresses leaves\n"
-		"through it with bpf_redirect_neigh().\n", PI_PIN_ROOT);
+		"through it with bpf_redirect_neigh().\n"
+		"--xdp: veth pods get their ingress ACL as native XDP on their\n"
+		"eth0, and the uplink sends their traffic to them with\n"
+		"XDP_REDIRECT (docs/datapath.md; netkit pods stay on tc).\n",
+		PI_PIN_ROOT);
 	return EXIT_OK;
 }
 
@@ -101,7 +106,7 @@ static int node_up(int argc, char **argv)
 	struct pi_node_config cfg = {};
 	struct features feat;
 	struct node n;
-	bool made_ns = false, made_dir = false;
+	bool made_ns = false, made_dir = false, xdp = false;
 	int saved = -1, err, ret = EXIT_RUNTIME;
 	char path[PATH_MAX];
 
@@ -112,6 +117,10 @@ static int node_up(int argc, char **argv)
 			uplink = argv[1];
 			argc -= 2;
 			argv += 2;
+		} else if (!strcmp(argv[0], "--xdp")) {
+			xdp = true;
+			argc--;
+			argv++;
 		} else {
 			return usage_err("unknown argument '%s'", argv[0]);
 		}
@@ -136,6 +145,10 @@ static int node_up(int argc, char **argv)
 	}
 	if (!feat.bpf_loop) {
 		p_err("this kernel lacks bpf_loop(), which the policy needs");
+		return EXIT_RUNTIME;
+	}
+	if (xdp && xdp_probe_veth() != 1) {
+		p_err("this kernel cannot attach native XDP to veth devices (see 'podinject features')");
 		return EXIT_RUNTIME;
 	}
 
@@ -199,6 +212,16 @@ static int node_up(int argc, char **argv)
 		}
 		n.cfg.uplink_ifindex = ifindex;
 	}
+	if (xdp) {
+		err = xdp_node_setup(&n, n.cfg.uplink_ifindex);
+		if (err) {
+			p_err("cannot set up XDP%s%s: %s",
+			      uplink ? " on uplink " : "", uplink ? uplink : "",
+			      strerror(-err));
+			goto out_node;
+		}
+		n.cfg.flags |= PI_NODE_XDP;
+	}
 	err = register_node_addresses(n.maps[M_ENDPOINTS]);
 	if (!err)
 		err = node_save_config(&n);
@@ -207,18 +230,21 @@ static int node_up(int argc, char **argv)
 		goto out_node;
 	}
 	ret = EXIT_OK;
-	p_info("node %s up (%s, namespace %s%s)", node_name,
-	       feat.tcx ? "tcx" : "clsact", node_name,
+	p_info("node %s up (%s%s, namespace %s%s)", node_name,
+	       feat.tcx ? "tcx" : "clsact", xdp ? ", xdp" : "", node_name,
 	       made_ns ? ", created" : ", adopted");
 	if (json_output) {
 		json_obj_open(jw);
 		json_kstr(jw, "node", node_name);
 		json_kstr(jw, "attach", feat.tcx ? "tcx" : "clsact");
+		json_kbool(jw, "xdp", xdp);
 		json_kbool(jw, "created_netns", made_ns);
 		json_obj_close(jw);
 		json_end(jw);
 	}
 out_node:
+	if (ret != EXIT_OK && (n.cfg.flags & PI_NODE_XDP))
+		xdp_node_teardown(&n);
 	if (saved >= 0)
 		netns_restore(saved);
 	if (ret != EXIT_OK && n.cfg.uplink_ifindex)
@@ -270,6 +296,8 @@ static int node_down(int argc, char **argv)
 	}
 	pod_for_each(&n, remove_pod_cb, &err);
 	if (n.cfg.uplink_ifindex && !node_enter(&n, &saved)) {
+		if (n.cfg.flags & PI_NODE_XDP)
+			xdp_node_teardown(&n);
 		node_pin_path(&n, path, sizeof(path), "link_uplink");
 		detach_prog(n.cfg.uplink_ifindex, PI_HOOK_INGRESS,
 			    node_attach_mode(&n), PI_PRIO_DATAPATH, path);
@@ -330,6 +358,7 @@ static int node_show(int argc, char **argv)
 		json_kbool(jw, "owns_netns", n.cfg.flags & PI_NODE_OWNS_NETNS);
 		json_kstr(jw, "attach", n.cfg.flags & PI_NODE_TCX ? "tcx" :
 								"clsact");
+		json_kbool(jw, "xdp", n.cfg.flags & PI_NODE_XDP);
 		json_kstr(jw, "pin_dir", n.pin_dir);
 		json_key(jw, "uplink");
 		if (n.cfg.uplink_ifindex) {
@@ -344,10 +373,12 @@ static int node_show(int argc, char **argv)
 		json_key(jw, "node_addresses");
 		json_arr_open(jw);
 	} else {
-		printf("node %s\n  netns %s%s\n  attach %s\n  pins %s\n",
+		printf("node %s\n  netns %s%s\n  attach %s%s\n  pins %s\n",
 		       n.name, n.name,
 		       n.cfg.flags & PI_NODE_OWNS_NETNS ? " (owned)" : "",
 		       n.cfg.flags & PI_NODE_TCX ? "tcx" : "clsact",
+		       n.cfg.flags & PI_NODE_XDP ?
+		       ", xdp (pod ingress ACL on veth eth0, uplink XDP_REDIRECT)" : "",
 		       n.pin_dir);
 		if (n.cfg.uplink_ifindex)
 			printf("  uplink %s (ifindex %u)\n", ifname,

@@ -18,6 +18,7 @@
 #include "kernel_features.h"
 #include "nl.h"
 #include "util.h"
+#include "xdp.h"
 
 static int pod_help(int argc, char **argv)
 {
@@ -308,7 +309,7 @@ static int pod_add(int argc, char **argv)
 	struct node n;
 	int pod_ns = -1, saved = -1, saved2 = -1, err;
 	bool made_ns = false, made_dev = false, in_maps = false;
-	bool attached = false;
+	bool attached = false, xdp = false;
 	int ret = EXIT_RUNTIME;
 
 	err = parse_pod_args(argc, argv, &a);
@@ -427,11 +428,24 @@ static int pod_add(int argc, char **argv)
 		goto out;
 	}
 	attached = true;
+	/* netkit has no XDP hook: its pods stay on tc enforcement. */
+	if ((n.cfg.flags & PI_NODE_XDP) && !a.netkit) {
+		err = xdp_pod_attach(&n, &pod, pod_ns);
+		if (err) {
+			p_err("cannot attach the XDP ingress ACL to eth0 of '%s': %s",
+			      a.name, strerror(-err));
+			goto out;
+		}
+		xdp = true;
+	}
 	ret = EXIT_OK;
-	p_info("pod %s added: netns %s, %s <-> eth0 (%s)", a.name, a.name,
-	       hostdev, a.netkit ? "netkit" : "veth");
+	p_info("pod %s added: netns %s, %s <-> eth0 (%s%s)", a.name, a.name,
+	       hostdev, a.netkit ? "netkit" : "veth",
+	       xdp ? ", XDP ingress ACL" : "");
 out:
 	if (ret != EXIT_OK) {
+		if (xdp)
+			xdp_pod_detach(&n, &pod);
 		if (attached)
 			detach_pod(&n, &pod);
 		if (in_maps) {
@@ -460,6 +474,7 @@ int pod_remove(struct node *n, const struct pi_pod *pod)
 	if (err)
 		return err;
 	inject_forget_pod(n, pod);
+	xdp_pod_detach(n, pod);
 	detach_pod(n, pod);
 	policy_clear_pod(n, pod->id);
 	del_endpoints(n, pod);
@@ -504,6 +519,43 @@ static int pod_del(int argc, char **argv)
 }
 
 static const char *const drop_names[PI_DROP_MAX] = PI_DROP_NAMES;
+
+/* Where the pod's ingress ACL runs, and what XDP decided of it. */
+static void print_pod_xdp(const struct node *n, const struct pi_pod *pod)
+{
+	struct pi_xdp_stats xs;
+	uint32_t id;
+
+	if (!(pod->flags & PI_POD_XDP)) {
+		if (json_output) {
+			json_key(jw, "xdp");
+			json_null(jw);
+		} else if (n->cfg.flags & PI_NODE_XDP) {
+			printf("  xdp: none (%s: ingress ACL at tc only)\n",
+			       pod->flags & PI_POD_NETKIT ? "netkit has no XDP" :
+							    "not attached");
+		}
+		return;
+	}
+	id = xdp_pod_prog_id(pod);
+	xdp_pod_stats(n, pod->id, &xs);
+	if (json_output) {
+		json_key(jw, "xdp");
+		json_obj_open(jw);
+		json_ku64(jw, "prog_id", id);
+		json_ku64(jw, "acl_packets", xs.acl_packets);
+		json_ku64(jw, "acl_bytes", xs.acl_bytes);
+		json_ku64(jw, "acl_drops", xs.acl_drops);
+		json_ku64(jw, "uplink_redirects", xs.uplink_redirects);
+		json_obj_close(jw);
+		return;
+	}
+	printf("  xdp: ingress ACL on eth0 (prog %u): %llu packets %llu bytes passed, %llu dropped; %llu from the uplink by XDP_REDIRECT\n",
+	       id, (unsigned long long)xs.acl_packets,
+	       (unsigned long long)xs.acl_bytes,
+	       (unsigned long long)xs.acl_drops,
+	       (unsigned long long)xs.uplink_redirects);
+}
 
 static void print_pod(const struct node *n, const struct pi_pod *pod,
 		      bool details)
@@ -554,6 +606,7 @@ static void print_pod(const struct node *n, const struct pi_pod *pod,
 			json_ku64(jw, drop_names[r], st.drops[r]);
 		json_obj_close(jw);
 		json_obj_close(jw);
+		print_pod_xdp(n, pod);
 		json_obj_close(jw);
 		return;
 	}
@@ -579,6 +632,7 @@ static void print_pod(const struct node *n, const struct pi_pod *pod,
 		printf(" %s %llu", drop_names[r],
 		       (unsigned long long)st.drops[r]);
 	printf("\n");
+	print_pod_xdp(n, pod);
 }
 
 static int list_cb(const struct node *n, const struct pi_pod *pod, void *c)

@@ -54,4 +54,10 @@ static __always_inline long redirect_neigh(__u32 ifindex)
 		      bpf_redirect_neigh(ifindex, NULL, 0, 0));
 }
 
+/* XDP: to the device at `key` of a devmap; `flags` holds the verdict to
+ * return when the key is not in the map. A macro, since the map argument
+ * must stay a map the verifier can see. */
+#define redirect_map(map, key, flags)					\
+	traced(PI_RD_MAP, (key), (flags), bpf_redirect_map((map), (key), (flags)))
+
 #endif

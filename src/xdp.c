@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * XDP on veth pods: the pod's ingress ACL, loaded once per pod and attached
+ * from the node to the pod-side eth0 inside the pod's namespace, and the
+ * uplink's XDP_REDIRECT path to those pods.
+ *
+ * bpf/xdp.bpf.c is an object of its own, not part of the node skeleton,
+ * because the ACL is loaded per pod with the pod's id in .rodata (XDP has
+ * no namespace cookie on 6.1 and pod-side ifindexes repeat across pods).
+ * Each load reuses the node's pinned maps with bpf_map__reuse_fd(), so
+ * there is one set of pods, rules and counters for tc and XDP alike.
+ *
+ * Pins, beside the node's: xdp_ports (devmap), xdp_stats, prog_xdp_uplink,
+ * prog_xdp_pod_NAME. The XDP attachments are netlink ones and go with
+ * their device; they are removed explicitly all the same, and only when
+ * the program there is still ours (XDP_FLAGS_REPLACE).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/bpf.h>
+#include <linux/if_link.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "nl.h"
+#include "xdp.h"
+#include "xdp.skel.h"
+
+/* Never replace a program someone else attached. */
+#define ATTACH_FLAGS	(XDP_FLAGS_DRV_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST)
+
+static void pod_prog_pin(const struct node *n, const struct pi_pod *pod,
+			 char *buf, size_t len)
+{
+	node_pin_path(n, buf, len, "prog_xdp_pod_%s", pod->name);
+}
+
+static int pin_get(const struct node *n, const char *name)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	node_pin_path(n, path, sizeof(path), "%s", name);
+	fd = bpf_obj_get(path);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Opens bpf/xdp.bpf.c with only `prog` to load, reuses every map the
+ * node has pinned under the same name, and loads it. Maps the node does
+ * not have (xdp_ports, xdp_stats before node up pins them) are made. */
+static int load_shared(const struct node *n, struct bpf_program *(*pick)(
+			       struct xdp_bpf *), uint32_t pod_id,
+		       struct xdp_bpf **out)
+{
+	struct bpf_program *prog, *want;
+	struct xdp_bpf *skel;
+	struct bpf_map *map;
+	int fd, err;
+
+	skel = xdp_bpf__open();
+	if (!skel)
+		return errno ? -errno : -EINVAL;
+	skel->rodata->pod_id = pod_id;
+	want = pick(skel);
+	bpf_object__for_each_program(prog, skel->obj)
+		bpf_program__set_autoload(prog, prog == want);
+	bpf_object__for_each_map(map, skel->obj) {
+		if (bpf_map__is_internal(map))
+			continue;
+		fd = pin_get(n, bpf_map__name(map));
+		if (fd == -ENOENT)
+			continue;
+		if (fd < 0) {
+			err = fd;
+			goto fail;
+		}
+		err = bpf_map__reuse_fd(map, fd);
+		close(fd);
+		if (err)
+			goto fail;
+	}
+	err = xdp_bpf__load(skel);
+	if (err)
+		goto fail;
+	*out = skel;
+	return 0;
+fail:
+	xdp_bpf__destroy(skel);
+	return err;
+}
+
+static struct bpf_program *pick_uplink(struct xdp_bpf *s)
+{
+	return s->progs.xdp_uplink;
+}
+
+static struct bpf_program *pick_pod(struct xdp_bpf *s)
+{
+	return s->progs.xdp_pod_ingress;
+}
+
+/* Detaches prog_fd from ifindex (current namespace) if it is still what
+ * runs there. */
+static int detach_ours(int ifindex, int prog_fd)
+{
+	LIBBPF_OPTS(bpf_xdp_attach_opts, opts, .old_prog_fd = prog_fd);
+	int err;
+
+	err = bpf_xdp_detach(ifindex, XDP_FLAGS_DRV_MODE | XDP_FLAGS_REPLACE,
+			     &opts);
+	/* gone with its device, or someone else's program by now */
+	if (err == -ENODEV || err == -EEXIST)
+		return 0;
+	return err;
+}
+
+int xdp_node_setup(const struct node *n, int uplink_ifindex)
+{
+	struct xdp_bpf *skel = NULL;
+	char path[PATH_MAX];
+	int err;
+
+	err = load_shared(n, pick_uplink, 0, &skel);
+	if (err)
+		return err;
+	node_pin_path(n, path, sizeof(path), "xdp_ports");
+	err = bpf_map__pin(skel->maps.xdp_ports, path);
+	if (!err) {
+		node_pin_path(n, path, sizeof(path), "xdp_stats");
+		err = bpf_map__pin(skel->maps.xdp_stats, path);
+	}
+	if (!err) {
+		node_pin_path(n, path, sizeof(path), "prog_xdp_uplink");
+		err = bpf_program__pin(skel->progs.xdp_uplink, path);
+	}
+	if (!err && uplink_ifindex)
+		err = bpf_xdp_attach(uplink_ifindex,
+				     bpf_program__fd(skel->progs.xdp_uplink),
+				     ATTACH_FLAGS, NULL);
+	xdp_bpf__destroy(skel);
+	return err;
+}
+
+void xdp_node_teardown(const struct node *n)
+{
+	int fd;
+
+	if (!n->cfg.uplink_ifindex)
+		return;
+	fd = pin_get(n, "prog_xdp_uplink");
+	if (fd < 0)
+		return;
+	detach_ours(n->cfg.uplink_ifindex, fd);
+	close(fd);
+}
+
+static void reset_stats(int map, uint32_t id)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	void *zero;
+
+	if (ncpu <= 0)
+		return;
+	zero = calloc(ncpu, sizeof(struct pi_xdp_stats));
+	if (!zero)
+		return;
+	bpf_map_update_elem(map, &id, zero, 0);
+	free(zero);
+}
+
+/* Marks the pod as checked in XDP (or not) where the datapath reads it. */
+static int set_pod_flag(const struct node *n, struct pi_pod *pod, bool on)
+{
+	if (on)
+		pod->flags |= PI_POD_XDP;
+	else
+		pod->flags &= ~PI_POD_XDP;
+	return bpf_map_update_elem(n->maps[M_PODS], &pod->ifindex, pod,
+				   BPF_EXIST) ? -errno : 0;
+}
+
+int xdp_pod_attach(const struct node *n, struct pi_pod *pod, int pod_ns)
+{
+	int ports = -1, stats = -1, saved, err;
+	bool attached = false, flagged = false;
+	struct xdp_bpf *skel = NULL;
+	char path[PATH_MAX];
+	int prog_fd = -1;
+
+	if (pod->flags & PI_POD_NETKIT)
+		return -EOPNOTSUPP;	/* netkit has no XDP hook */
+	ports = pin_get(n, "xdp_ports");
+	stats = pin_get(n, "xdp_stats");
+	if (ports < 0 || stats < 0) {
+		err = ports < 0 ? ports : stats;
+		goto out;
+	}
+	reset_stats(stats, pod->id);
+	err = load_shared(n, pick_pod, pod->id, &skel);
+	if (err)
+		goto out;
+	prog_fd = bpf_program__fd(skel->progs.xdp_pod_ingress);
+	pod_prog_pin(n, pod, path, sizeof(path));
+	err = bpf_program__pin(skel->progs.xdp_pod_ingress, path);
+	if (err)
+		goto out;
+
+	err = netns_enter(pod_ns, &saved);
+	if (err)
+		goto out;
+	err = bpf_xdp_attach(pod->peer_ifindex, prog_fd, ATTACH_FLAGS, NULL);
+	netns_restore(saved);
+	if (err)
+		goto out;
+	attached = true;
+
+	/* From here the node stack's packets are checked in XDP, so tc
+	 * stops checking them; for a moment both did, never neither. */
+	err = set_pod_flag(n, pod, true);
+	if (err)
+		goto out;
+	flagged = true;
+	/* The devmap resolves the ifindex in the caller's namespace. */
+	err = node_enter(n, &saved);
+	if (err)
+		goto out;
+	if (bpf_map_update_elem(ports, &pod->ifindex, &pod->ifindex, 0))
+		err = -errno;
+	netns_restore(saved);
+out:
+	if (err) {
+		if (flagged)
+			set_pod_flag(n, pod, false);
+		if (attached && !netns_enter(pod_ns, &saved)) {
+			detach_ours(pod->peer_ifindex, prog_fd);
+			netns_restore(saved);
+		}
+		if (skel) {
+			pod_prog_pin(n, pod, path, sizeof(path));
+			unlink(path);
+		}
+	}
+	xdp_bpf__destroy(skel);
+	if (ports >= 0)
+		close(ports);
+	if (stats >= 0)
+		close(stats);
+	return err;
+}
+
+int xdp_pod_detach(const struct node *n, const struct pi_pod *p)
+{
+	int ports, prog, pod_ns, saved, err = 0;
+	struct pi_pod copy = *p, *pod = &copy;
+	char path[PATH_MAX];
+
+	pod_prog_pin(n, pod, path, sizeof(path));
+	prog = bpf_obj_get(path);
+	if (prog < 0 && !(pod->flags & PI_POD_XDP))
+		return 0;	/* never had the ACL */
+
+	/* The uplink sends this pod's frames the tc way again, tc checks
+	 * the node stack's again, and only then the ACL goes. */
+	ports = pin_get(n, "xdp_ports");
+	if (ports >= 0) {
+		bpf_map_delete_elem(ports, &pod->ifindex);
+		close(ports);
+	}
+	if (pod->flags & PI_POD_XDP)
+		err = set_pod_flag(n, pod, false);
+	if (err == -ENOENT)
+		err = 0;	/* the pod's entry is gone already */
+	if (prog >= 0) {
+		pod_ns = netns_open(pod->name);
+		if (pod_ns >= 0 && !netns_enter(pod_ns, &saved)) {
+			int e = detach_ours(pod->peer_ifindex, prog);
+
+			if (e && !err)
+				err = e;
+			netns_restore(saved);
+		}
+		if (pod_ns >= 0)
+			close(pod_ns);
+		close(prog);
+		if (unlink(path) && errno != ENOENT && !err)
+			err = -errno;
+	}
+	return err;
+}
+
+int xdp_pod_stats(const struct node *n, uint32_t pod_id,
+		  struct pi_xdp_stats *out)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct pi_xdp_stats *per;
+	int map, err = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (ncpu <= 0)
+		return -EINVAL;
+	map = pin_get(n, "xdp_stats");
+	if (map < 0)
+		return map;
+	per = calloc(ncpu, sizeof(*per));
+	if (!per) {
+		close(map);
+		return -ENOMEM;
+	}
+	if (bpf_map_lookup_elem(map, &pod_id, per))
+		err = -errno;
+	for (int c = 0; c < ncpu && !err; c++) {
+		out->acl_packets += per[c].acl_packets;
+		out->acl_bytes += per[c].acl_bytes;
+		out->acl_drops += per[c].acl_drops;
+		out->uplink_redirects += per[c].uplink_redirects;
+	}
+	free(per);
+	close(map);
+	return err;
+}
+
+uint32_t xdp_pod_prog_id(const struct pi_pod *pod)
+{
+	uint32_t id = 0;
+	int ns, saved;
+
+	ns = netns_open(pod->name);
+	if (ns < 0)
+		return 0;
+	if (!netns_enter(ns, &saved)) {
+		if (bpf_xdp_query_id(pod->peer_ifindex, XDP_FLAGS_DRV_MODE, &id))
+			id = 0;
+		netns_restore(saved);
+	}
+	close(ns);
+	return id;
+}
+
+/* XDP_PASS and nothing else: enough to find out whether it attaches. */
+static int load_pass_prog(void)
+{
+	struct bpf_insn prog[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0,
+		  .imm = XDP_PASS },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	int fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "pi_probe_xdp", "GPL", prog,
+			       2, NULL);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int xdp_probe_veth(void)
+{
+	int saved, prog, ifindex, ret;
+
+	prog = load_pass_prog();
+	if (prog < 0)
+		return prog == -EINVAL ? 0 : prog;
+	saved = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (saved < 0) {
+		ret = -errno;
+		close(prog);
+		return ret;
+	}
+	if (unshare(CLONE_NEWNET)) {
+		ret = -errno;
+		close(saved);
+		close(prog);
+		return ret;
+	}
+	ret = nl_veth_create("pi-xprobe0", "pi-xprobe1", -1);
+	if (!ret) {
+		ifindex = nl_link_index("pi-xprobe1");
+		ret = ifindex < 0 ? ifindex :
+		      bpf_xdp_attach(ifindex, prog, XDP_FLAGS_DRV_MODE, NULL);
+		ret = ret ? 0 : 1;
+	}
+	close(prog);
+	/* Leaving drops the namespace's last reference, and with it the
+	 * devices and the attachment. */
+	netns_restore(saved);
+	return ret;
+}
