@@ -207,6 +207,6 @@ chmod 755 "$STAGE/init"
 
 mkdir -p "$(dirname "$OUT")"
 (cd "$STAGE" && find . -print0 | LC_ALL=C sort -z |
-	cpio --null -o -H newc --owner=0:0 --quiet) | gzip -1 > "$OUT.tmp"
-mv "$OUT.tmp" "$OUT"
+	cpio --null -o -H newc --owner=0:0 --quiet) | gzip -1 > "$OUT.tmp.$$"
+mv "$OUT.tmp.$$" "$OUT"
 log "wrote $OUT ($(du -h "$OUT" | cut -f1))"

@@ -103,9 +103,11 @@ for name in "${KERNELS[@]}"; do
 		-nographic -no-reboot -nic none \
 		-kernel "$kernel" -initrd "$initrd" \
 		-append "console=ttyS0 panic=-1 quiet" \
-		< /dev/null > "$console" 2>&1
+		< /dev/null > "$console.$$" 2>&1
 	qrc=$?
 	t3=$(date +%s)
+	# (written under a private name: two lab runs may share build/lab)
+	mv -f "$console.$$" "$console"
 
 	# The serial console ends lines with \r\n.
 	# Drop terminal escapes (SeaBIOS and the console reset the terminal).
