@@ -37,10 +37,7 @@ if [ -s "$OUT/bzImage" ]; then
 	exit 0
 fi
 
-if [ ! -f "$TARBALL" ] || ! command -v pahole >/dev/null || ! command -v bison >/dev/null; then
-	log "installing build dependencies"
-	"$ROOT/lab/deps.sh" >&2
-fi
+"$ROOT/lab/deps.sh" >&2 || die "lab/deps.sh failed"
 [ -f "$TARBALL" ] || die "$TARBALL missing (apt-get install linux-source-6.12)"
 
 mkdir -p "$CACHE/kernels"
