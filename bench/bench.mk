@@ -15,7 +15,7 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD
 
 .DELETE_ON_ERROR:
 .PHONY: all
-all: $(OUT)/pktload $(OUT)/pbload $(OUT)/progcost
+all: $(OUT)/pktload $(OUT)/pbload $(OUT)/progcost $(OUT)/transparent.so
 
 $(OUT):
 	@mkdir -p $@
@@ -39,3 +39,7 @@ $(OUT)/pbload: bench/pbload.c $(OUT)/bench.skel.h
 $(OUT)/progcost: bench/progcost.c $(BUILD)/node.skel.h $(BUILD)/inject.skel.h include/podinject_abi.h | $(OUT)
 	@printf '  %-8s %s\n' CC $@
 	@$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+$(OUT)/transparent.so: bench/transparent.c | $(OUT)
+	@printf '  %-8s %s\n' CC $@
+	@$(CC) $(CFLAGS) -fPIC -shared $< -o $@ -ldl

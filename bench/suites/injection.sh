@@ -1,1 +1,161 @@
-suite_injection() { echo todo injection; }
+# SPDX-License-Identifier: GPL-2.0
+# Suite "injection" (seed 001): a flow from pod pb-t to pod pb-d, sent
+#   (a) by injector pb-i, injected into pb-t's egress datapath with
+#       bpf_redirect_peer(BPF_F_EGRESS)    -- the fast path
+#   (b) by injector pb-i, injected with bpf_redirect(BPF_F_INGRESS)
+#                                          -- the fallback
+#   (c) by pb-t itself                     -- the limit
+# on a podinject node (BPF host routing, ip_forward off):
+#
+#   pb-i (10.244.0.12) --[pi-pb-i: inject_egress]--(a|b)--+
+#                                                         v
+#   pb-t (10.244.0.10) --(c)--------------> [pi-pb-t: pod_egress] --redirect_peer--> pb-d
+#                                                                          (10.244.0.11)
+# 64-byte UDP: pktload (AF_PACKET or sendmmsg) with pb-t's source address.
+# TCP: iperf3, single stream and -P 2, MTU 1500. A TCP flow injected as
+# pb-t needs pb-d's replies to reach the injector, not pb-t (which has no
+# socket and would answer RST): that is podinject-proxy's reply path.
+# iperf3 binds pb-t's address through bench/transparent.so (IP_TRANSPARENT). The
+# bench stands in for it with steer_reply (bench/bpf/bench.bpf.c) first at
+# pi-pb-d's egress hook, which bpf_redirect_peer()s replies for pb-t to
+# pb-i, and a local route for pb-t's address in pb-i (table 100, only for
+# packets coming in on eth0), the way a transparent proxy receives them.
+
+INJ_N=$PB_PREFIX-n
+INJ_T=10.244.0.10
+INJ_D=10.244.0.11
+INJ_I=10.244.0.12
+
+injection_setup() {
+	PB_NODES+=("$INJ_N")
+	"$PI" -N "$INJ_N" node up >/dev/null || return 1
+	ip netns exec "$INJ_N" sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
+	"$PI" -N "$INJ_N" pod add $PB_PREFIX-t --ip $INJ_T >/dev/null || return 1
+	"$PI" -N "$INJ_N" pod add $PB_PREFIX-d --ip $INJ_D >/dev/null || return 1
+	"$PI" -N "$INJ_N" pod add $PB_PREFIX-i --ip $INJ_I >/dev/null || return 1
+	"$PI" -N "$INJ_N" inject allow $PB_PREFIX-i --as $PB_PREFIX-t --path fallback >/dev/null || return 1
+	# the reply path of an injected TCP flow (see above)
+	mkdir -p "$PB_PINS"
+	"$PBLOAD" attach "$INJ_N" pi-$PB_PREFIX-d tcx-first steer_reply \
+		--to pi-$PB_PREFIX-i --dmac "$(mac_of $PB_PREFIX-i eth0)" \
+		--smac "$(mac_of "$INJ_N" pi-$PB_PREFIX-i)" --daddr $INJ_T \
+		--pin "$PB_PINS/steer" || return 1
+	ip netns exec $PB_PREFIX-i sysctl -qw \
+		net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.eth0.rp_filter=0
+	ip -n $PB_PREFIX-i rule add iif eth0 to $INJ_T/32 lookup 100 pref 100
+	ip -n $PB_PREFIX-i route add local $INJ_T/32 dev lo table 100
+}
+
+egress_packets() {	# the target's egress counter (pod_egress let it through)
+	"$PI" -N "$INJ_N" -j pod show $PB_PREFIX-t | jq .stats.egress_packets
+}
+
+inject_packets() {	# packets the injection program redirected, all paths
+	"$PI" -N "$INJ_N" -j inject stats | jq '[.[].packets] | add // 0'
+}
+
+# inj_variant V: puts the node in the state of variant V and prints the
+# namespace the flow is sent from. Only pb-t's source address is used.
+inj_variant() {
+	case $1 in
+	fast|fallback)
+		"$PI" -N "$INJ_N" inject allow $PB_PREFIX-i --as $PB_PREFIX-t --path "$1" >/dev/null
+		"$PBLOAD" ctl "$PB_PINS/steer" 1
+		echo $PB_PREFIX-i ;;
+	target)
+		"$PBLOAD" ctl "$PB_PINS/steer" 0
+		echo $PB_PREFIX-t ;;
+	esac
+}
+
+# iperf3_sample FROM_NS STREAMS: prints "bits_per_second retransmits"
+# (receiver's rate, sender's retransmits) or nothing on failure.
+iperf3_sample() {
+	local from=$1 streams=$2 out srv
+	out=$(mktemp)
+	ip netns exec $PB_PREFIX-d taskset -c "$PB_CPU_RECV" \
+		timeout $((PB_TCP_DURATION + 20)) iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+	srv=$!
+	sleep 0.3
+	ip netns exec "$from" env LD_PRELOAD="$BUILD/bench/transparent.so" \
+		taskset -c "$PB_CPU_SEND" timeout $((PB_TCP_DURATION + 15)) iperf3 -c $INJ_D -p 5201 -B $INJ_T -t "$PB_TCP_DURATION" -P "$streams" \
+		-O 1 -J >"$out" 2>/dev/null
+	kill $srv 2>/dev/null
+	wait $srv 2>/dev/null
+	jq -r 'select(.end.sum_received) | "\(.end.sum_received.bits_per_second) \(.end.sum_sent.retransmits // 0)"' \
+		"$out" 2>/dev/null
+	rm -f "$out"
+}
+
+suite_injection() {
+	local variants="" v rep from out eg0 eg1 in0 in1 once dmac bps retr streams m
+	suite_begin injection "Injection into a pod's egress datapath: UDP 64-byte pps and TCP (seed 001)"
+	if ! injection_setup; then
+		skip all "could not build the node (podinject node up / pod add / inject allow failed)"
+		suite_end
+		return
+	fi
+	meta node "\"podinject reference node: veth pods, tcx, BPF host routing (bpf_redirect_peer to local pods), ip_forward off\""
+	meta inject_path_auto "\"$("$PI" -j features | jq -r .inject_path)\""
+	meta sender "\"UDP: $PB_SENDER on CPU $PB_CPU_SEND, meter on CPU $PB_CPU_RECV; TCP: iperf3 client on CPU $PB_CPU_SEND, server on CPU $PB_CPU_RECV\""
+	if [ "$("$PI" -j features | jq .redirect_peer_egress)" = true ]; then
+		variants="fast"
+	else
+		skip "fast (a)" "kernel $KERNEL has no bpf_redirect_peer(BPF_F_EGRESS) (probe returned $("$PI" -j features | jq .redirect_peer_egress_probe_retval), TC_ACT_SHOT); the kernel lab runs it"
+	fi
+	variants="$variants fallback target"
+	echo "   variants:$variants (fast = (a), fallback = (b), target = (c))"
+	note "TCP (b) is injected exactly as (a)/(c) send it; its replies come back over the bench's stand-in for podinject-proxy's reply path (steer_reply at pb-d's egress hook + a table-100 local route in pb-i), so the ACKs of (b) skip pb-d's pod_egress which those of (c) pass: a small advantage for (b)"
+	note "iperf3 -B $INJ_T runs with bench/transparent.so (LD_PRELOAD: IP_TRANSPARENT before bind), in pb-i and, for symmetry, in pb-t"
+	note "arrived = packets/s received by pb-d's eth0; egress_once = packets pb-t's egress programs counted / packets injected (must be 1.0: run once, not skipped, not twice)"
+
+	# Before measuring, check that what is measured is injection: pb-t's
+	# egress programs count every injected packet, once.
+	for v in $variants; do
+		[ "$v" = target ] && continue
+		from=$(inj_variant "$v")
+		eg0=$(egress_packets)
+		in0=$(inject_packets)
+		PB_DURATION=1 PB_WARMUP=0.2 pps_sample "$from" $INJ_T $INJ_D \
+			"$(mac_of "$INJ_N" "pi-$from")" $PB_PREFIX-d arrived=dev:eth0 >/dev/null
+		sleep 0.2
+		eg1=$(egress_packets)
+		in1=$(inject_packets)
+		once=$(awk -v e=$((eg1 - eg0)) -v i=$((in1 - in0)) 'BEGIN { printf "%.4f", i ? e / i : 0 }')
+		echo "   check $v: injected $((in1 - in0)), pb-t egress counted $((eg1 - eg0)): $once per packet"
+		meta "egress_once_$v" "$once"
+	done
+
+	for rep in $(seq 1 "$PB_REPS"); do
+		for v in $variants; do
+			from=$(inj_variant "$v")
+			dmac=$(mac_of "$INJ_N" "pi-$from")
+			out=$(pps_sample "$from" $INJ_T $INJ_D "$dmac" $PB_PREFIX-d \
+				arrived=dev:eth0 delivered=sock:9)
+			sample udp64_arrived_pps pps "$v" "$rep" "$(jq .arrived <<<"$out")"
+			sample udp64_sent_pps pps "$v" "$rep" "$(jq .sent <<<"$out")"
+		done
+		for streams in 1 2; do
+			for v in $variants; do
+				from=$(inj_variant "$v")
+				read -r bps retr < <(iperf3_sample "$from" "$streams")
+				if [ -z "${bps:-}" ]; then
+					echo "   $v -P $streams round $rep: iperf3 failed"
+					continue
+				fi
+				sample "tcp_P${streams}_gbps" Gbit/s "$v" "$rep" \
+					"$(awk -v b="$bps" 'BEGIN { printf "%.3f", b / 1e9 }')"
+				sample "tcp_P${streams}_retransmits" count "$v" "$rep" "$retr"
+			done
+		done
+	done
+	for m in udp64_arrived_pps tcp_P1_gbps tcp_P2_gbps; do
+		case " $variants " in
+		*" fast "*)
+			ratio "a/b fast/fallback" $m fast fallback "38.9 / 33.0 = 1.18 (TCP, netkit, 0 vs 12060 retransmits)"
+			ratio "a/c fast/target" $m fast target ;;
+		esac
+		ratio "b/c fallback/target" $m fallback target
+	done
+	suite_end
+}
