@@ -208,6 +208,20 @@ int main(int argc, char **argv)
 		n++;							\
 	} while (0)
 	int egress = bpf_program__fd(node->progs.pod_egress);
+	/* r0 = 0; exit: what BPF_PROG_TEST_RUN itself costs per run */
+	struct bpf_insn empty[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	int empty_fd = bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "pb_empty", "GPL",
+				     empty, 2, NULL);
+
+	if (empty_fd < 0) {
+		fprintf(stderr, "error: cannot load the empty program\n");
+		goto out;
+	}
+	ADD("empty program (test-run overhead)", empty_fd, ifa, "10.0.0.1",
+	    "10.0.0.3", PI_PASS);
 
 	ADD("pod_egress, no policy", egress, ifa, "10.0.0.1", "10.0.0.3",
 	    PI_REDIRECT);
