@@ -25,6 +25,13 @@
  *         sock:PORT         datagrams a UDP socket on PORT receives
  *       Prints {"window":T,"NAME":rate_per_second,...}.
  *
+ *   pktload accept -n NETNS --port P --duration SEC
+ *       A TCP server that accepts and closes at once, for --duration.
+ *   pktload connrate -n NETNS --dst IP --port P --duration SEC
+ *       New TCP connections, one after the other: connect, wait for the
+ *       server's close, close. Prints {"conns":N,"failed":F,"seconds":T,
+ *       "cps":R}. The client closes second, so it keeps no TIME_WAIT.
+ *
  * 64-byte packets: the default payload of 18 bytes makes a 60-byte frame,
  * 64 bytes with the FCS a real wire would add.
  */
@@ -78,7 +85,9 @@ static int usage(void)
 		"usage: pktload send -n NETNS --dst IP --port P --duration SEC\n"
 		"                    [--mode udp|packet] [--bind SRC] [--payload N]\n"
 		"                    [--dev DEV --dmac MAC]\n"
-		"       pktload meter -n NETNS --warmup SEC --window SEC NAME=SPEC...\n");
+		"       pktload meter -n NETNS --warmup SEC --window SEC NAME=SPEC...\n"
+		"       pktload accept -n NETNS --port P --duration SEC\n"
+		"       pktload connrate -n NETNS --dst IP --port P --duration SEC\n");
 	return 2;
 }
 
@@ -468,6 +477,67 @@ static int cmd_meter(const char *netns, double warmup, double window,
 	return 0;
 }
 
+static int cmd_accept(const char *netns, int port, double duration)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(port) };
+	int one = 1, fd;
+	double end;
+
+	if (enter_netns(netns))
+		return 1;
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (fd < 0 || bind(fd, (void *)&a, sizeof(a)) || listen(fd, 4096)) {
+		fprintf(stderr, "error: cannot listen on %d: %s\n", port,
+			strerror(errno));
+		return 1;
+	}
+	end = now() + duration;
+	while (now() < end) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int c;
+
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		c = accept(fd, NULL, NULL);
+		if (c >= 0)
+			close(c);
+	}
+	return 0;
+}
+
+static int cmd_connrate(const char *netns, const char *dst, int port,
+			double duration)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(port) };
+	struct timeval tv = { .tv_sec = 1 };
+	unsigned long long conns = 0, failed = 0;
+	double t0, t;
+	char buf[64];
+
+	if (enter_netns(netns) || inet_pton(AF_INET, dst, &a.sin_addr) != 1)
+		return 1;
+	t0 = now();
+	do {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		if (!connect(fd, (void *)&a, sizeof(a)) &&
+		    read(fd, buf, sizeof(buf)) == 0)
+			conns++;
+		else
+			failed++;
+		close(fd);
+		t = now();
+	} while (t < t0 + duration);
+	printf("{\"conns\":%llu,\"failed\":%llu,\"seconds\":%.6f,\"cps\":%.0f}\n",
+	       conns, failed, t - t0, conns / (t - t0));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct send_opts so = { .mode = "udp", .payload = 18, .port = 9 };
@@ -475,19 +545,21 @@ int main(int argc, char **argv)
 	double warmup = 0.5, window = 1;
 	char *specs[MAX_COUNTERS];
 	int nspecs = 0;
-	bool send;
+	bool send, meter;
 
 	if (argc < 2)
 		return usage();
 	send = !strcmp(argv[1], "send");
-	if (!send && strcmp(argv[1], "meter"))
+	meter = !strcmp(argv[1], "meter");
+	if (!send && !meter && strcmp(argv[1], "accept") &&
+	    strcmp(argv[1], "connrate"))
 		return usage();
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (a[0] != '-') {
-			if (send || nspecs == MAX_COUNTERS)
+			if (!meter || nspecs == MAX_COUNTERS)
 				return usage();
 			specs[nspecs++] = argv[i];
 			continue;
@@ -527,5 +599,10 @@ int main(int argc, char **argv)
 			return usage();
 		return cmd_send(&so);
 	}
+	if (!strcmp(argv[1], "accept"))
+		return cmd_accept(netns, so.port, so.duration);
+	if (!strcmp(argv[1], "connrate"))
+		return so.dst ? cmd_connrate(netns, so.dst, so.port, so.duration) :
+				usage();
 	return cmd_meter(netns, warmup, window, specs, nspecs);
 }

@@ -1,12 +1,110 @@
 # SPDX-License-Identifier: GPL-2.0
-# Suite "proxy": throughput and new connections/s through podinject-proxy
-# with injection, against the direct connection (the limit). Runs once the
-# proxy exists; until then it says so.
+# Suite "proxy": TCP throughput and new connections/s through
+# podinject-proxy with injection, against the direct connection (the limit):
+#
+#   pb-pc (10.244.0.10) --capture--> pb-pp (podinject-proxy :15001)
+#                                      | upstream bound to 10.244.0.10,
+#                                      v injected into pb-pc's egress
+#   pb-ps (10.244.0.11, iperf3 / accept loop)
+#   pb-pd (10.244.0.13) --direct----> pb-ps      (no proxy: the limit)
+#
+# Both clients are pods of the same node with the same datapath; only
+# pb-pc's connections are captured (`podinject proxy add`).
+
+PX_N=$PB_PREFIX-pn
+PX_S=10.244.0.11
+
+proxy_setup() {
+	PB_NODES+=("$PX_N")
+	"$PI" -N "$PX_N" node up >/dev/null || return 1
+	ip netns exec "$PX_N" sysctl -qw net.ipv4.ip_forward=0
+	"$PI" -N "$PX_N" pod add $PB_PREFIX-pc --ip 10.244.0.10 >/dev/null &&
+	"$PI" -N "$PX_N" pod add $PB_PREFIX-ps --ip $PX_S >/dev/null &&
+	"$PI" -N "$PX_N" pod add $PB_PREFIX-pp --ip 10.244.0.12 >/dev/null &&
+	"$PI" -N "$PX_N" pod add $PB_PREFIX-pd --ip 10.244.0.13 >/dev/null &&
+	"$PI" -N "$PX_N" proxy add $PB_PREFIX-pp --port 15001 --for $PB_PREFIX-pc \
+		--match tcp >/dev/null || return 1
+	PX_OUT=$(mktemp)
+	ip netns exec $PB_PREFIX-pp "$BUILD/podinject-proxy" 15001 >"$PX_OUT" 2>/dev/null &
+	PX_PID=$!
+	for _ in $(seq 50); do
+		grep -q ready "$PX_OUT" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+px_client() {	# the client pod of a variant
+	[ "$1" = proxied ] && echo $PB_PREFIX-pc || echo $PB_PREFIX-pd
+}
+
+px_iperf3() {	# px_iperf3 CLIENT_NS: prints "bits_per_second retransmits"
+	local out srv
+	out=$(mktemp)
+	ip netns exec $PB_PREFIX-ps taskset -c "$PB_CPU_RECV" \
+		timeout $((PB_TCP_DURATION + 20)) iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+	srv=$!
+	sleep 0.3
+	ip netns exec "$1" taskset -c "$PB_CPU_SEND" timeout $((PB_TCP_DURATION + 15)) \
+		iperf3 -c $PX_S -p 5201 -t "$PB_TCP_DURATION" -O 1 -J >"$out" 2>/dev/null
+	kill $srv 2>/dev/null
+	wait $srv 2>/dev/null
+	jq -r 'select(.end.sum_received) | "\(.end.sum_received.bits_per_second) \(.end.sum_sent.retransmits // 0)"' \
+		"$out" 2>/dev/null
+	rm -f "$out"
+}
+
+px_connrate() {	# px_connrate CLIENT_NS: prints the JSON of pktload connrate
+	local srv
+	taskset -c "$PB_CPU_RECV" "$PKTLOAD" accept -n $PB_PREFIX-ps --port 8080 \
+		--duration "$(awk -v d="$PB_DURATION" 'BEGIN { print d + 2 }')" &
+	srv=$!
+	sleep 0.2
+	taskset -c "$PB_CPU_SEND" "$PKTLOAD" connrate -n "$1" --dst $PX_S --port 8080 \
+		--duration "$PB_DURATION"
+	kill $srv 2>/dev/null
+	wait $srv 2>/dev/null
+}
 
 suite_proxy() {
-	suite_begin proxy "Proxy: throughput and connections/s through podinject-proxy vs direct"
+	local rep v bps retr out
+	suite_begin proxy "Proxy: TCP throughput and connections/s through podinject-proxy vs direct"
 	if [ ! -x "$BUILD/podinject-proxy" ]; then
-		skip all "$BUILD/podinject-proxy does not exist yet (the proxy is another issue); nothing to measure"
+		skip all "$BUILD/podinject-proxy does not exist in this build"
+		suite_end
+		return
 	fi
+	if ! proxy_setup; then
+		skip all "could not set the proxy up (node, pods, proxy add, or podinject-proxy not ready)"
+		kill "${PX_PID:-}" 2>/dev/null
+		suite_end
+		return
+	fi
+	meta inject_path "\"$("$PI" -N "$PX_N" -j inject list | jq -r '.[0].path')\""
+	meta cpus_used "\"client CPU $PB_CPU_SEND, server CPU $PB_CPU_RECV, podinject-proxy not pinned\""
+	note "proxied = pb-pc's connection captured to podinject-proxy, whose upstream (bound to pb-pc's address) is injected into pb-pc's egress; direct = pb-pd to the same server, no proxy (the limit)"
+	note "conns/s: connect, wait for the server's close, close; one at a time ($PB_DURATION s per sample)"
+	for rep in $(seq 1 "$PB_REPS"); do
+		for v in proxied direct; do
+			read -r bps retr < <(px_iperf3 "$(px_client $v)")
+			if [ -n "${bps:-}" ]; then
+				sample tcp_gbps Gbit/s "$v" "$rep" \
+					"$(awk -v b="$bps" 'BEGIN { printf "%.3f", b / 1e9 }')"
+				sample tcp_retransmits count "$v" "$rep" "$retr"
+			else
+				echo "   $v round $rep: iperf3 failed"
+			fi
+		done
+		for v in proxied direct; do
+			out=$(px_connrate "$(px_client $v)")
+			sample conns_per_s "conn/s" "$v" "$rep" "$(jq '.cps // 0' <<<"$out")"
+			sample conns_failed count "$v" "$rep" "$(jq '.failed // 0' <<<"$out")"
+		done
+	done
+	ratio "proxied / direct" tcp_gbps proxied direct
+	ratio "proxied / direct" conns_per_s proxied direct
+	kill "$PX_PID" 2>/dev/null
+	wait "$PX_PID" 2>/dev/null
+	rm -f "$PX_OUT"
 	suite_end
 }
