@@ -109,6 +109,9 @@ for name in "${KERNELS[@]}"; do
 	# The serial console ends lines with \r\n.
 	# Drop terminal escapes (SeaBIOS and the console reset the terminal).
 	clean=$(tr -d '\r' < "$console" | sed -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1b[A-Za-z]//g')
+	# the heading shows what the VM's uname -r said, if it got that far
+	vmrel=$(printf '%s\n' "$clean" | sed -n 's/^PODINJECT-LAB-INIT .*release=\([^ ]*\).*/\1/p' | tail -1)
+	[ -n "$vmrel" ] && release=$vmrel
 	echo "== kernel $name ($release) =="
 	if [ "${LAB_VERBOSE:-0}" = 1 ]; then
 		printf '%s\n' "$clean"
