@@ -108,6 +108,7 @@ suite_begin() {	# suite_begin NAME TITLE
 	: >"$SUITE_DIR/samples"
 	: >"$SUITE_DIR/meta"
 	SUITE_T0=$(date +%s)
+	meta load_average_at_start "\"$(cut -d' ' -f1-3 /proc/loadavg) (other work on this machine competes for the same CPUs)\""
 	echo
 	echo "== suite $SUITE: $SUITE_TITLE"
 	echo "   kernel $KERNEL, $(nproc) CPUs, $PB_REPS interleaved rounds"
