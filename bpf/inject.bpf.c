@@ -126,6 +126,52 @@ int pod_reply(struct __sk_buff *skb)
 	return redirect_peer(skb->ifindex, 0);
 }
 
+/* Turns a SYN into the RST|ACK its destination would send and sends it
+ * back out of the device it came in on. Swapping addresses and ports
+ * leaves the checksums as they are; seq, ack and flags are patched in. */
+static __always_inline int reflect_rst(struct __sk_buff *skb,
+				       const struct pkt *p)
+{
+	__u32 off = p->l4_off, csum = p->l4_off + 16, seq, ack, old_ack, ports;
+	__u32 zero = 0;
+	__u32 l3 = sizeof(struct ethhdr);
+	__u16 word, rst;
+	__u8 addrs[32];
+	__u32 alen = p->family == AF_INET ? 8 : 32;
+	__u32 aoff = p->family == AF_INET ? l3 + 12 : l3 + 8;
+
+	if ((p->tcp_flags & 0x12) != 0x02 || off > 128)
+		return PI_DROP;
+	if (bpf_skb_load_bytes(skb, off, &ports, 4) ||
+	    bpf_skb_load_bytes(skb, off + 4, &seq, 4) ||
+	    bpf_skb_load_bytes(skb, off + 8, &old_ack, 4) ||
+	    bpf_skb_load_bytes(skb, off + 12, &word, 2) ||
+	    bpf_skb_load_bytes(skb, aoff, addrs, alen))
+		return PI_DROP;
+	ack = bpf_htonl(bpf_ntohl(seq) + 1);
+	/* byte 12 is the data offset, kept; byte 13 the flags: RST|ACK */
+	rst = (word & bpf_htons(0xff00)) | bpf_htons(0x0014);
+	bpf_l4_csum_replace(skb, csum, seq, zero, 4);
+	bpf_l4_csum_replace(skb, csum, old_ack, ack, 4);
+	bpf_l4_csum_replace(skb, csum, word, rst, 2);
+	ports = (ports >> 16) | (ports << 16);
+	if (bpf_skb_store_bytes(skb, off, &ports, 4, 0) ||
+	    bpf_skb_store_bytes(skb, off + 4, &zero, 4, 0) ||
+	    bpf_skb_store_bytes(skb, off + 8, &ack, 4, 0) ||
+	    bpf_skb_store_bytes(skb, off + 12, &rst, 2, 0))
+		return PI_DROP;
+	if (p->family == AF_INET) {
+		if (bpf_skb_store_bytes(skb, aoff, addrs + 4, 4, 0) ||
+		    bpf_skb_store_bytes(skb, aoff + 4, addrs, 4, 0))
+			return PI_DROP;
+	} else {
+		if (bpf_skb_store_bytes(skb, aoff, addrs + 16, 16, 0) ||
+		    bpf_skb_store_bytes(skb, aoff + 16, addrs, 16, 0))
+			return PI_DROP;
+	}
+	return redirect_plain(skb->ifindex, 0);
+}
+
 /*
  * At the proxy pod's eth0 ingress, inside its namespace: hand each packet
  * of a proxied flow to its socket with bpf_sk_assign(), the destination
@@ -195,10 +241,11 @@ int proxy_assign(struct __sk_buff *skb)
 							   BPF_F_CURRENT_NETNS, 0);
 	else
 		sk = bpf_sk_lookup_udp(skb, &tuple, tlen, BPF_F_CURRENT_NETNS, 0);
-	/* No proxy listening: the stack answers with a reset (TCP) or a
-	 * port unreachable (UDP), so the client fails fast. */
+	/* No proxy listening: a SYN is answered with a reset so that the
+	 * client fails fast. The stack cannot answer itself: the reset's
+	 * source (D) is no address of the proxy's. UDP is dropped. */
 	if (!sk)
-		return PI_NEXT;
+		return p.proto == IPPROTO_TCP ? reflect_rst(skb, &p) : PI_DROP;
 assign:
 	err = bpf_sk_assign(skb, sk, 0);
 	bpf_sk_release(sk);

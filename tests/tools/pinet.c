@@ -8,6 +8,8 @@
  *   pinet tcp-connect [-6] [--bind SRC] [--timeout MS] DST PORT
  *                     [--send BYTES] [--expect-echo]
  *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
+ *   pinet udp-echo [-6] PORT COUNT TIMEOUT_MS
+ *   pinet udp-rr [-6] DST PORT COUNT TIMEOUT_MS
  *
  * Options may appear anywhere after the subcommand. An IPv6 DST implies -6.
  * Listening -6 sockets are IPv6-only (no ::ffff:a.b.c.d peers).
@@ -35,6 +37,10 @@
  *   tcp-syn      "sent N": COUNT connection attempts whose SYN left; each
  *                socket is closed right after the SYN, or after waiting
  *                --timeout MS for the handshake.
+ *   udp-echo     answers each datagram with the same bytes; "echoed N",
+ *                then "from ADDR count K" per source address.
+ *   udp-rr       COUNT requests, each waiting for its answer; "replies N"
+ *                and "from ADDR PORT" of the first answer.
  * Diagnostics go to stderr. Exit status: 0 success, 1 failure, 2 usage.
  *
  * Checksums are 64-bit FNV-1a, printed as 16 hex digits.
@@ -810,6 +816,95 @@ static int cmd_tcp_syn(int argc, char **argv)
 	return sent == count ? 0 : 1;
 }
 
+static int cmd_udp_echo(int argc, char **argv)
+{
+	static char buf[IO_CHUNK];
+	char abuf[INET6_ADDRSTRLEN];
+	long port, count, timeout, echoed = 0;
+	long long deadline;
+	union sa from, first;
+	struct opts o;
+	int fd;
+
+	if (parse(argc, argv, OPT_6, &o) || o.npos != 3)
+		return usage();
+	port = number(o.pos[0], 1, 65535);
+	count = number(o.pos[1], 0, 100000000);
+	timeout = number(o.pos[2], 0, 86400000);
+	if (port < 0 || count < 0 || timeout < 0)
+		return usage();
+	fd = listen_socket(o.family, SOCK_DGRAM, port);
+	if (fd < 0)
+		return 1;
+	deadline = now_ms() + timeout;
+	while (echoed < count) {
+		long left = deadline - now_ms();
+		socklen_t alen = sizeof(from);
+		ssize_t n;
+
+		if (left <= 0 || wait_fd(fd, POLLIN, left) <= 0)
+			break;
+		n = recvfrom(fd, buf, sizeof(buf), 0, &from.sa, &alen);
+		if (n < 0)
+			continue;
+		if (!echoed)
+			first = from;
+		sendto(fd, buf, n, 0, &from.sa, alen);
+		echoed++;
+	}
+	close(fd);
+	printf("echoed %ld\n", echoed);
+	if (echoed)
+		printf("from %s\n", sa_addr(&first, abuf, sizeof(abuf)));
+	return 0;
+}
+
+static int cmd_udp_rr(int argc, char **argv)
+{
+	static char buf[IO_CHUNK];
+	char abuf[INET6_ADDRSTRLEN];
+	long port, count, timeout, replies = 0, i;
+	union sa dst, from, first;
+	struct opts o;
+	int family, fd;
+
+	if (parse(argc, argv, OPT_6, &o) || o.npos != 4)
+		return usage();
+	family = family_of(&o, o.pos[0]);
+	port = number(o.pos[1], 1, 65535);
+	count = number(o.pos[2], 0, 100000000);
+	timeout = number(o.pos[3], 0, 86400000);
+	if (port < 0 || count < 0 || timeout < 0 ||
+	    make_sa(family, o.pos[0], port, &dst) < 0)
+		return usage();
+	fd = new_socket(family, SOCK_DGRAM);
+	if (fd < 0)
+		return 1;
+	for (i = 0; i < count; i++) {
+		socklen_t alen = sizeof(from);
+		ssize_t n;
+
+		snprintf(buf, sizeof(buf), "request %ld", i);
+		sendto(fd, buf, strlen(buf), 0, &dst.sa,
+		       family == AF_INET ? sizeof(dst.in) : sizeof(dst.in6));
+		if (wait_fd(fd, POLLIN, timeout) <= 0)
+			continue;
+		n = recvfrom(fd, buf, sizeof(buf), 0, &from.sa, &alen);
+		if (n <= 0)
+			continue;
+		if (!replies)
+			first = from;
+		replies++;
+	}
+	close(fd);
+	printf("replies %ld\n", replies);
+	if (replies)
+		printf("from %s %u\n", sa_addr(&first, abuf, sizeof(abuf)),
+		       ntohs(first.sa.sa_family == AF_INET ? first.in.sin_port :
+			     first.in6.sin6_port));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -829,5 +924,9 @@ int main(int argc, char **argv)
 		return cmd_tcp_connect(argc, argv);
 	if (!strcmp(cmd, "tcp-syn"))
 		return cmd_tcp_syn(argc, argv);
+	if (!strcmp(cmd, "udp-echo"))
+		return cmd_udp_echo(argc, argv);
+	if (!strcmp(cmd, "udp-rr"))
+		return cmd_udp_rr(argc, argv);
 	return usage();
 }

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Transparent proxy, on one node and across two:
+#
+#   tp-c (client, 10.244.0.10) --capture--> tp-p (podinject-proxy :15001)
+#                                              | upstream bound to 10.244.0.10,
+#                                              v injected into tp-c's egress
+#   tp-s (server, 10.244.0.11)  <-- tp-c's policy, counters, routing
+#   tp-r (server on node tp-y, 10.244.1.10), reached over the wire
+#
+# The server must see the client pod's address; the client must see the
+# server's; the client's egress programs run once per upstream packet.
+. "$(dirname "$0")/lib.sh"
+require_root
+PREFIX=tp-
+X=tp-x
+Y=tp-y
+C=10.244.0.10
+S=10.244.0.11
+R=10.244.1.10
+links_before=$(tcx_links)
+
+make_wire $X $Y
+for n in $X $Y; do
+	in_ns $n sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
+done
+check up_x node_up $X --uplink wire0
+check up_y node_up $Y --uplink wire0
+pi -N $X pod add tp-c --ip $C --ip6 fd00::a >/dev/null
+pi -N $X pod add tp-s --ip $S --ip6 fd00::b >/dev/null
+pi -N $X pod add tp-p --ip 10.244.0.12 --ip6 fd00::c >/dev/null
+pi -N $Y pod add tp-r --ip $R --ip6 fd00:1::a >/dev/null
+
+check proxy_add pi -N $X proxy add tp-p --port 15001 --for tp-c
+check proxy_list sh -c "$PI -N $X -j proxy list | jq -e '.[0].pod == \"tp-c\" and .[0].proxy == \"tp-p\" and .[0].port == 15001'"
+check proxy_is_injector sh -c "$PI -N $X -j inject list | jq -e 'length == 2 and .[0].injector == \"tp-p\"'"
+
+start_proxy() {
+	ip netns exec tp-p "$BUILD/podinject-proxy" -v 15001 >/tmp/tp$$.px 2>/tmp/tp$$.pxlog </dev/null &
+	PROXY_PID=$!
+	clients=()
+	for _ in $(seq 50); do grep -q ready /tmp/tp$$.px 2>/dev/null && return; sleep 0.1; done
+}
+start_proxy
+trap 'kill $PROXY_PID 2>/dev/null; rm -f /tmp/tp$$.*; cleanup_all' EXIT
+
+proxied_pair() {	# proxied_pair SERVER_POD ADDR BYTES [-6]
+	local srv=$1 addr=$2 bytes=$3 fam=${4:-} out
+	in_ns "$srv" "$PINET" tcp-server $fam 8080 --sink --timeout 20000 >/tmp/tp$$.srv 2>&1 &
+	local s=$!
+	sleep 0.3
+	out=$(in_ns tp-c "$PINET" tcp-connect $fam --timeout 5000 "$addr" 8080 --send "$bytes") || { echo "$out"; return 1; }
+	wait $s
+	local sent_fnv got_fnv
+	sent_fnv=$(awk '/^done/ {print $NF}' <<<"$out")
+	got_fnv=$(awk '/^conn-done/ {print $NF}' /tmp/tp$$.srv)
+	[ -n "$sent_fnv" ] && [ "$sent_fnv" = "$got_fnv" ] || { echo "checksum $sent_fnv != $got_fnv"; return 1; }
+}
+
+eg0=$(pod_stat $X tp-c .egress_packets)
+inj0=$(pi -N $X -j inject stats | jq '[.[].packets] | add // 0')
+check same_node_64MiB proxied_pair tp-s $S 67108864
+check server_sees_client_address grep -q "^accept $C " /tmp/tp$$.srv
+check proxy_saw_original_destination grep -q "conn $C:[0-9]* -> $S:8080 up 67108864" /tmp/tp$$.pxlog
+eg1=$(pod_stat $X tp-c .egress_packets)
+inj1=$(pi -N $X -j inject stats | jq '[.[].packets] | add')
+# Every injected upstream packet passed the client's egress exactly once
+# (the client's own packets to the proxy are captured before its programs).
+expect_eq client_egress_once_per_upstream_packet $((eg1 - eg0)) $((inj1 - inj0))
+check client_egress_moved test $((eg1 - eg0)) -gt 0
+
+check same_node_v6 proxied_pair tp-s fd00::b 1000000 -6
+check server_sees_client_v6 grep -q "^accept fd00::a " /tmp/tp$$.srv
+
+# The client sees the server's address, never the proxy's.
+in_ns tp-s "$PINET" tcp-server 8081 --echo --timeout 10000 >/dev/null &
+srv=$!
+sleep 0.3
+check half_close_echo in_ns tp-c "$PINET" tcp-connect --timeout 3000 $S 8081 --send 300000 --expect-echo
+wait $srv
+
+# 100 concurrent connections
+in_ns tp-s "$PINET" tcp-server 8082 --count 100 --echo --timeout 20000 >/tmp/tp$$.many &
+srv=$!
+sleep 0.3
+for i in $(seq 100); do
+	in_ns tp-c "$PINET" tcp-connect --timeout 10000 $S 8082 --send 20000 --expect-echo >/tmp/tp$$.c$i 2>&1 &
+	clients+=($!)
+done
+wait $srv
+wait "${clients[@]}"
+ok=$(cat /tmp/tp$$.c* | grep -c '^done sent 20000 received 20000')
+expect_eq concurrent_100 "$ok" 100
+expect_eq concurrent_100_server_sees_client "$(grep -c "^accept $C " /tmp/tp$$.many)" 100
+rm -f /tmp/tp$$.c*
+
+# Across nodes: the upstream leaves through the client's node uplink.
+check cross_node proxied_pair tp-r $R 4000000
+check cross_node_server_sees_client grep -q "^accept $C " /tmp/tp$$.srv
+
+# UDP request-response through the proxy
+in_ns tp-s "$PINET" udp-echo 5353 5 5000 >/tmp/tp$$.udp &
+srv=$!
+sleep 0.3
+out=$(in_ns tp-c "$PINET" udp-rr $S 5353 5 2000)
+wait $srv
+expect_eq udp_replies "$(head -n 1 <<<"$out")" "replies 5"
+expect_eq udp_reply_from_server "$(sed -n 2p <<<"$out")" "from $S 5353"
+expect_eq udp_server_sees_client "$(sed -n 2p /tmp/tp$$.udp | awk '{print $2}')" "$C"
+
+# The client's policy holds for the proxied upstream: deny port 8080.
+id=$(pi -N $X -j policy add tp-c deny to $S/32 proto tcp port 8080 | jq .id)
+pd0=$(pod_stat $X tp-c .drops.policy)
+in_ns tp-s "$PINET" tcp-server 8080 --sink --timeout 4000 >/tmp/tp$$.srv &
+srv=$!
+sleep 0.3
+out=$(in_ns tp-c "$PINET" tcp-connect --timeout 6000 $S 8080 --send 1000 2>&1)
+wait $srv
+check policy_blocks_upstream test -z "$(grep '^accept' /tmp/tp$$.srv)"
+check policy_denied_upstream_counted test "$(pod_stat $X tp-c .drops.policy)" -gt "$pd0"
+check policy_rule_counted test "$(pi -N $X -j policy list tp-c | jq ".[] | select(.id == $id) | .packets")" -ge 1
+pi -N $X policy del tp-c "$id" >/dev/null
+check policy_removed_allows proxied_pair tp-s $S 1000
+
+# Killing the proxy: new connections fail fast with a reset.
+kill $PROXY_PID
+wait $PROXY_PID 2>/dev/null
+t0=$(date +%s%N)
+out=$(in_ns tp-c "$PINET" tcp-connect --timeout 5000 $S 8080 2>&1)
+t1=$(date +%s%N)
+expect_eq proxy_down_refused "$(head -n 1 <<<"$out")" refused
+check proxy_down_fast test $(( (t1 - t0) / 1000000 )) -lt 1000
+
+# proxy del: direct again, nothing left.
+check proxy_del pi -N $X proxy del tp-p --for tp-c
+in_ns tp-s "$PINET" tcp-server 8080 --sink --timeout 5000 >/tmp/tp$$.srv &
+srv=$!
+sleep 0.3
+check direct_after_del in_ns tp-c "$PINET" tcp-connect --timeout 3000 $S 8080 --send 1000
+wait $srv
+check direct_server_sees_client grep -q "^accept $C " /tmp/tp$$.srv
+check del_no_rules sh -c "$PI -N $X -j proxy list | jq -e 'length == 0'"
+check del_no_auth sh -c "$PI -N $X -j inject list | jq -e 'length == 0'"
+check del_no_proxy_routing sh -c "! ip -n tp-p rule | grep -q 'lookup 100'"
+check del_no_pins sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_"
+
+check down_x pi -N $X node down
+check down_y pi -N $Y node down
+ip netns del $X
+ip netns del $Y
+expect_eq no_links_left "$(tcx_links)" "$links_before"
