@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Decisions of the proxy steering in the head program, pod_reply and the
+ * reset that proxy_assign reflects when no proxy listens. */
+#include <stdlib.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "fixture.h"
+#include "inject.skel.h"
+#include "pkt.h"
+#include "podinject_abi.h"
+#include "unit.h"
+
+struct px_fx {
+	struct inject_bpf *skel;
+	int if_pod, if_proxy, if_other;
+};
+
+static const uint8_t PROXY_POD_MAC[6] = { 0x02, 0x50, 0, 0, 0, 1 };
+static const uint8_t PROXY_HOST_MAC[6] = { 0x02, 0x50, 0, 0, 0, 0xfe };
+static const uint8_t POD_MAC[6] = { 0x02, 0x0c, 0, 0, 0, 1 };
+static const uint8_t POD_HOST_MAC[6] = { 0x02, 0x0c, 0, 0, 0, 0xfe };
+
+static bool fx_setup(struct px_fx *fx, struct pi_proxy_rule *r)
+{
+	struct pi_inject_key k = { .family = AF_INET };
+	struct pi_inject_target t = { .path = PI_PATH_FALLBACK };
+
+	memset(fx, 0, sizeof(*fx));
+	if (!ASSERT_OK(fixture_netns(), "private netns"))
+		return false;
+	fx->if_pod = fixture_dev("xc");
+	fx->if_proxy = fixture_dev("xp");
+	fx->if_other = fixture_dev("xo");
+	fx->skel = inject_bpf__open();
+	if (!ASSERT_TRUE(fx->skel, "open"))
+		return false;
+	fx->skel->rodata->trace_redirects = true;
+	if (!ASSERT_OK(inject_bpf__load(fx->skel), "load")) {
+		inject_bpf__destroy(fx->skel);
+		return false;
+	}
+	r->proxy_ifindex = fx->if_proxy;
+	r->port = 15001;
+	memcpy(r->proxy_pod_mac, PROXY_POD_MAC, 6);
+	memcpy(r->proxy_host_mac, PROXY_HOST_MAC, 6);
+	memcpy(r->pod_mac, POD_MAC, 6);
+	memcpy(r->pod_host_mac, POD_HOST_MAC, 6);
+	bpf_map__update_elem(fx->skel->maps.proxy_rules, &fx->if_pod, 4, r,
+			     sizeof(*r), 0);
+	/* the proxy may inject as the pod (10.0.0.1) */
+	k.injector_ifindex = fx->if_proxy;
+	inet_pton(AF_INET, "10.0.0.1", k.addr.a);
+	t.target_ifindex = fx->if_pod;
+	bpf_map__update_elem(fx->skel->maps.inject_auth, &k, sizeof(k), &t,
+			     sizeof(t), 0);
+	return true;
+}
+
+static int run(struct bpf_program *prog, int ifindex, uint8_t *pkt, int len,
+	       uint8_t *out)
+{
+	struct __sk_buff ctx = { .ifindex = ifindex };
+	uint8_t scratch[PKT_MAX];
+	DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt,
+			    .data_size_in = len,
+			    .data_out = out ? out : scratch,
+			    .data_size_out = PKT_MAX, .ctx_in = &ctx,
+			    .ctx_size_in = sizeof(ctx), .repeat = 1);
+	int err = bpf_prog_test_run_opts(bpf_program__fd(prog), &opts);
+
+	return err ? -1000 + err : (int)opts.retval;
+}
+
+static struct pi_redirect_record last(struct px_fx *fx)
+{
+	struct pi_redirect_record r = {};
+	uint32_t zero = 0;
+
+	bpf_map__lookup_elem(fx->skel->maps.redirect_trace, &zero, 4, &r,
+			     sizeof(r), 0);
+	bpf_map__update_elem(fx->skel->maps.redirect_trace, &zero, 4,
+			     &(struct pi_redirect_record){ 0 }, sizeof(r), 0);
+	return r;
+}
+
+static int syn(uint8_t *pkt, const char *dst, uint16_t sport, uint16_t dport,
+	       uint8_t flags)
+{
+	return pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1", dst,
+		IPPROTO_TCP, sport, dport, flags });
+}
+
+UNIT_TEST(proxy_capture_new_connection)
+{
+	struct pi_proxy_rule r = { .proto = IPPROTO_TCP, .nports = 2,
+				   .dport_lo = { 80, 8000 },
+				   .dport_hi = { 80, 8100 } };
+	struct pi_redirect_record rd;
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX], out[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	len = syn(pkt, "10.0.0.2", 40000, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, out),
+		  PI_REDIRECT, "SYN to :80 captured");
+	rd = last(&fx);
+	ASSERT_EQ(rd.kind, PI_RD_PEER, "redirect_peer");
+	ASSERT_EQ(rd.ifindex, fx.if_proxy, "to the proxy");
+	ASSERT_TRUE(!memcmp(out, PROXY_POD_MAC, 6), "dst mac: proxy's eth0");
+	ASSERT_TRUE(!memcmp(out + 14, pkt + 14, len - 14), "L3 untouched");
+	/* the rest of that flow follows, whatever its flags */
+	len = syn(pkt, "10.0.0.2", 40000, 80, 0x10);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "ACK of the flow");
+	/* range and mismatches */
+	len = syn(pkt, "10.0.0.2", 40001, 8050, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "port in range");
+	len = syn(pkt, "10.0.0.2", 40002, 443, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_NEXT, "port not listed");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 40003, 80 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_NEXT, "udp not matched");
+	/* an established connection that predates the proxy stays direct */
+	len = syn(pkt, "10.0.0.2", 40004, 80, 0x10);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_NEXT, "mid-flow packet of an unknown flow");
+	/* another pod is not captured */
+	len = syn(pkt, "10.0.0.2", 40005, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len,
+		      NULL), PI_NEXT, "other pod");
+	inject_bpf__destroy(fx.skel);
+}
+
+UNIT_TEST(proxy_dst_cidr_match)
+{
+	struct pi_proxy_rule r = { .dst_family = AF_INET, .dst_plen = 24 };
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	inet_pton(AF_INET, "10.9.9.0", r.dst.a);
+	if (!fx_setup(&fx, &r))
+		return;
+	len = syn(pkt, "10.9.9.7", 1, 22, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "inside the CIDR");
+	len = syn(pkt, "10.9.8.7", 1, 22, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_NEXT, "outside the CIDR");
+	inject_bpf__destroy(fx.skel);
+}
+
+UNIT_TEST(proxy_upstream_and_replies)
+{
+	struct pi_proxy_rule r = {};
+	struct pi_redirect_record rd;
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX], out[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	/* capture 10.0.0.1:40000 -> 10.0.0.2:80 */
+	len = syn(pkt, "10.0.0.2", 40000, 80, 0x02);
+	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	/* the proxy answers as 10.0.0.2:80: handed to the pod */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 80, 40000, 0x12 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
+		      out), PI_REDIRECT, "client-side reply");
+	rd = last(&fx);
+	ASSERT_EQ(rd.ifindex, fx.if_pod, "to the pod");
+	ASSERT_TRUE(!memcmp(out, POD_MAC, 6), "dst mac: pod's eth0");
+	/* the proxy's upstream SYN as the pod: injected, flow noted */
+	len = syn(pkt, "10.0.0.2", 50000, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
+		      NULL), PI_REDIRECT, "upstream injected");
+	rd = last(&fx);
+	ASSERT_EQ(rd.kind, PI_RD_PLAIN, "fallback injection");
+	ASSERT_EQ(rd.ifindex, fx.if_pod, "into the pod's datapath");
+	/* arriving at the pod's hook it is not captured again */
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_NEXT, "upstream passes the pod's egress");
+	/* the upstream reply reaches the pod's eth0 and is bounced */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 80, 50000, 0x12 });
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_REDIRECT, "pod_reply takes it");
+	rd = last(&fx);
+	ASSERT_EQ(rd.kind, PI_RD_PEER, "to eth0's peer");
+	ASSERT_EQ(rd.ifindex, fx.if_other, "its own device");
+	/* and from the pod's host side on to the proxy */
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, out),
+		  PI_REDIRECT, "upstream reply to the proxy");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_proxy, "proxy");
+	ASSERT_TRUE(!memcmp(out, PROXY_POD_MAC, 6), "dst mac: proxy's eth0");
+	/* a reply of no upstream flow is the pod's own business */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 80, 50001, 0x12 });
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_NEXT, "not an upstream reply");
+	inject_bpf__destroy(fx.skel);
+}
+
+UNIT_TEST(proxy_reset_when_no_proxy_listens)
+{
+	struct pi_proxy_rule r = {};
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX], out[PKT_MAX];
+	uint32_t seq = htonl(1000), ack;
+	int len;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	len = syn(pkt, "10.0.0.2", 40000, 80, 0x02);
+	memcpy(pkt + 14 + 20 + 4, &seq, 4);
+	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	/* nothing listens in this namespace */
+	ASSERT_EQ(run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len, out),
+		  PI_REDIRECT, "reflected");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_other, "back out where it came");
+	ASSERT_TRUE(!memcmp(out + 14 + 12, pkt + 14 + 16, 4), "saddr = D");
+	ASSERT_TRUE(!memcmp(out + 14 + 16, pkt + 14 + 12, 4), "daddr = pod");
+	ASSERT_EQ(ntohs(*(uint16_t *)(out + 34)), 80, "sport = 80");
+	ASSERT_EQ(ntohs(*(uint16_t *)(out + 36)), 40000, "dport");
+	memcpy(&ack, out + 34 + 8, 4);
+	ASSERT_EQ(ntohl(ack), 1001, "ack = seq + 1");
+	ASSERT_EQ(out[34 + 13], 0x14, "RST|ACK");
+	/* not a captured flow: left to the stack */
+	len = syn(pkt, "10.0.0.2", 40001, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len, NULL),
+		  PI_NEXT, "unknown flow");
+	inject_bpf__destroy(fx.skel);
+}
