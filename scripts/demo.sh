@@ -64,6 +64,26 @@ run ip netns exec demo-c "$B/pinet" udp-send --bind 10.244.0.10 10.244.0.11 9000
 wait
 run pi policy list demo-a
 
+say "Transparent proxy: demo-a's connections go through podinject-proxy in demo-p"
+run pi policy del demo-a egress all
+run pi pod add demo-p --ip 10.244.0.13 --ip6 fd00::d
+run pi proxy add demo-p --port 15001 --for demo-a --match tcp dport 8080
+ip netns exec demo-p "$B/podinject-proxy" -v 15001 >/dev/null &
+proxy=$!
+sleep 0.5
+ip netns exec demo-b "$B/pinet" tcp-server 8080 --sink --timeout 5000 &
+srv=$!
+sleep 0.3
+before=$(pi -j pod show demo-a | jq .stats.egress_packets)
+run ip netns exec demo-a "$B/pinet" tcp-connect 10.244.0.11 8080 --send 4000000
+wait $srv
+after=$(pi -j pod show demo-a | jq .stats.egress_packets)
+echo "demo-b saw the connection from demo-a's address (the 'accept' line above)"
+echo "the proxy's upstream packets passed demo-a's egress programs: $((after - before)) packets"
+run pi inject stats
+kill $proxy
+wait $proxy 2>/dev/null || true
+
 say "Teardown"
 run pi node down
 echo "namespaces left: $(ip netns list | grep -c demo- || true)"
