@@ -31,7 +31,7 @@ BPF_OBJS  := $(patsubst %,$(BUILD)/%.bpf.o,$(BPF_PROGS))
 SKELS     := $(patsubst %,$(BUILD)/%.skel.h,$(BPF_PROGS))
 
 LIB_SRCS  := src/nl.c src/attach.c src/state.c src/util.c src/json.c src/probe_features.c
-CLI_SRCS  := src/main.c src/node.c src/pod.c src/policy.c src/features.c src/inject.c src/proxy.c src/xdp.c
+CLI_SRCS  := src/main.c src/node.c src/pod.c src/policy.c src/features.c src/inject.c src/proxy.c src/probe.c src/xdp.c
 LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 CLI_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
 

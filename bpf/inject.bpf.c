@@ -22,6 +22,7 @@
 #include "lib/parse.h"
 #include "lib/redirect.h"
 #include "lib/proxy.h"
+#include "lib/probe.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -105,9 +106,10 @@ int inject_egress(struct __sk_buff *skb)
 }
 
 /*
- * At a proxied pod's eth0 ingress, inside the pod's namespace: replies to
- * the proxy's upstream connections are addressed to the pod but belong to
- * the proxy. Every delivery into the pod passes here (bpf_redirect_peer
+ * At a pod's eth0 ingress, inside the pod's namespace, while the pod is
+ * proxied or probed. Answers to podinject's probes are reported and
+ * dropped. Replies to the proxy's upstream connections are addressed to
+ * the pod but belong to the proxy. Every delivery into the pod passes here (bpf_redirect_peer
  * from any node program included), so this is the one place to take them;
  * bpf_redirect_peer() on eth0 hands them to the pod's host-side device,
  * whose head program sends them on to the proxy. The pod never sees them.
@@ -118,7 +120,11 @@ int pod_reply(struct __sk_buff *skb)
 	struct pi_flow_key k;
 	struct pkt p;
 
-	if (parse_pkt(skb, &p) != PARSE_OK || !p.has_ports)
+	if (parse_pkt(skb, &p) != PARSE_OK)
+		return PI_NEXT;
+	if (probe_take(skb, &p))
+		return PI_DROP;
+	if (!p.has_ports)
 		return PI_NEXT;
 	flow_key(&k, &p, false);
 	if (!bpf_map_lookup_elem(&proxy_upstream, &k))

@@ -246,6 +246,38 @@ struct pi_flow {
 	__u8 proxy_host_mac[6];
 };
 
+/* Synthetic flows (probes): podinject's own injector device sends packets
+ * with a pod's source address; the replies are taken at the pod's eth0
+ * ingress before delivery and handed to the probe through a ring buffer.
+ * A probe's flow is told apart from the pod's own by an exact flow-table
+ * entry whose pod-side port comes from a range kept outside Linux's
+ * ephemeral ports (ICMP: echo id and sequence). */
+#define PI_PROBE_PORT_LO	61000
+#define PI_PROBE_PORT_HI	65535
+#define PI_PROBE_DEV		"pi-probe"
+#define PI_PROBE_TX_DEV		"pi-probe-tx"
+
+struct pi_probe_flow {
+	__u32 probe_id;
+	__u32 pad;
+};
+
+enum pi_probe_reply {
+	PI_PROBE_SYNACK = 1,		/* TCP: answered */
+	PI_PROBE_RST = 2,		/* TCP: refused */
+	PI_PROBE_DATAGRAM = 3,		/* UDP: answered */
+	PI_PROBE_ECHO_REPLY = 4,	/* ICMP: answered */
+	PI_PROBE_UNREACH = 5,		/* ICMP error about the probe: refused */
+};
+
+struct pi_probe_event {
+	__u32 probe_id;
+	__u32 kind;			/* enum pi_probe_reply */
+	__u64 ts_ns;			/* bpf_ktime_get_ns() at the reply */
+	__u32 tcp_ack;			/* SYN-ACK's ack, to reset it */
+	__u32 pad;
+};
+
 /* What a redirect helper was asked, recorded for unit tests
  * (bpf/lib/redirect.h). */
 enum pi_redirect_kind {

@@ -10,6 +10,7 @@ int do_policy(int argc, char **argv);
 int do_inject(int argc, char **argv);
 int do_features(int argc, char **argv);
 int do_proxy(int argc, char **argv);
+int do_probe(int argc, char **argv);
 
 /* Removes a pod and everything it owns; used by `pod del` and `node down`.
  * Keeps going past errors and returns the first. */

@@ -52,6 +52,8 @@ const char *const inject_map_names[IM__COUNT] = {
 	[IM_PROXY_RULES] = "proxy_rules",
 	[IM_PROXY_FLOWS] = "proxy_flows",
 	[IM_PROXY_UPSTREAM] = "proxy_upstream",
+	[IM_PROBE_FLOWS] = "probe_flows",
+	[IM_PROBE_EVENTS] = "probe_events",
 };
 
 const char *const inject_prog_names[IP__COUNT] = {

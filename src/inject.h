@@ -10,7 +10,7 @@
 
 enum inject_map {
 	IM_AUTH, IM_STATS, IM_PROXY_RULES, IM_PROXY_FLOWS, IM_PROXY_UPSTREAM,
-	IM__COUNT,
+	IM_PROBE_FLOWS, IM_PROBE_EVENTS, IM__COUNT,
 };
 enum inject_prog {
 	IP_EGRESS, IP_POD_REPLY, IP_PROXY_ASSIGN, IP__COUNT,
@@ -42,6 +42,18 @@ int inject_authorise(struct inject_state *s, const struct pi_pod *inj,
 		     const struct pi_pod *targets, int ntargets, uint32_t path,
 		     struct pi_inject_key *added, int *nadded);
 int inject_path_auto(void);
+
+/* The reply hook (pod_reply at the pod's eth0 ingress, inside its
+ * namespace), shared by proxying and probing: attached once, released
+ * when the pod is neither proxied nor `keep`. */
+int reply_hook_attach(const struct node *n, const struct inject_state *s,
+		      const struct pi_pod *pod);
+void reply_hook_release(const struct node *n, const struct inject_state *s,
+			const struct pi_pod *pod);
+int attach_in_pod(const struct node *n, const struct inject_state *s,
+		  const struct pi_pod *pod, int prog, const char *what);
+void detach_in_pod(const struct node *n, const struct inject_state *s,
+		   const struct pi_pod *pod, const char *what);
 
 /* proxy.c: a pod being deleted stops being proxied and proxying. */
 void proxy_forget_pod(const struct node *n, struct inject_state *s,

@@ -87,6 +87,12 @@ void json_i64(struct json *j, int64_t v)
 	fprintf(j->out, "%" PRId64, v);
 }
 
+void json_f64(struct json *j, double v)
+{
+	sep(j);
+	fprintf(j->out, "%.3f", v);
+}
+
 void json_bool(struct json *j, bool v)
 {
 	sep(j);

@@ -23,6 +23,7 @@ void json_key(struct json *j, const char *key);
 void json_str(struct json *j, const char *s);
 void json_u64(struct json *j, uint64_t v);
 void json_i64(struct json *j, int64_t v);
+void json_f64(struct json *j, double v);	/* 3 decimals */
 void json_bool(struct json *j, bool v);
 void json_null(struct json *j);
 /* key + value in one call */

@@ -15,7 +15,7 @@ static int main_help(int argc, char **argv)
 	fprintf(stderr,
 		"Usage: podinject [-j|--json] [-v] [-N|--node NODE] OBJECT COMMAND ...\n"
 		"\n"
-		"OBJECT := node | pod | policy | inject | proxy | features | help\n"
+		"OBJECT := node | pod | policy | inject | proxy | probe | features | help\n"
 		"NODE defaults to $PODINJECT_NODE, else \"node\".\n"
 		"'podinject OBJECT help' explains each object.\n"
 		"Exit codes: 0 ok, 1 runtime failure, 2 usage error.\n");
@@ -47,6 +47,7 @@ int main(int argc, char **argv)
 		{ "policy", do_policy },
 		{ "inject", do_inject },
 		{ "proxy", do_proxy },
+		{ "probe", do_probe },
 		{ "features", do_features },
 		{ "help", main_help },
 		{ 0 },

@@ -214,12 +214,15 @@ static int node_up(int argc, char **argv)
 	}
 	if (xdp) {
 		err = xdp_node_setup(&n, n.cfg.uplink_ifindex);
-		if (err) {
+		if (err == -EBUSY)
+			p_err("uplink '%s' runs another XDP program; podinject does not replace it",
+			      uplink);
+		else if (err)
 			p_err("cannot set up XDP%s%s: %s",
 			      uplink ? " on uplink " : "", uplink ? uplink : "",
 			      strerror(-err));
+		if (err)
 			goto out_node;
-		}
 		n.cfg.flags |= PI_NODE_XDP;
 	}
 	err = register_node_addresses(n.maps[M_ENDPOINTS]);

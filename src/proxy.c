@@ -137,7 +137,7 @@ static void pin_of(const struct inject_state *s, char *buf, size_t len,
 
 /* Attaches prog at eth0's ingress inside the pod's namespace: the pod
  * itself needs no privilege for it. */
-static int attach_in_pod(const struct node *n, const struct inject_state *s,
+int attach_in_pod(const struct node *n, const struct inject_state *s,
 			 const struct pi_pod *pod, int prog, const char *what)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
@@ -166,7 +166,7 @@ static int attach_in_pod(const struct node *n, const struct inject_state *s,
 	return 0;
 }
 
-static void detach_in_pod(const struct node *n, const struct inject_state *s,
+void detach_in_pod(const struct node *n, const struct inject_state *s,
 			  const struct pi_pod *pod, const char *what)
 {
 	char path[PATH_MAX];
@@ -214,6 +214,22 @@ static int proxy_routing(const struct pi_pod *proxy, bool add)
 	}
 	netns_restore(saved);
 	return err;
+}
+
+int reply_hook_attach(const struct node *n, const struct inject_state *s,
+		      const struct pi_pod *pod)
+{
+	return attach_in_pod(n, s, pod, s->progs[IP_POD_REPLY], "reply");
+}
+
+void reply_hook_release(const struct node *n, const struct inject_state *s,
+			const struct pi_pod *pod)
+{
+	struct pi_proxy_rule r;
+
+	if (!bpf_map_lookup_elem(s->maps[IM_PROXY_RULES], &pod->ifindex, &r))
+		return;
+	detach_in_pod(n, s, pod, "reply");
 }
 
 static int proxy_serves(const struct inject_state *s, uint32_t proxy_ifindex,
@@ -279,7 +295,7 @@ static void unproxy(const struct node *n, struct inject_state *s,
 	bpf_map_delete_elem(s->maps[IM_PROXY_RULES], &pod->ifindex);
 	forget_flows(s->maps[IM_PROXY_FLOWS], pod->ifindex);
 	forget_flows(s->maps[IM_PROXY_UPSTREAM], pod->ifindex);
-	detach_in_pod(n, s, pod, "reply");
+	reply_hook_release(n, s, pod);
 	head_release(n, s, pod);
 	if (!proxy)
 		return;
@@ -343,8 +359,7 @@ static int proxy_add(int argc, char **argv)
 	if (!err)
 		err = head_attach(&n, &s, &proxy);
 	if (!err)
-		err = attach_in_pod(&n, &s, &pod, s.progs[IP_POD_REPLY],
-				    "reply");
+		err = reply_hook_attach(&n, &s, &pod);
 	if (!err)
 		err = attach_in_pod(&n, &s, &proxy, s.progs[IP_PROXY_ASSIGN],
 				    "assign");

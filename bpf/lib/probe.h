@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Probe replies: at a pod's eth0 ingress, a packet that answers one of
+ * podinject's probes (by the exact flow the probe registered) becomes an
+ * event on the ring buffer and is dropped, so the pod never sees it.
+ */
+#ifndef PODINJECT_BPF_PROBE_H
+#define PODINJECT_BPF_PROBE_H
+
+#include "parse.h"
+#include "proxy.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PI_MAX_FLOWS);
+	__type(key, struct pi_flow_key);
+	__type(value, struct pi_probe_flow);
+} probe_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} probe_events SEC(".maps");
+
+#define ICMP_ECHOREPLY_		0
+#define ICMP_DEST_UNREACH_	3
+#define ICMPV6_DEST_UNREACH_	1
+#define ICMPV6_ECHO_REPLY_	129
+
+/* The flow an ICMP message is about: an echo reply names its own id and
+ * sequence, an error quotes the header of the packet that caused it. */
+static __always_inline int icmp_flow(struct __sk_buff *skb,
+				     const struct pkt *p,
+				     struct pi_flow_key *k, __u32 *kind)
+{
+	__u32 off = p->l4_off;
+	__u8 hdr[8];
+
+	if (off > 128 || bpf_skb_load_bytes(skb, off, hdr, 8))
+		return -1;
+	__builtin_memset(k, 0, sizeof(*k));
+	k->family = p->family;
+	if ((p->family == AF_INET && hdr[0] == ICMP_ECHOREPLY_) ||
+	    (p->family == AF_INET6 && hdr[0] == ICMPV6_ECHO_REPLY_)) {
+		k->proto = p->proto;
+		k->pod = p->daddr;
+		k->dst = p->saddr;
+		__builtin_memcpy(&k->pod_port, hdr + 4, 2);
+		__builtin_memcpy(&k->dst_port, hdr + 6, 2);
+		*kind = PI_PROBE_ECHO_REPLY;
+		return 0;
+	}
+	if (p->family == AF_INET && hdr[0] == ICMP_DEST_UNREACH_) {
+		struct iphdr in;
+		__u8 l4[8];
+
+		if (bpf_skb_load_bytes(skb, off + 8, &in, sizeof(in)) ||
+		    in.ihl < 5 ||
+		    bpf_skb_load_bytes(skb, off + 8 + in.ihl * 4, l4, 8))
+			return -1;
+		k->proto = in.protocol;
+		k->pod.a[0] = in.saddr;
+		k->dst.a[0] = in.daddr;
+		if (in.protocol == IPPROTO_ICMP) {
+			__builtin_memcpy(&k->pod_port, l4 + 4, 2);
+			__builtin_memcpy(&k->dst_port, l4 + 6, 2);
+		} else {
+			__builtin_memcpy(&k->pod_port, l4, 2);
+			__builtin_memcpy(&k->dst_port, l4 + 2, 2);
+		}
+		*kind = PI_PROBE_UNREACH;
+		return 0;
+	}
+	if (p->family == AF_INET6 && hdr[0] == ICMPV6_DEST_UNREACH_) {
+		struct ipv6hdr in;
+		__u8 l4[8];
+
+		if (bpf_skb_load_bytes(skb, off + 8, &in, sizeof(in)) ||
+		    bpf_skb_load_bytes(skb, off + 8 + sizeof(in), l4, 8))
+			return -1;
+		k->proto = in.nexthdr;
+		__builtin_memcpy(k->pod.a, &in.saddr, 16);
+		__builtin_memcpy(k->dst.a, &in.daddr, 16);
+		if (in.nexthdr == IPPROTO_ICMPV6_) {
+			__builtin_memcpy(&k->pod_port, l4 + 4, 2);
+			__builtin_memcpy(&k->dst_port, l4 + 6, 2);
+		} else {
+			__builtin_memcpy(&k->pod_port, l4, 2);
+			__builtin_memcpy(&k->dst_port, l4 + 2, 2);
+		}
+		*kind = PI_PROBE_UNREACH;
+		return 0;
+	}
+	return -1;
+}
+
+/* True when the packet answers a probe: it was reported and must not
+ * reach the pod. */
+static __always_inline bool probe_take(struct __sk_buff *skb,
+				       const struct pkt *p)
+{
+	struct pi_probe_event *ev;
+	struct pi_probe_flow *f;
+	struct pi_flow_key k;
+	__u32 kind = 0, ack = 0;
+
+	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) {
+		if (!p->has_ports)
+			return false;
+		flow_key(&k, p, false);
+		if (p->proto == IPPROTO_UDP) {
+			kind = PI_PROBE_DATAGRAM;
+		} else if (p->tcp_flags & 0x04) {
+			kind = PI_PROBE_RST;
+		} else if ((p->tcp_flags & 0x12) == 0x12) {
+			kind = PI_PROBE_SYNACK;
+			if (bpf_skb_load_bytes(skb, p->l4_off + 8, &ack, 4))
+				return false;
+		} else {
+			return false;
+		}
+	} else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6_) {
+		if (icmp_flow(skb, p, &k, &kind))
+			return false;
+	} else {
+		return false;
+	}
+	f = bpf_map_lookup_elem(&probe_flows, &k);
+	if (!f)
+		return false;
+	ev = bpf_ringbuf_reserve(&probe_events, sizeof(*ev), 0);
+	if (ev) {
+		ev->probe_id = f->probe_id;
+		ev->kind = kind;
+		ev->ts_ns = bpf_ktime_get_ns();
+		ev->tcp_ack = bpf_ntohl(ack);
+		ev->pad = 0;
+		bpf_ringbuf_submit(ev, 0);
+	}
+	return true;
+}
+
+#endif
