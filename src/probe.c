@@ -613,7 +613,7 @@ static int probe_help(int argc, char **argv)
 	fprintf(stderr,
 		"Usage: podinject [-N NODE] [-j] probe --from POD --to ADDR[:PORT]\n"
 		"                 [--proto tcp|udp|icmp] [--count N] [--interval MS]\n"
-		"                 [--timeout MS]\n"
+		"                 [--timeout MS] [--sport PORT]\n"
 		"       podinject [-N NODE] [-j] probe matrix [--proto tcp|udp|icmp]\n"
 		"                 [--port N] [--to ADDR ...] [--timeout MS]\n"
 		"\n"
@@ -622,8 +622,10 @@ static int probe_help(int argc, char **argv)
 		"refused (RST or ICMP unreachable), dropped-by-policy (with the\n"
 		"rule of POD's egress policy), no-answer. ADDR:PORT, [ADDR6]:PORT.\n"
 		"Defaults: tcp when a port is given, else icmp; count 1; interval\n"
-		"100 ms; timeout 1000 ms. matrix: every pod to every pod of the\n"
-		"node and to each --to address, all at once.\n");
+		"100 ms; timeout 1000 ms; the pod-side port (ICMP: echo id) from\n"
+		"%d-%d unless --sport. matrix: every pod to every pod of the node\n"
+		"and to each --to address, all at once.\n", PI_PROBE_PORT_LO,
+		PI_PROBE_PORT_HI);
 	return EXIT_OK;
 }
 
@@ -667,7 +669,7 @@ static int parse_target(const char *s, int *family, struct pi_addr *a,
 static int probe_run(int argc, char **argv)
 {
 	const char *from = NULL, *to = NULL;
-	uint32_t count = 1, interval = 100, timeout = 1000;
+	uint32_t count = 1, interval = 100, timeout = 1000, sport = 0;
 	int family, port = -1, proto = -1, err, ret = EXIT_RUNTIME;
 	struct session ss;
 	struct pi_addr dst;
@@ -697,6 +699,9 @@ static int probe_run(int argc, char **argv)
 		} else if (!strcmp(k, "--timeout")) {
 			if (parse_u32(v, &timeout) || !timeout || timeout > 600000)
 				return usage_err("invalid --timeout '%s'", v);
+		} else if (!strcmp(k, "--sport")) {
+			if (parse_u32(v, &sport) || !sport || sport > 65535)
+				return usage_err("invalid --sport '%s'", v);
 		} else {
 			return usage_err("unknown argument '%s'", k);
 		}
@@ -741,9 +746,16 @@ static int probe_run(int argc, char **argv)
 		goto out;
 	ss.first_id = (uint32_t)random() & 0x7fffffff;
 	ss.nprobes = count;
-	for (uint32_t i = 0; i < count; i++)
-		probe_prepare(&ss, &ss.probes[i], ss.first_id + i, &pod, family,
-			      &dst, proto, port, i);
+	for (uint32_t i = 0; i < count; i++) {
+		struct probe *pr = &ss.probes[i];
+
+		probe_prepare(&ss, pr, ss.first_id + i, &pod, family, &dst,
+			      proto, port, i);
+		if (sport) {
+			pr->sport = sport;
+			pr->key.pod_port = htons(sport);
+		}
+	}
 	if (json_output) {
 		json_obj_open(jw);
 		json_key(jw, "probes");

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Synthetic flows: probes leave a pod's egress datapath as the pod's own
+# packets; their answers are taken before the pod sees them.
+#
+#   node tq-x: tq-a 10.244.0.10 (probed)   tq-b 10.244.0.11 (server)
+#              tq-c 10.244.0.12            tq-d 10.244.0.13
+#   node tq-y: tq-r 10.244.1.10, over the wire
+. "$(dirname "$0")/lib.sh"
+require_root
+PREFIX=tq-
+X=tq-x
+Y=tq-y
+B=10.244.0.11
+
+make_wire $X $Y
+check up_x node_up $X --uplink wire0
+check up_y node_up $Y --uplink wire0
+pi -N $X pod add tq-a --ip 10.244.0.10 --ip6 fd00::a >/dev/null
+pi -N $X pod add tq-b --ip $B --ip6 fd00::b >/dev/null
+pi -N $X pod add tq-c --ip 10.244.0.12 >/dev/null
+pi -N $X pod add tq-d --ip 10.244.0.13 >/dev/null
+pi -N $Y pod add tq-r --ip 10.244.1.10 >/dev/null
+
+probe() { pi -N $X -j probe "$@"; }
+verdicts() { jq -r '[.probes[].verdict] | unique | join(",")'; }
+
+in_ns tq-b "$PINET" tcp-server 8080 --count 1000 --timeout 30000 >/dev/null 2>&1 &
+srv=$!
+in_ns tq-b "$PINET" tcp-server -6 8080 --count 1000 --timeout 30000 >/dev/null 2>&1 &
+srv6=$!
+sleep 0.3
+tcp_a=$(in_ns tq-a awk '/^Tcp:/ {n++} n == 2 && /^Tcp:/ {print $11; exit}' /proc/net/snmp)
+
+out=$(probe --from tq-a --to $B:8080 --count 5 --interval 20)
+expect_eq tcp_answered "$(verdicts <<<"$out")" answered
+check tcp_rtt_positive sh -c "echo '$out' | jq -e '[.probes[].rtt_ms] | all(. > 0)'"
+out=$(probe --from tq-a --to $B:8081 --count 3 --interval 20)
+expect_eq tcp_closed_port_refused "$(verdicts <<<"$out")" refused
+out=$(probe --from tq-a --to '[fd00::b]:8080' --count 2)
+expect_eq tcp_v6_answered "$(verdicts <<<"$out")" answered
+out=$(probe --from tq-a --to $B --count 3 --interval 20)
+expect_eq icmp_answered "$(verdicts <<<"$out")" answered
+out=$(probe --from tq-a --to fd00::b --count 2)
+expect_eq icmp_v6_answered "$(verdicts <<<"$out")" answered
+
+# A's own stack received none of it: its TCP input counter did not move.
+tcp_a2=$(in_ns tq-a awk '/^Tcp:/ {n++} n == 2 && /^Tcp:/ {print $11; exit}' /proc/net/snmp)
+expect_eq pod_stack_saw_no_replies "$tcp_a2" "$tcp_a"
+
+# UDP: a socket of A's on the probe's very port gets nothing.
+in_ns tq-b "$PINET" udp-echo 5353 3 5000 >/dev/null &
+echo_pid=$!
+in_ns tq-a "$PINET" udp-recv 61234 3 2500 >/tmp/tq$$.udp &
+recv_pid=$!
+sleep 0.3
+out=$(probe --from tq-a --to $B:5353 --proto udp --sport 61234 --count 3 --interval 50)
+wait $echo_pid $recv_pid
+expect_eq udp_answered "$(verdicts <<<"$out")" answered
+expect_eq udp_pod_socket_got_nothing "$(head -n 1 /tmp/tq$$.udp)" "received 0"
+rm -f /tmp/tq$$.udp
+
+# Denied by A's policy: reported with the rule.
+id=$(pi -N $X -j policy add tq-a deny to $B/32 proto tcp port 8080 | jq .id)
+out=$(probe --from tq-a --to $B:8080 --count 2)
+expect_eq policy_verdict "$(verdicts <<<"$out")" dropped-by-policy
+expect_eq policy_rule_named "$(jq -r '.probes[0].rule' <<<"$out")" "$id"
+pi -N $X policy del tq-a "$id" >/dev/null
+
+# Nobody there: no answer, within the timeout.
+t0=$(date +%s%N)
+out=$(probe --from tq-a --to 10.244.0.99 --count 1 --timeout 400)
+t1=$(date +%s%N)
+expect_eq silent_no_answer "$(verdicts <<<"$out")" no-answer
+check silent_within_timeout test $(( (t1 - t0) / 1000000 )) -lt 2000
+
+# Across the uplink: source here, destination on the other node.
+out=$(probe --from tq-a --to 10.244.1.10 --count 3 --interval 20)
+expect_eq cross_node_answered "$(verdicts <<<"$out")" answered
+# and the source on the other node
+out=$(pi -N $Y -j probe --from tq-r --to $B --count 2)
+expect_eq from_other_node_answered "$(verdicts <<<"$out")" answered
+
+# 1000 probes in a burst: every answer matched to its probe.
+out=$(probe --from tq-a --to $B --count 1000 --interval 0 --timeout 3000)
+expect_eq burst_1000_answered "$(jq .summary.answered <<<"$out")" 1000
+check burst_rtt_plausible sh -c "echo '$out' | jq -e '.summary.rtt_ms.min > 0 and .summary.rtt_ms.p99 < 1000'"
+
+# The matrix over 4 pods, one pair blocked by policy: exactly that pair.
+# (TCP to port 8080: the policy is stateless, so a rule on ICMP would also
+# stop the blocked pod's echo replies to the other one.)
+id=$(pi -N $X -j policy add tq-c deny to 10.244.0.13/32 proto tcp port 8080 | jq .id)
+out=$(pi -N $X -j probe matrix --proto tcp --port 8080 --timeout 1500)
+expect_eq matrix_pairs "$(jq '[.results[] | select(.verdict != "self")] | length' <<<"$out")" 12
+expect_eq matrix_blocked_pair "$(jq -r '[.results[] | select(.verdict == "dropped-by-policy") | .from + ">" + .to + "#" + (.rule|tostring)] | join(",")' <<<"$out")" \
+	"tq-c>10.244.0.13#$id"
+expect_eq matrix_others_reached "$(jq '[.results[] | select(.verdict == "answered" or .verdict == "refused")] | length' <<<"$out")" 11
+expect_eq matrix_server_answers "$(jq -r '[.results[] | select(.to == "10.244.0.11" and .verdict == "answered") | .from] | join(",")' <<<"$out")" "tq-a,tq-c,tq-d"
+pi -N $X probe matrix --proto tcp --port 8080 --timeout 1500 >/tmp/tq$$.m
+check matrix_table grep -q "^tq-c .*policy#$id" /tmp/tq$$.m
+rm -f /tmp/tq$$.m
+
+# Nothing of the probes stays behind.
+check no_probe_device sh -c "! ip -n $X link show pi-probe 2>/dev/null"
+check no_probe_auth sh -c "$PI -N $X -j inject list | jq -e 'length == 0'"
+check no_reply_hooks sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_"
+kill $srv $srv6 2>/dev/null
+check down_x pi -N $X node down
+check down_y pi -N $Y node down
+ip netns del $X
+ip netns del $Y
