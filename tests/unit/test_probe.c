@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* pod_reply taking the answers to probes: which packets, which verdicts. */
+#include <stdlib.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "fixture.h"
+#include "inject.skel.h"
+#include "pkt.h"
+#include "podinject_abi.h"
+#include "unit.h"
+
+struct pr_fx {
+	struct inject_bpf *skel;
+	struct ring_buffer *rb;
+	struct pi_probe_event last;
+	int events;
+	int ifindex;
+};
+
+static int on_event(void *ctx, void *data, size_t len)
+{
+	struct pr_fx *fx = ctx;
+
+	memcpy(&fx->last, data, sizeof(fx->last));
+	fx->events++;
+	return 0;
+}
+
+static bool fx_setup(struct pr_fx *fx)
+{
+	memset(fx, 0, sizeof(*fx));
+	if (!ASSERT_OK(fixture_netns(), "private netns"))
+		return false;
+	fx->ifindex = fixture_dev("pq");
+	fx->skel = inject_bpf__open_and_load();
+	if (!ASSERT_TRUE(fx->skel, "load"))
+		return false;
+	fx->rb = ring_buffer__new(bpf_map__fd(fx->skel->maps.probe_events),
+				  on_event, fx, NULL);
+	return ASSERT_TRUE(fx->rb, "ring buffer");
+}
+
+static void fx_teardown(struct pr_fx *fx)
+{
+	ring_buffer__free(fx->rb);
+	inject_bpf__destroy(fx->skel);
+}
+
+/* Registers the probe flow pod 10.0.0.1:sport -> 10.0.0.2:dport. */
+static void add_flow(struct pr_fx *fx, int family, uint8_t proto,
+		     const char *pod, const char *dst, uint16_t sport,
+		     uint16_t dport, uint32_t id)
+{
+	struct pi_flow_key k = { .family = family, .proto = proto,
+				 .pod_port = htons(sport),
+				 .dst_port = htons(dport) };
+	struct pi_probe_flow f = { .probe_id = id };
+
+	inet_pton(family, pod, k.pod.a);
+	inet_pton(family, dst, k.dst.a);
+	bpf_map__update_elem(fx->skel->maps.probe_flows, &k, sizeof(k), &f,
+			     sizeof(f), 0);
+}
+
+static int run(struct pr_fx *fx, uint8_t *pkt, int len)
+{
+	struct __sk_buff ctx = { .ifindex = fx->ifindex };
+	uint8_t out[PKT_MAX];
+	DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt,
+			    .data_size_in = len, .data_out = out,
+			    .data_size_out = PKT_MAX, .ctx_in = &ctx,
+			    .ctx_size_in = sizeof(ctx), .repeat = 1);
+	int err = bpf_prog_test_run_opts(
+		bpf_program__fd(fx->skel->progs.pod_reply), &opts);
+
+	ring_buffer__consume(fx->rb);
+	return err ? -1000 + err : (int)opts.retval;
+}
+
+UNIT_TEST(probe_tcp_answers)
+{
+	struct pr_fx fx;
+	uint8_t pkt[PKT_MAX];
+	uint32_t ack = htonl(5001);
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	add_flow(&fx, AF_INET, IPPROTO_TCP, "10.0.0.1", "10.0.0.2", 61000, 80,
+		 7);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 80, 61000, 0x12 });
+	memcpy(pkt + 14 + 20 + 8, &ack, 4);
+	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "SYN-ACK taken");
+	ASSERT_EQ(fx.events, 1, "one event");
+	ASSERT_EQ(fx.last.probe_id, 7, "probe id");
+	ASSERT_EQ(fx.last.kind, PI_PROBE_SYNACK, "answered");
+	ASSERT_EQ(fx.last.tcp_ack, 5001, "ack to reset with");
+	ASSERT_TRUE(fx.last.ts_ns > 0, "timestamp");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 80, 61000, 0x14 });
+	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "RST taken");
+	ASSERT_EQ(fx.last.kind, PI_PROBE_RST, "refused");
+	/* the pod's own flows pass untouched */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 80, 40000, 0x12 });
+	ASSERT_EQ(run(&fx, pkt, len), PI_NEXT, "other port");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.3",
+		"10.0.0.1", IPPROTO_TCP, 80, 61000, 0x12 });
+	ASSERT_EQ(run(&fx, pkt, len), PI_NEXT, "other peer");
+	ASSERT_EQ(fx.events, 2, "no more events");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(probe_udp_and_icmp_answers)
+{
+	struct pr_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	add_flow(&fx, AF_INET6, IPPROTO_UDP, "fd00::1", "fd00::2", 61001, 53,
+		 8);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::2",
+		"fd00::1", IPPROTO_UDP, 53, 61001 });
+	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "UDP answer taken");
+	ASSERT_EQ(fx.last.kind, PI_PROBE_DATAGRAM, "datagram");
+	ASSERT_EQ(fx.last.probe_id, 8, "probe id");
+
+	/* echo reply: id and sequence name the probe */
+	add_flow(&fx, AF_INET, IPPROTO_ICMP, "10.0.0.1", "10.0.0.2", 61002, 3,
+		 9);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_ICMP });
+	pkt[34] = 0;				/* echo reply */
+	*(uint16_t *)(pkt + 38) = htons(61002);
+	*(uint16_t *)(pkt + 40) = htons(3);
+	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "echo reply taken");
+	ASSERT_EQ(fx.last.kind, PI_PROBE_ECHO_REPLY, "echo reply");
+	ASSERT_EQ(fx.last.probe_id, 9, "probe id");
+	*(uint16_t *)(pkt + 40) = htons(4);
+	ASSERT_EQ(run(&fx, pkt, len), PI_NEXT, "other sequence: the pod's");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(probe_icmp_unreachable_quotes_the_probe)
+{
+	struct pr_fx fx;
+	uint8_t pkt[PKT_MAX], inner[PKT_MAX];
+	int len, ilen;
+
+	if (!fx_setup(&fx))
+		return;
+	add_flow(&fx, AF_INET, IPPROTO_UDP, "10.0.0.1", "10.0.0.2", 61003, 9,
+		 10);
+	/* port unreachable from 10.0.0.2, quoting the probe's datagram */
+	ilen = pkt_build(inner, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 61003, 9 });
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_ICMP, 0, 0, 0, (uint16_t)(ilen - 14) });
+	pkt[34] = 3;
+	pkt[35] = 3;
+	memcpy(pkt + 34 + 8, inner + 14, ilen - 14);
+	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "unreachable taken");
+	ASSERT_EQ(fx.last.kind, PI_PROBE_UNREACH, "refused");
+	ASSERT_EQ(fx.last.probe_id, 10, "probe id");
+	fx_teardown(&fx);
+}
