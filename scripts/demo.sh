@@ -83,6 +83,18 @@ echo "the proxy's upstream packets passed demo-a's egress programs: $((after - b
 run pi inject stats
 kill $proxy
 wait $proxy 2>/dev/null || true
+run pi proxy del demo-p --for demo-a
+
+say "Probes: debug a policy from demo-b's point of view, without entering demo-b"
+ip netns exec demo-c "$B/pinet" tcp-server 8080 --count 5 --timeout 5000 >/dev/null &
+srv=$!
+sleep 0.3
+run pi policy add demo-b egress deny to 10.244.0.12/32 proto tcp port 8080
+run pi probe --from demo-b --to 10.244.0.12:8080 --count 2
+run pi probe --from demo-b --to 10.244.0.10:8080 --count 1
+run pi probe --from demo-a --to 10.244.0.12:8080 --count 3
+run pi probe matrix --proto tcp --port 8080
+kill $srv 2>/dev/null || true
 
 say "Teardown"
 run pi node down
