@@ -139,6 +139,11 @@ ratio() {
 }
 
 sample() {	# sample METRIC UNIT VARIANT REP VALUE
+	if ! [[ "${5:-}" =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+		printf '   %-28s %-34s round %d: no value (%s)\n' "$1" "$3" "$4" \
+			"the measurement failed"
+		return 0
+	fi
 	jq -nc --arg m "$1" --arg u "$2" --arg v "$3" --argjson r "$4" \
 		--argjson x "$5" '{metric: $m, unit: $u, variant: $v, rep: $r, value: $x}' \
 		>>"$SUITE_DIR/samples"

@@ -11,7 +11,7 @@ suite_progcost() {
 	local line v rep ns
 	suite_begin progcost "Per-packet program cost (BPF_PROG_TEST_RUN, repeat)"
 	meta method "\"BPF_PROG_TEST_RUN, one 72-byte TCP SYN, repeat calibrated to ~200 ms per sample, CPU $PB_CPU_SEND\""
-	note "probe reply match: SKIP, no such program in this build (the synthetic probe programs do not exist yet)"
+	skip "probe reply match" "no such program in this build (the synthetic probe programs do not exist yet)"
 	if [ ! -x "$PROGCOST" ]; then
 		skip all "progcost was not built"
 		suite_end

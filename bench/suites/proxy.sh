@@ -66,6 +66,14 @@ px_connrate() {	# px_connrate CLIENT_NS: prints the JSON of pktload connrate
 	wait $srv 2>/dev/null
 }
 
+nstat_of() {	# nstat_of NETNS COUNTER: its absolute value
+	ip netns exec "$1" nstat -az "$2" 2>/dev/null | awk -v c="$2" '$1 == c { print $2; f = 1 } END { if (!f) print 0 }'
+}
+
+tw_of() {	# TIME_WAIT sockets in NETNS
+	ip netns exec "$1" ss -Htan state time-wait 2>/dev/null | wc -l
+}
+
 suite_proxy() {
 	local rep v bps retr out
 	suite_begin proxy "Proxy: TCP throughput and connections/s through podinject-proxy vs direct"
@@ -101,6 +109,11 @@ suite_proxy() {
 			sample conns_failed count "$v" "$rep" "$(jq '.failed // 0' <<<"$out")"
 		done
 	done
+	# What the connection rate ran into, for whoever reads a low figure:
+	# SYNs the clients had to retransmit (each costs 1 s) and TIME_WAIT
+	# sockets left in the proxy's namespace and the server's.
+	meta client_syn_retransmits "{\"proxied\": $(nstat_of $PB_PREFIX-pc TcpExtTCPSynRetrans), \"direct\": $(nstat_of $PB_PREFIX-pd TcpExtTCPSynRetrans)}"
+	meta time_wait_sockets_after "{\"proxy\": $(tw_of $PB_PREFIX-pp), \"server\": $(tw_of $PB_PREFIX-ps)}"
 	ratio "proxied / direct" tcp_gbps proxied direct
 	ratio "proxied / direct" conns_per_s proxied direct
 	kill "$PX_PID" 2>/dev/null
