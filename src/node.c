@@ -27,6 +27,7 @@ static int node_help(int argc, char **argv)
 {
 	fprintf(stderr,
 		"Usage: podinject [-N NODE] node up [--uplink DEV] [--xdp]\n"
+		"                                   [--attach auto|tcx|clsact]\n"
 		"       podinject [-N NODE] node down\n"
 		"       podinject [-N NODE] [-j] node show\n"
 		"\n"
@@ -37,7 +38,10 @@ static int node_help(int argc, char **argv)
 		"through it with bpf_redirect_neigh().\n"
 		"--xdp: veth pods get their ingress ACL as native XDP on their\n"
 		"eth0, and the uplink sends their traffic to them with\n"
-		"XDP_REDIRECT (docs/datapath.md; netkit pods stay on tc).\n",
+		"XDP_REDIRECT (docs/datapath.md; netkit pods stay on tc).\n"
+		"--attach: tcx links where the kernel has them (auto, the\n"
+		"default), or clsact qdiscs with cls_bpf filters, as on kernels\n"
+		"without tcx.\n",
 		PI_PIN_ROOT);
 	return EXIT_OK;
 }
@@ -102,6 +106,7 @@ static int pin_objects(struct node_bpf *skel, const char *dir)
 static int node_up(int argc, char **argv)
 {
 	const char *uplink = NULL;
+	int attach = 0;		/* 0 auto, 1 tcx, 2 clsact */
 	struct node_bpf *skel = NULL;
 	struct pi_node_config cfg = {};
 	struct features feat;
@@ -121,6 +126,18 @@ static int node_up(int argc, char **argv)
 			xdp = true;
 			argc--;
 			argv++;
+		} else if (!strcmp(argv[0], "--attach")) {
+			if (argc < 2)
+				return usage_err("--attach needs auto, tcx or clsact");
+			if (!strcmp(argv[1], "tcx"))
+				attach = 1;
+			else if (!strcmp(argv[1], "clsact"))
+				attach = 2;
+			else if (strcmp(argv[1], "auto"))
+				return usage_err("invalid --attach '%s': auto, tcx or clsact",
+						 argv[1]);
+			argc -= 2;
+			argv += 2;
 		} else {
 			return usage_err("unknown argument '%s'", argv[0]);
 		}
@@ -147,6 +164,12 @@ static int node_up(int argc, char **argv)
 		p_err("this kernel lacks bpf_loop(), which the policy needs");
 		return EXIT_RUNTIME;
 	}
+	if (attach == 1 && !feat.tcx) {
+		p_err("this kernel has no tcx (see 'podinject features')");
+		return EXIT_RUNTIME;
+	}
+	if (attach == 2)
+		feat.tcx = false;
 	if (xdp && xdp_probe_veth() != 1) {
 		p_err("this kernel cannot attach native XDP to veth devices (see 'podinject features')");
 		return EXIT_RUNTIME;

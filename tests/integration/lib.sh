@@ -94,6 +94,21 @@ make_wire() {
 	ip -n "$b" -6 route add fd00:0::/64 via fd77::1
 }
 
+# The ids of a node's programs (datapath and injection), for checking after
+# `node down` that no link of theirs is left; other tests' links do not
+# count.
+node_prog_ids() {
+	local f
+	for f in /sys/fs/bpf/podinject/$1/prog_* /sys/fs/bpf/podinject/$1/inject/prog_*; do
+		[ -e "$f" ] && bpftool prog show pinned "$f" -j | jq .id
+	done
+}
+links_of_progs() {
+	local ids
+	ids=$(printf '%s,' "$@")
+	bpftool link list -j 2>/dev/null | jq "[.[] | select(.prog_id as \$p | [${ids%,}] | index(\$p))] | length"
+}
+
 tcx_links() { bpftool link list -j 2>/dev/null | jq '[.[] | select(.type == "tcx" or .type == 11 or .type == "netkit" or .type == 13)] | length'; }
 
 trap cleanup_all EXIT

@@ -105,7 +105,9 @@ check no_probe_device sh -c "! ip -n $X link show pi-probe 2>/dev/null"
 check no_probe_auth sh -c "$PI -N $X -j inject list | jq -e 'length == 0'"
 check no_reply_hooks sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_"
 kill $srv $srv6 2>/dev/null
+ids=$(node_prog_ids $X; node_prog_ids $Y)
 check down_x pi -N $X node down
 check down_y pi -N $Y node down
 ip netns del $X
 ip netns del $Y
+expect_eq no_links_left "$(links_of_progs $ids)" 0

@@ -18,7 +18,6 @@ Y=tp-y
 C=10.244.0.10
 S=10.244.0.11
 R=10.244.1.10
-links_before=$(tcx_links)
 
 make_wire $X $Y
 for n in $X $Y; do
@@ -144,8 +143,9 @@ check del_no_auth sh -c "$PI -N $X -j inject list | jq -e 'length == 0'"
 check del_no_proxy_routing sh -c "! ip -n tp-p rule | grep -q 'lookup 100'"
 check del_no_pins sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_"
 
+ids=$(node_prog_ids $X; node_prog_ids $Y)
 check down_x pi -N $X node down
 check down_y pi -N $Y node down
 ip netns del $X
 ip netns del $Y
-expect_eq no_links_left "$(tcx_links)" "$links_before"
+expect_eq no_links_left "$(links_of_progs $ids)" 0

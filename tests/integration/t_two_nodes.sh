@@ -14,7 +14,6 @@ PREFIX=tw-
 X=tw-x
 Y=tw-y
 
-links_before=$(tcx_links)
 make_wire $X $Y
 for n in $X $Y; do
 	in_ns $n sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
@@ -54,9 +53,10 @@ check_fails policy_cross_node in_ns tw-a ping -c 1 -W 1 10.244.1.10
 check policy_cross_node_v6_unaffected in_ns tw-a ping -6 -c 1 -W 2 fd00:1::a
 pi -N $X policy del tw-a "$id" >/dev/null
 
+ids=$(node_prog_ids $X; node_prog_ids $Y)
 check down_x pi -N $X node down
 check down_y pi -N $Y node down
 check down_keeps_adopted_netns ip netns exec $X true
-expect_eq down_uplink_detached "$(tcx_links)" "$links_before"
+expect_eq down_uplink_detached "$(links_of_progs $ids)" 0
 ip netns del $X
 ip netns del $Y

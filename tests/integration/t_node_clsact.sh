@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# The single-node suite again, attached the way kernels without tcx get
+# it: clsact qdiscs with direct-action cls_bpf filters. On this kernel tcx
+# exists, so this is where the fallback runs on every test run.
+PREFIX=nc- NODE_ARGS="--attach clsact" WANT_ATTACH=clsact \
+	. "$(dirname "$0")/t_node.sh"
