@@ -513,17 +513,6 @@ out_node:
 	return ret;
 }
 
-static void pod_name_of(const struct node *n, uint32_t ifindex, char *buf,
-			size_t len)
-{
-	struct pi_pod pod;
-
-	if (!bpf_map_lookup_elem(n->maps[M_PODS], &ifindex, &pod))
-		snprintf(buf, len, "%s", pod.name);
-	else
-		snprintf(buf, len, "ifindex-%u", ifindex);
-}
-
 static int inject_list(int argc, char **argv)
 {
 	struct pi_inject_key key, next, *prev = NULL;
@@ -548,8 +537,8 @@ static int inject_list(int argc, char **argv)
 			prev = &key;
 			if (bpf_map_lookup_elem(s.maps[IM_AUTH], &key, &t))
 				continue;
-			pod_name_of(&n, key.injector_ifindex, inj, sizeof(inj));
-			pod_name_of(&n, t.target_ifindex, tgt, sizeof(tgt));
+			pod_name_by_ifindex(&n, key.injector_ifindex, inj, sizeof(inj));
+			pod_name_by_ifindex(&n, t.target_ifindex, tgt, sizeof(tgt));
 			fmt_addr(key.family, &key.addr, -1, addr, sizeof(addr));
 			if (json_output) {
 				json_obj_open(jw);
@@ -606,8 +595,8 @@ static int inject_stats(int argc, char **argv)
 				for (int r = 0; r < PI_INJ_DROP_MAX; r++)
 					sum.drops[r] += per[c].drops[r];
 			}
-			pod_name_of(&n, key.injector_ifindex, inj, sizeof(inj));
-			pod_name_of(&n, key.target_ifindex, tgt, sizeof(tgt));
+			pod_name_by_ifindex(&n, key.injector_ifindex, inj, sizeof(inj));
+			pod_name_by_ifindex(&n, key.target_ifindex, tgt, sizeof(tgt));
 			if (json_output) {
 				json_obj_open(jw);
 				json_kstr(jw, "injector", inj);

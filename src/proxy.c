@@ -424,17 +424,6 @@ out:
 	return ret;
 }
 
-static void name_of(const struct node *n, uint32_t ifindex, char *buf,
-		    size_t len)
-{
-	struct pi_pod pod;
-
-	if (!bpf_map_lookup_elem(n->maps[M_PODS], &ifindex, &pod))
-		snprintf(buf, len, "%s", pod.name);
-	else
-		snprintf(buf, len, "ifindex-%u", ifindex);
-}
-
 static int proxy_list(int argc, char **argv)
 {
 	uint32_t key, next, *prev = NULL;
@@ -463,8 +452,8 @@ static int proxy_list(int argc, char **argv)
 			if (bpf_map_lookup_elem(s.maps[IM_PROXY_RULES], &key,
 						&r))
 				continue;
-			name_of(&n, key, pod, sizeof(pod));
-			name_of(&n, r.proxy_ifindex, px, sizeof(px));
+			pod_name_by_ifindex(&n, key, pod, sizeof(pod));
+			pod_name_by_ifindex(&n, r.proxy_ifindex, px, sizeof(px));
 			for (int i = 0; i < r.nports && off < sizeof(ports); i++)
 				off += snprintf(ports + off, sizeof(ports) - off,
 						r.dport_lo[i] == r.dport_hi[i] ?

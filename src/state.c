@@ -230,3 +230,14 @@ int pod_stats_sum(const struct node *n, uint32_t pod_id,
 	free(per);
 	return 0;
 }
+
+void pod_name_by_ifindex(const struct node *n, uint32_t ifindex, char *buf,
+			 size_t len)
+{
+	struct pi_pod pod;
+
+	if (!bpf_map_lookup_elem(n->maps[M_PODS], &ifindex, &pod))
+		snprintf(buf, len, "%s", pod.name);
+	else
+		snprintf(buf, len, "ifindex-%u", ifindex);
+}

@@ -61,6 +61,9 @@ int pod_find(const struct node *n, const char *name, struct pi_pod *pod);
 int pod_for_each(const struct node *n,
 		 int (*fn)(const struct node *n, const struct pi_pod *pod,
 			   void *ctx), void *ctx);
+/* The pod's name, or "ifindex-N" for a device that is no pod (any more). */
+void pod_name_by_ifindex(const struct node *n, uint32_t ifindex, char *buf,
+			 size_t len);
 int pod_stats_sum(const struct node *n, uint32_t pod_id,
 		  struct pi_pod_stats *out);
 

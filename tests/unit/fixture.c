@@ -3,6 +3,9 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include "fixture.h"
 #include "nl.h"
 
@@ -33,4 +36,29 @@ int fixture_dev(const char *name)
 	nl_link_set_up(ifindex);
 	nl_link_set_up(nl_link_index(peer));
 	return ifindex;
+}
+
+int fixture_run(int prog_fd, int ifindex, const void *pkt, int len,
+		void *out)
+{
+	struct __sk_buff ctx = { .ifindex = ifindex };
+	static uint8_t scratch[2048];
+	DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt,
+			    .data_size_in = len,
+			    .data_out = out ? out : scratch,
+			    .data_size_out = sizeof(scratch), .ctx_in = &ctx,
+			    .ctx_size_in = sizeof(ctx), .repeat = 1);
+	int err = bpf_prog_test_run_opts(prog_fd, &opts);
+
+	return err ? -1000 + err : (int)opts.retval;
+}
+
+struct pi_redirect_record fixture_last_redirect(int map_fd)
+{
+	struct pi_redirect_record r = { 0 }, zero_rec = { 0 };
+	uint32_t zero = 0;
+
+	bpf_map_lookup_elem(map_fd, &zero, &r);
+	bpf_map_update_elem(map_fd, &zero, &zero_rec, 0);
+	return r;
 }

@@ -8,4 +8,16 @@ int fixture_netns(void);
 /* A veth device NAME (peer NAME-p) in that namespace, up; its ifindex. */
 int fixture_dev(const char *name);
 
+#include <stdint.h>
+#include "podinject_abi.h"
+
+/* One BPF_PROG_TEST_RUN of a tc program on a packet, with skb->ifindex set
+ * (to a device that exists here). The verdict, or -1000 + the error. `out`,
+ * when given, receives the packet as the program left it. */
+int fixture_run(int prog_fd, int ifindex, const void *pkt, int len,
+		void *out);
+/* The redirect the program last asked for (bpf/lib/redirect.h), cleared
+ * after reading. */
+struct pi_redirect_record fixture_last_redirect(int map_fd);
+
 #endif

@@ -64,17 +64,11 @@ static void add_flow(struct pr_fx *fx, int family, uint8_t proto,
 
 static int run(struct pr_fx *fx, uint8_t *pkt, int len)
 {
-	struct __sk_buff ctx = { .ifindex = fx->ifindex };
-	uint8_t out[PKT_MAX];
-	DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt,
-			    .data_size_in = len, .data_out = out,
-			    .data_size_out = PKT_MAX, .ctx_in = &ctx,
-			    .ctx_size_in = sizeof(ctx), .repeat = 1);
-	int err = bpf_prog_test_run_opts(
-		bpf_program__fd(fx->skel->progs.pod_reply), &opts);
+	int ret = fixture_run(bpf_program__fd(fx->skel->progs.pod_reply),
+			      fx->ifindex, pkt, len, NULL);
 
 	ring_buffer__consume(fx->rb);
-	return err ? -1000 + err : (int)opts.retval;
+	return ret;
 }
 
 UNIT_TEST(probe_tcp_answers)

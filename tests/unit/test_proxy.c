@@ -59,28 +59,12 @@ static bool fx_setup(struct px_fx *fx, struct pi_proxy_rule *r)
 static int run(struct bpf_program *prog, int ifindex, uint8_t *pkt, int len,
 	       uint8_t *out)
 {
-	struct __sk_buff ctx = { .ifindex = ifindex };
-	uint8_t scratch[PKT_MAX];
-	DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt,
-			    .data_size_in = len,
-			    .data_out = out ? out : scratch,
-			    .data_size_out = PKT_MAX, .ctx_in = &ctx,
-			    .ctx_size_in = sizeof(ctx), .repeat = 1);
-	int err = bpf_prog_test_run_opts(bpf_program__fd(prog), &opts);
-
-	return err ? -1000 + err : (int)opts.retval;
+	return fixture_run(bpf_program__fd(prog), ifindex, pkt, len, out);
 }
 
 static struct pi_redirect_record last(struct px_fx *fx)
 {
-	struct pi_redirect_record r = {};
-	uint32_t zero = 0;
-
-	bpf_map__lookup_elem(fx->skel->maps.redirect_trace, &zero, 4, &r,
-			     sizeof(r), 0);
-	bpf_map__update_elem(fx->skel->maps.redirect_trace, &zero, 4,
-			     &(struct pi_redirect_record){ 0 }, sizeof(r), 0);
-	return r;
+	return fixture_last_redirect(bpf_map__fd(fx->skel->maps.redirect_trace));
 }
 
 static int syn(uint8_t *pkt, const char *dst, uint16_t sport, uint16_t dport,
