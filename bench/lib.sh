@@ -35,6 +35,7 @@ PB_PINS=/sys/fs/bpf/pb-bench
 # --- namespaces and teardown -------------------------------------------
 
 PB_NODES=()
+PB_LOST=0	# set when a suite lost its namespaces to something else
 
 pb_ns() {	# pb_ns NAME: a fresh network namespace with lo up
 	ip netns del "$1" 2>/dev/null || true
@@ -53,6 +54,20 @@ pb_teardown() {
 		ip netns del "$n" 2>/dev/null
 	done
 	rm -rf "$PB_PINS"
+}
+
+# pb_alive NETNS...: all still there? Other work on a shared machine has
+# been seen removing namespaces it did not make; a suite that loses its
+# topology says so and stops instead of recording nonsense.
+pb_alive() {
+	local n
+	for n in "$@"; do
+		if [ ! -e "/run/netns/$n" ]; then
+			PB_LOST=1
+			note "namespace $n disappeared during the run (removed by something outside the bench); suite stopped early"
+			return 1
+		fi
+	done
 }
 
 mac_of() {	# mac_of NETNS DEV

@@ -127,6 +127,7 @@ suite_injection() {
 	done
 
 	for rep in $(seq 1 "$PB_REPS"); do
+		pb_alive "$INJ_N" $PB_PREFIX-t $PB_PREFIX-d $PB_PREFIX-i || break
 		for v in $variants; do
 			from=$(inj_variant "$v")
 			dmac=$(mac_of "$INJ_N" "pi-$from")

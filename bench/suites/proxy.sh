@@ -93,6 +93,7 @@ suite_proxy() {
 	note "proxied = pb-pc's connection captured to podinject-proxy, whose upstream (bound to pb-pc's address) is injected into pb-pc's egress; direct = pb-pd to the same server, no proxy (the limit)"
 	note "conns/s: connect, wait for the server's close, close; one at a time ($PB_DURATION s per sample)"
 	for rep in $(seq 1 "$PB_REPS"); do
+		pb_alive "$PX_N" $PB_PREFIX-pc $PB_PREFIX-ps $PB_PREFIX-pp $PB_PREFIX-pd || break
 		for v in proxied direct; do
 			read -r bps retr < <(px_iperf3 "$(px_client $v)")
 			if [ -n "${bps:-}" ]; then

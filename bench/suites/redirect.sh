@@ -94,6 +94,7 @@ suite_redirect() {
 		return
 	fi
 	for rep in $(seq 1 "$PB_REPS"); do
+		pb_alive $(for w in $WAYS; do echo $PB_PREFIX-r$w-h $PB_PREFIX-r$w-s $PB_PREFIX-r$w-r; done) || break
 		for w in $WAYS; do
 			dmac=$(redirect_dmac "$w")
 			if [ "$PB_REDIRECT_SINK" = drop ]; then

@@ -43,6 +43,7 @@ suite_xdp() {
 		return
 	fi
 	for rep in $(seq 1 "$PB_REPS"); do
+		pb_alive $PB_PREFIX-x-h $PB_PREFIX-x-1 $PB_PREFIX-x-2 $PB_PREFIX-x-3 || break
 		k=0
 		for v in $ways; do
 			k=$((k + 1))

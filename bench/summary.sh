@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Prints the Markdown summary of one bench run (the README's Performance
+# tables): per suite its skips, headline figures and ratios with the seed's
+# beside them, and its plot.
+#   bench/summary.sh [DATE]     (default: the newest results)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+RES=$ROOT/bench/results
+DATE=${1:-$(ls "$RES"/*.json 2>/dev/null | sed 's|.*/||; s|-[a-z]*\.json$||' | sort | tail -n 1)}
+# counters kept in the JSON and the per-suite tables, not the summary
+HIDE='["sent_pps", "udp64_sent_pps", "ring_full_pps", "conns_failed", "delivered_pps"]'
+
+fmt() {
+	awk -v x="$1" 'BEGIN {
+		if (x == "" || x == "null") { print "-"; exit }
+		a = x < 0 ? -x : x
+		if (a >= 1e6) printf "%.2f M\n", x / 1e6
+		else if (a >= 1e4) printf "%.0f k\n", x / 1e3
+		else if (a >= 100) printf "%.0f\n", x
+		else if (a >= 10) printf "%.1f\n", x
+		else printf "%.2f\n", x }'
+}
+
+for s in injection redirect xdp progcost proxy; do
+	j=$RES/$DATE-$s.json
+	[ -f "$j" ] || continue
+	echo "#### $(jq -r .title "$j")"
+	echo
+	jq -r '.skipped[] | "- **SKIP** \(.variant): \(.reason)"' "$j"
+	for m in $(jq -r --argjson h "$HIDE" '[.figures[].metric | select(. as $x | $h | index($x) | not)] | unique | .[]' "$j"); do
+		echo
+		echo "| $m ($(jq -r --arg m "$m" '[.figures[] | select(.metric == $m)][0].unit' "$j")) | median | min–max | spread |"
+		echo "|---|---:|---:|---:|"
+		jq -r --arg m "$m" '.figures[] | select(.metric == $m) | [.variant, .median, .min, .max, .spread_pct] | @tsv' "$j" |
+		while IFS=$'\t' read -r v med lo hi sp; do
+			echo "| $v | $(fmt "$med") | $(fmt "$lo")–$(fmt "$hi") | ${sp}% |"
+		done
+	done
+	if [ "$(jq '.ratios | length' "$j")" -gt 0 ]; then
+		echo
+		echo "| ratio, per round | of | ours: median (min–max) | seed |"
+		echo "|---|---|---:|---|"
+		jq -r '.ratios[] | [.name, .metric, .median, .min, .max, .seed] | @tsv' "$j" |
+		while IFS=$'\t' read -r n m med lo hi seed; do
+			echo "| $n | $m | **$(fmt "$med")** ($(fmt "$lo")–$(fmt "$hi")) | ${seed:--} |"
+		done
+	fi
+	echo
+	echo "![$s](bench/results/$DATE-$s.png) — details: [bench/results/$DATE-$s.md](bench/results/$DATE-$s.md)"
+	echo
+done
