@@ -34,8 +34,29 @@ if ! command -v ethtool >/dev/null; then
 	exit 0
 fi
 
+# An uplink that runs someone else's XDP program: refused, theirs kept,
+# nothing of ours left.
+ip netns add xp-f
+ip -n xp-f link add up0 type veth peer name up1
+ip -n xp-f link set up0 xdpdrv obj "$BUILD/xdp.bpf.o" sec xdp
+foreign=$(ip -n xp-f -d link show up0 | grep -o 'prog/xdp id [0-9]*')
+check foreign_xdp_attached test -n "$foreign"
+check_fails foreign_xdp_refused pi -N xp-f node up --uplink up0 --xdp
+expect_eq foreign_xdp_kept "$(ip -n xp-f -d link show up0 | grep -o 'prog/xdp id [0-9]*')" "$foreign"
+check foreign_xdp_nothing_left test ! -e /sys/fs/bpf/podinject/xp-f
+ip netns del xp-f
+
 make_wire $X $Y
 ethtool_y() { in_ns $Y ethtool -K wire0 tx "$1" >/dev/null 2>&1; }
+# xdp_name NS DEV: name of the XDP program on DEV, empty if none; fails
+# when the device cannot be read, so that "none" is never a mistake.
+xdp_name() {
+	local out
+	out=$(ip -n "$1" -d link show "$2") || return 1
+	grep -o 'prog/xdp id [0-9]* name [a-z_]*' <<<"$out" | awk '{print $NF}'
+}
+no_xdp() { local n; n=$(xdp_name "$1" "$2") && [ -z "$n" ]; }
+prog_gone() { bpftool prog show >/dev/null && ! bpftool prog show id "$1" >/dev/null 2>&1; }
 check wire_full_checksums ethtool_y off
 for n in $X $Y; do
 	in_ns $n sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
@@ -43,12 +64,12 @@ done
 check up_x_xdp node_up $X --uplink wire0 --xdp
 check up_y node_up $Y --uplink wire0
 check node_show_xdp sh -c "$PI -N $X -j node show | jq -e '.xdp == true'"
-check uplink_has_xdp sh -c "ip -n $X -d link show wire0 | grep -q 'prog/xdp.*name xdp_uplink'"
+expect_eq uplink_has_xdp "$(xdp_name $X wire0)" xdp_uplink
 check pod_a pi -N $X pod add xp-a --ip $A4 --ip6 $A6
 check pod_b pi -N $X pod add xp-b --ip 10.244.0.11 --ip6 fd00::b
 check pod_c pi -N $X pod add xp-c --ip 10.244.0.12 --ip6 fd00::c
 check pod_r pi -N $Y pod add xp-r --ip 10.244.1.10 --ip6 fd00:1::a
-check eth0_has_acl sh -c "ip -n xp-a -d link show eth0 | grep -q 'prog/xdp.*name xdp_pod_ingress'"
+expect_eq eth0_has_acl "$(xdp_name xp-a eth0)" xdp_pod_ingress
 check pod_show_xdp sh -c "$PI -N $X -j pod show xp-a | jq -e '.xdp.prog_id > 0'"
 prog_a=$(pi -N $X -j pod show xp-a | jq .xdp.prog_id)
 prog_b=$(pi -N $X -j pod show xp-b | jq .xdp.prog_id)
@@ -190,12 +211,12 @@ fi
 
 # Nothing left: the ACL goes with pod del, the uplink's with node down.
 check pod_del_b pi -N $X pod del xp-b
-check pod_del_prog_gone sh -c "! bpftool prog show id $prog_b >/dev/null 2>&1"
+check pod_del_prog_gone prog_gone $prog_b
 check pod_del_pin_gone test ! -e /sys/fs/bpf/podinject/$X/prog_xdp_pod_xp-b
 check down_x pi -N $X node down
 check down_y pi -N $Y node down
-check down_uplink_xdp_detached sh -c "! ip -n $X -d link show wire0 | grep -q prog/xdp"
-check down_acl_prog_gone sh -c "! bpftool prog show id $prog_a >/dev/null 2>&1"
+check down_uplink_xdp_detached no_xdp $X wire0
+check down_acl_prog_gone prog_gone $prog_a
 check down_pins_gone test ! -e /sys/fs/bpf/podinject/$X
 expect_eq down_no_tcx_links "$(tcx_links)" "$links_before"
 ip netns del $X

@@ -159,15 +159,7 @@ static void fx_teardown(struct xdp_fx *fx)
 static int run_tc(struct bpf_program *prog, int ifindex, uint8_t *pkt,
 		  int len)
 {
-	struct __sk_buff ctx = { .ifindex = ifindex };
-	uint8_t out[PKT_MAX];
-	DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt,
-			    .data_size_in = len, .data_out = out,
-			    .data_size_out = PKT_MAX, .ctx_in = &ctx,
-			    .ctx_size_in = sizeof(ctx), .repeat = 1);
-	int err = bpf_prog_test_run_opts(bpf_program__fd(prog), &opts);
-
-	return err ? -1000 + err : (int)opts.retval;
+	return fixture_run(bpf_program__fd(prog), ifindex, pkt, len, NULL);
 }
 
 static int run_xdp(struct bpf_program *prog, uint8_t *pkt, int len,
@@ -233,14 +225,7 @@ static uint64_t rule_packets(struct xdp_fx *fx, uint32_t id)
 
 static struct pi_redirect_record last_redirect(struct xdp_fx *fx)
 {
-	struct pi_redirect_record r = {};
-	uint32_t zero = 0;
-
-	bpf_map__lookup_elem(fx->node->maps.redirect_trace, &zero, 4, &r,
-			     sizeof(r), 0);
-	bpf_map__update_elem(fx->node->maps.redirect_trace, &zero, 4,
-			     &(struct pi_redirect_record){ 0 }, sizeof(r), 0);
-	return r;
+	return fixture_last_redirect(bpf_map__fd(fx->node->maps.redirect_trace));
 }
 
 static void set_policy(struct xdp_fx *fx, uint32_t id, uint32_t dir,
