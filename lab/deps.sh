@@ -7,7 +7,7 @@ set -euo pipefail
 
 PKGS=(linux-source-6.12 build-essential flex bison bc libelf-dev libssl-dev
       dwarves cpio xz-utils zstd busybox-static qemu-system-x86 kmod
-      clang llvm bpftool libbpf-dev jq iproute2 file)
+      clang llvm bpftool libbpf-dev jq iproute2 iperf3 ethtool file)
 
 missing=()
 for p in "${PKGS[@]}"; do

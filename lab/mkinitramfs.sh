@@ -90,7 +90,7 @@ for t in bash ip jq; do
 	command -v "$t" >/dev/null || die "host program $t is needed (lab/deps.sh)"
 	copy_tool "$t"
 done
-for t in tc bpftool iperf3 nsenter unshare ss ${LAB_EXTRA_TOOLS:-}; do
+for t in tc bpftool iperf3 ethtool nsenter unshare ss ${LAB_EXTRA_TOOLS:-}; do
 	copy_tool "$t"
 done
 # ip/tc read their tables from here (rt_tables, protocols, ...)
