@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # /init of the lab's initramfs (copied there by lab/mkinitramfs.sh; runs under
-# busybox sh). Mounts the usual filesystems, loads the modules listed in
+# /bin/sh, which is bash in the image). Mounts the usual filesystems, loads the modules listed in
 # /etc/podinject-modules in order, runs the suite in /podinject and prints
 # marker lines lab/run.sh looks for on the console:
 #   PODINJECT-LAB-INIT uptime=<s> release=<uname -r>

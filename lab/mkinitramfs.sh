@@ -93,6 +93,10 @@ done
 for t in tc bpftool iperf3 ethtool nsenter unshare ss ${LAB_EXTRA_TOOLS:-}; do
 	copy_tool "$t"
 done
+# busybox sh runs its own applets before PATH (so `sh -c "ip netns ..."` would
+# get busybox ip, which has no netns): /bin/sh is bash in the image. /init
+# runs under it too; busybox's shell stays available as ash.
+ln -sfn /usr/bin/bash "$STAGE/usr/bin/sh"
 # ip/tc read their tables from here (rt_tables, protocols, ...)
 if [ -d /usr/share/iproute2 ]; then
 	mkdir -p "$STAGE/usr/share"
