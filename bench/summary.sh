@@ -25,7 +25,7 @@ fmt() {
 for s in injection redirect xdp progcost proxy; do
 	j=$RES/$DATE-$s.json
 	[ -f "$j" ] || continue
-	echo "#### $(jq -r .title "$j")"
+	echo "### $(jq -r .title "$j")"
 	echo
 	jq -r '.skipped[] | "- **SKIP** \(.variant): \(.reason)"' "$j"
 	for m in $(jq -r --argjson h "$HIDE" '[.figures[].metric | select(. as $x | $h | index($x) | not)] | unique | .[]' "$j"); do
