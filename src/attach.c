@@ -71,8 +71,19 @@ int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
 {
 	int fd, err;
 
-	if (mode == PI_ATTACH_CLSACT)
-		return clsact_attach(prog_fd, ifindex, hook, prio);
+	if (mode == PI_ATTACH_CLSACT) {
+		err = clsact_attach(prog_fd, ifindex, hook, prio);
+		if (err)
+			return err;
+		/* A filter lives on its device and needs no pin; the program
+		 * pinned at pin_path records that it is attached, so both
+		 * modes answer "is it attached?" by the same path. */
+		if (bpf_obj_pin(prog_fd, pin_path)) {
+			err = -errno;
+			detach_prog(ifindex, hook, mode, prio, NULL);
+		}
+		return err;
+	}
 
 	fd = link_create(prog_fd, ifindex, hook_attach_type(hook), head);
 	if (fd < 0)
@@ -96,6 +107,8 @@ int detach_prog(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
 		tc_hook.attach_point = hook == PI_HOOK_INGRESS ?
 				       BPF_TC_INGRESS : BPF_TC_EGRESS;
 		err = bpf_tc_detach(&tc_hook, &opts);
+		if (pin_path)
+			unlink(pin_path);
 		return err == -ENOENT || err == -ENODEV || err == -EINVAL ?
 		       0 : err;
 	}

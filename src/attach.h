@@ -37,7 +37,9 @@ enum pi_attach_mode {
 
 /* Attaches prog_fd at `hook` of ifindex. tcx mode: at the head of the chain
  * (BPF_F_BEFORE, no anchor) when `head`, else appended; the link is pinned
- * at pin_path. clsact mode: a filter at `prio`. */
+ * at pin_path. clsact mode: a filter at `prio`, and the program pinned at
+ * pin_path as the record that it is attached. Either way pin_path exists
+ * exactly while the program is attached. */
 int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
 		enum pi_attach_mode mode, bool head, uint32_t prio,
 		const char *pin_path);

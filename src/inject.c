@@ -179,9 +179,8 @@ static enum pi_attach_mode injector_mode(const struct node *n,
 	return pod->flags & PI_POD_NETKIT ? PI_ATTACH_TCX : node_attach_mode(n);
 }
 
-/* Whether the head program is attached at this pod. In tcx mode the
- * pinned link says so; in clsact mode the filter lives on the device, so a
- * marker file in the pin folder records it. */
+/* Whether the head program is attached at this pod: its pin path exists
+ * exactly while it is (attach_prog). */
 bool head_attached(const struct inject_state *s, const struct pi_pod *pod)
 {
 	char path[PATH_MAX];
@@ -196,7 +195,7 @@ int head_attach(const struct node *n, struct inject_state *s,
 {
 	enum pi_attach_mode mode = injector_mode(n, pod);
 	char path[PATH_MAX];
-	int err, fd, saved;
+	int err, saved;
 
 	if (head_attached(s, pod))
 		return 0;
@@ -207,17 +206,7 @@ int head_attach(const struct node *n, struct inject_state *s,
 	err = attach_prog(s->progs[IP_EGRESS], pod->ifindex,
 			  injector_hook(pod), mode, true, PI_PRIO_HEAD, path);
 	netns_restore(saved);
-	if (err || mode == PI_ATTACH_TCX)
-		return err;
-	fd = open(path, O_CREAT | O_WRONLY, 0600);
-	if (fd < 0) {
-		err = -errno;
-		detach_prog(pod->ifindex, injector_hook(pod), mode,
-			    PI_PRIO_HEAD, path);
-		return err;
-	}
-	close(fd);
-	return 0;
+	return err;
 }
 
 static void head_detach(const struct node *n, struct inject_state *s,
@@ -233,7 +222,6 @@ static void head_detach(const struct node *n, struct inject_state *s,
 	detach_prog(pod->ifindex, injector_hook(pod), mode, PI_PRIO_HEAD,
 		    path);
 	netns_restore(saved);
-	unlink(path);
 }
 
 static int auth_count(const struct inject_state *s, uint32_t injector);

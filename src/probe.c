@@ -318,7 +318,6 @@ static void session_close(struct session *ss)
 		snprintf(path, sizeof(path), "%s/link_probe", ss->s.dir);
 		detach_prog(ss->injector.ifindex, PI_HOOK_INGRESS,
 			    node_attach_mode(ss->n), PI_PRIO_HEAD, path);
-		unlink(path);
 		nl_link_del(ss->injector.ifindex);
 		netns_restore(saved);
 	}
@@ -365,8 +364,6 @@ static int probe_device(struct session *ss)
 			  PI_PRIO_HEAD, path);
 	if (err)
 		goto out;
-	if (node_attach_mode(ss->n) == PI_ATTACH_CLSACT)
-		close(open(path, O_CREAT | O_WRONLY, 0600));
 	fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		err = -errno;

@@ -142,7 +142,7 @@ int attach_in_pod(const struct node *n, const struct inject_state *s,
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
 	char path[PATH_MAX];
-	int ns, saved, err, fd;
+	int ns, saved, err;
 
 	pin_of(s, path, sizeof(path), what, pod->name);
 	if (!access(path, F_OK))
@@ -157,13 +157,7 @@ int attach_in_pod(const struct node *n, const struct inject_state *s,
 	err = attach_prog(prog, pod->peer_ifindex, PI_HOOK_INGRESS, mode, true,
 			  PI_PRIO_HEAD, path);
 	netns_restore(saved);
-	if (err || mode == PI_ATTACH_TCX)
-		return err;
-	fd = open(path, O_CREAT | O_WRONLY, 0600);	/* clsact marker */
-	if (fd < 0)
-		return -errno;
-	close(fd);
-	return 0;
+	return err;
 }
 
 void detach_in_pod(const struct node *n, const struct inject_state *s,
@@ -183,7 +177,7 @@ void detach_in_pod(const struct node *n, const struct inject_state *s,
 	}
 	if (ns >= 0)
 		close(ns);
-	unlink(path);
+	unlink(path);	/* even when the namespace is gone already */
 }
 
 /* In the proxy's namespace: whatever arrives on eth0 is local, so that a

@@ -24,9 +24,17 @@ pi -N $N pod add ji-d --ip $D --ip6 fd00::b >/dev/null
 pi -N $N pod add ji-i --ip 10.244.0.12 --ip6 fd00::c >/dev/null
 pi -N $N pod add ji-u --ip 10.244.0.13 --ip6 fd00::d >/dev/null
 
-# Another agent's program, first at the injector's egress hook.
+# Another agent's program, first at the injector's egress hook (with
+# clsact: a filter ahead of the datapath's, behind where injection goes).
 mkdir -p $pin
-check foreign_attach "$BUILD/tcx-attach" attach "$BUILD/foreign.bpf.o" foreign_count $N pi-ji-i ingress $pin
+MODE=$(pi -N $N -j node show | jq -r .attach)
+if [ "$MODE" = tcx ]; then
+	check foreign_attach "$BUILD/tcx-attach" attach "$BUILD/foreign.bpf.o" foreign_count $N pi-ji-i ingress $pin
+	chain() { "$BUILD/tcx-attach" query $N pi-ji-i ingress; }
+else
+	check foreign_attach "$BUILD/tcx-attach" attach-tc "$BUILD/foreign.bpf.o" foreign_count $N pi-ji-i ingress $pin 50
+	chain() { tc -n $N filter show dev pi-ji-i ingress 2>/dev/null | sed -n 's/.* name \([a-z_]*\) .*/\1/p' | tr '\n' ' ' | sed 's/ $//'; }
+fi
 foreign_seen() { "$BUILD/tcx-attach" counter $pin; }
 cleanup_foreign() { rm -rf $pin; }
 trap 'cleanup_foreign; cleanup_all' EXIT
@@ -47,7 +55,7 @@ expect_eq unauthorised_not_delivered "$(udp_to_d ji-i $T $D 9000 5)" 0
 expect_eq unauthorised_counted_spoofed "$(pod_stat $N ji-i .drops.spoofed)" 5
 
 check allow pi -N $N inject allow ji-i --as ji-t --path auto
-expect_eq chain_inject_first_foreign_kept "$("$BUILD/tcx-attach" query $N pi-ji-i ingress)" \
+expect_eq chain_inject_first_foreign_kept "$(chain)" \
 	"inject_egress foreign_count pod_egress"
 expect_eq list_json "$(pi -N $N -j inject list | jq -r '[.[] | .injector + ">" + .as + " " + .address] | sort | join(",")')" \
 	"ji-i>ji-t 10.244.0.10,ji-i>ji-t fd00::a"
@@ -115,7 +123,7 @@ expect_eq fallback_delivered "$(udp_to_d ji-i $T $D 9000 10)" 10
 
 # deny: the injector is back to plain spoofing and its hook to what it was.
 check deny pi -N $N inject deny ji-i
-expect_eq deny_chain "$("$BUILD/tcx-attach" query $N pi-ji-i ingress)" "foreign_count pod_egress"
+expect_eq deny_chain "$(chain)" "foreign_count pod_egress"
 expect_eq deny_not_delivered "$(udp_to_d ji-i $T $D 9000 5)" 0
 check deny_list_empty sh -c "$PI -N $N -j inject list | jq -e 'length == 0'"
 

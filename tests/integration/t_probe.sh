@@ -14,8 +14,8 @@ Y=tq-y
 B=10.244.0.11
 
 make_wire $X $Y
-check up_x node_up $X --uplink wire0
-check up_y node_up $Y --uplink wire0
+check up_x node_up $X --uplink wire0 ${NODE_ARGS:-}
+check up_y node_up $Y --uplink wire0 ${NODE_ARGS:-}
 pi -N $X pod add tq-a --ip 10.244.0.10 --ip6 fd00::a >/dev/null
 pi -N $X pod add tq-b --ip $B --ip6 fd00::b >/dev/null
 pi -N $X pod add tq-c --ip 10.244.0.12 >/dev/null

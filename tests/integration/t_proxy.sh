@@ -23,8 +23,8 @@ make_wire $X $Y
 for n in $X $Y; do
 	in_ns $n sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
 done
-check up_x node_up $X --uplink wire0
-check up_y node_up $Y --uplink wire0
+check up_x node_up $X --uplink wire0 ${NODE_ARGS:-}
+check up_y node_up $Y --uplink wire0 ${NODE_ARGS:-}
 pi -N $X pod add tp-c --ip $C --ip6 fd00::a >/dev/null
 pi -N $X pod add tp-s --ip $S --ip6 fd00::b >/dev/null
 pi -N $X pod add tp-p --ip 10.244.0.12 --ip6 fd00::c >/dev/null

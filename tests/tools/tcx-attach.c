@@ -7,6 +7,8 @@
  *       at PIN_DIR/link and the object's first map at PIN_DIR/map
  *   tcx-attach query NETNS DEV ingress|egress
  *       prints the program names at the hook, first to last
+ *   tcx-attach attach-tc OBJ.o PROG NETNS DEV ingress|egress PIN_DIR PRIO
+ *       the same with a clsact cls_bpf filter at PRIO (kernels without tcx)
  *   tcx-attach counter PIN_DIR
  *       prints the u64 at key 0 of the pinned map
  */
@@ -15,6 +17,7 @@
 #include <net/if.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -91,6 +94,32 @@ int main(int argc, char **argv)
 	}
 	if (argc == 5 && !strcmp(argv[1], "query"))
 		return enter(argv[2]) ? 1 : query(argv[3], argv[4]);
+	if (argc == 9 && !strcmp(argv[1], "attach-tc")) {
+		DECLARE_LIBBPF_OPTS(bpf_tc_hook, th);
+		DECLARE_LIBBPF_OPTS(bpf_tc_opts, to, .handle = 1);
+		int err;
+
+		obj = bpf_object__open_file(argv[2], NULL);
+		if (!obj || bpf_object__load(obj))
+			return 1;
+		prog = bpf_object__find_program_by_name(obj, argv[3]);
+		if (!prog || enter(argv[4]))
+			return 1;
+		th.ifindex = if_nametoindex(argv[5]);
+		th.attach_point = !strcmp(argv[6], "ingress") ? BPF_TC_INGRESS :
+							       BPF_TC_EGRESS;
+		to.prog_fd = bpf_program__fd(prog);
+		to.priority = atoi(argv[8]);
+		err = bpf_tc_hook_create(&th);
+		if (err && err != -EEXIST)
+			return 1;
+		if (bpf_tc_attach(&th, &to)) {
+			fprintf(stderr, "attach-tc: %s\n", strerror(errno));
+			return 1;
+		}
+		snprintf(path, sizeof(path), "%s/map", argv[7]);
+		return bpf_map__pin(bpf_object__next_map(obj, NULL), path) ? 1 : 0;
+	}
 	if (argc != 8 || strcmp(argv[1], "attach")) {
 		fprintf(stderr, "usage: see the top of tcx-attach.c\n");
 		return 2;
