@@ -129,7 +129,8 @@ suite_begin() {	# suite_begin NAME TITLE
 	echo "   kernel $KERNEL, $(nproc) CPUs, $PB_REPS interleaved rounds"
 }
 
-meta() {	# meta KEY JSON-VALUE
+meta() {	# meta KEY JSON-VALUE: printed and kept with the results
+	echo "   $1: $2"
 	jq -nc --arg k "$1" --argjson v "$2" '{type: "info", key: $k, value: $v}' \
 		>>"$SUITE_DIR/meta"
 }

@@ -41,14 +41,21 @@ struct tcase {
 	int len;
 	int expect;		/* the verdict the case must produce */
 	unsigned int repeat;
+	unsigned int max_repeat;	/* 0: no limit */
+	struct ring_buffer *rb;	/* drained after each run */
 };
+
+static int rb_discard(void *ctx, void *data, size_t size)
+{
+	return 0;
+}
 
 static int libbpf_quiet(enum libbpf_print_level l, const char *f, va_list a)
 {
 	return l == LIBBPF_WARN ? vfprintf(stderr, f, a) : 0;
 }
 
-/* A TCP SYN from src to dst, 72 bytes on the wire. */
+/* A TCP SYN from src:40000 to dst:80, 72 bytes on the wire. */
 static int build_pkt(unsigned char *buf, const char *src, const char *dst)
 {
 	struct ethhdr *eth = (void *)buf;
@@ -151,6 +158,8 @@ static int run_case(struct tcase *c, unsigned int repeat, double *ns)
 		return -EINVAL;
 	}
 	*ns = opts.duration;	/* mean ns per run, as the kernel reports */
+	if (c->rb)
+		ring_buffer__consume(c->rb);
 	return 0;
 }
 
@@ -158,7 +167,7 @@ int main(int argc, char **argv)
 {
 	struct node_bpf *node = NULL;
 	struct inject_bpf *inj = NULL;
-	struct tcase cases[16];
+	struct tcase cases[24];
 	int reps = 5, target_ms = 200, n = 0, ifa, ifb, ifi, ifu, err = 1;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
@@ -256,6 +265,40 @@ int main(int argc, char **argv)
 		    "10.0.0.4", "10.0.0.2", PI_NEXT);
 	}
 
+	/* the synthetic probe's reply matching (pod_reply, at a probed pod's
+	 * eth0): a SYN-ACK answering probe 1 is reported through the ring
+	 * buffer and dropped; any other packet passes on */
+	{
+		struct pi_flow_key k = { .family = AF_INET,
+					 .proto = IPPROTO_TCP,
+					 .pod_port = htons(40000),
+					 .dst_port = htons(80) };
+		struct pi_probe_flow f = { .probe_id = 1 };
+		int fd = bpf_program__fd(inj->progs.pod_reply);
+
+		inet_pton(AF_INET, "10.0.0.1", &k.pod.a[0]);
+		inet_pton(AF_INET, "10.0.0.2", &k.dst.a[0]);
+		bpf_map__update_elem(inj->maps.probe_flows, &k, sizeof(k), &f,
+				     sizeof(f), 0);
+		ADD("pod_reply, probe answer taken (ring buffer)", fd, ifa,
+		    "10.0.0.2", "10.0.0.1", PI_DROP);
+		/* the answer: from 10.0.0.2:80 to 10.0.0.1:40000, SYN|ACK */
+		cases[n - 1].pkt[14 + 20 + 0] = 0;
+		cases[n - 1].pkt[14 + 20 + 1] = 80;
+		cases[n - 1].pkt[14 + 20 + 2] = 40000 >> 8;
+		cases[n - 1].pkt[14 + 20 + 3] = 40000 & 0xff;
+		cases[n - 1].pkt[14 + 20 + 13] = 0x12;
+		/* one event per run; the buffer (1 MiB) must not fill up
+		 * within a measurement, or the rest would measure a full
+		 * buffer */
+		cases[n - 1].max_repeat = 20000;
+		cases[n - 1].rb = ring_buffer__new(
+			bpf_map__fd(inj->maps.probe_events), rb_discard, NULL,
+			NULL);
+		ADD("pod_reply, other packet (pass on)", fd, ifa, "10.0.0.2",
+		    "10.0.0.1", PI_NEXT);
+	}
+
 	/* calibrate: one measurement of each case takes about target_ms */
 	for (int i = 0; i < n; i++) {
 		double ns;
@@ -267,6 +310,8 @@ int main(int argc, char **argv)
 			cases[i].repeat = 10;
 		if (cases[i].repeat > 20000000)
 			cases[i].repeat = 20000000;
+		if (cases[i].max_repeat && cases[i].repeat > cases[i].max_repeat)
+			cases[i].repeat = cases[i].max_repeat;
 	}
 	for (int r = 1; r <= reps; r++) {
 		for (int i = 0; i < n; i++) {
@@ -281,6 +326,8 @@ int main(int argc, char **argv)
 	}
 	err = 0;
 out:
+	for (int i = 0; i < n; i++)
+		ring_buffer__free(cases[i].rb);
 	node_bpf__destroy(node);
 	inject_bpf__destroy(inj);
 	return err;
