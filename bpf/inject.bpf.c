@@ -219,7 +219,11 @@ int proxy_assign(struct __sk_buff *skb)
 	if (p.proto == IPPROTO_TCP) {
 		sk = (struct bpf_sock *)bpf_skc_lookup_tcp(skb, &tuple, tlen,
 							   BPF_F_CURRENT_NETNS, 0);
-		if (sk && sk->state != BPF_TCP_LISTEN)
+		/* A new SYN whose 4-tuple an old connection's TIME_WAIT still
+		 * holds is a new connection: the listener's, not the old
+		 * socket's (which would look for a listener on D's port). */
+		if (sk && sk->state != BPF_TCP_LISTEN &&
+		    !(sk->state == BPF_TCP_TIME_WAIT && starts_flow(&p)))
 			goto assign;
 		if (sk)
 			bpf_sk_release(sk);

@@ -27,6 +27,8 @@
 #include "util.h"
 
 #define PROXY_RULE_PRIO	100
+#define PROXY_PORT_RANGE	"16384 32767"
+#define LINUX_PORT_RANGE	"32768 60999"
 
 static int proxy_help(int argc, char **argv)
 {
@@ -195,6 +197,12 @@ static int proxy_routing(const struct pi_pod *proxy, bool add)
 	close(ns);
 	if (err)
 		return err;
+	/* The proxy's upstream connections and the client pod's own
+	 * connections share the pod's address; ports from disjoint ranges
+	 * keep their 4-tuples apart (the pod keeps Linux's default range,
+	 * probes use PI_PROBE_PORT_LO..HI). */
+	err = sysctl_write("net/ipv4/ip_local_port_range",
+			   add ? PROXY_PORT_RANGE : LINUX_PORT_RANGE);
 	for (int i = 0; i < 2; i++) {
 		int e1 = nl_route_local_default(families[i], PI_PROXY_TABLE, 1,
 						add);

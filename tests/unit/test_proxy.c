@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include "fixture.h"
+#include "nl.h"
 #include "inject.skel.h"
 #include "pkt.h"
 #include "podinject_abi.h"
@@ -219,5 +222,58 @@ UNIT_TEST(proxy_reset_when_no_proxy_listens)
 	len = syn(pkt, "10.0.0.2", 40001, 80, 0x02);
 	ASSERT_EQ(run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len, NULL),
 		  PI_NEXT, "unknown flow");
+	inject_bpf__destroy(fx.skel);
+}
+
+/* A TIME_WAIT socket at 127.0.0.1:cport <-> 127.0.0.1:lport in the
+ * fixture's namespace; returns 0 once it exists. */
+static int make_time_wait(uint16_t lport, uint16_t cport)
+{
+	struct sockaddr_in l = { .sin_family = AF_INET,
+				 .sin_port = htons(lport),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in c = l;
+	int ls, cs, as, one = 1;
+	char b;
+
+	c.sin_port = htons(cport);
+	ls = socket(AF_INET, SOCK_STREAM, 0);
+	cs = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(ls, (void *)&l, sizeof(l)) || listen(ls, 1) ||
+	    bind(cs, (void *)&c, sizeof(c)) ||
+	    connect(cs, (void *)&l, sizeof(l)))
+		return -1;
+	as = accept(ls, NULL, NULL);
+	close(ls);
+	close(cs);		/* the active close: cs goes to TIME_WAIT */
+	read(as, &b, 1);	/* its FIN */
+	close(as);
+	usleep(50000);
+	return 0;
+}
+
+UNIT_TEST(proxy_syn_on_time_wait_goes_to_the_listener)
+{
+	struct pi_proxy_rule r = {};
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	nl_link_set_up(1);
+	if (!ASSERT_OK(make_time_wait(47001, 47002), "TIME_WAIT socket"))
+		goto out;
+	/* A captured SYN whose 4-tuple the TIME_WAIT socket holds: the one
+	 * the proxy's namespace sees as 127.0.0.1:47001 -> 127.0.0.1:47002. */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "127.0.0.1",
+		"127.0.0.1", IPPROTO_TCP, 47001, 47002, 0x02 });
+	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	/* It must be matched to the listener, and none listens on the proxy
+	 * port here: the reset comes back, the TIME_WAIT socket is left. */
+	ASSERT_EQ(run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len,
+		      NULL), PI_REDIRECT, "reset, not the TIME_WAIT socket");
+out:
 	inject_bpf__destroy(fx.skel);
 }
