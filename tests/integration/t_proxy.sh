@@ -35,7 +35,7 @@ check proxy_list sh -c "$PI -N $X -j proxy list | jq -e '.[0].pod == \"tp-c\" an
 check proxy_is_injector sh -c "$PI -N $X -j inject list | jq -e 'length == 2 and .[0].injector == \"tp-p\"'"
 
 start_proxy() {
-	ip netns exec tp-p "$BUILD/podinject-proxy" -v 15001 >/tmp/tp$$.px 2>/tmp/tp$$.pxlog </dev/null &
+	ip netns exec tp-p "$BUILD/podinject-proxy" -v --connect-timeout 30000 15001 >/tmp/tp$$.px 2>/tmp/tp$$.pxlog </dev/null &
 	PROXY_PID=$!
 	clients=()
 	for _ in $(seq 50); do grep -q ready /tmp/tp$$.px 2>/dev/null && return; sleep 0.1; done
@@ -79,11 +79,11 @@ check half_close_echo in_ns tp-c "$PINET" tcp-connect --timeout 3000 $S 8081 --s
 wait $srv
 
 # 100 concurrent connections
-in_ns tp-s "$PINET" tcp-server 8082 --count 100 --echo --timeout 20000 >/tmp/tp$$.many &
+in_ns tp-s "$PINET" tcp-server 8082 --count 100 --echo --timeout 60000 >/tmp/tp$$.many &
 srv=$!
 sleep 0.3
 for i in $(seq 100); do
-	in_ns tp-c "$PINET" tcp-connect --timeout 10000 $S 8082 --send 20000 --expect-echo >/tmp/tp$$.c$i 2>&1 &
+	in_ns tp-c "$PINET" tcp-connect --timeout 60000 $S 8082 --send 20000 --expect-echo >/tmp/tp$$.c$i 2>&1 &
 	clients+=($!)
 done
 wait $srv
