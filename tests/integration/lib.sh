@@ -57,6 +57,8 @@ pod_stat() {
 
 cleanup_all() {
 	local n
+	# Without a prefix the patterns below would match everyone's.
+	[ -n "${PREFIX:-}" ] || return 0
 	for n in $(ls /sys/fs/bpf/podinject 2>/dev/null | grep "^$PREFIX"); do
 		"$PI" -N "$n" node down >/dev/null 2>&1
 	done

@@ -3,5 +3,9 @@
 # The single-node suite again, attached the way kernels without tcx get
 # it: clsact qdiscs with direct-action cls_bpf filters. On this kernel tcx
 # exists, so this is where the fallback runs on every test run.
-PREFIX=nc- NODE_ARGS="--attach clsact" WANT_ATTACH=clsact \
-	. "$(dirname "$0")/t_node.sh"
+# (Plain assignments: ones prefixed to `.` would be gone by the time the
+# EXIT trap cleans up by PREFIX.)
+PREFIX=nc-
+NODE_ARGS="--attach clsact"
+WANT_ATTACH=clsact
+. "$(dirname "$0")/t_node.sh"

@@ -2,4 +2,5 @@
 # SPDX-License-Identifier: GPL-2.0
 # The proxy suite again on nodes attached with clsact + cls_bpf, as on kernels
 # without tcx.
-NODE_ARGS="--attach clsact" . "$(dirname "$0")/t_proxy.sh"
+NODE_ARGS="--attach clsact"
+. "$(dirname "$0")/t_proxy.sh"
