@@ -191,7 +191,14 @@ static int bound_socket(const struct sockaddr_storage *addr, int type,
 		return -1;
 	if (set_transparent(fd, addr->ss_family))
 		goto fail;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (type == SOCK_STREAM && !port)
+		/* The port is picked at connect() against the whole 4-tuple,
+		 * so an old connection's TIME_WAIT to the same server is
+		 * never hit; a port picked at bind() only knows the address. */
+		setsockopt(fd, SOL_IP, IP_BIND_ADDRESS_NO_PORT, &one,
+			   sizeof(one));
+	else
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (addr->ss_family == AF_INET)
 		((struct sockaddr_in *)&b)->sin_port = htons(port);
 	else
