@@ -3,12 +3,22 @@
 # The test suite: BPF unit tests, then integration tests in namespaces the
 # tests make themselves, then the lab-only tests (which SKIP outside the
 # lab). One PASS/FAIL/SKIP line per test; the last line counts them.
-#   tests/run.sh [-t FILTER]
+#   tests/run.sh [-t FILTER[,FILTER...]]   (a test runs when any matches)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${PODINJECT_BUILD:-$ROOT/build}
 FILTER=
 [ "${1:-}" = "-t" ] && FILTER=${2:-}
+
+# wanted NAME: no filter, or one of the comma-separated filters is in NAME
+wanted() {
+	local f
+	[ -z "$FILTER" ] && return 0
+	for f in ${FILTER//,/ }; do
+		[[ $1 == *"$f"* ]] && return 0
+	done
+	return 1
+}
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
@@ -34,16 +44,16 @@ run() {
 if [ "$(id -u)" != 0 ]; then
 	echo "SKIP all: the tests load BPF programs and make namespaces; run as root" | tee -a "$out"
 else
-	if [ -z "$FILTER" ] || [[ unit == *"$FILTER"* ]]; then
+	if wanted unit; then
 		run unit "$BUILD/unit_tests"
 	fi
 	for t in "$ROOT"/tests/integration/t_*.sh; do
 		name=$(basename "$t" .sh)
-		[ -n "$FILTER" ] && [[ $name != *"$FILTER"* ]] && continue
+		wanted "$name" || continue
 		run "$name" timeout 600 bash "$t"
 	done
 	if [ -x "$ROOT/tests/lab/run-lab-tests.sh" ] &&
-	   { [ -z "$FILTER" ] || [[ lab == *"$FILTER"* ]]; }; then
+	   wanted lab; then
 		run lab "$ROOT/tests/lab/run-lab-tests.sh"
 	fi
 fi
