@@ -84,6 +84,10 @@ make_wire() {
 	ip netns add "$a"
 	ip netns add "$b"
 	ip -n "$a" link add wire0 type veth peer name wire0 netns "$b"
+	# No duplicate address detection on the wire: a tentative link-local
+	# address would hold up neighbour discovery for the first packets.
+	ip netns exec "$a" sysctl -qw net.ipv6.conf.wire0.accept_dad=0
+	ip netns exec "$b" sysctl -qw net.ipv6.conf.wire0.accept_dad=0
 	ip -n "$a" addr add 192.168.77.1/24 dev wire0
 	ip -n "$b" addr add 192.168.77.2/24 dev wire0
 	ip -n "$a" addr add fd77::1/64 dev wire0 nodad
