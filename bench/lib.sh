@@ -266,7 +266,7 @@ write_plot() {	# write_plot JSON PNG: one panel per metric, bars = median,
 	{
 		echo "set terminal pngcairo size 900,$((300 * n)) font 'sans,9'"
 		echo "set output '$png'"
-		echo "set multiplot layout $n,1 title \"$(jq -r .title "$j" | tr -d '"') — kernel $KERNEL\""
+		echo "set multiplot layout $n,1 title \"$(jq -r .title "$j" | tr -d '"') — kernel $KERNEL\" noenhanced"
 		echo "set style fill solid 0.5 border -1"
 		echo "set boxwidth 0.6"
 		echo "set yrange [0:*]"

@@ -9,7 +9,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RES=$ROOT/bench/results
 DATE=${1:-$(ls "$RES"/*.json 2>/dev/null | sed 's|.*/||; s|-[a-z]*\.json$||' | sort | tail -n 1)}
 # counters kept in the JSON and the per-suite tables, not the summary
-HIDE='["sent_pps", "udp64_sent_pps", "ring_full_pps", "conns_failed", "delivered_pps"]'
+HIDE='["sent_pps", "udp64_sent_pps", "ring_full_pps", "conns_failed", "delivered_pps",
+	"uplink_sent_pps", "uplink_wire_drop_pps", "uplink_sock_drop_pps"]'
 
 fmt() {
 	awk -v x="$1" 'BEGIN {
