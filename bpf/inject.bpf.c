@@ -17,6 +17,11 @@
  * Either way the packet arrives where the target's own packets arrive and
  * passes the target's egress programs exactly once: nothing here runs them,
  * so nothing can run them twice.
+ *
+ * A netkit target is the exception. Its egress programs are BPF_NETKIT_PEER
+ * programs, run in its eth0's transmit path; the fallback lands behind them
+ * at the primary's ingress. There netkit_guard runs the target's peer
+ * program itself, for injected packets only (netkit fallback, below).
  */
 #include "lib/common.h"
 #include "lib/parse.h"
@@ -39,6 +44,43 @@ struct {
 	__type(key, struct pi_inject_stats_key);
 	__type(value, struct pi_inject_stats);
 } inject_stats SEC(".maps");
+
+/*
+ * The netkit fallback's guard: how an injected packet is told apart at the
+ * primary's ingress from one the pod sent, which has been through the peer
+ * program already. The mark is no good: CNIs own its bits (Cilium uses
+ * most of them), and netkit's default scrub clears it on the way out of
+ * the pod anyway. skb->cb, tstamp and priority are cleared or owned by
+ * others too. What survives every scrub and belongs to nobody is the
+ * packet's own bytes: inject_egress writes a reserved, node-wide source
+ * MAC (locally administered, random per node; set at load) and netkit_guard
+ * puts the target's MAC back before the peer program sees the packet. A
+ * pod cannot forge the tag either: netkit_untag, first at the target's peer
+ * hook, overwrites it in the pod's own frames, so an untagged packet at the
+ * guard has been through the peer program, a tagged one has not.
+ */
+const volatile __u8 netkit_tag[ETH_ALEN] = { 0x02, 0, 0, 0, 0, 0x01 };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PI_MAX_PODS);
+	__type(key, __u32);
+	__type(value, struct pi_netkit_guard);
+} netkit_guards SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, PI_MAX_PODS);
+	__type(key, __u32);
+	__type(value, __u32);
+} netkit_peer_progs SEC(".maps");
+
+static __always_inline bool is_tag(const __u8 *mac)
+{
+	return mac[0] == netkit_tag[0] && mac[1] == netkit_tag[1] &&
+	       mac[2] == netkit_tag[2] && mac[3] == netkit_tag[3] &&
+	       mac[4] == netkit_tag[4] && mac[5] == netkit_tag[5];
+}
 
 static __always_inline struct pi_inject_stats *
 stats_of(__u32 injector, const struct pi_inject_target *t)
@@ -86,6 +128,14 @@ int inject_egress(struct __sk_buff *skb)
 		return PI_NEXT;
 	__builtin_memcpy(eth->h_source, t->target_pod_mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_dest, t->target_host_mac, ETH_ALEN);
+	if (t->path == PI_PATH_NETKIT_FALLBACK) {
+		eth->h_source[0] = netkit_tag[0];
+		eth->h_source[1] = netkit_tag[1];
+		eth->h_source[2] = netkit_tag[2];
+		eth->h_source[3] = netkit_tag[3];
+		eth->h_source[4] = netkit_tag[4];
+		eth->h_source[5] = netkit_tag[5];
+	}
 
 	st = stats_of(skb->ifindex, t);
 	if (t->path == PI_PATH_FAST)
@@ -103,6 +153,66 @@ int inject_egress(struct __sk_buff *skb)
 		st->bytes += skb->len;
 	}
 	return PI_REDIRECT;
+}
+
+/*
+ * First at the tcx ingress of a netkit target's primary while it is the
+ * target of a netkit fallback. A tagged packet came from inject_egress and
+ * has not met the target's peer program: the tag goes, and the peer
+ * program runs here, once, by tail call; its verdict is the packet's. An
+ * untagged packet has met it already (it came out of the pod) and goes on.
+ * skb->ifindex is the primary's here as in the peer program, so the CNI's
+ * program finds the same pod either way.
+ */
+SEC("tc")
+int netkit_guard(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	struct pi_netkit_guard *g;
+	void *data, *data_end;
+	struct ethhdr *eth;
+
+	g = bpf_map_lookup_elem(&netkit_guards, &ifindex);
+	if (!g)
+		return PI_NEXT;
+	data = skb_data(skb);
+	data_end = skb_data_end(skb);
+	eth = data;
+	if ((void *)(eth + 1) > data_end || !is_tag(eth->h_source))
+		return PI_NEXT;
+	__builtin_memcpy(eth->h_source, g->pod_mac, ETH_ALEN);
+	__sync_fetch_and_add(&g->runs, 1);
+	bpf_tail_call(skb, &netkit_peer_progs, g->slot);
+	/* Only reached without a program in the slot: the packet has been
+	 * through nothing of the target's and must not go on. */
+	__sync_fetch_and_add(&g->runs, -1);
+	__sync_fetch_and_add(&g->missing, 1);
+	return PI_DROP;
+}
+
+/* First at the BPF_NETKIT_PEER hook of that target: the pod's own frames
+ * never reach the guard with the tag, so the peer program cannot run on
+ * them twice. The frame goes on with the pod's own MAC; nothing else of
+ * it changes. */
+SEC("tc")
+int netkit_untag(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	struct pi_netkit_guard *g;
+	void *data, *data_end;
+	struct ethhdr *eth;
+
+	g = bpf_map_lookup_elem(&netkit_guards, &ifindex);
+	if (!g)
+		return PI_NEXT;
+	data = skb_data(skb);
+	data_end = skb_data_end(skb);
+	eth = data;
+	if ((void *)(eth + 1) > data_end || !is_tag(eth->h_source))
+		return PI_NEXT;
+	__builtin_memcpy(eth->h_source, g->pod_mac, ETH_ALEN);
+	__sync_fetch_and_add(&g->forged, 1);
+	return PI_NEXT;
 }
 
 /*

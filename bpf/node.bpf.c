@@ -18,6 +18,15 @@
  * uplink with bpf_redirect_neigh(), or goes to the stack without one.
  * With `node up --xdp`, bpf/xdp.bpf.c adds an XDP ingress ACL on each veth
  * pod's eth0 and an XDP fast path from the uplink (docs/datapath.md).
+ *
+ * netkit pods have no tcx hook in the pod's transmit path of their own:
+ * what a netkit pod sends is seen by the BPF_NETKIT_PEER programs of its
+ * primary (pod_egress_netkit), what it is sent by its BPF_NETKIT_PRIMARY
+ * programs (pod_ingress_netkit). Both run inside netkit's xmit, not at tc
+ * ingress, where bpf_redirect_peer() with flags 0 is refused; delivery from
+ * there is a plain bpf_redirect() to the target's host-side device, whose
+ * own ingress enforcement point (pod_ingress at a veth's tcx egress, the
+ * XDP ACL, or pod_ingress_netkit) then checks and counts it once.
  */
 #include "lib/common.h"
 #include "lib/parse.h"
@@ -58,7 +67,26 @@ static __always_inline int deliver_to_pod(struct __sk_buff *skb,
 	return redirect_peer(ep->pod_ifindex, 0);
 }
 
-static __always_inline int route(struct __sk_buff *skb, const struct pkt *p)
+/* From a netkit program: the packet is handed to the target's host-side
+ * device to transmit, so the target's ingress checks run there, once. */
+static __always_inline int deliver_via_host_dev(struct __sk_buff *skb,
+						const struct pi_endpoint *ep)
+{
+	struct ethhdr *eth;
+	void *data, *data_end;
+
+	data = skb_data(skb);
+	data_end = skb_data_end(skb);
+	eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return drop(ep->pod_id, PI_DROP_MALFORMED);
+	__builtin_memcpy(eth->h_dest, ep->pod_mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, ep->host_mac, ETH_ALEN);
+	return redirect_plain(ep->pod_ifindex, 0);
+}
+
+static __always_inline int route(struct __sk_buff *skb, const struct pkt *p,
+				 bool in_netkit)
 {
 	struct pi_node_config *cfg;
 	struct pi_endpoint *ep;
@@ -66,7 +94,8 @@ static __always_inline int route(struct __sk_buff *skb, const struct pkt *p)
 
 	ep = lookup_endpoint(p);
 	if (ep && ep->kind == PI_EP_POD)
-		return deliver_to_pod(skb, p, ep);
+		return in_netkit ? deliver_via_host_dev(skb, ep) :
+				   deliver_to_pod(skb, p, ep);
 	if (ep && ep->kind == PI_EP_HOST)
 		return PI_PASS;
 	cfg = bpf_map_lookup_elem(&node_config, &zero);
@@ -77,8 +106,8 @@ static __always_inline int route(struct __sk_buff *skb, const struct pkt *p)
 	return redirect_neigh(cfg->uplink_ifindex);
 }
 
-SEC("tc")
-int pod_egress(struct __sk_buff *skb)
+static __always_inline int pod_egress_common(struct __sk_buff *skb,
+					     bool in_netkit)
 {
 	struct pi_pod_stats *st;
 	struct pi_pod *pod;
@@ -125,7 +154,39 @@ int pod_egress(struct __sk_buff *skb)
 		st->egress_packets++;
 		st->egress_bytes += skb->len;
 	}
-	return route(skb, &p);
+	return route(skb, &p, in_netkit);
+}
+
+/* A veth pod's transmit path: tcx ingress of its host-side device. */
+SEC("tc")
+int pod_egress(struct __sk_buff *skb)
+{
+	return pod_egress_common(skb, false);
+}
+
+/* A netkit pod's transmit path: BPF_NETKIT_PEER of its primary. netkit
+ * sets skb->dev to the primary before running it, so skb->ifindex is the
+ * same key as at a veth's host-side device. */
+SEC("tc")
+int pod_egress_netkit(struct __sk_buff *skb)
+{
+	return pod_egress_common(skb, true);
+}
+
+static __always_inline int ingress_checks(struct __sk_buff *skb,
+					  const struct pi_pod *pod,
+					  const struct pkt *p)
+{
+	struct pi_pod_stats *st;
+
+	if (policy_check(pod->id, PI_DIR_INGRESS, p, skb->len) == PI_DENY)
+		return drop(pod->id, PI_DROP_INGRESS_POLICY);
+	st = stats_of(pod->id);
+	if (st) {
+		st->ingress_packets++;
+		st->ingress_bytes += skb->len;
+	}
+	return PI_PASS;
 }
 
 /* Traffic the node's stack sends to a pod leaves through the host-side
@@ -134,7 +195,6 @@ int pod_egress(struct __sk_buff *skb)
 SEC("tc")
 int pod_ingress(struct __sk_buff *skb)
 {
-	struct pi_pod_stats *st;
 	struct pi_pod *pod;
 	__u32 ifindex = skb->ifindex;
 	struct pkt p;
@@ -153,14 +213,31 @@ int pod_ingress(struct __sk_buff *skb)
 		return PI_PASS;
 	if (ret != PARSE_OK)
 		return PI_NEXT;
-	if (policy_check(pod->id, PI_DIR_INGRESS, &p, skb->len) == PI_DENY)
-		return drop(pod->id, PI_DROP_INGRESS_POLICY);
-	st = stats_of(pod->id);
-	if (st) {
-		st->ingress_packets++;
-		st->ingress_bytes += skb->len;
-	}
-	return PI_PASS;
+	return ingress_checks(skb, pod, &p);
+}
+
+/* The same for a netkit pod, as its BPF_NETKIT_PRIMARY program. netkit
+ * has already set skb->dev to the pod's eth0, an ifindex of the pod's
+ * namespace that means nothing here, so the pod is found by the packet's
+ * destination instead. */
+SEC("tc")
+int pod_ingress_netkit(struct __sk_buff *skb)
+{
+	struct pi_endpoint *ep;
+	struct pi_pod *pod;
+	__u32 ifindex;
+	struct pkt p;
+
+	if (parse_pkt(skb, &p) != PARSE_OK)
+		return PI_NEXT;
+	ep = lookup_endpoint(&p);
+	if (!ep || ep->kind != PI_EP_POD)
+		return PI_NEXT;
+	ifindex = ep->pod_ifindex;
+	pod = bpf_map_lookup_elem(&pods, &ifindex);
+	if (!pod)
+		return PI_NEXT;
+	return ingress_checks(skb, pod, &p);
 }
 
 /* Traffic from the wire for a local pod goes straight to it; everything

@@ -161,9 +161,13 @@ enum pi_policy_dir {
 enum pi_inject_path {
 	PI_PATH_FAST = 1,		/* bpf_redirect_peer(BPF_F_EGRESS) */
 	PI_PATH_FALLBACK = 2,		/* bpf_redirect(BPF_F_INGRESS) */
+	PI_PATH_NETKIT_FALLBACK = 3,	/* the same, tagged, onto a netkit
+					 * primary whose guard runs the
+					 * target's peer program */
 };
 
-#define PI_PATH_NAMES { "none", "fast", "fallback" }
+#define PI_PATH_NAMES { "none", "fast", "fallback", "netkit-fallback" }
+#define PI_PATH_MAX	PI_PATH_NETKIT_FALLBACK
 
 struct pi_inject_key {
 	__u32 injector_ifindex;		/* injector's host-side device */
@@ -198,6 +202,20 @@ struct pi_inject_stats {
 };
 
 #define PI_MAX_INJECT	1024
+
+/* The netkit fallback. bpf_redirect(primary, BPF_F_INGRESS) lands behind
+ * the target's BPF_NETKIT_PEER programs, so a guard at the head of the
+ * primary's tcx ingress runs the target's peer program (held in a prog
+ * array slot) on injected packets, which carry the node's tag MAC as
+ * their source; everything else there goes on untouched. */
+struct pi_netkit_guard {		/* by the target's primary ifindex */
+	__u32 slot;			/* in netkit_peer_progs */
+	__u8 pod_mac[6];		/* the source the tag stands in for */
+	__u8 pad[2];
+	__u64 runs;			/* injected packets given to the program */
+	__u64 missing;			/* dropped: the slot held no program */
+	__u64 forged;			/* the pod's own frames carrying the tag */
+};
 
 /* Transparent proxy: a captured pod's new connections go to a proxy pod's
  * transparent socket; the proxy's upstream connection, bound to the pod's

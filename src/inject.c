@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -42,7 +43,9 @@ static int inject_help(int argc, char **argv)
 		"packets stay spoofed and the datapath drops them.\n"
 		"--path: fast = bpf_redirect_peer(BPF_F_EGRESS), fallback =\n"
 		"bpf_redirect(BPF_F_INGRESS), auto (default) = fast where the\n"
-		"kernel has it.\n");
+		"kernel has it. The fallback onto a netkit pod is the netkit\n"
+		"fallback: a guard at the pod's primary runs the pod's peer\n"
+		"program on injected packets, once (docs/datapath.md).\n");
 	return EXIT_OK;
 }
 
@@ -54,12 +57,16 @@ const char *const inject_map_names[IM__COUNT] = {
 	[IM_PROXY_UPSTREAM] = "proxy_upstream",
 	[IM_PROBE_FLOWS] = "probe_flows",
 	[IM_PROBE_EVENTS] = "probe_events",
+	[IM_NETKIT_GUARDS] = "netkit_guards",
+	[IM_NETKIT_PEER_PROGS] = "netkit_peer_progs",
 };
 
 const char *const inject_prog_names[IP__COUNT] = {
 	[IP_EGRESS] = "inject_egress",
 	[IP_POD_REPLY] = "pod_reply",
 	[IP_PROXY_ASSIGN] = "proxy_assign",
+	[IP_NETKIT_GUARD] = "netkit_guard",
+	[IP_NETKIT_UNTAG] = "netkit_untag",
 };
 
 static void inject_open_none(struct inject_state *s)
@@ -113,9 +120,22 @@ static int load_and_pin(struct inject_state *s)
 	char path[PATH_MAX];
 	int err = 0;
 
-	skel = inject_bpf__open_and_load();
+	skel = inject_bpf__open();
 	if (!skel)
 		return errno ? -errno : -EINVAL;
+	/* The node's netkit tag: a locally administered unicast MAC no pod
+	 * is given, random so that it is no well-known value either. */
+	if (getrandom((void *)skel->rodata->netkit_tag, 6, 0) != 6) {
+		inject_bpf__destroy(skel);
+		return -EIO;
+	}
+	((uint8_t *)skel->rodata->netkit_tag)[0] =
+		(skel->rodata->netkit_tag[0] & 0xfc) | 0x02;
+	err = inject_bpf__load(skel);
+	if (err) {
+		inject_bpf__destroy(skel);
+		return err;
+	}
 	for (int i = 0; i < IM__COUNT && !err; i++) {
 		struct bpf_map *m = bpf_object__find_map_by_name(
 			skel->obj, inject_map_names[i]);
@@ -317,7 +337,207 @@ int inject_path_auto(void)
 	       PI_PATH_FAST : PI_PATH_FALLBACK;
 }
 
-int inject_authorise(struct inject_state *s, const struct pi_pod *inj,
+/* Whether some authorisation takes the netkit fallback onto `pod`. */
+static bool netkit_fallback_wanted(const struct inject_state *s,
+				   const struct pi_pod *pod)
+{
+	struct pi_inject_key key, next, *prev = NULL;
+	struct pi_inject_target t;
+
+	while (!bpf_map_get_next_key(s->maps[IM_AUTH], prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(s->maps[IM_AUTH], &key, &t) &&
+		    t.target_ifindex == pod->ifindex &&
+		    t.path == PI_PATH_NETKIT_FALLBACK)
+			return true;
+	}
+	return false;
+}
+
+static void guard_pin(const struct inject_state *s, const char *what,
+		      const struct pi_pod *pod, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/link_%s_%s", s->dir, what, pod->name);
+}
+
+static uint32_t prog_id(int fd)
+{
+	struct bpf_prog_info info = {};
+	uint32_t len = sizeof(info);
+
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
+}
+
+/* The one program at the pod's BPF_NETKIT_PEER hook that is not ours: the
+ * CNI's egress program, which the guard runs for injected packets. A hook
+ * with several would need them run in turn, which one tail call cannot
+ * do; that is refused rather than half done. Returns an fd or -errno. */
+static int netkit_peer_program(const struct inject_state *s,
+			       const struct pi_pod *pod)
+{
+	uint32_t ids[64], ours[IP__COUNT], found = 0;
+	int cnt, fd;
+
+	for (int i = 0; i < IP__COUNT; i++)
+		ours[i] = prog_id(s->progs[i]);
+	cnt = query_tcx(pod->ifindex, PI_HOOK_NETKIT_PEER, ids, 64);
+	if (cnt < 0)
+		return cnt;
+	for (int i = 0; i < cnt; i++) {
+		bool mine = false;
+
+		for (int j = 0; j < IP__COUNT; j++)
+			mine |= ids[i] == ours[j];
+		if (mine)
+			continue;
+		if (found) {
+			p_err("netkit pod '%s' has several programs at its peer hook; the netkit fallback runs exactly one",
+			      pod->name);
+			return -EOPNOTSUPP;
+		}
+		found = ids[i];
+	}
+	if (!found) {
+		p_err("netkit pod '%s' has no egress program at its peer hook",
+		      pod->name);
+		return -ENOENT;
+	}
+	fd = bpf_prog_get_fd_by_id(found);
+	return fd < 0 ? -errno : fd;
+}
+
+static int free_guard_slot(const struct inject_state *s, uint32_t *slot)
+{
+	bool used[PI_MAX_PODS] = { false };
+	uint32_t key, next, *prev = NULL;
+	struct pi_netkit_guard g;
+
+	while (!bpf_map_get_next_key(s->maps[IM_NETKIT_GUARDS], prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(s->maps[IM_NETKIT_GUARDS], &key, &g) &&
+		    g.slot < PI_MAX_PODS)
+			used[g.slot] = true;
+	}
+	for (uint32_t i = 0; i < PI_MAX_PODS; i++) {
+		if (!used[i]) {
+			*slot = i;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+static void guard_detach(const struct node *n, struct inject_state *s,
+			 const struct pi_pod *pod)
+{
+	struct pi_netkit_guard g;
+	char path[PATH_MAX];
+
+	guard_pin(s, "guard", pod, path, sizeof(path));
+	detach_prog(pod->ifindex, PI_HOOK_INGRESS, PI_ATTACH_TCX, PI_PRIO_HEAD,
+		    path);
+	guard_pin(s, "untag", pod, path, sizeof(path));
+	detach_prog(pod->ifindex, PI_HOOK_NETKIT_PEER, PI_ATTACH_TCX,
+		    PI_PRIO_HEAD, path);
+	if (!bpf_map_lookup_elem(s->maps[IM_NETKIT_GUARDS], &pod->ifindex, &g)) {
+		bpf_map_delete_elem(s->maps[IM_NETKIT_PEER_PROGS], &g.slot);
+		bpf_map_delete_elem(s->maps[IM_NETKIT_GUARDS], &pod->ifindex);
+	}
+	(void)n;
+}
+
+/* In the node's namespace. The untag program goes first at the peer hook
+ * before the guard exists, so that no frame of the pod's reaches a guard
+ * with the tag still on. */
+static int guard_attach(struct inject_state *s, const struct pi_pod *pod)
+{
+	struct pi_netkit_guard g = {};
+	char path[PATH_MAX];
+	int cni, err;
+
+	cni = netkit_peer_program(s, pod);
+	if (cni < 0)
+		return cni;
+	err = free_guard_slot(s, &g.slot);
+	if (!err && bpf_map_update_elem(s->maps[IM_NETKIT_PEER_PROGS], &g.slot,
+					&cni, BPF_ANY)) {
+		err = -errno;
+		/* The prog array takes programs of its owner's kind only. */
+		if (err == -EINVAL)
+			p_err("the egress program of netkit pod '%s' cannot be run by tail call (its program or attach type differs from a tc program's)",
+			      pod->name);
+	}
+	close(cni);
+	if (err)
+		return err;
+	memcpy(g.pod_mac, pod->pod_mac, 6);
+	if (bpf_map_update_elem(s->maps[IM_NETKIT_GUARDS], &pod->ifindex, &g,
+				BPF_NOEXIST)) {
+		err = -errno;
+		bpf_map_delete_elem(s->maps[IM_NETKIT_PEER_PROGS], &g.slot);
+		return err;
+	}
+	guard_pin(s, "untag", pod, path, sizeof(path));
+	err = attach_prog(s->progs[IP_NETKIT_UNTAG], pod->ifindex,
+			  PI_HOOK_NETKIT_PEER, PI_ATTACH_TCX, true,
+			  PI_PRIO_HEAD, path);
+	if (!err) {
+		guard_pin(s, "guard", pod, path, sizeof(path));
+		err = attach_prog(s->progs[IP_NETKIT_GUARD], pod->ifindex,
+				  PI_HOOK_INGRESS, PI_ATTACH_TCX, true,
+				  PI_PRIO_HEAD, path);
+	}
+	return err;
+}
+
+static int guard_set(const struct node *n, struct inject_state *s,
+		     const struct pi_pod *pod, bool wanted)
+{
+	struct pi_netkit_guard g;
+	int err = 0, saved;
+	bool present;
+
+	present = !bpf_map_lookup_elem(s->maps[IM_NETKIT_GUARDS],
+				       &pod->ifindex, &g);
+	if (wanted == present)
+		return 0;
+	err = node_enter(n, &saved);
+	if (err)
+		return err;
+	if (wanted) {
+		err = guard_attach(s, pod);
+		if (err)
+			guard_detach(n, s, pod);
+	} else {
+		guard_detach(n, s, pod);
+	}
+	netns_restore(saved);
+	return err;
+}
+
+int netkit_guard_sync(const struct node *n, struct inject_state *s,
+		      const struct pi_pod *pod)
+{
+	if (!(pod->flags & PI_POD_NETKIT))
+		return 0;
+	return guard_set(n, s, pod, netkit_fallback_wanted(s, pod));
+}
+
+static int sync_one(const struct node *n, const struct pi_pod *pod, void *ctx)
+{
+	netkit_guard_sync(n, ctx, pod);
+	return 0;
+}
+
+void netkit_guards_sync_all(const struct node *n, struct inject_state *s)
+{
+	pod_for_each(n, sync_one, s);
+}
+
+int inject_authorise(const struct node *n, struct inject_state *s,
+		     const struct pi_pod *inj,
 		     const struct pi_pod *targets, int ntargets, uint32_t path,
 		     struct pi_inject_key *added, int *nadded)
 {
@@ -334,6 +554,18 @@ int inject_authorise(struct inject_state *s, const struct pi_pod *inj,
 		struct pi_inject_key k[2];
 		int nk = target_key(inj, &targets[i], k);
 
+		/* bpf_redirect(BPF_F_INGRESS) onto a netkit primary lands
+		 * behind the pod's peer programs: the guard must run them. */
+		if (path == PI_PATH_FALLBACK &&
+		    (targets[i].flags & PI_POD_NETKIT)) {
+			t.path = PI_PATH_NETKIT_FALLBACK;
+			/* In place before the key: the injector's head
+			 * program may be attached already and take the path
+			 * the moment the key exists. */
+			err = guard_set(n, s, &targets[i], true);
+			if (err)
+				break;
+		}
 		memcpy(t.target_pod_mac, targets[i].pod_mac, 6);
 		memcpy(t.target_host_mac, targets[i].host_mac, 6);
 		for (int j = 0; j < nk && !err; j++) {
@@ -351,6 +583,8 @@ int inject_authorise(struct inject_state *s, const struct pi_pod *inj,
 		for (int i = 0; i < *nadded; i++)
 			bpf_map_delete_elem(s->maps[IM_AUTH], &added[i]);
 		*nadded = 0;
+		for (int i = 0; i < ntargets; i++)
+			netkit_guard_sync(n, s, &targets[i]);
 	}
 	return err;
 }
@@ -403,7 +637,8 @@ static int inject_allow(int argc, char **argv)
 		      strerror(-created));
 		goto out;
 	}
-	err = inject_authorise(&s, &inj, targets, ntargets, path, keys, &nkeys);
+	err = inject_authorise(&n, &s, &inj, targets, ntargets, path, keys,
+			       &nkeys);
 	if (err) {
 		p_err("cannot authorise '%s': %s", inj.name, strerror(-err));
 		goto out;
@@ -426,6 +661,7 @@ out:
 			bpf_map_delete_elem(s.maps[IM_AUTH], &keys[i]);
 		if (new_link)
 			head_detach(&n, &s, &inj);
+		netkit_guards_sync_all(&n, &s);
 		if (created == 1)
 			rm_tree(s.dir);
 	}
@@ -491,6 +727,7 @@ static int inject_deny(int argc, char **argv)
 		goto out;
 	}
 	head_release(&n, &s, &inj);
+	netkit_guards_sync_all(&n, &s);
 	ret = EXIT_OK;
 	p_info("removed %d authorisation%s of %s", removed,
 	       removed > 1 ? "s" : "", inj.name);
@@ -566,12 +803,14 @@ static int inject_stats(int argc, char **argv)
 	if (json_output)
 		json_arr_open(jw);
 	else
-		printf("%-12s %-12s %-9s %10s %12s  %s\n", "INJECTOR", "AS",
+		printf("%-12s %-12s %-15s %10s %12s  %s\n", "INJECTOR", "AS",
 		       "PATH", "PACKETS", "BYTES", "DROPS");
 	if (per && !inject_open(&n, &s, false)) {
 		while (!bpf_map_get_next_key(s.maps[IM_STATS], prev, &next)) {
 			struct pi_inject_stats sum = {};
 			char inj[PI_NAME_LEN], tgt[PI_NAME_LEN];
+			struct pi_netkit_guard g;
+			bool has_guard;
 
 			key = next;
 			prev = &key;
@@ -585,11 +824,16 @@ static int inject_stats(int argc, char **argv)
 			}
 			pod_name_by_ifindex(&n, key.injector_ifindex, inj, sizeof(inj));
 			pod_name_by_ifindex(&n, key.target_ifindex, tgt, sizeof(tgt));
+			/* The guard's counters are the target's, whoever
+			 * injected: shown with each netkit-fallback row. */
+			has_guard = key.path == PI_PATH_NETKIT_FALLBACK &&
+				    !bpf_map_lookup_elem(s.maps[IM_NETKIT_GUARDS],
+							 &key.target_ifindex, &g);
 			if (json_output) {
 				json_obj_open(jw);
 				json_kstr(jw, "injector", inj);
 				json_kstr(jw, "as", tgt);
-				json_kstr(jw, "path", key.path <= PI_PATH_FALLBACK ?
+				json_kstr(jw, "path", key.path <= PI_PATH_MAX ?
 					  path_names[key.path] : "?");
 				json_ku64(jw, "packets", sum.packets);
 				json_ku64(jw, "bytes", sum.bytes);
@@ -599,16 +843,29 @@ static int inject_stats(int argc, char **argv)
 					json_ku64(jw, inj_drop_names[r],
 						  sum.drops[r]);
 				json_obj_close(jw);
+				if (has_guard) {
+					json_key(jw, "guard");
+					json_obj_open(jw);
+					json_ku64(jw, "runs", g.runs);
+					json_ku64(jw, "missing", g.missing);
+					json_ku64(jw, "forged", g.forged);
+					json_obj_close(jw);
+				}
 				json_obj_close(jw);
 			} else {
-				printf("%-12s %-12s %-9s %10llu %12llu ", inj,
-				       tgt, key.path <= PI_PATH_FALLBACK ?
+				printf("%-12s %-12s %-15s %10llu %12llu ", inj,
+				       tgt, key.path <= PI_PATH_MAX ?
 				       path_names[key.path] : "?",
 				       (unsigned long long)sum.packets,
 				       (unsigned long long)sum.bytes);
 				for (int r = 0; r < PI_INJ_DROP_MAX; r++)
 					printf(" %s %llu", inj_drop_names[r],
 					       (unsigned long long)sum.drops[r]);
+				if (has_guard)
+					printf("  guard: runs %llu missing %llu forged %llu",
+					       (unsigned long long)g.runs,
+					       (unsigned long long)g.missing,
+					       (unsigned long long)g.forged);
 				printf("\n");
 			}
 		}
@@ -656,6 +913,7 @@ int inject_forget_pod(struct node *n, const struct pi_pod *pod)
 	}
 	if (head_attached(&s, pod))
 		head_detach(n, &s, pod);
+	netkit_guards_sync_all(n, &s);
 	inject_close(&s);
 	return 0;
 }

@@ -10,10 +10,12 @@
 
 enum inject_map {
 	IM_AUTH, IM_STATS, IM_PROXY_RULES, IM_PROXY_FLOWS, IM_PROXY_UPSTREAM,
-	IM_PROBE_FLOWS, IM_PROBE_EVENTS, IM__COUNT,
+	IM_PROBE_FLOWS, IM_PROBE_EVENTS, IM_NETKIT_GUARDS, IM_NETKIT_PEER_PROGS,
+	IM__COUNT,
 };
 enum inject_prog {
-	IP_EGRESS, IP_POD_REPLY, IP_PROXY_ASSIGN, IP__COUNT,
+	IP_EGRESS, IP_POD_REPLY, IP_PROXY_ASSIGN, IP_NETKIT_GUARD, IP_NETKIT_UNTAG,
+	IP__COUNT,
 };
 
 struct inject_state {
@@ -35,13 +37,22 @@ int head_attach(const struct node *n, struct inject_state *s,
 void head_release(const struct node *n, struct inject_state *s,
 		  const struct pi_pod *pod);
 
-/* Authorises inj to inject as each of targets with `path` (0 = auto).
+/* Authorises inj to inject as each of targets with `path` (0 = auto); a
+ * netkit target on the fallback gets the netkit fallback and its guard.
  * The keys it added (not those that existed) go to added/nadded, so a
  * caller can undo; on failure it has undone them itself. */
-int inject_authorise(struct inject_state *s, const struct pi_pod *inj,
+int inject_authorise(const struct node *n, struct inject_state *s,
+		     const struct pi_pod *inj,
 		     const struct pi_pod *targets, int ntargets, uint32_t path,
 		     struct pi_inject_key *added, int *nadded);
 int inject_path_auto(void);
+
+/* The netkit fallback's guard at each netkit pod: attached while some
+ * authorisation takes the netkit fallback onto the pod, detached when none
+ * does. Call after removing authorisations. */
+int netkit_guard_sync(const struct node *n, struct inject_state *s,
+		      const struct pi_pod *pod);
+void netkit_guards_sync_all(const struct node *n, struct inject_state *s);
 
 /* The reply hook (pod_reply at the pod's eth0 ingress, inside its
  * namespace), shared by proxying and probing: attached once, released

@@ -222,19 +222,21 @@ static void reset_pod_stats(const struct node *n, uint32_t id)
 static int attach_pod(const struct node *n, const struct pi_pod *pod)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
+	bool netkit = pod->flags & PI_POD_NETKIT;
 	char path[PATH_MAX];
 	int err;
 
-	if (pod->flags & PI_POD_NETKIT)
+	if (netkit)
 		mode = PI_ATTACH_TCX;
 	pod_link_pin(n, pod->name, "egress", path, sizeof(path));
-	err = attach_prog(n->progs[P_POD_EGRESS], pod->ifindex,
-			  egress_hook(pod), mode, false, PI_PRIO_DATAPATH,
-			  path);
+	err = attach_prog(n->progs[netkit ? P_POD_EGRESS_NETKIT : P_POD_EGRESS],
+			  pod->ifindex, egress_hook(pod), mode, false,
+			  PI_PRIO_DATAPATH, path);
 	if (err)
 		return err;
 	pod_link_pin(n, pod->name, "ingress", path, sizeof(path));
-	err = attach_prog(n->progs[P_POD_INGRESS], pod->ifindex,
+	err = attach_prog(n->progs[netkit ? P_POD_INGRESS_NETKIT :
+					     P_POD_INGRESS], pod->ifindex,
 			  ingress_hook(pod), mode, false, PI_PRIO_DATAPATH,
 			  path);
 	if (err) {

@@ -309,6 +309,7 @@ static void session_close(struct session *ss)
 			bpf_map_delete_elem(ss->s.maps[IM_AUTH], &k);
 		}
 		reply_hook_release(ss->n, &ss->s, &ss->pods[i]);
+		netkit_guard_sync(ss->n, &ss->s, &ss->pods[i]);
 	}
 	if (ss->rb)
 		ring_buffer__free(ss->rb);
@@ -392,7 +393,7 @@ static int session_open(struct session *ss, struct node *n,
 		goto fail;
 	ss->pods = pods;
 	for (int i = 0; i < npods; i++) {
-		err = inject_authorise(&ss->s, &ss->injector, &pods[i], 1,
+		err = inject_authorise(n, &ss->s, &ss->injector, &pods[i], 1,
 				       0, keys, &nkeys);
 		if (!err)
 			err = reply_hook_attach(n, &ss->s, &pods[i]);

@@ -332,6 +332,14 @@ static int proxy_add(int argc, char **argv)
 		node_close(&n);
 		return EXIT_USAGE;
 	}
+	/* Capture and the reply bounce use bpf_redirect_peer() with flags
+	 * 0, which netkit programs cannot call (tc ingress only). */
+	if ((proxy.flags | pod.flags) & PI_POD_NETKIT) {
+		p_err("pod '%s' is a netkit pod: proxying is built for veth pods only",
+		      proxy.flags & PI_POD_NETKIT ? proxy.name : pod.name);
+		node_close(&n);
+		return EXIT_USAGE;
+	}
 	created = inject_open(&n, &s, true);
 	if (created < 0) {
 		p_err("cannot load the injection program: %s",
@@ -351,7 +359,7 @@ static int proxy_add(int argc, char **argv)
 	memcpy(a.rule.pod_mac, pod.pod_mac, 6);
 	memcpy(a.rule.pod_host_mac, pod.host_mac, 6);
 
-	err = inject_authorise(&s, &proxy, &pod, 1, 0, keys, &nkeys);
+	err = inject_authorise(&n, &s, &proxy, &pod, 1, 0, keys, &nkeys);
 	if (!err)
 		err = bpf_map_update_elem(s.maps[IM_PROXY_RULES], &pod.ifindex,
 					  &a.rule, BPF_NOEXIST) ? -errno : 0;

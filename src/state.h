@@ -21,7 +21,8 @@ enum node_map {
 	M_POLICY_REFS, M_RULE_STATS, M__COUNT,
 };
 enum node_prog {
-	P_POD_EGRESS, P_POD_INGRESS, P_UPLINK_INGRESS, P__COUNT,
+	P_POD_EGRESS, P_POD_INGRESS, P_UPLINK_INGRESS, P_POD_EGRESS_NETKIT,
+	P_POD_INGRESS_NETKIT, P__COUNT,
 };
 
 extern const char *const node_map_names[M__COUNT];

@@ -14,7 +14,9 @@ state() {	# what must not change: namespaces, pins, pods, rules, links
 	# counters move on their own (neighbour discovery): leave them out
 	"$PI" -N $N -j pod list 2>/dev/null | jq -c 'if type == "array" then [.[] | del(.stats)] else . end'
 	"$PI" -N $N -j policy list 2>/dev/null | jq -c 'if type == "array" then [.[] | del(.packets, .bytes)] else . end'
-	tcx_links
+	# links of this node's programs only: other tests and benchmarks may
+	# attach and detach their own meanwhile
+	links_of_progs $(node_prog_ids $N) 0
 }
 
 # bad NAME WANT_RC ARGS...: runs podinject with ARGS, wants exit WANT_RC, an

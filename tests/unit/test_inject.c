@@ -197,3 +197,192 @@ UNIT_TEST(feature_probe_redirect_peer_flags)
 	ASSERT_EQ(ret_ingress, PI_DROP, "BPF_F_INGRESS");
 	ASSERT_EQ(probe_redirect_peer_retval(3), PI_DROP, "EGRESS|INGRESS");
 }
+
+/*
+ * The netkit fallback. The target's peer program here is the reference
+ * datapath's own pod_egress_netkit, loaded from the node object, so the
+ * tail call crosses objects as it does on a node.
+ */
+#include "node.skel.h"
+
+static const uint8_t DEFAULT_TAG[6] = { 0x02, 0, 0, 0, 0, 0x01 };
+
+struct guard_fx {
+	struct inj_fx inj;
+	struct node_bpf *node;
+};
+
+static uint64_t node_egress(struct guard_fx *gx, uint32_t id)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct pi_pod_stats *per = calloc(ncpu, sizeof(*per));
+	uint64_t n = 0;
+
+	bpf_map__lookup_elem(gx->node->maps.pod_stats, &id, 4, per,
+			     ncpu * sizeof(*per), 0);
+	for (int c = 0; c < ncpu; c++)
+		n += per[c].egress_packets;
+	free(per);
+	return n;
+}
+
+static struct pi_netkit_guard guard_of(struct guard_fx *gx)
+{
+	struct pi_netkit_guard g = {};
+
+	bpf_map__lookup_elem(gx->inj.skel->maps.netkit_guards,
+			     &gx->inj.if_tgt, 4, &g, sizeof(g), 0);
+	return g;
+}
+
+/* The target (10.0.0.1) is pod 5 of the node datapath at if_tgt; its
+ * guard uses slot 3, which holds pod_egress_netkit when `with_prog`. */
+static bool guard_setup(struct guard_fx *gx, bool with_prog)
+{
+	struct pi_pod pod = { .id = 5, .flags = PI_POD_HAS_V4 | PI_POD_NETKIT };
+	struct pi_netkit_guard g = { .slot = 3 };
+	int fd;
+
+	memset(gx, 0, sizeof(*gx));
+	if (!fx_setup(&gx->inj, PI_PATH_NETKIT_FALLBACK))
+		return false;
+	gx->node = node_bpf__open_and_load();
+	if (!ASSERT_TRUE(gx->node, "load node_bpf"))
+		return false;
+	pod.ifindex = gx->inj.if_tgt;
+	inet_pton(AF_INET, "10.0.0.1", &pod.ip4);
+	bpf_map__update_elem(gx->node->maps.pods, &pod.ifindex, 4, &pod,
+			     sizeof(pod), 0);
+	memcpy(g.pod_mac, TGT_POD_MAC, 6);
+	bpf_map__update_elem(gx->inj.skel->maps.netkit_guards,
+			     &gx->inj.if_tgt, 4, &g, sizeof(g), 0);
+	fd = bpf_program__fd(gx->node->progs.pod_egress_netkit);
+	if (with_prog &&
+	    !ASSERT_OK(bpf_map__update_elem(gx->inj.skel->maps.netkit_peer_progs,
+					    &g.slot, 4, &fd, 4, 0),
+		       "peer program into the prog array"))
+		return false;
+	return true;
+}
+
+static void guard_teardown(struct guard_fx *gx)
+{
+	node_bpf__destroy(gx->node);
+	inject_bpf__destroy(gx->inj.skel);
+}
+
+static int run_prog(struct bpf_program *prog, int ifindex, uint8_t *pkt,
+		    int len, uint8_t *out)
+{
+	return fixture_run(bpf_program__fd(prog), ifindex, pkt, len, out);
+}
+
+UNIT_TEST(inject_netkit_fallback_tags_the_source_mac)
+{
+	struct guard_fx gx;
+	uint8_t pkt[PKT_MAX], out[PKT_MAX];
+	struct pi_redirect_record rd;
+	int len;
+
+	if (!guard_setup(&gx, true))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 1000, 53 });
+	ASSERT_EQ(run(&gx.inj, gx.inj.if_inj, pkt, len, out), PI_REDIRECT,
+		  "verdict");
+	rd = last(&gx.inj);
+	ASSERT_EQ(rd.kind, PI_RD_PLAIN, "bpf_redirect");
+	ASSERT_EQ(rd.flags, 1, "BPF_F_INGRESS");
+	ASSERT_EQ(rd.ifindex, gx.inj.if_tgt, "the target's primary");
+	ASSERT_TRUE(!memcmp(out + 6, DEFAULT_TAG, 6), "src mac = the tag");
+	ASSERT_TRUE(!memcmp(out, TGT_HOST_MAC, 6), "dst mac = target host");
+	ASSERT_EQ(stats(&gx.inj, PI_PATH_NETKIT_FALLBACK).packets, 1,
+		  "counted on its own path");
+	guard_teardown(&gx);
+}
+
+UNIT_TEST(inject_netkit_guard_runs_peer_program_for_tagged_only)
+{
+	struct guard_fx gx;
+	uint8_t pkt[PKT_MAX], tagged[PKT_MAX], out[PKT_MAX];
+	int len;
+
+	if (!guard_setup(&gx, true))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"192.0.2.7", IPPROTO_UDP, 1000, 53 });
+	memcpy(tagged, pkt, len);
+	memcpy(tagged + 6, DEFAULT_TAG, 6);
+	/* Tagged: the peer program's verdict (to the stack: no uplink) and
+	 * its counter, once; the tag is gone. */
+	ASSERT_EQ(run_prog(gx.inj.skel->progs.netkit_guard, gx.inj.if_tgt,
+			   tagged, len, out), PI_PASS, "peer program's verdict");
+	ASSERT_EQ(node_egress(&gx, 5), 1, "target egress counted once");
+	ASSERT_TRUE(!memcmp(out + 6, TGT_POD_MAC, 6), "tag replaced");
+	ASSERT_EQ(guard_of(&gx).runs, 1, "guard runs");
+	/* Untagged: it came out of the pod and met the program already. */
+	ASSERT_EQ(run_prog(gx.inj.skel->progs.netkit_guard, gx.inj.if_tgt,
+			   pkt, len, out), PI_NEXT, "untagged goes on");
+	ASSERT_EQ(node_egress(&gx, 5), 1, "not run again");
+	ASSERT_TRUE(!memcmp(out, pkt, len), "untouched");
+	/* Tagged, at a device with no guard. */
+	ASSERT_EQ(run_prog(gx.inj.skel->progs.netkit_guard, gx.inj.if_other,
+			   tagged, len, NULL), PI_NEXT, "no guard here");
+	/* The peer program's own decisions hold: a spoofed source. */
+	len = pkt_build(tagged, &(struct pkt_spec){ AF_INET, "10.0.0.66",
+		"192.0.2.7", IPPROTO_UDP, 1000, 53 });
+	memcpy(tagged + 6, DEFAULT_TAG, 6);
+	ASSERT_EQ(run_prog(gx.inj.skel->progs.netkit_guard, gx.inj.if_tgt,
+			   tagged, len, NULL), PI_DROP, "peer program drops");
+	ASSERT_EQ(guard_of(&gx).runs, 2, "guard runs");
+	guard_teardown(&gx);
+}
+
+UNIT_TEST(inject_netkit_guard_drops_without_program)
+{
+	struct guard_fx gx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!guard_setup(&gx, false))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"192.0.2.7", IPPROTO_UDP, 1000, 53 });
+	memcpy(pkt + 6, DEFAULT_TAG, 6);
+	ASSERT_EQ(run_prog(gx.inj.skel->progs.netkit_guard, gx.inj.if_tgt,
+			   pkt, len, NULL), PI_DROP, "nothing to run: dropped");
+	ASSERT_EQ(guard_of(&gx).missing, 1, "counted missing");
+	ASSERT_EQ(guard_of(&gx).runs, 0, "not counted as run");
+	ASSERT_EQ(node_egress(&gx, 5), 0, "target program never ran");
+	guard_teardown(&gx);
+}
+
+/* A pod that sends the tag itself gets it overwritten at the head of its
+ * peer hook, so its frame reaches the guard untagged: no second run. */
+UNIT_TEST(inject_netkit_untag_neutralises_forged_tag)
+{
+	struct guard_fx gx;
+	uint8_t pkt[PKT_MAX], out[PKT_MAX];
+	int len;
+
+	if (!guard_setup(&gx, true))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"192.0.2.7", IPPROTO_UDP, 1000, 53 });
+	memcpy(pkt + 6, DEFAULT_TAG, 6);
+	ASSERT_EQ(run_prog(gx.inj.skel->progs.netkit_untag, gx.inj.if_tgt,
+			   pkt, len, out), PI_NEXT, "goes on to the CNI");
+	ASSERT_TRUE(!memcmp(out + 6, TGT_POD_MAC, 6), "tag overwritten");
+	ASSERT_TRUE(!memcmp(out + 12, pkt + 12, len - 12), "rest untouched");
+	ASSERT_EQ(guard_of(&gx).forged, 1, "counted forged");
+	ASSERT_EQ(run_prog(gx.inj.skel->progs.netkit_guard, gx.inj.if_tgt,
+			   out, len, NULL), PI_NEXT, "guard lets it go on");
+	ASSERT_EQ(node_egress(&gx, 5), 0, "no run by the guard");
+	/* the pod's ordinary frames pass untouched and uncounted */
+	memcpy(pkt + 6, TGT_POD_MAC, 6);
+	ASSERT_EQ(run_prog(gx.inj.skel->progs.netkit_untag, gx.inj.if_tgt,
+			   pkt, len, out), PI_NEXT, "ordinary frame");
+	ASSERT_TRUE(!memcmp(out, pkt, len), "untouched");
+	ASSERT_EQ(guard_of(&gx).forged, 1, "still 1");
+	guard_teardown(&gx);
+}

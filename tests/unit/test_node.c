@@ -387,6 +387,70 @@ UNIT_TEST(node_ingress_policy_on_local_delivery)
 	fx_teardown(&fx);
 }
 
+/* From a netkit peer program bpf_redirect_peer() with flags 0 is refused
+ * (tc ingress only): the netkit variant hands the packet to B's host-side
+ * device to transmit, and B's own ingress point checks and counts it. */
+UNIT_TEST(node_netkit_egress_delivers_via_host_device)
+{
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX], out[PKT_MAX];
+	struct pi_redirect_record rd;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd00::2", IPPROTO_UDP, 40000, 53 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress_netkit, fx.if_a, pkt, len, out),
+		  PI_REDIRECT, "verdict");
+	rd = last_redirect(&fx);
+	ASSERT_EQ(rd.kind, PI_RD_PLAIN, "bpf_redirect, not redirect_peer");
+	ASSERT_EQ(rd.ifindex, fx.if_b, "B's host-side device");
+	ASSERT_EQ(rd.flags, 0, "to its egress");
+	ASSERT_TRUE(!memcmp(out, MAC_B, 6), "dst mac is pod B's eth0");
+	ASSERT_EQ(stats(&fx, 0).egress_packets, 1, "A egress counted");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0,
+		  "B ingress left to B's own ingress point");
+	/* the source check is the same program's */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.9",
+		"10.0.0.2", IPPROTO_UDP, 1, 2 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress_netkit, fx.if_a, pkt, len,
+		      NULL), PI_DROP, "spoofed");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_SPOOFED], 1, "counted spoofed");
+	fx_teardown(&fx);
+}
+
+/* netkit's primary program runs with skb->dev already the pod's eth0, an
+ * ifindex of another namespace: the pod is found by destination. */
+UNIT_TEST(node_netkit_ingress_finds_pod_by_destination)
+{
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	struct pi_rule deny = rule(31, PI_DENY, "10.0.0.1/32", IPPROTO_TCP,
+				   22, 22);
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	set_policy(&fx, 1, PI_DIR_INGRESS, &deny, 1, 0);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 23 });
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress_netkit, fx.if_up, pkt, len,
+		      NULL), PI_PASS, "allowed");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, 1, "B ingress counted");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 22 });
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress_netkit, fx.if_up, pkt, len,
+		      NULL), PI_DROP, "B's ingress policy");
+	ASSERT_EQ(stats(&fx, 1).drops[PI_DROP_INGRESS_POLICY], 1, "counted");
+	ASSERT_EQ(stats(&fx, 0).ingress_packets, 0, "A untouched");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"192.0.2.1", IPPROTO_TCP, 1, 22 });
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress_netkit, fx.if_up, pkt, len,
+		      NULL), PI_NEXT, "no pod's destination");
+	fx_teardown(&fx);
+}
+
 UNIT_TEST(node_malformed_and_non_ip)
 {
 	struct node_fx fx;
