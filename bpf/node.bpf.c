@@ -21,12 +21,12 @@
  *
  * netkit pods have no tcx hook in the pod's transmit path of their own:
  * what a netkit pod sends is seen by the BPF_NETKIT_PEER programs of its
- * primary (pod_egress_netkit), what it is sent by its BPF_NETKIT_PRIMARY
- * programs (pod_ingress_netkit). Both run inside netkit's xmit, not at tc
+ * primary (pod_egress_nk), what it is sent by its BPF_NETKIT_PRIMARY
+ * programs (pod_ingress_nk). Both run inside netkit's xmit, not at tc
  * ingress, where bpf_redirect_peer() with flags 0 is refused; delivery from
  * there is a plain bpf_redirect() to the target's host-side device, whose
  * own ingress enforcement point (pod_ingress at a veth's tcx egress, the
- * XDP ACL, or pod_ingress_netkit) then checks and counts it once.
+ * XDP ACL, or pod_ingress_nk) then checks and counts it once.
  */
 #include "lib/common.h"
 #include "lib/parse.h"
@@ -168,7 +168,7 @@ int pod_egress(struct __sk_buff *skb)
  * sets skb->dev to the primary before running it, so skb->ifindex is the
  * same key as at a veth's host-side device. */
 SEC("tc")
-int pod_egress_netkit(struct __sk_buff *skb)
+int pod_egress_nk(struct __sk_buff *skb)
 {
 	return pod_egress_common(skb, true);
 }
@@ -221,7 +221,7 @@ int pod_ingress(struct __sk_buff *skb)
  * namespace that means nothing here, so the pod is found by the packet's
  * destination instead. */
 SEC("tc")
-int pod_ingress_netkit(struct __sk_buff *skb)
+int pod_ingress_nk(struct __sk_buff *skb)
 {
 	struct pi_endpoint *ep;
 	struct pi_pod *pod;

@@ -578,6 +578,9 @@ int inject_authorise(const struct node *n, struct inject_state *s,
 						BPF_ANY))
 				err = -errno;
 		}
+		/* A target moved off the netkit fallback loses its guard. */
+		if (!err && t.path != PI_PATH_NETKIT_FALLBACK)
+			err = netkit_guard_sync(n, s, &targets[i]);
 	}
 	if (err) {
 		for (int i = 0; i < *nadded; i++)

@@ -32,8 +32,8 @@ const char *const node_prog_names[P__COUNT] = {
 	[P_POD_EGRESS] = "pod_egress",
 	[P_POD_INGRESS] = "pod_ingress",
 	[P_UPLINK_INGRESS] = "uplink_ingress",
-	[P_POD_EGRESS_NETKIT] = "pod_egress_netkit",
-	[P_POD_INGRESS_NETKIT] = "pod_ingress_netkit",
+	[P_POD_EGRESS_NETKIT] = "pod_egress_nk",
+	[P_POD_INGRESS_NETKIT] = "pod_ingress_nk",
 };
 
 int ensure_bpffs(void)

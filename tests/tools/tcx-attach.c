@@ -2,10 +2,10 @@
 /*
  * Test helper standing in for another agent: attaches a program from an
  * object file with a tcx link, and reads a hook's chain.
- *   tcx-attach attach OBJ.o PROG NETNS DEV ingress|egress PIN_DIR
+ *   tcx-attach attach OBJ.o PROG NETNS DEV ingress|egress|peer|primary PIN_DIR
  *       loads OBJ, puts PROG first at DEV's hook inside NETNS, pins the link
  *       at PIN_DIR/link and the object's first map at PIN_DIR/map
- *   tcx-attach query NETNS DEV ingress|egress
+ *   tcx-attach query NETNS DEV ingress|egress|peer|primary
  *       prints the program names at the hook, first to last
  *   tcx-attach attach-tc OBJ.o PROG NETNS DEV ingress|egress PIN_DIR PRIO
  *       the same with a clsact cls_bpf filter at PRIO (kernels without tcx)
@@ -40,8 +40,13 @@ static int enter(const char *netns)
 	return 0;
 }
 
+/* tcx ingress/egress, or a netkit device's primary/peer hook */
 static int hook(const char *dir)
 {
+	if (!strcmp(dir, "peer"))
+		return 55;
+	if (!strcmp(dir, "primary"))
+		return 54;
 	return !strcmp(dir, "ingress") ? 46 : 47;
 }
 

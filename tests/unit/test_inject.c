@@ -200,7 +200,7 @@ UNIT_TEST(feature_probe_redirect_peer_flags)
 
 /*
  * The netkit fallback. The target's peer program here is the reference
- * datapath's own pod_egress_netkit, loaded from the node object, so the
+ * datapath's own pod_egress_nk, loaded from the node object, so the
  * tail call crosses objects as it does on a node.
  */
 #include "node.skel.h"
@@ -236,7 +236,7 @@ static struct pi_netkit_guard guard_of(struct guard_fx *gx)
 }
 
 /* The target (10.0.0.1) is pod 5 of the node datapath at if_tgt; its
- * guard uses slot 3, which holds pod_egress_netkit when `with_prog`. */
+ * guard uses slot 3, which holds pod_egress_nk when `with_prog`. */
 static bool guard_setup(struct guard_fx *gx, bool with_prog)
 {
 	struct pi_pod pod = { .id = 5, .flags = PI_POD_HAS_V4 | PI_POD_NETKIT };
@@ -256,7 +256,7 @@ static bool guard_setup(struct guard_fx *gx, bool with_prog)
 	memcpy(g.pod_mac, TGT_POD_MAC, 6);
 	bpf_map__update_elem(gx->inj.skel->maps.netkit_guards,
 			     &gx->inj.if_tgt, 4, &g, sizeof(g), 0);
-	fd = bpf_program__fd(gx->node->progs.pod_egress_netkit);
+	fd = bpf_program__fd(gx->node->progs.pod_egress_nk);
 	if (with_prog &&
 	    !ASSERT_OK(bpf_map__update_elem(gx->inj.skel->maps.netkit_peer_progs,
 					    &g.slot, 4, &fd, 4, 0),

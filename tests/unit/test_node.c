@@ -401,7 +401,7 @@ UNIT_TEST(node_netkit_egress_delivers_via_host_device)
 		return;
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
 		"fd00::2", IPPROTO_UDP, 40000, 53 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress_netkit, fx.if_a, pkt, len, out),
+	ASSERT_EQ(run(fx.skel->progs.pod_egress_nk, fx.if_a, pkt, len, out),
 		  PI_REDIRECT, "verdict");
 	rd = last_redirect(&fx);
 	ASSERT_EQ(rd.kind, PI_RD_PLAIN, "bpf_redirect, not redirect_peer");
@@ -414,7 +414,7 @@ UNIT_TEST(node_netkit_egress_delivers_via_host_device)
 	/* the source check is the same program's */
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.9",
 		"10.0.0.2", IPPROTO_UDP, 1, 2 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress_netkit, fx.if_a, pkt, len,
+	ASSERT_EQ(run(fx.skel->progs.pod_egress_nk, fx.if_a, pkt, len,
 		      NULL), PI_DROP, "spoofed");
 	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_SPOOFED], 1, "counted spoofed");
 	fx_teardown(&fx);
@@ -435,18 +435,18 @@ UNIT_TEST(node_netkit_ingress_finds_pod_by_destination)
 	set_policy(&fx, 1, PI_DIR_INGRESS, &deny, 1, 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 1, 23 });
-	ASSERT_EQ(run(fx.skel->progs.pod_ingress_netkit, fx.if_up, pkt, len,
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress_nk, fx.if_up, pkt, len,
 		      NULL), PI_PASS, "allowed");
 	ASSERT_EQ(stats(&fx, 1).ingress_packets, 1, "B ingress counted");
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 1, 22 });
-	ASSERT_EQ(run(fx.skel->progs.pod_ingress_netkit, fx.if_up, pkt, len,
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress_nk, fx.if_up, pkt, len,
 		      NULL), PI_DROP, "B's ingress policy");
 	ASSERT_EQ(stats(&fx, 1).drops[PI_DROP_INGRESS_POLICY], 1, "counted");
 	ASSERT_EQ(stats(&fx, 0).ingress_packets, 0, "A untouched");
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
 		"192.0.2.1", IPPROTO_TCP, 1, 22 });
-	ASSERT_EQ(run(fx.skel->progs.pod_ingress_netkit, fx.if_up, pkt, len,
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress_nk, fx.if_up, pkt, len,
 		      NULL), PI_NEXT, "no pod's destination");
 	fx_teardown(&fx);
 }

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# netkit pods: the reference datapath and injection onto and from them.
+# Needs a kernel with netkit (6.7+); the host here has none, so this suite
+# runs in the kernel lab (our kernel and stock 6.12) and SKIPs elsewhere.
+#
+#   nk-t  netkit, 10.244.0.10 fd00::a   injection target
+#   nk-e  netkit, 10.244.0.14 fd00::e   destination on netkit
+#   nk-j  netkit, 10.244.0.15 fd00::f   injector on netkit
+#   nk-d  veth,   10.244.0.11 fd00::b   destination on veth
+#   nk-i  veth,   10.244.0.12 fd00::c   injector on veth
+#
+# Exactly once: the target's egress counters move by the number of packets
+# injected, on every path (fast; the netkit fallback with its guard).
+. "$(dirname "$0")/lib.sh"
+require_root
+PREFIX=nk-
+N=nk-n
+T=10.244.0.10
+D=10.244.0.11
+E=10.244.0.14
+
+if [ "$(pi -j features | jq .netkit)" != true ]; then
+	skip all "kernel has no netkit (runs in the kernel lab)"
+	exit 0
+fi
+
+check up node_up $N
+in_ns $N sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
+check add_netkit_t pi -N $N pod add nk-t --ip $T --ip6 fd00::a --dev netkit
+check add_netkit_e pi -N $N pod add nk-e --ip $E --ip6 fd00::e --dev netkit
+check add_netkit_j pi -N $N pod add nk-j --ip 10.244.0.15 --ip6 fd00::f --dev netkit
+check add_veth_d pi -N $N pod add nk-d --ip $D --ip6 fd00::b
+check add_veth_i pi -N $N pod add nk-i --ip 10.244.0.12 --ip6 fd00::c
+expect_eq pod_dev_netkit "$(pi -N $N -j pod show nk-t | jq -r .dev)" netkit
+chain() { "$BUILD/tcx-attach" query $N "pi-$1" "$2"; }
+expect_eq peer_hook_chain "$(chain nk-t peer)" pod_egress_nk
+expect_eq primary_hook_chain "$(chain nk-t primary)" pod_ingress_nk
+
+# udp FROM SRC DST PORT COUNT [-6]: datagrams received at the pod owning DST
+owner() { case $1 in $T|fd00::a) echo nk-t ;; $D|fd00::b) echo nk-d ;; $E|fd00::e) echo nk-e ;; esac; }
+udp() {
+	local from=$1 src=$2 dst=$3 port=$4 count=$5 fam=${6:-} to
+	to=$(owner "$dst")
+	in_ns "$to" "$PINET" udp-recv $fam "$port" "$count" 3000 >/tmp/nk$$.r &
+	local r=$!
+	sleep 0.5
+	in_ns "$from" "$PINET" udp-send $fam --bind "$src" "$dst" "$port" "$count" >/dev/null
+	wait $r
+	if grep -q "received 0" /tmp/nk$$.r || grep -q "from $src " /tmp/nk$$.r; then
+		head -n 1 /tmp/nk$$.r | awk '{print $2}'
+	else
+		echo "wrong-source"
+	fi
+	rm -f /tmp/nk$$.r
+}
+stat() { pod_stat $N "$1" "$2"; }
+
+# --- the reference datapath on netkit pods ---
+check ping_netkit_to_veth in_ns nk-t ping -c 2 -i 0.2 -W 3 $D
+check ping_veth_to_netkit in_ns nk-d ping -c 2 -i 0.2 -W 3 $T
+check ping_netkit_to_netkit in_ns nk-t ping -c 2 -i 0.2 -W 3 $E
+check ping6_netkit_to_netkit in_ns nk-t ping -6 -c 2 -i 0.2 -W 3 fd00::e
+check ping6_netkit_to_veth in_ns nk-t ping -6 -c 2 -i 0.2 -W 3 fd00::b
+# From the node's own stack, through the primary's netkit program: the node
+# needs an address to answer to; the pod's reply goes to the stack.
+in_ns $N ip addr add 10.244.255.1/32 dev lo
+check ping_node_to_netkit in_ns $N ping -c 2 -i 0.2 -W 3 -I 10.244.255.1 $T
+
+# Counted once on each side, whichever device types meet.
+eg0=$(stat nk-t .egress_packets); ie0=$(stat nk-e .ingress_packets)
+expect_eq udp_netkit_to_netkit "$(udp nk-t $T $E 7000 25)" 25
+expect_eq netkit_egress_once $(( $(stat nk-t .egress_packets) - eg0 )) 25
+expect_eq netkit_ingress_once $(( $(stat nk-e .ingress_packets) - ie0 )) 25
+ie0=$(stat nk-t .ingress_packets)
+expect_eq udp_veth_to_netkit "$(udp nk-d $D $T 7001 25)" 25
+expect_eq netkit_ingress_from_veth_once $(( $(stat nk-t .ingress_packets) - ie0 )) 25
+ie0=$(stat nk-d .ingress_packets)
+expect_eq udp6_netkit_to_veth "$(udp nk-t fd00::a fd00::b 7002 25 -6)" 25
+expect_eq veth_ingress_from_netkit_once $(( $(stat nk-d .ingress_packets) - ie0 )) 25
+
+# TCP through netkit both ways.
+in_ns nk-e "$PINET" tcp-server 7100 --count 1 --echo --timeout 5000 >/dev/null 2>&1 &
+sleep 0.3
+check tcp_netkit_to_netkit in_ns nk-t "$PINET" tcp-connect --timeout 5000 $E 7100
+wait
+
+# Source check and policy on netkit pods.
+sp0=$(stat nk-t .drops.spoofed)
+expect_eq spoofed_not_delivered "$(udp nk-t 10.244.0.99 $D 7003 5)" 0
+expect_eq spoofed_counted $(( $(stat nk-t .drops.spoofed) - sp0 )) 5
+id=$(pi -N $N -j policy add nk-t deny to $D/32 proto udp port 7004 | jq .id)
+expect_eq egress_policy_netkit "$(udp nk-t $T $D 7004 5)" 0
+expect_eq egress_rule_counted "$(pi -N $N -j policy list nk-t | jq ".[] | select(.id == $id) | .packets")" 5
+pi -N $N policy del nk-t "$id" >/dev/null
+id=$(pi -N $N -j policy add nk-e ingress deny from $T/32 proto udp port 7005 | jq .id)
+expect_eq ingress_policy_netkit_from_netkit "$(udp nk-t $T $E 7005 5)" 0
+expect_eq ingress_policy_netkit_from_veth "$(udp nk-d $D $E 7005 5)" 5
+expect_eq ingress_rule_counted "$(pi -N $N -j policy list nk-e | jq ".[] | select(.id == $id) | .packets")" 5
+pi -N $N policy del nk-e "$id" >/dev/null
+
+# --- injection onto a netkit target ---
+# inject_once INJECTOR PATH: 20 v4 + 20 v6 datagrams as nk-t to nk-d; the
+# target's egress moves by exactly 40.
+inject_once() {
+	local inj=$1 path=$2 eg0 got4 got6
+	eg0=$(stat nk-t .egress_packets)
+	got4=$(udp "$inj" $T $D 9000 20)
+	got6=$(udp "$inj" fd00::a fd00::b 9000 20 -6)
+	expect_eq "${path}_from_${inj}_delivered" "$got4+$got6" "20+20"
+	expect_eq "${path}_from_${inj}_target_egress_once" \
+		$(( $(stat nk-t .egress_packets) - eg0 )) 40
+}
+guard_runs() { pi -N $N -j inject stats | jq '[.[] | select(.path == "netkit-fallback") | .guard.runs] | max // 0'; }
+
+feat_path=$(pi -j features | jq -r .inject_path)
+check allow_auto pi -N $N inject allow nk-i --as nk-t
+want=$([ "$feat_path" = fast ] && echo fast || echo netkit-fallback)
+expect_eq auto_path "$(pi -N $N -j inject list | jq -r '.[0].path')" "$want"
+inject_once nk-i auto
+
+# The netkit fallback, forced: the guard first at the primary's ingress,
+# the untag program first at the peer hook, the CNI's program after it.
+check allow_fallback pi -N $N inject allow nk-i --as nk-t --path fallback
+expect_eq fallback_is_netkit_fallback "$(pi -N $N -j inject list | jq -r '[.[].path] | unique | join(",")')" netkit-fallback
+expect_eq guard_chain "$(chain nk-t ingress)" netkit_guard
+expect_eq untag_chain "$(chain nk-t peer)" "netkit_untag pod_egress_nk"
+g0=$(guard_runs)
+inject_once nk-i netkit_fallback
+expect_eq guard_ran_once_each $(( $(guard_runs) - g0 )) 40
+expect_eq nothing_forged "$(pi -N $N -j inject stats | jq '[.[] | .guard.forged // 0] | add')" 0
+# The pod's own traffic is not run a second time by the guard.
+eg0=$(stat nk-t .egress_packets); g0=$(guard_runs)
+expect_eq own_traffic_with_guard "$(udp nk-t $T $D 7006 15)" 15
+expect_eq own_traffic_egress_once $(( $(stat nk-t .egress_packets) - eg0 )) 15
+expect_eq own_traffic_not_guarded $(( $(guard_runs) - g0 )) 0
+# The target's policy holds for injected packets on this path too.
+id=$(pi -N $N -j policy add nk-t deny to $D/32 proto udp port 9001 | jq .id)
+expect_eq netkit_fallback_policy "$(udp nk-i $T $D 9001 10)" 0
+expect_eq netkit_fallback_rule_counted "$(pi -N $N -j policy list nk-t | jq ".[] | select(.id == $id) | .packets")" 10
+pi -N $N policy del nk-t "$id" >/dev/null
+# TCP SYNs: the destination's stack sees exactly the ones sent.
+tcp_in() { in_ns "$1" awk '/^Tcp:/ {n++} n == 2 && /^Tcp:/ {print $11; exit}' /proc/net/snmp; }
+eg0=$(stat nk-t .egress_packets); ig0=$(tcp_in nk-d)
+in_ns nk-i "$PINET" tcp-syn --bind $T --timeout 200 $D 9 7 >/dev/null 2>&1
+sleep 0.5
+expect_eq netkit_fallback_syn_egress_once $(( $(stat nk-t .egress_packets) - eg0 )) 7
+expect_eq netkit_fallback_syn_reached $(( $(tcp_in nk-d) - ig0 )) 7
+
+# The fast path, forced: delivers once with BPF_F_EGRESS, refused without.
+check allow_fast pi -N $N inject allow nk-i --as nk-t --path fast
+expect_eq fast_guard_gone "$(chain nk-t ingress)" ""
+expect_eq fast_untag_gone "$(chain nk-t peer)" pod_egress_nk
+if [ "$(pi -j features | jq .redirect_peer_egress)" = true ]; then
+	inject_once nk-i fast
+else
+	skip fast_from_nk-i_delivered "kernel lacks BPF_F_EGRESS"
+	expect_eq fast_refused "$(udp nk-i $T $D 9000 10)" 0
+fi
+
+# A netkit injector: its head program sits at its peer hook.
+check allow_netkit_injector pi -N $N inject allow nk-j --as nk-t
+expect_eq netkit_injector_chain "$(chain nk-j peer)" "inject_egress pod_egress_nk"
+inject_once nk-j auto
+check allow_netkit_injector_fallback pi -N $N inject allow nk-j --as nk-t --path fallback
+inject_once nk-j netkit_fallback
+# ... injecting as a veth pod: the plain fallback.
+check allow_netkit_as_veth pi -N $N inject allow nk-j --as nk-d --path fallback
+eg0=$(stat nk-d .egress_packets)
+expect_eq netkit_injector_as_veth "$(udp nk-j $D $E 9002 20)" 20
+expect_eq netkit_injector_as_veth_once $(( $(stat nk-d .egress_packets) - eg0 )) 20
+
+# Probes onto a netkit pod.
+in_ns nk-d "$PINET" udp-echo 9100 1 5000 >/dev/null 2>&1 &
+sleep 0.3
+expect_eq probe_netkit "$(pi -N $N -j probe --from nk-t --to $D:9100 --proto udp --timeout 3000 | jq -r '[.probes[].verdict] | unique | join(",")')" answered
+wait
+
+# Proxying is built for veth pods only: refused, nothing left.
+out=$(pi -N $N proxy add nk-i --port 15001 --for nk-t 2>&1); rc=$?
+expect_eq proxy_netkit_refused "$rc:$(grep -c '^error: .*netkit' <<<"$out")" "2:1"
+
+# deny and del leave no guard behind.
+check deny_all pi -N $N inject deny nk-i
+check deny_all_j pi -N $N inject deny nk-j
+expect_eq deny_guard_gone "$(chain nk-t ingress)" ""
+expect_eq deny_untag_gone "$(chain nk-t peer)" pod_egress_nk
+check deny_pins_gone sh -c "! ls /sys/fs/bpf/podinject/$N/inject | grep -q link_"
+pi -N $N inject allow nk-i --as nk-t --path fallback >/dev/null
+check del_target pi -N $N pod del nk-t
+check del_target_guard_gone sh -c "! ls /sys/fs/bpf/podinject/$N/inject | grep -q 'link_guard\|link_untag'"
+ids=$(node_prog_ids $N)
+check down pi -N $N node down
+expect_eq no_links_left "$(links_of_progs $ids)" 0
