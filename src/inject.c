@@ -59,6 +59,7 @@ const char *const inject_map_names[IM__COUNT] = {
 	[IM_PROBE_EVENTS] = "probe_events",
 	[IM_NETKIT_GUARDS] = "netkit_guards",
 	[IM_NETKIT_PEER_PROGS] = "netkit_peer_progs",
+	[IM_CONFIG] = "config",		/* the object's read-only data */
 };
 
 const char *const inject_prog_names[IP__COUNT] = {
@@ -137,8 +138,9 @@ static int load_and_pin(struct inject_state *s)
 		return err;
 	}
 	for (int i = 0; i < IM__COUNT && !err; i++) {
-		struct bpf_map *m = bpf_object__find_map_by_name(
-			skel->obj, inject_map_names[i]);
+		struct bpf_map *m = i == IM_CONFIG ? skel->maps.rodata :
+				     bpf_object__find_map_by_name(
+					skel->obj, inject_map_names[i]);
 
 		snprintf(path, sizeof(path), "%s/%s", s->dir,
 			 inject_map_names[i]);
@@ -790,6 +792,21 @@ static int inject_list(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* The node's netkit tag, as loaded: shown so that a test can forge it. */
+static void netkit_tag(const struct inject_state *s, char *buf, size_t len)
+{
+	struct inject_bpf__rodata ro;
+	uint32_t zero = 0;
+	const uint8_t *t = (const uint8_t *)ro.netkit_tag;
+
+	if (bpf_map_lookup_elem(s->maps[IM_CONFIG], &zero, &ro)) {
+		snprintf(buf, len, "?");
+		return;
+	}
+	snprintf(buf, len, "%02x:%02x:%02x:%02x:%02x:%02x", t[0], t[1], t[2],
+		 t[3], t[4], t[5]);
+}
+
 static int inject_stats(int argc, char **argv)
 {
 	struct pi_inject_stats_key key, next, *prev = NULL;
@@ -813,6 +830,7 @@ static int inject_stats(int argc, char **argv)
 			struct pi_inject_stats sum = {};
 			char inj[PI_NAME_LEN], tgt[PI_NAME_LEN];
 			struct pi_netkit_guard g;
+			char tag[24];
 			bool has_guard;
 
 			key = next;
@@ -832,6 +850,8 @@ static int inject_stats(int argc, char **argv)
 			has_guard = key.path == PI_PATH_NETKIT_FALLBACK &&
 				    !bpf_map_lookup_elem(s.maps[IM_NETKIT_GUARDS],
 							 &key.target_ifindex, &g);
+			if (has_guard)
+				netkit_tag(&s, tag, sizeof(tag));
 			if (json_output) {
 				json_obj_open(jw);
 				json_kstr(jw, "injector", inj);
@@ -849,6 +869,7 @@ static int inject_stats(int argc, char **argv)
 				if (has_guard) {
 					json_key(jw, "guard");
 					json_obj_open(jw);
+					json_kstr(jw, "tag", tag);
 					json_ku64(jw, "runs", g.runs);
 					json_ku64(jw, "missing", g.missing);
 					json_ku64(jw, "forged", g.forged);
@@ -865,8 +886,8 @@ static int inject_stats(int argc, char **argv)
 					printf(" %s %llu", inj_drop_names[r],
 					       (unsigned long long)sum.drops[r]);
 				if (has_guard)
-					printf("  guard: runs %llu missing %llu forged %llu",
-					       (unsigned long long)g.runs,
+					printf("  guard %s: runs %llu missing %llu forged %llu",
+					       tag, (unsigned long long)g.runs,
 					       (unsigned long long)g.missing,
 					       (unsigned long long)g.forged);
 				printf("\n");

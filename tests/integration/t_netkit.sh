@@ -134,6 +134,21 @@ eg0=$(stat nk-t .egress_packets); g0=$(guard_runs)
 expect_eq own_traffic_with_guard "$(udp nk-t $T $D 7006 15)" 15
 expect_eq own_traffic_egress_once $(( $(stat nk-t .egress_packets) - eg0 )) 15
 expect_eq own_traffic_not_guarded $(( $(guard_runs) - g0 )) 0
+# A pod that forges the tag on its own frames: netkit_untag overwrites it,
+# so the frames (to the node's stack, past the guard) meet the peer program
+# once, and the guard never runs them.
+tag=$(pi -N $N -j inject stats | jq -r '[.[] | .guard.tag // empty][0]')
+check tag_shown test -n "$tag" -a "$tag" != null
+eg0=$(stat nk-t .egress_packets); g0=$(guard_runs)
+in_ns $N "$PINET" udp-recv 7007 10 3000 >/tmp/nk$$.f &
+sleep 0.3
+check forged_sent in_ns nk-t "$PINET" raw-udp eth0 "$tag" $T 10.244.255.1 7007 10
+wait
+expect_eq forged_reached_node "$(head -n 1 /tmp/nk$$.f)" "received 10"
+rm -f /tmp/nk$$.f
+expect_eq forged_egress_once $(( $(stat nk-t .egress_packets) - eg0 )) 10
+expect_eq forged_not_guarded $(( $(guard_runs) - g0 )) 0
+expect_eq forged_counted "$(pi -N $N -j inject stats | jq '[.[] | .guard.forged // 0] | max')" 10
 # The target's policy holds for injected packets on this path too.
 id=$(pi -N $N -j policy add nk-t deny to $D/32 proto udp port 9001 | jq .id)
 expect_eq netkit_fallback_policy "$(udp nk-i $T $D 9001 10)" 0

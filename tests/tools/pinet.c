@@ -10,6 +10,7 @@
  *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
  *   pinet udp-echo [-6] PORT COUNT TIMEOUT_MS
  *   pinet udp-rr [-6] DST PORT COUNT TIMEOUT_MS
+ *   pinet raw-udp DEV SRC_MAC SRC DST PORT COUNT
  *
  * Options may appear anywhere after the subcommand. An IPv6 DST implies -6.
  * Listening -6 sockets are IPv6-only (no ::ffff:a.b.c.d peers).
@@ -41,6 +42,10 @@
  *                then "from ADDR count K" per source address.
  *   udp-rr       COUNT requests, each waiting for its answer; "replies N"
  *                and "from ADDR PORT" of the first answer.
+ *   raw-udp      COUNT IPv4 UDP frames written whole to DEV (AF_PACKET),
+ *                with an Ethernet source of SRC_MAC and a zero destination
+ *                MAC (netkit in L3 mode ignores both): how a test forges a
+ *                frame header the stack would never build. "sent N".
  * Diagnostics go to stderr. Exit status: 0 success, 1 failure, 2 usage.
  *
  * Checksums are 64-bit FNV-1a, printed as 16 hex digits.
@@ -56,6 +61,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <net/if.h>
+#include <linux/if_packet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -109,8 +116,11 @@ static int usage(void)
 		"                  [--timeout MS]\n"
 		"       %s tcp-connect [-6] [--bind SRC] [--timeout MS] DST PORT\n"
 		"                   [--send BYTES] [--expect-echo]\n"
-		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n",
-		prog, prog, prog, prog, prog);
+		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
+		"       %s udp-echo [-6] PORT COUNT TIMEOUT_MS\n"
+		"       %s udp-rr [-6] DST PORT COUNT TIMEOUT_MS\n"
+		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT\n",
+		prog, prog, prog, prog, prog, prog, prog, prog);
 	return EXIT_USAGE;
 }
 
@@ -905,6 +915,75 @@ static int cmd_udp_rr(int argc, char **argv)
 	return 0;
 }
 
+/* ---- raw frames ---- */
+
+static uint16_t ip_csum(const void *hdr, int len)
+{
+	const uint8_t *b = hdr;
+	uint32_t sum = 0;
+
+	for (int i = 0; i < len; i += 2)
+		sum += (uint32_t)b[i] << 8 | b[i + 1];
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return htons(~sum & 0xffff);
+}
+
+static int cmd_raw_udp(int argc, char **argv)
+{
+	uint8_t f[14 + 20 + 8 + 16] = { 0 }, *ip = f + 14, *udp = f + 34;
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET };
+	unsigned int m[6];
+	struct in_addr src, dst;
+	long port, count, sent = 0;
+	int fd;
+
+	if (argc != 6 ||
+	    sscanf(argv[1], "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3],
+		   &m[4], &m[5]) != 6 ||
+	    inet_pton(AF_INET, argv[2], &src) != 1 ||
+	    inet_pton(AF_INET, argv[3], &dst) != 1)
+		return usage();
+	port = number(argv[4], 1, 65535);
+	count = number(argv[5], 0, 100000000);
+	sll.sll_ifindex = if_nametoindex(argv[0]);
+	if (port < 0 || count < 0 || !sll.sll_ifindex)
+		return usage();
+	for (int i = 0; i < 6; i++)
+		f[6 + i] = m[i];
+	f[12] = 0x08;			/* IPv4 */
+	ip[0] = 0x45;
+	ip[3] = sizeof(f) - 14;
+	ip[8] = 64;			/* TTL */
+	ip[9] = IPPROTO_UDP;
+	memcpy(ip + 12, &src, 4);
+	memcpy(ip + 16, &dst, 4);
+	memcpy(ip + 10, &(uint16_t){ ip_csum(ip, 20) }, 2);
+	udp[0] = 0x9c;			/* source port 40000 */
+	udp[1] = 0x40;
+	udp[2] = port >> 8;
+	udp[3] = port & 0xff;
+	udp[5] = sizeof(f) - 34;	/* checksum 0: none, valid for IPv4 */
+	fd = socket(AF_PACKET, SOCK_RAW, 0);
+	if (fd < 0) {
+		fprintf(stderr, "%s: AF_PACKET: %s\n", prog, strerror(errno));
+		return 1;
+	}
+	sll.sll_halen = 6;
+	for (long i = 0; i < count; i++) {
+		if (sendto(fd, f, sizeof(f), 0, (struct sockaddr *)&sll,
+			   sizeof(sll)) < 0) {
+			fprintf(stderr, "%s: sendto: %s\n", prog,
+				strerror(errno));
+			break;
+		}
+		sent++;
+	}
+	close(fd);
+	printf("sent %ld\n", sent);
+	return sent == count ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -928,5 +1007,7 @@ int main(int argc, char **argv)
 		return cmd_udp_echo(argc, argv);
 	if (!strcmp(cmd, "udp-rr"))
 		return cmd_udp_rr(argc, argv);
+	if (!strcmp(cmd, "raw-udp"))
+		return cmd_raw_udp(argc, argv);
 	return usage();
 }
