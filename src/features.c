@@ -48,6 +48,8 @@ int do_features(int argc, char **argv)
 		json_kbool(jw, "xdp_default", false);
 		json_kstr(jw, "attach", f.tcx ? "tcx" : "clsact");
 		json_kstr(jw, "inject_path", inject_path(&f));
+		json_kstr(jw, "inject_path_netkit", !f.netkit ? "none" :
+			  f.redirect_peer_egress ? "fast" : "netkit-fallback");
 		json_obj_close(jw);
 		json_end(jw);
 		return EXIT_OK;
@@ -69,5 +71,9 @@ int do_features(int argc, char **argv)
 	printf("  injection path (auto)                  %s\n",
 	       f.redirect_peer_egress ? "fast: bpf_redirect_peer(BPF_F_EGRESS)" :
 	       "fallback: bpf_redirect(BPF_F_INGRESS)");
+	printf("  injection onto netkit pods (auto)      %s\n",
+	       !f.netkit ? "none (no netkit)" :
+	       f.redirect_peer_egress ? "fast: bpf_redirect_peer(BPF_F_EGRESS)" :
+	       "netkit fallback: bpf_redirect(BPF_F_INGRESS) + guard running the peer program");
 	return EXIT_OK;
 }

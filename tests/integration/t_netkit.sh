@@ -114,6 +114,8 @@ inject_once() {
 guard_runs() { pi -N $N -j inject stats | jq '[.[] | select(.path == "netkit-fallback") | .guard.runs] | max // 0'; }
 
 feat_path=$(pi -j features | jq -r .inject_path)
+expect_eq features_netkit_path "$(pi -j features | jq -r .inject_path_netkit)" \
+	"$([ "$feat_path" = fast ] && echo fast || echo netkit-fallback)"
 check allow_auto pi -N $N inject allow nk-i --as nk-t
 want=$([ "$feat_path" = fast ] && echo fast || echo netkit-fallback)
 expect_eq auto_path "$(pi -N $N -j inject list | jq -r '.[0].path')" "$want"
