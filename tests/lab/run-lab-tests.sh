@@ -1,6 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# Lab-only tests (tests/lab): run them and print their PASS/FAIL/SKIP lines.
+# Lab-only tests (tests/lab): the lab kernel's features as podinject's probes
+# report them (expect-features.sh), then the BPF_F_EGRESS cases
+# (redirect_peer_egress); prints their PASS/FAIL/SKIP lines.
 # tests/run.sh calls this; lab/run.sh runs it as the whole suite while
 # tests/run.sh does not exist yet.
 #
@@ -46,6 +48,8 @@ else
 	fi
 fi
 
+# what the probes say about this kernel, before any case trusts them
+out=$(tests/lab/expect-features.sh 2>&1)$'\n'$out
 printf '%s\n' "$out"
 p=$(grep -c '^PASS ' <<< "$out")
 f=$(grep -c '^FAIL ' <<< "$out")
