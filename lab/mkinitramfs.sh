@@ -115,9 +115,10 @@ cp /etc/protocols /etc/services "$STAGE/etc/" 2>/dev/null || true
 for d in build tests scripts; do
 	[ -d "$ROOT/$d" ] || { log "note: $d/ does not exist, not copied"; continue; }
 	# skip the big intermediate objects, keep binaries and BPF objects
-	# (and not the lab's own images and console logs in build/lab)
+	# (and not the lab's own images and console logs in build/lab, nor
+	# those another lab run is writing: NAME.console.log.PID)
 	tar -C "$ROOT" --exclude="$d/obj" --exclude='*.o.d' \
-		--exclude='build/lab/*.initramfs.gz*' --exclude='build/lab/*.console.log' \
+		--exclude='build/lab/*.initramfs.gz*' --exclude='build/lab/*.console.log*' \
 		-cf - "$d" |
 		tar -C "$STAGE/podinject" -xf -
 done

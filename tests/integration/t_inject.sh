@@ -114,7 +114,7 @@ if [ "$(pi -j features | jq .redirect_peer_egress)" = true ]; then
 	expect_eq fast_path_target_egress_once $(( $(pod_stat $N ji-t .egress_packets) - eg0 )) 10
 	skip fast_path_refused "kernel has BPF_F_EGRESS"
 else
-	skip fast_path_delivered "kernel lacks BPF_F_EGRESS (runs in the kernel lab)"
+	skip fast_path_delivered "kernel lacks BPF_F_EGRESS (our lab kernel has it: make lab)"
 	expect_eq fast_path_refused "$got" 0
 	expect_eq fast_path_refused_counted "$(pi -N $N -j inject stats | jq '[.[] | select(.path == "fast") | .drops."redirect-refused"] | add')" 10
 fi
