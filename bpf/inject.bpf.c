@@ -300,8 +300,10 @@ static __always_inline int reflect_rst(struct __sk_buff *skb,
 SEC("tc")
 int proxy_assign(struct __sk_buff *skb)
 {
+	struct pi_proxy_listener_key lk = {};
 	struct bpf_sock_tuple tuple = {};
-	struct bpf_sock *sk = NULL;
+	struct bpf_sock *sk = NULL, *known;
+	bool takeover = false;
 	struct pi_flow_key k;
 	struct pi_flow *f;
 	struct pkt p;
@@ -330,10 +332,14 @@ int proxy_assign(struct __sk_buff *skb)
 		sk = (struct bpf_sock *)bpf_skc_lookup_tcp(skb, &tuple, tlen,
 							   BPF_F_CURRENT_NETNS, 0);
 		/* A new SYN whose 4-tuple an old connection's TIME_WAIT still
-		 * holds is a new connection: the listener's, not the old
-		 * socket's (which would look for a listener on D's port). */
-		if (sk && sk->state != BPF_TCP_LISTEN &&
-		    !(sk->state == BPF_TCP_TIME_WAIT && starts_flow(&p)))
+		 * holds (the proxy's accepted socket closed first) is a new
+		 * connection, but assigned to the listener it is dropped: the
+		 * listener cannot hash its request next to the TIME_WAIT, and
+		 * only the stack's own TIME_WAIT path removes that. So the
+		 * stack gets it, below. */
+		if (sk && sk->state == BPF_TCP_TIME_WAIT && starts_flow(&p))
+			takeover = true;
+		else if (sk && sk->state != BPF_TCP_LISTEN)
 			goto assign;
 		if (sk)
 			bpf_sk_release(sk);
@@ -366,8 +372,80 @@ int proxy_assign(struct __sk_buff *skb)
 	 * source (D) is no address of the proxy's. UDP is dropped. */
 	if (!sk)
 		return p.proto == IPPROTO_TCP ? reflect_rst(skb, &p) : PI_DROP;
+	if (takeover) {
+		/* The stack's TIME_WAIT path asks for a listener on D's port;
+		 * proxy_lookup answers with this one from proxy_listeners.
+		 * Put there once: a closed listener leaves the map by itself.
+		 * Should the update fail, the TIME_WAIT answers the SYN with
+		 * its old ACK; the client resets it (which ends a TIME_WAIT
+		 * unless tcp_rfc1337 is set) and sends its SYN again within
+		 * milliseconds, to meet no TIME_WAIT: slower, but no stall. */
+		listener_key(&lk, f, p.family);
+		known = bpf_map_lookup_elem(&proxy_listeners, &lk);
+		if (known)
+			bpf_sk_release(known);
+		else if (sk->state == BPF_TCP_LISTEN)
+			bpf_map_update_elem(&proxy_listeners, &lk, sk, BPF_ANY);
+		bpf_sk_release(sk);
+		return PI_PASS;
+	}
 assign:
 	err = bpf_sk_assign(skb, sk, 0);
 	bpf_sk_release(sk);
 	return err ? PI_DROP : PI_PASS;
+}
+
+/*
+ * In the proxy pod's namespace (BPF_SK_LOOKUP, attached by `proxy add`):
+ * runs whenever the stack there looks for a listener. The lookup that
+ * matters is the TIME_WAIT takeover of a captured flow's SYN, which
+ * proxy_assign left to the stack: tcp_v4_rcv/tcp_v6_rcv (TCP_TW_SYN) ask
+ * for a listener on D's port, where none is; this names the proxy's, so
+ * the stack deschedules the TIME_WAIT and the listener gets the SYN, as
+ * TPROXY's nf_tproxy_handle_time_wait4 does. Any other lookup, and any
+ * flow without a known listener, goes on as if this were not here.
+ */
+SEC("sk_lookup")
+int proxy_lookup(struct bpf_sk_lookup *ctx)
+{
+	struct pi_proxy_listener_key lk = {};
+	struct pi_flow_key k;
+	struct bpf_sock *sk;
+	struct pi_flow *f;
+
+	if (ctx->protocol != IPPROTO_TCP)
+		return SK_PASS;
+	__builtin_memset(&k, 0, sizeof(k));
+	k.family = ctx->family;
+	k.proto = IPPROTO_TCP;
+	if (ctx->family == AF_INET) {
+		k.pod.a[0] = ctx->remote_ip4;
+		k.dst.a[0] = ctx->local_ip4;
+	} else if (ctx->family == AF_INET6) {
+		k.pod.a[0] = ctx->remote_ip6[0];
+		k.pod.a[1] = ctx->remote_ip6[1];
+		k.pod.a[2] = ctx->remote_ip6[2];
+		k.pod.a[3] = ctx->remote_ip6[3];
+		k.dst.a[0] = ctx->local_ip6[0];
+		k.dst.a[1] = ctx->local_ip6[1];
+		k.dst.a[2] = ctx->local_ip6[2];
+		k.dst.a[3] = ctx->local_ip6[3];
+	} else {
+		return SK_PASS;
+	}
+	k.pod_port = ctx->remote_port;
+	k.dst_port = bpf_htons(ctx->local_port);
+	f = bpf_map_lookup_elem(&proxy_flows, &k);
+	if (!f)
+		return SK_PASS;
+	listener_key(&lk, f, ctx->family);
+	sk = bpf_map_lookup_elem(&proxy_listeners, &lk);
+	if (!sk)
+		return SK_PASS;
+	/* Refused only for a socket that is no listener or of another
+	 * family, which proxy_assign never puts there; the lookup then
+	 * goes on as usual. */
+	bpf_sk_assign(ctx, sk, 0);
+	bpf_sk_release(sk);
+	return SK_PASS;
 }

@@ -264,6 +264,18 @@ struct pi_flow {
 	__u8 proxy_host_mac[6];
 };
 
+/* A proxy's TCP listener, for the kernel's TIME_WAIT takeover of a reused
+ * 4-tuple (proxy_lookup). The proxy pod's host-side ifindex is part of the
+ * key because bpf_sk_assign() in an sk_lookup program does not check the
+ * namespace: one proxy's listener must never answer in another's. */
+struct pi_proxy_listener_key {
+	__u32 proxy_ifindex;
+	__u16 family;
+	__u16 port;			/* host order */
+};
+
+#define PI_MAX_PROXY_LISTENERS	(2 * PI_MAX_PODS)	/* a port per rule, 2 families */
+
 /* Synthetic flows (probes): podinject's own injector device sends packets
  * with a pod's source address; the replies are taken at the pod's eth0
  * ingress before delivery and handed to the probe through a ring buffer.

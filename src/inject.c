@@ -60,6 +60,7 @@ const char *const inject_map_names[IM__COUNT] = {
 	[IM_NETKIT_GUARDS] = "netkit_guards",
 	[IM_NETKIT_PEER_PROGS] = "netkit_peer_progs",
 	[IM_CONFIG] = "config",		/* the object's read-only data */
+	[IM_PROXY_LISTENERS] = "proxy_listeners",
 };
 
 const char *const inject_prog_names[IP__COUNT] = {
@@ -68,6 +69,7 @@ const char *const inject_prog_names[IP__COUNT] = {
 	[IP_PROXY_ASSIGN] = "proxy_assign",
 	[IP_NETKIT_GUARD] = "netkit_guard",
 	[IP_NETKIT_UNTAG] = "netkit_untag",
+	[IP_PROXY_LOOKUP] = "proxy_lookup",
 };
 
 static void inject_open_none(struct inject_state *s)

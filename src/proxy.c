@@ -12,6 +12,8 @@
  *   - pod_reply on POD's eth0 ingress (in POD's namespace)
  *   - proxy_assign on PROXY's eth0 ingress, and in PROXY's namespace the
  *     rule "what arrives on eth0 is local" (table PI_PROXY_TABLE)
+ *   - proxy_lookup, PROXY's namespace's sk_lookup program, and the
+ *     proxy's listeners in proxy_listeners (put there by proxy_assign)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -182,6 +184,60 @@ void detach_in_pod(const struct node *n, const struct inject_state *s,
 	unlink(path);	/* even when the namespace is gone already */
 }
 
+/* proxy_lookup at the proxy's namespace, for the kernel's TIME_WAIT
+ * takeover of a client's reused 4-tuple (bpf/inject.bpf.c). The pinned
+ * link is the attachment: unpinned, it goes. */
+static int lookup_attach(const struct inject_state *s,
+			 const struct pi_pod *proxy)
+{
+	char path[PATH_MAX];
+	int ns, link, err;
+
+	pin_of(s, path, sizeof(path), "lookup", proxy->name);
+	if (!access(path, F_OK))
+		return 0;
+	ns = netns_open(proxy->name);
+	if (ns < 0)
+		return ns;
+	link = bpf_link_create(s->progs[IP_PROXY_LOOKUP], ns, BPF_SK_LOOKUP,
+			       NULL);
+	err = link < 0 ? -errno : 0;
+	close(ns);
+	if (err)
+		return err;
+	err = bpf_obj_pin(link, path) ? -errno : 0;
+	/* Pinned, the link outlives this fd; unpinned, closing it undoes
+	 * the attachment. */
+	close(link);
+	return err;
+}
+
+static void lookup_detach(const struct inject_state *s,
+			  const struct pi_pod *proxy)
+{
+	char path[PATH_MAX];
+
+	pin_of(s, path, sizeof(path), "lookup", proxy->name);
+	unlink(path);
+}
+
+/* The map holds a reference to each listener (the proxy's own sockets):
+ * a proxy that serves no pod any more is let go of. */
+static void forget_listeners(int map, uint32_t proxy_ifindex)
+{
+	struct pi_proxy_listener_key key, next, *prev = NULL;
+
+	while (!bpf_map_get_next_key(map, prev, &next)) {
+		if (next.proxy_ifindex == proxy_ifindex) {
+			bpf_map_delete_elem(map, &next);
+			prev = NULL;
+			continue;
+		}
+		key = next;
+		prev = &key;
+	}
+}
+
 /* In the proxy's namespace: whatever arrives on eth0 is local, so that a
  * socket given with bpf_sk_assign() receives packets for addresses that
  * are not the proxy's. */
@@ -306,6 +362,8 @@ static void unproxy(const struct node *n, struct inject_state *s,
 	head_release(n, s, proxy);
 	if (!proxy_serves(s, proxy->ifindex, pod->ifindex)) {
 		detach_in_pod(n, s, proxy, "assign");
+		lookup_detach(s, proxy);
+		forget_listeners(s->maps[IM_PROXY_LISTENERS], proxy->ifindex);
 		proxy_routing(proxy, false);
 	}
 }
@@ -373,6 +431,8 @@ static int proxy_add(int argc, char **argv)
 	if (!err)
 		err = attach_in_pod(&n, &s, &proxy, s.progs[IP_PROXY_ASSIGN],
 				    "assign");
+	if (!err)
+		err = lookup_attach(&s, &proxy);
 	if (!err)
 		err = proxy_routing(&proxy, true);
 	if (err) {

@@ -11,6 +11,11 @@
  * injections (the proxy is POD's authorised injector); the injection
  * program records their flow in proxy_upstream so that POD's hook lets
  * them pass to POD's egress programs instead of capturing them again.
+ *
+ * A captured SYN whose 4-tuple an old connection's TIME_WAIT still holds
+ * in the proxy's namespace is left to the stack, which takes the TIME_WAIT
+ * over for the listener that the namespace's sk_lookup program
+ * (proxy_lookup) names: proxy_listeners holds it.
  */
 #ifndef PODINJECT_BPF_PROXY_H
 #define PODINJECT_BPF_PROXY_H
@@ -40,6 +45,24 @@ struct {
 	__type(key, struct pi_flow_key);
 	__type(value, struct pi_flow);
 } proxy_upstream SEC(".maps");
+
+/* The proxies' TCP listeners, put here by proxy_assign as it meets them
+ * and taken out by the kernel when they close. A SOCKHASH because only
+ * socket maps hand a socket to an sk_lookup program. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SOCKHASH);
+	__uint(max_entries, PI_MAX_PROXY_LISTENERS);
+	__type(key, struct pi_proxy_listener_key);
+	__type(value, __u64);
+} proxy_listeners SEC(".maps");
+
+static __always_inline void listener_key(struct pi_proxy_listener_key *lk,
+					 const struct pi_flow *f, __u32 family)
+{
+	lk->proxy_ifindex = f->proxy_ifindex;
+	lk->family = family;
+	lk->port = f->proxy_port;
+}
 
 /* The flow as POD sees it, from a packet POD sent (`from_pod`) or one
  * sent to POD. */

@@ -5,8 +5,8 @@
  *   pinet udp-recv [-6] PORT COUNT TIMEOUT_MS
  *   pinet udp-send [-6] [--bind SRC] DST PORT COUNT [SIZE]
  *   pinet tcp-server [-6] PORT [--count N] [--echo] [--sink] [--timeout MS]
- *   pinet tcp-connect [-6] [--bind SRC] [--timeout MS] DST PORT
- *                     [--send BYTES] [--expect-echo]
+ *   pinet tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS] DST PORT
+ *                     [--send BYTES] [--expect-echo] [--wait-eof]
  *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
  *   pinet udp-echo [-6] PORT COUNT TIMEOUT_MS
  *   pinet udp-rr [-6] DST PORT COUNT TIMEOUT_MS
@@ -16,7 +16,9 @@
  * Listening -6 sockets are IPv6-only (no ::ffff:a.b.c.d peers).
  * --bind binds transparently (IP_TRANSPARENT + IP_FREEBIND, or the IPV6_
  * ones), so SRC may be an address this namespace does not own: that is how
- * tests forge pod traffic. It needs CAP_NET_ADMIN.
+ * tests forge pod traffic. It needs CAP_NET_ADMIN. --sport binds the source
+ * port (SO_REUSEADDR), so a test can open a connection with the 4-tuple of
+ * an earlier one.
  *
  * Results go to stdout, one fact per line:
  *   udp-recv     "received N", then "from ADDR count K" per source address
@@ -34,7 +36,11 @@
  *                prints "done sent N received M fnv HEX" (fnv of the bytes
  *                sent, comparable to the server's --sink line); with
  *                --expect-echo a reply that differs from what was sent
- *                prints "mismatch sent N received M" and exits 1.
+ *                prints "mismatch sent N received M" and exits 1. With
+ *                --wait-eof (not with --send) it sends nothing and closes
+ *                only after the peer has: "eof received M". The peer is
+ *                then the active closer, and only its side keeps the
+ *                4-tuple in TIME_WAIT.
  *   tcp-syn      "sent N": COUNT connection attempts whose SYN left; each
  *                socket is closed right after the SYN, or after waiting
  *                --timeout MS for the handshake.
@@ -92,6 +98,8 @@ enum {
 	OPT_SINK	= 1 << 5,
 	OPT_SEND	= 1 << 6,
 	OPT_EXPECT_ECHO	= 1 << 7,
+	OPT_SPORT	= 1 << 8,
+	OPT_WAIT_EOF	= 1 << 9,
 };
 
 struct opts {
@@ -101,6 +109,7 @@ struct opts {
 	long timeout_ms;
 	long count;
 	long send;
+	long sport;
 	const char *pos[8];
 	int npos;
 };
@@ -114,8 +123,8 @@ static int usage(void)
 		"       %s udp-send [-6] [--bind SRC] DST PORT COUNT [SIZE]\n"
 		"       %s tcp-server [-6] PORT [--count N] [--echo] [--sink]\n"
 		"                  [--timeout MS]\n"
-		"       %s tcp-connect [-6] [--bind SRC] [--timeout MS] DST PORT\n"
-		"                   [--send BYTES] [--expect-echo]\n"
+		"       %s tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS]\n"
+		"                   DST PORT [--send BYTES] [--expect-echo] [--wait-eof]\n"
 		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
 		"       %s udp-echo [-6] PORT COUNT TIMEOUT_MS\n"
 		"       %s udp-rr [-6] DST PORT COUNT TIMEOUT_MS\n"
@@ -168,6 +177,10 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 			bit = OPT_SEND;
 		else if (!strcmp(a, "--expect-echo"))
 			bit = OPT_EXPECT_ECHO;
+		else if (!strcmp(a, "--sport"))
+			bit = OPT_SPORT;
+		else if (!strcmp(a, "--wait-eof"))
+			bit = OPT_WAIT_EOF;
 		else if (a[0] == '-' && a[1])
 			return -1;
 		else {
@@ -178,7 +191,8 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 		}
 		if (!(allowed & bit))
 			return -1;
-		if (bit & (OPT_BIND | OPT_TIMEOUT | OPT_COUNT | OPT_SEND)) {
+		if (bit & (OPT_BIND | OPT_TIMEOUT | OPT_COUNT | OPT_SEND |
+			   OPT_SPORT)) {
 			if (++i == argc)
 				return -1;
 			val = argv[i];
@@ -204,6 +218,11 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 		case OPT_SEND:
 			o->send = number(val, 0, 1L << 40);
 			if (o->send < 0)
+				return -1;
+			break;
+		case OPT_SPORT:
+			o->sport = number(val, 1, 65535);
+			if (o->sport < 0)
 				return -1;
 			break;
 		}
@@ -295,23 +314,24 @@ static int set_int(int fd, int level, int name, int val)
 	return setsockopt(fd, level, name, &val, sizeof(val));
 }
 
-/* Lets the socket use a source address that is not local to this netns. */
-static int bind_transparent(int fd, int family, const char *src)
+/* Binds the socket's source: src, when given, transparently (it need not be
+ * local to this netns), and port, when not 0. */
+static int bind_source(int fd, int family, const char *src, int port)
 {
 	union sa u;
-	int err;
+	int err = 0;
 
-	if (make_sa(family, src, 0, &u) < 0) {
+	if (make_sa(family, src, port, &u) < 0) {
 		fprintf(stderr, "%s: bad --bind address %s\n", prog, src);
 		return -1;
 	}
-	if (family == AF_INET6) {
+	if (src && family == AF_INET6) {
 		err = set_int(fd, SOL_IPV6, IPV6_TRANSPARENT, 1);
 		if (!err && set_int(fd, SOL_IPV6, IPV6_FREEBIND, 1) < 0 &&
 		    errno == ENOPROTOOPT)
 			/* Kernels before 4.15 only know the shared IP knob. */
 			err = set_int(fd, SOL_IP, IP_FREEBIND, 1);
-	} else {
+	} else if (src) {
 		err = set_int(fd, SOL_IP, IP_TRANSPARENT, 1);
 		if (!err)
 			err = set_int(fd, SOL_IP, IP_FREEBIND, 1);
@@ -321,8 +341,15 @@ static int bind_transparent(int fd, int family, const char *src)
 			strerror(errno));
 		return -1;
 	}
+	/* An earlier connection from the port may not have finished
+	 * closing here; connect() still refuses a 4-tuple in use. */
+	if (port && set_int(fd, SOL_SOCKET, SO_REUSEADDR, 1) < 0) {
+		fprintf(stderr, "%s: SO_REUSEADDR: %s\n", prog, strerror(errno));
+		return -1;
+	}
 	if (bind(fd, &u.sa, sa_len(&u)) < 0) {
-		fprintf(stderr, "%s: bind %s: %s\n", prog, src, strerror(errno));
+		fprintf(stderr, "%s: bind %s port %d: %s\n", prog,
+			src ? src : "*", port, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -482,7 +509,7 @@ static int cmd_udp_send(int argc, char **argv)
 	fd = new_socket(family, SOCK_DGRAM);
 	if (fd < 0)
 		return 1;
-	if (o.bind && bind_transparent(fd, family, o.bind) < 0) {
+	if (o.bind && bind_source(fd, family, o.bind, 0) < 0) {
 		close(fd);
 		return 1;
 	}
@@ -627,13 +654,14 @@ static int cmd_tcp_server(int argc, char **argv)
 }
 
 /*
- * Non-blocking connect from an optional transparent source. Returns the
+ * Non-blocking connect from an optional transparent source address and an
+ * optional source port (0: the kernel's choice). Returns the
  * socket (still non-blocking) once connected, or as soon as the SYN is out
  * when !wait. Otherwise prints the outcome unless quiet and returns -1 if no
  * SYN left, -2 if one did but no connection followed.
  */
-static int tcp_open(int family, const char *src, const union sa *dst,
-		    long timeout_ms, bool wait, bool quiet)
+static int tcp_open(int family, const char *src, int sport,
+		    const union sa *dst, long timeout_ms, bool wait, bool quiet)
 {
 	int fd, err = 0;
 	socklen_t elen = sizeof(err);
@@ -643,7 +671,7 @@ static int tcp_open(int family, const char *src, const union sa *dst,
 	fd = new_socket(family, SOCK_STREAM | SOCK_NONBLOCK);
 	if (fd < 0)
 		return -1;
-	if (src && bind_transparent(fd, family, src) < 0)
+	if ((src || sport) && bind_source(fd, family, src, sport) < 0)
 		goto fail;
 	if (connect(fd, &dst->sa, sa_len(dst)) == 0)
 		return fd;
@@ -761,6 +789,35 @@ static int tcp_exchange(int fd, long long total, long timeout_ms,
 	return 0;
 }
 
+/* Reads and drops what comes until the peer closes. Returns 0, or 1 after
+ * printing why it failed. */
+static int wait_eof(int fd, long timeout_ms)
+{
+	static unsigned char in[IO_CHUNK];
+	long long received = 0;
+
+	for (;;) {
+		ssize_t n;
+
+		if (wait_fd(fd, POLLIN, timeout_ms) == 0) {
+			printf("timeout\n");
+			return 1;
+		}
+		n = read(fd, in, sizeof(in));
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n < 0) {
+			printf("error %s\n", errname(errno));
+			return 1;
+		}
+		if (n == 0)
+			break;
+		received += n;
+	}
+	printf("eof received %lld\n", received);
+	return 0;
+}
+
 static int cmd_tcp_connect(int argc, char **argv)
 {
 	char lbuf[INET6_ADDRSTRLEN];
@@ -771,9 +828,11 @@ static int cmd_tcp_connect(int argc, char **argv)
 	struct opts o;
 
 	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_TIMEOUT | OPT_SEND |
-		  OPT_EXPECT_ECHO, &o) || o.npos != 2)
+		  OPT_EXPECT_ECHO | OPT_SPORT | OPT_WAIT_EOF, &o) || o.npos != 2)
 		return usage();
 	if ((o.seen & OPT_EXPECT_ECHO) && !(o.seen & OPT_SEND))
+		return usage();
+	if ((o.seen & OPT_WAIT_EOF) && (o.seen & OPT_SEND))
 		return usage();
 	family = family_of(&o, o.pos[0]);
 	port = number(o.pos[1], 1, 65535);
@@ -781,7 +840,7 @@ static int cmd_tcp_connect(int argc, char **argv)
 		return usage();
 	timeout = o.timeout_ms >= 0 ? o.timeout_ms : 5000;
 
-	fd = tcp_open(family, o.bind, &dst, timeout, true, false);
+	fd = tcp_open(family, o.bind, o.sport, &dst, timeout, true, false);
 	if (fd < 0)
 		return 1;
 	getsockname(fd, &local.sa, &llen);
@@ -791,6 +850,8 @@ static int cmd_tcp_connect(int argc, char **argv)
 	if (o.seen & OPT_SEND)
 		ret = tcp_exchange(fd, o.send, timeout,
 				   o.seen & OPT_EXPECT_ECHO);
+	else if (o.seen & OPT_WAIT_EOF)
+		ret = wait_eof(fd, timeout);
 	close(fd);
 	return ret;
 }
@@ -814,7 +875,7 @@ static int cmd_tcp_syn(int argc, char **argv)
 	for (i = 0; i < count; i++) {
 		/* connect() transmits the SYN before it returns EINPROGRESS;
 		 * closing a SYN_SENT socket sends nothing more. */
-		fd = tcp_open(family, o.bind, &dst, o.timeout_ms,
+		fd = tcp_open(family, o.bind, 0, &dst, o.timeout_ms,
 			      o.timeout_ms > 0, true);
 		if (fd == -1)
 			break;

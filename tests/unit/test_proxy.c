@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Decisions of the proxy steering in the head program, pod_reply and the
- * reset that proxy_assign reflects when no proxy listens. */
+/* Decisions of the proxy steering in the head program, pod_reply,
+ * proxy_assign (the reset when no proxy listens, a SYN that meets a
+ * TIME_WAIT) and proxy_lookup. */
 #include <stdlib.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -253,12 +254,70 @@ static int make_time_wait(uint16_t lport, uint16_t cport)
 	return 0;
 }
 
-UNIT_TEST(proxy_syn_on_time_wait_goes_to_the_listener)
+/* A TCP listener on the wildcard address and port in the fixture's
+ * namespace (IPv6 only for AF_INET6); its fd, or -1. */
+static int listener(int family, uint16_t port)
+{
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6,
+				   .sin6_port = htons(port) };
+	struct sockaddr_in a4 = { .sin_family = AF_INET,
+				  .sin_port = htons(port) };
+	int fd = socket(family, SOCK_STREAM, 0), one = 1;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if ((family == AF_INET6 ? bind(fd, (void *)&a6, sizeof(a6)) :
+				  bind(fd, (void *)&a4, sizeof(a4))) ||
+	    listen(fd, 8)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static uint64_t cookie_of(int fd)
+{
+	uint64_t c = 0;
+	socklen_t len = sizeof(c);
+
+	getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c, &len);
+	return c;
+}
+
+/* The cookie of the listener proxy_listeners holds under key, 0 if none
+ * (a socket map gives cookies, not sockets, to user space). */
+static uint64_t listener_in_map(struct px_fx *fx, uint32_t proxy_ifindex,
+				int family, uint16_t port)
+{
+	struct pi_proxy_listener_key k = { proxy_ifindex, family, port };
+	uint64_t c = 0;
+
+	if (bpf_map__lookup_elem(fx->skel->maps.proxy_listeners, &k, sizeof(k),
+				 &c, sizeof(c), 0))
+		return 0;
+	return c;
+}
+
+static void listener_to_map(struct px_fx *fx, uint32_t proxy_ifindex,
+			    int family, uint16_t port, int fd)
+{
+	struct pi_proxy_listener_key k = { proxy_ifindex, family, port };
+	uint64_t v = fd;
+
+	ASSERT_OK(bpf_map__update_elem(fx->skel->maps.proxy_listeners, &k,
+				       sizeof(k), &v, sizeof(v), 0),
+		  "listener into proxy_listeners");
+}
+
+UNIT_TEST(proxy_syn_on_time_wait_goes_to_the_stack)
 {
 	struct pi_proxy_rule r = {};
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX];
-	int len;
+	int len, lfd = -1;
 
 	if (!fx_setup(&fx, &r))
 		return;
@@ -270,10 +329,124 @@ UNIT_TEST(proxy_syn_on_time_wait_goes_to_the_listener)
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "127.0.0.1",
 		"127.0.0.1", IPPROTO_TCP, 47001, 47002, 0x02 });
 	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
-	/* It must be matched to the listener, and none listens on the proxy
-	 * port here: the reset comes back, the TIME_WAIT socket is left. */
+	/* Nobody listens on the proxy port: the reset, as for any new
+	 * connection, not the TIME_WAIT's old ACK. */
 	ASSERT_EQ(run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len,
-		      NULL), PI_REDIRECT, "reset, not the TIME_WAIT socket");
+		      NULL), PI_REDIRECT, "no proxy listening: reset");
+	/* With the proxy listening the SYN goes to neither socket: the
+	 * listener could not hash its request next to the TIME_WAIT (the
+	 * SYN would be dropped), the TIME_WAIT would send its old ACK. The
+	 * stack takes the TIME_WAIT over, asking proxy_lookup for the
+	 * listener, which proxy_assign puts in proxy_listeners for it. */
+	lfd = listener(AF_INET, 15001);
+	if (!ASSERT_TRUE(lfd >= 0, "listener"))
+		goto out;
+	ASSERT_EQ(run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len,
+		      NULL), PI_PASS, "to the stack");
+	ASSERT_EQ(listener_in_map(&fx, fx.if_proxy, AF_INET, 15001),
+		  cookie_of(lfd), "the proxy's listener registered");
+	ASSERT_EQ(run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len,
+		      NULL), PI_PASS, "again, with the listener known");
+	ASSERT_EQ(listener_in_map(&fx, fx.if_proxy, AF_INET, 15001),
+		  cookie_of(lfd), "still the proxy's listener");
+	/* A closed listener leaves the map by itself. */
+	close(lfd);
+	lfd = -1;
+	ASSERT_EQ(listener_in_map(&fx, fx.if_proxy, AF_INET, 15001), 0,
+		  "closed listener gone from the map");
 out:
+	if (lfd >= 0)
+		close(lfd);
+	inject_bpf__destroy(fx.skel);
+}
+
+/* One BPF_PROG_TEST_RUN of proxy_lookup: the verdict, and in *cookie the
+ * cookie of the socket it chose (0: none). */
+static int lookup_run(struct px_fx *fx, int family, const char *remote,
+		      uint16_t rport, const char *local, uint16_t lport,
+		      int proto, uint64_t *cookie)
+{
+	struct bpf_sk_lookup ctx = { .family = family, .protocol = proto,
+				     .remote_port = htons(rport),
+				     .local_port = lport };
+	DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = &ctx,
+			    .ctx_size_in = sizeof(ctx), .ctx_out = &ctx,
+			    .ctx_size_out = sizeof(ctx));
+	int err;
+
+	if (family == AF_INET) {
+		inet_pton(AF_INET, remote, &ctx.remote_ip4);
+		inet_pton(AF_INET, local, &ctx.local_ip4);
+	} else {
+		inet_pton(AF_INET6, remote, ctx.remote_ip6);
+		inet_pton(AF_INET6, local, ctx.local_ip6);
+	}
+	err = bpf_prog_test_run_opts(
+		bpf_program__fd(fx->skel->progs.proxy_lookup), &opts);
+	*cookie = ctx.cookie;
+	return err ? -1000 + err : (int)opts.retval;
+}
+
+UNIT_TEST(proxy_lookup_names_the_listener_of_a_captured_flow)
+{
+	struct pi_proxy_rule r = {};
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len, l4 = -1, l6 = -1, other = -1;
+	uint64_t c;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	/* captured: 10.0.0.1:40000 -> 10.0.0.2:80, [fd00::1]:40000 -> [fd00::2]:80 */
+	len = syn(pkt, "10.0.0.2", 40000, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "v4 captured");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd00::2", IPPROTO_TCP, 40000, 80, 0x02 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "v6 captured");
+	l4 = listener(AF_INET, 15001);
+	l6 = listener(AF_INET6, 15001);
+	other = listener(AF_INET, 15002);
+	if (!ASSERT_TRUE(l4 >= 0 && l6 >= 0 && other >= 0, "listeners"))
+		goto out;
+
+	/* nothing known yet: the lookup goes on as usual */
+	ASSERT_EQ(lookup_run(&fx, AF_INET, "10.0.0.1", 40000, "10.0.0.2", 80,
+			     IPPROTO_TCP, &c), SK_PASS, "no listener known");
+	ASSERT_EQ(c, 0, "none chosen");
+
+	listener_to_map(&fx, fx.if_proxy, AF_INET, 15001, l4);
+	listener_to_map(&fx, fx.if_proxy, AF_INET6, 15001, l6);
+	/* the same port of another proxy pod, whose namespace this is not */
+	listener_to_map(&fx, fx.if_other, AF_INET, 15001, other);
+
+	ASSERT_EQ(lookup_run(&fx, AF_INET, "10.0.0.1", 40000, "10.0.0.2", 80,
+			     IPPROTO_TCP, &c), SK_PASS, "v4 flow");
+	ASSERT_EQ(c, cookie_of(l4), "v4: the proxy's v4 listener");
+	ASSERT_EQ(lookup_run(&fx, AF_INET6, "fd00::1", 40000, "fd00::2", 80,
+			     IPPROTO_TCP, &c), SK_PASS, "v6 flow");
+	ASSERT_EQ(c, cookie_of(l6), "v6: the proxy's v6 listener");
+
+	ASSERT_EQ(lookup_run(&fx, AF_INET, "10.0.0.1", 40001, "10.0.0.2", 80,
+			     IPPROTO_TCP, &c), SK_PASS, "not captured");
+	ASSERT_EQ(c, 0, "not captured: none chosen");
+	ASSERT_EQ(lookup_run(&fx, AF_INET, "10.0.0.1", 40000, "10.0.0.2", 80,
+			     IPPROTO_UDP, &c), SK_PASS, "udp");
+	ASSERT_EQ(c, 0, "udp: none chosen");
+
+	/* without its own proxy's listener the flow gets nobody else's */
+	close(l4);
+	l4 = -1;
+	ASSERT_EQ(lookup_run(&fx, AF_INET, "10.0.0.1", 40000, "10.0.0.2", 80,
+			     IPPROTO_TCP, &c), SK_PASS, "v4 flow, listener closed");
+	ASSERT_EQ(c, 0, "not another proxy's listener");
+out:
+	if (l4 >= 0)
+		close(l4);
+	if (l6 >= 0)
+		close(l6);
+	if (other >= 0)
+		close(other);
 	inject_bpf__destroy(fx.skel);
 }
