@@ -30,7 +30,6 @@ start_proxy() {
 		>/tmp/tt$$.px 2>/tmp/tt$$.pxlog </dev/null &
 	PROXY_PID=$!
 	for _ in $(seq 50); do grep -q ready /tmp/tt$$.px 2>/dev/null && return 0; sleep 0.1; done
-	echo "podinject-proxy is not ready"
 	return 1
 }
 
@@ -124,7 +123,8 @@ for mode in auto clsact; do
 	pi -N $X pod add tt-s --ip $S --ip6 $S6 >/dev/null
 	pi -N $X pod add tt-p --ip 10.244.0.12 --ip6 fd00::c >/dev/null
 	check "${mode}_proxy_add" pi -N $X proxy add tt-p --port 15001 --for tt-c --match tcp
-	check "${mode}_proxy_ready" start_proxy
+	# not through check: its subshell would keep PROXY_PID from us
+	if start_proxy; then pass "${mode}_proxy_ready"; else fail "${mode}_proxy_ready" "not ready"; fi
 
 	reuse "${mode}_v4"
 	reuse "${mode}_v6" -6
