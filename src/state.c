@@ -188,10 +188,14 @@ int pod_for_each(const struct node *n,
 		 int (*fn)(const struct node *n, const struct pi_pod *pod,
 			   void *ctx), void *ctx)
 {
-	static struct pi_pod all[PI_MAX_PODS];
+	/* Per call, not static: fn may walk the pods again (pod removal
+	 * re-syncs injection state of every pod). */
+	struct pi_pod *all = calloc(PI_MAX_PODS, sizeof(*all));
 	uint32_t key, next, *prev = NULL;
 	int cnt = 0, ret = 0;
 
+	if (!all)
+		return -ENOMEM;
 	while (cnt < PI_MAX_PODS &&
 	       !bpf_map_get_next_key(n->maps[M_PODS], prev, &next)) {
 		if (!bpf_map_lookup_elem(n->maps[M_PODS], &next, &all[cnt]))
@@ -202,6 +206,7 @@ int pod_for_each(const struct node *n,
 	qsort(all, cnt, sizeof(all[0]), cmp_pod);
 	for (int i = 0; i < cnt && !ret; i++)
 		ret = fn(n, &all[i], ctx);
+	free(all);
 	return ret;
 }
 

@@ -135,5 +135,16 @@ check del_injector pi -N $N pod del ji-i
 check del_injector_unpinned sh -c "! ls /sys/fs/bpf/podinject/$N/inject | grep -q link_"
 ids=$(node_prog_ids $N)
 check down pi -N $N node down
+# every pod went with the node, the injection state's walks over the pods
+# notwithstanding
+expect_eq down_no_pods_left "$(ip netns list | awk '{print $1}' | grep -c "^ji-")" 0
 cleanup_foreign
 expect_eq no_links_left "$(links_of_progs $ids)" 0
+
+# node down with injection state and pods still in place: each pod's
+# removal walks the pods again, and no pod may be skipped for it.
+check up_again node_up $N ${NODE_ARGS:-}
+for i in 1 2 3 4; do pi -N $N pod add ji-$i --ip 10.244.1.$i >/dev/null; done
+pi -N $N inject allow ji-1 --as ji-2 >/dev/null
+check down_again pi -N $N node down
+expect_eq down_again_no_pods_left "$(ip netns list | awk '{print $1}' | grep -c "^ji-")" 0
