@@ -26,14 +26,21 @@ trap 'rm -f "$out"' EXIT
 # run NAME CMD...: keeps the command's test lines; a command that dies
 # without saying why becomes a FAIL line of its own.
 run() {
-	local name=$1 rc tmp
+	local name=$1 rc tmp lost
 	shift
 	tmp=$(mktemp)
 	"$@" >"$tmp" 2>&1
 	rc=$?
 	grep -E '^(PASS|FAIL|SKIP) ' "$tmp" | tee -a "$out"
+	# An expansion error (arithmetic, bad substitution) on a check's line
+	# makes bash drop that command and go on: the check prints no line and
+	# the script may still exit 0. So a check lost that way is a FAIL. (The
+	# lab's busybox date had no %N; four timing checks vanished like that.)
+	lost=$(grep -m 1 -E ': line [0-9]+: .*(\(error token is |bad substitution)' "$tmp")
 	if [ "$rc" = 124 ]; then
 		echo "FAIL $name: timed out" | tee -a "$out"
+	elif [ -n "$lost" ]; then
+		echo "FAIL $name: a check was lost to a shell error: $lost" | tee -a "$out"
 	elif [ "$rc" != 0 ] && ! grep -q '^FAIL ' "$tmp"; then
 		echo "FAIL $name: exited $rc: $(tail -n 1 "$tmp")" | tee -a "$out"
 	fi
