@@ -155,6 +155,27 @@ int inject_egress(struct __sk_buff *skb)
 	return PI_REDIRECT;
 }
 
+/* On a device with a guard, a frame carrying the tag gets the target's
+ * own MAC back; returns the guard then, NULL for every other frame. */
+static __always_inline struct pi_netkit_guard *strip_tag(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	struct pi_netkit_guard *g;
+	void *data, *data_end;
+	struct ethhdr *eth;
+
+	g = bpf_map_lookup_elem(&netkit_guards, &ifindex);
+	if (!g)
+		return NULL;
+	data = skb_data(skb);
+	data_end = skb_data_end(skb);
+	eth = data;
+	if ((void *)(eth + 1) > data_end || !is_tag(eth->h_source))
+		return NULL;
+	__builtin_memcpy(eth->h_source, g->pod_mac, ETH_ALEN);
+	return g;
+}
+
 /*
  * First at the tcx ingress of a netkit target's primary while it is the
  * target of a netkit fallback. A tagged packet came from inject_egress and
@@ -167,20 +188,10 @@ int inject_egress(struct __sk_buff *skb)
 SEC("tc")
 int netkit_guard(struct __sk_buff *skb)
 {
-	__u32 ifindex = skb->ifindex;
-	struct pi_netkit_guard *g;
-	void *data, *data_end;
-	struct ethhdr *eth;
+	struct pi_netkit_guard *g = strip_tag(skb);
 
-	g = bpf_map_lookup_elem(&netkit_guards, &ifindex);
 	if (!g)
 		return PI_NEXT;
-	data = skb_data(skb);
-	data_end = skb_data_end(skb);
-	eth = data;
-	if ((void *)(eth + 1) > data_end || !is_tag(eth->h_source))
-		return PI_NEXT;
-	__builtin_memcpy(eth->h_source, g->pod_mac, ETH_ALEN);
 	__sync_fetch_and_add(&g->runs, 1);
 	bpf_tail_call(skb, &netkit_peer_progs, g->slot);
 	/* Only reached without a program in the slot: the packet has been
@@ -197,21 +208,10 @@ int netkit_guard(struct __sk_buff *skb)
 SEC("tc")
 int netkit_untag(struct __sk_buff *skb)
 {
-	__u32 ifindex = skb->ifindex;
-	struct pi_netkit_guard *g;
-	void *data, *data_end;
-	struct ethhdr *eth;
+	struct pi_netkit_guard *g = strip_tag(skb);
 
-	g = bpf_map_lookup_elem(&netkit_guards, &ifindex);
-	if (!g)
-		return PI_NEXT;
-	data = skb_data(skb);
-	data_end = skb_data_end(skb);
-	eth = data;
-	if ((void *)(eth + 1) > data_end || !is_tag(eth->h_source))
-		return PI_NEXT;
-	__builtin_memcpy(eth->h_source, g->pod_mac, ETH_ALEN);
-	__sync_fetch_and_add(&g->forged, 1);
+	if (g)
+		__sync_fetch_and_add(&g->forged, 1);
 	return PI_NEXT;
 }
 

@@ -36,6 +36,21 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* The L2 header a pod's eth0 accepts: from its host side, to its own MAC.
+ * False when the frame is too short to hold one. */
+static __always_inline bool set_pod_l2(struct __sk_buff *skb,
+				       const struct pi_endpoint *ep)
+{
+	void *data = skb_data(skb), *data_end = skb_data_end(skb);
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > data_end)
+		return false;
+	__builtin_memcpy(eth->h_dest, ep->pod_mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, ep->host_mac, ETH_ALEN);
+	return true;
+}
+
 /* Hand a packet to a pod on this node: its ingress policy, its counters,
  * the L2 header its eth0 accepts, then straight into its namespace.
  * bpf_redirect_peer() skips the XDP program of the pod's eth0, so the
@@ -45,19 +60,11 @@ static __always_inline int deliver_to_pod(struct __sk_buff *skb,
 					  const struct pi_endpoint *ep)
 {
 	struct pi_pod_stats *st;
-	struct ethhdr *eth;
-	void *data, *data_end;
 
 	if (policy_check(ep->pod_id, PI_DIR_INGRESS, p, skb->len) == PI_DENY)
 		return drop(ep->pod_id, PI_DROP_INGRESS_POLICY);
-
-	data = skb_data(skb);
-	data_end = skb_data_end(skb);
-	eth = data;
-	if ((void *)(eth + 1) > data_end)
+	if (!set_pod_l2(skb, ep))
 		return drop(ep->pod_id, PI_DROP_MALFORMED);
-	__builtin_memcpy(eth->h_dest, ep->pod_mac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, ep->host_mac, ETH_ALEN);
 
 	st = stats_of(ep->pod_id);
 	if (st) {
@@ -72,16 +79,8 @@ static __always_inline int deliver_to_pod(struct __sk_buff *skb,
 static __always_inline int deliver_via_host_dev(struct __sk_buff *skb,
 						const struct pi_endpoint *ep)
 {
-	struct ethhdr *eth;
-	void *data, *data_end;
-
-	data = skb_data(skb);
-	data_end = skb_data_end(skb);
-	eth = data;
-	if ((void *)(eth + 1) > data_end)
+	if (!set_pod_l2(skb, ep))
 		return drop(ep->pod_id, PI_DROP_MALFORMED);
-	__builtin_memcpy(eth->h_dest, ep->pod_mac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, ep->host_mac, ETH_ALEN);
 	return redirect_plain(ep->pod_ifindex, 0);
 }
 
