@@ -320,15 +320,22 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 		socklen_t len = sizeof(err);
 
 		if (!upstream_side) {
-			/* the client left before the upstream answered */
-			if (events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
-				char b;
+			char b;
+			ssize_t n = recv(c->client, &b, 1,
+					 MSG_PEEK | MSG_DONTWAIT);
 
-				if (recv(c->client, &b, 1, MSG_PEEK) <= 0) {
-					conn_free(c, false, "client gone");
-					return;
-				}
+			/* the client left before the upstream answered */
+			if ((events & (EPOLLHUP | EPOLLERR)) || n == 0 ||
+			    (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+				conn_free(c, false, "client gone");
+				return;
 			}
+			/* Data, maybe followed by a half-close: it goes
+			 * upstream once connected. Readiness is level-
+			 * triggered and would wake epoll_wait at once, again
+			 * and again, so the client is watched for nothing
+			 * until conn_rearm (HUP and ERR still come). */
+			ep_set(c->client, &c->ctag, 0, false);
 			return;
 		}
 		getsockopt(c->upstream, SOL_SOCKET, SO_ERROR, &err, &len);

@@ -99,13 +99,14 @@ reuse() {
 	srv=$!
 	sleep 0.3
 	rec0=$(client_recoveries)
-	t0=$(date +%s%N)
+	# "at once" is measured in packets, not wall-clock time (which under
+	# the lab's emulation also holds the 100 kB exchange): the handshake
+	# must finish within the connect timeout, and with no SYN sent twice
+	# and no reset from the client (taken_over_at_the_first_syn).
 	out=$(in_ns tt-c "$PINET" tcp-connect $fam --timeout 1000 --sport "$port" $dst 8080 \
 		--send 100000 2>&1)
-	t1=$(date +%s%N)
 	wait $srv
 	expect_eq "${name}_same_port_connects" "$(head -n 1 <<<"$out")" "connected $src $port"
-	check "${name}_same_port_connects_at_once" test $(( (t1 - t0) / 1000000 )) -lt 1000
 	expect_eq "${name}_taken_over_at_the_first_syn" "$(client_recoveries)" "$rec0"
 	fnv=$(awk '/^done sent 100000 / {print $NF}' <<<"$out")
 	check "${name}_same_port_relayed" test -n "$fnv" -a \
