@@ -433,8 +433,7 @@ static int free_guard_slot(const struct inject_state *s, uint32_t *slot)
 	return -ENOSPC;
 }
 
-static void guard_detach(const struct node *n, struct inject_state *s,
-			 const struct pi_pod *pod)
+static void guard_detach(struct inject_state *s, const struct pi_pod *pod)
 {
 	struct pi_netkit_guard g;
 	char path[PATH_MAX];
@@ -449,7 +448,6 @@ static void guard_detach(const struct node *n, struct inject_state *s,
 		bpf_map_delete_elem(s->maps[IM_NETKIT_PEER_PROGS], &g.slot);
 		bpf_map_delete_elem(s->maps[IM_NETKIT_GUARDS], &pod->ifindex);
 	}
-	(void)n;
 }
 
 /* In the node's namespace. The untag program goes first at the peer hook
@@ -513,9 +511,9 @@ static int guard_set(const struct node *n, struct inject_state *s,
 	if (wanted) {
 		err = guard_attach(s, pod);
 		if (err)
-			guard_detach(n, s, pod);
+			guard_detach(s, pod);
 	} else {
-		guard_detach(n, s, pod);
+		guard_detach(s, pod);
 	}
 	netns_restore(saved);
 	return err;
