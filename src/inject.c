@@ -185,37 +185,37 @@ int inject_open(const struct node *n, struct inject_state *s, bool create)
 	return 1;
 }
 
-static void link_pin(const struct inject_state *s, const char *injector,
+static void link_pin(const struct inject_state *s, const struct pod *injector,
 		     char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/link_%s", s->dir, injector);
+	snprintf(buf, len, "%s/link_%u", s->dir, injector->ifindex);
 }
 
-static enum pi_hook injector_hook(const struct pi_pod *pod)
+static enum pi_hook injector_hook(const struct pod *pod)
 {
 	return pod->flags & PI_POD_NETKIT ? PI_HOOK_NETKIT_PEER :
 					    PI_HOOK_INGRESS;
 }
 
 static enum pi_attach_mode injector_mode(const struct node *n,
-					 const struct pi_pod *pod)
+					 const struct pod *pod)
 {
 	return pod->flags & PI_POD_NETKIT ? PI_ATTACH_TCX : node_attach_mode(n);
 }
 
 /* Whether the head program is attached at this pod: its pin path exists
  * exactly while it is (attach_prog). */
-bool head_attached(const struct inject_state *s, const struct pi_pod *pod)
+bool head_attached(const struct inject_state *s, const struct pod *pod)
 {
 	char path[PATH_MAX];
 
-	link_pin(s, pod->name, path, sizeof(path));
+	link_pin(s, pod, path, sizeof(path));
 	return !access(path, F_OK);
 }
 
 /* The pod's ifindex is the node namespace's: attach from in there. */
 int head_attach(const struct node *n, struct inject_state *s,
-		const struct pi_pod *pod)
+		const struct pod *pod)
 {
 	enum pi_attach_mode mode = injector_mode(n, pod);
 	char path[PATH_MAX];
@@ -223,7 +223,7 @@ int head_attach(const struct node *n, struct inject_state *s,
 
 	if (head_attached(s, pod))
 		return 0;
-	link_pin(s, pod->name, path, sizeof(path));
+	link_pin(s, pod, path, sizeof(path));
 	err = node_enter(n, &saved);
 	if (err)
 		return err;
@@ -234,13 +234,13 @@ int head_attach(const struct node *n, struct inject_state *s,
 }
 
 static void head_detach(const struct node *n, struct inject_state *s,
-			const struct pi_pod *pod)
+			const struct pod *pod)
 {
 	enum pi_attach_mode mode = injector_mode(n, pod);
 	char path[PATH_MAX];
 	int saved;
 
-	link_pin(s, pod->name, path, sizeof(path));
+	link_pin(s, pod, path, sizeof(path));
 	if (node_enter(n, &saved))
 		return;
 	detach_prog(pod->ifindex, injector_hook(pod), mode, PI_PRIO_HEAD,
@@ -251,7 +251,7 @@ static void head_detach(const struct node *n, struct inject_state *s,
 static int auth_count(const struct inject_state *s, uint32_t injector);
 
 void head_release(const struct node *n, struct inject_state *s,
-		  const struct pi_pod *pod)
+		  const struct pod *pod)
 {
 	struct pi_proxy_rule r;
 
@@ -261,7 +261,7 @@ void head_release(const struct node *n, struct inject_state *s,
 	head_detach(n, s, pod);
 }
 
-static int target_key(const struct pi_pod *inj, const struct pi_pod *tgt,
+static int target_key(const struct pod *inj, const struct pod *tgt,
 		      struct pi_inject_key keys[2])
 {
 	int n = 0;
@@ -298,7 +298,7 @@ static int auth_count(const struct inject_state *s, uint32_t injector)
 }
 
 static int parse_as_list(const struct node *n, int argc, char **argv,
-			 struct pi_pod *targets, int *ntargets,
+			 struct pod *targets, int *ntargets,
 			 uint32_t *path, bool allow_path)
 {
 	*ntargets = 0;
@@ -308,7 +308,7 @@ static int parse_as_list(const struct node *n, int argc, char **argv,
 		if (!strcmp(argv[0], "--as")) {
 			if (*ntargets >= MAX_AS)
 				return usage_err("at most %d --as", MAX_AS);
-			if (!valid_name(argv[1], POD_NAME_MAX))
+			if (!valid_pod_name(argv[1]))
 				return usage_err("invalid pod name '%s'", argv[1]);
 			if (pod_find(n, argv[1], &targets[*ntargets])) {
 				p_err("no pod '%s' on node '%s'", argv[1],
@@ -343,7 +343,7 @@ int inject_path_auto(void)
 
 /* Whether some authorisation takes the netkit fallback onto `pod`. */
 static bool netkit_fallback_wanted(const struct inject_state *s,
-				   const struct pi_pod *pod)
+				   const struct pod *pod)
 {
 	struct pi_inject_key key, next, *prev = NULL;
 	struct pi_inject_target t;
@@ -360,7 +360,7 @@ static bool netkit_fallback_wanted(const struct inject_state *s,
 }
 
 static void guard_pin(const struct inject_state *s, const char *what,
-		      const struct pi_pod *pod, char *buf, size_t len)
+		      const struct pod *pod, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/link_%s_%s", s->dir, what, pod->name);
 }
@@ -378,7 +378,7 @@ static uint32_t prog_id(int fd)
  * with several would need them run in turn, which one tail call cannot
  * do; that is refused rather than half done. Returns an fd or -errno. */
 static int netkit_peer_program(const struct inject_state *s,
-			       const struct pi_pod *pod)
+			       const struct pod *pod)
 {
 	uint32_t ids[64], ours[IP__COUNT], found = 0;
 	int cnt, fd;
@@ -433,7 +433,7 @@ static int free_guard_slot(const struct inject_state *s, uint32_t *slot)
 	return -ENOSPC;
 }
 
-static void guard_detach(struct inject_state *s, const struct pi_pod *pod)
+static void guard_detach(struct inject_state *s, const struct pod *pod)
 {
 	struct pi_netkit_guard g;
 	char path[PATH_MAX];
@@ -453,7 +453,7 @@ static void guard_detach(struct inject_state *s, const struct pi_pod *pod)
 /* In the node's namespace. The untag program goes first at the peer hook
  * before the guard exists, so that no frame of the pod's reaches a guard
  * with the tag still on. */
-static int guard_attach(struct inject_state *s, const struct pi_pod *pod)
+static int guard_attach(struct inject_state *s, const struct pod *pod)
 {
 	struct pi_netkit_guard g = {};
 	char path[PATH_MAX];
@@ -495,7 +495,7 @@ static int guard_attach(struct inject_state *s, const struct pi_pod *pod)
 }
 
 static int guard_set(const struct node *n, struct inject_state *s,
-		     const struct pi_pod *pod, bool wanted)
+		     const struct pod *pod, bool wanted)
 {
 	struct pi_netkit_guard g;
 	int err = 0, saved;
@@ -520,14 +520,14 @@ static int guard_set(const struct node *n, struct inject_state *s,
 }
 
 int netkit_guard_sync(const struct node *n, struct inject_state *s,
-		      const struct pi_pod *pod)
+		      const struct pod *pod)
 {
 	if (!(pod->flags & PI_POD_NETKIT))
 		return 0;
 	return guard_set(n, s, pod, netkit_fallback_wanted(s, pod));
 }
 
-static int sync_one(const struct node *n, const struct pi_pod *pod, void *ctx)
+static int sync_one(const struct node *n, const struct pod *pod, void *ctx)
 {
 	netkit_guard_sync(n, ctx, pod);
 	return 0;
@@ -539,8 +539,8 @@ void netkit_guards_sync_all(const struct node *n, struct inject_state *s)
 }
 
 int inject_authorise(const struct node *n, struct inject_state *s,
-		     const struct pi_pod *inj,
-		     const struct pi_pod *targets, int ntargets, uint32_t path,
+		     const struct pod *inj,
+		     const struct pod *targets, int ntargets, uint32_t path,
 		     struct pi_inject_key *added, int *nadded)
 {
 	int err = 0;
@@ -596,7 +596,7 @@ int inject_authorise(const struct node *n, struct inject_state *s,
 
 static int inject_allow(int argc, char **argv)
 {
-	struct pi_pod inj, targets[MAX_AS];
+	struct pod inj, targets[MAX_AS];
 	struct pi_inject_key keys[MAX_AS * 2];
 	struct inject_state s;
 	struct node n;
@@ -606,9 +606,9 @@ static int inject_allow(int argc, char **argv)
 
 	if (argc < 1)
 		return usage_err("inject allow needs an INJECTOR pod");
-	if (!valid_name(argv[0], POD_NAME_MAX))
+	if (!valid_pod_name(argv[0]))
 		return usage_err("invalid pod name '%s'", argv[0]);
-	if (node_open(&n))
+	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
 	inject_open_none(&s);
 	if (pod_find(&n, argv[0], &inj)) {
@@ -677,7 +677,7 @@ out:
 
 static int inject_deny(int argc, char **argv)
 {
-	struct pi_pod inj, targets[MAX_AS];
+	struct pod inj, targets[MAX_AS];
 	struct inject_state s;
 	struct pi_inject_key key, next, *prev = NULL;
 	struct node n;
@@ -686,9 +686,9 @@ static int inject_deny(int argc, char **argv)
 
 	if (argc < 1)
 		return usage_err("inject deny needs an INJECTOR pod");
-	if (!valid_name(argv[0], POD_NAME_MAX))
+	if (!valid_pod_name(argv[0]))
 		return usage_err("invalid pod name '%s'", argv[0]);
-	if (node_open(&n))
+	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
 	if (pod_find(&n, argv[0], &inj)) {
 		p_err("no pod '%s' on node '%s'", argv[0], n.name);
@@ -752,7 +752,7 @@ static int inject_list(int argc, char **argv)
 
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
-	if (node_open(&n))
+	if (node_open_ro(&n))
 		return EXIT_RUNTIME;
 	if (json_output)
 		json_arr_open(jw);
@@ -817,7 +817,7 @@ static int inject_stats(int argc, char **argv)
 
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
-	if (node_open(&n))
+	if (node_open_ro(&n))
 		return EXIT_RUNTIME;
 	per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per));
 	if (json_output)
@@ -904,7 +904,7 @@ static int inject_stats(int argc, char **argv)
 	return EXIT_OK;
 }
 
-int inject_forget_pod(struct node *n, const struct pi_pod *pod)
+int inject_forget_pod(struct node *n, const struct pod *pod)
 {
 	struct pi_inject_key key, next, *prev = NULL;
 	struct pi_inject_stats_key skey, snext, *sprev = NULL;

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -53,14 +54,20 @@
  */
 static int nl_request(struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 {
-	static char buf[NL_BUF_SIZE];
+	char *buf;
 	struct mnl_socket *nl;
 	unsigned int portid, seq;
 	int ret, err = 0;
 
+	/* Per call: a library caller may run requests from several threads. */
+	buf = malloc(NL_BUF_SIZE);
+	if (!buf)
+		return -ENOMEM;
 	nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
-	if (!nl)
+	if (!nl) {
+		free(buf);
 		return -errno;
+	}
 	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
 		err = -errno;
 		goto out;
@@ -74,7 +81,7 @@ static int nl_request(struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 		goto out;
 	}
 	for (;;) {
-		ret = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+		ret = mnl_socket_recvfrom(nl, buf, NL_BUF_SIZE);
 		if (ret < 0) {
 			err = -errno;
 			break;
@@ -91,6 +98,7 @@ static int nl_request(struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 	}
 out:
 	mnl_socket_close(nl);
+	free(buf);
 	return err;
 }
 
@@ -241,6 +249,16 @@ int netns_open(const char *name)
 	if (err)
 		return err;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+int netns_open_any(const char *s)
+{
+	int fd;
+
+	if (!s || !strchr(s, '/'))
+		return netns_open(s);
+	fd = open(s, O_RDONLY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
 }
 
@@ -407,6 +425,7 @@ struct link_reply {
 	uint8_t mac[6];
 	bool has_mac;
 	char kind[16];
+	uint32_t link;		/* IFLA_LINK: a pair's peer */
 };
 
 static int link_attr_cb(const struct nlattr *attr, void *data)
@@ -441,6 +460,8 @@ static int link_reply_cb(const struct nlmsghdr *nlh, void *data)
 		return MNL_CB_OK;
 	r->flags = ((struct ifinfomsg *)mnl_nlmsg_get_payload(nlh))->ifi_flags;
 	mnl_attr_parse(nlh, sizeof(struct ifinfomsg), link_attr_cb, tb);
+	if (tb[IFLA_LINK])
+		r->link = mnl_attr_get_u32(tb[IFLA_LINK]);
 	if (tb[IFLA_ADDRESS] && mnl_attr_get_payload_len(tb[IFLA_ADDRESS]) == 6) {
 		memcpy(r->mac, mnl_attr_get_payload(tb[IFLA_ADDRESS]), 6);
 		r->has_mac = true;
@@ -486,6 +507,16 @@ int nl_link_get_mac(int ifindex, uint8_t mac[6])
 		return -ENODATA;
 	memcpy(mac, r.mac, 6);
 	return 0;
+}
+
+int nl_link_peer(int ifindex)
+{
+	struct link_reply r;
+	int err = link_get(ifindex, &r);
+
+	if (err)
+		return err;
+	return r.link ? (int)r.link : -ENOLINK;
 }
 
 /* Devices without a kind (lo, physical NICs) give "" and 0. */

@@ -20,6 +20,9 @@ int netns_create(const char *name);	/* -EEXIST if the name is taken */
 int netns_delete(const char *name);	/* -ENOENT if there is no such name */
 bool netns_exists(const char *name);
 int netns_open(const char *name);	/* O_RDONLY fd of the namespace */
+/* A name as above, or a path (anything with a '/': /proc/PID/ns/net, a
+ * runtime's bind mount). */
+int netns_open_any(const char *name_or_path);
 /* Switch the calling thread to the namespace behind fd; *saved receives an
  * fd of the namespace it was in, for netns_restore(). */
 int netns_enter(int fd, int *saved);
@@ -39,6 +42,9 @@ int nl_veth_create(const char *name, const char *peer, int peer_netns_fd);
  * ends: `name` is the primary and stays here, `peer` goes to peer_netns_fd.
  * Returns -EOPNOTSUPP when the kernel has no netkit. */
 int nl_netkit_create(const char *name, const char *peer, int peer_netns_fd);
+/* The ifindex of a veth or netkit device's peer (IFLA_LINK: in the
+ * peer's own namespace), or -ENOLINK for a device that has none. */
+int nl_link_peer(int ifindex);
 /* Link kind as the kernel reports it ("veth", "netkit", ...). */
 int nl_link_kind(int ifindex, char kind[16]);
 int nl_link_set_netns(int ifindex, int netns_fd);

@@ -26,9 +26,9 @@
 static int node_help(int argc, char **argv)
 {
 	fprintf(stderr,
-		"Usage: podinject [-N NODE] node up [--uplink DEV] [--xdp]\n"
+		"Usage: podinject [-N NODE] node up [--uplink DEV] [--xdp] [--host]\n"
 		"                                   [--attach auto|tcx|clsact]\n"
-		"       podinject [-N NODE] node down\n"
+		"       podinject [-N NODE] node down [--force]\n"
 		"       podinject [-N NODE] [-j] node show\n"
 		"\n"
 		"A node is the network namespace named NODE (made by 'up' when it\n"
@@ -39,6 +39,11 @@ static int node_help(int argc, char **argv)
 		"--xdp: veth pods get their ingress ACL as native XDP on their\n"
 		"eth0, and the uplink sends their traffic to them with\n"
 		"XDP_REDIRECT (docs/datapath.md; netkit pods stay on tc).\n"
+		"--host: the node is the host's own network namespace (where a\n"
+		"container runtime's host-side devices are), not one named NODE;\n"
+		"its devices are left alone unless named with --uplink.\n"
+		"down --force: remove the pins and links of a node another build\n"
+		"made, leaving its pods' namespaces and devices.\n"
 		"--attach: tcx links where the kernel has them (auto, the\n"
 		"default), or clsact qdiscs with cls_bpf filters, as on kernels\n"
 		"without tcx.\n",
@@ -103,6 +108,58 @@ static int pin_objects(struct node_bpf *skel, const char *dir)
 	return 0;
 }
 
+/* The pod_meta map: userspace's half of each pod (names, namespaces), kept
+ * beside the datapath's maps so the pins stay the node's whole state. */
+static int create_meta_map(const char *dir)
+{
+	char path[PATH_MAX];
+	int fd, err = 0;
+
+	fd = bpf_map_create(BPF_MAP_TYPE_HASH, PI_POD_META_PIN, sizeof(__u32),
+			    sizeof(struct pi_pod_meta), PI_MAX_PODS, NULL);
+	if (fd < 0)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/%s", dir, PI_POD_META_PIN);
+	if (bpf_obj_pin(fd, path))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+/* The first record of the node's configuration, written before anything
+ * can open the node, so that its ABI version is always there. */
+static int write_first_config(const char *dir, const struct pi_node_config *cfg)
+{
+	char path[PATH_MAX];
+	uint32_t zero = 0;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, node_map_names[M_NODE_CONFIG]);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return -errno;
+	if (bpf_map_update_elem(fd, &zero, cfg, 0))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+/* mkdir of the node's pin directory is what makes a name taken: of two
+ * `node up` of one name, one gets EEXIST. The root may be removed by a
+ * concurrent `node down` of the last other node between our two mkdirs. */
+static int make_pin_dir(const char *path)
+{
+	for (int tries = 0; tries < 10; tries++) {
+		if (mkdir(PI_PIN_ROOT, 0700) && errno != EEXIST)
+			return -errno;
+		if (!mkdir(path, 0700))
+			return 0;
+		if (errno != ENOENT)
+			return -errno;
+	}
+	return -ENOENT;
+}
+
 static int node_up(int argc, char **argv)
 {
 	const char *uplink = NULL;
@@ -111,8 +168,8 @@ static int node_up(int argc, char **argv)
 	struct pi_node_config cfg = {};
 	struct features feat;
 	struct node n;
-	bool made_ns = false, made_dir = false, xdp = false;
-	int saved = -1, err, ret = EXIT_RUNTIME;
+	bool made_ns = false, made_dir = false, xdp = false, host = false;
+	int saved = -1, err, ret = EXIT_RUNTIME, lock_fd = -1;
 	char path[PATH_MAX];
 
 	while (argc > 0) {
@@ -124,6 +181,10 @@ static int node_up(int argc, char **argv)
 			argv += 2;
 		} else if (!strcmp(argv[0], "--xdp")) {
 			xdp = true;
+			argc--;
+			argv++;
+		} else if (!strcmp(argv[0], "--host")) {
+			host = true;
 			argc--;
 			argv++;
 		} else if (!strcmp(argv[0], "--attach")) {
@@ -144,6 +205,9 @@ static int node_up(int argc, char **argv)
 	}
 	if (uplink && (strlen(uplink) >= IFNAMSIZ || !*uplink))
 		return usage_err("invalid device name '%s'", uplink);
+	if (host && netns_exists(node_name))
+		return usage_err("--host: the node is the host's own namespace, but a namespace named '%s' exists; pick another node name",
+				 node_name);
 
 	err = ensure_bpffs();
 	if (err) {
@@ -175,21 +239,31 @@ static int node_up(int argc, char **argv)
 		return EXIT_RUNTIME;
 	}
 
-	if (!netns_exists(node_name)) {
+	err = make_pin_dir(path);
+	if (err == -EEXIST) {
+		p_err("node '%s' is already up", node_name);
+		return EXIT_RUNTIME;
+	}
+	if (err) {
+		p_err("cannot create %s: %s", path, strerror(-err));
+		return EXIT_RUNTIME;
+	}
+	made_dir = true;
+	/* Held until the node is complete: nobody sees it half made. */
+	lock_fd = node_lock_dir(path, NODE_LOCK_EXCLUSIVE, lock_timeout_ms);
+	if (lock_fd < 0) {
+		p_err("cannot lock %s: %s", path, strerror(-lock_fd));
+		goto out;
+	}
+	if (!host && !netns_exists(node_name)) {
 		err = netns_create(node_name);
 		if (err) {
 			p_err("cannot create namespace '%s': %s", node_name,
 			      strerror(-err));
-			return EXIT_RUNTIME;
+			goto out;
 		}
 		made_ns = true;
 	}
-	mkdir(PI_PIN_ROOT, 0700);
-	if (mkdir(path, 0700)) {
-		p_err("cannot create %s: %s", path, strerror(errno));
-		goto out;
-	}
-	made_dir = true;
 
 	skel = node_bpf__open_and_load();
 	if (!skel) {
@@ -197,17 +271,22 @@ static int node_up(int argc, char **argv)
 		goto out;
 	}
 	err = pin_objects(skel, path);
+	if (!err)
+		err = create_meta_map(path);
+	snprintf(cfg.name, sizeof(cfg.name), "%s", node_name);
+	cfg.abi = PI_ABI_VERSION;
+	cfg.flags = (feat.tcx ? PI_NODE_TCX : 0) |
+		    (made_ns ? PI_NODE_OWNS_NETNS : 0) |
+		    (host ? PI_NODE_HOST : 0);
+	if (!err)
+		err = write_first_config(path, &cfg);
 	if (err) {
 		p_err("cannot pin objects under %s: %s", path, strerror(-err));
 		goto out;
 	}
 
-	snprintf(cfg.name, sizeof(cfg.name), "%s", node_name);
-	cfg.flags = (feat.tcx ? PI_NODE_TCX : 0) |
-		    (made_ns ? PI_NODE_OWNS_NETNS : 0);
-	if (node_open(&n))
+	if (node_open(&n, node_name, NODE_LOCK_HELD, 0))
 		goto out;
-	n.cfg = cfg;
 	if (node_enter(&n, &saved)) {
 		p_err("cannot enter namespace '%s'", node_name);
 		goto out_node;
@@ -217,7 +296,7 @@ static int node_up(int argc, char **argv)
 
 		if (ifindex < 0) {
 			p_err("uplink '%s' does not exist in namespace '%s'",
-			      uplink, node_name);
+			      uplink, host ? "of the host" : node_name);
 			goto out_node;
 		}
 		err = nl_link_set_up(ifindex);
@@ -257,13 +336,15 @@ static int node_up(int argc, char **argv)
 	}
 	ret = EXIT_OK;
 	p_info("node %s up (%s%s, namespace %s%s)", node_name,
-	       feat.tcx ? "tcx" : "clsact", xdp ? ", xdp" : "", node_name,
-	       made_ns ? ", created" : ", adopted");
+	       feat.tcx ? "tcx" : "clsact", xdp ? ", xdp" : "",
+	       host ? "of the host" : node_name,
+	       host ? "" : made_ns ? ", created" : ", adopted");
 	if (json_output) {
 		json_obj_open(jw);
 		json_kstr(jw, "node", node_name);
 		json_kstr(jw, "attach", feat.tcx ? "tcx" : "clsact");
 		json_kbool(jw, "xdp", xdp);
+		json_kbool(jw, "host", host);
 		json_kbool(jw, "created_netns", made_ns);
 		json_obj_close(jw);
 		json_end(jw);
@@ -287,10 +368,12 @@ out:
 		if (made_ns)
 			netns_delete(node_name);
 	}
+	if (lock_fd >= 0)
+		close(lock_fd);
 	return ret;
 }
 
-static int remove_pod_cb(const struct node *n, const struct pi_pod *pod,
+static int remove_pod_cb(const struct node *n, const struct pod *pod,
 			 void *ctx)
 {
 	int *err = ctx;
@@ -305,21 +388,51 @@ static int node_down(int argc, char **argv)
 {
 	char path[PATH_MAX];
 	struct node n;
-	int err = 0, saved;
+	bool force = false;
+	int err = 0, saved, lock_fd;
 
-	if (argc > 0)
+	if (argc == 1 && !strcmp(argv[0], "--force"))
+		force = true;
+	else if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
-	if (node_open(&n)) {
-		/* A node whose namespace was deleted under it still has
-		 * pins; take them away so the name can be used again. */
-		snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, node_name);
-		if (!access(path, F_OK) && !rm_tree(path)) {
-			rmdir(PI_PIN_ROOT);
-			p_err("node '%s' was broken; its pins are removed",
-			      node_name);
-		}
+	snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, node_name);
+	lock_fd = node_lock_dir(path, NODE_LOCK_EXCLUSIVE, lock_timeout_ms);
+	if (lock_fd == -ENOENT) {
+		p_err("node '%s' is not up", node_name);
 		return EXIT_RUNTIME;
 	}
+	if (lock_fd < 0) {
+		p_err(lock_fd == -EBUSY ?
+		      "node '%s' is busy: another command holds its lock; try again later" :
+		      "cannot lock node '%s'", node_name);
+		return EXIT_RUNTIME;
+	}
+	err = node_open(&n, node_name, NODE_LOCK_HELD, 0);
+	if (err) {
+		/* Another build's node is left alone unless forced: its pods
+		 * are in maps this build cannot read. A node that is broken
+		 * (its namespace deleted under it) still has pins; take them
+		 * away so the name can be used again. */
+		if (err == -EPROTO && !force) {
+			close(lock_fd);
+			return EXIT_RUNTIME;
+		}
+		err = rm_tree(path);
+		close(lock_fd);
+		rmdir(PI_PIN_ROOT);
+		if (err) {
+			p_err("cannot remove %s: %s", path, strerror(-err));
+			return EXIT_RUNTIME;
+		}
+		if (force) {
+			p_info("node %s: pins and links removed (forced); its pods' namespaces and devices are left",
+			       node_name);
+			return EXIT_OK;
+		}
+		p_err("node '%s' was broken; its pins are removed", node_name);
+		return EXIT_RUNTIME;
+	}
+	err = 0;
 	pod_for_each(&n, remove_pod_cb, &err);
 	if (n.cfg.uplink_ifindex && !node_enter(&n, &saved)) {
 		if (n.cfg.flags & PI_NODE_XDP)
@@ -344,6 +457,7 @@ static int node_down(int argc, char **argv)
 			err = e;
 	}
 	node_close(&n);
+	close(lock_fd);
 	rmdir(PI_PIN_ROOT);	/* only when no other node is left */
 	if (err) {
 		p_err("node '%s' down with errors: %s", node_name,
@@ -354,7 +468,7 @@ static int node_down(int argc, char **argv)
 	return EXIT_OK;
 }
 
-static int count_pod(const struct node *n, const struct pi_pod *pod, void *c)
+static int count_pod(const struct node *n, const struct pod *pod, void *c)
 {
 	(*(int *)c)++;
 	return 0;
@@ -370,7 +484,7 @@ static int node_show(int argc, char **argv)
 
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
-	if (node_open(&n))
+	if (node_open_ro(&n))
 		return EXIT_RUNTIME;
 	pod_for_each(&n, count_pod, &pods);
 	if (n.cfg.uplink_ifindex && !node_enter(&n, &saved)) {
@@ -380,7 +494,8 @@ static int node_show(int argc, char **argv)
 	if (json_output) {
 		json_obj_open(jw);
 		json_kstr(jw, "node", n.name);
-		json_kstr(jw, "netns", n.name);
+		json_kstr(jw, "netns", n.cfg.flags & PI_NODE_HOST ? HOST_NETNS_PATH : n.name);
+		json_kbool(jw, "host", n.cfg.flags & PI_NODE_HOST);
 		json_kbool(jw, "owns_netns", n.cfg.flags & PI_NODE_OWNS_NETNS);
 		json_kstr(jw, "attach", n.cfg.flags & PI_NODE_TCX ? "tcx" :
 								"clsact");
@@ -400,7 +515,7 @@ static int node_show(int argc, char **argv)
 		json_arr_open(jw);
 	} else {
 		printf("node %s\n  netns %s%s\n  attach %s%s\n  pins %s\n",
-		       n.name, n.name,
+		       n.name, n.cfg.flags & PI_NODE_HOST ? "(the host's)" : n.name,
 		       n.cfg.flags & PI_NODE_OWNS_NETNS ? " (owned)" : "",
 		       n.cfg.flags & PI_NODE_TCX ? "tcx" : "clsact",
 		       n.cfg.flags & PI_NODE_XDP ?

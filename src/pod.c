@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,13 +62,14 @@ static int endpoint_exists(const struct node *n, int family,
 	return !bpf_map_lookup_elem(n->maps[M_ENDPOINTS], &key, &ep);
 }
 
+/* Called with the node's lock held, so no other command takes the same id
+ * between this scan and the pod's record. */
 static int free_pod_id(const struct node *n, uint32_t *id)
 {
-	static bool used[PI_MAX_PODS];
+	bool used[PI_MAX_PODS] = { false };
 	uint32_t key, next, *prev = NULL;
 	struct pi_pod pod;
 
-	memset(used, 0, sizeof(used));
 	while (!bpf_map_get_next_key(n->maps[M_PODS], prev, &next)) {
 		if (!bpf_map_lookup_elem(n->maps[M_PODS], &next, &pod) &&
 		    pod.id < PI_MAX_PODS)
@@ -84,19 +86,20 @@ static int free_pod_id(const struct node *n, uint32_t *id)
 	return -ENOSPC;
 }
 
-static void pod_link_pin(const struct node *n, const char *pod,
+/* Pins are named by the host-side ifindex: a pod's name may hold '/'. */
+static void pod_link_pin(const struct node *n, const struct pod *pod,
 			 const char *hook, char *buf, size_t len)
 {
-	node_pin_path(n, buf, len, "link_pod_%s_%s", pod, hook);
+	node_pin_path(n, buf, len, "link_pod_%u_%s", pod->ifindex, hook);
 }
 
-static enum pi_hook egress_hook(const struct pi_pod *pod)
+static enum pi_hook egress_hook(const struct pod *pod)
 {
 	return pod->flags & PI_POD_NETKIT ? PI_HOOK_NETKIT_PEER :
 					    PI_HOOK_INGRESS;
 }
 
-static enum pi_hook ingress_hook(const struct pi_pod *pod)
+static enum pi_hook ingress_hook(const struct pod *pod)
 {
 	return pod->flags & PI_POD_NETKIT ? PI_HOOK_NETKIT_PRIMARY :
 					    PI_HOOK_EGRESS;
@@ -105,7 +108,7 @@ static enum pi_hook ingress_hook(const struct pi_pod *pod)
 /* Inside the pod's namespace: addresses, eth0 up, default routes through
  * the link-local gateways, whose neighbour entries are the node side's MAC
  * so the pod never has to resolve them. */
-static int setup_pod_side(const struct pod_args *a, struct pi_pod *pod)
+static int setup_pod_side(const struct pod_args *a, struct pod *pod)
 {
 	struct in_addr gw4;
 	struct in6_addr gw6;
@@ -113,7 +116,7 @@ static int setup_pod_side(const struct pod_args *a, struct pi_pod *pod)
 
 	inet_pton(AF_INET, GW4, &gw4);
 	inet_pton(AF_INET6, GW6, &gw6);
-	ifindex = nl_link_index("eth0");
+	ifindex = nl_link_index(pod->ifname);
 	if (ifindex < 0)
 		return ifindex;
 	pod->peer_ifindex = ifindex;
@@ -139,7 +142,7 @@ static int setup_pod_side(const struct pod_args *a, struct pi_pod *pod)
 
 /* Inside the node's namespace: the host route and neighbour for each pod
  * address, so the node's own stack and the uplink reach the pod too. */
-static int setup_node_side(const struct pod_args *a, struct pi_pod *pod)
+static int setup_node_side(const struct pod_args *a, struct pod *pod)
 {
 	int err = nl_link_set_up(pod->ifindex);
 
@@ -158,7 +161,7 @@ static int setup_node_side(const struct pod_args *a, struct pi_pod *pod)
 	return err;
 }
 
-static int add_endpoints(const struct node *n, const struct pi_pod *pod)
+static int add_endpoints(const struct node *n, const struct pod *pod)
 {
 	struct pi_endpoint ep = {
 		.kind = PI_EP_POD,
@@ -188,7 +191,7 @@ static int add_endpoints(const struct node *n, const struct pi_pod *pod)
 	return err;
 }
 
-static void del_endpoints(const struct node *n, const struct pi_pod *pod)
+static void del_endpoints(const struct node *n, const struct pod *pod)
 {
 	struct pi_endpoint_key key = {};
 
@@ -219,7 +222,7 @@ static void reset_pod_stats(const struct node *n, uint32_t id)
 	free(zero);
 }
 
-static int attach_pod(const struct node *n, const struct pi_pod *pod)
+static int attach_pod(const struct node *n, const struct pod *pod)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
 	bool netkit = pod->flags & PI_POD_NETKIT;
@@ -228,36 +231,36 @@ static int attach_pod(const struct node *n, const struct pi_pod *pod)
 
 	if (netkit)
 		mode = PI_ATTACH_TCX;
-	pod_link_pin(n, pod->name, "egress", path, sizeof(path));
+	pod_link_pin(n, pod, "egress", path, sizeof(path));
 	err = attach_prog(n->progs[netkit ? P_POD_EGRESS_NETKIT : P_POD_EGRESS],
 			  pod->ifindex, egress_hook(pod), mode, false,
 			  PI_PRIO_DATAPATH, path);
 	if (err)
 		return err;
-	pod_link_pin(n, pod->name, "ingress", path, sizeof(path));
+	pod_link_pin(n, pod, "ingress", path, sizeof(path));
 	err = attach_prog(n->progs[netkit ? P_POD_INGRESS_NETKIT :
 					     P_POD_INGRESS], pod->ifindex,
 			  ingress_hook(pod), mode, false, PI_PRIO_DATAPATH,
 			  path);
 	if (err) {
-		pod_link_pin(n, pod->name, "egress", path, sizeof(path));
+		pod_link_pin(n, pod, "egress", path, sizeof(path));
 		detach_prog(pod->ifindex, egress_hook(pod), mode,
 			    PI_PRIO_DATAPATH, path);
 	}
 	return err;
 }
 
-static void detach_pod(const struct node *n, const struct pi_pod *pod)
+static void detach_pod(const struct node *n, const struct pod *pod)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
 	char path[PATH_MAX];
 
 	if (pod->flags & PI_POD_NETKIT)
 		mode = PI_ATTACH_TCX;
-	pod_link_pin(n, pod->name, "egress", path, sizeof(path));
+	pod_link_pin(n, pod, "egress", path, sizeof(path));
 	detach_prog(pod->ifindex, egress_hook(pod), mode, PI_PRIO_DATAPATH,
 		    path);
-	pod_link_pin(n, pod->name, "ingress", path, sizeof(path));
+	pod_link_pin(n, pod, "ingress", path, sizeof(path));
 	detach_prog(pod->ifindex, ingress_hook(pod), mode, PI_PRIO_DATAPATH,
 		    path);
 }
@@ -303,38 +306,118 @@ static int parse_pod_args(int argc, char **argv, struct pod_args *a)
 	return 0;
 }
 
+/* What makes a pod a pod of the node, once its devices exist: its records,
+ * its endpoints, the datapath's programs and, on an XDP node, the ACL on
+ * its pod-side device. Undoes its own steps when one fails. */
+static int pod_enter_datapath(const struct node *n, struct pod *pod,
+			      int pod_ns)
+{
+	bool xdp = (n->cfg.flags & PI_NODE_XDP) && !(pod->flags & PI_POD_NETKIT);
+	int err;
+
+	reset_pod_stats(n, pod->id);
+	policy_clear_pod((struct node *)n, pod->id);
+	err = pod_store(n, pod, BPF_NOEXIST);
+	if (err) {
+		p_err("cannot record pod '%s': %s", pod->name, strerror(-err));
+		return err;
+	}
+	err = add_endpoints(n, pod);
+	if (err) {
+		p_err("cannot record the addresses of pod '%s': %s", pod->name,
+		      strerror(-err));
+		goto fail_records;
+	}
+	err = attach_pod(n, pod);
+	if (err) {
+		p_err("cannot attach the datapath to %s: %s", pod->hostdev,
+		      strerror(-err));
+		goto fail_records;
+	}
+	/* netkit has no XDP hook: its pods stay on tc enforcement. */
+	if (xdp) {
+		err = xdp_pod_attach(n, pod, pod_ns);
+		if (err) {
+			p_err("cannot attach the XDP ingress ACL to %s of '%s': %s",
+			      pod->ifname, pod->name, strerror(-err));
+			detach_pod(n, pod);
+			goto fail_records;
+		}
+	}
+	return 0;
+fail_records:
+	del_endpoints(n, pod);
+	pod_forget(n, pod);
+	return err;
+}
+
+/* Checks that hold for any pod joining the node, made here or adopted.
+ * Returns 0, or EXIT_USAGE / EXIT_RUNTIME after reporting. */
+static int pod_admissible(const struct node *n, struct pod *pod)
+{
+	struct pi_addr a = {};
+	struct pod other;
+	char buf[64];
+
+	if (!pod_find(n, pod->name, &other)) {
+		p_err("pod '%s' exists already", pod->name);
+		return EXIT_USAGE;
+	}
+	if (pod->flags & PI_POD_HAS_V4) {
+		a.a[0] = pod->ip4;
+		if (endpoint_exists(n, AF_INET, &a)) {
+			p_err("address %s is in use on node '%s'",
+			      fmt_addr(AF_INET, &a, -1, buf, sizeof(buf)),
+			      n->name);
+			return EXIT_USAGE;
+		}
+	}
+	if (pod->flags & PI_POD_HAS_V6) {
+		memcpy(a.a, pod->ip6, 16);
+		if (endpoint_exists(n, AF_INET6, &a)) {
+			p_err("address %s is in use on node '%s'",
+			      fmt_addr(AF_INET6, &a, -1, buf, sizeof(buf)),
+			      n->name);
+			return EXIT_USAGE;
+		}
+	}
+	if (free_pod_id(n, &pod->id)) {
+		p_err("node '%s' has no room for another pod (max %d)", n->name,
+		      PI_MAX_PODS);
+		return EXIT_RUNTIME;
+	}
+	return 0;
+}
+
 static int pod_add(int argc, char **argv)
 {
-	char hostdev[IFNAMSIZ], buf[64];
-	struct pi_pod pod = {}, other;
+	char hostdev[IFNAMSIZ];
+	struct pod pod = {};
 	struct pod_args a;
 	struct node n;
 	int pod_ns = -1, saved = -1, saved2 = -1, err;
-	bool made_ns = false, made_dev = false, in_maps = false;
-	bool attached = false, xdp = false;
+	bool made_ns = false, made_dev = false;
 	int ret = EXIT_RUNTIME;
 
 	err = parse_pod_args(argc, argv, &a);
 	if (err)
 		return err;
-	if (node_open(&n))
+	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
 
-	if (!pod_find(&n, a.name, &other)) {
-		p_err("pod '%s' exists already", a.name);
-		ret = EXIT_USAGE;
-		goto out;
-	}
-	if (a.has4 && endpoint_exists(&n, AF_INET, &a.ip4)) {
-		p_err("address %s is in use on node '%s'",
-		      fmt_addr(AF_INET, &a.ip4, -1, buf, sizeof(buf)), n.name);
-		ret = EXIT_USAGE;
-		goto out;
-	}
-	if (a.has6 && endpoint_exists(&n, AF_INET6, &a.ip6)) {
-		p_err("address %s is in use on node '%s'",
-		      fmt_addr(AF_INET6, &a.ip6, -1, buf, sizeof(buf)), n.name);
-		ret = EXIT_USAGE;
+	snprintf(pod.name, sizeof(pod.name), "%s", a.name);
+	snprintf(pod.netns, sizeof(pod.netns), "%s", a.name);
+	snprintf(pod.ifname, sizeof(pod.ifname), "eth0");
+	snprintf(hostdev, sizeof(hostdev), POD_DEV_PREFIX "%s", a.name);
+	snprintf(pod.hostdev, sizeof(pod.hostdev), "%s", hostdev);
+	pod.flags = (a.has4 ? PI_POD_HAS_V4 : 0) |
+		    (a.has6 ? PI_POD_HAS_V6 : 0) |
+		    (a.netkit ? PI_POD_NETKIT : 0);
+	pod.ip4 = a.ip4.a[0];
+	memcpy(pod.ip6, a.ip6.a, 16);
+	err = pod_admissible(&n, &pod);
+	if (err) {
+		ret = err;
 		goto out;
 	}
 	if (netns_exists(a.name)) {
@@ -342,18 +425,6 @@ static int pod_add(int argc, char **argv)
 		ret = EXIT_USAGE;
 		goto out;
 	}
-	if (free_pod_id(&n, &pod.id)) {
-		p_err("node '%s' has no room for another pod (max %d)", n.name,
-		      PI_MAX_PODS);
-		goto out;
-	}
-	snprintf(pod.name, sizeof(pod.name), "%s", a.name);
-	snprintf(hostdev, sizeof(hostdev), POD_DEV_PREFIX "%s", a.name);
-	pod.flags = (a.has4 ? PI_POD_HAS_V4 : 0) |
-		    (a.has6 ? PI_POD_HAS_V6 : 0) |
-		    (a.netkit ? PI_POD_NETKIT : 0);
-	pod.ip4 = a.ip4.a[0];
-	memcpy(pod.ip6, a.ip6.a, 16);
 
 	err = netns_create(a.name);
 	if (err) {
@@ -372,8 +443,8 @@ static int pod_add(int argc, char **argv)
 		      n.name);
 		goto out;
 	}
-	err = a.netkit ? nl_netkit_create(hostdev, "eth0", pod_ns) :
-			 nl_veth_create(hostdev, "eth0", pod_ns);
+	err = a.netkit ? nl_netkit_create(hostdev, pod.ifname, pod_ns) :
+			 nl_veth_create(hostdev, pod.ifname, pod_ns);
 	if (err) {
 		if (err == -EOPNOTSUPP && a.netkit)
 			p_err("this kernel has no netkit (see 'podinject features')");
@@ -410,53 +481,15 @@ static int pod_add(int argc, char **argv)
 		p_err("cannot configure pod '%s': %s", a.name, strerror(-err));
 		goto out;
 	}
-
-	reset_pod_stats(&n, pod.id);
-	policy_clear_pod(&n, pod.id);
-	err = bpf_map_update_elem(n.maps[M_PODS], &pod.ifindex, &pod,
-				  BPF_NOEXIST) ? -errno : 0;
-	if (!err) {
-		in_maps = true;
-		err = add_endpoints(&n, &pod);
-	}
-	if (err) {
-		p_err("cannot record pod '%s': %s", a.name, strerror(-err));
+	if (pod_enter_datapath(&n, &pod, pod_ns))
 		goto out;
-	}
-	err = attach_pod(&n, &pod);
-	if (err) {
-		p_err("cannot attach the datapath to %s: %s", hostdev,
-		      strerror(-err));
-		goto out;
-	}
-	attached = true;
-	/* netkit has no XDP hook: its pods stay on tc enforcement. */
-	if ((n.cfg.flags & PI_NODE_XDP) && !a.netkit) {
-		err = xdp_pod_attach(&n, &pod, pod_ns);
-		if (err) {
-			p_err("cannot attach the XDP ingress ACL to eth0 of '%s': %s",
-			      a.name, strerror(-err));
-			goto out;
-		}
-		xdp = true;
-	}
 	ret = EXIT_OK;
 	p_info("pod %s added: netns %s, %s <-> eth0 (%s%s)", a.name, a.name,
 	       hostdev, a.netkit ? "netkit" : "veth",
-	       xdp ? ", XDP ingress ACL" : "");
+	       pod.flags & PI_POD_XDP ? ", XDP ingress ACL" : "");
 out:
-	if (ret != EXIT_OK) {
-		if (xdp)
-			xdp_pod_detach(&n, &pod);
-		if (attached)
-			detach_pod(&n, &pod);
-		if (in_maps) {
-			del_endpoints(&n, &pod);
-			bpf_map_delete_elem(n.maps[M_PODS], &pod.ifindex);
-		}
-		if (made_dev && pod.ifindex > 0)
-			nl_link_del(pod.ifindex);
-	}
+	if (ret != EXIT_OK && made_dev && pod.ifindex > 0)
+		nl_link_del(pod.ifindex);
 	if (saved >= 0)
 		netns_restore(saved);
 	if (pod_ns >= 0)
@@ -467,42 +500,248 @@ out:
 	return ret;
 }
 
-int pod_remove(struct node *n, const struct pi_pod *pod)
+/* The pod-side device of host device `hostdev` (ifindex host_ifindex) in
+ * the namespace we are in: `ifname` when given, else whichever device is
+ * its peer. Either way its own peer must be host_ifindex, so a wrong
+ * --ifname or --dev is refused, not half adopted. */
+static int find_pod_side(const char *ifname, int host_ifindex, int peer_hint,
+			 struct pod *pod)
 {
+	int ifindex = ifname ? nl_link_index(ifname) : peer_hint;
+
+	if (ifindex <= 0 || nl_link_peer(ifindex) != host_ifindex)
+		return -ENODEV;
+	pod->peer_ifindex = ifindex;
+	if (nl_link_name(ifindex, pod->ifname))
+		return -ENODEV;
+	return nl_link_get_mac(ifindex, pod->pod_mac);
+}
+
+/* The pod's first global IPv4 and IPv6 addresses on its interface, where
+ * the command line gave none. Called inside the pod's namespace. */
+static int read_pod_addresses(struct pod *pod, bool want4, bool want6)
+{
+	struct ifaddrs *all, *ifa;
+
+	if (getifaddrs(&all))
+		return -errno;
+	for (ifa = all; ifa; ifa = ifa->ifa_next) {
+		if (!ifa->ifa_addr || strcmp(ifa->ifa_name, pod->ifname))
+			continue;
+		if (want4 && ifa->ifa_addr->sa_family == AF_INET &&
+		    !(pod->flags & PI_POD_HAS_V4)) {
+			pod->ip4 = ((struct sockaddr_in *)ifa->ifa_addr)->sin_addr.s_addr;
+			pod->flags |= PI_POD_HAS_V4;
+		} else if (want6 && ifa->ifa_addr->sa_family == AF_INET6 &&
+			   !(pod->flags & PI_POD_HAS_V6)) {
+			struct in6_addr *a6 =
+				&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr;
+
+			if (IN6_IS_ADDR_LINKLOCAL(a6))
+				continue;
+			memcpy(pod->ip6, a6, 16);
+			pod->flags |= PI_POD_HAS_V6;
+		}
+	}
+	freeifaddrs(all);
+	return 0;
+}
+
+static int pod_adopt(int argc, char **argv)
+{
+	const char *name, *netns = NULL, *hostdev = NULL, *ifname = NULL;
+	const char *attach_id = NULL;
+	struct pi_addr ip4 = {}, ip6 = {};
+	bool has4 = false, has6 = false;
+	struct pod pod = {};
+	char kind[16] = "";
+	struct node n;
+	int pod_ns = -1, saved = -1, saved2 = -1, peer, err;
+	int ret = EXIT_RUNTIME;
+
+	if (argc < 1)
+		return usage_err("pod adopt needs a NAME");
+	name = argv[0];
+	if (!valid_pod_name(name))
+		return usage_err("invalid pod name '%s': use 1-%d of A-Z, a-z, 0-9, '-', '.', '_', '/'",
+				 name, PI_POD_NAME_MAX);
+	for (argc--, argv++; argc > 0; argc -= 2, argv += 2) {
+		if (argc < 2)
+			return usage_err("'%s' needs a value", argv[0]);
+		if (!strcmp(argv[0], "--netns"))
+			netns = argv[1];
+		else if (!strcmp(argv[0], "--dev"))
+			hostdev = argv[1];
+		else if (!strcmp(argv[0], "--ifname"))
+			ifname = argv[1];
+		else if (!strcmp(argv[0], "--attach-id"))
+			attach_id = argv[1];
+		else if (!strcmp(argv[0], "--ip")) {
+			if (parse_host_addr(argv[1], AF_INET, &ip4))
+				return usage_err("invalid IPv4 pod address '%s' (want A.B.C.D or A.B.C.D/32)",
+						 argv[1]);
+			has4 = true;
+		} else if (!strcmp(argv[0], "--ip6")) {
+			if (parse_host_addr(argv[1], AF_INET6, &ip6))
+				return usage_err("invalid IPv6 pod address '%s' (want an address or ADDR/128)",
+						 argv[1]);
+			has6 = true;
+		} else {
+			return usage_err("unknown argument '%s'", argv[0]);
+		}
+	}
+	if (!netns || !*netns || strlen(netns) >= PI_NETNS_MAX)
+		return usage_err("pod adopt needs --netns NAME|PATH (under %d characters)",
+				 PI_NETNS_MAX);
+	if (!hostdev || !*hostdev || strlen(hostdev) >= IFNAMSIZ)
+		return usage_err("pod adopt needs --dev HOSTDEV, the host-side device");
+	if (ifname && (!*ifname || strlen(ifname) >= IFNAMSIZ))
+		return usage_err("invalid --ifname '%s'", ifname);
+	if (attach_id && strlen(attach_id) >= PI_ATTACH_ID_MAX)
+		return usage_err("--attach-id is longer than %d characters",
+				 PI_ATTACH_ID_MAX - 1);
+
+	if (node_open_rw(&n))
+		return EXIT_RUNTIME;
+	snprintf(pod.name, sizeof(pod.name), "%s", name);
+	snprintf(pod.netns, sizeof(pod.netns), "%s", netns);
+	snprintf(pod.hostdev, sizeof(pod.hostdev), "%s", hostdev);
+	snprintf(pod.attach_id, sizeof(pod.attach_id), "%s",
+		 attach_id ? attach_id : "");
+	pod.meta_flags = PI_META_ADOPTED;
+	pod_ns = netns_open_any(netns);
+	if (pod_ns < 0) {
+		p_err("no network namespace '%s': %s", netns, strerror(-pod_ns));
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	if (node_enter(&n, &saved)) {
+		p_err("cannot enter the namespace of node '%s'", n.name);
+		goto out;
+	}
+	err = nl_link_index(hostdev);
+	if (err <= 0 || nl_link_kind(err, kind) ||
+	    (strcmp(kind, "veth") && strcmp(kind, "netkit"))) {
+		p_err(err <= 0 ? "no device '%s' on node '%s'" :
+		      "device '%s' on node '%s' is not a veth or netkit device",
+		      hostdev, n.name);
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	pod.ifindex = err;
+	if (!strcmp(kind, "netkit"))
+		pod.flags |= PI_POD_NETKIT;
+	peer = nl_link_peer(pod.ifindex);
+	err = nl_link_get_mac(pod.ifindex, pod.host_mac);
+	if (err == -ENODATA && (pod.flags & PI_POD_NETKIT))
+		err = 0;
+	if (!err)
+		err = netns_enter(pod_ns, &saved2);
+	if (err) {
+		p_err("cannot read device '%s': %s", hostdev, strerror(-err));
+		goto out;
+	}
+	err = find_pod_side(ifname, pod.ifindex, peer, &pod);
+	if (err == -ENODATA && (pod.flags & PI_POD_NETKIT))
+		err = 0;
+	if (!err)
+		err = read_pod_addresses(&pod, !has4, !has6);
+	netns_restore(saved2);
+	if (err) {
+		if (err == -ENODEV)
+			p_err("%s in namespace '%s' is not the peer of '%s'",
+			      ifname ? ifname : "no device", netns, hostdev);
+		else
+			p_err("cannot read the pod side of '%s': %s", hostdev,
+			      strerror(-err));
+		ret = err == -ENODEV ? EXIT_USAGE : EXIT_RUNTIME;
+		goto out;
+	}
+	if (has4) {
+		pod.ip4 = ip4.a[0];
+		pod.flags |= PI_POD_HAS_V4;
+	}
+	if (has6) {
+		memcpy(pod.ip6, ip6.a, 16);
+		pod.flags |= PI_POD_HAS_V6;
+	}
+	if (!(pod.flags & (PI_POD_HAS_V4 | PI_POD_HAS_V6))) {
+		p_err("%s in namespace '%s' has no address; give --ip or --ip6",
+		      pod.ifname, netns);
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	if (pod_by_ifindex(&n, pod.ifindex, &(struct pod){}) == 0) {
+		p_err("device '%s' is a pod of node '%s' already", hostdev,
+		      n.name);
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	err = pod_admissible(&n, &pod);
+	if (err) {
+		ret = err;
+		goto out;
+	}
+	if (pod_enter_datapath(&n, &pod, pod_ns))
+		goto out;
+	ret = EXIT_OK;
+	p_info("pod %s adopted: netns %s, %s <-> %s (%s%s)", pod.name, netns,
+	       hostdev, pod.ifname, kind,
+	       pod.flags & PI_POD_XDP ? ", XDP ingress ACL" : "");
+out:
+	if (saved >= 0)
+		netns_restore(saved);
+	if (pod_ns >= 0)
+		close(pod_ns);
+	node_close(&n);
+	return ret;
+}
+
+/* Removes a pod and everything it owns; a pod that was adopted keeps its
+ * namespace and devices, which are not podinject's. A namespace or device
+ * that is gone already is no error. */
+int pod_remove(struct node *n, const struct pod *pod)
+{
+	bool adopted = pod->meta_flags & PI_META_ADOPTED;
 	int saved, err, first = 0;
 
 	/* ifindexes, and clsact filters with them, are the node's. */
 	err = node_enter(n, &saved);
 	if (err)
 		return err;
+	/* A device of ours goes first: with it go its programs, all at
+	 * once, and the pod is never on a device without its checks. */
+	if (!adopted) {
+		err = nl_link_del(pod->ifindex);
+		if (err && err != -ENODEV)
+			first = err;
+	}
 	inject_forget_pod(n, pod);
 	xdp_pod_detach(n, pod);
 	detach_pod(n, pod);
 	policy_clear_pod(n, pod->id);
 	del_endpoints(n, pod);
-	bpf_map_delete_elem(n->maps[M_PODS], &pod->ifindex);
-	err = nl_link_del(pod->ifindex);
-	if (err == -ENODEV)
-		err = 0;
+	pod_forget(n, pod);
 	netns_restore(saved);
-	first = err;
-	err = netns_delete(pod->name);
-	if (err && err != -ENOENT && !first)
-		first = err;
+	if (!adopted) {
+		err = netns_delete(pod->netns);
+		if (err && err != -ENOENT && !first)
+			first = err;
+	}
 	return first;
 }
 
 static int pod_del(int argc, char **argv)
 {
-	struct pi_pod pod;
+	struct pod pod;
 	struct node n;
 	int err;
 
 	if (argc != 1)
 		return usage_err("pod del needs exactly one NAME");
-	if (!valid_name(argv[0], POD_NAME_MAX))
+	if (!valid_pod_name(argv[0]))
 		return usage_err("invalid pod name '%s'", argv[0]);
-	if (node_open(&n))
+	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
 	if (pod_find(&n, argv[0], &pod)) {
 		p_err("no pod '%s' on node '%s'", argv[0], n.name);
@@ -523,7 +762,7 @@ static int pod_del(int argc, char **argv)
 static const char *const drop_names[PI_DROP_MAX] = PI_DROP_NAMES;
 
 /* Where the pod's ingress ACL runs, and what XDP decided of it. */
-static void print_pod_xdp(const struct node *n, const struct pi_pod *pod)
+static void print_pod_xdp(const struct node *n, const struct pod *pod)
 {
 	struct pi_xdp_stats xs;
 	uint32_t id;
@@ -559,7 +798,7 @@ static void print_pod_xdp(const struct node *n, const struct pi_pod *pod)
 	       (unsigned long long)xs.uplink_redirects);
 }
 
-static void print_pod(const struct node *n, const struct pi_pod *pod,
+static void print_pod(const struct node *n, const struct pod *pod,
 		      bool details)
 {
 	struct pi_pod_stats st;
@@ -637,7 +876,7 @@ static void print_pod(const struct node *n, const struct pi_pod *pod,
 	print_pod_xdp(n, pod);
 }
 
-static int list_cb(const struct node *n, const struct pi_pod *pod, void *c)
+static int list_cb(const struct node *n, const struct pod *pod, void *c)
 {
 	print_pod(n, pod, false);
 	return 0;
@@ -649,7 +888,7 @@ static int pod_list(int argc, char **argv)
 
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
-	if (node_open(&n))
+	if (node_open_ro(&n))
 		return EXIT_RUNTIME;
 	if (json_output)
 		json_arr_open(jw);
@@ -667,14 +906,14 @@ static int pod_list(int argc, char **argv)
 
 static int pod_show(int argc, char **argv)
 {
-	struct pi_pod pod;
+	struct pod pod;
 	struct node n;
 
 	if (argc != 1)
 		return usage_err("pod show needs exactly one NAME");
-	if (!valid_name(argv[0], POD_NAME_MAX))
+	if (!valid_pod_name(argv[0]))
 		return usage_err("invalid pod name '%s'", argv[0]);
-	if (node_open(&n))
+	if (node_open_ro(&n))
 		return EXIT_RUNTIME;
 	if (pod_find(&n, argv[0], &pod)) {
 		p_err("no pod '%s' on node '%s'", argv[0], n.name);
@@ -692,6 +931,7 @@ int do_pod(int argc, char **argv)
 {
 	static const struct cmd cmds[] = {
 		{ "add", pod_add },
+		{ "adopt", pod_adopt },
 		{ "del", pod_del },
 		{ "list", pod_list },
 		{ "show", pod_show },

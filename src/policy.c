@@ -65,11 +65,12 @@ static int read_rules(const struct node *n, const struct pi_policy_ref *ref,
 static int find_free_range(const struct node *n, uint32_t count,
 			   uint32_t *start)
 {
-	static uint8_t used[PI_MAX_RULES];
+	uint8_t *used = calloc(PI_MAX_RULES, 1);
 	struct pi_policy_ref ref;
 	uint32_t run = 0;
 
-	memset(used, 0, sizeof(used));
+	if (!used)
+		return -ENOMEM;
 	for (uint32_t k = 0; k < PI_MAX_PODS * 2; k++) {
 		if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &k, &ref))
 			continue;
@@ -81,21 +82,24 @@ static int find_free_range(const struct node *n, uint32_t count,
 		run = used[s] ? 0 : run + 1;
 		if (run == count) {
 			*start = s + 1 - count;
+			free(used);
 			return 0;
 		}
 	}
+	free(used);
 	return -ENOSPC;
 }
 
 static int alloc_rule_id(const struct node *n, uint32_t *id)
 {
-	static uint8_t used[PI_MAX_RULE_IDS];
+	uint8_t *used = calloc(PI_MAX_RULE_IDS, 1);
 	struct pi_policy_ref ref;
 	struct pi_rule r;
 	int ncpu = libbpf_num_possible_cpus();
 	void *zero;
 
-	memset(used, 0, sizeof(used));
+	if (!used)
+		return -ENOMEM;
 	for (uint32_t k = 0; k < PI_MAX_PODS * 2; k++) {
 		if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &k, &ref))
 			continue;
@@ -112,6 +116,7 @@ static int alloc_rule_id(const struct node *n, uint32_t *id)
 		if (used[i])
 			continue;
 		*id = i;
+		free(used);
 		zero = calloc(ncpu > 0 ? ncpu : 1, sizeof(struct pi_rule_stats));
 		if (!zero)
 			return -ENOMEM;
@@ -119,6 +124,7 @@ static int alloc_rule_id(const struct node *n, uint32_t *id)
 		free(zero);
 		return 0;
 	}
+	free(used);
 	return -ENOSPC;
 }
 
@@ -155,11 +161,12 @@ int policy_clear_pod(struct node *n, uint32_t pod_id)
 	return err;
 }
 
-static int open_pod(struct node *n, const char *name, struct pi_pod *pod)
+static int open_pod(struct node *n, const char *name, struct pod *pod,
+		    enum node_lock lock)
 {
-	if (!valid_name(name, POD_NAME_MAX))
+	if (!valid_pod_name(name))
 		return usage_err("invalid pod name '%s'", name);
-	if (node_open(n))
+	if (node_open(n, node_name, lock, lock_timeout_ms))
 		return EXIT_RUNTIME;
 	if (pod_find(n, name, pod)) {
 		p_err("no pod '%s' on node '%s'", name, n->name);
@@ -182,11 +189,11 @@ static bool parse_dir(const char *s, uint32_t *dir)
 
 static int policy_add(int argc, char **argv)
 {
-	static struct pi_rule list[PI_MAX_RULES];
+	struct pi_rule *list = NULL;
 	struct pi_rule r = {};
 	struct pi_policy_ref ref;
 	const char *pod_name;
-	struct pi_pod pod;
+	struct pod pod;
 	struct node n;
 	uint32_t dir = PI_DIR_EGRESS, pos = 0;
 	bool has_pos = false;
@@ -247,10 +254,11 @@ static int policy_add(int argc, char **argv)
 	if (r.port_hi && r.proto != IPPROTO_TCP && r.proto != IPPROTO_UDP)
 		return usage_err("'port' needs proto tcp or udp");
 
-	err = open_pod(&n, pod_name, &pod);
+	err = open_pod(&n, pod_name, &pod, NODE_LOCK_EXCLUSIVE);
 	if (err)
 		return err;
-	err = read_ref(&n, pod.id, dir, &ref);
+	list = calloc(PI_MAX_RULES, sizeof(*list));
+	err = list ? read_ref(&n, pod.id, dir, &ref) : -ENOMEM;
 	if (!err && ref.count >= PI_MAX_RULES / 2)
 		err = -ENOSPC;
 	if (!err)
@@ -266,6 +274,7 @@ static int policy_add(int argc, char **argv)
 		list[at] = r;
 		err = write_policy(&n, pod.id, dir, list, ref.count + 1);
 	}
+	free(list);
 	node_close(&n);
 	if (err) {
 		p_err("cannot add rule to pod '%s': %s", pod_name,
@@ -286,10 +295,10 @@ static int policy_add(int argc, char **argv)
 
 static int policy_del(int argc, char **argv)
 {
-	static struct pi_rule list[PI_MAX_RULES];
+	struct pi_rule *list;
 	struct pi_policy_ref ref;
 	const char *pod_name, *what;
-	struct pi_pod pod;
+	struct pod pod;
 	struct node n;
 	uint32_t dir = PI_DIR_EGRESS, id = 0, kept = 0;
 	bool all;
@@ -312,10 +321,11 @@ static int policy_del(int argc, char **argv)
 	if (!all && (parse_u32(what, &id) || !id))
 		return usage_err("invalid rule id '%s'", what);
 
-	err = open_pod(&n, pod_name, &pod);
+	err = open_pod(&n, pod_name, &pod, NODE_LOCK_EXCLUSIVE);
 	if (err)
 		return err;
-	err = read_ref(&n, pod.id, dir, &ref);
+	list = calloc(PI_MAX_RULES, sizeof(*list));
+	err = list ? read_ref(&n, pod.id, dir, &ref) : -ENOMEM;
 	if (!err)
 		err = read_rules(&n, &ref, list);
 	if (!err && !all) {
@@ -325,12 +335,14 @@ static int policy_del(int argc, char **argv)
 		if (kept == ref.count) {
 			p_err("pod '%s' has no %s rule %u", pod_name,
 			      dir_name(dir), id);
+			free(list);
 			node_close(&n);
 			return EXIT_USAGE;
 		}
 	}
 	if (!err)
 		err = write_policy(&n, pod.id, dir, list, kept);
+	free(list);
 	node_close(&n);
 	if (err) {
 		p_err("cannot change the policy of pod '%s': %s", pod_name,
@@ -361,7 +373,7 @@ static void rule_counters(const struct node *n, uint32_t id,
 	free(per);
 }
 
-static void print_rule(const struct node *n, const struct pi_pod *pod,
+static void print_rule(const struct node *n, const struct pod *pod,
 		       uint32_t dir, uint32_t pos, const struct pi_rule *r)
 {
 	struct pi_rule_stats st;
@@ -397,34 +409,37 @@ static void print_rule(const struct node *n, const struct pi_pod *pod,
 	       (unsigned long long)st.bytes);
 }
 
-static int list_pod_rules(const struct node *n, const struct pi_pod *pod,
+static int list_pod_rules(const struct node *n, const struct pod *pod,
 			  void *ctx)
 {
-	static struct pi_rule list[PI_MAX_RULES];
+	struct pi_rule *list = calloc(PI_MAX_RULES, sizeof(*list));
 	struct pi_policy_ref ref;
 
+	if (!list)
+		return -ENOMEM;
 	for (uint32_t dir = 0; dir < 2; dir++) {
 		if (read_ref(n, pod->id, dir, &ref) || read_rules(n, &ref, list))
 			continue;
 		for (uint32_t i = 0; i < ref.count; i++)
 			print_rule(n, pod, dir, i + 1, &list[i]);
 	}
+	free(list);
 	return 0;
 }
 
 static int policy_list(int argc, char **argv)
 {
-	struct pi_pod pod;
+	struct pod pod;
 	struct node n;
 	int err;
 
 	if (argc > 1)
 		return usage_err("too many arguments");
 	if (argc == 1) {
-		err = open_pod(&n, argv[0], &pod);
+		err = open_pod(&n, argv[0], &pod, NODE_LOCK_SHARED);
 		if (err)
 			return err;
-	} else if (node_open(&n)) {
+	} else if (node_open_ro(&n)) {
 		return EXIT_RUNTIME;
 	}
 	if (json_output)

@@ -46,7 +46,7 @@ static const char *const verdict_names[] = {
 
 struct probe {
 	uint32_t id;
-	const struct pi_pod *pod;
+	const struct pod *pod;
 	int family;
 	uint8_t proto;			/* IPPROTO_TCP, _UDP, _ICMP */
 	struct pi_addr src, dst;
@@ -63,14 +63,14 @@ struct probe {
 struct session {
 	struct node *n;
 	struct inject_state s;
-	struct pi_pod injector;		/* pi-probe as a pod, for the auth code */
+	struct pod injector;		/* pi-probe as a pod, for the auth code */
 	int tx_fd, tx_ifindex;
 	bool made_dev;
 	struct ring_buffer *rb;
 	struct probe *probes;
 	int nprobes;
 	uint32_t first_id;
-	struct pi_pod *pods;		/* the source pods authorised */
+	struct pod *pods;		/* the source pods authorised */
 	int npods;
 };
 
@@ -377,7 +377,7 @@ out:
 }
 
 static int session_open(struct session *ss, struct node *n,
-			struct pi_pod *pods, int npods)
+			struct pod *pods, int npods)
 {
 	struct pi_inject_key keys[2];
 	int nkeys, err;
@@ -414,7 +414,7 @@ fail:
 }
 
 static void probe_prepare(struct session *ss, struct probe *pr, uint32_t id,
-			  const struct pi_pod *pod, int family,
+			  const struct pod *pod, int family,
 			  const struct pi_addr *dst, uint8_t proto,
 			  uint16_t port, uint16_t seq)
 {
@@ -671,7 +671,7 @@ static int probe_run(int argc, char **argv)
 	int family, port = -1, proto = -1, err, ret = EXIT_RUNTIME;
 	struct session ss;
 	struct pi_addr dst;
-	struct pi_pod pod;
+	struct pod pod;
 	struct node n;
 	uint8_t p8;
 
@@ -708,7 +708,7 @@ static int probe_run(int argc, char **argv)
 	}
 	if (!from || !to)
 		return usage_err("probe needs --from POD and --to ADDR[:PORT]");
-	if (!valid_name(from, POD_NAME_MAX))
+	if (!valid_pod_name(from))
 		return usage_err("invalid pod name '%s'", from);
 	if (parse_target(to, &family, &dst, &port))
 		return usage_err("invalid --to '%s': ADDR, ADDR:PORT or [ADDR6]:PORT", to);
@@ -717,7 +717,7 @@ static int probe_run(int argc, char **argv)
 	if (proto != IPPROTO_ICMP && port <= 0)
 		return usage_err("%s probes need a port (--to ADDR:PORT)",
 				 proto_name(proto));
-	if (node_open(&n))
+	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
 	if (pod_find(&n, from, &pod)) {
 		p_err("no pod '%s' on node '%s'", from, n.name);
@@ -799,11 +799,11 @@ out:
 }
 
 struct pod_list {
-	struct pi_pod pods[PI_MAX_PODS];
+	struct pod pods[PI_MAX_PODS];
 	int n;
 };
 
-static int collect_pod(const struct node *n, const struct pi_pod *pod,
+static int collect_pod(const struct node *n, const struct pod *pod,
 		       void *ctx)
 {
 	struct pod_list *l = ctx;
@@ -875,7 +875,7 @@ static int probe_matrix(int argc, char **argv)
 	}
 	if (proto != IPPROTO_ICMP && !port)
 		return usage_err("%s probes need --port", proto_name(proto));
-	if (node_open(&n))
+	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
 	pl.n = 0;
 	pod_for_each(&n, collect_pod, &pl);

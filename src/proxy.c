@@ -81,7 +81,7 @@ static int parse_args(int argc, char **argv, struct proxy_args *a, bool add)
 	if (argc < 1)
 		return usage_err("proxy %s needs PROXY_POD", add ? "add" : "del");
 	a->proxy = argv[0];
-	if (!valid_name(a->proxy, POD_NAME_MAX))
+	if (!valid_pod_name(a->proxy))
 		return usage_err("invalid pod name '%s'", a->proxy);
 	argc--;
 	argv++;
@@ -91,7 +91,7 @@ static int parse_args(int argc, char **argv, struct proxy_args *a, bool add)
 		if (!v)
 			return usage_err("'%s' needs a value", k);
 		if (!strcmp(k, "--for")) {
-			if (!valid_name(v, POD_NAME_MAX))
+			if (!valid_pod_name(v))
 				return usage_err("invalid pod name '%s'", v);
 			a->pod = v;
 		} else if (add && !strcmp(k, "--port")) {
@@ -134,24 +134,24 @@ static int parse_args(int argc, char **argv, struct proxy_args *a, bool add)
 }
 
 static void pin_of(const struct inject_state *s, char *buf, size_t len,
-		   const char *what, const char *pod)
+		   const char *what, const struct pod *pod)
 {
-	snprintf(buf, len, "%s/link_%s_%s", s->dir, what, pod);
+	snprintf(buf, len, "%s/link_%s_%u", s->dir, what, pod->ifindex);
 }
 
 /* Attaches prog at eth0's ingress inside the pod's namespace: the pod
  * itself needs no privilege for it. */
 int attach_in_pod(const struct node *n, const struct inject_state *s,
-			 const struct pi_pod *pod, int prog, const char *what)
+			 const struct pod *pod, int prog, const char *what)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
 	char path[PATH_MAX];
 	int ns, saved, err;
 
-	pin_of(s, path, sizeof(path), what, pod->name);
+	pin_of(s, path, sizeof(path), what, pod);
 	if (!access(path, F_OK))
 		return 0;
-	ns = netns_open(pod->name);
+	ns = pod_netns_open(pod);
 	if (ns < 0)
 		return ns;
 	err = netns_enter(ns, &saved);
@@ -165,15 +165,15 @@ int attach_in_pod(const struct node *n, const struct inject_state *s,
 }
 
 void detach_in_pod(const struct node *n, const struct inject_state *s,
-			  const struct pi_pod *pod, const char *what)
+			  const struct pod *pod, const char *what)
 {
 	char path[PATH_MAX];
 	int ns, saved;
 
-	pin_of(s, path, sizeof(path), what, pod->name);
+	pin_of(s, path, sizeof(path), what, pod);
 	if (access(path, F_OK))
 		return;
-	ns = netns_open(pod->name);
+	ns = pod_netns_open(pod);
 	if (ns >= 0 && !netns_enter(ns, &saved)) {
 		detach_prog(pod->peer_ifindex, PI_HOOK_INGRESS,
 			    node_attach_mode(n), PI_PRIO_HEAD, path);
@@ -188,15 +188,15 @@ void detach_in_pod(const struct node *n, const struct inject_state *s,
  * takeover of a client's reused 4-tuple (bpf/inject.bpf.c). The pinned
  * link is the attachment: unpinned, it goes. */
 static int lookup_attach(const struct inject_state *s,
-			 const struct pi_pod *proxy)
+			 const struct pod *proxy)
 {
 	char path[PATH_MAX];
 	int ns, link, err;
 
-	pin_of(s, path, sizeof(path), "lookup", proxy->name);
+	pin_of(s, path, sizeof(path), "lookup", proxy);
 	if (!access(path, F_OK))
 		return 0;
-	ns = netns_open(proxy->name);
+	ns = pod_netns_open(proxy);
 	if (ns < 0)
 		return ns;
 	link = bpf_link_create(s->progs[IP_PROXY_LOOKUP], ns, BPF_SK_LOOKUP,
@@ -213,11 +213,11 @@ static int lookup_attach(const struct inject_state *s,
 }
 
 static void lookup_detach(const struct inject_state *s,
-			  const struct pi_pod *proxy)
+			  const struct pod *proxy)
 {
 	char path[PATH_MAX];
 
-	pin_of(s, path, sizeof(path), "lookup", proxy->name);
+	pin_of(s, path, sizeof(path), "lookup", proxy);
 	unlink(path);
 }
 
@@ -241,12 +241,12 @@ static void forget_listeners(int map, uint32_t proxy_ifindex)
 /* In the proxy's namespace: whatever arrives on eth0 is local, so that a
  * socket given with bpf_sk_assign() receives packets for addresses that
  * are not the proxy's. */
-static int proxy_routing(const struct pi_pod *proxy, bool add)
+static int proxy_routing(const struct pod *proxy, bool add)
 {
 	static const int families[] = { AF_INET, AF_INET6 };
 	int ns, saved, err = 0;
 
-	ns = netns_open(proxy->name);
+	ns = pod_netns_open(proxy);
 	if (ns < 0)
 		return ns;
 	err = netns_enter(ns, &saved);
@@ -262,7 +262,7 @@ static int proxy_routing(const struct pi_pod *proxy, bool add)
 	for (int i = 0; i < 2; i++) {
 		int e1 = nl_route_local_default(families[i], PI_PROXY_TABLE, 1,
 						add);
-		int e2 = nl_rule_iif(families[i], "eth0", PI_PROXY_TABLE,
+		int e2 = nl_rule_iif(families[i], proxy->ifname, PI_PROXY_TABLE,
 				     PROXY_RULE_PRIO, add);
 
 		if (add && e1 && e1 != -EEXIST)
@@ -275,13 +275,13 @@ static int proxy_routing(const struct pi_pod *proxy, bool add)
 }
 
 int reply_hook_attach(const struct node *n, const struct inject_state *s,
-		      const struct pi_pod *pod)
+		      const struct pod *pod)
 {
 	return attach_in_pod(n, s, pod, s->progs[IP_POD_REPLY], "reply");
 }
 
 void reply_hook_release(const struct node *n, const struct inject_state *s,
-			const struct pi_pod *pod)
+			const struct pod *pod)
 {
 	struct pi_proxy_rule r;
 
@@ -326,8 +326,8 @@ static void forget_flows(int map, uint32_t pod_ifindex)
 	}
 }
 
-static void deauthorise(struct inject_state *s, const struct pi_pod *proxy,
-			const struct pi_pod *pod)
+static void deauthorise(struct inject_state *s, const struct pod *proxy,
+			const struct pod *pod)
 {
 	struct pi_inject_key k = { .injector_ifindex = proxy->ifindex };
 
@@ -347,7 +347,7 @@ static void deauthorise(struct inject_state *s, const struct pi_pod *proxy,
 /* Takes a pod out of proxying; `proxy` may be gone (NULL) when the proxy
  * pod itself is being deleted. */
 static void unproxy(const struct node *n, struct inject_state *s,
-		    const struct pi_pod *proxy, const struct pi_pod *pod,
+		    const struct pod *proxy, const struct pod *pod,
 		    bool keep_auth)
 {
 	bpf_map_delete_elem(s->maps[IM_PROXY_RULES], &pod->ifindex);
@@ -371,7 +371,7 @@ static void unproxy(const struct node *n, struct inject_state *s,
 static int proxy_add(int argc, char **argv)
 {
 	struct pi_inject_key keys[2];
-	struct pi_pod proxy, pod;
+	struct pod proxy, pod;
 	struct pi_proxy_rule old;
 	struct proxy_args a;
 	struct inject_state s;
@@ -382,7 +382,7 @@ static int proxy_add(int argc, char **argv)
 	err = parse_args(argc, argv, &a, true);
 	if (err)
 		return err;
-	if (node_open(&n))
+	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
 	if (pod_find(&n, a.proxy, &proxy) || pod_find(&n, a.pod, &pod)) {
 		p_err("no pod '%s' on node '%s'",
@@ -461,7 +461,7 @@ out:
 
 static int proxy_del(int argc, char **argv)
 {
-	struct pi_pod proxy, pod;
+	struct pod proxy, pod;
 	struct pi_proxy_rule r;
 	struct proxy_args a;
 	struct inject_state s;
@@ -471,7 +471,7 @@ static int proxy_del(int argc, char **argv)
 	err = parse_args(argc, argv, &a, false);
 	if (err)
 		return err;
-	if (node_open(&n))
+	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
 	if (pod_find(&n, a.proxy, &proxy) || pod_find(&n, a.pod, &pod)) {
 		p_err("no pod '%s' on node '%s'",
@@ -503,7 +503,7 @@ static int proxy_list(int argc, char **argv)
 
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
-	if (node_open(&n))
+	if (node_open_ro(&n))
 		return EXIT_RUNTIME;
 	if (json_output)
 		json_arr_open(jw);
@@ -562,11 +562,11 @@ static int proxy_list(int argc, char **argv)
 
 /* A pod being deleted stops being proxied and stops proxying. */
 void proxy_forget_pod(const struct node *n, struct inject_state *s,
-		      const struct pi_pod *gone)
+		      const struct pod *gone)
 {
 	uint32_t key, next, *prev = NULL;
 	struct pi_proxy_rule r;
-	struct pi_pod proxy, pod;
+	struct pod proxy, pod;
 
 	while (!bpf_map_get_next_key(s->maps[IM_PROXY_RULES], prev, &next)) {
 		key = next;
@@ -575,10 +575,9 @@ void proxy_forget_pod(const struct node *n, struct inject_state *s,
 			continue;
 		if (key != gone->ifindex && r.proxy_ifindex != gone->ifindex)
 			continue;
-		if (bpf_map_lookup_elem(n->maps[M_PODS], &key, &pod))
+		if (pod_by_ifindex(n, key, &pod))
 			continue;
-		if (bpf_map_lookup_elem(n->maps[M_PODS], &r.proxy_ifindex,
-					&proxy)) {
+		if (pod_by_ifindex(n, r.proxy_ifindex, &proxy)) {
 			unproxy(n, s, NULL, &pod, false);
 		} else {
 			unproxy(n, s, &proxy, &pod, false);

@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <time.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -15,8 +18,6 @@
 #include "util.h"
 
 #define BPF_FS_MAGIC	0xcafe4a11
-
-const char *node_name = "node";
 
 const char *const node_map_names[M__COUNT] = {
 	[M_PODS] = "pods",
@@ -64,41 +65,145 @@ static void node_reset(struct node *n)
 {
 	memset(n, 0, sizeof(*n));
 	n->netns_fd = -1;
+	n->lock_fd = -1;
+	n->meta_map = -1;
 	for (int i = 0; i < M__COUNT; i++)
 		n->maps[i] = -1;
 	for (int i = 0; i < P__COUNT; i++)
 		n->progs[i] = -1;
 }
 
-int node_open(struct node *n)
+static long long now_ms(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* The lock is a flock() on the pin directory itself (bpffs takes no plain
+ * files), as xdp-tools locks its own. `node down` removes the directory
+ * while holding it, so a waiter that gets the lock checks that the
+ * directory it locked is still the node's. */
+int node_lock_dir(const char *dir, enum node_lock lock, int timeout_ms)
+{
+	long long deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	int op = lock == NODE_LOCK_EXCLUSIVE ? LOCK_EX : LOCK_SH;
+	int wait_ms = 1;
+
+	for (;;) {
+		struct stat held, now;
+		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (fd < 0)
+			return -errno;
+		while (flock(fd, op | LOCK_NB)) {
+			int err = -errno;
+			long long left = deadline - now_ms();
+
+			if (err != -EWOULDBLOCK && err != -EINTR) {
+				close(fd);
+				return err;
+			}
+			if (left <= 0) {
+				close(fd);
+				return -EBUSY;
+			}
+			usleep(1000 * (wait_ms < left ? wait_ms : left));
+			if (wait_ms < 50)
+				wait_ms *= 2;
+		}
+		if (!fstat(fd, &held) && !stat(dir, &now) &&
+		    held.st_ino == now.st_ino && held.st_dev == now.st_dev)
+			return fd;
+		/* Taken down (and maybe up again) while we waited. */
+		close(fd);
+		if (access(dir, F_OK))
+			return -ENOENT;
+	}
+}
+
+static int check_abi(struct node *n)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
 	char path[PATH_MAX];
 	uint32_t zero = 0;
+	int fd, err = 0;
+
+	node_pin_path(n, path, sizeof(path), "%s", node_map_names[M_NODE_CONFIG]);
+	fd = bpf_obj_get(path);
+	if (fd < 0) {
+		err = -errno;
+		p_err("node '%s' is incomplete: %s: %s", n->name, path,
+		      strerror(errno));
+		return err;
+	}
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
+	    info.value_size != sizeof(n->cfg) ||
+	    bpf_map_lookup_elem(fd, &zero, &n->cfg) ||
+	    n->cfg.abi != PI_ABI_VERSION) {
+		p_err("node '%s' was set up by another podinject build (node ABI %u, this build uses %u): "
+		      "take it down with the build that made it ('podinject -N %s node down'), "
+		      "or with 'podinject -N %s node down --force', which removes its pins and links "
+		      "but leaves its pods' namespaces and devices; then 'node up' again",
+		      n->name, info.value_size == sizeof(n->cfg) ? n->cfg.abi : 0,
+		      PI_ABI_VERSION, n->name, n->name);
+		err = -EPROTO;
+	}
+	close(fd);
+	return err;
+}
+
+int node_open(struct node *n, const char *name, enum node_lock lock,
+	      int timeout_ms)
+{
+	char path[PATH_MAX];
 	int err;
 
 	node_reset(n);
-	snprintf(n->name, sizeof(n->name), "%s", node_name);
-	snprintf(n->pin_dir, sizeof(n->pin_dir), "%s/%s", PI_PIN_ROOT,
-		 node_name);
+	snprintf(n->name, sizeof(n->name), "%s", name);
+	snprintf(n->pin_dir, sizeof(n->pin_dir), "%s/%s", PI_PIN_ROOT, name);
 	err = ensure_bpffs();
 	if (err) {
 		p_err("cannot mount bpffs at /sys/fs/bpf: %s", strerror(-err));
 		return err;
 	}
-	if (access(n->pin_dir, F_OK)) {
-		p_err("node '%s' is not up (run: podinject -N %s node up)",
-		      node_name, node_name);
-		return -ENOENT;
+	n->lock_fd = lock == NODE_LOCK_HELD ? -1 :
+		     node_lock_dir(n->pin_dir, lock, timeout_ms);
+	if (lock != NODE_LOCK_HELD && n->lock_fd < 0) {
+		err = n->lock_fd;
+		n->lock_fd = -1;
+		if (err == -ENOENT)
+			p_err("node '%s' is not up (run: podinject -N %s node up)",
+			      name, name);
+		else if (err == -EBUSY)
+			p_err("node '%s' is busy: another command holds its lock (waited %d ms); try again later",
+			      name, timeout_ms);
+		else
+			p_err("cannot lock node '%s': %s", name, strerror(-err));
+		return err;
 	}
+	err = check_abi(n);
+	if (err)
+		goto fail;
 	for (int i = 0; i < M__COUNT; i++) {
 		node_pin_path(n, path, sizeof(path), "%s", node_map_names[i]);
 		n->maps[i] = bpf_obj_get(path);
 		if (n->maps[i] < 0) {
 			err = -errno;
-			p_err("node '%s' is incomplete: %s: %s", node_name,
+			p_err("node '%s' is incomplete: %s: %s", name,
 			      path, strerror(errno));
 			goto fail;
 		}
+	}
+	node_pin_path(n, path, sizeof(path), PI_POD_META_PIN);
+	n->meta_map = bpf_obj_get(path);
+	if (n->meta_map < 0) {
+		err = -errno;
+		p_err("node '%s' is incomplete: %s: %s", name, path,
+		      strerror(errno));
+		goto fail;
 	}
 	for (int i = 0; i < P__COUNT; i++) {
 		node_pin_path(n, path, sizeof(path), "prog_%s",
@@ -106,23 +211,17 @@ int node_open(struct node *n)
 		n->progs[i] = bpf_obj_get(path);
 		if (n->progs[i] < 0) {
 			err = -errno;
-			p_err("node '%s' is incomplete: %s: %s", node_name,
+			p_err("node '%s' is incomplete: %s: %s", name,
 			      path, strerror(errno));
 			goto fail;
 		}
 	}
-	if (bpf_map_lookup_elem(n->maps[M_NODE_CONFIG], &zero, &n->cfg)) {
-		err = -errno;
-		p_err("cannot read node config: %s", strerror(errno));
+	err = netns_open_any(node_netns(n));
+	if (err < 0) {
+		p_err("node '%s': namespace is gone: %s", name, strerror(-err));
 		goto fail;
 	}
-	n->netns_fd = netns_open(node_name);
-	if (n->netns_fd < 0) {
-		err = n->netns_fd;
-		p_err("node '%s': namespace is gone: %s", node_name,
-		      strerror(-err));
-		goto fail;
-	}
+	n->netns_fd = err;
 	return 0;
 fail:
 	node_close(n);
@@ -137,8 +236,12 @@ void node_close(struct node *n)
 	for (int i = 0; i < P__COUNT; i++)
 		if (n->progs[i] >= 0)
 			close(n->progs[i]);
+	if (n->meta_map >= 0)
+		close(n->meta_map);
 	if (n->netns_fd >= 0)
 		close(n->netns_fd);
+	if (n->lock_fd >= 0)
+		close(n->lock_fd);	/* releases the lock */
 	node_reset(n);
 }
 
@@ -155,12 +258,87 @@ int node_save_config(struct node *n)
 	       -errno : 0;
 }
 
+static void pod_join(struct pod *out, const struct pi_pod *dp,
+		     const struct pi_pod_meta *m)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "%s", m->name);
+	snprintf(out->netns, sizeof(out->netns), "%s", m->netns);
+	snprintf(out->ifname, sizeof(out->ifname), "%s", m->ifname);
+	snprintf(out->hostdev, sizeof(out->hostdev), "%s", m->hostdev);
+	snprintf(out->attach_id, sizeof(out->attach_id), "%s", m->attach_id);
+	out->meta_flags = m->flags;
+	out->id = dp->id;
+	out->ifindex = dp->ifindex;
+	out->peer_ifindex = dp->peer_ifindex;
+	out->flags = dp->flags;
+	out->ip4 = dp->ip4;
+	memcpy(out->ip6, dp->ip6, 16);
+	memcpy(out->pod_mac, dp->pod_mac, 6);
+	memcpy(out->host_mac, dp->host_mac, 6);
+}
+
+int pod_by_ifindex(const struct node *n, uint32_t ifindex, struct pod *pod)
+{
+	struct pi_pod_meta m;
+	struct pi_pod dp;
+
+	if (bpf_map_lookup_elem(n->maps[M_PODS], &ifindex, &dp) ||
+	    bpf_map_lookup_elem(n->meta_map, &ifindex, &m))
+		return -ENOENT;
+	pod_join(pod, &dp, &m);
+	return 0;
+}
+
+int pod_store(const struct node *n, const struct pod *pod, uint64_t flags)
+{
+	struct pi_pod dp = {
+		.id = pod->id,
+		.ifindex = pod->ifindex,
+		.peer_ifindex = pod->peer_ifindex,
+		.flags = pod->flags,
+		.ip4 = pod->ip4,
+	};
+	struct pi_pod_meta m = { .flags = pod->meta_flags };
+
+	memcpy(dp.ip6, pod->ip6, 16);
+	memcpy(dp.pod_mac, pod->pod_mac, 6);
+	memcpy(dp.host_mac, pod->host_mac, 6);
+	snprintf(m.name, sizeof(m.name), "%s", pod->name);
+	snprintf(m.netns, sizeof(m.netns), "%s", pod->netns);
+	snprintf(m.ifname, sizeof(m.ifname), "%s", pod->ifname);
+	snprintf(m.hostdev, sizeof(m.hostdev), "%s", pod->hostdev);
+	snprintf(m.attach_id, sizeof(m.attach_id), "%s", pod->attach_id);
+	/* Meta first: a pod the datapath knows always has a name. */
+	if (bpf_map_update_elem(n->meta_map, &pod->ifindex, &m, flags))
+		return -errno;
+	if (bpf_map_update_elem(n->maps[M_PODS], &pod->ifindex, &dp, flags)) {
+		int err = -errno;
+
+		if (flags == BPF_NOEXIST)
+			bpf_map_delete_elem(n->meta_map, &pod->ifindex);
+		return err;
+	}
+	return 0;
+}
+
+void pod_forget(const struct node *n, const struct pod *pod)
+{
+	bpf_map_delete_elem(n->maps[M_PODS], &pod->ifindex);
+	bpf_map_delete_elem(n->meta_map, &pod->ifindex);
+}
+
+int pod_netns_open(const struct pod *pod)
+{
+	return netns_open_any(pod->netns);
+}
+
 struct find_ctx {
 	const char *name;
-	struct pi_pod *out;
+	struct pod *out;
 };
 
-static int find_cb(const struct node *n, const struct pi_pod *pod, void *c)
+static int find_cb(const struct node *n, const struct pod *pod, void *c)
 {
 	struct find_ctx *ctx = c;
 
@@ -170,7 +348,7 @@ static int find_cb(const struct node *n, const struct pi_pod *pod, void *c)
 	return 1;
 }
 
-int pod_find(const struct node *n, const char *name, struct pi_pod *pod)
+int pod_find(const struct node *n, const char *name, struct pod *pod)
 {
 	struct find_ctx ctx = { .name = name, .out = pod };
 
@@ -179,18 +357,18 @@ int pod_find(const struct node *n, const char *name, struct pi_pod *pod)
 
 static int cmp_pod(const void *a, const void *b)
 {
-	const struct pi_pod *x = a, *y = b;
+	const struct pod *x = a, *y = b;
 
 	return (int)x->id - (int)y->id;
 }
 
 int pod_for_each(const struct node *n,
-		 int (*fn)(const struct node *n, const struct pi_pod *pod,
+		 int (*fn)(const struct node *n, const struct pod *pod,
 			   void *ctx), void *ctx)
 {
 	/* Per call, not static: fn may walk the pods again (pod removal
 	 * re-syncs injection state of every pod). */
-	struct pi_pod *all = calloc(PI_MAX_PODS, sizeof(*all));
+	struct pod *all = calloc(PI_MAX_PODS, sizeof(*all));
 	uint32_t key, next, *prev = NULL;
 	int cnt = 0, ret = 0;
 
@@ -198,7 +376,7 @@ int pod_for_each(const struct node *n,
 		return -ENOMEM;
 	while (cnt < PI_MAX_PODS &&
 	       !bpf_map_get_next_key(n->maps[M_PODS], prev, &next)) {
-		if (!bpf_map_lookup_elem(n->maps[M_PODS], &next, &all[cnt]))
+		if (!pod_by_ifindex(n, next, &all[cnt]))
 			cnt++;
 		key = next;
 		prev = &key;
@@ -241,10 +419,10 @@ int pod_stats_sum(const struct node *n, uint32_t pod_id,
 void pod_name_by_ifindex(const struct node *n, uint32_t ifindex, char *buf,
 			 size_t len)
 {
-	struct pi_pod pod;
+	struct pi_pod_meta m;
 
-	if (!bpf_map_lookup_elem(n->maps[M_PODS], &ifindex, &pod))
-		snprintf(buf, len, "%s", pod.name);
+	if (!bpf_map_lookup_elem(n->meta_map, &ifindex, &m))
+		snprintf(buf, len, "%s", m.name);
 	else
 		snprintf(buf, len, "ifindex-%u", ifindex);
 }

@@ -9,9 +9,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "state.h"
 #include "util.h"
 
 bool json_output;
+const char *node_name = "node";
+int lock_timeout_ms = NODE_LOCK_TIMEOUT_MS;
 bool verbose;
 static struct json stdout_json;
 struct json *jw = &stdout_json;
@@ -103,6 +106,23 @@ bool valid_name(const char *name, int maxlen)
 			return false;
 	}
 	return n <= maxlen;
+}
+
+bool valid_pod_name(const char *name)
+{
+	size_t len = name ? strlen(name) : 0;
+
+	if (!len || len > PI_POD_NAME_MAX || name[0] == '/' ||
+	    name[len - 1] == '/' || name[0] == '-' || name[0] == '.')
+		return false;
+	for (const char *c = name; *c; c++) {
+		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		    (*c >= '0' && *c <= '9') || *c == '-' || *c == '.' ||
+		    *c == '_' || *c == '/')
+			continue;
+		return false;
+	}
+	return true;
 }
 
 int parse_prefix(const char *s, int *family, struct pi_addr *addr, int *plen)

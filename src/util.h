@@ -13,6 +13,8 @@
 #define EXIT_USAGE	2
 
 extern bool json_output;
+extern const char *node_name;		/* -N/--node, PODINJECT_NODE, "node" */
+extern int lock_timeout_ms;		/* -W/--wait, PODINJECT_WAIT */
 extern bool verbose;
 extern struct json *jw;		/* stdout writer when json_output */
 
@@ -37,6 +39,10 @@ bool is_prefix(const char *arg, const char *full);
 #define REQ_ARGS(n) ({ if (argc < (n)) return usage_err("missing argument after '%s'", argv[-1]); 0; })
 
 bool valid_name(const char *name, int maxlen);
+/* Any pod's name: 1-253 of A-Z a-z 0-9 - . _ and '/' (Kubernetes'
+ * "namespace/name", a runtime's container name or id). Pods that
+ * podinject makes itself have the stricter valid_name(POD_NAME_MAX). */
+bool valid_pod_name(const char *name);
 
 /* Addresses: "10.0.0.1", "10.0.0.0/8", "fd00::1", "fd00::/64". The
  * prefix length defaults to the full length. Returns 0 or -EINVAL. */

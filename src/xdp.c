@@ -32,10 +32,10 @@
 /* Never replace a program someone else attached. */
 #define ATTACH_FLAGS	(XDP_FLAGS_DRV_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST)
 
-static void pod_prog_pin(const struct node *n, const struct pi_pod *pod,
+static void pod_prog_pin(const struct node *n, const struct pod *pod,
 			 char *buf, size_t len)
 {
-	node_pin_path(n, buf, len, "prog_xdp_pod_%s", pod->name);
+	node_pin_path(n, buf, len, "prog_xdp_pod_%u", pod->ifindex);
 }
 
 static int pin_get(const struct node *n, const char *name)
@@ -172,17 +172,16 @@ static void reset_stats(int map, uint32_t id)
 }
 
 /* Marks the pod as checked in XDP (or not) where the datapath reads it. */
-static int set_pod_flag(const struct node *n, struct pi_pod *pod, bool on)
+static int set_pod_flag(const struct node *n, struct pod *pod, bool on)
 {
 	if (on)
 		pod->flags |= PI_POD_XDP;
 	else
 		pod->flags &= ~PI_POD_XDP;
-	return bpf_map_update_elem(n->maps[M_PODS], &pod->ifindex, pod,
-				   BPF_EXIST) ? -errno : 0;
+	return pod_store(n, pod, BPF_EXIST);
 }
 
-int xdp_pod_attach(const struct node *n, struct pi_pod *pod, int pod_ns)
+int xdp_pod_attach(const struct node *n, struct pod *pod, int pod_ns)
 {
 	int ports = -1, stats = -1, saved, err;
 	bool attached = false, flagged = false;
@@ -251,10 +250,10 @@ out:
 	return err;
 }
 
-int xdp_pod_detach(const struct node *n, const struct pi_pod *p)
+int xdp_pod_detach(const struct node *n, const struct pod *p)
 {
 	int ports, prog, pod_ns, saved, err = 0;
-	struct pi_pod copy = *p, *pod = &copy;
+	struct pod copy = *p, *pod = &copy;
 	char path[PATH_MAX];
 
 	pod_prog_pin(n, pod, path, sizeof(path));
@@ -274,7 +273,7 @@ int xdp_pod_detach(const struct node *n, const struct pi_pod *p)
 	if (err == -ENOENT)
 		err = 0;	/* the pod's entry is gone already */
 	if (prog >= 0) {
-		pod_ns = netns_open(pod->name);
+		pod_ns = pod_netns_open(pod);
 		if (pod_ns >= 0 && !netns_enter(pod_ns, &saved)) {
 			int e = detach_ours(pod->peer_ifindex, prog);
 
@@ -322,12 +321,12 @@ int xdp_pod_stats(const struct node *n, uint32_t pod_id,
 	return err;
 }
 
-uint32_t xdp_pod_prog_id(const struct pi_pod *pod)
+uint32_t xdp_pod_prog_id(const struct pod *pod)
 {
 	uint32_t id = 0;
 	int ns, saved;
 
-	ns = netns_open(pod->name);
+	ns = pod_netns_open(pod);
 	if (ns < 0)
 		return 0;
 	if (!netns_enter(ns, &saved)) {

@@ -26,15 +26,15 @@ void xdp_node_teardown(const struct node *n);
  * eth0 in pod_ns, then marks the pod PI_POD_XDP (pod->flags and the pods
  * map) and adds it to the uplink's devmap, in that order, so that no
  * packet goes unchecked meanwhile. */
-int xdp_pod_attach(const struct node *n, struct pi_pod *pod, int pod_ns);
+int xdp_pod_attach(const struct node *n, struct pod *pod, int pod_ns);
 /* The reverse, in reverse order; a namespace or device already gone is no
  * error. */
-int xdp_pod_detach(const struct node *n, const struct pi_pod *pod);
+int xdp_pod_detach(const struct node *n, const struct pod *pod);
 
 int xdp_pod_stats(const struct node *n, uint32_t pod_id,
 		  struct pi_xdp_stats *out);
 /* The id of the XDP program on the pod's eth0 as the kernel reports it,
  * 0 when there is none. */
-uint32_t xdp_pod_prog_id(const struct pi_pod *pod);
+uint32_t xdp_pod_prog_id(const struct pod *pod);
 
 #endif

@@ -137,7 +137,7 @@ for mode in auto clsact; do
 	check "${mode}_del_no_pins" sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_"
 	# deleting the proxy pod takes its namespace's program away too
 	pi -N $X proxy add tt-p --port 15001 --for tt-c >/dev/null
-	check "${mode}_lookup_link_pinned" test -e /sys/fs/bpf/podinject/$X/inject/link_lookup_tt-p
+	check "${mode}_lookup_link_pinned" test -e /sys/fs/bpf/podinject/$X/inject/link_lookup_$($PI -N $X -j pod show tt-p | jq .host_ifindex)
 	check "${mode}_proxy_pod_del" pi -N $X pod del tt-p
 	check "${mode}_pod_del_no_pins" sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_"
 	# (one pod at a time: node down can miss a pod once injection's

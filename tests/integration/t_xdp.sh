@@ -210,9 +210,10 @@ else
 fi
 
 # Nothing left: the ACL goes with pod del, the uplink's with node down.
+XPB_IFINDEX=$($PI -N $X -j pod show xp-b | jq .host_ifindex)
 check pod_del_b pi -N $X pod del xp-b
 check pod_del_prog_gone prog_gone $prog_b
-check pod_del_pin_gone test ! -e /sys/fs/bpf/podinject/$X/prog_xdp_pod_xp-b
+check pod_del_pin_gone test ! -e /sys/fs/bpf/podinject/$X/prog_xdp_pod_$XPB_IFINDEX
 check down_x pi -N $X node down
 check down_y pi -N $Y node down
 check down_uplink_xdp_detached no_xdp $X wire0

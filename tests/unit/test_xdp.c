@@ -45,7 +45,6 @@ static void add_pod(struct xdp_fx *fx, uint32_t id, int ifindex,
 				  .pod_id = id };
 	struct pi_endpoint_key k = { .family = AF_INET };
 
-	snprintf(pod.name, sizeof(pod.name), "x%u", id);
 	inet_pton(AF_INET, ip4, &pod.ip4);
 	inet_pton(AF_INET6, ip6, pod.ip6);
 	memcpy(pod.pod_mac, mac, 6);
