@@ -105,6 +105,7 @@ struct pi_node_config {
 	__u32 flags;
 	__u32 next_rule_id;
 	__u32 abi;		/* PI_ABI_VERSION of the build that made it */
+	__u64 netns_ino;	/* of a node on the host's own namespace */
 };
 
 /* pod_meta: host-side ifindex -> what userspace knows of a pod and the
@@ -357,7 +358,7 @@ _Static_assert(sizeof(struct pi_addr) == 16, "size of pi_addr");
 _Static_assert(sizeof(struct pi_pod) == 48, "size of pi_pod");
 _Static_assert(sizeof(struct pi_endpoint_key) == 20, "size of pi_endpoint_key");
 _Static_assert(sizeof(struct pi_endpoint) == 24, "size of pi_endpoint");
-_Static_assert(sizeof(struct pi_node_config) == 48, "size of pi_node_config");
+_Static_assert(sizeof(struct pi_node_config) == 56, "size of pi_node_config");
 _Static_assert(sizeof(struct pi_pod_meta) == 680, "size of pi_pod_meta");
 _Static_assert(sizeof(struct pi_rule) == 28, "size of pi_rule");
 _Static_assert(sizeof(struct pi_policy_ref) == 8, "size of pi_policy_ref");
@@ -384,6 +385,7 @@ _Static_assert(__builtin_offsetof(struct pi_endpoint_key, addr) == 4, "pi_endpoi
 _Static_assert(__builtin_offsetof(struct pi_endpoint, pod_mac) == 12, "pi_endpoint.pod_mac");
 _Static_assert(__builtin_offsetof(struct pi_node_config, uplink_ifindex) == 32, "pi_node_config.uplink_ifindex");
 _Static_assert(__builtin_offsetof(struct pi_node_config, abi) == 44, "pi_node_config.abi");
+_Static_assert(__builtin_offsetof(struct pi_node_config, netns_ino) == 48, "pi_node_config.netns_ino");
 _Static_assert(__builtin_offsetof(struct pi_pod_meta, netns) == 256, "pi_pod_meta.netns");
 _Static_assert(__builtin_offsetof(struct pi_pod_meta, flags) == 672, "pi_pod_meta.flags");
 _Static_assert(__builtin_offsetof(struct pi_rule, action) == 4, "pi_rule.action");
@@ -416,7 +418,7 @@ _Static_assert(sizeof(struct pi_addr) == 16, "size of pi_addr");
 _Static_assert(sizeof(struct pi_pod) == 48, "size of pi_pod");
 _Static_assert(sizeof(struct pi_endpoint_key) == 20, "size of pi_endpoint_key");
 _Static_assert(sizeof(struct pi_endpoint) == 24, "size of pi_endpoint");
-_Static_assert(sizeof(struct pi_node_config) == 48, "size of pi_node_config");
+_Static_assert(sizeof(struct pi_node_config) == 56, "size of pi_node_config");
 _Static_assert(sizeof(struct pi_pod_meta) == 680, "size of pi_pod_meta");
 _Static_assert(sizeof(struct pi_rule) == 28, "size of pi_rule");
 _Static_assert(sizeof(struct pi_policy_ref) == 8, "size of pi_policy_ref");
@@ -443,6 +445,7 @@ _Static_assert(__builtin_offsetof(struct pi_endpoint_key, addr) == 4, "pi_endpoi
 _Static_assert(__builtin_offsetof(struct pi_endpoint, pod_mac) == 12, "pi_endpoint.pod_mac");
 _Static_assert(__builtin_offsetof(struct pi_node_config, uplink_ifindex) == 32, "pi_node_config.uplink_ifindex");
 _Static_assert(__builtin_offsetof(struct pi_node_config, abi) == 44, "pi_node_config.abi");
+_Static_assert(__builtin_offsetof(struct pi_node_config, netns_ino) == 48, "pi_node_config.netns_ino");
 _Static_assert(__builtin_offsetof(struct pi_pod_meta, netns) == 256, "pi_pod_meta.netns");
 _Static_assert(__builtin_offsetof(struct pi_pod_meta, flags) == 672, "pi_pod_meta.flags");
 _Static_assert(__builtin_offsetof(struct pi_rule, action) == 4, "pi_rule.action");

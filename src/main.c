@@ -5,20 +5,26 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <bpf/libbpf.h>
 #include "cmds.h"
+#include "state.h"
 #include "util.h"
 
 static int main_help(int argc, char **argv)
 {
 	fprintf(stderr,
-		"Usage: podinject [-j|--json] [-v] [-N|--node NODE] OBJECT COMMAND ...\n"
+		"Usage: podinject [-j|--json] [-v] [-N|--node NODE] [-W|--wait MS] OBJECT COMMAND ...\n"
 		"\n"
 		"OBJECT := node | pod | policy | inject | proxy | probe | features | help\n"
 		"NODE defaults to $PODINJECT_NODE, else \"node\".\n"
+		"MS: how long to wait for the node's lock while another command holds\n"
+		"it (default $PODINJECT_WAIT_MS, else %d); then the command fails with\n"
+		"\"node busy\" and changes nothing.\n"
 		"'podinject OBJECT help' explains each object.\n"
-		"Exit codes: 0 ok, 1 runtime failure, 2 usage error.\n");
+		"Exit codes: 0 ok, 1 runtime failure, 2 usage error.\n",
+		NODE_LOCK_TIMEOUT_MS);
 	return EXIT_OK;
 }
 
@@ -38,6 +44,7 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "node", required_argument, NULL, 'N' },
+		{ "wait", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -53,11 +60,13 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	const char *env = getenv("PODINJECT_NODE");
+	const char *wait = getenv("PODINJECT_WAIT_MS");
+	uint32_t ms;
 	int c;
 
 	if (env && *env)
 		node_name = env;
-	while ((c = getopt_long(argc, argv, "+jvN:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+jvN:W:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json_output = true;
@@ -67,6 +76,9 @@ int main(int argc, char **argv)
 			break;
 		case 'N':
 			node_name = optarg;
+			break;
+		case 'W':
+			wait = optarg;
 			break;
 		case 'h':
 			main_help(0, NULL);
@@ -79,6 +91,12 @@ int main(int argc, char **argv)
 	if (!valid_name(node_name, 15))
 		return usage_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
 				 node_name);
+	if (wait && *wait) {
+		if (parse_u32(wait, &ms) || ms > 3600 * 1000)
+			return usage_err("invalid lock wait '%s': milliseconds, at most 3600000",
+					 wait);
+		lock_timeout_ms = ms;
+	}
 	json_init(jw, stdout);
 	libbpf_set_print(libbpf_print);
 	argc -= optind;

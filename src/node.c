@@ -278,6 +278,14 @@ static int node_up(int argc, char **argv)
 	cfg.flags = (feat.tcx ? PI_NODE_TCX : 0) |
 		    (made_ns ? PI_NODE_OWNS_NETNS : 0) |
 		    (host ? PI_NODE_HOST : 0);
+	if (host) {
+		struct stat st;
+
+		if (!stat(HOST_NETNS_PATH, &st))
+			cfg.netns_ino = st.st_ino;
+		else
+			err = -errno;
+	}
 	if (!err)
 		err = write_first_config(path, &cfg);
 	if (err) {

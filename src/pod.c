@@ -26,13 +26,22 @@ static int pod_help(int argc, char **argv)
 	fprintf(stderr,
 		"Usage: podinject [-N NODE] pod add NAME [--ip ADDR[/32]] [--ip6 ADDR[/128]]\n"
 		"                                [--dev veth|netkit]\n"
+		"       podinject [-N NODE] pod adopt PODNAME --netns NETNS --dev HOSTDEV\n"
+		"                 [--ifname IF] [--ip ADDR] [--ip6 ADDR] [--attach-id ID]\n"
 		"       podinject [-N NODE] pod del NAME\n"
 		"       podinject [-N NODE] [-j] pod list\n"
 		"       podinject [-N NODE] [-j] pod show NAME\n"
 		"\n"
 		"NAME: 1-%d characters of a-z, 0-9 and '-'; it names the pod's\n"
-		"network namespace too. At least one of --ip and --ip6.\n",
-		POD_NAME_MAX);
+		"network namespace too. At least one of --ip and --ip6.\n"
+		"adopt: a pod whose namespace and device pair (veth or netkit) another\n"
+		"tool made. NETNS is a name in /run/netns or a path; HOSTDEV is the\n"
+		"host-side device in the node's namespace; IF, the pod-side device, is\n"
+		"found through the pair when not given; addresses are read from it when\n"
+		"not given. PODNAME: 1-%d of A-Z a-z 0-9 - . _ / (e.g. a Kubernetes\n"
+		"namespace/name). 'pod del' of an adopted pod removes podinject's\n"
+		"programs and state and leaves its namespace and devices.\n",
+		POD_NAME_MAX, PI_POD_NAME_MAX);
 	return EXIT_OK;
 }
 
@@ -819,7 +828,11 @@ static void print_pod(const struct node *n, const struct pod *pod,
 		json_kstr(jw, "name", pod->name);
 		json_ku64(jw, "id", pod->id);
 		json_kstr(jw, "node", n->name);
-		json_kstr(jw, "netns", pod->name);
+		json_kstr(jw, "netns", pod->netns);
+		json_kstr(jw, "ifname", pod->ifname);
+		json_kstr(jw, "hostdev", pod->hostdev);
+		json_kbool(jw, "adopted", pod->meta_flags & PI_META_ADOPTED);
+		json_kstr(jw, "attach_id", pod->attach_id);
 		json_kstr(jw, "dev", pod->flags & PI_POD_NETKIT ? "netkit" :
 								  "veth");
 		json_key(jw, "ipv4");
@@ -852,15 +865,20 @@ static void print_pod(const struct node *n, const struct pod *pod,
 		return;
 	}
 	if (!details) {
-		printf("%-12s %-3u %-16s %-26s %s%s\n", pod->name, pod->id, b4,
-		       b6, POD_DEV_PREFIX, pod->name);
+		printf("%-12s %-3u %-16s %-26s %s\n", pod->name, pod->id, b4,
+		       b6, pod->hostdev);
 		return;
 	}
 	printf("pod %s (id %u) on node %s\n", pod->name, pod->id, n->name);
-	printf("  netns %s, dev %s, host side " POD_DEV_PREFIX "%s ifindex %u mac %s, pod mac %s\n",
-	       pod->name, pod->flags & PI_POD_NETKIT ? "netkit" : "veth",
-	       pod->name, pod->ifindex, fmt_mac(pod->host_mac, m1),
-	       fmt_mac(pod->pod_mac, m2));
+	printf("  netns %s, dev %s, host side %s ifindex %u mac %s, pod mac %s%s%s\n",
+	       pod->netns, pod->flags & PI_POD_NETKIT ? "netkit" : "veth",
+	       pod->hostdev, pod->ifindex, fmt_mac(pod->host_mac, m1),
+	       fmt_mac(pod->pod_mac, m2),
+	       strcmp(pod->ifname, "eth0") ? ", pod side " : "",
+	       strcmp(pod->ifname, "eth0") ? pod->ifname : "");
+	if (pod->meta_flags & PI_META_ADOPTED)
+		printf("  adopted: its namespace and devices are left alone by pod del%s%s\n",
+		       *pod->attach_id ? "; attached by " : "", pod->attach_id);
 	printf("  ipv4 %s  ipv6 %s\n", b4, b6);
 	printf("  egress  %llu packets %llu bytes\n",
 	       (unsigned long long)st.egress_packets,

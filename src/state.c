@@ -222,6 +222,16 @@ int node_open(struct node *n, const char *name, enum node_lock lock,
 		goto fail;
 	}
 	n->netns_fd = err;
+	if (n->cfg.flags & PI_NODE_HOST) {
+		struct stat st;
+
+		if (fstat(n->netns_fd, &st) || st.st_ino != n->cfg.netns_ino) {
+			p_err("node '%s' is the host namespace net:[%llu]; run podinject in that namespace",
+			      name, (unsigned long long)n->cfg.netns_ino);
+			err = -EXDEV;
+			goto fail;
+		}
+	}
 	return 0;
 fail:
 	node_close(n);

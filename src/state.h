@@ -75,7 +75,10 @@ enum pi_node_flags_ext {
 					 * namespace, not one named NODE */
 };
 
-#define HOST_NETNS_PATH	"/proc/1/ns/net"
+/* A host node's namespace is the one `node up --host` ran in, known by
+ * its inode (PID 1's may be out of reach); commands on the node must run
+ * there too. */
+#define HOST_NETNS_PATH	"/proc/self/ns/net"
 
 /* The node's namespace, as netns_open_any() takes it. */
 static inline const char *node_netns(const struct node *n)

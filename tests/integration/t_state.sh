@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# A node's pinned state carries the ABI version of the build that made it.
+# A node of another version is refused by every command, with an error
+# that says what to do, and nothing of it changes; `node down --force`
+# removes its pins and links. Checked with a node whose recorded version is
+# rewritten, and with a node made by a real older build of podinject (the
+# last commit before the version existed), when git history is at hand.
+source "$(dirname "$0")/lib.sh"
+require_root
+PREFIX=st-
+N=${PREFIX}n
+OLD_COMMIT=eabdf44
+cleanup() {
+	cleanup_all
+	[ -n "${OLD:-}" ] && rm -rf "$OLD"
+}
+trap cleanup EXIT
+cleanup
+
+snapshot() {	# what a node is: its pins and their ids, its namespaces
+	ls -R /sys/fs/bpf/podinject/$1 2>/dev/null
+	ip netns list | grep "^$PREFIX" | sort
+}
+
+# refused NAME NODE CMD...: exit 1, the ABI error, nothing changed
+refused() {
+	local name=$1 node=$2 before out rc
+	shift 2
+	before=$(snapshot $node)
+	out=$("$PI" -N $node "$@" 2>&1)
+	rc=$?
+	if [ $rc != 1 ]; then
+		fail "$name" "exit $rc, want 1: $out"
+	elif ! echo "$out" | grep -q "another podinject build.*node down"; then
+		fail "$name" "no ABI error: $out"
+	elif [ "$before" != "$(snapshot $node)" ]; then
+		fail "$name" "the node changed"
+	else
+		pass "$name"
+	fi
+}
+
+check up pi -N $N node up
+check pod pi -N $N pod add ${PREFIX}a --ip 10.244.0.10
+# The version field is bytes 44-47 of node_config's value.
+cfg=/sys/fs/bpf/podinject/$N/node_config
+val=$(bpftool map lookup pinned $cfg key 0 0 0 0 -j | jq -r '.value | .[:44] + ["0x01", "0", "0", "0"] + .[48:] | join(" ")')
+check rewrite_version bpftool map update pinned $cfg key 0 0 0 0 value $val
+refused abi_pod_list $N pod list
+refused abi_pod_add $N pod add ${PREFIX}b --ip 10.244.0.11
+refused abi_pod_del $N pod del ${PREFIX}a
+refused abi_policy_add $N policy add ${PREFIX}a egress deny
+refused abi_node_show $N node show
+refused abi_node_down $N node down
+check abi_pod_netns_kept ip netns pids ${PREFIX}a
+check force_down pi -N $N node down --force
+check force_pins_gone test ! -e /sys/fs/bpf/podinject/$N
+check force_leaves_pod_netns ip netns pids ${PREFIX}a
+ip netns del ${PREFIX}a
+ip netns del $N 2>/dev/null
+check up_again pi -N $N node up
+check down_again pi -N $N node down
+
+# A node made by a real build from before the version.
+if ! git -C "$ROOT" cat-file -e "$OLD_COMMIT^{commit}" 2>/dev/null || ! command -v make >/dev/null; then
+	skip old_build "no git history with $OLD_COMMIT here"
+	exit 0
+fi
+OLD=$(mktemp -d /tmp/${PREFIX}old.XXXXXX)
+git -C "$ROOT" archive "$OLD_COMMIT" | tar -x -C "$OLD"
+if ! make -C "$OLD" -s build/podinject >/dev/null 2>&1; then
+	fail old_build "cannot build $OLD_COMMIT"
+	exit 0
+fi
+pass old_build
+O=${PREFIX}o
+check old_up "$OLD/build/podinject" -N $O node up
+check old_pod "$OLD/build/podinject" -N $O pod add ${PREFIX}c --ip 10.244.0.12
+refused old_abi_pod_list $O pod list
+refused old_abi_pod_add $O pod add ${PREFIX}d --ip 10.244.0.13
+refused old_abi_node_down $O node down
+check old_still_works_for_its_build "$OLD/build/podinject" -N $O pod show ${PREFIX}c
+check old_down_by_its_build "$OLD/build/podinject" -N $O node down
+check old_gone test ! -e /sys/fs/bpf/podinject/$O
