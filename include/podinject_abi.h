@@ -115,7 +115,8 @@ struct pi_node_config {
 #define PI_ATTACH_ID_MAX	128
 
 enum pi_pod_meta_flags {
-	PI_META_ADOPTED	= 1 << 0,	/* namespace and devices are not ours */
+	PI_META_OWNS_DEV	= 1 << 0,	/* podinject made the device pair */
+	PI_META_OWNS_NETNS	= 1 << 1,	/* podinject made the namespace */
 };
 
 struct pi_pod_meta {

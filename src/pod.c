@@ -419,6 +419,7 @@ static int pod_add(int argc, char **argv)
 	snprintf(pod.ifname, sizeof(pod.ifname), "eth0");
 	snprintf(hostdev, sizeof(hostdev), POD_DEV_PREFIX "%s", a.name);
 	snprintf(pod.hostdev, sizeof(pod.hostdev), "%s", hostdev);
+	pod.meta_flags = PI_META_OWNS_DEV | PI_META_OWNS_NETNS;
 	pod.flags = (a.has4 ? PI_POD_HAS_V4 : 0) |
 		    (a.has6 ? PI_POD_HAS_V6 : 0) |
 		    (a.netkit ? PI_POD_NETKIT : 0);
@@ -617,7 +618,7 @@ static int pod_adopt(int argc, char **argv)
 	snprintf(pod.hostdev, sizeof(pod.hostdev), "%s", hostdev);
 	snprintf(pod.attach_id, sizeof(pod.attach_id), "%s",
 		 attach_id ? attach_id : "");
-	pod.meta_flags = PI_META_ADOPTED;
+	pod.meta_flags = 0;	/* neither namespace nor devices are ours */
 	pod_ns = netns_open_any(netns);
 	if (pod_ns < 0) {
 		p_err("no network namespace '%s': %s", netns, strerror(-pod_ns));
@@ -711,7 +712,8 @@ out:
  * that is gone already is no error. */
 int pod_remove(struct node *n, const struct pod *pod)
 {
-	bool adopted = pod->meta_flags & PI_META_ADOPTED;
+	bool own_dev = pod->meta_flags & PI_META_OWNS_DEV;
+	bool own_netns = pod->meta_flags & PI_META_OWNS_NETNS;
 	int saved, err, first = 0;
 
 	/* ifindexes, and clsact filters with them, are the node's. */
@@ -720,7 +722,7 @@ int pod_remove(struct node *n, const struct pod *pod)
 		return err;
 	/* A device of ours goes first: with it go its programs, all at
 	 * once, and the pod is never on a device without its checks. */
-	if (!adopted) {
+	if (own_dev) {
 		err = nl_link_del(pod->ifindex);
 		if (err && err != -ENODEV)
 			first = err;
@@ -732,7 +734,7 @@ int pod_remove(struct node *n, const struct pod *pod)
 	del_endpoints(n, pod);
 	pod_forget(n, pod);
 	netns_restore(saved);
-	if (!adopted) {
+	if (own_netns) {
 		err = netns_delete(pod->netns);
 		if (err && err != -ENOENT && !first)
 			first = err;
@@ -831,7 +833,7 @@ static void print_pod(const struct node *n, const struct pod *pod,
 		json_kstr(jw, "netns", pod->netns);
 		json_kstr(jw, "ifname", pod->ifname);
 		json_kstr(jw, "hostdev", pod->hostdev);
-		json_kbool(jw, "adopted", pod->meta_flags & PI_META_ADOPTED);
+		json_kbool(jw, "adopted", !(pod->meta_flags & PI_META_OWNS_DEV));
 		json_kstr(jw, "attach_id", pod->attach_id);
 		json_kstr(jw, "dev", pod->flags & PI_POD_NETKIT ? "netkit" :
 								  "veth");
@@ -876,7 +878,7 @@ static void print_pod(const struct node *n, const struct pod *pod,
 	       fmt_mac(pod->pod_mac, m2),
 	       strcmp(pod->ifname, "eth0") ? ", pod side " : "",
 	       strcmp(pod->ifname, "eth0") ? pod->ifname : "");
-	if (pod->meta_flags & PI_META_ADOPTED)
+	if (!(pod->meta_flags & PI_META_OWNS_DEV))
 		printf("  adopted: its namespace and devices are left alone by pod del%s%s\n",
 		       *pod->attach_id ? "; attached by " : "", pod->attach_id);
 	printf("  ipv4 %s  ipv6 %s\n", b4, b6);

@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * libpodinject: podinject's control plane, for the CLI, the CNI plugin and
+ * any agent that links it (build/libpodinject.a).
+ *
+ * Rules of the API, as libbpf's:
+ *   - every function returns 0 (or a count where it says so) or -errno;
+ *   - nothing is printed: details go to the log callback (pi_set_log);
+ *   - nothing exits, nothing keeps global state but the log callback;
+ *   - a call that fails undoes what it did.
+ * Errors a caller may want to tell apart:
+ *   -ENOENT      the node is not up
+ *   -EBUSY       the node's lock was not had within the timeout: try again
+ *   -EPROTO      the node was made by a build of another ABI version
+ *   -ESRCH       no such pod (or rule, or authorisation)
+ *   -EEXIST      a pod of that name exists, or the device is a pod already
+ *   -EADDRINUSE  an address belongs to another pod of the node
+ *   -EINVAL      an argument that cannot be right
+ *   -ENXIO       a namespace or device named by the caller does not exist
+ *                or is not what it must be
+ * Calls that change a node hold its lock (a flock on its pin directory)
+ * for their whole transaction; reads hold it shared.
+ */
+#ifndef PODINJECT_PODINJECT_H
+#define PODINJECT_PODINJECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <podinject_abi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- log -------------------------------------------------------------- */
+
+enum pi_log_level {
+	PI_LOG_ERROR,
+	PI_LOG_WARN,
+	PI_LOG_INFO,
+	PI_LOG_DEBUG,
+};
+
+typedef void (*pi_log_fn)(enum pi_log_level level, const char *msg,
+			  void *ctx);
+
+/* Where the library's messages go; NULL drops them (the default). Like
+ * libbpf_set_print(), the one piece of process-wide state. */
+void pi_set_log(pi_log_fn fn, void *ctx);
+
+/* ---- nodes ------------------------------------------------------------ */
+
+/* An open node: its maps, programs and namespace. Opaque. */
+struct pi_node;
+
+#define PI_LOCK_TIMEOUT_MS	30000
+
+enum pi_attach_choice {
+	PI_ATTACH_AUTO = 0,	/* tcx where the kernel has it */
+	PI_ATTACH_FORCE_TCX,
+	PI_ATTACH_FORCE_CLSACT,
+};
+
+struct pi_node_up_opts {
+	const char *uplink;		/* device in the node's namespace */
+	bool xdp;			/* node up --xdp */
+	bool host;			/* the caller's own namespace is the node */
+	enum pi_attach_choice attach;
+	int lock_timeout_ms;
+};
+
+struct pi_node_info {
+	char name[PI_NAME_LEN];
+	char pin_dir[4096];
+	bool tcx, xdp, host, owns_netns;
+	uint32_t uplink_ifindex;
+	char uplink[16];
+	int pods;
+};
+
+/* Makes the node `name` (its namespace unless it exists, or the host's
+ * namespace with opts->host), loads and pins its datapath. */
+int pi_node_up(const char *name, const struct pi_node_up_opts *opts,
+	       struct pi_node_info *info);
+/* Removes all the node made. force: a node of another ABI version loses
+ * its pins and links, and its pods' namespaces and devices are left. */
+int pi_node_down(const char *name, bool force, int lock_timeout_ms);
+
+enum pi_open_mode {
+	PI_OPEN_READ,		/* shared lock */
+	PI_OPEN_WRITE,		/* exclusive lock */
+};
+
+int pi_node_open(const char *name, enum pi_open_mode mode,
+		 int lock_timeout_ms, struct pi_node **node);
+void pi_node_close(struct pi_node *node);
+int pi_node_get_info(struct pi_node *node, struct pi_node_info *info);
+/* Calls fn with each address the node itself owns ("ip/plen"-less text). */
+int pi_node_addresses(struct pi_node *node,
+		      void (*fn)(int family, const struct pi_addr *a, void *ctx),
+		      void *ctx);
+
+/* ---- pods ------------------------------------------------------------- */
+
+struct pi_pod_info {
+	char name[PI_POD_NAME_MAX + 1];
+	char netns[PI_NETNS_MAX];	/* name in /run/netns, or a path */
+	char ifname[16];		/* pod side */
+	char hostdev[16];		/* host side */
+	char attach_id[PI_ATTACH_ID_MAX];
+	uint32_t meta_flags;		/* enum pi_pod_meta_flags */
+	uint32_t id;
+	uint32_t ifindex;		/* host side */
+	uint32_t peer_ifindex;		/* pod side, in its namespace */
+	uint32_t flags;			/* enum pi_pod_flags */
+	uint32_t ip4;			/* network order */
+	uint32_t ip6[4];
+	uint8_t pod_mac[6];
+	uint8_t host_mac[6];
+};
+
+/* A pod whose device pair podinject makes: by default in a namespace it
+ * makes too, named after the pod, with pi-NAME <-> eth0 (then the name is
+ * [a-z0-9-]{1,12}); or in an existing namespace (a runtime's), with the
+ * given device names. Addresses go on the pod side as /32 and /128, with
+ * default routes through 169.254.1.1 and fe80::1. */
+struct pi_pod_spec {
+	const char *name;
+	const char *netns;		/* NULL: make namespace `name` */
+	const char *ifname;		/* NULL: "eth0" */
+	const char *hostdev;		/* NULL: "pi-" + name */
+	const char *attach_id;		/* NULL or an id of the caller's */
+	bool has4, has6, netkit;
+	struct pi_addr ip4, ip6;
+};
+
+/* A pod another tool made. */
+struct pi_adopt_spec {
+	const char *name;		/* up to PI_POD_NAME_MAX */
+	const char *netns;		/* name in /run/netns, or a path */
+	const char *hostdev;		/* in the node's namespace */
+	const char *ifname;		/* NULL: the host device's peer */
+	const char *attach_id;		/* NULL or an id of the caller's */
+	bool has4, has6;		/* else read from the pod's device */
+	struct pi_addr ip4, ip6;
+};
+
+int pi_pod_add(struct pi_node *node, const struct pi_pod_spec *spec,
+	       struct pi_pod_info *out);
+int pi_pod_adopt(struct pi_node *node, const struct pi_adopt_spec *spec,
+		 struct pi_pod_info *out);
+/* Removes podinject's programs and state of the pod, and its namespace and
+ * devices unless it was adopted. Gone namespaces or devices are fine. */
+int pi_pod_del(struct pi_node *node, const char *name);
+int pi_pod_get(struct pi_node *node, const char *name,
+	       struct pi_pod_info *out);
+/* The pod whose attach_id is `id` (-ESRCH if none). */
+int pi_pod_get_by_attach_id(struct pi_node *node, const char *id,
+			    struct pi_pod_info *out);
+/* All pods in id order, in a malloc()ed array the caller frees; returns
+ * the count. */
+int pi_pod_list(struct pi_node *node, struct pi_pod_info **pods);
+int pi_pod_counters(struct pi_node *node, const struct pi_pod_info *pod,
+		    struct pi_pod_stats *out);
+/* Are all of the pod's programs attached where they belong? 0 when they
+ * are, -ENOLINK (with a log line naming what is missing) when not. */
+int pi_pod_check(struct pi_node *node, const struct pi_pod_info *pod);
+
+/* ---- policy ----------------------------------------------------------- */
+
+struct pi_rule_info {
+	uint32_t dir;			/* enum pi_policy_dir */
+	uint32_t position;		/* 1 = first */
+	struct pi_rule rule;
+	uint64_t packets, bytes;
+};
+
+/* Inserts `rule` (its id is assigned) at `position` (1 = first, 0 or past
+ * the end = append) of the pod's policy in `dir`; *id gets the rule's id. */
+int pi_policy_add(struct pi_node *node, const char *pod, uint32_t dir,
+		  const struct pi_rule *rule, uint32_t position, uint32_t *id);
+/* Deletes rule `id`, or every rule of `dir` when id is 0. */
+int pi_policy_del(struct pi_node *node, const char *pod, uint32_t dir,
+		  uint32_t id);
+/* The pod's rules, both directions, malloc()ed; returns the count. */
+int pi_policy_list(struct pi_node *node, const char *pod,
+		   struct pi_rule_info **rules);
+
+/* ---- features --------------------------------------------------------- */
+
+struct pi_features {
+	bool tcx;
+	bool netkit;
+	bool redirect_peer_egress;	/* bpf_redirect_peer(.., BPF_F_EGRESS) */
+	bool bpf_loop;
+	int redirect_peer_egress_retval;
+};
+
+int pi_features_probe(struct pi_features *f);
+
+/* ---- values ----------------------------------------------------------- */
+
+/* Parsers shared by the front-ends: 0 or -EINVAL. */
+int pi_parse_prefix(const char *s, int *family, struct pi_addr *addr,
+		    int *plen);
+int pi_parse_port_range(const char *s, uint16_t *lo, uint16_t *hi);
+int pi_parse_proto(const char *s, uint8_t *proto);
+bool pi_valid_pod_name(const char *name);
+const char *pi_fmt_addr(int family, const struct pi_addr *a, int plen,
+			char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
