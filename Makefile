@@ -9,7 +9,7 @@ BPFTOOL   ?= bpftool
 ARCH      := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
 CFLAGS    ?= -O2 -g
-CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Iinclude -Isrc -I$(BUILD) -D_GNU_SOURCE
+CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Iinclude -Ilib -Isrc -I$(BUILD) -D_GNU_SOURCE
 LDLIBS    := -lbpf -lelf -lz -lmnl
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	      -Iinclude -Ibpf -I$(BUILD)
@@ -30,10 +30,13 @@ BPF_PROGS := node inject xdp
 BPF_OBJS  := $(patsubst %,$(BUILD)/%.bpf.o,$(BPF_PROGS))
 SKELS     := $(patsubst %,$(BUILD)/%.skel.h,$(BPF_PROGS))
 
-LIB_SRCS  := src/nl.c src/attach.c src/state.c src/util.c src/json.c src/probe_features.c
-CLI_SRCS  := src/main.c src/node.c src/pod.c src/policy.c src/features.c src/inject.c src/proxy.c src/probe.c src/xdp.c
-LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+# libpodinject: the control plane (lib/), one public header
+# (include/podinject/podinject.h). The CLI (src/) parses, calls it, prints.
+LIB_SRCS  := $(wildcard lib/*.c)
+CLI_SRCS  := $(wildcard src/*.c)
+LIB_OBJS  := $(patsubst lib/%.c,$(BUILD)/lib/%.o,$(LIB_SRCS))
 CLI_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
+LIBPI     := $(BUILD)/libpodinject.a
 
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
@@ -44,12 +47,12 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
-all: $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/unit_tests $(TOOLS) $(TEST_BPF)
+all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/unit_tests $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
 
-$(BUILD) $(BUILD)/obj:
+$(BUILD) $(BUILD)/obj $(BUILD)/lib:
 	$(Q)mkdir -p $@
 
 $(BUILD)/vmlinux.h: | $(BUILD)
@@ -68,9 +71,23 @@ $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(call msg,SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name $*_bpf > $@
 
-$(BUILD)/obj/%.o: src/%.c $(SKELS) $(wildcard src/*.h) include/podinject_abi.h | $(BUILD)/obj
+HEADERS   := $(wildcard include/*.h include/podinject/*.h lib/*.h)
+
+$(BUILD)/lib/%.o: lib/%.c $(SKELS) $(HEADERS) | $(BUILD)/lib
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: src/%.c $(SKELS) $(HEADERS) $(wildcard src/*.h) | $(BUILD)/obj
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+# One relocatable object whose only global symbols are pi_*: a program
+# that links the library meets none of its internal names.
+$(LIBPI): $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)$(LD) -r -o $(BUILD)/libpodinject.o $^
+	$(Q)objcopy --wildcard --keep-global-symbol='pi_*' $(BUILD)/libpodinject.o
+	$(Q)rm -f $@ && $(AR) rcs $@ $(BUILD)/libpodinject.o
 
 $(BUILD)/podinject: $(CLI_OBJS) $(LIB_OBJS)
 	$(call msg,LINK,$@)

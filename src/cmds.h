@@ -14,11 +14,11 @@ int do_probe(int argc, char **argv);
 
 /* Removes a pod and everything it owns; used by `pod del` and `node down`.
  * Keeps going past errors and returns the first. */
-int pod_remove(struct node *n, const struct pod *pod);
+int pod_remove(struct pi_node *n, const struct pi_pod_info *pod);
 /* Drops a pod's policy in both directions. */
-int policy_clear_pod(struct node *n, uint32_t pod_id);
+int policy_clear_pod(struct pi_node *n, uint32_t pod_id);
 /* Removes podinject's injection state that names this pod. */
-int inject_forget_pod(struct node *n, const struct pod *pod);
+int inject_forget_pod(struct pi_node *n, const struct pi_pod_info *pod);
 
 #define POD_DEV_PREFIX	"pi-"
 #define POD_NAME_MAX	12	/* "pi-" + name fits IFNAMSIZ */

@@ -160,7 +160,7 @@ static int load_and_pin(struct inject_state *s)
 	return err ? err : open_pinned(s);
 }
 
-int inject_open(const struct node *n, struct inject_state *s, bool create)
+int inject_open(const struct pi_node *n, struct inject_state *s, bool create)
 {
 	int err;
 
@@ -185,27 +185,27 @@ int inject_open(const struct node *n, struct inject_state *s, bool create)
 	return 1;
 }
 
-static void link_pin(const struct inject_state *s, const struct pod *injector,
+static void link_pin(const struct inject_state *s, const struct pi_pod_info *injector,
 		     char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/link_%u", s->dir, injector->ifindex);
 }
 
-static enum pi_hook injector_hook(const struct pod *pod)
+static enum pi_hook injector_hook(const struct pi_pod_info *pod)
 {
 	return pod->flags & PI_POD_NETKIT ? PI_HOOK_NETKIT_PEER :
 					    PI_HOOK_INGRESS;
 }
 
-static enum pi_attach_mode injector_mode(const struct node *n,
-					 const struct pod *pod)
+static enum pi_attach_mode injector_mode(const struct pi_node *n,
+					 const struct pi_pod_info *pod)
 {
 	return pod->flags & PI_POD_NETKIT ? PI_ATTACH_TCX : node_attach_mode(n);
 }
 
 /* Whether the head program is attached at this pod: its pin path exists
  * exactly while it is (attach_prog). */
-bool head_attached(const struct inject_state *s, const struct pod *pod)
+bool head_attached(const struct inject_state *s, const struct pi_pod_info *pod)
 {
 	char path[PATH_MAX];
 
@@ -214,8 +214,8 @@ bool head_attached(const struct inject_state *s, const struct pod *pod)
 }
 
 /* The pod's ifindex is the node namespace's: attach from in there. */
-int head_attach(const struct node *n, struct inject_state *s,
-		const struct pod *pod)
+int head_attach(const struct pi_node *n, struct inject_state *s,
+		const struct pi_pod_info *pod)
 {
 	enum pi_attach_mode mode = injector_mode(n, pod);
 	char path[PATH_MAX];
@@ -233,8 +233,8 @@ int head_attach(const struct node *n, struct inject_state *s,
 	return err;
 }
 
-static void head_detach(const struct node *n, struct inject_state *s,
-			const struct pod *pod)
+static void head_detach(const struct pi_node *n, struct inject_state *s,
+			const struct pi_pod_info *pod)
 {
 	enum pi_attach_mode mode = injector_mode(n, pod);
 	char path[PATH_MAX];
@@ -250,8 +250,8 @@ static void head_detach(const struct node *n, struct inject_state *s,
 
 static int auth_count(const struct inject_state *s, uint32_t injector);
 
-void head_release(const struct node *n, struct inject_state *s,
-		  const struct pod *pod)
+void head_release(const struct pi_node *n, struct inject_state *s,
+		  const struct pi_pod_info *pod)
 {
 	struct pi_proxy_rule r;
 
@@ -261,7 +261,7 @@ void head_release(const struct node *n, struct inject_state *s,
 	head_detach(n, s, pod);
 }
 
-static int target_key(const struct pod *inj, const struct pod *tgt,
+static int target_key(const struct pi_pod_info *inj, const struct pi_pod_info *tgt,
 		      struct pi_inject_key keys[2])
 {
 	int n = 0;
@@ -297,8 +297,8 @@ static int auth_count(const struct inject_state *s, uint32_t injector)
 	return cnt;
 }
 
-static int parse_as_list(const struct node *n, int argc, char **argv,
-			 struct pod *targets, int *ntargets,
+static int parse_as_list(const struct pi_node *n, int argc, char **argv,
+			 struct pi_pod_info *targets, int *ntargets,
 			 uint32_t *path, bool allow_path)
 {
 	*ntargets = 0;
@@ -308,7 +308,7 @@ static int parse_as_list(const struct node *n, int argc, char **argv,
 		if (!strcmp(argv[0], "--as")) {
 			if (*ntargets >= MAX_AS)
 				return usage_err("at most %d --as", MAX_AS);
-			if (!valid_pod_name(argv[1]))
+			if (!pi_valid_pod_name(argv[1]))
 				return usage_err("invalid pod name '%s'", argv[1]);
 			if (pod_find(n, argv[1], &targets[*ntargets])) {
 				p_err("no pod '%s' on node '%s'", argv[1],
@@ -343,7 +343,7 @@ int inject_path_auto(void)
 
 /* Whether some authorisation takes the netkit fallback onto `pod`. */
 static bool netkit_fallback_wanted(const struct inject_state *s,
-				   const struct pod *pod)
+				   const struct pi_pod_info *pod)
 {
 	struct pi_inject_key key, next, *prev = NULL;
 	struct pi_inject_target t;
@@ -360,7 +360,7 @@ static bool netkit_fallback_wanted(const struct inject_state *s,
 }
 
 static void guard_pin(const struct inject_state *s, const char *what,
-		      const struct pod *pod, char *buf, size_t len)
+		      const struct pi_pod_info *pod, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/link_%s_%s", s->dir, what, pod->name);
 }
@@ -378,7 +378,7 @@ static uint32_t prog_id(int fd)
  * with several would need them run in turn, which one tail call cannot
  * do; that is refused rather than half done. Returns an fd or -errno. */
 static int netkit_peer_program(const struct inject_state *s,
-			       const struct pod *pod)
+			       const struct pi_pod_info *pod)
 {
 	uint32_t ids[64], ours[IP__COUNT], found = 0;
 	int cnt, fd;
@@ -433,7 +433,7 @@ static int free_guard_slot(const struct inject_state *s, uint32_t *slot)
 	return -ENOSPC;
 }
 
-static void guard_detach(struct inject_state *s, const struct pod *pod)
+static void guard_detach(struct inject_state *s, const struct pi_pod_info *pod)
 {
 	struct pi_netkit_guard g;
 	char path[PATH_MAX];
@@ -453,7 +453,7 @@ static void guard_detach(struct inject_state *s, const struct pod *pod)
 /* In the node's namespace. The untag program goes first at the peer hook
  * before the guard exists, so that no frame of the pod's reaches a guard
  * with the tag still on. */
-static int guard_attach(struct inject_state *s, const struct pod *pod)
+static int guard_attach(struct inject_state *s, const struct pi_pod_info *pod)
 {
 	struct pi_netkit_guard g = {};
 	char path[PATH_MAX];
@@ -494,8 +494,8 @@ static int guard_attach(struct inject_state *s, const struct pod *pod)
 	return err;
 }
 
-static int guard_set(const struct node *n, struct inject_state *s,
-		     const struct pod *pod, bool wanted)
+static int guard_set(const struct pi_node *n, struct inject_state *s,
+		     const struct pi_pod_info *pod, bool wanted)
 {
 	struct pi_netkit_guard g;
 	int err = 0, saved;
@@ -519,28 +519,28 @@ static int guard_set(const struct node *n, struct inject_state *s,
 	return err;
 }
 
-int netkit_guard_sync(const struct node *n, struct inject_state *s,
-		      const struct pod *pod)
+int netkit_guard_sync(const struct pi_node *n, struct inject_state *s,
+		      const struct pi_pod_info *pod)
 {
 	if (!(pod->flags & PI_POD_NETKIT))
 		return 0;
 	return guard_set(n, s, pod, netkit_fallback_wanted(s, pod));
 }
 
-static int sync_one(const struct node *n, const struct pod *pod, void *ctx)
+static int sync_one(const struct pi_node *n, const struct pi_pod_info *pod, void *ctx)
 {
 	netkit_guard_sync(n, ctx, pod);
 	return 0;
 }
 
-void netkit_guards_sync_all(const struct node *n, struct inject_state *s)
+void netkit_guards_sync_all(const struct pi_node *n, struct inject_state *s)
 {
 	pod_for_each(n, sync_one, s);
 }
 
-int inject_authorise(const struct node *n, struct inject_state *s,
-		     const struct pod *inj,
-		     const struct pod *targets, int ntargets, uint32_t path,
+int inject_authorise(const struct pi_node *n, struct inject_state *s,
+		     const struct pi_pod_info *inj,
+		     const struct pi_pod_info *targets, int ntargets, uint32_t path,
 		     struct pi_inject_key *added, int *nadded)
 {
 	int err = 0;
@@ -596,17 +596,17 @@ int inject_authorise(const struct node *n, struct inject_state *s,
 
 static int inject_allow(int argc, char **argv)
 {
-	struct pod inj, targets[MAX_AS];
+	struct pi_pod_info inj, targets[MAX_AS];
 	struct pi_inject_key keys[MAX_AS * 2];
 	struct inject_state s;
-	struct node n;
+	struct pi_node n;
 	uint32_t path = 0;
 	int ntargets, nkeys = 0, created = 0, err, ret = EXIT_RUNTIME;
 	bool new_link = false;
 
 	if (argc < 1)
 		return usage_err("inject allow needs an INJECTOR pod");
-	if (!valid_pod_name(argv[0]))
+	if (!pi_valid_pod_name(argv[0]))
 		return usage_err("invalid pod name '%s'", argv[0]);
 	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
@@ -677,16 +677,16 @@ out:
 
 static int inject_deny(int argc, char **argv)
 {
-	struct pod inj, targets[MAX_AS];
+	struct pi_pod_info inj, targets[MAX_AS];
 	struct inject_state s;
 	struct pi_inject_key key, next, *prev = NULL;
-	struct node n;
+	struct pi_node n;
 	uint32_t path;
 	int ntargets, err, removed = 0, ret = EXIT_RUNTIME;
 
 	if (argc < 1)
 		return usage_err("inject deny needs an INJECTOR pod");
-	if (!valid_pod_name(argv[0]))
+	if (!pi_valid_pod_name(argv[0]))
 		return usage_err("invalid pod name '%s'", argv[0]);
 	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
@@ -748,7 +748,7 @@ static int inject_list(int argc, char **argv)
 	struct pi_inject_key key, next, *prev = NULL;
 	struct pi_inject_target t;
 	struct inject_state s;
-	struct node n;
+	struct pi_node n;
 
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
@@ -769,7 +769,7 @@ static int inject_list(int argc, char **argv)
 				continue;
 			pod_name_by_ifindex(&n, key.injector_ifindex, inj, sizeof(inj));
 			pod_name_by_ifindex(&n, t.target_ifindex, tgt, sizeof(tgt));
-			fmt_addr(key.family, &key.addr, -1, addr, sizeof(addr));
+			pi_fmt_addr(key.family, &key.addr, -1, addr, sizeof(addr));
 			if (json_output) {
 				json_obj_open(jw);
 				json_kstr(jw, "injector", inj);
@@ -813,7 +813,7 @@ static int inject_stats(int argc, char **argv)
 	int ncpu = libbpf_num_possible_cpus();
 	struct pi_inject_stats *per;
 	struct inject_state s;
-	struct node n;
+	struct pi_node n;
 
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
@@ -904,7 +904,7 @@ static int inject_stats(int argc, char **argv)
 	return EXIT_OK;
 }
 
-int inject_forget_pod(struct node *n, const struct pod *pod)
+int inject_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
 {
 	struct pi_inject_key key, next, *prev = NULL;
 	struct pi_inject_stats_key skey, snext, *sprev = NULL;

@@ -26,48 +26,48 @@ struct inject_state {
 
 /* Opens the objects; with `create`, loads and pins them when they are not
  * there. Returns 1 when it created them, 0 when they existed, -errno. */
-int inject_open(const struct node *n, struct inject_state *s, bool create);
+int inject_open(const struct pi_node *n, struct inject_state *s, bool create);
 void inject_close(struct inject_state *s);
 
 /* The head program at a pod's egress hook: attached while the pod is an
  * injector or proxied. head_release detaches it when it is neither. */
-bool head_attached(const struct inject_state *s, const struct pod *pod);
-int head_attach(const struct node *n, struct inject_state *s,
-		const struct pod *pod);
-void head_release(const struct node *n, struct inject_state *s,
-		  const struct pod *pod);
+bool head_attached(const struct inject_state *s, const struct pi_pod_info *pod);
+int head_attach(const struct pi_node *n, struct inject_state *s,
+		const struct pi_pod_info *pod);
+void head_release(const struct pi_node *n, struct inject_state *s,
+		  const struct pi_pod_info *pod);
 
 /* Authorises inj to inject as each of targets with `path` (0 = auto); a
  * netkit target on the fallback gets the netkit fallback and its guard.
  * The keys it added (not those that existed) go to added/nadded, so a
  * caller can undo; on failure it has undone them itself. */
-int inject_authorise(const struct node *n, struct inject_state *s,
-		     const struct pod *inj,
-		     const struct pod *targets, int ntargets, uint32_t path,
+int inject_authorise(const struct pi_node *n, struct inject_state *s,
+		     const struct pi_pod_info *inj,
+		     const struct pi_pod_info *targets, int ntargets, uint32_t path,
 		     struct pi_inject_key *added, int *nadded);
 int inject_path_auto(void);
 
 /* The netkit fallback's guard at each netkit pod: attached while some
  * authorisation takes the netkit fallback onto the pod, detached when none
  * does. Call after removing authorisations. */
-int netkit_guard_sync(const struct node *n, struct inject_state *s,
-		      const struct pod *pod);
-void netkit_guards_sync_all(const struct node *n, struct inject_state *s);
+int netkit_guard_sync(const struct pi_node *n, struct inject_state *s,
+		      const struct pi_pod_info *pod);
+void netkit_guards_sync_all(const struct pi_node *n, struct inject_state *s);
 
 /* The reply hook (pod_reply at the pod's eth0 ingress, inside its
  * namespace), shared by proxying and probing: attached once, released
  * when the pod is neither proxied nor `keep`. */
-int reply_hook_attach(const struct node *n, const struct inject_state *s,
-		      const struct pod *pod);
-void reply_hook_release(const struct node *n, const struct inject_state *s,
-			const struct pod *pod);
-int attach_in_pod(const struct node *n, const struct inject_state *s,
-		  const struct pod *pod, int prog, const char *what);
-void detach_in_pod(const struct node *n, const struct inject_state *s,
-		   const struct pod *pod, const char *what);
+int reply_hook_attach(const struct pi_node *n, const struct inject_state *s,
+		      const struct pi_pod_info *pod);
+void reply_hook_release(const struct pi_node *n, const struct inject_state *s,
+			const struct pi_pod_info *pod);
+int attach_in_pod(const struct pi_node *n, const struct inject_state *s,
+		  const struct pi_pod_info *pod, int prog, const char *what);
+void detach_in_pod(const struct pi_node *n, const struct inject_state *s,
+		   const struct pi_pod_info *pod, const char *what);
 
 /* proxy.c: a pod being deleted stops being proxied and proxying. */
-void proxy_forget_pod(const struct node *n, struct inject_state *s,
-		      const struct pod *gone);
+void proxy_forget_pod(const struct pi_node *n, struct inject_state *s,
+		      const struct pi_pod_info *gone);
 
 #endif

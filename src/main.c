@@ -88,17 +88,18 @@ int main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (!valid_name(node_name, 15))
+	if (!pi_valid_name(node_name, 15))
 		return usage_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
 				 node_name);
 	if (wait && *wait) {
-		if (parse_u32(wait, &ms) || ms > 3600 * 1000)
+		if (pi_parse_u32(wait, &ms) || ms > 3600 * 1000)
 			return usage_err("invalid lock wait '%s': milliseconds, at most 3600000",
 					 wait);
 		lock_timeout_ms = ms;
 	}
 	json_init(jw, stdout);
 	libbpf_set_print(libbpf_print);
+	pi_set_log(cli_log, NULL);
 	argc -= optind;
 	argv += optind;
 	if (argc < 1) {

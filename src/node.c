@@ -167,7 +167,7 @@ static int node_up(int argc, char **argv)
 	struct node_bpf *skel = NULL;
 	struct pi_node_config cfg = {};
 	struct features feat;
-	struct node n;
+	struct pi_node n;
 	bool made_ns = false, made_dir = false, xdp = false, host = false;
 	int saved = -1, err, ret = EXIT_RUNTIME, lock_fd = -1;
 	char path[PATH_MAX];
@@ -381,11 +381,11 @@ out:
 	return ret;
 }
 
-static int remove_pod_cb(const struct node *n, const struct pod *pod,
+static int remove_pod_cb(const struct pi_node *n, const struct pi_pod_info *pod,
 			 void *ctx)
 {
 	int *err = ctx;
-	int e = pod_remove((struct node *)n, pod);
+	int e = pod_remove((struct pi_node *)n, pod);
 
 	if (e && !*err)
 		*err = e;
@@ -395,7 +395,7 @@ static int remove_pod_cb(const struct node *n, const struct pod *pod,
 static int node_down(int argc, char **argv)
 {
 	char path[PATH_MAX];
-	struct node n;
+	struct pi_node n;
 	bool force = false;
 	int err = 0, saved, lock_fd;
 
@@ -476,7 +476,7 @@ static int node_down(int argc, char **argv)
 	return EXIT_OK;
 }
 
-static int count_pod(const struct node *n, const struct pod *pod, void *c)
+static int count_pod(const struct pi_node *n, const struct pi_pod_info *pod, void *c)
 {
 	(*(int *)c)++;
 	return 0;
@@ -487,7 +487,7 @@ static int node_show(int argc, char **argv)
 	char ifname[IF_NAMESIZE] = "", buf[64];
 	struct pi_endpoint_key key, next, *prev = NULL;
 	struct pi_endpoint ep;
-	struct node n;
+	struct pi_node n;
 	int pods = 0, saved;
 
 	if (argc > 0)
@@ -542,7 +542,7 @@ static int node_show(int argc, char **argv)
 		if (bpf_map_lookup_elem(n.maps[M_ENDPOINTS], &key, &ep) ||
 		    ep.kind != PI_EP_HOST)
 			continue;
-		fmt_addr(key.family, &key.addr, -1, buf, sizeof(buf));
+		pi_fmt_addr(key.family, &key.addr, -1, buf, sizeof(buf));
 		if (json_output)
 			json_str(jw, buf);
 		else

@@ -55,14 +55,14 @@ static int parse_host_addr(const char *s, int want, struct pi_addr *a)
 {
 	int family, plen;
 
-	if (parse_prefix(s, &family, a, &plen) || family != want)
+	if (pi_parse_prefix(s, &family, a, &plen) || family != want)
 		return -EINVAL;
 	if (plen != (want == AF_INET ? 32 : 128))
 		return -EINVAL;
 	return 0;
 }
 
-static int endpoint_exists(const struct node *n, int family,
+static int endpoint_exists(const struct pi_node *n, int family,
 			   const struct pi_addr *a)
 {
 	struct pi_endpoint_key key = { .family = family, .addr = *a };
@@ -73,7 +73,7 @@ static int endpoint_exists(const struct node *n, int family,
 
 /* Called with the node's lock held, so no other command takes the same id
  * between this scan and the pod's record. */
-static int free_pod_id(const struct node *n, uint32_t *id)
+static int free_pod_id(const struct pi_node *n, uint32_t *id)
 {
 	bool used[PI_MAX_PODS] = { false };
 	uint32_t key, next, *prev = NULL;
@@ -96,19 +96,19 @@ static int free_pod_id(const struct node *n, uint32_t *id)
 }
 
 /* Pins are named by the host-side ifindex: a pod's name may hold '/'. */
-static void pod_link_pin(const struct node *n, const struct pod *pod,
+static void pod_link_pin(const struct pi_node *n, const struct pi_pod_info *pod,
 			 const char *hook, char *buf, size_t len)
 {
 	node_pin_path(n, buf, len, "link_pod_%u_%s", pod->ifindex, hook);
 }
 
-static enum pi_hook egress_hook(const struct pod *pod)
+static enum pi_hook egress_hook(const struct pi_pod_info *pod)
 {
 	return pod->flags & PI_POD_NETKIT ? PI_HOOK_NETKIT_PEER :
 					    PI_HOOK_INGRESS;
 }
 
-static enum pi_hook ingress_hook(const struct pod *pod)
+static enum pi_hook ingress_hook(const struct pi_pod_info *pod)
 {
 	return pod->flags & PI_POD_NETKIT ? PI_HOOK_NETKIT_PRIMARY :
 					    PI_HOOK_EGRESS;
@@ -117,7 +117,7 @@ static enum pi_hook ingress_hook(const struct pod *pod)
 /* Inside the pod's namespace: addresses, eth0 up, default routes through
  * the link-local gateways, whose neighbour entries are the node side's MAC
  * so the pod never has to resolve them. */
-static int setup_pod_side(const struct pod_args *a, struct pod *pod)
+static int setup_pod_side(const struct pod_args *a, struct pi_pod_info *pod)
 {
 	struct in_addr gw4;
 	struct in6_addr gw6;
@@ -151,7 +151,7 @@ static int setup_pod_side(const struct pod_args *a, struct pod *pod)
 
 /* Inside the node's namespace: the host route and neighbour for each pod
  * address, so the node's own stack and the uplink reach the pod too. */
-static int setup_node_side(const struct pod_args *a, struct pod *pod)
+static int setup_node_side(const struct pod_args *a, struct pi_pod_info *pod)
 {
 	int err = nl_link_set_up(pod->ifindex);
 
@@ -170,7 +170,7 @@ static int setup_node_side(const struct pod_args *a, struct pod *pod)
 	return err;
 }
 
-static int add_endpoints(const struct node *n, const struct pod *pod)
+static int add_endpoints(const struct pi_node *n, const struct pi_pod_info *pod)
 {
 	struct pi_endpoint ep = {
 		.kind = PI_EP_POD,
@@ -200,7 +200,7 @@ static int add_endpoints(const struct node *n, const struct pod *pod)
 	return err;
 }
 
-static void del_endpoints(const struct node *n, const struct pod *pod)
+static void del_endpoints(const struct pi_node *n, const struct pi_pod_info *pod)
 {
 	struct pi_endpoint_key key = {};
 
@@ -217,7 +217,7 @@ static void del_endpoints(const struct node *n, const struct pod *pod)
 	}
 }
 
-static void reset_pod_stats(const struct node *n, uint32_t id)
+static void reset_pod_stats(const struct pi_node *n, uint32_t id)
 {
 	int ncpu = libbpf_num_possible_cpus();
 	void *zero;
@@ -231,7 +231,7 @@ static void reset_pod_stats(const struct node *n, uint32_t id)
 	free(zero);
 }
 
-static int attach_pod(const struct node *n, const struct pod *pod)
+static int attach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
 	bool netkit = pod->flags & PI_POD_NETKIT;
@@ -259,7 +259,7 @@ static int attach_pod(const struct node *n, const struct pod *pod)
 	return err;
 }
 
-static void detach_pod(const struct node *n, const struct pod *pod)
+static void detach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
 	char path[PATH_MAX];
@@ -280,7 +280,7 @@ static int parse_pod_args(int argc, char **argv, struct pod_args *a)
 	if (argc < 1)
 		return usage_err("pod add needs a NAME");
 	a->name = argv[0];
-	if (!valid_name(a->name, POD_NAME_MAX))
+	if (!pi_valid_name(a->name, POD_NAME_MAX))
 		return usage_err("invalid pod name '%s': use 1-%d of a-z, 0-9, '-'",
 				 a->name, POD_NAME_MAX);
 	argc--;
@@ -318,14 +318,14 @@ static int parse_pod_args(int argc, char **argv, struct pod_args *a)
 /* What makes a pod a pod of the node, once its devices exist: its records,
  * its endpoints, the datapath's programs and, on an XDP node, the ACL on
  * its pod-side device. Undoes its own steps when one fails. */
-static int pod_enter_datapath(const struct node *n, struct pod *pod,
+static int pod_enter_datapath(const struct pi_node *n, struct pi_pod_info *pod,
 			      int pod_ns)
 {
 	bool xdp = (n->cfg.flags & PI_NODE_XDP) && !(pod->flags & PI_POD_NETKIT);
 	int err;
 
 	reset_pod_stats(n, pod->id);
-	policy_clear_pod((struct node *)n, pod->id);
+	policy_clear_pod((struct pi_node *)n, pod->id);
 	err = pod_store(n, pod, BPF_NOEXIST);
 	if (err) {
 		p_err("cannot record pod '%s': %s", pod->name, strerror(-err));
@@ -362,10 +362,10 @@ fail_records:
 
 /* Checks that hold for any pod joining the node, made here or adopted.
  * Returns 0, or EXIT_USAGE / EXIT_RUNTIME after reporting. */
-static int pod_admissible(const struct node *n, struct pod *pod)
+static int pod_admissible(const struct pi_node *n, struct pi_pod_info *pod)
 {
 	struct pi_addr a = {};
-	struct pod other;
+	struct pi_pod_info other;
 	char buf[64];
 
 	if (!pod_find(n, pod->name, &other)) {
@@ -376,7 +376,7 @@ static int pod_admissible(const struct node *n, struct pod *pod)
 		a.a[0] = pod->ip4;
 		if (endpoint_exists(n, AF_INET, &a)) {
 			p_err("address %s is in use on node '%s'",
-			      fmt_addr(AF_INET, &a, -1, buf, sizeof(buf)),
+			      pi_fmt_addr(AF_INET, &a, -1, buf, sizeof(buf)),
 			      n->name);
 			return EXIT_USAGE;
 		}
@@ -385,7 +385,7 @@ static int pod_admissible(const struct node *n, struct pod *pod)
 		memcpy(a.a, pod->ip6, 16);
 		if (endpoint_exists(n, AF_INET6, &a)) {
 			p_err("address %s is in use on node '%s'",
-			      fmt_addr(AF_INET6, &a, -1, buf, sizeof(buf)),
+			      pi_fmt_addr(AF_INET6, &a, -1, buf, sizeof(buf)),
 			      n->name);
 			return EXIT_USAGE;
 		}
@@ -401,9 +401,9 @@ static int pod_admissible(const struct node *n, struct pod *pod)
 static int pod_add(int argc, char **argv)
 {
 	char hostdev[IFNAMSIZ];
-	struct pod pod = {};
+	struct pi_pod_info pod = {};
 	struct pod_args a;
-	struct node n;
+	struct pi_node n;
 	int pod_ns = -1, saved = -1, saved2 = -1, err;
 	bool made_ns = false, made_dev = false;
 	int ret = EXIT_RUNTIME;
@@ -515,7 +515,7 @@ out:
  * its peer. Either way its own peer must be host_ifindex, so a wrong
  * --ifname or --dev is refused, not half adopted. */
 static int find_pod_side(const char *ifname, int host_ifindex, int peer_hint,
-			 struct pod *pod)
+			 struct pi_pod_info *pod)
 {
 	int ifindex = ifname ? nl_link_index(ifname) : peer_hint;
 
@@ -529,7 +529,7 @@ static int find_pod_side(const char *ifname, int host_ifindex, int peer_hint,
 
 /* The pod's first global IPv4 and IPv6 addresses on its interface, where
  * the command line gave none. Called inside the pod's namespace. */
-static int read_pod_addresses(struct pod *pod, bool want4, bool want6)
+static int read_pod_addresses(struct pi_pod_info *pod, bool want4, bool want6)
 {
 	struct ifaddrs *all, *ifa;
 
@@ -563,16 +563,16 @@ static int pod_adopt(int argc, char **argv)
 	const char *attach_id = NULL;
 	struct pi_addr ip4 = {}, ip6 = {};
 	bool has4 = false, has6 = false;
-	struct pod pod = {};
+	struct pi_pod_info pod = {};
 	char kind[16] = "";
-	struct node n;
+	struct pi_node n;
 	int pod_ns = -1, saved = -1, saved2 = -1, peer, err;
 	int ret = EXIT_RUNTIME;
 
 	if (argc < 1)
 		return usage_err("pod adopt needs a NAME");
 	name = argv[0];
-	if (!valid_pod_name(name))
+	if (!pi_valid_pod_name(name))
 		return usage_err("invalid pod name '%s': use 1-%d of A-Z, a-z, 0-9, '-', '.', '_', '/'",
 				 name, PI_POD_NAME_MAX);
 	for (argc--, argv++; argc > 0; argc -= 2, argv += 2) {
@@ -681,7 +681,7 @@ static int pod_adopt(int argc, char **argv)
 		ret = EXIT_USAGE;
 		goto out;
 	}
-	if (pod_by_ifindex(&n, pod.ifindex, &(struct pod){}) == 0) {
+	if (pod_by_ifindex(&n, pod.ifindex, &(struct pi_pod_info){}) == 0) {
 		p_err("device '%s' is a pod of node '%s' already", hostdev,
 		      n.name);
 		ret = EXIT_USAGE;
@@ -710,7 +710,7 @@ out:
 /* Removes a pod and everything it owns; a pod that was adopted keeps its
  * namespace and devices, which are not podinject's. A namespace or device
  * that is gone already is no error. */
-int pod_remove(struct node *n, const struct pod *pod)
+int pod_remove(struct pi_node *n, const struct pi_pod_info *pod)
 {
 	bool own_dev = pod->meta_flags & PI_META_OWNS_DEV;
 	bool own_netns = pod->meta_flags & PI_META_OWNS_NETNS;
@@ -744,13 +744,13 @@ int pod_remove(struct node *n, const struct pod *pod)
 
 static int pod_del(int argc, char **argv)
 {
-	struct pod pod;
-	struct node n;
+	struct pi_pod_info pod;
+	struct pi_node n;
 	int err;
 
 	if (argc != 1)
 		return usage_err("pod del needs exactly one NAME");
-	if (!valid_pod_name(argv[0]))
+	if (!pi_valid_pod_name(argv[0]))
 		return usage_err("invalid pod name '%s'", argv[0]);
 	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
@@ -773,7 +773,7 @@ static int pod_del(int argc, char **argv)
 static const char *const drop_names[PI_DROP_MAX] = PI_DROP_NAMES;
 
 /* Where the pod's ingress ACL runs, and what XDP decided of it. */
-static void print_pod_xdp(const struct node *n, const struct pod *pod)
+static void print_pod_xdp(const struct pi_node *n, const struct pi_pod_info *pod)
 {
 	struct pi_xdp_stats xs;
 	uint32_t id;
@@ -809,7 +809,7 @@ static void print_pod_xdp(const struct node *n, const struct pod *pod)
 	       (unsigned long long)xs.uplink_redirects);
 }
 
-static void print_pod(const struct node *n, const struct pod *pod,
+static void print_pod(const struct pi_node *n, const struct pi_pod_info *pod,
 		      bool details)
 {
 	struct pi_pod_stats st;
@@ -818,11 +818,11 @@ static void print_pod(const struct node *n, const struct pod *pod,
 
 	if (pod->flags & PI_POD_HAS_V4) {
 		a.a[0] = pod->ip4;
-		fmt_addr(AF_INET, &a, -1, b4, sizeof(b4));
+		pi_fmt_addr(AF_INET, &a, -1, b4, sizeof(b4));
 	}
 	if (pod->flags & PI_POD_HAS_V6) {
 		memcpy(a.a, pod->ip6, 16);
-		fmt_addr(AF_INET6, &a, -1, b6, sizeof(b6));
+		pi_fmt_addr(AF_INET6, &a, -1, b6, sizeof(b6));
 	}
 	pod_stats_sum(n, pod->id, &st);
 	if (json_output) {
@@ -848,8 +848,8 @@ static void print_pod(const struct node *n, const struct pod *pod,
 		else
 			json_null(jw);
 		json_ku64(jw, "host_ifindex", pod->ifindex);
-		json_kstr(jw, "host_mac", fmt_mac(pod->host_mac, m1));
-		json_kstr(jw, "pod_mac", fmt_mac(pod->pod_mac, m2));
+		json_kstr(jw, "host_mac", pi_fmt_mac(pod->host_mac, m1));
+		json_kstr(jw, "pod_mac", pi_fmt_mac(pod->pod_mac, m2));
 		json_key(jw, "stats");
 		json_obj_open(jw);
 		json_ku64(jw, "egress_packets", st.egress_packets);
@@ -874,8 +874,8 @@ static void print_pod(const struct node *n, const struct pod *pod,
 	printf("pod %s (id %u) on node %s\n", pod->name, pod->id, n->name);
 	printf("  netns %s, dev %s, host side %s ifindex %u mac %s, pod mac %s%s%s\n",
 	       pod->netns, pod->flags & PI_POD_NETKIT ? "netkit" : "veth",
-	       pod->hostdev, pod->ifindex, fmt_mac(pod->host_mac, m1),
-	       fmt_mac(pod->pod_mac, m2),
+	       pod->hostdev, pod->ifindex, pi_fmt_mac(pod->host_mac, m1),
+	       pi_fmt_mac(pod->pod_mac, m2),
 	       strcmp(pod->ifname, "eth0") ? ", pod side " : "",
 	       strcmp(pod->ifname, "eth0") ? pod->ifname : "");
 	if (!(pod->meta_flags & PI_META_OWNS_DEV))
@@ -896,7 +896,7 @@ static void print_pod(const struct node *n, const struct pod *pod,
 	print_pod_xdp(n, pod);
 }
 
-static int list_cb(const struct node *n, const struct pod *pod, void *c)
+static int list_cb(const struct pi_node *n, const struct pi_pod_info *pod, void *c)
 {
 	print_pod(n, pod, false);
 	return 0;
@@ -904,7 +904,7 @@ static int list_cb(const struct node *n, const struct pod *pod, void *c)
 
 static int pod_list(int argc, char **argv)
 {
-	struct node n;
+	struct pi_node n;
 
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
@@ -926,12 +926,12 @@ static int pod_list(int argc, char **argv)
 
 static int pod_show(int argc, char **argv)
 {
-	struct pod pod;
-	struct node n;
+	struct pi_pod_info pod;
+	struct pi_node n;
 
 	if (argc != 1)
 		return usage_err("pod show needs exactly one NAME");
-	if (!valid_pod_name(argv[0]))
+	if (!pi_valid_pod_name(argv[0]))
 		return usage_err("invalid pod name '%s'", argv[0]);
 	if (node_open_ro(&n))
 		return EXIT_RUNTIME;

@@ -38,7 +38,7 @@ static const char *dir_name(uint32_t dir)
 	return dir == PI_DIR_EGRESS ? "egress" : "ingress";
 }
 
-static int read_ref(const struct node *n, uint32_t pod_id, uint32_t dir,
+static int read_ref(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 		    struct pi_policy_ref *ref)
 {
 	uint32_t key = pod_id * 2 + dir;
@@ -48,7 +48,7 @@ static int read_ref(const struct node *n, uint32_t pod_id, uint32_t dir,
 	       -errno : 0;
 }
 
-static int read_rules(const struct node *n, const struct pi_policy_ref *ref,
+static int read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
 		      struct pi_rule *out)
 {
 	for (uint32_t i = 0; i < ref->count; i++) {
@@ -62,7 +62,7 @@ static int read_rules(const struct node *n, const struct pi_policy_ref *ref,
 
 /* First slot of a free run of `count` slots, or -ENOSPC. Live ranges,
  * including the one being replaced, are all avoided. */
-static int find_free_range(const struct node *n, uint32_t count,
+static int find_free_range(const struct pi_node *n, uint32_t count,
 			   uint32_t *start)
 {
 	uint8_t *used = calloc(PI_MAX_RULES, 1);
@@ -90,7 +90,7 @@ static int find_free_range(const struct node *n, uint32_t count,
 	return -ENOSPC;
 }
 
-static int alloc_rule_id(const struct node *n, uint32_t *id)
+static int alloc_rule_id(const struct pi_node *n, uint32_t *id)
 {
 	uint8_t *used = calloc(PI_MAX_RULE_IDS, 1);
 	struct pi_policy_ref ref;
@@ -129,7 +129,7 @@ static int alloc_rule_id(const struct node *n, uint32_t *id)
 }
 
 /* Publishes `rules` as the pod's policy in `dir`. */
-static int write_policy(const struct node *n, uint32_t pod_id, uint32_t dir,
+static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 			const struct pi_rule *rules, uint32_t count)
 {
 	struct pi_policy_ref ref = { .count = count };
@@ -152,7 +152,7 @@ static int write_policy(const struct node *n, uint32_t pod_id, uint32_t dir,
 	       -errno : 0;
 }
 
-int policy_clear_pod(struct node *n, uint32_t pod_id)
+int policy_clear_pod(struct pi_node *n, uint32_t pod_id)
 {
 	int err = write_policy(n, pod_id, PI_DIR_EGRESS, NULL, 0);
 
@@ -161,10 +161,10 @@ int policy_clear_pod(struct node *n, uint32_t pod_id)
 	return err;
 }
 
-static int open_pod(struct node *n, const char *name, struct pod *pod,
+static int open_pod(struct pi_node *n, const char *name, struct pi_pod_info *pod,
 		    enum node_lock lock)
 {
-	if (!valid_pod_name(name))
+	if (!pi_valid_pod_name(name))
 		return usage_err("invalid pod name '%s'", name);
 	if (node_open(n, node_name, lock, lock_timeout_ms))
 		return EXIT_RUNTIME;
@@ -193,8 +193,8 @@ static int policy_add(int argc, char **argv)
 	struct pi_rule r = {};
 	struct pi_policy_ref ref;
 	const char *pod_name;
-	struct pod pod;
-	struct node n;
+	struct pi_pod_info pod;
+	struct pi_node n;
 	uint32_t dir = PI_DIR_EGRESS, pos = 0;
 	bool has_pos = false;
 	int family, plen, err;
@@ -229,20 +229,20 @@ static int policy_add(int argc, char **argv)
 						 dir_name(dir),
 						 dir == PI_DIR_EGRESS ? "to" :
 									"from", k);
-			if (parse_prefix(v, &family, &r.addr, &plen))
+			if (pi_parse_prefix(v, &family, &r.addr, &plen))
 				return usage_err("invalid CIDR '%s'", v);
 			r.family = family;
 			r.prefixlen = plen;
 		} else if (!strcmp(k, "proto")) {
-			if (parse_proto(v, &r.proto))
+			if (pi_parse_proto(v, &r.proto))
 				return usage_err("invalid proto '%s': tcp, udp, icmp or any",
 						 v);
 		} else if (!strcmp(k, "port")) {
-			if (parse_port_range(v, &r.port_lo, &r.port_hi))
+			if (pi_parse_port_range(v, &r.port_lo, &r.port_hi))
 				return usage_err("invalid port '%s': N or N-M within 1-65535",
 						 v);
 		} else if (!strcmp(k, "at")) {
-			if (parse_u32(v, &pos) || pos < 1)
+			if (pi_parse_u32(v, &pos) || pos < 1)
 				return usage_err("invalid position '%s'", v);
 			has_pos = true;
 		} else {
@@ -298,8 +298,8 @@ static int policy_del(int argc, char **argv)
 	struct pi_rule *list;
 	struct pi_policy_ref ref;
 	const char *pod_name, *what;
-	struct pod pod;
-	struct node n;
+	struct pi_pod_info pod;
+	struct pi_node n;
 	uint32_t dir = PI_DIR_EGRESS, id = 0, kept = 0;
 	bool all;
 	int err;
@@ -318,7 +318,7 @@ static int policy_del(int argc, char **argv)
 		return usage_err("too many arguments");
 	}
 	all = !strcmp(what, "all");
-	if (!all && (parse_u32(what, &id) || !id))
+	if (!all && (pi_parse_u32(what, &id) || !id))
 		return usage_err("invalid rule id '%s'", what);
 
 	err = open_pod(&n, pod_name, &pod, NODE_LOCK_EXCLUSIVE);
@@ -354,7 +354,7 @@ static int policy_del(int argc, char **argv)
 	return EXIT_OK;
 }
 
-static void rule_counters(const struct node *n, uint32_t id,
+static void rule_counters(const struct pi_node *n, uint32_t id,
 			  struct pi_rule_stats *sum)
 {
 	int ncpu = libbpf_num_possible_cpus();
@@ -373,14 +373,14 @@ static void rule_counters(const struct node *n, uint32_t id,
 	free(per);
 }
 
-static void print_rule(const struct node *n, const struct pod *pod,
+static void print_rule(const struct pi_node *n, const struct pi_pod_info *pod,
 		       uint32_t dir, uint32_t pos, const struct pi_rule *r)
 {
 	struct pi_rule_stats st;
 	char addr[64] = "any", port[16] = "any";
 
 	if (r->family)
-		fmt_addr(r->family, &r->addr, r->prefixlen, addr, sizeof(addr));
+		pi_fmt_addr(r->family, &r->addr, r->prefixlen, addr, sizeof(addr));
 	if (r->port_hi && r->port_lo == r->port_hi)
 		snprintf(port, sizeof(port), "%u", r->port_lo);
 	else if (r->port_hi)
@@ -394,7 +394,7 @@ static void print_rule(const struct node *n, const struct pod *pod,
 		json_ku64(jw, "id", r->id);
 		json_kstr(jw, "action", r->action == PI_DENY ? "deny" : "allow");
 		json_kstr(jw, dir == PI_DIR_EGRESS ? "to" : "from", addr);
-		json_kstr(jw, "proto", proto_name(r->proto));
+		json_kstr(jw, "proto", pi_proto_name(r->proto));
 		json_kstr(jw, "port", port);
 		json_ku64(jw, "packets", st.packets);
 		json_ku64(jw, "bytes", st.bytes);
@@ -405,11 +405,11 @@ static void print_rule(const struct node *n, const struct pod *pod,
 	       pod->name, dir_name(dir), pos, r->id,
 	       r->action == PI_DENY ? "deny" : "allow",
 	       dir == PI_DIR_EGRESS ? "to" : "from", addr,
-	       proto_name(r->proto), port, (unsigned long long)st.packets,
+	       pi_proto_name(r->proto), port, (unsigned long long)st.packets,
 	       (unsigned long long)st.bytes);
 }
 
-static int list_pod_rules(const struct node *n, const struct pod *pod,
+static int list_pod_rules(const struct pi_node *n, const struct pi_pod_info *pod,
 			  void *ctx)
 {
 	struct pi_rule *list = calloc(PI_MAX_RULES, sizeof(*list));
@@ -429,8 +429,8 @@ static int list_pod_rules(const struct node *n, const struct pod *pod,
 
 static int policy_list(int argc, char **argv)
 {
-	struct pod pod;
-	struct node n;
+	struct pi_pod_info pod;
+	struct pi_node n;
 	int err;
 
 	if (argc > 1)

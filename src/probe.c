@@ -46,7 +46,7 @@ static const char *const verdict_names[] = {
 
 struct probe {
 	uint32_t id;
-	const struct pod *pod;
+	const struct pi_pod_info *pod;
 	int family;
 	uint8_t proto;			/* IPPROTO_TCP, _UDP, _ICMP */
 	struct pi_addr src, dst;
@@ -61,16 +61,16 @@ struct probe {
 };
 
 struct session {
-	struct node *n;
+	struct pi_node *n;
 	struct inject_state s;
-	struct pod injector;		/* pi-probe as a pod, for the auth code */
+	struct pi_pod_info injector;		/* pi-probe as a pod, for the auth code */
 	int tx_fd, tx_ifindex;
 	bool made_dev;
 	struct ring_buffer *rb;
 	struct probe *probes;
 	int nprobes;
 	uint32_t first_id;
-	struct pod *pods;		/* the source pods authorised */
+	struct pi_pod_info *pods;		/* the source pods authorised */
 	int npods;
 };
 
@@ -212,7 +212,7 @@ static bool prefix_ok(const struct pi_addr *a, const struct pi_addr *net,
 }
 
 /* The deny rule that decides this probe in the pod's egress policy, or 0. */
-static uint32_t policy_deny_rule(const struct node *n, const struct probe *pr)
+static uint32_t policy_deny_rule(const struct pi_node *n, const struct probe *pr)
 {
 	struct pi_policy_ref ref;
 	uint32_t key = pr->pod->id * 2 + PI_DIR_EGRESS;
@@ -239,7 +239,7 @@ static uint32_t policy_deny_rule(const struct node *n, const struct probe *pr)
 	return 0;
 }
 
-static uint64_t rule_packets(const struct node *n, uint32_t id)
+static uint64_t rule_packets(const struct pi_node *n, uint32_t id)
 {
 	int ncpu = libbpf_num_possible_cpus();
 	struct pi_rule_stats *per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per));
@@ -376,8 +376,8 @@ out:
 	return err;
 }
 
-static int session_open(struct session *ss, struct node *n,
-			struct pod *pods, int npods)
+static int session_open(struct session *ss, struct pi_node *n,
+			struct pi_pod_info *pods, int npods)
 {
 	struct pi_inject_key keys[2];
 	int nkeys, err;
@@ -414,7 +414,7 @@ fail:
 }
 
 static void probe_prepare(struct session *ss, struct probe *pr, uint32_t id,
-			  const struct pod *pod, int family,
+			  const struct pi_pod_info *pod, int family,
 			  const struct pi_addr *dst, uint8_t proto,
 			  uint16_t port, uint16_t seq)
 {
@@ -445,7 +445,7 @@ static void probe_prepare(struct session *ss, struct probe *pr, uint32_t id,
 	pr->key.dst = pr->dst;
 	pr->key.pod_port = htons(pr->sport);
 	pr->key.dst_port = htons(pr->dport);
-	fmt_addr(family, dst, -1, pr->to, sizeof(pr->to));
+	pi_fmt_addr(family, dst, -1, pr->to, sizeof(pr->to));
 	(void)ss;
 }
 
@@ -523,7 +523,7 @@ static void print_probe(const struct probe *pr, int seq)
 		json_ku64(jw, "seq", seq);
 		json_kstr(jw, "from", pr->pod->name);
 		json_kstr(jw, "to", pr->to);
-		json_kstr(jw, "proto", proto_name(pr->proto));
+		json_kstr(jw, "proto", pi_proto_name(pr->proto));
 		if (pr->proto != IPPROTO_ICMP)
 			json_ku64(jw, "port", pr->dport);
 		json_kstr(jw, "verdict", verdict_names[pr->verdict]);
@@ -542,7 +542,7 @@ static void print_probe(const struct probe *pr, int seq)
 		       verdict_names[pr->verdict]);
 	else
 		printf("%-4d %s -> %s port %u %s: %s", seq, pr->pod->name,
-		       pr->to, pr->dport, proto_name(pr->proto),
+		       pr->to, pr->dport, pi_proto_name(pr->proto),
 		       verdict_names[pr->verdict]);
 	if (pr->verdict == V_POLICY)
 		printf(" rule %u", pr->deny_rule);
@@ -645,7 +645,7 @@ static int parse_target(const char *s, int *family, struct pi_addr *a,
 			return -EINVAL;
 		*end = 0;
 		if (end[1] == ':') {
-			if (parse_u32(end + 2, &p) || !p || p > 65535)
+			if (pi_parse_u32(end + 2, &p) || !p || p > 65535)
 				return -EINVAL;
 			*port = p;
 		} else if (end[1]) {
@@ -654,11 +654,11 @@ static int parse_target(const char *s, int *family, struct pi_addr *a,
 		memmove(buf, buf + 1, strlen(buf + 1) + 1);
 	} else if ((colon = strchr(buf, ':')) && !strchr(colon + 1, ':')) {
 		*colon = 0;
-		if (parse_u32(colon + 1, &p) || !p || p > 65535)
+		if (pi_parse_u32(colon + 1, &p) || !p || p > 65535)
 			return -EINVAL;
 		*port = p;
 	}
-	if (parse_prefix(buf, family, a, &plen) ||
+	if (pi_parse_prefix(buf, family, a, &plen) ||
 	    plen != (*family == AF_INET ? 32 : 128))
 		return -EINVAL;
 	return 0;
@@ -671,8 +671,8 @@ static int probe_run(int argc, char **argv)
 	int family, port = -1, proto = -1, err, ret = EXIT_RUNTIME;
 	struct session ss;
 	struct pi_addr dst;
-	struct pod pod;
-	struct node n;
+	struct pi_pod_info pod;
+	struct pi_node n;
 	uint8_t p8;
 
 	while (argc > 0) {
@@ -685,20 +685,20 @@ static int probe_run(int argc, char **argv)
 		else if (!strcmp(k, "--to"))
 			to = v;
 		else if (!strcmp(k, "--proto")) {
-			if (parse_proto(v, &p8) || !p8)
+			if (pi_parse_proto(v, &p8) || !p8)
 				return usage_err("invalid --proto '%s': tcp, udp or icmp", v);
 			proto = p8;
 		} else if (!strcmp(k, "--count")) {
-			if (parse_u32(v, &count) || !count || count > 100000)
+			if (pi_parse_u32(v, &count) || !count || count > 100000)
 				return usage_err("invalid --count '%s'", v);
 		} else if (!strcmp(k, "--interval")) {
-			if (parse_u32(v, &interval) || interval > 60000)
+			if (pi_parse_u32(v, &interval) || interval > 60000)
 				return usage_err("invalid --interval '%s'", v);
 		} else if (!strcmp(k, "--timeout")) {
-			if (parse_u32(v, &timeout) || !timeout || timeout > 600000)
+			if (pi_parse_u32(v, &timeout) || !timeout || timeout > 600000)
 				return usage_err("invalid --timeout '%s'", v);
 		} else if (!strcmp(k, "--sport")) {
-			if (parse_u32(v, &sport) || !sport || sport > 65535)
+			if (pi_parse_u32(v, &sport) || !sport || sport > 65535)
 				return usage_err("invalid --sport '%s'", v);
 		} else {
 			return usage_err("unknown argument '%s'", k);
@@ -708,7 +708,7 @@ static int probe_run(int argc, char **argv)
 	}
 	if (!from || !to)
 		return usage_err("probe needs --from POD and --to ADDR[:PORT]");
-	if (!valid_pod_name(from))
+	if (!pi_valid_pod_name(from))
 		return usage_err("invalid pod name '%s'", from);
 	if (parse_target(to, &family, &dst, &port))
 		return usage_err("invalid --to '%s': ADDR, ADDR:PORT or [ADDR6]:PORT", to);
@@ -716,7 +716,7 @@ static int probe_run(int argc, char **argv)
 		proto = port > 0 ? IPPROTO_TCP : IPPROTO_ICMP;
 	if (proto != IPPROTO_ICMP && port <= 0)
 		return usage_err("%s probes need a port (--to ADDR:PORT)",
-				 proto_name(proto));
+				 pi_proto_name(proto));
 	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
 	if (pod_find(&n, from, &pod)) {
@@ -799,11 +799,11 @@ out:
 }
 
 struct pod_list {
-	struct pod pods[PI_MAX_PODS];
+	struct pi_pod_info pods[PI_MAX_PODS];
 	int n;
 };
 
-static int collect_pod(const struct node *n, const struct pod *pod,
+static int collect_pod(const struct pi_node *n, const struct pi_pod_info *pod,
 		       void *ctx)
 {
 	struct pod_list *l = ctx;
@@ -834,7 +834,7 @@ static int probe_matrix(int argc, char **argv)
 	int extra_family[16], nextra = 0, proto = IPPROTO_ICMP, ret = EXIT_RUNTIME;
 	uint32_t port = 0, timeout = 1000;
 	struct session ss;
-	struct node n;
+	struct pi_node n;
 	int ncols, np = 0, err;
 	uint8_t p8;
 
@@ -850,19 +850,19 @@ static int probe_matrix(int argc, char **argv)
 		if (!v)
 			return usage_err("'%s' needs a value", k);
 		if (!strcmp(k, "--proto")) {
-			if (parse_proto(v, &p8) || !p8)
+			if (pi_parse_proto(v, &p8) || !p8)
 				return usage_err("invalid --proto '%s'", v);
 			proto = p8;
 		} else if (!strcmp(k, "--port")) {
-			if (parse_u32(v, &port) || !port || port > 65535)
+			if (pi_parse_u32(v, &port) || !port || port > 65535)
 				return usage_err("invalid --port '%s'", v);
 		} else if (!strcmp(k, "--timeout")) {
-			if (parse_u32(v, &timeout) || !timeout || timeout > 600000)
+			if (pi_parse_u32(v, &timeout) || !timeout || timeout > 600000)
 				return usage_err("invalid --timeout '%s'", v);
 		} else if (!strcmp(k, "--to")) {
 			if (nextra >= 16)
 				return usage_err("at most 16 --to");
-			if (parse_prefix(v, &extra_family[nextra],
+			if (pi_parse_prefix(v, &extra_family[nextra],
 					 &extra[nextra], &plen) ||
 			    plen != (extra_family[nextra] == AF_INET ? 32 : 128))
 				return usage_err("invalid address '%s'", v);
@@ -874,7 +874,7 @@ static int probe_matrix(int argc, char **argv)
 		argv += 2;
 	}
 	if (proto != IPPROTO_ICMP && !port)
-		return usage_err("%s probes need --port", proto_name(proto));
+		return usage_err("%s probes need --port", pi_proto_name(proto));
 	if (node_open_rw(&n))
 		return EXIT_RUNTIME;
 	pl.n = 0;
@@ -937,7 +937,7 @@ static int probe_matrix(int argc, char **argv)
 
 	if (json_output) {
 		json_obj_open(jw);
-		json_kstr(jw, "proto", proto_name(proto));
+		json_kstr(jw, "proto", pi_proto_name(proto));
 		if (port)
 			json_ku64(jw, "port", port);
 		json_key(jw, "results");
@@ -952,7 +952,7 @@ static int probe_matrix(int argc, char **argv)
 		char buf[32];
 
 		printf("%s%s%s matrix (rows: from, columns: to)\n%-12s",
-		       proto_name(proto), port ? " port " : "",
+		       pi_proto_name(proto), port ? " port " : "",
 		       port ? (snprintf(buf, sizeof(buf), "%u", port), buf) : "",
 		       "");
 		for (int c = 0; c < ncols; c++)

@@ -59,7 +59,7 @@ static int parse_ports(const char *s, struct pi_proxy_rule *r)
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (r->nports >= PI_PROXY_MAX_PORTS)
 			return -E2BIG;
-		if (parse_port_range(tok, &r->dport_lo[r->nports],
+		if (pi_parse_port_range(tok, &r->dport_lo[r->nports],
 				     &r->dport_hi[r->nports]))
 			return -EINVAL;
 		r->nports++;
@@ -81,7 +81,7 @@ static int parse_args(int argc, char **argv, struct proxy_args *a, bool add)
 	if (argc < 1)
 		return usage_err("proxy %s needs PROXY_POD", add ? "add" : "del");
 	a->proxy = argv[0];
-	if (!valid_pod_name(a->proxy))
+	if (!pi_valid_pod_name(a->proxy))
 		return usage_err("invalid pod name '%s'", a->proxy);
 	argc--;
 	argv++;
@@ -91,11 +91,11 @@ static int parse_args(int argc, char **argv, struct proxy_args *a, bool add)
 		if (!v)
 			return usage_err("'%s' needs a value", k);
 		if (!strcmp(k, "--for")) {
-			if (!valid_pod_name(v))
+			if (!pi_valid_pod_name(v))
 				return usage_err("invalid pod name '%s'", v);
 			a->pod = v;
 		} else if (add && !strcmp(k, "--port")) {
-			if (parse_u32(v, &port) || !port || port > 65535)
+			if (pi_parse_u32(v, &port) || !port || port > 65535)
 				return usage_err("invalid port '%s'", v);
 			a->rule.port = port;
 		} else if (add && !strcmp(k, "--match")) {
@@ -114,7 +114,7 @@ static int parse_args(int argc, char **argv, struct proxy_args *a, bool add)
 			if (err)
 				return usage_err("invalid port list '%s'", v);
 		} else if (add && a->rule.proto && !strcmp(k, "dst")) {
-			if (parse_prefix(v, &family, &a->rule.dst, &plen))
+			if (pi_parse_prefix(v, &family, &a->rule.dst, &plen))
 				return usage_err("invalid CIDR '%s'", v);
 			a->rule.dst_family = family;
 			a->rule.dst_plen = plen;
@@ -134,15 +134,15 @@ static int parse_args(int argc, char **argv, struct proxy_args *a, bool add)
 }
 
 static void pin_of(const struct inject_state *s, char *buf, size_t len,
-		   const char *what, const struct pod *pod)
+		   const char *what, const struct pi_pod_info *pod)
 {
 	snprintf(buf, len, "%s/link_%s_%u", s->dir, what, pod->ifindex);
 }
 
 /* Attaches prog at eth0's ingress inside the pod's namespace: the pod
  * itself needs no privilege for it. */
-int attach_in_pod(const struct node *n, const struct inject_state *s,
-			 const struct pod *pod, int prog, const char *what)
+int attach_in_pod(const struct pi_node *n, const struct inject_state *s,
+			 const struct pi_pod_info *pod, int prog, const char *what)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
 	char path[PATH_MAX];
@@ -164,8 +164,8 @@ int attach_in_pod(const struct node *n, const struct inject_state *s,
 	return err;
 }
 
-void detach_in_pod(const struct node *n, const struct inject_state *s,
-			  const struct pod *pod, const char *what)
+void detach_in_pod(const struct pi_node *n, const struct inject_state *s,
+			  const struct pi_pod_info *pod, const char *what)
 {
 	char path[PATH_MAX];
 	int ns, saved;
@@ -188,7 +188,7 @@ void detach_in_pod(const struct node *n, const struct inject_state *s,
  * takeover of a client's reused 4-tuple (bpf/inject.bpf.c). The pinned
  * link is the attachment: unpinned, it goes. */
 static int lookup_attach(const struct inject_state *s,
-			 const struct pod *proxy)
+			 const struct pi_pod_info *proxy)
 {
 	char path[PATH_MAX];
 	int ns, link, err;
@@ -213,7 +213,7 @@ static int lookup_attach(const struct inject_state *s,
 }
 
 static void lookup_detach(const struct inject_state *s,
-			  const struct pod *proxy)
+			  const struct pi_pod_info *proxy)
 {
 	char path[PATH_MAX];
 
@@ -241,7 +241,7 @@ static void forget_listeners(int map, uint32_t proxy_ifindex)
 /* In the proxy's namespace: whatever arrives on eth0 is local, so that a
  * socket given with bpf_sk_assign() receives packets for addresses that
  * are not the proxy's. */
-static int proxy_routing(const struct pod *proxy, bool add)
+static int proxy_routing(const struct pi_pod_info *proxy, bool add)
 {
 	static const int families[] = { AF_INET, AF_INET6 };
 	int ns, saved, err = 0;
@@ -274,14 +274,14 @@ static int proxy_routing(const struct pod *proxy, bool add)
 	return err;
 }
 
-int reply_hook_attach(const struct node *n, const struct inject_state *s,
-		      const struct pod *pod)
+int reply_hook_attach(const struct pi_node *n, const struct inject_state *s,
+		      const struct pi_pod_info *pod)
 {
 	return attach_in_pod(n, s, pod, s->progs[IP_POD_REPLY], "reply");
 }
 
-void reply_hook_release(const struct node *n, const struct inject_state *s,
-			const struct pod *pod)
+void reply_hook_release(const struct pi_node *n, const struct inject_state *s,
+			const struct pi_pod_info *pod)
 {
 	struct pi_proxy_rule r;
 
@@ -326,8 +326,8 @@ static void forget_flows(int map, uint32_t pod_ifindex)
 	}
 }
 
-static void deauthorise(struct inject_state *s, const struct pod *proxy,
-			const struct pod *pod)
+static void deauthorise(struct inject_state *s, const struct pi_pod_info *proxy,
+			const struct pi_pod_info *pod)
 {
 	struct pi_inject_key k = { .injector_ifindex = proxy->ifindex };
 
@@ -346,8 +346,8 @@ static void deauthorise(struct inject_state *s, const struct pod *proxy,
 
 /* Takes a pod out of proxying; `proxy` may be gone (NULL) when the proxy
  * pod itself is being deleted. */
-static void unproxy(const struct node *n, struct inject_state *s,
-		    const struct pod *proxy, const struct pod *pod,
+static void unproxy(const struct pi_node *n, struct inject_state *s,
+		    const struct pi_pod_info *proxy, const struct pi_pod_info *pod,
 		    bool keep_auth)
 {
 	bpf_map_delete_elem(s->maps[IM_PROXY_RULES], &pod->ifindex);
@@ -371,11 +371,11 @@ static void unproxy(const struct node *n, struct inject_state *s,
 static int proxy_add(int argc, char **argv)
 {
 	struct pi_inject_key keys[2];
-	struct pod proxy, pod;
+	struct pi_pod_info proxy, pod;
 	struct pi_proxy_rule old;
 	struct proxy_args a;
 	struct inject_state s;
-	struct node n;
+	struct pi_node n;
 	int nkeys = 0, created, err, ret = EXIT_RUNTIME;
 	bool ruled = false;
 
@@ -461,11 +461,11 @@ out:
 
 static int proxy_del(int argc, char **argv)
 {
-	struct pod proxy, pod;
+	struct pi_pod_info proxy, pod;
 	struct pi_proxy_rule r;
 	struct proxy_args a;
 	struct inject_state s;
-	struct node n;
+	struct pi_node n;
 	int err, ret = EXIT_USAGE;
 
 	err = parse_args(argc, argv, &a, false);
@@ -499,7 +499,7 @@ static int proxy_list(int argc, char **argv)
 	uint32_t key, next, *prev = NULL;
 	struct pi_proxy_rule r;
 	struct inject_state s;
-	struct node n;
+	struct pi_node n;
 
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
@@ -533,20 +533,20 @@ static int proxy_list(int argc, char **argv)
 			if (!r.nports)
 				strcpy(ports, "any");
 			if (r.dst_family)
-				fmt_addr(r.dst_family, &r.dst, r.dst_plen, dst,
+				pi_fmt_addr(r.dst_family, &r.dst, r.dst_plen, dst,
 					 sizeof(dst));
 			if (json_output) {
 				json_obj_open(jw);
 				json_kstr(jw, "pod", pod);
 				json_kstr(jw, "proxy", px);
 				json_ku64(jw, "port", r.port);
-				json_kstr(jw, "proto", proto_name(r.proto));
+				json_kstr(jw, "proto", pi_proto_name(r.proto));
 				json_kstr(jw, "dports", ports);
 				json_kstr(jw, "dst", dst);
 				json_obj_close(jw);
 			} else {
 				printf("%-12s %-12s %-6u %-5s %-24s %s\n", pod,
-				       px, r.port, proto_name(r.proto), ports,
+				       px, r.port, pi_proto_name(r.proto), ports,
 				       dst);
 			}
 		}
@@ -561,12 +561,12 @@ static int proxy_list(int argc, char **argv)
 }
 
 /* A pod being deleted stops being proxied and stops proxying. */
-void proxy_forget_pod(const struct node *n, struct inject_state *s,
-		      const struct pod *gone)
+void proxy_forget_pod(const struct pi_node *n, struct inject_state *s,
+		      const struct pi_pod_info *gone)
 {
 	uint32_t key, next, *prev = NULL;
 	struct pi_proxy_rule r;
-	struct pod proxy, pod;
+	struct pi_pod_info proxy, pod;
 
 	while (!bpf_map_get_next_key(s->maps[IM_PROXY_RULES], prev, &next)) {
 		key = next;

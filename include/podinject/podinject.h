@@ -25,6 +25,7 @@
 #define PODINJECT_PODINJECT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <podinject_abi.h>
 
@@ -205,9 +206,18 @@ int pi_parse_prefix(const char *s, int *family, struct pi_addr *addr,
 		    int *plen);
 int pi_parse_port_range(const char *s, uint16_t *lo, uint16_t *hi);
 int pi_parse_proto(const char *s, uint8_t *proto);
+int pi_parse_u32(const char *s, uint32_t *v);
+/* [a-z0-9-], not starting with '-', at most maxlen: node names, and pods
+ * that podinject names its devices after. */
+bool pi_valid_name(const char *name, int maxlen);
+/* Any pod: 1-PI_POD_NAME_MAX of A-Z a-z 0-9 - . _ / (a Kubernetes
+ * "namespace/name", a runtime's container name or id). */
 bool pi_valid_pod_name(const char *name);
+const char *pi_proto_name(uint8_t proto);
+/* An address, with "/plen" when plen >= 0. */
 const char *pi_fmt_addr(int family, const struct pi_addr *a, int plen,
 			char *buf, size_t len);
+const char *pi_fmt_mac(const uint8_t mac[6], char buf[18]);
 
 #ifdef __cplusplus
 }
