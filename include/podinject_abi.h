@@ -127,7 +127,13 @@ struct pi_pod_meta {
 	char attach_id[PI_ATTACH_ID_MAX];	/* who attached it, e.g. a
 						 * CNI container id + ifname */
 	__u32 flags;			/* enum pi_pod_meta_flags */
-	__u32 pad;
+	__u32 head_owners;		/* enum pi_head_owner: who holds the
+					 * head program on the pod's egress */
+};
+
+enum pi_head_owner {
+	PI_HEAD_INJECT	= 1 << 0,	/* the pod is an injector */
+	PI_HEAD_PROXY	= 1 << 1,	/* the pod's connections are captured */
 };
 
 /* Policy rules. All rules of a node live in one array (`rules`); a pod's

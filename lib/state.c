@@ -61,7 +61,7 @@ void node_pin_path(const struct pi_node *n, char *buf, size_t len,
 	snprintf(buf, len, "%s/%s", n->pin_dir, rest);
 }
 
-static void node_reset(struct pi_node *n)
+void node_reset(struct pi_node *n)
 {
 	memset(n, 0, sizeof(*n));
 	n->netns_fd = -1;
@@ -309,8 +309,12 @@ int pod_store(const struct pi_node *n, const struct pi_pod_info *pod, uint64_t f
 		.flags = pod->flags,
 		.ip4 = pod->ip4,
 	};
-	struct pi_pod_meta m = { .flags = pod->meta_flags };
+	struct pi_pod_meta m = {};
 
+	/* The head's owners are kept by pod_head_owners() alone. */
+	if (flags == BPF_EXIST)
+		bpf_map_lookup_elem(n->meta_map, &pod->ifindex, &m);
+	m.flags = pod->meta_flags;
 	memcpy(dp.ip6, pod->ip6, 16);
 	memcpy(dp.pod_mac, pod->pod_mac, 6);
 	memcpy(dp.host_mac, pod->host_mac, 6);
@@ -336,6 +340,22 @@ void pod_forget(const struct pi_node *n, const struct pi_pod_info *pod)
 {
 	bpf_map_delete_elem(n->maps[M_PODS], &pod->ifindex);
 	bpf_map_delete_elem(n->meta_map, &pod->ifindex);
+}
+
+int pod_head_owners(const struct pi_node *n, uint32_t ifindex, uint32_t set,
+		    uint32_t clear, uint32_t *now)
+{
+	struct pi_pod_meta m;
+
+	if (now)
+		*now = 0;
+	if (bpf_map_lookup_elem(n->meta_map, &ifindex, &m))
+		return -ENOENT;
+	m.head_owners = (m.head_owners | set) & ~clear;
+	if (now)
+		*now = m.head_owners;
+	return bpf_map_update_elem(n->meta_map, &ifindex, &m, BPF_EXIST) ?
+	       -errno : 0;
 }
 
 int pod_netns_open(const struct pi_pod_info *pod)

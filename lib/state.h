@@ -81,6 +81,7 @@ int node_open(struct pi_node *n, const char *name, enum node_lock lock,
 /* Takes the lock of the pin directory `dir`; the fd, or -errno. */
 int node_lock_dir(const char *dir, enum node_lock lock, int timeout_ms);
 void node_close(struct pi_node *n);
+void node_reset(struct pi_node *n);	/* an unopened node, all fds -1 */
 
 int node_enter(const struct pi_node *n, int *saved);
 int node_save_config(struct pi_node *n);
@@ -93,6 +94,10 @@ int pod_by_ifindex(const struct pi_node *n, uint32_t ifindex, struct pi_pod_info
 /* Writes both records of a pod; flags as bpf_map_update_elem's. */
 int pod_store(const struct pi_node *n, const struct pi_pod_info *pod, uint64_t flags);
 void pod_forget(const struct pi_node *n, const struct pi_pod_info *pod);
+/* Sets and clears bits of the pod's head owners; *now gets what is left
+ * (0 when the pod has no record). */
+int pod_head_owners(const struct pi_node *n, uint32_t ifindex, uint32_t set,
+		    uint32_t clear, uint32_t *now);
 /* Calls fn for every pod, in id order; stops on a non-zero return. */
 int pod_for_each(const struct pi_node *n,
 		 int (*fn)(const struct pi_node *n, const struct pi_pod_info *pod,

@@ -78,6 +78,22 @@ int usage_err(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+int exit_code(int err)
+{
+	switch (err) {
+	case 0:
+		return EXIT_OK;
+	case -EINVAL:
+	case -EEXIST:
+	case -EADDRINUSE:
+	case -ESRCH:
+	case -ENXIO:
+		return EXIT_USAGE;
+	default:
+		return EXIT_RUNTIME;
+	}
+}
+
 bool is_prefix(const char *arg, const char *full)
 {
 	return *arg && !strncmp(arg, full, strlen(arg));

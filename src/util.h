@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include "podinject/podinject.h"
 #include "json.h"
+#include "opts.h"
 
 /* Exit codes, few and documented. */
 #define EXIT_OK		0
@@ -30,6 +31,9 @@ void p_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A usage error: message, then the value the command returns. */
 int usage_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The exit code of a library error (reported already): usage errors
+ * (bad or unknown names and addresses) are 2, everything else 1. */
+int exit_code(int err);
 
 struct cmd {
 	const char *name;

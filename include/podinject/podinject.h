@@ -163,6 +163,9 @@ int pi_pod_get_by_attach_id(struct pi_node *node, const char *id,
 int pi_pod_list(struct pi_node *node, struct pi_pod_info **pods);
 int pi_pod_counters(struct pi_node *node, const struct pi_pod_info *pod,
 		    struct pi_pod_stats *out);
+/* The pod's XDP ingress ACL (node up --xdp): -ENOENT when it has none. */
+int pi_pod_xdp(struct pi_node *node, const struct pi_pod_info *pod,
+	       uint32_t *prog_id, struct pi_xdp_stats *stats);
 /* Are all of the pod's programs attached where they belong? 0 when they
  * are, -ENOLINK (with a log line naming what is missing) when not. */
 int pi_pod_check(struct pi_node *node, const struct pi_pod_info *pod);
@@ -187,6 +190,64 @@ int pi_policy_del(struct pi_node *node, const char *pod, uint32_t dir,
 int pi_policy_list(struct pi_node *node, const char *pod,
 		   struct pi_rule_info **rules);
 
+/* ---- injection -------------------------------------------------------- */
+
+/* The path bpf_redirect_peer(BPF_F_EGRESS) (PI_PATH_FAST) where the kernel
+ * has it, else PI_PATH_FALLBACK: found by a probe, never by version. */
+int pi_inject_path_auto(void);
+
+#define PI_INJECT_MAX_AS	32	/* pods in one allow or deny */
+/* Authorises `injector` to send as each pod of `as` (at most 32), on
+ * `path` (0 = auto; onto a netkit pod the fallback is the netkit
+ * fallback); *path_used gets the path chosen. */
+int pi_inject_allow(struct pi_node *node, const char *injector,
+		    const char *const *as, int nas, uint32_t path,
+		    uint32_t *path_used);
+/* Removes those authorisations (all of the injector's when nas is 0);
+ * returns how many. */
+int pi_inject_deny(struct pi_node *node, const char *injector,
+		   const char *const *as, int nas);
+
+struct pi_inject_auth_info {
+	char injector[PI_POD_NAME_MAX + 1];
+	char as[PI_POD_NAME_MAX + 1];
+	uint32_t family;
+	struct pi_addr addr;
+	uint32_t path;			/* enum pi_inject_path */
+};
+
+struct pi_inject_stat_info {
+	char injector[PI_POD_NAME_MAX + 1];
+	char as[PI_POD_NAME_MAX + 1];
+	uint32_t path;
+	uint64_t packets, bytes;
+	uint64_t drops[PI_INJ_DROP_MAX];
+	bool has_guard;			/* netkit fallback: the target's guard */
+	struct pi_netkit_guard guard;
+	char tag[24];			/* the node's tag MAC */
+};
+
+/* malloc()ed arrays; return the count. */
+int pi_inject_list(struct pi_node *node, struct pi_inject_auth_info **auths);
+int pi_inject_stats(struct pi_node *node, struct pi_inject_stat_info **stats);
+
+/* ---- transparent proxy ------------------------------------------------ */
+
+/* POD's new connections that match `rule` (port: the proxy's listening
+ * port; proto 0 = TCP and UDP; dports and dst optional) go to PROXY's
+ * transparent socket, and PROXY may inject as POD (docs/proxy.md). */
+int pi_proxy_add(struct pi_node *node, const char *proxy, const char *pod,
+		 const struct pi_proxy_rule *rule);
+int pi_proxy_del(struct pi_node *node, const char *proxy, const char *pod);
+
+struct pi_proxy_info {
+	char pod[PI_POD_NAME_MAX + 1];
+	char proxy[PI_POD_NAME_MAX + 1];
+	struct pi_proxy_rule rule;
+};
+
+int pi_proxy_list(struct pi_node *node, struct pi_proxy_info **proxies);
+
 /* ---- features --------------------------------------------------------- */
 
 struct pi_features {
@@ -194,7 +255,8 @@ struct pi_features {
 	bool netkit;
 	bool redirect_peer_egress;	/* bpf_redirect_peer(.., BPF_F_EGRESS) */
 	bool bpf_loop;
-	int redirect_peer_egress_retval;
+	int redirect_peer_egress_retval;	/* what that probe returned */
+	bool veth_xdp;			/* native XDP on veth */
 };
 
 int pi_features_probe(struct pi_features *f);

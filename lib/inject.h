@@ -29,13 +29,17 @@ struct inject_state {
 int inject_open(const struct pi_node *n, struct inject_state *s, bool create);
 void inject_close(struct inject_state *s);
 
-/* The head program at a pod's egress hook: attached while the pod is an
- * injector or proxied. head_release detaches it when it is neither. */
+/* The head program at a pod's egress hook, shared by injection and the
+ * proxy's capture: each holds it as an owner (enum pi_head_owner, kept in
+ * the pod's meta record); it is attached with the first owner and
+ * detached when the last lets go. */
 bool head_attached(const struct inject_state *s, const struct pi_pod_info *pod);
-int head_attach(const struct pi_node *n, struct inject_state *s,
-		const struct pi_pod_info *pod);
+int head_acquire(const struct pi_node *n, struct inject_state *s,
+		 const struct pi_pod_info *pod, uint32_t owner);
 void head_release(const struct pi_node *n, struct inject_state *s,
-		  const struct pi_pod_info *pod);
+		  const struct pi_pod_info *pod, uint32_t owner);
+/* Authorisations the injector still has. */
+int inject_auth_count(const struct inject_state *s, uint32_t injector);
 
 /* Authorises inj to inject as each of targets with `path` (0 = auto); a
  * netkit target on the fallback gets the netkit fallback and its guard.
