@@ -602,14 +602,10 @@ static int find_pods(struct pi_node *n, const char *const *names, int cnt,
 		return -EINVAL;
 	}
 	for (int i = 0; i < cnt; i++) {
-		if (!pi_valid_pod_name(names[i])) {
-			pr_err("invalid pod name '%s'", names[i]);
-			return -EINVAL;
-		}
-		if (pod_find(n, names[i], &pods[i])) {
-			pr_err("no pod '%s' on node '%s'", names[i], n->name);
-			return -ESRCH;
-		}
+		int err = pod_lookup(n, names[i], &pods[i]);
+
+		if (err)
+			return err;
 	}
 	return 0;
 }

@@ -672,24 +672,10 @@ int pod_remove(struct pi_node *n, const struct pi_pod_info *pod)
 	return first;
 }
 
-static int find_pod(struct pi_node *n, const char *name,
-		    struct pi_pod_info *pod)
-{
-	if (!pi_valid_pod_name(name)) {
-		pr_err("invalid pod name '%s'", name ? name : "");
-		return -EINVAL;
-	}
-	if (pod_find(n, name, pod)) {
-		pr_err("no pod '%s' on node '%s'", name, n->name);
-		return -ESRCH;
-	}
-	return 0;
-}
-
 int pi_pod_del(struct pi_node *n, const char *name)
 {
 	struct pi_pod_info pod;
-	int err = find_pod(n, name, &pod);
+	int err = pod_lookup(n, name, &pod);
 
 	if (err)
 		return err;
@@ -701,7 +687,7 @@ int pi_pod_del(struct pi_node *n, const char *name)
 
 int pi_pod_get(struct pi_node *n, const char *name, struct pi_pod_info *out)
 {
-	return find_pod(n, name, out);
+	return pod_lookup(n, name, out);
 }
 
 struct attach_ctx {

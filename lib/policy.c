@@ -140,19 +140,6 @@ int policy_clear_pod(struct pi_node *n, uint32_t pod_id)
 	return err;
 }
 
-static int pod_of(struct pi_node *n, const char *name, struct pi_pod_info *pod)
-{
-	if (!pi_valid_pod_name(name)) {
-		pr_err("invalid pod name '%s'", name ? name : "");
-		return -EINVAL;
-	}
-	if (pod_find(n, name, pod)) {
-		pr_err("no pod '%s' on node '%s'", name, n->name);
-		return -ESRCH;
-	}
-	return 0;
-}
-
 static const char *dir_name(uint32_t dir)
 {
 	return dir == PI_DIR_EGRESS ? "egress" : "ingress";
@@ -175,7 +162,7 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 		pr_err("'port' needs proto tcp or udp and a range within 1-65535");
 		return -EINVAL;
 	}
-	err = pod_of(n, pod_name, &pod);
+	err = pod_lookup(n, pod_name, &pod);
 	if (err)
 		return err;
 	list = calloc(PI_MAX_RULES, sizeof(*list));
@@ -216,7 +203,7 @@ int pi_policy_del(struct pi_node *n, const char *pod_name, uint32_t dir,
 
 	if (dir > PI_DIR_INGRESS)
 		return -EINVAL;
-	err = pod_of(n, pod_name, &pod);
+	err = pod_lookup(n, pod_name, &pod);
 	if (err)
 		return err;
 	list = calloc(PI_MAX_RULES, sizeof(*list));
@@ -272,7 +259,7 @@ int pi_policy_list(struct pi_node *n, const char *pod_name,
 	int err, cnt = 0;
 
 	*out = NULL;
-	err = pod_of(n, pod_name, &pod);
+	err = pod_lookup(n, pod_name, &pod);
 	if (err)
 		return err;
 	for (uint32_t dir = 0; dir < 2; dir++)

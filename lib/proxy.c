@@ -296,19 +296,12 @@ static int two_pods(struct pi_node *n, const char *proxy_name,
 		    const char *pod_name, struct pi_pod_info *proxy,
 		    struct pi_pod_info *pod)
 {
-	const char *names[2] = { proxy_name, pod_name };
-	struct pi_pod_info *pods[2] = { proxy, pod };
+	int err = pod_lookup(n, proxy_name, proxy);
 
-	for (int i = 0; i < 2; i++) {
-		if (!pi_valid_pod_name(names[i])) {
-			pr_err("invalid pod name '%s'", names[i] ? names[i] : "");
-			return -EINVAL;
-		}
-		if (pod_find(n, names[i], pods[i])) {
-			pr_err("no pod '%s' on node '%s'", names[i], n->name);
-			return -ESRCH;
-		}
-	}
+	if (!err)
+		err = pod_lookup(n, pod_name, pod);
+	if (err)
+		return err;
 	if (proxy->ifindex == pod->ifindex) {
 		pr_err("a pod cannot be its own proxy");
 		return -EINVAL;

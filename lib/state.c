@@ -385,6 +385,20 @@ int pod_find(const struct pi_node *n, const char *name, struct pi_pod_info *pod)
 	return pod_for_each(n, find_cb, &ctx) == 1 ? 0 : -ENOENT;
 }
 
+int pod_lookup(const struct pi_node *n, const char *name,
+	       struct pi_pod_info *pod)
+{
+	if (!pi_valid_pod_name(name)) {
+		pr_err("invalid pod name '%s'", name ? name : "");
+		return -EINVAL;
+	}
+	if (pod_find(n, name, pod)) {
+		pr_err("no pod '%s' on node '%s'", name, n->name);
+		return -ESRCH;
+	}
+	return 0;
+}
+
 static int cmp_pod(const void *a, const void *b)
 {
 	const struct pi_pod_info *x = a, *y = b;

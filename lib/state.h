@@ -91,6 +91,10 @@ void node_pin_path(const struct pi_node *n, char *buf, size_t len,
 /* Pods */
 int pod_find(const struct pi_node *n, const char *name, struct pi_pod_info *pod);
 int pod_by_ifindex(const struct pi_node *n, uint32_t ifindex, struct pi_pod_info *pod);
+/* pod_find for a name from a caller: logs, and -EINVAL for a name no pod
+ * can have, -ESRCH for no such pod. */
+int pod_lookup(const struct pi_node *n, const char *name,
+	       struct pi_pod_info *pod);
 /* Writes both records of a pod; flags as bpf_map_update_elem's. */
 int pod_store(const struct pi_node *n, const struct pi_pod_info *pod, uint64_t flags);
 void pod_forget(const struct pi_node *n, const struct pi_pod_info *pod);
