@@ -35,6 +35,7 @@
 #include "cmds.h"
 #include "inject.h"
 #include "nl.h"
+#include "podinject_rule.h"
 #include "util.h"
 
 enum verdict { V_PENDING, V_ANSWERED, V_REFUSED, V_POLICY, V_NOANSWER,
@@ -198,26 +199,19 @@ static int send_frame(struct session *ss, const uint8_t *buf, int len)
 
 /* ---- the pod's policy, as the node datapath evaluates it --------------- */
 
-static bool prefix_ok(const struct pi_addr *a, const struct pi_addr *net,
-		      int plen)
-{
-	for (int i = 0; i < 4 && plen > i * 32; i++) {
-		int bits = plen - i * 32;
-		uint32_t mask = bits >= 32 ? 0xffffffff : ~(0xffffffffu >> bits);
-
-		if ((ntohl(a->a[i]) ^ ntohl(net->a[i])) & mask)
-			return false;
-	}
-	return true;
-}
-
-/* The deny rule that decides this probe in the pod's egress policy, or 0. */
+/* The deny rule that decides this probe in the pod's egress policy, or 0:
+ * the pod's rules walked as pod_egress walks them, with the datapath's own
+ * matcher, on the packet the probe sends. */
 static uint32_t policy_deny_rule(const struct node *n, const struct probe *pr)
 {
 	struct pi_policy_ref ref;
 	uint32_t key = pr->pod->id * 2 + PI_DIR_EGRESS;
+	uint8_t proto = pr->proto;
+	bool ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
 	struct pi_rule r;
 
+	if (pr->family == AF_INET6 && proto == IPPROTO_ICMP)
+		proto = IPPROTO_ICMPV6;	/* what build_frame puts on the wire */
 	if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &key, &ref))
 		return 0;
 	for (uint32_t i = 0; i < ref.count; i++) {
@@ -225,14 +219,8 @@ static uint32_t policy_deny_rule(const struct node *n, const struct probe *pr)
 
 		if (bpf_map_lookup_elem(n->maps[M_RULES], &slot, &r))
 			return 0;
-		if (r.family && r.family != (uint32_t)pr->family)
-			continue;
-		if (r.proto && r.proto != pr->proto)
-			continue;
-		if (r.port_hi && (pr->proto == IPPROTO_ICMP ||
-				  pr->dport < r.port_lo || pr->dport > r.port_hi))
-			continue;
-		if (r.prefixlen && !prefix_ok(&pr->dst, &r.addr, r.prefixlen))
+		if (!pi_rule_matches(&r, pr->family, &pr->dst, proto, ports,
+				     ports ? pr->dport : 0))
 			continue;
 		return r.action == PI_DENY ? r.id : 0;
 	}
