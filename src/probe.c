@@ -155,6 +155,7 @@ static int report_interrupted(int sent, int planned)
 	snprintf(msg, sizeof(msg),
 		 "probe interrupted by %s: %d of %d probes sent; its device, authorisations and hooks are removed",
 		 stop_signal_name(), sent, planned);
+	fflush(stdout);		/* after the report, also into a pipe */
 	if (json_output && sent)
 		fprintf(stderr, "error: %s\n", msg);
 	else
@@ -727,6 +728,28 @@ static void print_summary(const struct probe *pr, int n)
 	free(r);
 }
 
+static void print_run(const struct probe *probes, uint32_t n,
+		      bool interrupted)
+{
+	if (json_output) {
+		json_obj_open(jw);
+		json_key(jw, "probes");
+		json_arr_open(jw);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		print_probe(&probes[i], i + 1);
+	if (json_output) {
+		json_arr_close(jw);
+		print_summary(probes, n);
+		if (interrupted)
+			json_kstr(jw, "interrupted", stop_signal_name());
+		json_obj_close(jw);
+		json_end(jw);
+	} else {
+		print_summary(probes, n);
+	}
+}
+
 /* ---- commands ---------------------------------------------------------- */
 
 static int probe_help(int argc, char **argv)
@@ -911,30 +934,15 @@ static int probe_run(int argc, char **argv)
 	/* A signal from here on does not take anything from the answer. */
 	interrupted = stop_signal;
 	ret = EXIT_OK;
-	if (!sent)	/* stopped before the first probe */
-		goto out;
-	if (json_output) {
-		json_obj_open(jw);
-		json_key(jw, "probes");
-		json_arr_open(jw);
-	}
-	for (uint32_t i = 0; i < sent; i++)
-		print_probe(&ss.probes[i], i + 1);
-	if (json_output) {
-		json_arr_close(jw);
-		print_summary(ss.probes, sent);
-		if (interrupted)
-			json_kstr(jw, "interrupted", stop_signal_name());
-		json_obj_close(jw);
-		json_end(jw);
-	} else {
-		print_summary(ss.probes, sent);
-	}
 out:
+	/* Undone before anything is printed: a reader that goes away
+	 * (SIGPIPE) cannot leave the device behind. */
 	session_close(&ss);
-	free(ss.probes);
 	node_close(&n);
 	stop_handlers_restore(&sh);
+	if (ret == EXIT_OK && sent)
+		print_run(ss.probes, sent, interrupted);
+	free(ss.probes);
 	if (interrupted)
 		ret = report_interrupted(sent, count);
 	return ret;
@@ -967,6 +975,47 @@ static const char *cell(const struct probe *pr, char *buf, size_t len)
 		snprintf(buf, len, "%s", verdict_names[pr->verdict]);
 	}
 	return buf;
+}
+
+static void print_matrix(const struct pod_list *pl, int ncols, int proto,
+			 uint32_t port, const struct probe *probes, int np,
+			 bool interrupted)
+{
+	if (json_output) {
+		json_obj_open(jw);
+		json_kstr(jw, "proto", proto_name(proto));
+		if (port)
+			json_ku64(jw, "port", port);
+		json_key(jw, "results");
+		json_arr_open(jw);
+		for (int i = 0; i < np; i++)
+			print_probe(&probes[i], i + 1);
+		json_arr_close(jw);
+		print_summary(probes, np);
+		if (interrupted)
+			json_kstr(jw, "interrupted", stop_signal_name());
+		json_obj_close(jw);
+		json_end(jw);
+	} else {
+		char buf[32];
+
+		printf("%s%s%s matrix (rows: from, columns: to)\n%-12s",
+		       proto_name(proto), port ? " port " : "",
+		       port ? (snprintf(buf, sizeof(buf), "%u", port), buf) : "",
+		       "");
+		for (int c = 0; c < ncols; c++)
+			printf(" %-16s", c < pl->n ? pl->pods[c].name :
+			       probes[c].to);
+		printf("\n");
+		for (int r = 0; r < pl->n; r++) {
+			printf("%-12s", pl->pods[r].name);
+			for (int c = 0; c < ncols; c++)
+				printf(" %-16s", cell(&probes[r * ncols + c],
+						      buf, sizeof(buf)));
+			printf("\n");
+		}
+		print_summary(probes, np);
+	}
 }
 
 static int probe_matrix(int argc, char **argv)
@@ -1086,49 +1135,15 @@ static int probe_matrix(int argc, char **argv)
 	finalize(&ss, 0, np);
 	interrupted = stop_signal;
 	ret = EXIT_OK;
-	if (!nsent && interrupted)
-		goto out;
-
-	if (json_output) {
-		json_obj_open(jw);
-		json_kstr(jw, "proto", proto_name(proto));
-		if (port)
-			json_ku64(jw, "port", port);
-		json_key(jw, "results");
-		json_arr_open(jw);
-		for (int i = 0; i < np; i++)
-			print_probe(&ss.probes[i], i + 1);
-		json_arr_close(jw);
-		print_summary(ss.probes, np);
-		if (interrupted)
-			json_kstr(jw, "interrupted", stop_signal_name());
-		json_obj_close(jw);
-		json_end(jw);
-	} else {
-		char buf[32];
-
-		printf("%s%s%s matrix (rows: from, columns: to)\n%-12s",
-		       proto_name(proto), port ? " port " : "",
-		       port ? (snprintf(buf, sizeof(buf), "%u", port), buf) : "",
-		       "");
-		for (int c = 0; c < ncols; c++)
-			printf(" %-16s", c < pl.n ? pl.pods[c].name :
-			       ss.probes[c].to);
-		printf("\n");
-		for (int r = 0; r < pl.n; r++) {
-			printf("%-12s", pl.pods[r].name);
-			for (int c = 0; c < ncols; c++)
-				printf(" %-16s", cell(&ss.probes[r * ncols + c],
-						      buf, sizeof(buf)));
-			printf("\n");
-		}
-		print_summary(ss.probes, np);
-	}
 out:
+	/* Undone before anything is printed, as in probe_run. */
 	session_close(&ss);
-	free(ss.probes);
 	node_close(&n);
 	stop_handlers_restore(&sh);
+	if (ret == EXIT_OK && nsent)
+		print_matrix(&pl, ncols, proto, port, ss.probes, np,
+			     interrupted);
+	free(ss.probes);
 	if (interrupted)
 		ret = report_interrupted(nsent, nplanned);
 	return ret;
