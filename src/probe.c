@@ -134,8 +134,7 @@ static void stop_handlers_restore(const struct stop_handlers *h)
 			sigaction(stop_signals[i], &h->old[i], NULL);
 }
 
-/* Exit status and message of an interrupted command: a runtime failure
- * (1), after the cleanup; the probes it sent are reported first. */
+/* "SIGINT" and so on, for the signal that stopped the command. */
 static const char *stop_signal_name(void)
 {
 	static char buf[16];
