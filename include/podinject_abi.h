@@ -318,8 +318,11 @@ struct pi_proxy_listener_key {
  * ephemeral ports (ICMP: echo id and sequence). */
 #define PI_PROBE_PORT_LO	61000
 #define PI_PROBE_PORT_HI	65535
-#define PI_PROBE_DEV		"pi-probe"
-#define PI_PROBE_TX_DEV		"pi-probe-tx"
+/* The probe's own device pair. A pod's host device is "pi-" + its name,
+ * and pod names are [a-z0-9-]: with an underscore these can be no pod's
+ * (a pod named "probe" has pi-probe). */
+#define PI_PROBE_DEV		"pi_probe"
+#define PI_PROBE_TX_DEV		"pi_probe_tx"
 
 struct pi_probe_flow {
 	__u32 probe_id;

@@ -2,9 +2,9 @@
 /*
  * podinject probe: synthetic flows from a pod, without entering it.
  *
- * podinject's own injector device pair (pi-probe-tx -> pi-probe, in the
- * node's namespace, the head program on pi-probe) is authorised to speak
- * for the probed pods. A probe is a frame written to pi-probe-tx with the
+ * podinject's own injector device pair (pi_probe_tx -> pi_probe, in the
+ * node's namespace, the head program on pi_probe) is authorised to speak
+ * for the probed pods. A probe is a frame written to pi_probe_tx with the
  * pod's source address; the head program injects it into the pod's egress
  * datapath, where the pod's own programs (source check, policy, routing)
  * decide its fate exactly as for the pod's traffic. Answers are taken at
@@ -16,6 +16,11 @@
  * 5-tuple only while the probe runs: a reply is taken only if it answers
  * that 5-tuple, so the pod's own flows are never touched unless the pod
  * uses the very same 5-tuple at the same moment.
+ *
+ * The device pair, the authorisations, the reply hooks and the flows exist
+ * only while a command runs, so SIGINT, SIGTERM and SIGHUP do not end the
+ * process: they set a flag that the wait loops check, and the command then
+ * reports what it has and cleans up as on any other exit.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,6 +29,7 @@
 #include <net/ethernet.h>
 #include <net/if.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +41,7 @@
 #include "cmds.h"
 #include "inject.h"
 #include "nl.h"
+#include "podinject_rule.h"
 #include "util.h"
 
 enum verdict { V_PENDING, V_ANSWERED, V_REFUSED, V_POLICY, V_NOANSWER,
@@ -63,7 +70,7 @@ struct probe {
 struct session {
 	struct pi_node *n;
 	struct inject_state s;
-	struct pi_pod_info injector;		/* pi-probe as a pod, for the auth code */
+	struct pi_pod_info injector;		/* pi_probe as a pod, for the auth code */
 	int tx_fd, tx_ifindex;
 	bool made_dev;
 	struct ring_buffer *rb;
@@ -80,6 +87,79 @@ static long long mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- interruption ------------------------------------------------------- */
+
+/* The signal that asked a running probe to stop, 0 while none did. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
+
+struct stop_handlers {
+	struct sigaction old[3];
+	bool set[3];
+};
+
+/* From here on the signals only set stop_signal. SA_RESTART keeps
+ * netlink and map calls of the setup and the cleanup going; the ring
+ * buffer's epoll_wait is never restarted, so the wait loops see the flag
+ * at once. A signal the caller ignores (nohup, a background job of a
+ * shell without job control) stays ignored. */
+static void stop_handlers_set(struct stop_handlers *h)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal,
+				.sa_flags = SA_RESTART };
+
+	sigemptyset(&sa.sa_mask);
+	stop_signal = 0;
+	for (int i = 0; i < 3; i++) {
+		h->set[i] = false;
+		if (sigaction(stop_signals[i], NULL, &h->old[i]) ||
+		    h->old[i].sa_handler == SIG_IGN)
+			continue;
+		h->set[i] = !sigaction(stop_signals[i], &sa, NULL);
+	}
+}
+
+static void stop_handlers_restore(const struct stop_handlers *h)
+{
+	for (int i = 0; i < 3; i++)
+		if (h->set[i])
+			sigaction(stop_signals[i], &h->old[i], NULL);
+}
+
+/* "SIGINT" and so on, for the signal that stopped the command. */
+static const char *stop_signal_name(void)
+{
+	static char buf[16];
+	const char *abbrev = sigabbrev_np(stop_signal);
+
+	snprintf(buf, sizeof(buf), "SIG%s", abbrev ? abbrev : "?");
+	return buf;
+}
+
+/* Exit status of an interrupted command, called after its cleanup: a
+ * runtime failure. The probes it sent have been reported on stdout, in
+ * JSON with "interrupted" (so the error goes to stderr only there). */
+static int report_interrupted(int sent, int planned)
+{
+	char msg[160];
+
+	snprintf(msg, sizeof(msg),
+		 "probe interrupted by %s: %d of %d probes sent; its device, authorisations and hooks are removed",
+		 stop_signal_name(), sent, planned);
+	fflush(stdout);		/* after the report, also into a pipe */
+	if (json_output && sent)
+		fprintf(stderr, "error: %s\n", msg);
+	else
+		p_err("%s", msg);
+	return EXIT_RUNTIME;
 }
 
 /* ---- packets ---------------------------------------------------------- */
@@ -198,26 +278,19 @@ static int send_frame(struct session *ss, const uint8_t *buf, int len)
 
 /* ---- the pod's policy, as the node datapath evaluates it --------------- */
 
-static bool prefix_ok(const struct pi_addr *a, const struct pi_addr *net,
-		      int plen)
-{
-	for (int i = 0; i < 4 && plen > i * 32; i++) {
-		int bits = plen - i * 32;
-		uint32_t mask = bits >= 32 ? 0xffffffff : ~(0xffffffffu >> bits);
-
-		if ((ntohl(a->a[i]) ^ ntohl(net->a[i])) & mask)
-			return false;
-	}
-	return true;
-}
-
-/* The deny rule that decides this probe in the pod's egress policy, or 0. */
+/* The deny rule that decides this probe in the pod's egress policy, or 0:
+ * the pod's rules walked as pod_egress walks them, with the datapath's own
+ * matcher, on the packet the probe sends. */
 static uint32_t policy_deny_rule(const struct pi_node *n, const struct probe *pr)
 {
 	struct pi_policy_ref ref;
 	uint32_t key = pr->pod->id * 2 + PI_DIR_EGRESS;
+	uint8_t proto = pr->proto;
+	bool ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
 	struct pi_rule r;
 
+	if (pr->family == AF_INET6 && proto == IPPROTO_ICMP)
+		proto = IPPROTO_ICMPV6;	/* what build_frame puts on the wire */
 	if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &key, &ref))
 		return 0;
 	for (uint32_t i = 0; i < ref.count; i++) {
@@ -225,14 +298,8 @@ static uint32_t policy_deny_rule(const struct pi_node *n, const struct probe *pr
 
 		if (bpf_map_lookup_elem(n->maps[M_RULES], &slot, &r))
 			return 0;
-		if (r.family && r.family != (uint32_t)pr->family)
-			continue;
-		if (r.proto && r.proto != pr->proto)
-			continue;
-		if (r.port_hi && (pr->proto == IPPROTO_ICMP ||
-				  pr->dport < r.port_lo || pr->dport > r.port_hi))
-			continue;
-		if (r.prefixlen && !prefix_ok(&pr->dst, &r.addr, r.prefixlen))
+		if (!pi_rule_matches(&r, pr->family, &pr->dst, proto, ports,
+				     ports ? pr->dport : 0))
 			continue;
 		return r.action == PI_DENY ? r.id : 0;
 	}
@@ -285,6 +352,13 @@ static int on_event(void *ctx, void *data, size_t len)
 	return 0;
 }
 
+/* The head program's pin on pi_probe: "link_" + a device name no pod
+ * can have, so never a pod's link_POD. */
+static void probe_link_pin(const struct session *ss, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/link_" PI_PROBE_DEV, ss->s.dir);
+}
+
 static void session_close(struct session *ss)
 {
 	char path[PATH_MAX];
@@ -316,13 +390,47 @@ static void session_close(struct session *ss)
 	if (ss->tx_fd >= 0)
 		close(ss->tx_fd);
 	if (ss->made_dev && !node_enter(ss->n, &saved)) {
-		snprintf(path, sizeof(path), "%s/link_probe", ss->s.dir);
+		probe_link_pin(ss, path, sizeof(path));
 		detach_prog(ss->injector.ifindex, PI_HOOK_INGRESS,
 			    node_attach_mode(ss->n), PI_PRIO_HEAD, path);
 		nl_link_del(ss->injector.ifindex);
 		netns_restore(saved);
 	}
 	inject_close(&ss->s);
+}
+
+/* A probe killed without its cleanup (SIGKILL) leaves its device, which
+ * stops every later probe until it is removed by hand, and its link pin,
+ * authorisations and flows. Holding the device now, this probe is the only
+ * one on the node: what an earlier one left goes. Injectors are pods or
+ * the probe, so an authorisation of an injector that is no pod is one. */
+static void forget_dead_probe(struct session *ss)
+{
+	struct pi_inject_key key, next, *prev = NULL;
+	struct pi_flow_key fkey;
+	char path[PATH_MAX];
+	struct pi_pod_info pod;
+	bool gone = false;
+
+	probe_link_pin(ss, path, sizeof(path));
+	unlink(path);
+	while (!bpf_map_get_next_key(ss->s.maps[IM_AUTH], prev, &next)) {
+		if (next.injector_ifindex != ss->injector.ifindex &&
+		    bpf_map_lookup_elem(ss->n->maps[M_PODS],
+					&next.injector_ifindex, &pod)) {
+			bpf_map_delete_elem(ss->s.maps[IM_AUTH], &next);
+			gone = true;
+			prev = NULL;
+			continue;
+		}
+		key = next;
+		prev = &key;
+	}
+	if (gone)
+		netkit_guards_sync_all(ss->n, &ss->s);
+	while (!bpf_map_get_next_key(ss->s.maps[IM_PROBE_FLOWS], NULL, &fkey))
+		if (bpf_map_delete_elem(ss->s.maps[IM_PROBE_FLOWS], &fkey))
+			break;
 }
 
 /* Makes the probe device pair and the transmit socket, in the node's
@@ -335,16 +443,20 @@ static int probe_device(struct session *ss)
 	err = node_enter(ss->n, &saved);
 	if (err)
 		return err;
-	if (nl_link_index(PI_PROBE_DEV) > 0) {
+	if (nl_link_index(PI_PROBE_DEV) > 0 ||
+	    nl_link_index(PI_PROBE_TX_DEV) > 0) {
 		netns_restore(saved);
 		return -EBUSY;
 	}
 	err = nl_veth_create(PI_PROBE_DEV, PI_PROBE_TX_DEV, -1);
+	if (err == -EEXIST)	/* another probe made it just now */
+		err = -EBUSY;
 	if (err)
 		goto out;
 	ss->made_dev = true;
 	ss->injector.ifindex = nl_link_index(PI_PROBE_DEV);
 	ss->tx_ifindex = nl_link_index(PI_PROBE_TX_DEV);
+	forget_dead_probe(ss);
 	snprintf(ss->injector.name, sizeof(ss->injector.name), "%s",
 		 PI_PROBE_DEV);
 	/* nothing but probes goes through it: keep the stack off it */
@@ -359,7 +471,7 @@ static int probe_device(struct session *ss)
 		err = nl_link_wait_running(ss->tx_ifindex, 2000);
 	if (err)
 		goto out;
-	snprintf(path, sizeof(path), "%s/link_probe", ss->s.dir);
+	probe_link_pin(ss, path, sizeof(path));
 	err = attach_prog(ss->s.progs[IP_EGRESS], ss->injector.ifindex,
 			  PI_HOOK_INGRESS, node_attach_mode(ss->n), true,
 			  PI_PRIO_HEAD, path);
@@ -374,6 +486,16 @@ static int probe_device(struct session *ss)
 out:
 	netns_restore(saved);
 	return err;
+}
+
+static void session_open_err(const struct pi_node *n, int err)
+{
+	if (err == -EBUSY)
+		p_err("device " PI_PROBE_DEV " exists in node '%s': another probe is running there, or one was killed and left it (no probe running: 'ip -n %s link del " PI_PROBE_DEV "')",
+		      n->name, n->name);
+	else
+		p_err("cannot set up probing on node '%s': %s", n->name,
+		      strerror(-err));
 }
 
 static int session_open(struct session *ss, struct pi_node *n,
@@ -468,7 +590,8 @@ static int probe_send(struct session *ss, struct probe *pr)
 	return err;
 }
 
-/* Takes answers until every probe in [from, to) has one or `until`. */
+/* Takes answers until every probe in [from, to) has one, `until`, or a
+ * stop signal. */
 static void wait_answers(struct session *ss, int from, int to,
 			 long long until)
 {
@@ -479,7 +602,7 @@ static void wait_answers(struct session *ss, int from, int to,
 		for (int i = from; i < to && !pending; i++)
 			pending = ss->probes[i].verdict == V_PENDING;
 		left = (until - mono_ns()) / 1000000;
-		if (!pending || left <= 0)
+		if (!pending || left <= 0 || stop_signal)
 			break;
 		ring_buffer__poll(ss->rb, left > 50 ? 50 : (int)left);
 	}
@@ -604,6 +727,28 @@ static void print_summary(const struct probe *pr, int n)
 	free(r);
 }
 
+static void print_run(const struct probe *probes, uint32_t n,
+		      bool interrupted)
+{
+	if (json_output) {
+		json_obj_open(jw);
+		json_key(jw, "probes");
+		json_arr_open(jw);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		print_probe(&probes[i], i + 1);
+	if (json_output) {
+		json_arr_close(jw);
+		print_summary(probes, n);
+		if (interrupted)
+			json_kstr(jw, "interrupted", stop_signal_name());
+		json_obj_close(jw);
+		json_end(jw);
+	} else {
+		print_summary(probes, n);
+	}
+}
+
 /* ---- commands ---------------------------------------------------------- */
 
 static int probe_help(int argc, char **argv)
@@ -622,7 +767,14 @@ static int probe_help(int argc, char **argv)
 		"Defaults: tcp when a port is given, else icmp; count 1; interval\n"
 		"100 ms; timeout 1000 ms; the pod-side port (ICMP: echo id) from\n"
 		"%d-%d unless --sport. matrix: every pod to every pod of the node\n"
-		"and to each --to address, all at once.\n", PI_PROBE_PORT_LO,
+		"and to each --to address, all at once.\n"
+		"\n"
+		"A probe runs on the node's device pair " PI_PROBE_DEV " <-> " PI_PROBE_TX_DEV ",\n"
+		"one probe per node at a time. SIGINT, SIGTERM or SIGHUP stop it:\n"
+		"the probes sent so far are reported (JSON: \"interrupted\"), its\n"
+		"device, authorisations and hooks are removed, and it exits 1.\n"
+		"Exit codes: 0 done (whatever the verdicts), 1 runtime failure or\n"
+		"interrupted, 2 usage error.\n", PI_PROBE_PORT_LO,
 		PI_PROBE_PORT_HI);
 	return EXIT_OK;
 }
@@ -669,7 +821,10 @@ static int probe_run(int argc, char **argv)
 	const char *from = NULL, *to = NULL;
 	uint32_t count = 1, interval = 100, timeout = 1000, sport = 0;
 	int family, port = -1, proto = -1, err, ret = EXIT_RUNTIME;
+	struct stop_handlers sh;
+	bool interrupted = false;
 	struct session ss;
+	uint32_t sent = 0;
 	struct pi_addr dst;
 	struct pi_pod_info pod;
 	struct pi_node n;
@@ -731,11 +886,11 @@ static int probe_run(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	srandom(mono_ns());
+	stop_handlers_set(&sh);
 	err = session_open(&ss, &n, &pod, 1);
 	if (err) {
-		p_err(err == -EBUSY ? "another probe is running on node '%s'" :
-		      "cannot set up probing on node '%s': %s", n.name,
-		      strerror(-err));
+		stop_handlers_restore(&sh);
+		session_open_err(&n, err);
 		node_close(&n);
 		return EXIT_RUNTIME;
 	}
@@ -754,47 +909,41 @@ static int probe_run(int argc, char **argv)
 			pr->key.pod_port = htons(sport);
 		}
 	}
-	if (json_output) {
-		json_obj_open(jw);
-		json_key(jw, "probes");
-		json_arr_open(jw);
-	}
-	for (uint32_t i = 0; i < count; i++) {
+	for (; sent < count && !stop_signal; sent++) {
 		long long next = mono_ns() + interval * 1000000LL;
 
-		probe_send(&ss, &ss.probes[i]);
+		probe_send(&ss, &ss.probes[sent]);
 		/* answers of this and earlier probes arrive meanwhile */
-		wait_answers(&ss, i, i + 1, next);
-		while (mono_ns() < next && i + 1 < count)
+		wait_answers(&ss, sent, sent + 1, next);
+		while (mono_ns() < next && sent + 1 < count && !stop_signal)
 			ring_buffer__poll(ss.rb, 10);
 	}
 	{
 		long long until = mono_ns();
 
-		for (uint32_t i = 0; i < count; i++) {
+		for (uint32_t i = 0; i < sent; i++) {
 			long long d = ss.probes[i].sent_ns + timeout * 1000000LL;
 
 			if (d > until)
 				until = d;
 		}
-		wait_answers(&ss, 0, count, until);
-		finalize(&ss, 0, count);
+		wait_answers(&ss, 0, sent, until);
+		finalize(&ss, 0, sent);
 	}
-	for (uint32_t i = 0; i < count; i++)
-		print_probe(&ss.probes[i], i + 1);
-	if (json_output) {
-		json_arr_close(jw);
-		print_summary(ss.probes, count);
-		json_obj_close(jw);
-		json_end(jw);
-	} else {
-		print_summary(ss.probes, count);
-	}
+	/* A signal from here on does not take anything from the answer. */
+	interrupted = stop_signal;
 	ret = EXIT_OK;
 out:
+	/* Undone before anything is printed: a reader that goes away
+	 * (SIGPIPE) cannot leave the device behind. */
 	session_close(&ss);
-	free(ss.probes);
 	node_close(&n);
+	stop_handlers_restore(&sh);
+	if (ret == EXIT_OK && sent)
+		print_run(ss.probes, sent, interrupted);
+	free(ss.probes);
+	if (interrupted)
+		ret = report_interrupted(sent, count);
 	return ret;
 }
 
@@ -827,15 +976,58 @@ static const char *cell(const struct probe *pr, char *buf, size_t len)
 	return buf;
 }
 
+static void print_matrix(const struct pod_list *pl, int ncols, int proto,
+			 uint32_t port, const struct probe *probes, int np,
+			 bool interrupted)
+{
+	if (json_output) {
+		json_obj_open(jw);
+		json_kstr(jw, "proto", pi_proto_name(proto));
+		if (port)
+			json_ku64(jw, "port", port);
+		json_key(jw, "results");
+		json_arr_open(jw);
+		for (int i = 0; i < np; i++)
+			print_probe(&probes[i], i + 1);
+		json_arr_close(jw);
+		print_summary(probes, np);
+		if (interrupted)
+			json_kstr(jw, "interrupted", stop_signal_name());
+		json_obj_close(jw);
+		json_end(jw);
+	} else {
+		char buf[32];
+
+		printf("%s%s%s matrix (rows: from, columns: to)\n%-12s",
+		       pi_proto_name(proto), port ? " port " : "",
+		       port ? (snprintf(buf, sizeof(buf), "%u", port), buf) : "",
+		       "");
+		for (int c = 0; c < ncols; c++)
+			printf(" %-16s", c < pl->n ? pl->pods[c].name :
+			       probes[c].to);
+		printf("\n");
+		for (int r = 0; r < pl->n; r++) {
+			printf("%-12s", pl->pods[r].name);
+			for (int c = 0; c < ncols; c++)
+				printf(" %-16s", cell(&probes[r * ncols + c],
+						      buf, sizeof(buf)));
+			printf("\n");
+		}
+		print_summary(probes, np);
+	}
+}
+
 static int probe_matrix(int argc, char **argv)
 {
 	static struct pod_list pl;
 	struct pi_addr extra[16];
 	int extra_family[16], nextra = 0, proto = IPPROTO_ICMP, ret = EXIT_RUNTIME;
 	uint32_t port = 0, timeout = 1000;
+	struct stop_handlers sh;
+	bool interrupted = false;
 	struct session ss;
 	struct pi_node n;
-	int ncols, np = 0, err;
+	int ncols, np = 0, nsent = 0, nplanned = 0, err;
 	uint8_t p8;
 
 	while (argc > 0) {
@@ -892,11 +1084,11 @@ static int probe_matrix(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	srandom(mono_ns());
+	stop_handlers_set(&sh);
 	err = session_open(&ss, &n, pl.pods, pl.n);
 	if (err) {
-		p_err(err == -EBUSY ? "another probe is running on node '%s'" :
-		      "cannot set up probing on node '%s': %s", n.name,
-		      strerror(-err));
+		stop_handlers_restore(&sh);
+		session_open_err(&n, err);
 		node_close(&n);
 		return EXIT_RUNTIME;
 	}
@@ -929,50 +1121,30 @@ static int probe_matrix(int argc, char **argv)
 		}
 	}
 	/* all at once: the pairs are independent flows */
-	for (int i = 0; i < np; i++)
-		if (ss.probes[i].verdict == V_PENDING)
-			probe_send(&ss, &ss.probes[i]);
+	for (int i = 0; i < np; i++) {
+		if (ss.probes[i].verdict != V_PENDING)
+			continue;
+		nplanned++;
+		if (stop_signal)	/* before the first: send none */
+			continue;
+		probe_send(&ss, &ss.probes[i]);
+		nsent++;
+	}
 	wait_answers(&ss, 0, np, mono_ns() + timeout * 1000000LL);
 	finalize(&ss, 0, np);
-
-	if (json_output) {
-		json_obj_open(jw);
-		json_kstr(jw, "proto", pi_proto_name(proto));
-		if (port)
-			json_ku64(jw, "port", port);
-		json_key(jw, "results");
-		json_arr_open(jw);
-		for (int i = 0; i < np; i++)
-			print_probe(&ss.probes[i], i + 1);
-		json_arr_close(jw);
-		print_summary(ss.probes, np);
-		json_obj_close(jw);
-		json_end(jw);
-	} else {
-		char buf[32];
-
-		printf("%s%s%s matrix (rows: from, columns: to)\n%-12s",
-		       pi_proto_name(proto), port ? " port " : "",
-		       port ? (snprintf(buf, sizeof(buf), "%u", port), buf) : "",
-		       "");
-		for (int c = 0; c < ncols; c++)
-			printf(" %-16s", c < pl.n ? pl.pods[c].name :
-			       ss.probes[c].to);
-		printf("\n");
-		for (int r = 0; r < pl.n; r++) {
-			printf("%-12s", pl.pods[r].name);
-			for (int c = 0; c < ncols; c++)
-				printf(" %-16s", cell(&ss.probes[r * ncols + c],
-						      buf, sizeof(buf)));
-			printf("\n");
-		}
-		print_summary(ss.probes, np);
-	}
+	interrupted = stop_signal;
 	ret = EXIT_OK;
 out:
+	/* Undone before anything is printed, as in probe_run. */
 	session_close(&ss);
-	free(ss.probes);
 	node_close(&n);
+	stop_handlers_restore(&sh);
+	if (ret == EXIT_OK && nsent)
+		print_matrix(&pl, ncols, proto, port, ss.probes, np,
+			     interrupted);
+	free(ss.probes);
+	if (interrupted)
+		ret = report_interrupted(nsent, nplanned);
 	return ret;
 }
 
