@@ -59,7 +59,7 @@ $(BUILD)/vmlinux.h: | $(BUILD)
 	$(call msg,GEN,$@)
 	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
 
-$(BUILD)/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h include/podinject_abi.h $(wildcard bpf/lib/*.h) | $(BUILD)
+$(BUILD)/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h $(wildcard include/*.h) $(wildcard bpf/lib/*.h) | $(BUILD)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
@@ -97,7 +97,7 @@ $(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $< -o $@
 
-$(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h)
+$(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h) $(HEADERS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) $(LIB_OBJS) -o $@ $(LDLIBS)
 
