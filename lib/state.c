@@ -238,6 +238,27 @@ fail:
 	return err;
 }
 
+int node_unlock(struct pi_node *n)
+{
+	if (n->lock_fd < 0)
+		return -EBADF;
+	if (flock(n->lock_fd, LOCK_UN))
+		return -errno;
+	close(n->lock_fd);
+	n->lock_fd = -1;
+	return 0;
+}
+
+int node_relock(struct pi_node *n, int timeout_ms)
+{
+	int fd = node_lock_dir(n->pin_dir, NODE_LOCK_EXCLUSIVE, timeout_ms);
+
+	if (fd < 0)
+		return fd;
+	n->lock_fd = fd;
+	return 0;
+}
+
 void node_close(struct pi_node *n)
 {
 	for (int i = 0; i < M__COUNT; i++)

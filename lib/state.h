@@ -82,6 +82,10 @@ int node_open(struct pi_node *n, const char *name, enum node_lock lock,
 int node_lock_dir(const char *dir, enum node_lock lock, int timeout_ms);
 void node_close(struct pi_node *n);
 void node_reset(struct pi_node *n);	/* an unopened node, all fds -1 */
+/* Lets go of the node's lock and takes it (exclusively) again, for a
+ * command whose middle part changes nothing of the node. */
+int node_unlock(struct pi_node *n);
+int node_relock(struct pi_node *n, int timeout_ms);
 
 int node_enter(const struct pi_node *n, int *saved);
 int node_save_config(struct pi_node *n);

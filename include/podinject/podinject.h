@@ -248,6 +248,65 @@ struct pi_proxy_info {
 
 int pi_proxy_list(struct pi_node *node, struct pi_proxy_info **proxies);
 
+/* ---- probes: synthetic flows ----------------------------------------- */
+
+enum pi_probe_verdict {
+	PI_PROBE_PENDING,
+	PI_PROBE_ANSWERED,
+	PI_PROBE_REFUSED,	/* a reset or an ICMP error: the far side is there */
+	PI_PROBE_POLICY,	/* dropped by the pod's own rule (`rule`) */
+	PI_PROBE_NOANSWER,
+	PI_PROBE_SELF,		/* a matrix cell from a pod to itself */
+};
+
+struct pi_probe_result {
+	char from[PI_POD_NAME_MAX + 1];
+	char to[64];
+	int family;
+	uint8_t proto;
+	uint16_t port;			/* 0 for ICMP */
+	enum pi_probe_verdict verdict;
+	uint32_t rule;			/* PI_PROBE_POLICY: the rule */
+	int64_t rtt_ns;			/* answered or refused, else -1 */
+};
+
+/* Probes from pod `from` to dst[:port], sent into the pod's egress
+ * datapath as the pod's own packets; `stop`, when set (a signal handler's
+ * flag), ends the sending and the wait early. The node's lock is held
+ * while the probe's state is set up and taken down, not while it waits. */
+struct pi_probe_spec {
+	const char *from;
+	int family;
+	struct pi_addr dst;
+	uint8_t proto;			/* 0: tcp with a port, else icmp */
+	uint16_t port, sport;		/* sport 0: one of PI_PROBE_PORT_LO..HI */
+	uint32_t count, interval_ms, timeout_ms;
+	int lock_timeout_ms;
+	const volatile int *stop;
+};
+
+/* Results of the probes sent, in order, in a malloc()ed array; returns how
+ * many were sent. */
+int pi_probe_run(struct pi_node *node, const struct pi_probe_spec *spec,
+		 struct pi_probe_result **results);
+
+/* Every pod to every pod of the node (IPv4), and to `extra` addresses. */
+struct pi_matrix_spec {
+	uint8_t proto;			/* 0: icmp */
+	uint16_t port;
+	uint32_t timeout_ms;
+	int nextra;			/* at most 16 */
+	int extra_family[16];
+	struct pi_addr extra[16];
+	int lock_timeout_ms;
+	const volatile int *stop;
+};
+
+/* rows x cols results (rows: from, in pod id order; cols: those pods,
+ * then the extra addresses); returns how many probes were sent. */
+int pi_probe_matrix(struct pi_node *node, const struct pi_matrix_spec *spec,
+		    struct pi_probe_result **results, int *rows, int *cols);
+
 /* ---- features --------------------------------------------------------- */
 
 struct pi_features {
