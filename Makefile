@@ -9,7 +9,10 @@ BPFTOOL   ?= bpftool
 ARCH      := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
 CFLAGS    ?= -O2 -g
-CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Iinclude -Ilib -Isrc -I$(BUILD) -D_GNU_SOURCE
+CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Iinclude -I$(BUILD) -D_GNU_SOURCE
+# The library's own headers are for the library and its unit tests; the
+# CLI sees the public header only.
+LIB_CFLAGS := -Ilib
 LDLIBS    := -lbpf -lelf -lz -lmnl
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	      -Iinclude -Ibpf -I$(BUILD)
@@ -75,9 +78,9 @@ HEADERS   := $(wildcard include/*.h include/podinject/*.h lib/*.h)
 
 $(BUILD)/lib/%.o: lib/%.c $(SKELS) $(HEADERS) | $(BUILD)/lib
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.o: src/%.c $(SKELS) $(HEADERS) $(wildcard src/*.h) | $(BUILD)/obj
+$(BUILD)/obj/%.o: src/%.c $(HEADERS) $(wildcard src/*.h) | $(BUILD)/obj
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
@@ -89,7 +92,7 @@ $(LIBPI): $(LIB_OBJS)
 	$(Q)objcopy --wildcard --keep-global-symbol='pi_*' $(BUILD)/libpodinject.o
 	$(Q)rm -f $@ && $(AR) rcs $@ $(BUILD)/libpodinject.o
 
-$(BUILD)/podinject: $(CLI_OBJS) $(LIB_OBJS)
+$(BUILD)/podinject: $(CLI_OBJS) $(LIBPI)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -99,7 +102,7 @@ $(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
 
 $(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h) $(HEADERS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) $(LIB_OBJS) -o $@ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) $(LIB_OBJS) -o $@ $(LDLIBS)
 
 # The API's own tests link the library as any other program would.
 $(BUILD)/lib_tests: $(wildcard tests/lib/*.c) $(LIBPI)

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <bpf/libbpf.h>
 #include "cmds.h"
-#include "state.h"
 #include "util.h"
 
 static int main_help(int argc, char **argv)
@@ -24,7 +23,7 @@ static int main_help(int argc, char **argv)
 		"\"node busy\" and changes nothing.\n"
 		"'podinject OBJECT help' explains each object.\n"
 		"Exit codes: 0 ok, 1 runtime failure, 2 usage error.\n",
-		NODE_LOCK_TIMEOUT_MS);
+		PI_LOCK_TIMEOUT_MS);
 	return EXIT_OK;
 }
 

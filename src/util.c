@@ -9,12 +9,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "state.h"
 #include "util.h"
 
 bool json_output;
 const char *node_name = "node";
-int lock_timeout_ms = NODE_LOCK_TIMEOUT_MS;
+int lock_timeout_ms = PI_LOCK_TIMEOUT_MS;
 bool verbose;
 static struct json stdout_json;
 struct json *jw = &stdout_json;

@@ -13,10 +13,6 @@
 #define EXIT_RUNTIME	1
 #define EXIT_USAGE	2
 
-/* The CLI's node (-N), for reading or for changing it. */
-#define node_open_ro(n) node_open(n, node_name, NODE_LOCK_SHARED, lock_timeout_ms)
-#define node_open_rw(n) node_open(n, node_name, NODE_LOCK_EXCLUSIVE, lock_timeout_ms)
-
 extern bool json_output;
 extern const char *node_name;		/* -N/--node, PODINJECT_NODE, "node" */
 extern int lock_timeout_ms;		/* -W/--wait, PODINJECT_WAIT */
