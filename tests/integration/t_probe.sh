@@ -213,7 +213,7 @@ left_nothing killed
 scrub
 
 # ---- A pod named `probe`: its host device is pi-probe and its head
-# program's pin link_probe. While another probe runs it is added, injects
+# program's pin link_IFINDEX. While another probe runs it is added, injects
 # and is refused probing clearly; then it is probed like any pod, and the
 # probes leave what is its own alone.
 udp_from_probe() {	# udp_from_probe COUNT: injected as tq-c, received by tq-b
@@ -245,10 +245,10 @@ expect_eq other_probe_interrupted "$?" 1
 check other_probe_answered reported /tmp/tq$$.bg '.summary.answered >= 1 and .summary.answered == .summary.sent'
 out=$(probe --from probe --to $B --count 3 --interval 20)
 expect_eq probe_pod_probe_answered "$(verdicts <<<"$out")" answered
-# pi-probe is the pod's host device, and link_probe its head program's pin
+# pi-probe is the pod's host device, and link_IFINDEX its head program's pin
 expect_eq probe_pod_device_kept "$(ip -n $X -j link show pi-probe | jq '.[0].ifindex')" \
 	"$("$PI" -N $X -j pod show probe | jq .host_ifindex)"
-check probe_pod_link_kept sh -c "test -e $INJ/link_probe && $PI -N $X -j pod show probe >/dev/null"
+check probe_pod_link_kept test -e "$INJ/link_$("$PI" -N $X -j pod show probe | jq .host_ifindex)"
 expect_eq probe_pod_auth_kept "$("$PI" -N $X -j inject list | jq -r '[.[] | .injector + ">" + .as] | unique | join(",")')" "probe>tq-c"
 expect_eq probe_pod_injects_after "$(udp_from_probe 10)" 10
 rm -f /tmp/tq$$.i /tmp/tq$$.r /tmp/tq$$.bg
