@@ -116,6 +116,18 @@ static uint16_t csum_fold(uint32_t sum)
 
 /* Builds the probe's frame (or, with rst_seq, the TCP reset that ends an
  * answered probe). Returns its length. */
+/* Header fields sit wherever the frame puts them: stored bytewise, as the
+ * frame has no alignment to offer. */
+static void put16(uint8_t *at, uint16_t v)
+{
+	memcpy(at, &v, 2);
+}
+
+static void put32(uint8_t *at, uint32_t v)
+{
+	memcpy(at, &v, 4);
+}
+
 static int build_frame(const struct probe *pr, uint8_t *buf, bool rst,
 		       uint32_t rst_seq)
 {
@@ -138,13 +150,13 @@ static int build_frame(const struct probe *pr, uint8_t *buf, bool rst,
 		uint8_t *ip = buf + l3;
 
 		ip[0] = 0x45;
-		*(uint16_t *)(ip + 2) = htons(20 + l4len);
-		*(uint16_t *)(ip + 4) = htons(pr->id & 0xffff);
+		put16(ip + 2, htons(20 + l4len));
+		put16(ip + 4, htons(pr->id & 0xffff));
 		ip[8] = 64;
 		ip[9] = proto;
 		memcpy(ip + 12, &pr->src.a[0], 4);
 		memcpy(ip + 16, &pr->dst.a[0], 4);
-		*(uint16_t *)(ip + 10) = csum_fold(csum_add(0, ip, 20));
+		put16(ip + 10, csum_fold(csum_add(0, ip, 20)));
 		off = l3 + 20;
 		if (proto != IPPROTO_ICMP) {
 			sum = csum_add(0, ip + 12, 8);
@@ -156,7 +168,7 @@ static int build_frame(const struct probe *pr, uint8_t *buf, bool rst,
 		if (proto == IPPROTO_ICMP)
 			proto = IPPROTO_ICMPV6;
 		ip6[0] = 0x60;
-		*(uint16_t *)(ip6 + 4) = htons(l4len);
+		put16(ip6 + 4, htons(l4len));
 		ip6[6] = proto;
 		ip6[7] = 64;
 		memcpy(ip6 + 8, pr->src.a, 16);
@@ -167,31 +179,31 @@ static int build_frame(const struct probe *pr, uint8_t *buf, bool rst,
 	}
 	l4 = buf + off;
 	if (pr->proto == IPPROTO_TCP) {
-		*(uint16_t *)l4 = htons(pr->sport);
-		*(uint16_t *)(l4 + 2) = htons(pr->dport);
-		*(uint32_t *)(l4 + 4) = htonl(rst ? rst_seq : pr->isn);
+		put16(l4, htons(pr->sport));
+		put16(l4 + 2, htons(pr->dport));
+		put32(l4 + 4, htonl(rst ? rst_seq : pr->isn));
 		l4[12] = (rst ? 5 : 6) << 4;
 		l4[13] = rst ? 0x04 : 0x02;
-		*(uint16_t *)(l4 + 14) = htons(rst ? 0 : 64240);
+		put16(l4 + 14, htons(rst ? 0 : 64240));
 		if (!rst) {	/* MSS 1460 */
 			l4[20] = 2;
 			l4[21] = 4;
-			*(uint16_t *)(l4 + 22) = htons(1460);
+			put16(l4 + 22, htons(1460));
 		}
-		*(uint16_t *)(l4 + 16) = csum_fold(csum_add(sum, l4, l4len));
+		put16(l4 + 16, csum_fold(csum_add(sum, l4, l4len)));
 	} else if (pr->proto == IPPROTO_UDP) {
-		*(uint16_t *)l4 = htons(pr->sport);
-		*(uint16_t *)(l4 + 2) = htons(pr->dport);
-		*(uint16_t *)(l4 + 4) = htons(l4len);
+		put16(l4, htons(pr->sport));
+		put16(l4 + 2, htons(pr->dport));
+		put16(l4 + 4, htons(l4len));
 		snprintf((char *)l4 + 8, 16, "podinject %06u", pr->id % 1000000);
-		*(uint16_t *)(l4 + 6) = csum_fold(csum_add(sum, l4, l4len));
+		put16(l4 + 6, csum_fold(csum_add(sum, l4, l4len)));
 	} else {
 		l4[0] = pr->family == AF_INET ? 8 : 128;	/* echo request */
-		*(uint16_t *)(l4 + 4) = htons(pr->sport);
-		*(uint16_t *)(l4 + 6) = htons(pr->dport);
+		put16(l4 + 4, htons(pr->sport));
+		put16(l4 + 6, htons(pr->dport));
 		snprintf((char *)l4 + 8, 16, "podinject %06u", pr->id % 1000000);
-		*(uint16_t *)(l4 + 2) = csum_fold(csum_add(
-			pr->family == AF_INET ? 0 : sum, l4, l4len));
+		put16(l4 + 2, csum_fold(csum_add(
+			pr->family == AF_INET ? 0 : sum, l4, l4len)));
 	}
 	return off + l4len;
 }
