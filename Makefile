@@ -14,6 +14,8 @@ CFLAGS    ?= -O2 -g
 ifeq ($(SANITIZE),1)
 BUILD     := build-san
 CFLAGS    += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# The unit tests lay wire headers over byte buffers, as a wire does.
+UNIT_CFLAGS := -fno-sanitize=alignment
 endif
 CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Iinclude -I$(BUILD) -D_GNU_SOURCE
 # The library's own headers are for the library and its unit tests; the
@@ -108,7 +110,7 @@ $(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
 
 $(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h) $(HEADERS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) $(LIB_OBJS) -o $@ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) $(UNIT_CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) $(LIB_OBJS) -o $@ $(LDLIBS)
 
 # The API's own tests link the library as any other program would.
 $(BUILD)/lib_tests: $(wildcard tests/lib/*.c) $(LIBPI)
