@@ -145,6 +145,26 @@ static const char *dir_name(uint32_t dir)
 	return dir == PI_DIR_EGRESS ? "egress" : "ingress";
 }
 
+/* The pod's current rules in `dir`, in a list with room for all a node
+ * can hold. */
+static int load_policy(struct pi_node *n, const char *pod_name, uint32_t dir,
+		       struct pi_pod_info *pod, struct pi_policy_ref *ref,
+		       struct pi_rule **list)
+{
+	int err = pod_lookup(n, pod_name, pod);
+
+	*list = NULL;
+	if (err)
+		return err;
+	*list = calloc(PI_MAX_RULES, sizeof(**list));
+	if (!*list)
+		return -ENOMEM;
+	err = read_ref(n, pod->id, dir, ref);
+	if (!err)
+		err = read_rules(n, ref, *list);
+	return err;
+}
+
 int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 		  const struct pi_rule *rule, uint32_t pos, uint32_t *id)
 {
@@ -162,15 +182,11 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 		pr_err("'port' needs proto tcp or udp and a range within 1-65535");
 		return -EINVAL;
 	}
-	err = pod_lookup(n, pod_name, &pod);
-	if (err)
+	err = load_policy(n, pod_name, dir, &pod, &ref, &list);
+	if (err == -EINVAL || err == -ESRCH)
 		return err;
-	list = calloc(PI_MAX_RULES, sizeof(*list));
-	err = list ? read_ref(n, pod.id, dir, &ref) : -ENOMEM;
 	if (!err && ref.count >= PI_MAX_RULES / 2)
 		err = -ENOSPC;
-	if (!err)
-		err = read_rules(n, &ref, list);
 	if (!err)
 		err = alloc_rule_id(n, &r.id);
 	if (!err) {
@@ -203,13 +219,9 @@ int pi_policy_del(struct pi_node *n, const char *pod_name, uint32_t dir,
 
 	if (dir > PI_DIR_INGRESS)
 		return -EINVAL;
-	err = pod_lookup(n, pod_name, &pod);
-	if (err)
+	err = load_policy(n, pod_name, dir, &pod, &ref, &list);
+	if (err == -EINVAL || err == -ESRCH)
 		return err;
-	list = calloc(PI_MAX_RULES, sizeof(*list));
-	err = list ? read_ref(n, pod.id, dir, &ref) : -ENOMEM;
-	if (!err)
-		err = read_rules(n, &ref, list);
 	if (!err && id) {
 		for (uint32_t i = 0; i < ref.count; i++)
 			if (list[i].id != id)

@@ -693,24 +693,10 @@ out:
 	return sent;
 }
 
-struct pod_list {
-	struct pi_pod_info *pods;
-	int n;
-};
-
-static int collect_pod(const struct pi_node *n, const struct pi_pod_info *pod,
-		       void *ctx)
-{
-	struct pod_list *l = ctx;
-
-	l->pods[l->n++] = *pod;
-	return 0;
-}
-
 int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		    struct pi_probe_result **out, int *rows, int *cols)
 {
-	struct pod_list pl = { .pods = calloc(PI_MAX_PODS, sizeof(*pl.pods)) };
+	struct { struct pi_pod_info *pods; int n; } pl = {};
 	uint32_t timeout = spec->timeout_ms ? spec->timeout_ms : 1000;
 	int ncols, np = 0, nsent = 0, err = 0;
 	uint8_t proto = spec->proto ? spec->proto : IPPROTO_ICMP;
@@ -719,16 +705,15 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 
 	*out = NULL;
 	*rows = *cols = 0;
-	if (!pl.pods)
-		return -ENOMEM;
 	if ((proto != IPPROTO_ICMP && !spec->port) || spec->nextra > 16 ||
 	    spec->nextra < 0) {
 		pr_err("%s probes need a port; at most 16 more addresses",
 		       pi_proto_name(proto));
-		err = -EINVAL;
-		goto out_pods;
+		return -EINVAL;
 	}
-	pod_for_each(n, collect_pod, &pl);
+	pl.n = pi_pod_list(n, &pl.pods);
+	if (pl.n < 0)
+		return pl.n;
 	for (int i = 0; i < pl.n; i++) {
 		if (!(pl.pods[i].flags & PI_POD_HAS_V4)) {
 			pr_err("probe matrix needs IPv4 on every pod ('%s' has none)",
