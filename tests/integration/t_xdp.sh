@@ -16,6 +16,7 @@
 # must take the tc way (last part).
 . "$(dirname "$0")/lib.sh"
 require_root
+EXPECT=61
 PREFIX=xp-
 X=xp-x
 Y=xp-y
