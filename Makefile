@@ -44,7 +44,7 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
-all: $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/unit_tests $(TOOLS) $(TEST_BPF)
+all: $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/unit_tests $(BUILD)/nl_check $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
@@ -83,6 +83,11 @@ $(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
 $(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) $(LIB_OBJS) -o $@ $(LDLIBS)
+
+# src/nl.c end to end against the running kernel (tests/run.sh runs it)
+$(BUILD)/nl_check: tests/nlcheck/nl_check.c src/nl.c src/nl.h | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) tests/nlcheck/nl_check.c src/nl.c -o $@ -lmnl
 
 $(BUILD)/%: tests/tools/%.c | $(BUILD)
 	$(call msg,CC,$@)

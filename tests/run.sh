@@ -33,6 +33,7 @@ UNIT_EXPECT=36
 expected() {
 	case $1 in
 	unit) echo "$UNIT_EXPECT" ;;
+	nl_check) echo 1 ;;
 	# one line per feature of a kernel in tests/kernels.txt (one SKIP
 	# line for another); the 16 flag cases in the lab, one SKIP line for
 	# them outside
@@ -86,6 +87,9 @@ if [ "$(id -u)" != 0 ]; then
 else
 	if wanted unit; then
 		run unit "" env PODINJECT_ROOT="$ROOT" timeout 300 "$BUILD/unit_tests"
+	fi
+	if wanted nl_check; then
+		run nl_check "" timeout 120 "$BUILD/nl_check"
 	fi
 	for t in "$ROOT"/tests/integration/t_*.sh; do
 		name=$(basename "$t" .sh)
