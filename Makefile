@@ -58,7 +58,7 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
-all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/unit_tests $(BUILD)/lib_tests $(TOOLS) $(TEST_BPF)
+all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/nl_check $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
@@ -116,6 +116,11 @@ $(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h
 $(BUILD)/lib_tests: $(wildcard tests/lib/*.c) $(LIBPI)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(filter %.c,$^) $(LIBPI) -o $@ $(LDLIBS)
+
+# lib/nl.c end to end against the running kernel (tests/run.sh runs it)
+$(BUILD)/nl_check: tests/nlcheck/nl_check.c lib/nl.c lib/nl.h | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) tests/nlcheck/nl_check.c lib/nl.c -o $@ -lmnl
 
 # Test tools stand in for other programs: no sanitizers there.
 $(BUILD)/%: tests/tools/%.c | $(BUILD)

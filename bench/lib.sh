@@ -146,6 +146,15 @@ skip() {	# skip VARIANT REASON
 		>>"$SUITE_DIR/meta"
 }
 
+failed() {	# failed CHECK REASON: the run measured something other than
+		# what it claims; kept with the results, and bench/run.sh
+		# exits 1
+	echo "   FAILED $SUITE/$1: $2"
+	jq -nc --arg c "$1" --arg r "$2" '{type: "failure", check: $c, reason: $r}' \
+		>>"$SUITE_DIR/meta"
+	PB_FAILED=1
+}
+
 # ratio NAME METRIC NUM DEN [SEED]: NUM/DEN per round (same round, so the
 # machine's state is as close as it gets), median/min/max over rounds.
 ratio() {
@@ -181,6 +190,7 @@ def stats: map(.value) as $v | {n: ($v | length), median: ($v | median),
   rounds: $rounds, seconds: $seconds, info: $info,
   notes: [$meta[] | select(.type == "note") | .text],
   skipped: [$meta[] | select(.type == "skip") | {variant, reason}],
+  failed: [$meta[] | select(.type == "failure") | {check, reason}],
   figures: (reduce $s[] as $x ([]; if any(.[]; .[0] == $x.metric and .[1] == $x.variant)
 		then . else . + [[$x.metric, $x.variant, $x.unit]] end)
 	| map(. as [$m, $v, $u] | {metric: $m, variant: $v, unit: $u}
@@ -234,6 +244,7 @@ write_md() {	# write_md JSON: the Markdown report of one suite
 	jq -r '.info | to_entries[] | "- \(.key): \(.value)"' "$j"
 	jq -r '.notes[] | "- \(.)"' "$j"
 	jq -r '.skipped[] | "- **SKIP** \(.variant): \(.reason)"' "$j"
+	jq -r '(.failed // [])[] | "- **FAILED** \(.check): \(.reason)"' "$j"
 	for m in $(jq -r '[.figures[].metric] | unique | .[]' "$j"); do
 		echo
 		echo "| $m ($(jq -r --arg m "$m" '[.figures[] | select(.metric == $m)][0].unit' "$j")) | median | min | max | spread |"

@@ -59,3 +59,7 @@ for s in $suites; do
 done
 echo
 echo "bench: done in $(( $(date +%s) - t0 )) s; results in $RESULTS"
+if [ "${PB_FAILED:-0}" = 1 ]; then
+	echo "bench: FAILED: a suite measured something other than it claims (FAILED lines above, \"failed\" in its JSON)"
+	exit 1
+fi

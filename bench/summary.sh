@@ -3,11 +3,13 @@
 # Prints the Markdown summary of one bench run (the README's Performance
 # tables): per suite its skips, headline figures and ratios with the seed's
 # beside them, and its plot.
-#   bench/summary.sh [DATE]     (default: the newest results)
+#   bench/summary.sh [DATE]     (default: each suite's newest result, which
+#                                may come from different dates: suites are
+#                                rerun on their own)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RES=$ROOT/bench/results
-DATE=${1:-$(ls "$RES"/*.json 2>/dev/null | sed 's|.*/||; s|-[a-z]*\.json$||' | sort | tail -n 1)}
+DATE=${1:-}
 # counters kept in the JSON and the per-suite tables, not the summary
 HIDE='["sent_pps", "udp64_sent_pps", "ring_full_pps", "conns_failed", "delivered_pps",
 	"uplink_sent_pps", "uplink_wire_drop_pps", "uplink_sock_drop_pps"]'
@@ -24,11 +26,17 @@ fmt() {
 }
 
 for s in injection redirect xdp progcost proxy; do
-	j=$RES/$DATE-$s.json
-	[ -f "$j" ] || continue
+	if [ -n "$DATE" ]; then
+		j=$RES/$DATE-$s.json
+	else
+		j=$(ls "$RES"/*-$s.json 2>/dev/null | sort | tail -n 1)
+	fi
+	[ -n "$j" ] && [ -f "$j" ] || continue
+	d=$(basename "$j" "-$s.json")
 	echo "### $(jq -r .title "$j")"
 	echo
 	jq -r '.skipped[] | "- **SKIP** \(.variant): \(.reason)"' "$j"
+	jq -r '(.failed // [])[] | "- **FAILED** \(.check): \(.reason)"' "$j"
 	for m in $(jq -r --argjson h "$HIDE" '[.figures[].metric | select(. as $x | $h | index($x) | not)] | unique | .[]' "$j"); do
 		echo
 		echo "| $m ($(jq -r --arg m "$m" '[.figures[] | select(.metric == $m)][0].unit' "$j")) | median | min–max | spread |"
@@ -48,6 +56,6 @@ for s in injection redirect xdp progcost proxy; do
 		done
 	fi
 	echo
-	echo "![$s](bench/results/$DATE-$s.png) — details: [bench/results/$DATE-$s.md](bench/results/$DATE-$s.md)"
+	echo "![$s](bench/results/$d-$s.png) — details: [bench/results/$d-$s.md](bench/results/$d-$s.md)"
 	echo
 done

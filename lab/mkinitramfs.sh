@@ -84,9 +84,11 @@ copy_tool() {	# a host program as /usr/bin/NAME, replacing busybox's applet
 	fi
 }
 
-# bash for the test scripts, iproute2 (busybox ip has no netns), jq for
-# podinject's JSON; the rest when the host has them.
-for t in bash ip jq; do
+# bash for the test scripts, iproute2 (busybox ip has no netns; its nstat:
+# t_proxy_tw and t_proxy read TCP counters with it, and without it their
+# readings were empty and compared equal), jq for podinject's JSON; the
+# rest when the host has them.
+for t in bash ip nstat jq; do
 	command -v "$t" >/dev/null || die "host program $t is needed (lab/deps.sh)"
 	copy_tool "$t"
 done

@@ -47,14 +47,25 @@ run pi pod show demo-c
 say "Injection: demo-c may speak for demo-a; its packets run demo-a's egress programs once"
 run pi inject allow demo-c --as demo-a
 before=$(pi -j pod show demo-a | jq .stats.egress_packets)
-ip netns exec demo-b "$B/pinet" udp-recv 9000 25 2000 &
+recv=$(mktemp)
+ip netns exec demo-b "$B/pinet" udp-recv 9000 25 2000 >"$recv" &
 sleep 0.3
 run ip netns exec demo-c "$B/pinet" udp-send --bind 10.244.0.10 10.244.0.11 9000 25
 wait
 after=$(pi -j pod show demo-a | jq .stats.egress_packets)
 run pi inject stats
-echo "demo-a egress counter moved by $((after - before)) for 25 injected packets (exactly once)"
-echo "demo-b received them with demo-a's source address (above: 'from 10.244.0.10')"
+# What was measured, said as it was: "exactly once" only when it holds.
+moved=$((after - before))
+got=$(awk 'NR == 1 {print $2}' "$recv")
+from=$(awk '$1 == "from" {printf "%s%s (%s)", sep, $2, $4; sep = ", "}' "$recv")
+rm -f "$recv"
+if [ "$moved" = 25 ] && [ "$got" = 25 ] && [ "$from" = "10.244.0.10 (25)" ]; then
+	verdict="exactly once"
+else
+	verdict="NOT exactly once"
+fi
+echo "demo-a egress counter moved by $moved for 25 injected packets ($verdict)"
+echo "demo-b received ${got:-none} of them, from ${from:-no source}"
 
 say "demo-a's egress policy applies to what is injected as demo-a"
 run pi policy add demo-a egress deny to 10.244.0.11/32 proto udp port 9000
@@ -71,15 +82,20 @@ run pi proxy add demo-p --port 15001 --for demo-a --match tcp dport 8080
 ip netns exec demo-p "$B/podinject-proxy" -v 15001 >/dev/null &
 proxy=$!
 sleep 0.5
-ip netns exec demo-b "$B/pinet" tcp-server 8080 --sink --timeout 5000 &
+srvout=$(mktemp)
+ip netns exec demo-b "$B/pinet" tcp-server 8080 --sink --timeout 5000 >"$srvout" &
 srv=$!
 sleep 0.3
 before=$(pi -j pod show demo-a | jq .stats.egress_packets)
+inj0=$(pi -j inject stats | jq '[.[] | select(.as == "demo-a") | .packets] | add // 0')
 run ip netns exec demo-a "$B/pinet" tcp-connect 10.244.0.11 8080 --send 4000000
-wait $srv
+wait $srv || true
 after=$(pi -j pod show demo-a | jq .stats.egress_packets)
-echo "demo-b saw the connection from demo-a's address (the 'accept' line above)"
-echo "the proxy's upstream packets passed demo-a's egress programs: $((after - before)) packets"
+inj1=$(pi -j inject stats | jq '[.[] | select(.as == "demo-a") | .packets] | add // 0')
+cat "$srvout"
+echo "demo-b saw the connection from: $(awk '$1 == "accept" {print $2; exit}' "$srvout")"
+rm -f "$srvout"
+echo "the proxy's upstream: $((inj1 - inj0)) packets injected as demo-a, demo-a's egress counted $((after - before))"
 run pi inject stats
 kill $proxy
 wait $proxy 2>/dev/null || true

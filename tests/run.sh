@@ -23,20 +23,48 @@ wanted() {
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-# run NAME CMD...: keeps the command's test lines; a command that dies
-# without saying why becomes a FAIL line of its own.
+# expected NAME FILE: how many test lines the suite must print. Each
+# integration suite declares it on a line of its own, `EXPECT=N` (a suite
+# that SKIPs as a whole prints one `SKIP SUITE/all` line instead); the
+# unit tests and the lab-only tests are counted here. A suite that prints
+# fewer lines lost checks: it died early, or a check's command was never
+# run, and the run must not say "0 failed".
+UNIT_EXPECT=37
+LIB_EXPECT=46
+expected() {
+	case $1 in
+	unit) echo "$UNIT_EXPECT" ;;
+	nl_check) echo 1 ;;
+	lib) echo "$LIB_EXPECT" ;;
+	# one line per feature of a kernel in tests/kernels.txt (one SKIP
+	# line for another); the 16 flag cases in the lab, one SKIP line for
+	# them outside
+	lab) local k f=1 c=1
+	     k=$("$ROOT/tests/known-features.sh") && f=$(wc -w <<<"${k#* }")
+	     [ -n "${PODINJECT_LAB:-}" ] || [ "${LAB_TESTS_ON_HOST:-0}" = 1 ] && c=16
+	     echo $((f + c)) ;;
+	*) sed -n 's/^EXPECT=\([0-9][0-9]*\)$/\1/p' "$2" | tail -n 1 ;;
+	esac
+}
+
+# run NAME FILE CMD...: keeps the command's test lines; a command that
+# dies without saying why, a check lost to a shell error, or a suite that
+# printed fewer test lines than it declares becomes a FAIL line of its own.
 run() {
-	local name=$1 rc tmp lost
-	shift
+	local name=$1 file=$2 rc tmp lost want got
+	shift 2
 	tmp=$(mktemp)
 	"$@" >"$tmp" 2>&1
 	rc=$?
 	grep -E '^(PASS|FAIL|SKIP) ' "$tmp" | tee -a "$out"
-	# An expansion error (arithmetic, bad substitution) on a check's line
-	# makes bash drop that command and go on: the check prints no line and
-	# the script may still exit 0. So a check lost that way is a FAIL. (The
-	# lab's busybox date had no %N; four timing checks vanished like that.)
-	lost=$(grep -m 1 -E ': line [0-9]+: .*(\(error token is |bad substitution)' "$tmp")
+	# An expansion error (arithmetic, bad substitution), a mistyped or
+	# missing command on a check's line makes bash drop that command and
+	# go on: the check prints no line and the script may still exit 0. So
+	# a check lost that way is a FAIL. (The lab's busybox date had no %N;
+	# four timing checks vanished like that.)
+	lost=$(grep -m 1 -E ': line [0-9]+: .*(\(error token is |bad substitution|command not found|integer expression expected|unary operator expected|unbound variable|syntax error)|^exec of ".*" failed' "$tmp")
+	want=$(expected "$name" "$file")
+	got=$(grep -c -E '^(PASS|FAIL|SKIP) ' "$tmp")
 	if [ "$rc" = 124 ]; then
 		echo "FAIL $name: timed out" | tee -a "$out"
 	elif [ -n "$lost" ]; then
@@ -44,27 +72,38 @@ run() {
 	elif [ "$rc" != 0 ] && ! grep -q '^FAIL ' "$tmp"; then
 		echo "FAIL $name: exited $rc: $(tail -n 1 "$tmp")" | tee -a "$out"
 	fi
+	if [ -z "$want" ]; then
+		echo "FAIL $name: declares no expected number of checks (EXPECT=N)" | tee -a "$out"
+	elif [ "$got" = 1 ] && grep -q -E "^SKIP [a-z_]+/all: " "$tmp"; then
+		:	# skipped as a whole, with its reason
+	elif [ "$got" != "$want" ]; then
+		echo "FAIL $name: printed $got test lines, declares $want" | tee -a "$out"
+	fi
 	[ -n "${TEST_LOG_DIR:-}" ] && cp "$tmp" "$TEST_LOG_DIR/$name.log"
 	rm -f "$tmp"
 }
 
 if [ "$(id -u)" != 0 ]; then
-	echo "SKIP all: the tests load BPF programs and make namespaces; run as root" | tee -a "$out"
+	# not a pass: nothing was tested
+	echo "FAIL all: the tests load BPF programs and make namespaces; run as root" | tee -a "$out"
 else
 	if wanted unit; then
-		run unit "$BUILD/unit_tests"
+		run unit "" env PODINJECT_ROOT="$ROOT" timeout 300 "$BUILD/unit_tests"
+	fi
+	if wanted nl_check; then
+		run nl_check "" timeout 120 "$BUILD/nl_check"
 	fi
 	if wanted lib; then
-		run lib timeout 300 "$BUILD/lib_tests"
+		run lib "" timeout 300 "$BUILD/lib_tests"
 	fi
 	for t in "$ROOT"/tests/integration/t_*.sh; do
 		name=$(basename "$t" .sh)
 		wanted "$name" || continue
-		run "$name" timeout 600 bash "$t"
+		run "$name" "$t" timeout 600 bash "$t"
 	done
 	if [ -x "$ROOT/tests/lab/run-lab-tests.sh" ] &&
 	   wanted lab; then
-		run lab "$ROOT/tests/lab/run-lab-tests.sh"
+		run lab "" "$ROOT/tests/lab/run-lab-tests.sh"
 	fi
 fi
 

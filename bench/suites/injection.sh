@@ -124,6 +124,12 @@ suite_injection() {
 		once=$(awk -v e=$((eg1 - eg0)) -v i=$((in1 - in0)) 'BEGIN { printf "%.4f", i ? e / i : 0 }')
 		echo "   check $v: injected $((in1 - in0)), pb-t egress counted $((eg1 - eg0)): $once per packet"
 		meta "egress_once_$v" "$once"
+		# not exactly once (or nothing injected, or a counter not
+		# read): what follows would not measure injection
+		if ! [[ $in1 =~ ^[0-9]+$ && $in0 =~ ^[0-9]+$ && $eg1 =~ ^[0-9]+$ && $eg0 =~ ^[0-9]+$ ]] ||
+		   [ $((in1 - in0)) -le 0 ] || [ $((eg1 - eg0)) != $((in1 - in0)) ]; then
+			failed "egress_once_$v" "injection counter ${in0:-?} -> ${in1:-?}, pb-t's egress counter ${eg0:-?} -> ${eg1:-?}: not exactly once"
+		fi
 	done
 
 	for rep in $(seq 1 "$PB_REPS"); do

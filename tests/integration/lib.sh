@@ -41,6 +41,69 @@ expect_eq() {
 	if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "got '$2', want '$3'"; fi
 }
 
+# Numbers. Shell arithmetic takes an empty or unset value for 0, so a
+# counter that could not be read (a missing tool, a failed jq) would make
+# "moved by 0" or "took less than 1000 ms" true. These helpers fail on
+# anything that is not an integer instead.
+is_num() { [[ ${1:-} =~ ^-?[0-9]+$ ]]; }
+# sub A B: prints A - B, or "not-a-number(A - B)" when either is not one
+sub() {
+	if is_num "${1:-}" && is_num "${2:-}"; then
+		echo $(($1 - $2))
+	else
+		echo "not-a-number('${1:-}' - '${2:-}')"
+	fi
+}
+# expect_num NAME GOT WANT: GOT is an integer and equals WANT
+expect_num() {
+	if ! is_num "$2"; then
+		fail "$1" "got '$2', not a number (want $3)"
+	elif [ "$2" -eq "$3" ]; then
+		pass "$1"
+	else
+		fail "$1" "got $2, want $3"
+	fi
+}
+# expect_lt NAME GOT LIMIT: GOT is an integer below LIMIT
+expect_lt() {
+	if ! is_num "$2"; then
+		fail "$1" "got '$2', not a number (want < $3)"
+	elif [ "$2" -lt "$3" ]; then
+		pass "$1"
+	else
+		fail "$1" "got $2, want < $3"
+	fi
+}
+# now_ms: milliseconds since the epoch; prints nothing when the clock
+# cannot say (a date without %N), so that expect_lt fails
+now_ms() {
+	local ns
+	ns=$(date +%s%N 2>/dev/null)
+	is_num "$ns" && [ ${#ns} -gt 12 ] && echo $((ns / 1000000))
+}
+
+# wait_udp_listen NETNS PORT [-6]: a UDP socket of NETNS is bound to PORT
+# (a "nothing arrived" check means nothing only if someone listened)
+wait_udp_listen() {
+	local fam=-4
+	[ "${3:-}" = -6 ] && fam=-6
+	for _ in $(seq 100); do
+		[ -n "$(ip netns exec "$1" ss -Hnul $fam "( sport = :$2 )")" ] && return 0
+		sleep 0.02
+	done
+	echo "nothing listens on UDP port $2 in $1"
+	return 1
+}
+# wait_tcp_listen NETNS PORT
+wait_tcp_listen() {
+	for _ in $(seq 100); do
+		[ -n "$(ip netns exec "$1" ss -Hntl "( sport = :$2 )")" ] && return 0
+		sleep 0.02
+	done
+	echo "nothing listens on TCP port $2 in $1"
+	return 1
+}
+
 pi() { "$PI" "$@"; }
 in_ns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
@@ -101,7 +164,7 @@ make_wire() {
 }
 
 # The ids of a node's programs (datapath and injection), for checking after
-# `node down` that no link of theirs is left; other tests' links do not
+# `node down` that nothing of theirs is left attached; other tests' do not
 # count.
 node_prog_ids() {
 	local f
@@ -109,10 +172,70 @@ node_prog_ids() {
 		[ -e "$f" ] && bpftool prog show pinned "$f" -j | jq .id
 	done
 }
+# links_of_progs IDS...: BPF links (tcx, netkit) of these programs
 links_of_progs() {
 	local ids
 	ids=$(printf '%s,' "$@")
 	bpftool link list -j 2>/dev/null | jq "[.[] | select(.prog_id as \$p | [${ids%,}] | index(\$p))] | length"
+}
+# filters_of_progs IDS...: cls_bpf filters (clsact mode) running one of
+# these programs, on any device of the root namespace and of this suite's
+# namespaces: pod host sides, uplinks and node devices, whether the node's
+# namespace was made by podinject or adopted. A filter keeps its program
+# loaded, so its id stays valid. Prints nothing if a namespace that still
+# exists cannot be read.
+filters_of_progs() {
+	local ids ns json c n=0
+	ids=$(printf '%s,' "$@")
+	for ns in "" $(ip netns list | awk '{print $1}' | grep "^${PREFIX:-none-}"); do
+		if [ -z "$ns" ]; then
+			json=$(bpftool net -j 2>/dev/null) || return 1
+		else
+			json=$(ip netns exec "$ns" bpftool net -j 2>/dev/null) || {
+				ip netns list | grep -qw "$ns" || continue
+				return 1
+			}
+		fi
+		c=$(jq "[.[].tc[] | select(.id as \$p | [${ids%,}] | index(\$p))] | length" <<<"$json") &&
+			is_num "$c" || return 1
+		n=$((n + c))
+	done
+	echo $n
+}
+# hooks_of_progs IDS...: "LINKS FILTERS" of these programs
+hooks_of_progs() {
+	local l f
+	l=$(links_of_progs "$@")
+	f=$(filters_of_progs "$@")
+	echo "${l:-?} ${f:-?}"
+}
+# expect_hooked NAME MODE IDS...: before a teardown, the programs are found
+# where MODE (tcx or clsact) attaches them, so that "0 left" afterwards
+# was counted by a helper that sees them
+expect_hooked() {
+	local name=$1 mode=$2 got l f
+	shift 2
+	got=$(hooks_of_progs "$@")
+	l=${got% *}
+	f=${got#* }
+	if [ $# = 0 ]; then
+		fail "$name" "no program ids (pins gone?)"
+	elif ! is_num "$l" || ! is_num "$f"; then
+		fail "$name" "cannot count links and filters: '$got'"
+	elif [ "$mode" = clsact ] && [ "$f" -gt 0 ] && [ "$l" = 0 ]; then
+		pass "$name"
+	elif [ "$mode" != clsact ] && [ "$l" -gt 0 ] && [ "$f" = 0 ]; then
+		pass "$name"
+	else
+		fail "$name" "$mode mode, found $l links and $f filters"
+	fi
+}
+# expect_unhooked NAME IDS...: after a teardown, no link and no filter of
+# these programs is left
+expect_unhooked() {
+	local name=$1
+	shift
+	expect_eq "$name" "$(hooks_of_progs "$@")" "0 0"
 }
 
 tcx_links() { bpftool link list -j 2>/dev/null | jq '[.[] | select(.type == "tcx" or .type == 11 or .type == "netkit" or .type == 13)] | length'; }

@@ -14,6 +14,7 @@
 #     vx-web  <====== veth, made by ip ======> ens5  (+ a foreign tcx program)
 source "$(dirname "$0")/lib.sh"
 require_root
+EXPECT=63
 PREFIX=ad-
 N=${PREFIX}n
 H=${PREFIX}h
@@ -104,6 +105,8 @@ expect_eq adopt_flag "$(echo "$j" | jq -r .adopted)" true
 expect_eq adopt_twice_refused "$(expect_rc 2 pi -N $N pod adopt other --netns ${PREFIX}x --dev vx-web)" 2
 if [ "$(pi -N $N -j node show | jq -r .attach)" = tcx ]; then
 	expect_eq adopt_beside_foreign "$("$BUILD/tcx-attach" query $N vx-web ingress)" "foreign_count pod_egress"
+else
+	skip adopt_beside_foreign "clsact node: the chain order is the filters' priorities"
 fi
 before=$("$BUILD/tcx-attach" counter $pin)
 
@@ -146,6 +149,8 @@ check del_podside_kept ip -n ${PREFIX}x link show ens5
 check del_address_kept sh -c "ip -n ${PREFIX}x -4 addr show ens5 | grep -q 10.244.0.50"
 if [ "$(pi -N $N -j node show | jq -r .attach)" = tcx ]; then
 	expect_eq del_only_foreign_left "$("$BUILD/tcx-attach" query $N vx-web ingress)" "foreign_count"
+else
+	expect_eq del_only_foreign_left "$(ip netns exec $N tc filter show dev vx-web ingress | grep -c 'bpf.*pod_egress')" 0
 fi
 expect_eq del_no_pins "$(ls /sys/fs/bpf/podinject/$N | grep -c "_${ifx}_\?")" 0
 expect_eq del_no_auth "$("$PI" -N $N -j inject list | jq --arg p "$POD" '[.[] | select(.as == $p or .injector == $p)] | length')" 0

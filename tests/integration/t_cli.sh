@@ -4,6 +4,7 @@
 # 1 for a failure of the system), and leaves nothing behind.
 . "$(dirname "$0")/lib.sh"
 require_root
+EXPECT=48
 PREFIX=cl-
 N=cl-n
 

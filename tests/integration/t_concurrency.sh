@@ -11,6 +11,7 @@
 #   inject: pod i (0-7) may inject as pod i+8
 source "$(dirname "$0")/lib.sh"
 require_root
+EXPECT=31
 PREFIX=cc-
 N=${PREFIX}n
 NPODS=16

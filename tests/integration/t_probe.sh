@@ -10,6 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
+EXPECT=34
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -62,19 +63,31 @@ expect_eq udp_answered "$(verdicts <<<"$out")" answered
 expect_eq udp_pod_socket_got_nothing "$(head -n 1 /tmp/tq$$.udp)" "received 0"
 rm -f /tmp/tq$$.udp
 
-# Denied by A's policy: reported with the rule.
+# Denied by A's policy: reported with the rule that decided, out of two
+# deny rules, each naming only its own port; then a third rule put first
+# (`at 1`) that matches port 8080 too decides instead, and the rules'
+# counters say so.
+rules() { jq -r '[.probes[].rule] | unique | map(tostring) | join(",")'; }
+rule_pk() { pi -N $X -j policy list tq-a | jq ".[] | select(.id == $1) | .packets"; }
 id=$(pi -N $X -j policy add tq-a deny to $B/32 proto tcp port 8080 | jq .id)
+id2=$(pi -N $X -j policy add tq-a deny to $B/32 proto tcp port 8081 | jq .id)
 out=$(probe --from tq-a --to $B:8080 --count 2)
 expect_eq policy_verdict "$(verdicts <<<"$out")" dropped-by-policy
-expect_eq policy_rule_named "$(jq -r '.probes[0].rule' <<<"$out")" "$id"
-pi -N $X policy del tq-a "$id" >/dev/null
+expect_eq policy_rule_named "$(rules <<<"$out")" "$id"
+out=$(probe --from tq-a --to $B:8081 --count 2)
+expect_eq policy_second_rule_named "$(verdicts <<<"$out") $(rules <<<"$out")" "dropped-by-policy $id2"
+id3=$(pi -N $X -j policy add tq-a deny to 10.244.0.0/24 proto tcp at 1 | jq .id)
+out=$(probe --from tq-a --to $B:8080 --count 3)
+expect_eq policy_at_1_decides "$(verdicts <<<"$out") $(rules <<<"$out")" "dropped-by-policy $id3"
+expect_eq policy_at_1_counted "$(rule_pk "$id") $(rule_pk "$id2") $(rule_pk "$id3")" "2 2 3"
+pi -N $X policy del tq-a all >/dev/null
 
 # Nobody there: no answer, within the timeout.
-t0=$(date +%s%N)
+t0=$(now_ms)
 out=$(probe --from tq-a --to 10.244.0.99 --count 1 --timeout 400)
-t1=$(date +%s%N)
+t1=$(now_ms)
 expect_eq silent_no_answer "$(verdicts <<<"$out")" no-answer
-check silent_within_timeout test $(( (t1 - t0) / 1000000 )) -lt 2000
+expect_lt silent_within_timeout "$(sub "$t1" "$t0")" 2000
 
 # Across the uplink: source here, destination on the other node.
 out=$(probe --from tq-a --to 10.244.1.10 --count 3 --interval 20)
@@ -254,9 +267,12 @@ expect_eq probe_pod_injects_after "$(udp_from_probe 10)" 10
 rm -f /tmp/tq$$.i /tmp/tq$$.r /tmp/tq$$.bg
 
 kill $srv $srv6 2>/dev/null
+# Both nodes adopted their namespaces (make_wire made them): node down
+# keeps them and their uplinks, and nothing of the nodes may stay on them.
 ids=$(node_prog_ids $X; node_prog_ids $Y)
+expect_hooked hooked_before_down "$(pi -N $X -j node show | jq -r .attach)" $ids
 check down_x pi -N $X node down
 check down_y pi -N $Y node down
+expect_unhooked no_links_left $ids
 ip netns del $X
 ip netns del $Y
-expect_eq no_links_left "$(links_of_progs $ids)" 0

@@ -12,6 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
+EXPECT=39
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -65,8 +66,8 @@ eg1=$(pod_stat $X tp-c .egress_packets)
 inj1=$(pi -N $X -j inject stats | jq '[.[].packets] | add')
 # Every injected upstream packet passed the client's egress exactly once
 # (the client's own packets to the proxy are captured before its programs).
-expect_eq client_egress_once_per_upstream_packet $((eg1 - eg0)) $((inj1 - inj0))
-check client_egress_moved test $((eg1 - eg0)) -gt 0
+expect_num client_egress_once_per_upstream_packet "$(sub "$eg1" "$eg0")" "$(sub "$inj1" "$inj0")"
+check client_egress_moved test "$(sub "$eg1" "$eg0")" -gt 0
 
 check same_node_v6 proxied_pair tp-s fd00::b 1000000 -6
 check server_sees_client_v6 grep -q "^accept fd00::a " /tmp/tp$$.srv
@@ -116,6 +117,10 @@ sleep 0.3
 # (the proxy logs each connection as it ends; earlier ones may have had
 # the same client port)
 log0=$(wc -l </tmp/tp$$.pxlog)
+# the proxy's SYNs towards the server: its connection attempts and their
+# retransmissions (it makes no other connection meanwhile)
+proxy_syns() { ip netns exec tp-p nstat -saz TcpActiveOpens TcpExtTCPSynRetrans | awk '$1 ~ /^Tcp/ {n += $2; k++} END {if (k == 2) print n}'; }
+syn0=$(proxy_syns)
 out=$(in_ns tp-c "$PINET" tcp-connect --timeout 6000 $S 8080 --send 1000 2>&1)
 blocked=$C:$(awk '/^connected/ {print $3}' <<<"$out")
 blocked_log() {
@@ -123,9 +128,13 @@ blocked_log() {
 		awk -v c="$blocked" -v d="$S:8080" '$1 == "conn" && $2 == c && $4 == d'
 }
 wait $srv
-check policy_blocks_upstream test -z "$(grep '^accept' /tmp/tp$$.srv)"
-check policy_denied_upstream_counted test "$(pod_stat $X tp-c .drops.policy)" -gt "$pd0"
-check policy_rule_counted test "$(pi -N $X -j policy list tp-c | jq ".[] | select(.id == $id) | .packets")" -ge 1
+# Every SYN the proxy sent while the rule stood (its attempt and the
+# retransmissions) was dropped by it, none accepted.
+syns=$(sub "$(proxy_syns)" "$syn0")
+sent_some=$(is_num "$syns" && [ "$syns" -gt 0 ] && echo "SYNs sent" || echo "no SYN sent ($syns)")
+expect_eq policy_blocks_upstream "$(grep -c '^accept' /tmp/tp$$.srv) accepted, $sent_some" "0 accepted, SYNs sent"
+expect_num policy_denied_upstream_counted "$(sub "$(pod_stat $X tp-c .drops.policy)" "$pd0")" "$syns"
+expect_num policy_rule_counted "$(pi -N $X -j policy list tp-c | jq ".[] | select(.id == $id) | .packets")" "$syns"
 pi -N $X policy del tp-c "$id" >/dev/null
 # The proxy accepted the blocked client at once and, the client having
 # half-closed after its data, retries the upstream SYN until its connect
@@ -150,11 +159,11 @@ check policy_removed_allows proxied_pair tp-s $S 1000
 # Killing the proxy: new connections fail fast with a reset.
 kill $PROXY_PID
 wait $PROXY_PID 2>/dev/null
-t0=$(date +%s%N)
+t0=$(now_ms)
 out=$(in_ns tp-c "$PINET" tcp-connect --timeout 5000 $S 8080 2>&1)
-t1=$(date +%s%N)
+t1=$(now_ms)
 expect_eq proxy_down_refused "$(head -n 1 <<<"$out")" refused
-check proxy_down_fast test $(( (t1 - t0) / 1000000 )) -lt 1000
+expect_lt proxy_down_fast "$(sub "$t1" "$t0")" 1000
 
 # proxy del: direct again, nothing left.
 check proxy_del pi -N $X proxy del tp-p --for tp-c
@@ -169,9 +178,11 @@ check del_no_auth sh -c "$PI -N $X -j inject list | jq -e 'length == 0'"
 check del_no_proxy_routing sh -c "! ip -n tp-p rule | grep -q 'lookup 100'"
 check del_no_pins sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_"
 
+# the nodes adopted their namespaces (make_wire): counted before they go
 ids=$(node_prog_ids $X; node_prog_ids $Y)
+expect_hooked hooked_before_down "$(pi -N $X -j node show | jq -r .attach)" $ids
 check down_x pi -N $X node down
 check down_y pi -N $Y node down
+expect_unhooked no_links_left $ids
 ip netns del $X
 ip netns del $Y
-expect_eq no_links_left "$(links_of_progs $ids)" 0

@@ -8,6 +8,7 @@
 #   sc-n (node): sc0 ... sc1023 <-> p0 ... p1022 in sc-pods, p1023 in sc-last
 source "$(dirname "$0")/lib.sh"
 require_root
+EXPECT=17
 PREFIX=sc-
 N=${PREFIX}n
 MAX=1024

@@ -10,6 +10,7 @@
 # -> bpf_redirect_peer -> pod; and back the same way.
 . "$(dirname "$0")/lib.sh"
 require_root
+EXPECT=31
 PREFIX=tw-
 X=tw-x
 Y=tw-y
@@ -43,8 +44,40 @@ wait $srv
 check tcp_v6_intact grep -q "conn-done bytes 2000000" /tmp/tw$$.srv
 rm -f /tmp/tw$$.srv
 
-# The wire carried the traffic: the uplink delivered into tw-b, counted.
-check uplink_delivered test "$(pod_stat $Y tw-b .ingress_packets)" -gt 10
+# The wire carried the traffic: 20 datagrams from tw-a reach tw-b through
+# x's uplink and y's uplink_ingress, counted by an allow rule for exactly
+# them at tw-b's ingress (the pod-wide counter also sees MLD).
+rule_pk() { pi -N "$1" -j policy list "$2" | jq ".[] | select(.id == $3) | .packets"; }
+r=$(pi -N $Y -j policy add tw-b ingress allow from 10.244.0.10/32 proto udp port 7200 | jq .id)
+in_ns tw-b "$PINET" udp-recv 7200 20 3000 >/tmp/tw$$.udp &
+check uplink_receiver_listens wait_udp_listen tw-b 7200
+sent=$(in_ns tw-a "$PINET" udp-send 10.244.1.10 7200 20)
+wait $!
+expect_eq uplink_delivered "$sent, $(head -n 1 /tmp/tw$$.udp)" "sent 20, received 20"
+expect_num uplink_delivered_counted "$(rule_pk $Y tw-b "$r")" 20
+
+# Spoofed towards the uplink: tw-a sends as 10.244.0.99 (no pod's) and as
+# tw-a2 to tw-b on the other node; nothing leaves x, tw-a's spoof counter
+# counts every datagram, and tw-b's rule for spoofed sources sees none.
+r2=$(pi -N $Y -j policy add tw-b ingress allow from 10.244.0.0/24 proto udp port 7201 | jq .id)
+in_ns tw-b "$PINET" udp-recv 7201 20 1500 >/tmp/tw$$.udp &
+check spoof_receiver_listens wait_udp_listen tw-b 7201
+sp0=$(pod_stat $X tw-a .drops.spoofed)
+sent=$(in_ns tw-a "$PINET" udp-send --bind 10.244.0.99 10.244.1.10 7201 10)
+sent2=$(in_ns tw-a "$PINET" udp-send --bind 10.244.0.11 10.244.1.10 7201 10)
+wait $!
+expect_eq spoof_to_uplink_not_delivered "$sent, $sent2, $(head -n 1 /tmp/tw$$.udp)" "sent 10, sent 10, received 0"
+expect_num spoof_to_uplink_counted "$(sub "$(pod_stat $X tw-a .drops.spoofed)" "$sp0")" 20
+expect_num spoof_to_uplink_never_reached "$(rule_pk $Y tw-b "$r2")" 0
+in_ns tw-b "$PINET" udp-recv -6 7201 10 1500 >/tmp/tw$$.udp &
+check spoof_v6_receiver_listens wait_udp_listen tw-b 7201 -6
+sp0=$(pod_stat $X tw-a .drops.spoofed)
+sent=$(in_ns tw-a "$PINET" udp-send -6 --bind fd00::99 fd00:1::a 7201 10)
+wait $!
+expect_eq spoof_v6_to_uplink_not_delivered "$sent, $(head -n 1 /tmp/tw$$.udp)" "sent 10, received 0"
+expect_num spoof_v6_to_uplink_counted "$(sub "$(pod_stat $X tw-a .drops.spoofed)" "$sp0")" 10
+pi -N $Y policy del tw-b ingress all >/dev/null
+rm -f /tmp/tw$$.udp
 check json_uplink sh -c "$PI -N $X -j node show | jq -e '.uplink.name == \"wire0\"'"
 
 # A policy on x's pod holds across nodes too.
@@ -54,9 +87,10 @@ check policy_cross_node_v6_unaffected in_ns tw-a ping -6 -c 1 -W 2 fd00:1::a
 pi -N $X policy del tw-a "$id" >/dev/null
 
 ids=$(node_prog_ids $X; node_prog_ids $Y)
+expect_hooked hooked_before_down "$(pi -N $X -j node show | jq -r .attach)" $ids
 check down_x pi -N $X node down
 check down_y pi -N $Y node down
 check down_keeps_adopted_netns ip netns exec $X true
-expect_eq down_uplink_detached "$(links_of_progs $ids)" 0
+expect_unhooked down_uplink_detached $ids
 ip netns del $X
 ip netns del $Y

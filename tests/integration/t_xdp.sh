@@ -16,6 +16,7 @@
 # must take the tc way (last part).
 . "$(dirname "$0")/lib.sh"
 require_root
+EXPECT=62
 PREFIX=xp-
 X=xp-x
 Y=xp-y
@@ -206,6 +207,7 @@ if [ "$(pi -j features | jq -r .netkit)" = true ]; then
 	check pod_netkit pi -N $X pod add xp-k --ip 10.244.0.13 --dev netkit
 	check netkit_no_xdp sh -c "$PI -N $X -j pod show xp-k | jq -e '.xdp == null'"
 else
+	skip pod_netkit "no netkit on this kernel"
 	skip netkit_no_xdp "no netkit on this kernel"
 fi
 

@@ -2,10 +2,9 @@
 /*
  * nl_check: an end-to-end check of src/nl.c against the running kernel.
  *
- * Build and run (as root) from the top of the tree:
+ * `make` builds it as build/nl_check (with src/nl.c and libmnl) and
+ * tests/run.sh runs it (as root), one test line of its own:
  *
- *   gcc -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE \
- *       -Isrc tests/nlcheck/nl_check.c src/nl.c -lmnl -o build/nl_check
  *   ./build/nl_check
  *
  * It builds two namespaces, nlchk-a and nlchk-b, joined by a veth pair, with
@@ -17,7 +16,7 @@
  *
  * Prints "PASS nl_check" and exits 0, or "FAIL nl_check: reason" and exits 1.
  * This lives outside tests/tools/ because the Makefile builds every file
- * there on its own, without nl.c and libmnl.
+ * there on its own, without nl.c.
  */
 #include <errno.h>
 #include <poll.h>

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -61,4 +62,22 @@ struct pi_redirect_record fixture_last_redirect(int map_fd)
 	bpf_map_lookup_elem(map_fd, &zero, &r);
 	bpf_map_update_elem(map_fd, &zero, &zero_rec, 0);
 	return r;
+}
+
+int fixture_known(const char *feature, char *val, int len)
+{
+	const char *root = getenv("PODINJECT_ROOT");
+	char cmd[512];
+	FILE *f;
+	int n, rc;
+
+	snprintf(cmd, sizeof(cmd), "%s/tests/known-features.sh %s",
+		 root ? root : ".", feature);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fgets(val, len, f) ? (int)strcspn(val, "\n") : 0;
+	val[n] = 0;
+	rc = pclose(f);
+	return rc == 0 && n > 0 ? 0 : -1;
 }

@@ -20,4 +20,11 @@ int fixture_run(int prog_fd, int ifindex, const void *pkt, int len,
  * after reading. */
 struct pi_redirect_record fixture_last_redirect(int map_fd);
 
+/* What the running kernel is known to have (tests/kernels.txt, read by
+ * tests/known-features.sh under $PODINJECT_ROOT, default the current
+ * directory): FEATURE's value as "true"/"false"/..., or -1 when the kernel
+ * or the feature is not listed. Not the probe: a test that took its
+ * expectation from the probe would compare the probe with itself. */
+int fixture_known(const char *feature, char *val, int len);
+
 #endif

@@ -162,9 +162,16 @@ UNIT_TEST(inject_fast_path_per_kernel)
 	struct pi_redirect_record rd;
 	struct inj_fx fx;
 	uint8_t pkt[PKT_MAX];
-	bool has = probe_redirect_peer_retval(PI_F_EGRESS_FLAG) == PI_REDIRECT;
+	char known[16];
+	bool has;
 	int len;
 
+	/* what the kernel is known to have, not what the probe says */
+	if (fixture_known("redirect_peer_egress", known, sizeof(known))) {
+		unit_skip("kernel not in tests/kernels.txt: whether it has BPF_F_EGRESS is unknown");
+		return;
+	}
+	has = !strcmp(known, "true");
 	if (!fx_setup(&fx, PI_PATH_FAST))
 		return;
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",

@@ -1,0 +1,24 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# What the running kernel is known to have (tests/kernels.txt):
+#   tests/known-features.sh           prints the kernel's name in the table
+#                                     and its FEATURE=VALUE pairs
+#   tests/known-features.sh FEATURE   prints one value
+# Exit 1, printing nothing, when the kernel (or the feature) is not listed.
+set -u
+table=$(dirname "$0")/kernels.txt
+if [ -n "${PODINJECT_LAB:-}" ]; then
+	kernel=lab:$PODINJECT_LAB
+else
+	kernel=$(uname -r)
+fi
+line=$(awk -v k="$kernel" '$1 == k' "$table" | tail -n 1)
+[ -n "$line" ] || exit 1
+if [ $# = 0 ]; then
+	echo "$line"
+	exit 0
+fi
+for kv in ${line#* }; do
+	[ "${kv%%=*}" = "$1" ] && { echo "${kv#*=}"; exit 0; }
+done
+exit 1
