@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Prints the Markdown summary of one bench run (the README's Performance
-# tables): per suite its skips, headline figures and ratios with the seed's
+# Prints the Markdown summary of one bench run (the per-suite tables of
+# docs/bench.md): per suite its skips, headline figures and ratios with the seed's
 # beside them, and its plot.
 #   bench/summary.sh [DATE]     (default: each suite's newest result, which
 #                                may come from different dates: suites are
