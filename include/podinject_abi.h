@@ -37,11 +37,25 @@ enum pi_drop_reason {
 	PI_DROP_REDIRECT,	/* redirect helper refused */
 	PI_DROP_INGRESS_POLICY,	/* denied by the destination's ingress policy */
 	PI_DROP_UNSUPPORTED,	/* neither IPv4, IPv6 nor ARP */
+	/* New reasons go here, at the end: the numbers above are kept. */
+	PI_DROP_FRAG_ORPHAN,	/* a non-first fragment whose first fragment
+				 * was not let through (no fragment entry) */
+	PI_DROP_FRAG_TINY,	/* a first fragment too short to hold the
+				 * transport header */
+	PI_DROP_VLAN,		/* a VLAN-tagged frame from a pod */
+	PI_DROP_ROUTER,		/* a router advertisement or redirect from a
+				 * pod */
+	PI_DROP_ND_SPOOFED,	/* NDP or ARP claiming an address or MAC that
+				 * is not the pod's */
+	PI_DROP_UPLINK_SPOOFED,	/* from the uplink with a local pod's source
+				 * address (counted on that pod) */
 	PI_DROP_MAX,
 };
 
 #define PI_DROP_NAMES { "none", "spoofed", "policy", "malformed", \
-	"unknown-pod", "redirect", "ingress-policy", "unsupported" }
+	"unknown-pod", "redirect", "ingress-policy", "unsupported", \
+	"frag-orphan", "frag-tiny", "vlan", "router", "nd-spoofed", \
+	"uplink-spoofed" }
 
 /* Address of either family: IPv4 in a[0], the rest zero. Network order. */
 struct pi_addr {
@@ -126,7 +140,7 @@ struct pi_rule {
 struct pi_policy_ref {
 	__u32 start;		/* first slot in `rules` */
 	__u32 count;		/* number of rules; 0 = no rules, default allow */
-};
+} __attribute__((aligned(8)));	/* read by the datapath in one 8-byte load */
 
 struct pi_rule_stats {
 	__u64 packets;
@@ -307,6 +321,35 @@ struct pi_probe_event {
 	__u32 tcp_ack;			/* SYN-ACK's ack, to reset it */
 	__u32 pad;
 };
+
+/* Fragments. A non-first fragment carries no transport header; it is
+ * classified with the ports of its first fragment, found here by the
+ * fragment's identity. An entry is made when a program lets a first
+ * fragment through, so a later fragment passes only behind a first one
+ * that passed, and gets its verdict (Cilium's IPv4 fragment map, for both
+ * families here). */
+#define PI_MAX_FRAGS		8192
+
+struct pi_frag_key {
+	__u32 family;
+	__u8 proto;
+	__u8 pad[3];
+	__u32 id;			/* IPv4: 16 bits, network order */
+	struct pi_addr saddr;
+	struct pi_addr daddr;
+};
+
+struct pi_frag {
+	__u16 sport;			/* host order */
+	__u16 dport;
+	__u8 has_ports;
+	__u8 pad[3];
+};
+
+/* IPv6 extension headers walked before the transport header is found:
+ * hop-by-hop, routing, destination options, fragment, AH. More is
+ * malformed. */
+#define PI_MAX_EXTHDRS		8
 
 /* What a redirect helper was asked, recorded for unit tests
  * (bpf/lib/redirect.h). */

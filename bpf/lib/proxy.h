@@ -143,6 +143,23 @@ static __always_inline bool starts_flow(const struct pkt *p)
 	return (p->tcp_flags & 0x12) == 0x02;
 }
 
+/* Is `p`'s source an address of the captured pod on `ifindex`? The
+ * proxy is the pod's authorised injector for exactly the pod's own
+ * addresses (proxy add), so inject_auth answers it without another map. */
+static __always_inline bool from_own_address(const struct pi_proxy_rule *r,
+					     const struct pkt *p,
+					     __u32 ifindex)
+{
+	struct pi_inject_key ik = {
+		.injector_ifindex = r->proxy_ifindex,
+		.family = p->family,
+		.addr = p->saddr,
+	};
+	struct pi_inject_target *t = bpf_map_lookup_elem(&inject_auth, &ik);
+
+	return t && t->target_ifindex == ifindex;
+}
+
 /* Steering at a pod's egress hook (the head program). Returns a verdict,
  * or PI_NEXT to go on with injection handling and the CNI's programs. */
 static __always_inline int proxy_steer(struct __sk_buff *skb,
@@ -174,12 +191,20 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	if (f && f->pod_ifindex == ifindex)
 		return to_proxy(skb, f);
 
+	/* Everything else here is what the pod sends: captured only from
+	 * its own addresses. Another source goes on to the source check of
+	 * the pod's egress programs, which drops it as spoofed. */
+	if (!from_own_address(r, p, ifindex))
+		return PI_NEXT;
 	flow_key(&k, p, true);
 	/* the proxy's upstream packets, injected: POD's own egress path */
 	if (bpf_map_lookup_elem(&proxy_upstream, &k))
 		return PI_NEXT;
+	/* A flow belongs to the device that made it: another device (a pod
+	 * added later with the address) does not continue it, though its new
+	 * connection may take the key over. */
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
-	if (f)
+	if (f && f->pod_ifindex == ifindex)
 		return to_proxy(skb, f);
 	if (!starts_flow(p) || !rule_matches_pkt(r, p))
 		return PI_NEXT;

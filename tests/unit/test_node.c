@@ -483,12 +483,12 @@ UNIT_TEST(node_malformed_and_non_ip)
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, 14 + 40 + 4,
 		      NULL), PI_DROP, "short ipv6");
 	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_MALFORMED], 4, "malformed");
-	/* ARP goes to the stack, LLDP is dropped as unsupported */
-	memset(pkt, 0, 64);
-	pkt[12] = 0x08;
-	pkt[13] = 0x06;
+	/* ARP (of the pod's own address) goes to the stack, LLDP is
+	 * dropped as unsupported */
+	arp_build(pkt, "10.0.0.1", MAC_A);
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, 60, NULL),
 		  PI_PASS, "arp");
+	memset(pkt, 0, 64);
 	pkt[12] = 0x88;
 	pkt[13] = 0xcc;
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, 60, NULL),

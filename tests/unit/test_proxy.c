@@ -24,6 +24,20 @@ static const uint8_t PROXY_HOST_MAC[6] = { 0x02, 0x50, 0, 0, 0, 0xfe };
 static const uint8_t POD_MAC[6] = { 0x02, 0x0c, 0, 0, 0, 1 };
 static const uint8_t POD_HOST_MAC[6] = { 0x02, 0x0c, 0, 0, 0, 0xfe };
 
+/* The proxy may inject as `ip` for the pod on `target`: proxy add
+ * authorises it for every address of the pod, and only those. */
+static void auth(struct px_fx *fx, int target, const char *ip)
+{
+	struct pi_inject_key k = { .injector_ifindex = fx->if_proxy };
+	struct pi_inject_target t = { .path = PI_PATH_FALLBACK,
+				      .target_ifindex = target };
+
+	k.family = strchr(ip, ':') ? AF_INET6 : AF_INET;
+	inet_pton(k.family, ip, k.addr.a);
+	bpf_map__update_elem(fx->skel->maps.inject_auth, &k, sizeof(k), &t,
+			     sizeof(t), 0);
+}
+
 static bool fx_setup(struct px_fx *fx, struct pi_proxy_rule *r)
 {
 	struct pi_inject_key k = { .family = AF_INET };
@@ -57,6 +71,7 @@ static bool fx_setup(struct px_fx *fx, struct pi_proxy_rule *r)
 	t.target_ifindex = fx->if_pod;
 	bpf_map__update_elem(fx->skel->maps.inject_auth, &k, sizeof(k), &t,
 			     sizeof(t), 0);
+	auth(fx, fx->if_pod, "fd00::1");
 	return true;
 }
 
@@ -324,6 +339,7 @@ UNIT_TEST(proxy_syn_on_time_wait_goes_to_the_stack)
 	nl_link_set_up(1);
 	if (!ASSERT_OK(make_time_wait(47001, 47002), "TIME_WAIT socket"))
 		goto out;
+	auth(&fx, fx.if_pod, "127.0.0.1");	/* the pod's address here */
 	/* A captured SYN whose 4-tuple the TIME_WAIT socket holds: the one
 	 * the proxy's namespace sees as 127.0.0.1:47001 -> 127.0.0.1:47002. */
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "127.0.0.1",
