@@ -132,7 +132,8 @@ int inject_egress(struct __sk_buff *skb)
 		return ret;
 	}
 	if (res == PARSE_OK) {
-		proxy_note_upstream(&p, t->target_ifindex, skb->ifindex);
+		if (!proxy_note_upstream(&p, t->target_ifindex, skb->ifindex))
+			return PI_DROP;
 		frag_note(&p);
 	}
 

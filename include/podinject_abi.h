@@ -252,6 +252,10 @@ struct pi_proxy_rule {			/* by the captured pod's ifindex */
 	__u8 proxy_host_mac[6];
 	__u8 pod_mac[6];
 	__u8 pod_host_mac[6];
+	/* kept by the datapath; zero when userspace writes the rule */
+	__u32 nflows;			/* live entries in proxy_flows */
+	__u32 nupstream;		/* live entries in proxy_upstream */
+	__u64 limit_drops;		/* new flows refused: share or table full */
 };
 
 /* One direction-free name for a proxied flow: the pod's end and the far
@@ -267,16 +271,33 @@ struct pi_flow_key {
 	struct pi_addr dst;
 };
 
+enum pi_flow_flags {
+	PI_FLOW_UPSTREAM = 1 << 0,	/* in proxy_upstream, not proxy_flows */
+	PI_FLOW_CLOSING = 1 << 1,	/* a FIN or RST was seen */
+};
+
 struct pi_flow {
 	__u32 pod_ifindex;
 	__u32 proxy_ifindex;
 	__u16 proxy_port;		/* host order */
-	__u16 pad;
+	__u16 flags;			/* enum pi_flow_flags */
 	__u8 pod_mac[6];		/* to hand client-side replies to the pod */
 	__u8 pod_host_mac[6];
 	__u8 proxy_pod_mac[6];		/* to hand packets to the proxy */
 	__u8 proxy_host_mac[6];
+	__u64 last_seen_ns;		/* bpf_ktime_get_ns() of its last packet */
+	/* Expires the flow when idle, and gives its place in the pod's
+	 * share back (bpf/lib/proxy.h). Opaque to userspace. */
+#ifdef __VMLINUX_H__
+	struct bpf_timer timer;
+#else
+	__u64 timer[2];
+#endif
 };
+
+/* Each captured pod's share of the flow tables: one pod's flows cannot
+ * push out another's. Counted in its pi_proxy_rule. */
+#define PI_PROXY_FLOWS_PER_POD	(PI_MAX_FLOWS / 8)
 
 /* A proxy's TCP listener, for the kernel's TIME_WAIT takeover of a reused
  * 4-tuple (proxy_lookup). The proxy pod's host-side ifindex is part of the
