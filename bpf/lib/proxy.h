@@ -118,9 +118,14 @@ static __always_inline void flow_touch(struct pi_flow *f, const struct pkt *p)
 	f->last_seen_ns = bpf_ktime_get_ns();
 	if (p->proto != IPPROTO_TCP || p->frag == PKT_FRAG_LATER)
 		return;
-	if (p->tcp_flags & 0x05)
-		f->flags |= PI_FLOW_CLOSING;
-	else if ((p->tcp_flags & 0x12) == 0x02)
+	if (p->tcp_flags & 0x05) {
+		/* from then on the shorter timeout: the timer, armed with
+		 * the long one, is brought forward */
+		if (!(f->flags & PI_FLOW_CLOSING)) {
+			f->flags |= PI_FLOW_CLOSING;
+			bpf_timer_start(&f->timer, flow_idle_closing_ns, 0);
+		}
+	} else if ((p->tcp_flags & 0x12) == 0x02)
 		f->flags &= ~PI_FLOW_CLOSING;
 }
 
