@@ -141,7 +141,17 @@ static int setup_pod_side(const struct pod_args *a, struct pi_pod *pod)
  * address, so the node's own stack and the uplink reach the pod too. */
 static int setup_node_side(const struct pod_args *a, struct pi_pod *pod)
 {
-	int err = nl_link_set_up(pod->ifindex);
+	char ra[64 + IFNAMSIZ];
+	int err;
+
+	/* A pod is never the node's router (the datapath drops its RAs). */
+	snprintf(ra, sizeof(ra), "net/ipv6/conf/" POD_DEV_PREFIX "%s/accept_ra",
+		 a->name);
+	err = sysctl_write(ra, "0");
+	if (err == -ENOENT)	/* no IPv6 on the node, no RA either */
+		err = 0;
+	if (!err)
+		err = nl_link_set_up(pod->ifindex);
 
 	if (!err && a->has4)
 		err = nl_route_add(AF_INET, &a->ip4.a[0], 32, NULL,

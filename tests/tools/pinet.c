@@ -11,8 +11,11 @@
  *   pinet udp-echo [-6] PORT COUNT TIMEOUT_MS
  *   pinet udp-rr [-6] DST PORT COUNT TIMEOUT_MS
  *   pinet raw-udp DEV SRC_MAC SRC DST PORT COUNT
+ *   pinet router-adv DEV COUNT
  *
- * Options may appear anywhere after the subcommand. An IPv6 DST implies -6.
+ * Options may appear anywhere after the subcommand. An IPv6 DST implies -6;
+ * a link-local one takes its device as ADDR%DEV. udp-send --hopopts puts
+ * an IPv6 hop-by-hop options header (one PadN) on every datagram.
  * Listening -6 sockets are IPv6-only (no ::ffff:a.b.c.d peers).
  * --bind binds transparently (IP_TRANSPARENT + IP_FREEBIND, or the IPV6_
  * ones), so SRC may be an address this namespace does not own: that is how
@@ -52,6 +55,10 @@
  *                with an Ethernet source of SRC_MAC and a zero destination
  *                MAC (netkit in L3 mode ignores both): how a test forges a
  *                frame header the stack would never build. "sent N".
+ *   router-adv   COUNT ICMPv6 router advertisements (router lifetime
+ *                1800 s, hop limit 255) to ff02::1 out of DEV, from its
+ *                link-local address: a pod offering itself as the
+ *                node's default router. "sent N".
  * Diagnostics go to stderr. Exit status: 0 success, 1 failure, 2 usage.
  *
  * Checksums are 64-bit FNV-1a, printed as 16 hex digits.
@@ -100,6 +107,7 @@ enum {
 	OPT_EXPECT_ECHO	= 1 << 7,
 	OPT_SPORT	= 1 << 8,
 	OPT_WAIT_EOF	= 1 << 9,
+	OPT_HOPOPTS	= 1 << 10,
 };
 
 struct opts {
@@ -120,7 +128,7 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: %s udp-recv [-6] PORT COUNT TIMEOUT_MS\n"
-		"       %s udp-send [-6] [--bind SRC] DST PORT COUNT [SIZE]\n"
+		"       %s udp-send [-6] [--bind SRC] [--hopopts] DST PORT COUNT [SIZE]\n"
 		"       %s tcp-server [-6] PORT [--count N] [--echo] [--sink]\n"
 		"                  [--timeout MS]\n"
 		"       %s tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS]\n"
@@ -128,8 +136,9 @@ static int usage(void)
 		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
 		"       %s udp-echo [-6] PORT COUNT TIMEOUT_MS\n"
 		"       %s udp-rr [-6] DST PORT COUNT TIMEOUT_MS\n"
-		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT\n",
-		prog, prog, prog, prog, prog, prog, prog, prog);
+		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT\n"
+		"       %s router-adv DEV COUNT\n",
+		prog, prog, prog, prog, prog, prog, prog, prog, prog);
 	return EXIT_USAGE;
 }
 
@@ -181,6 +190,8 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 			bit = OPT_SPORT;
 		else if (!strcmp(a, "--wait-eof"))
 			bit = OPT_WAIT_EOF;
+		else if (!strcmp(a, "--hopopts"))
+			bit = OPT_HOPOPTS;
 		else if (a[0] == '-' && a[1])
 			return -1;
 		else {
@@ -242,14 +253,27 @@ static socklen_t sa_len(const union sa *u)
 	return u->sa.sa_family == AF_INET6 ? sizeof(u->in6) : sizeof(u->in);
 }
 
-/* Fills u from a literal address; NULL means the wildcard. */
+/* Fills u from a literal address; NULL means the wildcard. An IPv6
+ * address may name its device: fe80::1%eth0. */
 static int make_sa(int family, const char *addr, int port, union sa *u)
 {
 	memset(u, 0, sizeof(*u));
 	u->sa.sa_family = family;
 	if (family == AF_INET6) {
+		char buf[INET6_ADDRSTRLEN + IF_NAMESIZE + 1], *pct;
+
 		u->in6.sin6_port = htons(port);
-		if (addr && inet_pton(AF_INET6, addr, &u->in6.sin6_addr) != 1)
+		if (!addr)
+			return 0;
+		snprintf(buf, sizeof(buf), "%s", addr);
+		pct = strchr(buf, '%');
+		if (pct) {
+			*pct++ = 0;
+			u->in6.sin6_scope_id = if_nametoindex(pct);
+			if (!u->in6.sin6_scope_id)
+				return -1;
+		}
+		if (inet_pton(AF_INET6, buf, &u->in6.sin6_addr) != 1)
 			return -1;
 	} else {
 		u->in.sin_port = htons(port);
@@ -492,7 +516,7 @@ static int cmd_udp_send(int argc, char **argv)
 	union sa dst;
 	struct opts o;
 
-	if (parse(argc, argv, OPT_6 | OPT_BIND, &o) ||
+	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_HOPOPTS, &o) ||
 	    o.npos < 3 || o.npos > 4)
 		return usage();
 	family = family_of(&o, o.pos[0]);
@@ -512,6 +536,20 @@ static int cmd_udp_send(int argc, char **argv)
 	if (o.bind && bind_source(fd, family, o.bind, 0) < 0) {
 		close(fd);
 		return 1;
+	}
+	if (o.seen & OPT_HOPOPTS) {
+		/* next header (the kernel's), length 0, PadN of 4 bytes */
+		static const unsigned char hbh[8] = { 0, 0, 1, 4, 0, 0, 0, 0 };
+
+		if (family != AF_INET6 ||
+		    setsockopt(fd, IPPROTO_IPV6, IPV6_HOPOPTS, hbh,
+			       sizeof(hbh)) < 0) {
+			fprintf(stderr, "%s: IPV6_HOPOPTS: %s\n", prog,
+				family != AF_INET6 ? "IPv6 only" :
+				strerror(errno));
+			close(fd);
+			return 1;
+		}
 	}
 	for (i = 0; i < count; i++) {
 		if (sendto(fd, buf, size, 0, &dst.sa, sa_len(&dst)) < 0) {
@@ -1045,6 +1083,53 @@ static int cmd_raw_udp(int argc, char **argv)
 	return sent == count ? 0 : 1;
 }
 
+/* ---- router advertisement ---- */
+
+static int cmd_router_adv(int argc, char **argv)
+{
+	/* type 134, code 0, checksum (the kernel fills it in for ICMPv6),
+	 * hop limit 64, flags 0,
+	 * router lifetime 1800 s, reachable 0, retransmit 0 */
+	static const unsigned char ra[16] = { 134, 0, 0, 0, 64, 0, 0x07, 0x08 };
+	int fd, hops = 255, ifindex;
+	long count, i, sent = 0;
+	union sa dst;
+	struct opts o;
+
+	if (parse(argc, argv, 0, &o) || o.npos != 2)
+		return usage();
+	ifindex = if_nametoindex(o.pos[0]);
+	count = number(o.pos[1], 1, 1000);
+	if (!ifindex || count < 0 || make_sa(AF_INET6, "ff02::1", 0, &dst))
+		return usage();
+	fd = socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMPV6);
+	if (fd < 0) {
+		fprintf(stderr, "%s: raw ICMPv6 socket: %s\n", prog,
+			strerror(errno));
+		return 1;
+	}
+	if (setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hops,
+		       sizeof(hops)) < 0 ||
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifindex,
+		       sizeof(ifindex)) < 0) {
+		fprintf(stderr, "%s: setsockopt: %s\n", prog, strerror(errno));
+		close(fd);
+		return 1;
+	}
+	dst.in6.sin6_scope_id = ifindex;
+	for (i = 0; i < count; i++) {
+		if (sendto(fd, ra, sizeof(ra), 0, &dst.sa, sa_len(&dst)) < 0) {
+			fprintf(stderr, "%s: sendto: %s\n", prog,
+				strerror(errno));
+			break;
+		}
+		sent++;
+	}
+	close(fd);
+	printf("sent %ld\n", sent);
+	return sent == count ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -1070,5 +1155,7 @@ int main(int argc, char **argv)
 		return cmd_udp_rr(argc, argv);
 	if (!strcmp(cmd, "raw-udp"))
 		return cmd_raw_udp(argc, argv);
+	if (!strcmp(cmd, "router-adv"))
+		return cmd_router_adv(argc, argv);
 	return usage();
 }
