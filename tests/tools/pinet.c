@@ -10,7 +10,7 @@
  *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
  *   pinet udp-echo [-6] PORT COUNT TIMEOUT_MS
  *   pinet udp-rr [-6] DST PORT COUNT TIMEOUT_MS
- *   pinet raw-udp DEV SRC_MAC SRC DST PORT COUNT
+ *   pinet raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]
  *   pinet router-adv DEV COUNT
  *
  * Options may appear anywhere after the subcommand. An IPv6 DST implies -6;
@@ -54,7 +54,8 @@
  *   raw-udp      COUNT IPv4 UDP frames written whole to DEV (AF_PACKET),
  *                with an Ethernet source of SRC_MAC and a zero destination
  *                MAC (netkit in L3 mode ignores both): how a test forges a
- *                frame header the stack would never build. "sent N".
+ *                frame header the stack would never build. With VLAN,
+ *                each frame carries that 802.1Q tag. "sent N".
  *   router-adv   COUNT ICMPv6 router advertisements (router lifetime
  *                1800 s, hop limit 255) to ff02::1 out of DEV, from its
  *                link-local address: a pod offering itself as the
@@ -136,7 +137,7 @@ static int usage(void)
 		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
 		"       %s udp-echo [-6] PORT COUNT TIMEOUT_MS\n"
 		"       %s udp-rr [-6] DST PORT COUNT TIMEOUT_MS\n"
-		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT\n"
+		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]\n"
 		"       %s router-adv DEV COUNT\n",
 		prog, prog, prog, prog, prog, prog, prog, prog, prog);
 	return EXIT_USAGE;
@@ -1031,12 +1032,20 @@ static uint16_t ip_csum(const void *hdr, int len)
 static int cmd_raw_udp(int argc, char **argv)
 {
 	uint8_t f[14 + 20 + 8 + 16] = { 0 }, *ip = f + 14, *udp = f + 34;
+	uint8_t tagged[sizeof(f) + 4], *frame = f;
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET };
+	size_t flen = sizeof(f);
 	unsigned int m[6];
 	struct in_addr src, dst;
-	long port, count, sent = 0;
+	long port, count, sent = 0, vid = -1;
 	int fd;
 
+	if (argc == 7) {
+		vid = number(argv[6], 0, 4095);
+		if (vid < 0)
+			return usage();
+		argc--;
+	}
 	if (argc != 6 ||
 	    sscanf(argv[1], "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3],
 		   &m[4], &m[5]) != 6 ||
@@ -1063,6 +1072,17 @@ static int cmd_raw_udp(int argc, char **argv)
 	udp[2] = port >> 8;
 	udp[3] = port & 0xff;
 	udp[5] = sizeof(f) - 34;	/* checksum 0: none, valid for IPv4 */
+	if (vid >= 0) {
+		/* an 802.1Q tag between the MACs and the EtherType */
+		memcpy(tagged, f, 12);
+		tagged[12] = 0x81;
+		tagged[13] = 0x00;
+		tagged[14] = vid >> 8;
+		tagged[15] = vid & 0xff;
+		memcpy(tagged + 16, f + 12, sizeof(f) - 12);
+		frame = tagged;
+		flen = sizeof(tagged);
+	}
 	fd = socket(AF_PACKET, SOCK_RAW, 0);
 	if (fd < 0) {
 		fprintf(stderr, "%s: AF_PACKET: %s\n", prog, strerror(errno));
@@ -1070,7 +1090,7 @@ static int cmd_raw_udp(int argc, char **argv)
 	}
 	sll.sll_halen = 6;
 	for (long i = 0; i < count; i++) {
-		if (sendto(fd, f, sizeof(f), 0, (struct sockaddr *)&sll,
+		if (sendto(fd, frame, flen, 0, (struct sockaddr *)&sll,
 			   sizeof(sll)) < 0) {
 			fprintf(stderr, "%s: sendto: %s\n", prog,
 				strerror(errno));
