@@ -245,14 +245,17 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 	if (policy_check(pod->id, PI_DIR_EGRESS, &p, skb->len) == PI_DENY)
 		return drop(pod->id, PI_DROP_POLICY);
 	frag_note(&p);
+	/* The link's own chatter (NDP, MLD, DAD) stays out of the pod's
+	 * egress counters, as it always has: they count what the pod sends
+	 * beyond its link. */
+	if (link_scope)
+		return PI_PASS;
 
 	st = stats_of(pod->id);
 	if (st) {
 		st->egress_packets++;
 		st->egress_bytes += skb->len;
 	}
-	if (link_scope)
-		return PI_PASS;
 	return route(skb, &p, in_netkit);
 }
 
