@@ -106,6 +106,15 @@ check_fails ra_no_default_route_via_the_pod sh -c "ip -n $X -6 route show defaul
 expect_eq ra_dropped_and_counted "$(stat hd-b .drops.router)" 3
 expect_eq ra_accept_ra_off_on_host_side "$(in_ns $X sysctl -n net.ipv6.conf.pi-hd-b.accept_ra)" 0
 
+# a pod claims another pod's addresses to the node: NDP and ARP
+nd0=$(stat hd-b '.drops["nd-spoofed"]')
+check nd_claim_sent in_ns hd-b "$PINET" neigh-adv eth0 fd00::e 2
+check arp_claim_sent in_ns hd-b "$PINET" arp-announce eth0 $S 2
+check nd_own_address_sent in_ns hd-b "$PINET" neigh-adv eth0 fd00::b 1
+check arp_own_address_sent in_ns hd-b "$PINET" arp-announce eth0 $B 1
+sleep 0.3
+expect_eq nd_arp_claims_dropped_and_counted "$(($(stat hd-b '.drops["nd-spoofed"]') - nd0))" 4
+
 # ---- finding 3: port rules hold for fragments and extension headers
 pi -N $X policy add hd-b egress deny to fd00::e/128 proto udp port 5353 >/dev/null
 pi -N $X policy add hd-b egress deny to $S/32 proto udp port 5353 >/dev/null

@@ -12,6 +12,8 @@
  *   pinet udp-rr [-6] DST PORT COUNT TIMEOUT_MS
  *   pinet raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]
  *   pinet router-adv DEV COUNT
+ *   pinet neigh-adv DEV TARGET COUNT
+ *   pinet arp-announce DEV IP COUNT
  *
  * Options may appear anywhere after the subcommand. An IPv6 DST implies -6;
  * a link-local one takes its device as ADDR%DEV. udp-send --hopopts puts
@@ -60,6 +62,11 @@
  *                1800 s, hop limit 255) to ff02::1 out of DEV, from its
  *                link-local address: a pod offering itself as the
  *                node's default router. "sent N".
+ *   neigh-adv    COUNT unsolicited neighbour advertisements (override)
+ *                for TARGET with DEV's MAC, to ff02::1 out of DEV.
+ *                "sent N".
+ *   arp-announce COUNT gratuitous ARP requests for IP with DEV's MAC,
+ *                written whole to DEV (AF_PACKET). "sent N".
  * Diagnostics go to stderr. Exit status: 0 success, 1 failure, 2 usage.
  *
  * Checksums are 64-bit FNV-1a, printed as 16 hex digits.
@@ -79,6 +86,7 @@
 #include <linux/if_packet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #ifndef IP_FREEBIND
@@ -138,8 +146,11 @@ static int usage(void)
 		"       %s udp-echo [-6] PORT COUNT TIMEOUT_MS\n"
 		"       %s udp-rr [-6] DST PORT COUNT TIMEOUT_MS\n"
 		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]\n"
-		"       %s router-adv DEV COUNT\n",
-		prog, prog, prog, prog, prog, prog, prog, prog, prog);
+		"       %s router-adv DEV COUNT\n"
+		"       %s neigh-adv DEV TARGET COUNT\n"
+		"       %s arp-announce DEV IP COUNT\n",
+		prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
+		prog);
 	return EXIT_USAGE;
 }
 
@@ -1150,6 +1161,118 @@ static int cmd_router_adv(int argc, char **argv)
 	return sent == count ? 0 : 1;
 }
 
+/* ---- neighbour claims ---- */
+
+static int dev_mac(int fd, const char *dev, unsigned char mac[6])
+{
+	struct ifreq ifr = { 0 };
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev);
+	if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0) {
+		fprintf(stderr, "%s: %s: no MAC: %s\n", prog, dev,
+			strerror(errno));
+		return -1;
+	}
+	memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+	return 0;
+}
+
+static int cmd_neigh_adv(int argc, char **argv)
+{
+	/* type 136, code 0, checksum (the kernel's), flags: override; the
+	 * target, then a target link-layer address option */
+	unsigned char na[32] = { 136, 0, 0, 0, 0x20 };
+	int fd, hops = 255, ifindex;
+	long count, i, sent = 0;
+	union sa dst;
+	struct opts o;
+
+	if (parse(argc, argv, 0, &o) || o.npos != 3)
+		return usage();
+	ifindex = if_nametoindex(o.pos[0]);
+	count = number(o.pos[2], 1, 1000);
+	if (!ifindex || count < 0 || inet_pton(AF_INET6, o.pos[1], na + 8) != 1 ||
+	    make_sa(AF_INET6, "ff02::1", 0, &dst))
+		return usage();
+	fd = socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMPV6);
+	if (fd < 0) {
+		fprintf(stderr, "%s: raw ICMPv6 socket: %s\n", prog,
+			strerror(errno));
+		return 1;
+	}
+	na[24] = 2;
+	na[25] = 1;
+	if (dev_mac(fd, o.pos[0], na + 26) ||
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hops,
+		       sizeof(hops)) < 0 ||
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifindex,
+		       sizeof(ifindex)) < 0) {
+		close(fd);
+		return 1;
+	}
+	dst.in6.sin6_scope_id = ifindex;
+	for (i = 0; i < count; i++) {
+		if (sendto(fd, na, sizeof(na), 0, &dst.sa, sa_len(&dst)) < 0) {
+			fprintf(stderr, "%s: sendto: %s\n", prog,
+				strerror(errno));
+			break;
+		}
+		sent++;
+	}
+	close(fd);
+	printf("sent %ld\n", sent);
+	return sent == count ? 0 : 1;
+}
+
+static int cmd_arp_announce(int argc, char **argv)
+{
+	uint8_t f[60] = { 0 }, *a = f + 14;
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_halen = 6 };
+	long count, i, sent = 0;
+	struct opts o;
+	int fd;
+
+	if (parse(argc, argv, 0, &o) || o.npos != 3)
+		return usage();
+	sll.sll_ifindex = if_nametoindex(o.pos[0]);
+	count = number(o.pos[2], 1, 1000);
+	if (!sll.sll_ifindex || count < 0 ||
+	    inet_pton(AF_INET, o.pos[1], a + 14) != 1)
+		return usage();
+	memcpy(a + 24, a + 14, 4);	/* target = sender: gratuitous */
+	fd = socket(AF_PACKET, SOCK_RAW, 0);
+	if (fd < 0) {
+		fprintf(stderr, "%s: AF_PACKET: %s\n", prog, strerror(errno));
+		return 1;
+	}
+	if (dev_mac(fd, o.pos[0], f + 6)) {
+		close(fd);
+		return 1;
+	}
+	memset(f, 0xff, 6);
+	memset(sll.sll_addr, 0xff, 6);
+	f[12] = 0x08;
+	f[13] = 0x06;
+	a[1] = 1;			/* Ethernet */
+	a[2] = 0x08;			/* IPv4 */
+	a[4] = 6;
+	a[5] = 4;
+	a[7] = 1;			/* request */
+	memcpy(a + 8, f + 6, 6);
+	for (i = 0; i < count; i++) {
+		if (sendto(fd, f, sizeof(f), 0, (struct sockaddr *)&sll,
+			   sizeof(sll)) < 0) {
+			fprintf(stderr, "%s: sendto: %s\n", prog,
+				strerror(errno));
+			break;
+		}
+		sent++;
+	}
+	close(fd);
+	printf("sent %ld\n", sent);
+	return sent == count ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -1177,5 +1300,9 @@ int main(int argc, char **argv)
 		return cmd_raw_udp(argc, argv);
 	if (!strcmp(cmd, "router-adv"))
 		return cmd_router_adv(argc, argv);
+	if (!strcmp(cmd, "neigh-adv"))
+		return cmd_neigh_adv(argc, argv);
+	if (!strcmp(cmd, "arp-announce"))
+		return cmd_arp_announce(argc, argv);
 	return usage();
 }
