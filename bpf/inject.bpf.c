@@ -26,8 +26,6 @@
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "lib/redirect.h"
-#include "lib/proxy.h"
-#include "lib/probe.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -37,6 +35,9 @@ struct {
 	__type(key, struct pi_inject_key);
 	__type(value, struct pi_inject_target);
 } inject_auth SEC(".maps");
+
+#include "lib/proxy.h"
+#include "lib/probe.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -109,15 +110,32 @@ int inject_egress(struct __sk_buff *skb)
 	struct ethhdr *eth;
 	struct pkt p;
 	long ret;
+	int res;
 
-	if (parse_pkt(skb, &p) != PARSE_OK)
+	/* A fragment this object has no first fragment of is still injected
+	 * by its source (no ports needed): the target's own programs decide
+	 * on it with their fragment table. */
+	res = parse_pkt(skb, &p);
+	if (res != PARSE_OK && res != PARSE_FRAG_ORPHAN &&
+	    res != PARSE_FRAG_TINY)
 		return PI_NEXT;
 	key.family = p.family;
 	key.addr = p.saddr;
 	t = bpf_map_lookup_elem(&inject_auth, &key);
-	if (!t)
-		return proxy_steer(skb, &p);
-	proxy_note_upstream(&p, t->target_ifindex, skb->ifindex);
+	if (!t) {
+		if (res != PARSE_OK)
+			return PI_NEXT;
+		ret = proxy_steer(skb, &p);
+		/* later fragments follow the first one the same way */
+		if (ret == PI_REDIRECT)
+			frag_note(&p);
+		return ret;
+	}
+	if (res == PARSE_OK) {
+		if (!proxy_note_upstream(&p, t->target_ifindex, skb->ifindex))
+			return PI_DROP;
+		frag_note(&p);
+	}
 
 	/* The target's own packets leave its eth0 with this header; a
 	 * stack or program behind the target's device sees no difference. */
@@ -239,6 +257,7 @@ int pod_reply(struct __sk_buff *skb)
 	flow_key(&k, &p, false);
 	if (!bpf_map_lookup_elem(&proxy_upstream, &k))
 		return PI_NEXT;
+	frag_note(&p);
 	return redirect_peer(skb->ifindex, 0);
 }
 
@@ -392,6 +411,8 @@ int proxy_assign(struct __sk_buff *skb)
 assign:
 	err = bpf_sk_assign(skb, sk, 0);
 	bpf_sk_release(sk);
+	if (!err)
+		frag_note(&p);
 	return err ? PI_DROP : PI_PASS;
 }
 

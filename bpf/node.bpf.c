@@ -63,6 +63,7 @@ static __always_inline int deliver_to_pod(struct __sk_buff *skb,
 
 	if (policy_check(ep->pod_id, PI_DIR_INGRESS, p, skb->len) == PI_DENY)
 		return drop(ep->pod_id, PI_DROP_INGRESS_POLICY);
+	frag_note(p);
 	if (!set_pod_l2(skb, ep))
 		return drop(ep->pod_id, PI_DROP_MALFORMED);
 
@@ -105,25 +106,107 @@ static __always_inline int route(struct __sk_buff *skb, const struct pkt *p,
 	return redirect_neigh(cfg->uplink_ifindex);
 }
 
+#define ND_ROUTER_SOLICIT	133
+#define ND_ROUTER_ADVERT	134
+#define ND_NEIGHBOR_SOLICIT	135
+#define ND_NEIGHBOR_ADVERT	136
+#define ND_REDIRECT		137
+#define ND_OPT_SOURCE_LL	1
+#define ND_OPT_TARGET_LL	2
+#define ND_MAX_OPTS		4
+
+/* Neighbour discovery from a pod. A pod is no router: router
+ * advertisements and redirects are dropped. What it says about neighbours
+ * must be about itself: a neighbour advertisement's target is its own
+ * address (or a link-local one, which names nothing beyond its own link),
+ * and every link-layer address option carries its own MAC. Returns the
+ * drop reason, PI_DROP_NONE to go on. */
+static __always_inline int nd_check(struct __sk_buff *skb,
+				    const struct pi_pod *pod,
+				    const struct pkt *p)
+{
+	__u32 off = p->l4_off, i;
+	__u8 h[8];
+
+	if (bpf_skb_load_bytes(skb, off, h, 4))
+		return PI_DROP_MALFORMED;
+	if (h[0] == ND_ROUTER_ADVERT || h[0] == ND_REDIRECT)
+		return PI_DROP_ROUTER;
+	if (h[0] == ND_NEIGHBOR_ADVERT) {
+		struct pi_addr t, own = {};
+
+		if (bpf_skb_load_bytes(skb, off + 8, &t, 16))
+			return PI_DROP_MALFORMED;
+		__builtin_memcpy(own.a, pod->ip6, 16);
+		if (!addr6_is_link_local(&t) &&
+		    (!(pod->flags & PI_POD_HAS_V6) || !addr_eq(&t, &own)))
+			return PI_DROP_ND_SPOOFED;
+	}
+	if (h[0] == ND_ROUTER_SOLICIT)
+		off += 8;
+	else if (h[0] == ND_NEIGHBOR_SOLICIT || h[0] == ND_NEIGHBOR_ADVERT)
+		off += 24;
+	else
+		return PI_DROP_NONE;
+	/* netkit in L3 mode is NOARP: no link-layer addresses to claim */
+	if (pod->flags & PI_POD_NETKIT)
+		return PI_DROP_NONE;
+#pragma unroll
+	for (i = 0; i < ND_MAX_OPTS; i++) {
+		if (off + 8 > p->l3_end)
+			break;
+		if (bpf_skb_load_bytes(skb, off, h, 8))
+			return PI_DROP_MALFORMED;
+		if (!h[1])
+			return PI_DROP_MALFORMED;
+		if ((h[0] == ND_OPT_SOURCE_LL || h[0] == ND_OPT_TARGET_LL) &&
+		    (h[2] != pod->pod_mac[0] || h[3] != pod->pod_mac[1] ||
+		     h[4] != pod->pod_mac[2] || h[5] != pod->pod_mac[3] ||
+		     h[6] != pod->pod_mac[4] || h[7] != pod->pod_mac[5]))
+			return PI_DROP_ND_SPOOFED;
+		off += (__u32)h[1] * 8;
+	}
+	return PI_DROP_NONE;
+}
+
+static __always_inline bool addr6_is_multicast(const struct pi_addr *a)
+{
+	return (a->a[0] & bpf_htonl(0xff000000)) == bpf_htonl(0xff000000);
+}
+
 static __always_inline int pod_egress_common(struct __sk_buff *skb,
 					     bool in_netkit)
 {
 	struct pi_pod_stats *st;
 	struct pi_pod *pod;
 	__u32 ifindex = skb->ifindex;
+	bool link_scope = false;
 	struct pkt p;
-	int ret;
+	int ret, why;
 
 	pod = bpf_map_lookup_elem(&pods, &ifindex);
 	if (!pod)
 		return PI_DROP;
 
+	/* A tag taken off by the receiving device (skb->vlan_*) or still in
+	 * the frame: either way the frame would leave in some VLAN. */
+	if (skb->vlan_present)
+		return drop(pod->id, PI_DROP_VLAN);
 	ret = parse_pkt(skb, &p);
-	if (ret == PARSE_ARP)
+	if (ret == PARSE_VLAN)
+		return drop(pod->id, PI_DROP_VLAN);
+	if (ret == PARSE_ARP) {
+		/* the sender address of ARP is a claim: only its own (or
+		 * none, an address probe) */
+		if (p.saddr.a[0] &&
+		    (!(pod->flags & PI_POD_HAS_V4) || p.saddr.a[0] != pod->ip4))
+			return drop(pod->id, PI_DROP_ND_SPOOFED);
 		return PI_PASS;
+	}
 	if (ret == PARSE_UNSUPPORTED)
 		return drop(pod->id, PI_DROP_UNSUPPORTED);
-	if (ret != PARSE_OK)
+	if (ret != PARSE_OK && ret != PARSE_FRAG_ORPHAN &&
+	    ret != PARSE_FRAG_TINY)
 		return drop(pod->id, PI_DROP_MALFORMED);
 
 	if (p.family == AF_INET) {
@@ -135,18 +218,38 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 		__builtin_memcpy(own.a, pod->ip6, 16);
 		if (!(pod->flags & PI_POD_HAS_V6) || !addr_eq(&p.saddr, &own)) {
 			/* Neighbour discovery, router solicitation, MLD and
-			 * DAD use link-local or unspecified sources; such
-			 * packets cannot leave the link and end in the
-			 * node's stack. */
-			if (addr6_is_link_local(&p.saddr) ||
-			    addr6_is_unspecified(&p.saddr))
-				return PI_PASS;
-			return drop(pod->id, PI_DROP_SPOOFED);
+			 * DAD use link-local or unspecified sources. Such a
+			 * packet cannot leave the link: it may only go to a
+			 * link-local or multicast address, it ends in the
+			 * node's stack, and it meets the policy first. */
+			if (!addr6_is_link_local(&p.saddr) &&
+			    !addr6_is_unspecified(&p.saddr))
+				return drop(pod->id, PI_DROP_SPOOFED);
+			if (!addr6_is_link_local(&p.daddr) &&
+			    !addr6_is_multicast(&p.daddr))
+				return drop(pod->id, PI_DROP_SPOOFED);
+			link_scope = true;
 		}
+	}
+	if (ret == PARSE_FRAG_TINY)
+		return drop(pod->id, PI_DROP_FRAG_TINY);
+	if (ret == PARSE_FRAG_ORPHAN)
+		return drop(pod->id, PI_DROP_FRAG_ORPHAN);
+	if (p.family == AF_INET6 && p.proto == IPPROTO_ICMPV6_ &&
+	    p.frag == PKT_FRAG_NONE) {
+		why = nd_check(skb, pod, &p);
+		if (why != PI_DROP_NONE)
+			return drop(pod->id, why);
 	}
 
 	if (policy_check(pod->id, PI_DIR_EGRESS, &p, skb->len) == PI_DENY)
 		return drop(pod->id, PI_DROP_POLICY);
+	frag_note(&p);
+	/* The link's own chatter (NDP, MLD, DAD) stays out of the pod's
+	 * egress counters, as it always has: they count what the pod sends
+	 * beyond its link. */
+	if (link_scope)
+		return PI_PASS;
 
 	st = stats_of(pod->id);
 	if (st) {
@@ -180,6 +283,7 @@ static __always_inline int ingress_checks(struct __sk_buff *skb,
 
 	if (policy_check(pod->id, PI_DIR_INGRESS, p, skb->len) == PI_DENY)
 		return drop(pod->id, PI_DROP_INGRESS_POLICY);
+	frag_note(p);
 	st = stats_of(pod->id);
 	if (st) {
 		st->ingress_packets++;
@@ -210,6 +314,10 @@ int pod_ingress(struct __sk_buff *skb)
 	ret = parse_pkt(skb, &p);
 	if (ret == PARSE_ARP)
 		return PI_PASS;
+	if (ret == PARSE_FRAG_TINY)
+		return drop(pod->id, PI_DROP_FRAG_TINY);
+	if (ret == PARSE_FRAG_ORPHAN)
+		return drop(pod->id, PI_DROP_FRAG_ORPHAN);
 	if (ret != PARSE_OK)
 		return PI_NEXT;
 	return ingress_checks(skb, pod, &p);
@@ -226,8 +334,11 @@ int pod_ingress_nk(struct __sk_buff *skb)
 	struct pi_pod *pod;
 	__u32 ifindex;
 	struct pkt p;
+	int ret;
 
-	if (parse_pkt(skb, &p) != PARSE_OK)
+	ret = parse_pkt(skb, &p);
+	if (ret != PARSE_OK && ret != PARSE_FRAG_TINY &&
+	    ret != PARSE_FRAG_ORPHAN)
 		return PI_NEXT;
 	ep = lookup_endpoint(&p);
 	if (!ep || ep->kind != PI_EP_POD)
@@ -236,21 +347,41 @@ int pod_ingress_nk(struct __sk_buff *skb)
 	pod = bpf_map_lookup_elem(&pods, &ifindex);
 	if (!pod)
 		return PI_NEXT;
+	if (ret == PARSE_FRAG_TINY)
+		return drop(pod->id, PI_DROP_FRAG_TINY);
+	if (ret == PARSE_FRAG_ORPHAN)
+		return drop(pod->id, PI_DROP_FRAG_ORPHAN);
 	return ingress_checks(skb, pod, &p);
 }
 
 /* Traffic from the wire for a local pod goes straight to it; everything
- * else is the node's own and continues to the stack. */
+ * else is the node's own and continues to the stack. Nothing from the
+ * wire may carry the source address of a pod of this node: such a frame
+ * would pass the pod's peers' `allow from POD` rules, and the node's
+ * stack would take it for the pod's. */
 SEC("tc")
 int uplink_ingress(struct __sk_buff *skb)
 {
+	struct pi_endpoint_key sk = {};
 	struct pi_endpoint *ep;
 	struct pkt p;
+	int ret;
 
-	if (parse_pkt(skb, &p) != PARSE_OK)
+	ret = parse_pkt(skb, &p);
+	if (ret != PARSE_OK && ret != PARSE_FRAG_TINY &&
+	    ret != PARSE_FRAG_ORPHAN)
 		return PI_NEXT;
+	sk.family = p.family;
+	sk.addr = p.saddr;
+	ep = bpf_map_lookup_elem(&endpoints, &sk);
+	if (ep && ep->kind == PI_EP_POD)
+		return drop(ep->pod_id, PI_DROP_UPLINK_SPOOFED);
 	ep = lookup_endpoint(&p);
 	if (!ep || ep->kind != PI_EP_POD)
 		return PI_NEXT;
+	if (ret == PARSE_FRAG_TINY)
+		return drop(ep->pod_id, PI_DROP_FRAG_TINY);
+	if (ret == PARSE_FRAG_ORPHAN)
+		return drop(ep->pod_id, PI_DROP_FRAG_ORPHAN);
 	return deliver_to_pod(skb, &p, ep);
 }

@@ -59,10 +59,18 @@ int xdp_pod_ingress(struct xdp_md *ctx)
 	__u32 id = pod_id;
 	struct pkt p;
 	__u32 len;
+	int ret;
 
 	/* As at tc: ARP and frames the parser does not take are not the
-	 * policy's (pod_ingress passes them uncounted too). */
-	if (parse_xdp(ctx, &p) != PARSE_OK)
+	 * policy's (pod_ingress passes them uncounted too); fragments that
+	 * cannot be classified are dropped as there. */
+	ret = parse_xdp(ctx, &p);
+	if (ret == PARSE_FRAG_TINY || ret == PARSE_FRAG_ORPHAN) {
+		count_drop(id, ret == PARSE_FRAG_TINY ? PI_DROP_FRAG_TINY :
+							PI_DROP_FRAG_ORPHAN);
+		return XDP_DROP;
+	}
+	if (ret != PARSE_OK)
 		return XDP_PASS;
 	len = ctx_len(ctx, true);
 	xs = bpf_map_lookup_elem(&xdp_stats, &id);
@@ -72,6 +80,7 @@ int xdp_pod_ingress(struct xdp_md *ctx)
 			xs->acl_drops++;
 		return XDP_DROP;
 	}
+	frag_note(&p);
 	count_ingress(id, len);
 	if (xs) {
 		xs->acl_packets++;
@@ -138,13 +147,20 @@ static __always_inline bool csum_pending(struct xdp_md *ctx,
 SEC("xdp")
 int xdp_uplink(struct xdp_md *ctx)
 {
+	struct pi_endpoint_key sk = {};
 	struct pi_xdp_stats *xs;
 	struct pi_endpoint *ep;
 	struct ethhdr *eth;
 	__u32 ifindex;
 	struct pkt p;
 
-	if (parse_xdp(ctx, &p) != PARSE_OK)
+	/* Fragments and frames with a local pod's source address are
+	 * uplink_ingress's to decide (fragment table, source check). */
+	if (parse_xdp(ctx, &p) != PARSE_OK || p.frag)
+		return XDP_PASS;
+	sk.family = p.family;
+	sk.addr = p.saddr;
+	if (bpf_map_lookup_elem(&endpoints, &sk))
 		return XDP_PASS;
 	ep = lookup_endpoint(&p);
 	if (!ep || ep->kind != PI_EP_POD)

@@ -43,11 +43,25 @@ enum pi_drop_reason {
 	PI_DROP_REDIRECT,	/* redirect helper refused */
 	PI_DROP_INGRESS_POLICY,	/* denied by the destination's ingress policy */
 	PI_DROP_UNSUPPORTED,	/* neither IPv4, IPv6 nor ARP */
+	/* New reasons go here, at the end: the numbers above are kept. */
+	PI_DROP_FRAG_ORPHAN,	/* a non-first fragment whose first fragment
+				 * was not let through (no fragment entry) */
+	PI_DROP_FRAG_TINY,	/* a first fragment too short to hold the
+				 * transport header */
+	PI_DROP_VLAN,		/* a VLAN-tagged frame from a pod */
+	PI_DROP_ROUTER,		/* a router advertisement or redirect from a
+				 * pod */
+	PI_DROP_ND_SPOOFED,	/* NDP or ARP claiming an address or MAC that
+				 * is not the pod's */
+	PI_DROP_UPLINK_SPOOFED,	/* from the uplink with a local pod's source
+				 * address (counted on that pod) */
 	PI_DROP_MAX,
 };
 
 #define PI_DROP_NAMES { "none", "spoofed", "policy", "malformed", \
-	"unknown-pod", "redirect", "ingress-policy", "unsupported" }
+	"unknown-pod", "redirect", "ingress-policy", "unsupported", \
+	"frag-orphan", "frag-tiny", "vlan", "router", "nd-spoofed", \
+	"uplink-spoofed" }
 
 /* Address of either family: IPv4 in a[0], the rest zero. Network order. */
 struct pi_addr {
@@ -160,7 +174,7 @@ struct pi_rule {
 struct pi_policy_ref {
 	__u32 start;		/* first slot in `rules` */
 	__u32 count;		/* number of rules; 0 = no rules, default allow */
-};
+} __attribute__((aligned(8)));	/* read by the datapath in one 8-byte load */
 
 struct pi_rule_stats {
 	__u64 packets;
@@ -272,6 +286,10 @@ struct pi_proxy_rule {			/* by the captured pod's ifindex */
 	__u8 proxy_host_mac[6];
 	__u8 pod_mac[6];
 	__u8 pod_host_mac[6];
+	/* kept by the datapath; zero when userspace writes the rule */
+	__u32 nflows;			/* live entries in proxy_flows */
+	__u32 nupstream;		/* live entries in proxy_upstream */
+	__u64 limit_drops;		/* new flows refused: share or table full */
 };
 
 /* One direction-free name for a proxied flow: the pod's end and the far
@@ -287,16 +305,33 @@ struct pi_flow_key {
 	struct pi_addr dst;
 };
 
+enum pi_flow_flags {
+	PI_FLOW_UPSTREAM = 1 << 0,	/* in proxy_upstream, not proxy_flows */
+	PI_FLOW_CLOSING = 1 << 1,	/* a FIN or RST was seen */
+};
+
 struct pi_flow {
 	__u32 pod_ifindex;
 	__u32 proxy_ifindex;
 	__u16 proxy_port;		/* host order */
-	__u16 pad;
+	__u16 flags;			/* enum pi_flow_flags */
 	__u8 pod_mac[6];		/* to hand client-side replies to the pod */
 	__u8 pod_host_mac[6];
 	__u8 proxy_pod_mac[6];		/* to hand packets to the proxy */
 	__u8 proxy_host_mac[6];
+	__u64 last_seen_ns;		/* bpf_ktime_get_ns() of its last packet */
+	/* Expires the flow when idle, and gives its place in the pod's
+	 * share back (bpf/lib/proxy.h). Opaque to userspace. */
+#ifdef __VMLINUX_H__
+	struct bpf_timer timer;
+#else
+	__u64 timer[2];
+#endif
 };
+
+/* Each captured pod's share of the flow tables: one pod's flows cannot
+ * push out another's. Counted in its pi_proxy_rule. */
+#define PI_PROXY_FLOWS_PER_POD	(PI_MAX_FLOWS / 8)
 
 /* A proxy's TCP listener, for the kernel's TIME_WAIT takeover of a reused
  * 4-tuple (proxy_lookup). The proxy pod's host-side ifindex is part of the
@@ -345,6 +380,35 @@ struct pi_probe_event {
 	__u32 pad;
 };
 
+/* Fragments. A non-first fragment carries no transport header; it is
+ * classified with the ports of its first fragment, found here by the
+ * fragment's identity. An entry is made when a program lets a first
+ * fragment through, so a later fragment passes only behind a first one
+ * that passed, and gets its verdict (Cilium's IPv4 fragment map, for both
+ * families here). */
+#define PI_MAX_FRAGS		8192
+
+struct pi_frag_key {
+	__u32 family;
+	__u8 proto;
+	__u8 pad[3];
+	__u32 id;			/* IPv4: 16 bits, network order */
+	struct pi_addr saddr;
+	struct pi_addr daddr;
+};
+
+struct pi_frag {
+	__u16 sport;			/* host order */
+	__u16 dport;
+	__u8 has_ports;
+	__u8 pad[3];
+};
+
+/* IPv6 extension headers walked before the transport header is found:
+ * hop-by-hop, routing, destination options, fragment, AH. More is
+ * malformed. */
+#define PI_MAX_EXTHDRS		8
+
 /* What a redirect helper was asked, recorded for unit tests
  * (bpf/lib/redirect.h). */
 enum pi_redirect_kind {
@@ -373,16 +437,24 @@ _Static_assert(sizeof(struct pi_pod_meta) == 680, "size of pi_pod_meta");
 _Static_assert(sizeof(struct pi_rule) == 28, "size of pi_rule");
 _Static_assert(sizeof(struct pi_policy_ref) == 8, "size of pi_policy_ref");
 _Static_assert(sizeof(struct pi_rule_stats) == 16, "size of pi_rule_stats");
-_Static_assert(sizeof(struct pi_pod_stats) == 96, "size of pi_pod_stats");
+_Static_assert(sizeof(struct pi_pod_stats) == 144, "size of pi_pod_stats");
+_Static_assert(sizeof(struct pi_proxy_rule) == 104, "size of pi_proxy_rule");
+_Static_assert(sizeof(struct pi_flow) == 64, "size of pi_flow");
+_Static_assert(sizeof(struct pi_frag_key) == 44, "size of pi_frag_key");
+_Static_assert(sizeof(struct pi_frag) == 8, "size of pi_frag");
+_Static_assert(__builtin_offsetof(struct pi_flow, last_seen_ns) == 40, "pi_flow.last_seen_ns");
+_Static_assert(__builtin_offsetof(struct pi_flow, timer) == 48, "pi_flow.timer");
+_Static_assert(__builtin_offsetof(struct pi_proxy_rule, nflows) == 88, "pi_proxy_rule.nflows");
+_Static_assert(__builtin_offsetof(struct pi_proxy_rule, limit_drops) == 96, "pi_proxy_rule.limit_drops");
+_Static_assert(__builtin_offsetof(struct pi_frag_key, saddr) == 12, "pi_frag_key.saddr");
+_Static_assert(__builtin_offsetof(struct pi_frag, has_ports) == 4, "pi_frag.has_ports");
 _Static_assert(sizeof(struct pi_xdp_stats) == 32, "size of pi_xdp_stats");
 _Static_assert(sizeof(struct pi_inject_key) == 24, "size of pi_inject_key");
 _Static_assert(sizeof(struct pi_inject_target) == 20, "size of pi_inject_target");
 _Static_assert(sizeof(struct pi_inject_stats_key) == 12, "size of pi_inject_stats_key");
 _Static_assert(sizeof(struct pi_inject_stats) == 24, "size of pi_inject_stats");
 _Static_assert(sizeof(struct pi_netkit_guard) == 40, "size of pi_netkit_guard");
-_Static_assert(sizeof(struct pi_proxy_rule) == 88, "size of pi_proxy_rule");
 _Static_assert(sizeof(struct pi_flow_key) == 44, "size of pi_flow_key");
-_Static_assert(sizeof(struct pi_flow) == 36, "size of pi_flow");
 _Static_assert(sizeof(struct pi_proxy_listener_key) == 8, "size of pi_proxy_listener_key");
 _Static_assert(sizeof(struct pi_probe_flow) == 8, "size of pi_probe_flow");
 _Static_assert(sizeof(struct pi_probe_event) == 24, "size of pi_probe_event");

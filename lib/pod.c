@@ -117,7 +117,16 @@ static int setup_pod_side(struct pi_pod_info *pod)
 static int setup_node_side(struct pi_pod_info *pod)
 {
 	bool has4 = pod->flags & PI_POD_HAS_V4, has6 = pod->flags & PI_POD_HAS_V6;
-	int err = nl_link_set_up(pod->ifindex);
+	char ra[64 + IFNAMSIZ];
+	int err;
+
+	/* A pod is never the node's router (the datapath drops its RAs). */
+	snprintf(ra, sizeof(ra), "net/ipv6/conf/%s/accept_ra", pod->hostdev);
+	err = sysctl_write(ra, "0");
+	if (err == -ENOENT)	/* no IPv6 on the node, no RA either */
+		err = 0;
+	if (!err)
+		err = nl_link_set_up(pod->ifindex);
 
 	if (!err && has4)
 		err = nl_route_add(AF_INET, &pod->ip4, 32, NULL,

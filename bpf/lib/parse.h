@@ -12,15 +12,23 @@
 
 struct pkt {
 	__u32 family;		/* AF_INET, AF_INET6, or 0 for ARP */
-	struct pi_addr saddr;
-	struct pi_addr daddr;
+	struct pi_addr saddr;	/* ARP: sender IP in a[0] */
+	struct pi_addr daddr;	/* ARP: target IP in a[0] */
 	__u16 sport;		/* host order; 0 when the protocol has none */
 	__u16 dport;
 	__u8 proto;		/* IPPROTO_* of the transport header */
-	__u8 has_ports;		/* ports were read: first fragment of TCP/UDP */
+	__u8 has_ports;		/* ports known: read, or of the first fragment */
 	__u8 tcp_flags;
-	__u8 pad;
+	__u8 frag;		/* enum pkt_frag */
 	__u32 l4_off;		/* offset of the transport header */
+	__u32 l3_end;		/* offset just past the IP packet */
+	__u32 frag_id;		/* of a fragment, as in its header */
+};
+
+enum pkt_frag {
+	PKT_FRAG_NONE = 0,	/* a whole packet */
+	PKT_FRAG_FIRST,		/* offset 0, more fragments follow */
+	PKT_FRAG_LATER,		/* offset > 0: no transport header */
 };
 
 enum parse_result {
@@ -28,7 +36,30 @@ enum parse_result {
 	PARSE_ARP,
 	PARSE_UNSUPPORTED,
 	PARSE_MALFORMED,
+	PARSE_VLAN,		/* an 802.1Q or 802.1ad tag in the frame */
+	PARSE_FRAG_ORPHAN,	/* a non-first fragment without a first one
+				 * let through (addresses and proto filled) */
+	PARSE_FRAG_TINY,	/* a first fragment without room for the
+				 * transport header (addresses filled) */
 };
+
+#define IPPROTO_HOPOPTS_	0
+#define IPPROTO_ROUTING_	43
+#define IPPROTO_FRAGMENT_	44
+#define IPPROTO_AH_		51
+#define IPPROTO_DSTOPTS_	60
+#define ETH_P_8021Q_		0x8100
+#define ETH_P_8021AD_		0x88A8
+
+/* First fragments let through, by fragment identity (include/podinject_abi.h).
+ * Every object that parses has its own; the node's is pinned and shared
+ * with the XDP programs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PI_MAX_FRAGS);
+	__type(key, struct pi_frag_key);
+	__type(value, struct pi_frag);
+} frags SEC(".maps");
 
 /*
  * One parser for both kinds of context: tc programs get a struct __sk_buff,
@@ -98,48 +129,153 @@ static __always_inline int pull_hdr(void *ctx, bool xdp, __u32 len)
 	return pull_linear(ctx, len);
 }
 
+/* Reads len bytes at off of either kind of context, linear or not. */
+static __always_inline int ctx_load(void *ctx, bool xdp, __u32 off, void *to,
+				    __u32 len)
+{
+	if (xdp)
+		return bpf_xdp_load_bytes(ctx, off, to, len);
+	return bpf_skb_load_bytes(ctx, off, to, len);
+}
+
+static __always_inline void frag_key(struct pi_frag_key *k,
+				     const struct pkt *p)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->family = p->family;
+	k->proto = p->proto;
+	k->id = p->frag_id;
+	k->saddr = p->saddr;
+	k->daddr = p->daddr;
+}
+
+/* A first fragment was let through: its later fragments get its ports,
+ * and so its verdict. Nothing for any other packet. */
+static __always_inline void frag_note(const struct pkt *p)
+{
+	struct pi_frag_key k;
+	struct pi_frag v = {};
+
+	if (p->frag != PKT_FRAG_FIRST)
+		return;
+	frag_key(&k, p);
+	v.sport = p->sport;
+	v.dport = p->dport;
+	v.has_ports = p->has_ports;
+	bpf_map_update_elem(&frags, &k, &v, BPF_ANY);
+}
+
+/* The transport header of a whole packet or a first fragment: it must lie
+ * inside the IP packet (a frame's padding is no header). The ports of a
+ * later fragment are those its first fragment had. */
 static __always_inline int parse_l4(void *ctx, bool xdp, struct pkt *p)
 {
-	void *data, *data_end;
+	__u32 need;
+	__u8 h[14];
 
-	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
+	if (p->frag == PKT_FRAG_LATER) {
+		struct pi_frag_key k;
+		struct pi_frag *v;
+
+		frag_key(&k, p);
+		v = bpf_map_lookup_elem(&frags, &k);
+		if (!v)
+			return PARSE_FRAG_ORPHAN;
+		p->sport = v->sport;
+		p->dport = v->dport;
+		p->has_ports = v->has_ports;
 		return PARSE_OK;
-	if (pull_hdr(ctx, xdp, p->l4_off + sizeof(struct tcphdr)) &&
-	    pull_hdr(ctx, xdp, p->l4_off + sizeof(struct udphdr)))
-		return PARSE_MALFORMED;
-	data = ctx_data(ctx, xdp);
-	data_end = ctx_data_end(ctx, xdp);
-	if (p->l4_off > 128)
-		return PARSE_MALFORMED;
-	if (p->proto == IPPROTO_TCP) {
-		struct tcphdr *th = data + p->l4_off;
-
-		if ((void *)(th + 1) > data_end)
-			return PARSE_MALFORMED;
-		p->sport = bpf_ntohs(th->source);
-		p->dport = bpf_ntohs(th->dest);
-		p->tcp_flags = ((__u8 *)th)[13];
-	} else {
-		struct udphdr *uh = data + p->l4_off;
-
-		if ((void *)(uh + 1) > data_end)
-			return PARSE_MALFORMED;
-		p->sport = bpf_ntohs(uh->source);
-		p->dport = bpf_ntohs(uh->dest);
 	}
+	if (p->proto == IPPROTO_TCP)
+		need = sizeof(struct tcphdr);
+	else if (p->proto == IPPROTO_UDP)
+		need = sizeof(struct udphdr);
+	else
+		return PARSE_OK;
+	if (p->l4_off + need > p->l3_end ||
+	    ctx_load(ctx, xdp, p->l4_off, h, p->proto == IPPROTO_TCP ? 14 : 4))
+		return p->frag == PKT_FRAG_FIRST ? PARSE_FRAG_TINY :
+						   PARSE_MALFORMED;
+	p->sport = ((__u16)h[0] << 8) | h[1];
+	p->dport = ((__u16)h[2] << 8) | h[3];
+	if (p->proto == IPPROTO_TCP)
+		p->tcp_flags = h[13];
 	p->has_ports = 1;
 	return PARSE_OK;
 }
 
-/* IPv6 extension headers are not walked: a packet whose first next-header
- * is not a transport protocol is classified by that next-header value and
- * carries no ports. Rules naming a port or a transport protocol then do not
- * match it; rules on addresses alone still do (docs/datapath.md). */
+/* IPv6 extension headers, a bounded walk: hop-by-hop, routing,
+ * destination options, fragment and AH are stepped over to the transport
+ * header; a fragment header says which fragment this is. A later
+ * fragment stops the walk: what follows its fragment header is payload,
+ * its next-header field names the transport protocol. */
+static __always_inline int walk_ext6(void *ctx, bool xdp, struct pkt *p,
+				     __u8 nh)
+{
+	__u32 off = p->l4_off, i;
+	__u8 h[8];
+
+#pragma unroll
+	for (i = 0; i < PI_MAX_EXTHDRS; i++) {
+		if (nh != IPPROTO_HOPOPTS_ && nh != IPPROTO_ROUTING_ &&
+		    nh != IPPROTO_DSTOPTS_ && nh != IPPROTO_AH_ &&
+		    nh != IPPROTO_FRAGMENT_)
+			break;
+		if (off + 8 > p->l3_end || ctx_load(ctx, xdp, off, h, 8))
+			return p->frag == PKT_FRAG_FIRST ? PARSE_FRAG_TINY :
+							   PARSE_MALFORMED;
+		if (nh == IPPROTO_FRAGMENT_) {
+			__u16 fo = ((__u16)h[2] << 8) | h[3];
+
+			__builtin_memcpy(&p->frag_id, h + 4, 4);
+			nh = h[0];
+			off += 8;
+			if (fo & 0xfff8) {
+				p->frag = PKT_FRAG_LATER;
+				break;
+			}
+			/* offset 0 without more: an atomic fragment, whole */
+			if (fo & 1)
+				p->frag = PKT_FRAG_FIRST;
+			continue;
+		}
+		nh = h[0];
+		if (nh == IPPROTO_AH_)
+			off += ((__u32)h[1] + 2) * 4;
+		else
+			off += ((__u32)h[1] + 1) * 8;
+	}
+	if (p->frag != PKT_FRAG_LATER &&
+	    (nh == IPPROTO_HOPOPTS_ || nh == IPPROTO_ROUTING_ ||
+	     nh == IPPROTO_DSTOPTS_ || nh == IPPROTO_AH_ ||
+	     nh == IPPROTO_FRAGMENT_))
+		return PARSE_MALFORMED;		/* longer than the walk */
+	p->proto = nh;
+	p->l4_off = off;
+	return PARSE_OK;
+}
+
+static __always_inline int parse_arp(void *ctx, bool xdp, struct pkt *p)
+{
+	__u8 h[28];
+
+	if (ctx_load(ctx, xdp, sizeof(struct ethhdr), h, sizeof(h)))
+		return PARSE_MALFORMED;
+	/* Ethernet and IPv4 only; anything else names no address of ours */
+	if (h[0] != 0 || h[1] != 1 || h[2] != 0x08 || h[3] != 0 ||
+	    h[4] != 6 || h[5] != 4)
+		return PARSE_MALFORMED;
+	__builtin_memcpy(&p->saddr.a[0], h + 14, 4);
+	__builtin_memcpy(&p->daddr.a[0], h + 24, 4);
+	return PARSE_ARP;
+}
+
 static __always_inline int parse_ctx(void *ctx, bool xdp, struct pkt *p)
 {
 	void *data, *data_end;
 	struct ethhdr *eth;
 	__u32 len;
+	int ret;
 
 	__builtin_memset(p, 0, sizeof(*p));
 	if (pull_hdr(ctx, xdp, sizeof(struct ethhdr)))
@@ -154,6 +290,7 @@ static __always_inline int parse_ctx(void *ctx, bool xdp, struct pkt *p)
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *iph;
 		__u32 ihl;
+		__u16 fo;
 
 		if (pull_hdr(ctx, xdp, sizeof(*eth) + sizeof(*iph)))
 			return PARSE_MALFORMED;
@@ -173,13 +310,19 @@ static __always_inline int parse_ctx(void *ctx, bool xdp, struct pkt *p)
 		p->daddr.a[0] = iph->daddr;
 		p->proto = iph->protocol;
 		p->l4_off = sizeof(*eth) + ihl;
-		/* Later fragments carry no transport header. */
-		if (iph->frag_off & bpf_htons(0x1fff))
-			return PARSE_OK;
+		p->l3_end = sizeof(*eth) + bpf_ntohs(iph->tot_len);
+		fo = bpf_ntohs(iph->frag_off);
+		if (fo & 0x1fff)
+			p->frag = PKT_FRAG_LATER;
+		else if (fo & 0x2000)
+			p->frag = PKT_FRAG_FIRST;
+		if (p->frag)
+			p->frag_id = iph->id;
 		return parse_l4(ctx, xdp, p);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6;
+		__u8 nh;
 
 		if (pull_hdr(ctx, xdp, sizeof(*eth) + sizeof(*ip6)))
 			return PARSE_MALFORMED;
@@ -196,12 +339,19 @@ static __always_inline int parse_ctx(void *ctx, bool xdp, struct pkt *p)
 		p->family = AF_INET6;
 		__builtin_memcpy(p->saddr.a, &ip6->saddr, 16);
 		__builtin_memcpy(p->daddr.a, &ip6->daddr, 16);
-		p->proto = ip6->nexthdr;
+		nh = ip6->nexthdr;
 		p->l4_off = sizeof(*eth) + sizeof(*ip6);
+		p->l3_end = p->l4_off + bpf_ntohs(ip6->payload_len);
+		ret = walk_ext6(ctx, xdp, p, nh);
+		if (ret != PARSE_OK)
+			return ret;
 		return parse_l4(ctx, xdp, p);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_ARP))
-		return PARSE_ARP;
+		return parse_arp(ctx, xdp, p);
+	if (eth->h_proto == bpf_htons(ETH_P_8021Q_) ||
+	    eth->h_proto == bpf_htons(ETH_P_8021AD_))
+		return PARSE_VLAN;
 	return PARSE_UNSUPPORTED;
 }
 

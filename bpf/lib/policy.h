@@ -67,21 +67,30 @@ static long policy_walk_one(__u32 i, void *ctx)
 static __always_inline int policy_check(__u32 pod_id, __u32 dir,
 					const struct pkt *p, __u32 len)
 {
+	union {
+		struct pi_policy_ref ref;
+		__u64 word;
+	} u;
 	struct pi_policy_ref *ref;
 	struct pi_rule_stats *st;
 	struct policy_walk w = {};
 	__u32 key = pod_id * 2 + dir;
 
 	ref = bpf_map_lookup_elem(&policy_refs, &key);
-	if (!ref || !ref->count)
+	if (!ref)
+		return PI_ALLOW;
+	/* One 8-byte load: an edit flips start and count together, so two
+	 * loads could pair the old start with the new count. */
+	u.word = *(volatile const __u64 *)ref;
+	if (!u.ref.count)
 		return PI_ALLOW;
 	w.family = p->family;
 	w.peer = dir == PI_DIR_EGRESS ? p->daddr : p->saddr;
-	w.start = ref->start;
+	w.start = u.ref.start;
 	w.port = p->dport;
 	w.proto = p->proto;
 	w.has_ports = p->has_ports;
-	bpf_loop(ref->count, policy_walk_one, &w, 0);
+	bpf_loop(u.ref.count, policy_walk_one, &w, 0);
 	if (!w.action)
 		return PI_ALLOW;
 	st = bpf_map_lookup_elem(&rule_stats, &w.rule_id);

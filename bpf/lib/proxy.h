@@ -31,9 +31,23 @@ struct {
 	__type(value, struct pi_proxy_rule);
 } proxy_rules SEC(".maps");
 
+/*
+ * The flow tables are plain hashes, not LRU: an LRU table makes room by
+ * evicting whatever is oldest, so one pod opening 70 000 flows pushed out
+ * every other pod's live sessions. Here each captured pod has a share
+ * (PI_PROXY_FLOWS_PER_POD entries in each table, counted in its rule);
+ * a new flow beyond it, or with the table full, is dropped and counted
+ * (limit_drops), and no entry is ever taken from anybody. Entries leave
+ * when idle, by a timer of their own that also gives the share back:
+ * flow_idle_*_ns, set before load.
+ */
+const volatile __u64 flow_idle_tcp_ns = 6ULL * 3600 * 1000000000;
+const volatile __u64 flow_idle_udp_ns = 60ULL * 1000000000;
+const volatile __u64 flow_idle_closing_ns = 10ULL * 1000000000;
+
 /* Client-side flows: POD <-> proxy's listener, created at capture. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, PI_MAX_FLOWS);
 	__type(key, struct pi_flow_key);
 	__type(value, struct pi_flow);
@@ -41,7 +55,7 @@ struct {
 
 /* Upstream flows: the proxy's connections made with POD's address. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, PI_MAX_FLOWS);
 	__type(key, struct pi_flow_key);
 	__type(value, struct pi_flow);
@@ -56,6 +70,105 @@ struct {
 	__type(key, struct pi_proxy_listener_key);
 	__type(value, __u64);
 } proxy_listeners SEC(".maps");
+
+#define CLOCK_MONOTONIC_	1
+
+static __always_inline __u64 flow_idle(__u8 proto, __u16 flags)
+{
+	if (flags & PI_FLOW_CLOSING)
+		return flow_idle_closing_ns;
+	return proto == IPPROTO_TCP ? flow_idle_tcp_ns : flow_idle_udp_ns;
+}
+
+/* Gives one entry of the pod's share in one table back. */
+static __always_inline void flow_uncount(__u32 pod_ifindex, __u16 flags)
+{
+	struct pi_proxy_rule *r = bpf_map_lookup_elem(&proxy_rules,
+						      &pod_ifindex);
+
+	if (!r)
+		return;		/* unproxied: the rule and its counts are gone */
+	if (flags & PI_FLOW_UPSTREAM) {
+		if (r->nupstream)
+			__sync_fetch_and_add(&r->nupstream, -1);
+	} else if (r->nflows) {
+		__sync_fetch_and_add(&r->nflows, -1);
+	}
+}
+
+/* A flow's timer: gone when idle long enough, else look again when it
+ * would be. */
+static int flow_expire(void *map, struct pi_flow_key *k, struct pi_flow *f)
+{
+	__u64 idle = flow_idle(k->proto, f->flags);
+	__u64 quiet = bpf_ktime_get_ns() - f->last_seen_ns;
+
+	if (quiet < idle) {
+		bpf_timer_start(&f->timer, idle - quiet, 0);
+		return 0;
+	}
+	flow_uncount(f->pod_ifindex, f->flags);
+	bpf_map_delete_elem(map, k);
+	return 0;
+}
+
+/* A packet of the flow: it is alive, and closing once a FIN or RST went
+ * by (a new SYN on the same 4-tuple opens it again). */
+static __always_inline void flow_touch(struct pi_flow *f, const struct pkt *p)
+{
+	f->last_seen_ns = bpf_ktime_get_ns();
+	if (p->proto != IPPROTO_TCP || p->frag == PKT_FRAG_LATER)
+		return;
+	if (p->tcp_flags & 0x05) {
+		/* from then on the shorter timeout: the timer, armed with
+		 * the long one, is brought forward */
+		if (!(f->flags & PI_FLOW_CLOSING)) {
+			f->flags |= PI_FLOW_CLOSING;
+			bpf_timer_start(&f->timer, flow_idle_closing_ns, 0);
+		}
+	} else if ((p->tcp_flags & 0x12) == 0x02)
+		f->flags &= ~PI_FLOW_CLOSING;
+}
+
+/* Puts a new flow of the pod `r` is the rule of into `map` (proxy_flows
+ * or proxy_upstream, as `flags` says), within the pod's share, with its
+ * expiry timer running. NULL when refused (counted in the rule). */
+static __always_inline struct pi_flow *flow_add(void *map,
+						struct pi_proxy_rule *r,
+						const struct pi_flow_key *k,
+						struct pi_flow *nf,
+						const struct pkt *p)
+{
+	__u32 *count = nf->flags & PI_FLOW_UPSTREAM ? &r->nupstream :
+						      &r->nflows;
+	struct pi_flow *f;
+
+	if (*count >= PI_PROXY_FLOWS_PER_POD)
+		goto refused;
+	nf->last_seen_ns = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(map, k, nf, BPF_NOEXIST))
+		goto refused;		/* the table is full, or a race */
+	__sync_fetch_and_add(count, 1);
+	f = bpf_map_lookup_elem(map, k);
+	if (!f)
+		return NULL;
+	flow_touch(f, p);
+	bpf_timer_init(&f->timer, map, CLOCK_MONOTONIC_);
+	bpf_timer_set_callback(&f->timer, flow_expire);
+	bpf_timer_start(&f->timer, flow_idle(k->proto, f->flags), 0);
+	return f;
+refused:
+	__sync_fetch_and_add(&r->limit_drops, 1);
+	return NULL;
+}
+
+/* Takes a flow out before its time (another device's stale entry). */
+static __always_inline void flow_forget(void *map, const struct pi_flow_key *k,
+					const struct pi_flow *f)
+{
+	flow_uncount(f->pod_ifindex, f->flags);
+	bpf_map_delete_elem(map, k);
+}
 
 static __always_inline void listener_key(struct pi_proxy_listener_key *lk,
 					 const struct pi_flow *f, __u32 family)
@@ -144,6 +257,23 @@ static __always_inline bool starts_flow(const struct pkt *p)
 	return (p->tcp_flags & 0x12) == 0x02;
 }
 
+/* Is `p`'s source an address of the captured pod on `ifindex`? The
+ * proxy is the pod's authorised injector for exactly the pod's own
+ * addresses (proxy add), so inject_auth answers it without another map. */
+static __always_inline bool from_own_address(const struct pi_proxy_rule *r,
+					     const struct pkt *p,
+					     __u32 ifindex)
+{
+	struct pi_inject_key ik = {
+		.injector_ifindex = r->proxy_ifindex,
+		.family = p->family,
+		.addr = p->saddr,
+	};
+	struct pi_inject_target *t = bpf_map_lookup_elem(&inject_auth, &ik);
+
+	return t && t->target_ifindex == ifindex;
+}
+
 /* Steering at a pod's egress hook (the head program). Returns a verdict,
  * or PI_NEXT to go on with injection handling and the CNI's programs. */
 static __always_inline int proxy_steer(struct __sk_buff *skb,
@@ -161,6 +291,7 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	flow_key(&k, p, false);
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
 	if (f && f->proxy_ifindex == ifindex) {
+		flow_touch(f, p);
 		if (set_macs(skb, f->pod_mac, f->pod_host_mac))
 			return PI_DROP;
 		return redirect_peer(f->pod_ifindex, 0);
@@ -172,18 +303,32 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 
 	/* upstream reply, bounced here from POD's eth0 */
 	f = bpf_map_lookup_elem(&proxy_upstream, &k);
-	if (f && f->pod_ifindex == ifindex)
+	if (f && f->pod_ifindex == ifindex) {
+		flow_touch(f, p);
 		return to_proxy(skb, f);
+	}
 
+	/* Everything else here is what the pod sends: captured only from
+	 * its own addresses. Another source goes on to the source check of
+	 * the pod's egress programs, which drops it as spoofed. */
+	if (!from_own_address(r, p, ifindex))
+		return PI_NEXT;
 	flow_key(&k, p, true);
 	/* the proxy's upstream packets, injected: POD's own egress path */
 	if (bpf_map_lookup_elem(&proxy_upstream, &k))
 		return PI_NEXT;
+	/* A flow belongs to the device that made it: another device (a pod
+	 * added later with the address) does not continue it, though its new
+	 * connection may take the key over. */
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
-	if (f)
+	if (f && f->pod_ifindex == ifindex) {
+		flow_touch(f, p);
 		return to_proxy(skb, f);
+	}
 	if (!starts_flow(p) || !rule_matches_pkt(r, p))
 		return PI_NEXT;
+	if (f)
+		flow_forget(&proxy_flows, &k, f);
 
 	__builtin_memset(&nf, 0, sizeof(nf));
 	nf.pod_ifindex = ifindex;
@@ -193,34 +338,44 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	__builtin_memcpy(nf.pod_host_mac, r->pod_host_mac, ETH_ALEN);
 	__builtin_memcpy(nf.proxy_pod_mac, r->proxy_pod_mac, ETH_ALEN);
 	__builtin_memcpy(nf.proxy_host_mac, r->proxy_host_mac, ETH_ALEN);
-	bpf_map_update_elem(&proxy_flows, &k, &nf, BPF_ANY);
-	return to_proxy(skb, &nf);
+	/* Beyond the pod's share the new flow is refused, not made direct:
+	 * a pod does not get around its proxy by opening many flows. */
+	f = flow_add(&proxy_flows, r, &k, &nf, p);
+	if (!f)
+		return PI_DROP;
+	return to_proxy(skb, f);
 }
 
 /* Called by the injection program for a packet it injects as `target`:
- * when target is proxied, the flow is the proxy's upstream connection. */
-static __always_inline void proxy_note_upstream(const struct pkt *p,
+ * when target is proxied, the flow is the proxy's upstream connection.
+ * False when it cannot be recorded (the pod's share is used up): the
+ * packet must not go on, or POD's hook would capture it again. */
+static __always_inline bool proxy_note_upstream(const struct pkt *p,
 						__u32 target, __u32 proxy)
 {
 	struct pi_proxy_rule *r;
 	struct pi_flow_key k;
-	struct pi_flow f;
+	struct pi_flow nf, *f;
 
 	if (!p->has_ports)
-		return;
+		return true;
 	r = bpf_map_lookup_elem(&proxy_rules, &target);
 	if (!r || r->proxy_ifindex != proxy)
-		return;
+		return true;
 	flow_key(&k, p, true);
-	if (bpf_map_lookup_elem(&proxy_upstream, &k))
-		return;
-	__builtin_memset(&f, 0, sizeof(f));
-	f.pod_ifindex = target;
-	f.proxy_ifindex = proxy;
-	f.proxy_port = r->port;
-	__builtin_memcpy(f.proxy_pod_mac, r->proxy_pod_mac, ETH_ALEN);
-	__builtin_memcpy(f.proxy_host_mac, r->proxy_host_mac, ETH_ALEN);
-	bpf_map_update_elem(&proxy_upstream, &k, &f, BPF_ANY);
+	f = bpf_map_lookup_elem(&proxy_upstream, &k);
+	if (f) {
+		flow_touch(f, p);
+		return true;
+	}
+	__builtin_memset(&nf, 0, sizeof(nf));
+	nf.pod_ifindex = target;
+	nf.proxy_ifindex = proxy;
+	nf.proxy_port = r->port;
+	nf.flags = PI_FLOW_UPSTREAM;
+	__builtin_memcpy(nf.proxy_pod_mac, r->proxy_pod_mac, ETH_ALEN);
+	__builtin_memcpy(nf.proxy_host_mac, r->proxy_host_mac, ETH_ALEN);
+	return flow_add(&proxy_upstream, r, &k, &nf, p) != NULL;
 }
 
 #endif

@@ -10,9 +10,14 @@
  *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
  *   pinet udp-echo [-6] PORT COUNT TIMEOUT_MS
  *   pinet udp-rr [-6] DST PORT COUNT TIMEOUT_MS
- *   pinet raw-udp DEV SRC_MAC SRC DST PORT COUNT
+ *   pinet raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]
+ *   pinet router-adv DEV COUNT
+ *   pinet neigh-adv DEV TARGET COUNT
+ *   pinet arp-announce DEV IP COUNT
  *
- * Options may appear anywhere after the subcommand. An IPv6 DST implies -6.
+ * Options may appear anywhere after the subcommand. An IPv6 DST implies -6;
+ * a link-local one takes its device as ADDR%DEV. udp-send --hopopts puts
+ * an IPv6 hop-by-hop options header (one PadN) on every datagram.
  * Listening -6 sockets are IPv6-only (no ::ffff:a.b.c.d peers).
  * --bind binds transparently (IP_TRANSPARENT + IP_FREEBIND, or the IPV6_
  * ones), so SRC may be an address this namespace does not own: that is how
@@ -51,7 +56,17 @@
  *   raw-udp      COUNT IPv4 UDP frames written whole to DEV (AF_PACKET),
  *                with an Ethernet source of SRC_MAC and a zero destination
  *                MAC (netkit in L3 mode ignores both): how a test forges a
- *                frame header the stack would never build. "sent N".
+ *                frame header the stack would never build. With VLAN,
+ *                each frame carries that 802.1Q tag. "sent N".
+ *   router-adv   COUNT ICMPv6 router advertisements (router lifetime
+ *                1800 s, hop limit 255) to ff02::1 out of DEV, from its
+ *                link-local address: a pod offering itself as the
+ *                node's default router. "sent N".
+ *   neigh-adv    COUNT unsolicited neighbour advertisements (override)
+ *                for TARGET with DEV's MAC, to ff02::1 out of DEV.
+ *                "sent N".
+ *   arp-announce COUNT gratuitous ARP requests for IP with DEV's MAC,
+ *                written whole to DEV (AF_PACKET). "sent N".
  * Diagnostics go to stderr. Exit status: 0 success, 1 failure, 2 usage.
  *
  * Checksums are 64-bit FNV-1a, printed as 16 hex digits.
@@ -71,6 +86,7 @@
 #include <linux/if_packet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #ifndef IP_FREEBIND
@@ -100,6 +116,7 @@ enum {
 	OPT_EXPECT_ECHO	= 1 << 7,
 	OPT_SPORT	= 1 << 8,
 	OPT_WAIT_EOF	= 1 << 9,
+	OPT_HOPOPTS	= 1 << 10,
 };
 
 struct opts {
@@ -120,7 +137,7 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: %s udp-recv [-6] PORT COUNT TIMEOUT_MS\n"
-		"       %s udp-send [-6] [--bind SRC] DST PORT COUNT [SIZE]\n"
+		"       %s udp-send [-6] [--bind SRC] [--hopopts] DST PORT COUNT [SIZE]\n"
 		"       %s tcp-server [-6] PORT [--count N] [--echo] [--sink]\n"
 		"                  [--timeout MS]\n"
 		"       %s tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS]\n"
@@ -128,8 +145,12 @@ static int usage(void)
 		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
 		"       %s udp-echo [-6] PORT COUNT TIMEOUT_MS\n"
 		"       %s udp-rr [-6] DST PORT COUNT TIMEOUT_MS\n"
-		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT\n",
-		prog, prog, prog, prog, prog, prog, prog, prog);
+		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]\n"
+		"       %s router-adv DEV COUNT\n"
+		"       %s neigh-adv DEV TARGET COUNT\n"
+		"       %s arp-announce DEV IP COUNT\n",
+		prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
+		prog);
 	return EXIT_USAGE;
 }
 
@@ -181,6 +202,8 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 			bit = OPT_SPORT;
 		else if (!strcmp(a, "--wait-eof"))
 			bit = OPT_WAIT_EOF;
+		else if (!strcmp(a, "--hopopts"))
+			bit = OPT_HOPOPTS;
 		else if (a[0] == '-' && a[1])
 			return -1;
 		else {
@@ -242,14 +265,27 @@ static socklen_t sa_len(const union sa *u)
 	return u->sa.sa_family == AF_INET6 ? sizeof(u->in6) : sizeof(u->in);
 }
 
-/* Fills u from a literal address; NULL means the wildcard. */
+/* Fills u from a literal address; NULL means the wildcard. An IPv6
+ * address may name its device: fe80::1%eth0. */
 static int make_sa(int family, const char *addr, int port, union sa *u)
 {
 	memset(u, 0, sizeof(*u));
 	u->sa.sa_family = family;
 	if (family == AF_INET6) {
+		char buf[INET6_ADDRSTRLEN + IF_NAMESIZE + 1], *pct;
+
 		u->in6.sin6_port = htons(port);
-		if (addr && inet_pton(AF_INET6, addr, &u->in6.sin6_addr) != 1)
+		if (!addr)
+			return 0;
+		snprintf(buf, sizeof(buf), "%s", addr);
+		pct = strchr(buf, '%');
+		if (pct) {
+			*pct++ = 0;
+			u->in6.sin6_scope_id = if_nametoindex(pct);
+			if (!u->in6.sin6_scope_id)
+				return -1;
+		}
+		if (inet_pton(AF_INET6, buf, &u->in6.sin6_addr) != 1)
 			return -1;
 	} else {
 		u->in.sin_port = htons(port);
@@ -492,7 +528,7 @@ static int cmd_udp_send(int argc, char **argv)
 	union sa dst;
 	struct opts o;
 
-	if (parse(argc, argv, OPT_6 | OPT_BIND, &o) ||
+	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_HOPOPTS, &o) ||
 	    o.npos < 3 || o.npos > 4)
 		return usage();
 	family = family_of(&o, o.pos[0]);
@@ -512,6 +548,20 @@ static int cmd_udp_send(int argc, char **argv)
 	if (o.bind && bind_source(fd, family, o.bind, 0) < 0) {
 		close(fd);
 		return 1;
+	}
+	if (o.seen & OPT_HOPOPTS) {
+		/* next header (the kernel's), length 0, PadN of 4 bytes */
+		static const unsigned char hbh[8] = { 0, 0, 1, 4, 0, 0, 0, 0 };
+
+		if (family != AF_INET6 ||
+		    setsockopt(fd, IPPROTO_IPV6, IPV6_HOPOPTS, hbh,
+			       sizeof(hbh)) < 0) {
+			fprintf(stderr, "%s: IPV6_HOPOPTS: %s\n", prog,
+				family != AF_INET6 ? "IPv6 only" :
+				strerror(errno));
+			close(fd);
+			return 1;
+		}
 	}
 	for (i = 0; i < count; i++) {
 		if (sendto(fd, buf, size, 0, &dst.sa, sa_len(&dst)) < 0) {
@@ -993,12 +1043,20 @@ static uint16_t ip_csum(const void *hdr, int len)
 static int cmd_raw_udp(int argc, char **argv)
 {
 	uint8_t f[14 + 20 + 8 + 16] = { 0 }, *ip = f + 14, *udp = f + 34;
+	uint8_t tagged[sizeof(f) + 4], *frame = f;
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET };
+	size_t flen = sizeof(f);
 	unsigned int m[6];
 	struct in_addr src, dst;
-	long port, count, sent = 0;
+	long port, count, sent = 0, vid = -1;
 	int fd;
 
+	if (argc == 7) {
+		vid = number(argv[6], 0, 4095);
+		if (vid < 0)
+			return usage();
+		argc--;
+	}
 	if (argc != 6 ||
 	    sscanf(argv[1], "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3],
 		   &m[4], &m[5]) != 6 ||
@@ -1025,6 +1083,17 @@ static int cmd_raw_udp(int argc, char **argv)
 	udp[2] = port >> 8;
 	udp[3] = port & 0xff;
 	udp[5] = sizeof(f) - 34;	/* checksum 0: none, valid for IPv4 */
+	if (vid >= 0) {
+		/* an 802.1Q tag between the MACs and the EtherType */
+		memcpy(tagged, f, 12);
+		tagged[12] = 0x81;
+		tagged[13] = 0x00;
+		tagged[14] = vid >> 8;
+		tagged[15] = vid & 0xff;
+		memcpy(tagged + 16, f + 12, sizeof(f) - 12);
+		frame = tagged;
+		flen = sizeof(tagged);
+	}
 	fd = socket(AF_PACKET, SOCK_RAW, 0);
 	if (fd < 0) {
 		fprintf(stderr, "%s: AF_PACKET: %s\n", prog, strerror(errno));
@@ -1032,6 +1101,165 @@ static int cmd_raw_udp(int argc, char **argv)
 	}
 	sll.sll_halen = 6;
 	for (long i = 0; i < count; i++) {
+		if (sendto(fd, frame, flen, 0, (struct sockaddr *)&sll,
+			   sizeof(sll)) < 0) {
+			fprintf(stderr, "%s: sendto: %s\n", prog,
+				strerror(errno));
+			break;
+		}
+		sent++;
+	}
+	close(fd);
+	printf("sent %ld\n", sent);
+	return sent == count ? 0 : 1;
+}
+
+/* ---- router advertisement ---- */
+
+static int cmd_router_adv(int argc, char **argv)
+{
+	/* type 134, code 0, checksum (the kernel fills it in for ICMPv6),
+	 * hop limit 64, flags 0,
+	 * router lifetime 1800 s, reachable 0, retransmit 0 */
+	static const unsigned char ra[16] = { 134, 0, 0, 0, 64, 0, 0x07, 0x08 };
+	int fd, hops = 255, ifindex;
+	long count, i, sent = 0;
+	union sa dst;
+	struct opts o;
+
+	if (parse(argc, argv, 0, &o) || o.npos != 2)
+		return usage();
+	ifindex = if_nametoindex(o.pos[0]);
+	count = number(o.pos[1], 1, 1000);
+	if (!ifindex || count < 0 || make_sa(AF_INET6, "ff02::1", 0, &dst))
+		return usage();
+	fd = socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMPV6);
+	if (fd < 0) {
+		fprintf(stderr, "%s: raw ICMPv6 socket: %s\n", prog,
+			strerror(errno));
+		return 1;
+	}
+	if (setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hops,
+		       sizeof(hops)) < 0 ||
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifindex,
+		       sizeof(ifindex)) < 0) {
+		fprintf(stderr, "%s: setsockopt: %s\n", prog, strerror(errno));
+		close(fd);
+		return 1;
+	}
+	dst.in6.sin6_scope_id = ifindex;
+	for (i = 0; i < count; i++) {
+		if (sendto(fd, ra, sizeof(ra), 0, &dst.sa, sa_len(&dst)) < 0) {
+			fprintf(stderr, "%s: sendto: %s\n", prog,
+				strerror(errno));
+			break;
+		}
+		sent++;
+	}
+	close(fd);
+	printf("sent %ld\n", sent);
+	return sent == count ? 0 : 1;
+}
+
+/* ---- neighbour claims ---- */
+
+static int dev_mac(int fd, const char *dev, unsigned char mac[6])
+{
+	struct ifreq ifr = { 0 };
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev);
+	if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0) {
+		fprintf(stderr, "%s: %s: no MAC: %s\n", prog, dev,
+			strerror(errno));
+		return -1;
+	}
+	memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+	return 0;
+}
+
+static int cmd_neigh_adv(int argc, char **argv)
+{
+	/* type 136, code 0, checksum (the kernel's), flags: override; the
+	 * target, then a target link-layer address option */
+	unsigned char na[32] = { 136, 0, 0, 0, 0x20 };
+	int fd, hops = 255, ifindex;
+	long count, i, sent = 0;
+	union sa dst;
+	struct opts o;
+
+	if (parse(argc, argv, 0, &o) || o.npos != 3)
+		return usage();
+	ifindex = if_nametoindex(o.pos[0]);
+	count = number(o.pos[2], 1, 1000);
+	if (!ifindex || count < 0 || inet_pton(AF_INET6, o.pos[1], na + 8) != 1 ||
+	    make_sa(AF_INET6, "ff02::1", 0, &dst))
+		return usage();
+	fd = socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMPV6);
+	if (fd < 0) {
+		fprintf(stderr, "%s: raw ICMPv6 socket: %s\n", prog,
+			strerror(errno));
+		return 1;
+	}
+	na[24] = 2;
+	na[25] = 1;
+	if (dev_mac(fd, o.pos[0], na + 26) ||
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hops,
+		       sizeof(hops)) < 0 ||
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifindex,
+		       sizeof(ifindex)) < 0) {
+		close(fd);
+		return 1;
+	}
+	dst.in6.sin6_scope_id = ifindex;
+	for (i = 0; i < count; i++) {
+		if (sendto(fd, na, sizeof(na), 0, &dst.sa, sa_len(&dst)) < 0) {
+			fprintf(stderr, "%s: sendto: %s\n", prog,
+				strerror(errno));
+			break;
+		}
+		sent++;
+	}
+	close(fd);
+	printf("sent %ld\n", sent);
+	return sent == count ? 0 : 1;
+}
+
+static int cmd_arp_announce(int argc, char **argv)
+{
+	uint8_t f[60] = { 0 }, *a = f + 14;
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_halen = 6 };
+	long count, i, sent = 0;
+	struct opts o;
+	int fd;
+
+	if (parse(argc, argv, 0, &o) || o.npos != 3)
+		return usage();
+	sll.sll_ifindex = if_nametoindex(o.pos[0]);
+	count = number(o.pos[2], 1, 1000);
+	if (!sll.sll_ifindex || count < 0 ||
+	    inet_pton(AF_INET, o.pos[1], a + 14) != 1)
+		return usage();
+	memcpy(a + 24, a + 14, 4);	/* target = sender: gratuitous */
+	fd = socket(AF_PACKET, SOCK_RAW, 0);
+	if (fd < 0) {
+		fprintf(stderr, "%s: AF_PACKET: %s\n", prog, strerror(errno));
+		return 1;
+	}
+	if (dev_mac(fd, o.pos[0], f + 6)) {
+		close(fd);
+		return 1;
+	}
+	memset(f, 0xff, 6);
+	memset(sll.sll_addr, 0xff, 6);
+	f[12] = 0x08;
+	f[13] = 0x06;
+	a[1] = 1;			/* Ethernet */
+	a[2] = 0x08;			/* IPv4 */
+	a[4] = 6;
+	a[5] = 4;
+	a[7] = 1;			/* request */
+	memcpy(a + 8, f + 6, 6);
+	for (i = 0; i < count; i++) {
 		if (sendto(fd, f, sizeof(f), 0, (struct sockaddr *)&sll,
 			   sizeof(sll)) < 0) {
 			fprintf(stderr, "%s: sendto: %s\n", prog,
@@ -1070,5 +1298,11 @@ int main(int argc, char **argv)
 		return cmd_udp_rr(argc, argv);
 	if (!strcmp(cmd, "raw-udp"))
 		return cmd_raw_udp(argc, argv);
+	if (!strcmp(cmd, "router-adv"))
+		return cmd_router_adv(argc, argv);
+	if (!strcmp(cmd, "neigh-adv"))
+		return cmd_neigh_adv(argc, argv);
+	if (!strcmp(cmd, "arp-announce"))
+		return cmd_arp_announce(argc, argv);
 	return usage();
 }

@@ -85,4 +85,74 @@ static inline int pkt_build(uint8_t *buf, const struct pkt_spec *s)
 	return off + l4len;
 }
 
+/* An ARP request from `spa` (sender MAC `sha`) for 10.0.0.254; the frame
+ * is padded with zeros to 60 bytes. Returns 60. */
+static inline int arp_build(uint8_t *buf, const char *spa, const uint8_t *sha)
+{
+	uint8_t *a = buf + 14;
+
+	memset(buf, 0, PKT_MAX);
+	memset(buf, 0xff, 6);
+	memcpy(buf + 6, sha, 6);
+	buf[12] = 0x08;
+	buf[13] = 0x06;
+	a[1] = 1;		/* Ethernet */
+	a[2] = 0x08;		/* IPv4 */
+	a[4] = 6;
+	a[5] = 4;
+	a[7] = 1;		/* request */
+	memcpy(a + 8, sha, 6);
+	inet_pton(AF_INET, spa, a + 14);
+	inet_pton(AF_INET, "10.0.0.254", a + 24);
+	return 60;
+}
+
+/* Puts an IPv6 extension header of `hlen` bytes (a multiple of 8) right
+ * behind the IPv6 header of a packet from pkt_build; `body` gives its
+ * bytes after the next-header field (NULL: a PadN option filling it).
+ * Returns the new length. */
+static inline int pkt_ext6(uint8_t *buf, int len, uint8_t type, int hlen,
+			   const uint8_t *body)
+{
+	struct ipv6hdr *ip6 = (void *)(buf + 14);
+	uint8_t *h = buf + 14 + 40;
+
+	memmove(h + hlen, h, len - 14 - 40);
+	memset(h, 0, hlen);
+	h[0] = ip6->nexthdr;
+	if (body) {
+		memcpy(h + 1, body, hlen - 1);
+	} else {
+		h[1] = hlen / 8 - 1;
+		h[2] = 1;		/* PadN */
+		h[3] = hlen - 4;
+	}
+	ip6->nexthdr = type;
+	ip6->payload_len = htons(ntohs(ip6->payload_len) + hlen);
+	return len + hlen;
+}
+
+/* An IPv6 fragment header: offset in bytes (a multiple of 8), more
+ * fragments, identification. */
+static inline int pkt_frag6(uint8_t *buf, int len, int offset, int more,
+			    uint32_t id)
+{
+	uint8_t body[7] = { 0 };
+	uint16_t fo = htons((uint16_t)(offset | (more ? 1 : 0)));
+	uint32_t nid = htonl(id);
+
+	memcpy(body + 1, &fo, 2);
+	memcpy(body + 3, &nid, 4);
+	return pkt_ext6(buf, len, 44, 8, body);
+}
+
+/* Makes an IPv4 packet from pkt_build a fragment. */
+static inline void pkt_frag4(uint8_t *buf, int offset, int more, uint16_t id)
+{
+	struct iphdr *ip = (void *)(buf + 14);
+
+	ip->frag_off = htons((uint16_t)((offset / 8) | (more ? 0x2000 : 0)));
+	ip->id = htons(id);
+}
+
 #endif

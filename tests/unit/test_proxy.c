@@ -24,6 +24,23 @@ static const uint8_t PROXY_HOST_MAC[6] = { 0x02, 0x50, 0, 0, 0, 0xfe };
 static const uint8_t POD_MAC[6] = { 0x02, 0x0c, 0, 0, 0, 1 };
 static const uint8_t POD_HOST_MAC[6] = { 0x02, 0x0c, 0, 0, 0, 0xfe };
 
+/* The proxy may inject as `ip` for the pod on `target`: proxy add
+ * authorises it for every address of the pod, and only those. */
+static void auth(struct px_fx *fx, int target, const char *ip)
+{
+	struct pi_inject_key k = { .injector_ifindex = fx->if_proxy };
+	struct pi_inject_target t = { .path = PI_PATH_FALLBACK,
+				      .target_ifindex = target };
+
+	k.family = strchr(ip, ':') ? AF_INET6 : AF_INET;
+	inet_pton(k.family, ip, k.addr.a);
+	bpf_map__update_elem(fx->skel->maps.inject_auth, &k, sizeof(k), &t,
+			     sizeof(t), 0);
+}
+
+/* Idle timeouts of the flow tables for the next fx_setup, 0: as built. */
+static uint64_t fx_idle_ns;
+
 static bool fx_setup(struct px_fx *fx, struct pi_proxy_rule *r)
 {
 	struct pi_inject_key k = { .family = AF_INET };
@@ -39,6 +56,12 @@ static bool fx_setup(struct px_fx *fx, struct pi_proxy_rule *r)
 	if (!ASSERT_TRUE(fx->skel, "open"))
 		return false;
 	fx->skel->rodata->trace_redirects = true;
+	if (fx_idle_ns) {
+		fx->skel->rodata->flow_idle_tcp_ns = 3600ULL * 1000000000;
+		fx->skel->rodata->flow_idle_udp_ns = fx_idle_ns;
+		fx->skel->rodata->flow_idle_closing_ns = fx_idle_ns;
+		fx_idle_ns = 0;
+	}
 	if (!ASSERT_OK(inject_bpf__load(fx->skel), "load")) {
 		inject_bpf__destroy(fx->skel);
 		return false;
@@ -57,6 +80,7 @@ static bool fx_setup(struct px_fx *fx, struct pi_proxy_rule *r)
 	t.target_ifindex = fx->if_pod;
 	bpf_map__update_elem(fx->skel->maps.inject_auth, &k, sizeof(k), &t,
 			     sizeof(t), 0);
+	auth(fx, fx->if_pod, "fd00::1");
 	return true;
 }
 
@@ -324,6 +348,7 @@ UNIT_TEST(proxy_syn_on_time_wait_goes_to_the_stack)
 	nl_link_set_up(1);
 	if (!ASSERT_OK(make_time_wait(47001, 47002), "TIME_WAIT socket"))
 		goto out;
+	auth(&fx, fx.if_pod, "127.0.0.1");	/* the pod's address here */
 	/* A captured SYN whose 4-tuple the TIME_WAIT socket holds: the one
 	 * the proxy's namespace sees as 127.0.0.1:47001 -> 127.0.0.1:47002. */
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "127.0.0.1",
@@ -448,5 +473,225 @@ out:
 		close(l6);
 	if (other >= 0)
 		close(other);
+	inject_bpf__destroy(fx.skel);
+}
+
+/* ---- issue #14 */
+
+/* A second captured pod, on `ifindex` with address `ip`, served by the
+ * same proxy under the same rule. */
+static void proxied(struct px_fx *fx, int ifindex, const char *ip,
+		    const struct pi_proxy_rule *r)
+{
+	bpf_map__update_elem(fx->skel->maps.proxy_rules, &ifindex, 4, r,
+			     sizeof(*r), 0);
+	auth(fx, ifindex, ip);
+}
+
+static struct pi_proxy_rule rule_of(struct px_fx *fx, int ifindex)
+{
+	struct pi_proxy_rule r = {};
+
+	bpf_map__lookup_elem(fx->skel->maps.proxy_rules, &ifindex, 4, &r,
+			     sizeof(r), 0);
+	return r;
+}
+
+/* Finding 1: a pod is captured only with its own addresses, and a flow
+ * continues only from the device that made it. */
+UNIT_TEST(proxy_harden_capture_own_address_only)
+{
+	struct pi_proxy_rule r = { .proto = IPPROTO_TCP };
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	proxied(&fx, fx.if_other, "10.0.0.3", &r);
+	/* the other proxied pod puts 10.0.0.1 on its loopback and connects */
+	len = syn(pkt, "10.0.0.2", 40000, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len,
+		      NULL), PI_NEXT, "SYN as the other pod: not captured");
+	/* the pod itself opens that connection */
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "SYN of the pod itself");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_proxy, "to the proxy");
+	len = syn(pkt, "10.0.0.2", 40000, 80, 0x10);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len,
+		      NULL), PI_NEXT, "its flow, from the other pod");
+	/* the address moves to another device (the pod deleted and added
+	 * again): the old device's flows do not continue from the new one */
+	auth(&fx, fx.if_other, "10.0.0.1");
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len,
+		      NULL), PI_NEXT, "the flow, from the address's new device");
+	/* a new connection there takes the 4-tuple over */
+	len = syn(pkt, "10.0.0.2", 40000, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len,
+		      NULL), PI_REDIRECT, "new SYN from the new device");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 0, "old device's share back");
+	ASSERT_EQ(rule_of(&fx, fx.if_other).nflows, 1, "new device's share");
+	inject_bpf__destroy(fx.skel);
+}
+
+/* Finding 3, the proxy's part: every fragment of a captured datagram
+ * goes to the proxy, and UDP behind extension headers is captured. */
+UNIT_TEST(proxy_harden_large_udp_not_split)
+{
+	struct pi_proxy_rule r = { .proto = IPPROTO_UDP, .nports = 1,
+				   .dport_lo = { 53 }, .dport_hi = { 53 } };
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx, &r))
+		return;
+#define UDP4(src, dst, sp, dp, off, more, id) ({			\
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, src, dst,	\
+		IPPROTO_UDP, sp, dp, .payload = 24 });			\
+	pkt_frag4(pkt, off, more, id); })
+#define UDP6(src, dst, sp, dp, off, more, id) ({			\
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, src, dst,	\
+		IPPROTO_UDP, sp, dp, .payload = 24 });			\
+	len = pkt_frag6(pkt, len, off, more, id); })
+
+	UDP4("10.0.0.1", "10.0.0.2", 1000, 53, 0, 1, 21);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "v4 first fragment captured");
+	UDP4("10.0.0.1", "10.0.0.2", 0, 0, 32, 0, 21);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "v4 later fragment follows it");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_proxy, "to the proxy");
+	UDP6("fd00::1", "fd00::2", 1000, 53, 0, 1, 22);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "v6 first fragment captured");
+	UDP6("fd00::1", "fd00::2", 0, 0, 32, 0, 22);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "v6 later fragment follows it");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_proxy, "to the proxy");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd00::2", IPPROTO_UDP, 1001, 53 });
+	len = pkt_ext6(pkt, len, 0, 8, NULL);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "v6 behind hop-by-hop captured");
+	/* a later fragment of nothing captured is left to the pod's egress */
+	UDP4("10.0.0.1", "10.0.0.2", 0, 0, 32, 0, 23);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_NEXT, "unknown later fragment");
+
+	/* reply steering: the proxy's upstream flow 10.0.0.1:50000 -> :53 */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 50000, 53 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
+		      NULL), PI_REDIRECT, "upstream injected");
+	UDP4("10.0.0.2", "10.0.0.1", 53, 50000, 0, 1, 24);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_REDIRECT, "first fragment of the reply bounced");
+	UDP4("10.0.0.2", "10.0.0.1", 0, 0, 32, 0, 24);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_REDIRECT, "later fragment of the reply bounced too");
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "and on to the proxy");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_proxy, "proxy");
+#undef UDP4
+#undef UDP6
+	inject_bpf__destroy(fx.skel);
+}
+
+/* Finding 6: one pod's 70 000 flows do not evict another pod's live
+ * session; the flood is refused beyond the pod's share and counted. */
+UNIT_TEST(proxy_harden_share_per_pod)
+{
+	struct pi_proxy_rule r = {};
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len, redirected = 0, dropped = 0;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	proxied(&fx, fx.if_other, "10.0.0.3", &r);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.3",
+		"10.0.0.2", IPPROTO_TCP, 40000, 80, 0x02 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len,
+		      NULL), PI_REDIRECT, "the other pod's session");
+	for (int i = 0; i < 70000; i++) {
+		len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+			"10.0.0.2", IPPROTO_UDP, 1000 + i / 60000,
+			1 + i % 60000 });
+		switch (run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len,
+			    NULL)) {
+		case PI_REDIRECT: redirected++; break;
+		case PI_DROP: dropped++; break;
+		}
+	}
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.3",
+		"10.0.0.2", IPPROTO_TCP, 40000, 80, 0x10 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len,
+		      NULL), PI_REDIRECT, "the other pod's session lives on");
+	ASSERT_EQ(redirected, PI_PROXY_FLOWS_PER_POD, "the flood's share");
+	ASSERT_EQ(dropped, 70000 - PI_PROXY_FLOWS_PER_POD, "refused");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, PI_PROXY_FLOWS_PER_POD,
+		  "counted");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).limit_drops,
+		  70000 - PI_PROXY_FLOWS_PER_POD, "refusals counted");
+	/* a packet of a flow it has keeps going */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 1000, 1 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "an existing flow of the flooding pod");
+	/* the upstream table is shared out the same way */
+	r = rule_of(&fx, fx.if_other);
+	r.nupstream = PI_PROXY_FLOWS_PER_POD - 1;
+	bpf_map__update_elem(fx.skel->maps.proxy_rules, &fx.if_other, 4, &r,
+			     sizeof(r), 0);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.3",
+		"10.0.0.2", IPPROTO_UDP, 50000, 53 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
+		      NULL), PI_REDIRECT, "last upstream flow of the share");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.3",
+		"10.0.0.2", IPPROTO_UDP, 50001, 53 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
+		      NULL), PI_DROP, "one more upstream flow: refused");
+	inject_bpf__destroy(fx.skel);
+}
+
+/* Finding 6: idle flows leave and give their place in the share back. */
+UNIT_TEST(proxy_harden_idle_flows_expire)
+{
+	struct pi_proxy_rule r = {};
+	struct pi_flow_key k = { .family = AF_INET, .proto = IPPROTO_UDP };
+	struct pi_flow f;
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len, i;
+
+	fx_idle_ns = 20 * 1000000ULL;
+	if (!fx_setup(&fx, &r))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 1000, 53 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "udp flow");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1000, 80, 0x02 });
+	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1001, 80, 0x02 });
+	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1001, 80, 0x11 });	/* FIN */
+	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 3, "three flows");
+	for (i = 0; i < 100 && rule_of(&fx, fx.if_pod).nflows != 1; i++)
+		usleep(10000);
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 1,
+		  "idle udp and closed tcp gone, open tcp kept");
+	inet_pton(AF_INET, "10.0.0.1", k.pod.a);
+	inet_pton(AF_INET, "10.0.0.2", k.dst.a);
+	k.pod_port = htons(1000);
+	k.dst_port = htons(53);
+	ASSERT_TRUE(bpf_map__lookup_elem(fx.skel->maps.proxy_flows, &k,
+					 sizeof(k), &f, sizeof(f), 0),
+		    "udp entry removed");
 	inject_bpf__destroy(fx.skel);
 }

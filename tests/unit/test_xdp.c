@@ -363,12 +363,19 @@ static int want_verdict(enum enforcer e, enum acl_kind k)
 	}
 }
 
-static int run_at(struct xdp_fx *fx, enum enforcer e, uint8_t *pkt, int len)
+static int run_at(struct xdp_fx *fx, enum enforcer e, const struct acl_case *c,
+		  uint8_t *pkt, int len)
 {
 	switch (e) {
 	case AT_TC_STACK:
 		return run_tc(fx->node->progs.pod_ingress, fx->if_b, pkt, len);
 	case AT_TC_PEER:
+		/* pod A's own address comes from pod A (from the uplink it
+		 * would be spoofed), every other source from the uplink */
+		if (c->s.src && (!strcmp(c->s.src, "10.0.0.1") ||
+				 !strcmp(c->s.src, "fd00::1")))
+			return run_tc(fx->node->progs.pod_egress, fx->if_a,
+				      pkt, len);
 		return run_tc(fx->node->progs.uplink_ingress, fx->if_up, pkt,
 			      len);
 	default:
@@ -399,7 +406,7 @@ UNIT_TEST(xdp_acl_agrees_with_tc_on_one_table)
 
 			for (int r = 0; r < 6; r++)
 				before[r] = rule_packets(&fx, all_ids[r]);
-			got = run_at(&fx, e, pkt, len);
+			got = run_at(&fx, e, c, pkt, len);
 			snprintf(what, sizeof(what), "case %zu (%s) at %s", i,
 				 c->what, enforcer_names[e]);
 			if (want == -2)
