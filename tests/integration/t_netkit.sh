@@ -14,7 +14,7 @@
 # injected, on every path (fast; the netkit fallback with its guard).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=87
+EXPECT=85
 PREFIX=nk-
 N=nk-n
 T=10.244.0.10
