@@ -13,6 +13,7 @@
 #   (hd-y is a plain namespace: "another node" that forges pod sources)
 . "$(dirname "$0")/lib.sh"
 require_root
+EXPECT=34
 PREFIX=hd-
 X=hd-x
 Y=hd-y
