@@ -103,7 +103,13 @@ done
 for j in $(seq 0 7); do
 	in_ns "$(pod $((j + 10)))" "$PINET" udp-recv 7200 5 30000 >/tmp/$PREFIX$$.i$j &
 done
-sleep 0.5
+listening=0
+for j in $(seq 0 $((NPODS - 1))); do
+	wait_udp_listen "$(pod $j)" 7100 >&2 && listening=$((listening + 1))
+done
+for j in $(seq 0 7); do
+	wait_udp_listen "$(pod $((j + 10)))" 7200 >&2 && listening=$((listening + 1))
+done
 sent=0
 for i in $(seq 0 $((NPODS - 1))); do
 	s1=$(in_ns "$(pod $i)" "$PINET" udp-send "$(ip4 $((i + 1)))" 7100 5)
@@ -115,7 +121,7 @@ for i in $(seq 0 7); do
 		"$(ip4 $((i + 10)))" 7200 5 >/dev/null
 done
 wait
-expect_eq traffic_all_sent "$sent" $NPODS
+expect_eq traffic_all_sent "$sent/$listening" "$NPODS/$((NPODS + 8))"
 bad=0
 for j in $(seq 0 $((NPODS - 1))); do
 	want="received 5
