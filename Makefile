@@ -16,7 +16,9 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
-	libmnl-dev iproute2 iputils-ping iperf3 jq procps ethtool
+	libmnl-dev iproute2 iputils-ping iperf3 jq procps ethtool \
+	libjansson-dev containernetworking-plugins podman runc busybox-static \
+	catatonit buildah
 
 ifeq ($(V),1)
 Q :=
@@ -44,7 +46,7 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
-all: $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/unit_tests $(TOOLS) $(TEST_BPF)
+all: $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
@@ -79,6 +81,13 @@ $(BUILD)/podinject: $(CLI_OBJS) $(LIB_OBJS)
 $(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $< -o $@
+
+# The CNI plugin, on the library (CNI_PI_LIB).
+CNI_SRCS   := $(wildcard cni/*.c)
+CNI_PI_LIB ?= $(BUILD)/libpodinject.a
+$(BUILD)/podinject-cni: $(CNI_SRCS) cni/cni.h include/podinject/podinject.h $(CNI_PI_LIB) | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(CNI_SRCS) $(CNI_PI_LIB) -o $@ $(LDLIBS) -ljansson
 
 $(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h)
 	$(call msg,LINK,$@)
