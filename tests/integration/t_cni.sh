@@ -332,7 +332,7 @@ expect_code bad_prevresult_type 7 bad_add "$(podconf 1.0.0 '"text"')"
 expect_code bad_no_prevresult 7 bad_add "$(podconf 1.0.0)"
 expect_code bad_main_without_ipam 7 bad_add "$(podconf 1.0.0 "" '{"mode": "main"}')"
 conf=$(podconf 1.0.0 "$prev")
-env_run() { echo "$conf" | env -i PATH=/usr/bin:/bin "$@" "$CNI"; }
+env_run() { echo "$conf" | env -i PATH=/usr/bin:/bin "$@" "$CNI" 2>>"$T/stderr"; }
 expect_code env_no_command 4 env_run CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0
 expect_code env_bad_command 4 env_run CNI_COMMAND=FROB CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0
 expect_code env_no_containerid 4 env_run CNI_COMMAND=ADD CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0
