@@ -42,7 +42,7 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all deps test demo bench lab clean
+.PHONY: all deps test demo bench lab clean image
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
@@ -87,7 +87,12 @@ CNI_SRCS   := $(wildcard cni/*.c)
 CNI_PI_LIB ?= $(BUILD)/libpodinject.a
 $(BUILD)/podinject-cni: $(CNI_SRCS) cni/cni.h include/podinject/podinject.h $(CNI_PI_LIB) | $(BUILD)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(CNI_SRCS) $(CNI_PI_LIB) -o $@ $(LDLIBS) -ljansson
+	$(Q)$(CC) $(CFLAGS) $(CNI_SRCS) $(CNI_PI_LIB) -o $@ $(LDLIBS) -ljansson \
+		-Wl,-rpath,'$$ORIGIN/podinject.lib'
+
+# The OCI image (buildah, offline): build/podinject-image.tar
+image: all
+	@./scripts/build-image.sh $(BUILD)/podinject-image.tar
 
 $(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h)
 	$(call msg,LINK,$@)
