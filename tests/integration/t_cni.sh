@@ -77,6 +77,13 @@ conflist "$T/macvlan.conflist" 1.0.0 ${PREFIX}macvlan \
 	"$(jq -n --argjson i "$(ipam 10.123.3.0/24 macvlan)" --arg m ${PREFIX}dummy0 \
 		'{type: "macvlan", master: $m, mode: "bridge", ipam: $i}')"
 
+for v in 1.0.0 0.4.0; do
+	jq -n --arg v $v --arg n ${PREFIX}main${v//./} --arg node "$NODE" --arg log "$LOG" \
+		--argjson i "$(ipam 10.123.5.0/24 main)" \
+		'{cniVersion: $v, name: $n, plugins: [{type: "podinject", mode: "main",
+		  node: $node, logFile: $log, ipam: $i}]}' >"$T/main${v//./}.conflist"
+done
+
 # plugin CMD TYPE CID NETNS IFNAME ARGS < CONF: one plugin run as libcni
 # runs it, a clean environment but for the CNI variables. Prints stdout;
 # the exit status is the plugin's. podinject's stdout must be JSON or
@@ -416,6 +423,64 @@ for p in a b c; do
 done
 expect_eq traffic_del_all "$(npods)" 0
 expect_eq traffic_del_no_auth "$("$PI" -N $NODE -j inject list | jq length)" 0
+
+# ---- main mode: podinject makes the pair, host-local gives the address -------
+leases() { ls "$T/ipam/main/$1" 2>/dev/null | grep -c '^10\.'; }
+mkns ${PREFIX}ptp1
+rt ADD "$T/ptp10.conflist" "$(cid 99)" /run/netns/${PREFIX}ptp1 "K8S_POD_NAME=ptp1" >/dev/null
+ip_ptp1=$(pod_json ptp1 | jq -r .ipv4)
+for v in 100 040; do
+	list=$T/main$v.conflist
+	net=$(jq -r .name "$list")
+	ns=${PREFIX}m$v
+	id=$(cid 11$v)
+	mkns $ns
+	res=$(rt ADD "$list" "$id" /run/netns/$ns "K8S_POD_NAMESPACE=ci-ns;K8S_POD_NAME=m$v")
+	expect_eq main_${v}_add $? 0
+	pj=$(pod_json ci-ns/m$v)
+	hostdev=$(jq -r '.interfaces[0].name' <<<"$res")
+	expect_eq main_${v}_version "$(jq -r .cniVersion <<<"$res")" "$(jq -r .cniVersion "$list")"
+	expect_eq main_${v}_interfaces "$(jq -c '[.interfaces[] | [.name, (.sandbox // "")]]' <<<"$res")" \
+		"[[\"$hostdev\",\"\"],[\"eth0\",\"/run/netns/$ns\"]]"
+	expect_eq main_${v}_address "$(jq -r '.ips[0].address' <<<"$res")" "$(jq -r .ipv4 <<<"$pj")/32"
+	expect_eq main_${v}_ip_interface "$(jq -r '.ips[0].interface' <<<"$res")" 1
+	if [ $v = 040 ]; then
+		expect_eq main_040_ips_version "$(jq -r '.ips[0].version' <<<"$res")" 4
+	else
+		expect_eq main_100_no_ips_version "$(jq -r '.ips[0].version' <<<"$res")" null
+	fi
+	expect_eq main_${v}_pod_own_device "$(jq -r .adopted <<<"$pj")" false
+	expect_eq main_${v}_pod_device "$(jq -r .hostdev <<<"$pj")" "$hostdev"
+	check main_${v}_address_in_pod sh -c "ip -n $ns -4 addr show eth0 | grep -q '$(jq -r .ipv4 <<<"$pj")/32'"
+	expect_eq main_${v}_lease "$(leases $net)" 1
+	expect_eq main_${v}_to_chained "$(udp_count $ns ${PREFIX}ptp1 "$ip_ptp1" 7400 4)" 4
+	expect_eq main_${v}_from_chained "$(udp_count ${PREFIX}ptp1 $ns "$(jq -r .ipv4 <<<"$pj")" 7401 4)" 4
+	check main_${v}_check rt CHECK "$list" "$id" /run/netns/$ns
+	check main_${v}_del rt DEL "$list" "$id" /run/netns/$ns
+	check main_${v}_device_gone sh -c "! ip link show $hostdev 2>/dev/null"
+	expect_eq main_${v}_pod_gone "$(pod_name ci-ns/m$v)" ""
+	expect_eq main_${v}_lease_freed "$(leases $net)" 0
+	check main_${v}_del_twice rt DEL "$list" "$id" /run/netns/$ns
+	NOPREV=1 rt DEL "$list" "$id" "" >/dev/null
+	expect_eq main_${v}_del_no_netns $? 0
+	ip netns del $ns
+done
+# A failed main ADD (the interface name is taken in the pod) undoes all,
+# the IPAM lease included; DEL after it succeeds.
+mkns ${PREFIX}mf
+ip -n ${PREFIX}mf link add eth0 type veth peer name eth1
+id=$(cid 120)
+before=$(npods)
+out=$(rt ADD "$T/main100.conflist" "$id" /run/netns/${PREFIX}mf "K8S_POD_NAME=mf")
+check_fails main_failed_add test $? = 0
+expect_eq main_failed_add_code_json "$(code_of "$out" | grep -c '^[0-9]')" 1
+expect_eq main_failed_add_no_pod "$(npods)" "$before"
+expect_eq main_failed_add_lease_freed "$(leases ${PREFIX}main100)" 0
+expect_eq main_failed_add_no_device "$(ip -o link show | grep -c ': pi[0-9a-f]\{11\}[@:]')" 0
+check main_failed_add_then_del rt DEL "$T/main100.conflist" "$id" /run/netns/${PREFIX}mf
+ip netns del ${PREFIX}mf
+rt DEL "$T/ptp10.conflist" "$(cid 99)" /run/netns/${PREFIX}ptp1 >/dev/null
+ip netns del ${PREFIX}ptp1
 
 # ---- 32 concurrent ADDs, then 32 concurrent DELs --------------------------------
 for i in $(seq 1 32); do mkns ${PREFIX}cc$i; done
