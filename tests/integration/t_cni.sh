@@ -390,6 +390,24 @@ echo "$(jq -c '.plugins[0] + {cniVersion: "1.0.0", name: "ci-ptp"}' "$T/ptp10.co
 	plugin DEL ptp "$id" /run/netns/${PREFIX}busy eth0 "" >/dev/null
 ip netns del ${PREFIX}busy
 
+# ---- STATUS and GC (spec 1.1; no runtime here sends them) -----------------------
+out=$(pi_direct STATUS "$(podconf 1.1.0)" "" "" "" "")
+expect_eq status_ok "$?:$out" "0:"
+for g in 1 2; do
+	mkns ${PREFIX}gc$g
+	rt ADD "$T/ptp10.conflist" "$(cid 13$g)" /run/netns/${PREFIX}gc$g "K8S_POD_NAME=gc$g" >/dev/null
+done
+gc=$(podconf 1.1.0 "" "$(jq -cn --arg c "$(cid 131)" '{"cni.dev/valid-attachments": [{containerID: $c, ifname: "eth0"}]}')")
+pi_direct GC "$gc" "" "" "" "" >/dev/null
+expect_eq gc_ok $? 0
+expect_eq gc_keeps_valid "$(pod_name gc1)" gc1
+expect_eq gc_removes_stale "$(pod_name gc2)" ""
+for g in 1 2; do
+	rt DEL "$T/ptp10.conflist" "$(cid 13$g)" /run/netns/${PREFIX}gc$g >/dev/null
+	ip netns del ${PREFIX}gc$g
+done
+expect_eq gc_then_del "$(pod_name gc1)" ""
+
 # ---- traffic through adopted pods; injection counted exactly once --------------
 for p in a b c; do
 	mkns ${PREFIX}$p

@@ -10,7 +10,8 @@
 #   host namespace = podinject node pm-cni (made by the plugin)
 #     vethXXXXXXXX <-> eth0  pm-a  10.124.0.x   (injects as pm-b)
 #     vethXXXXXXXX <-> eth0  pm-b
-#     vethXXXXXXXX <-> eth0  pm-c               (spoofs pm-b: dropped)
+#     vethXXXXXXXX <-> eth0  pm-c               (spoofs pm-b: dropped; proxied by pm-p)
+#     vethXXXXXXXX <-> eth0  pm-p               (podinject-proxy)
 #   (main mode) piXXXXXXXXXXX <-> eth0  pm-m  10.124.1.x  (podinject's pair)
 source "$(dirname "$0")/lib.sh"
 require_root
@@ -28,7 +29,8 @@ PM() {
 }
 cleanup() {
 	local c
-	for c in a b c m x; do PM rm -f -t 0 ${PREFIX}$c >/dev/null 2>&1; done
+	[ -n "${PROXY_PID:-}" ] && kill "$PROXY_PID" 2>/dev/null
+	for c in a b c m p x; do PM rm -f -t 0 ${PREFIX}$c >/dev/null 2>&1; done
 	rm -f /var/lib/cni/results/$NET-* /var/lib/cni/results/$NETM-*
 	cleanup_all
 	echo "$FWD" >/proc/sys/net/ipv4/ip_forward
@@ -139,6 +141,26 @@ sleep 0.3
 check probe_answered sh -c "$PI -N $NODE -j probe --from ${PREFIX}a --to $ip_b:7303 --count 2 | jq -e '.summary.answered == 2'"
 wait
 
+# A transparent proxy in a container of its own, for pm-c: the server in
+# pm-b sees pm-c's address, the proxy saw the original destination.
+if check run_proxy run_ctr ${PREFIX}p $NET; then
+	in_ctr ${PREFIX}p "$BUILD/podinject-proxy" -v --connect-timeout 10000 15001 >"$T/px" 2>"$T/pxlog" </dev/null &
+	PROXY_PID=$!
+	for _ in $(seq 50); do grep -q ready "$T/px" 2>/dev/null && break; sleep 0.1; done
+	check proxy_add "$PI" -N $NODE proxy add ${PREFIX}p --port 15001 --for ${PREFIX}c
+	in_ctr ${PREFIX}b "$PINET" tcp-server 8080 --sink --timeout 10000 >"$T/srv" 2>&1 &
+	srv=$!
+	sleep 0.3
+	check proxy_connect in_ctr ${PREFIX}c "$PINET" tcp-connect --timeout 5000 "$ip_b" 8080 --send 100000
+	wait $srv
+	check proxy_server_sees_client grep -q "^accept $ip_c " "$T/srv"
+	check proxy_took_it grep -q "conn $ip_c:[0-9]* -> $ip_b:8080" "$T/pxlog"
+	check proxy_del "$PI" -N $NODE proxy del ${PREFIX}p --for ${PREFIX}c
+	kill $PROXY_PID 2>/dev/null
+	wait $PROXY_PID 2>/dev/null
+	PROXY_PID=
+fi
+
 # Main mode: podinject makes the pair, host-local the address
 if out=$(run_ctr ${PREFIX}m $NETM 2>&1); then
 	pass run_main
@@ -155,9 +177,9 @@ fi
 
 # stop and rm: nothing of podinject's is left but the node itself
 ids=$(node_prog_ids $NODE)
-check stop PM stop -t 0 ${PREFIX}a ${PREFIX}b ${PREFIX}c
+check stop PM stop -t 0 ${PREFIX}a ${PREFIX}b ${PREFIX}c ${PREFIX}p
 PM stop -t 0 ${PREFIX}m >/dev/null 2>&1
-check rm PM rm ${PREFIX}a ${PREFIX}b ${PREFIX}c
+check rm PM rm ${PREFIX}a ${PREFIX}b ${PREFIX}c ${PREFIX}p
 PM rm ${PREFIX}m >/dev/null 2>&1
 expect_eq stop_no_pods "$("$PI" -N $NODE -j pod list | jq length)" 0
 expect_eq stop_no_pod_pins "$(ls /sys/fs/bpf/podinject/$NODE | grep -c '^link_pod_')" 0
