@@ -9,7 +9,18 @@ BPFTOOL   ?= bpftool
 ARCH      := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
 CFLAGS    ?= -O2 -g
-CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Iinclude -Isrc -I$(BUILD) -D_GNU_SOURCE
+# make SANITIZE=1: the CLI, the library, the plugin and the proxy with
+# ASan and UBSan, in a build folder of their own (tests: PODINJECT_BUILD).
+ifeq ($(SANITIZE),1)
+BUILD     := build-san
+CFLAGS    += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# The unit tests lay wire headers over byte buffers, as a wire does.
+UNIT_CFLAGS := -fno-sanitize=alignment
+endif
+CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Iinclude -I$(BUILD) -D_GNU_SOURCE
+# The library's own headers are for the library and its unit tests; the
+# CLI sees the public header only.
+LIB_CFLAGS := -Ilib
 LDLIBS    := -lbpf -lelf -lz -lmnl
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	      -Iinclude -Ibpf -I$(BUILD)
@@ -32,10 +43,13 @@ BPF_PROGS := node inject xdp
 BPF_OBJS  := $(patsubst %,$(BUILD)/%.bpf.o,$(BPF_PROGS))
 SKELS     := $(patsubst %,$(BUILD)/%.skel.h,$(BPF_PROGS))
 
-LIB_SRCS  := src/nl.c src/attach.c src/state.c src/util.c src/json.c src/probe_features.c
-CLI_SRCS  := src/main.c src/node.c src/pod.c src/policy.c src/features.c src/inject.c src/proxy.c src/probe.c src/xdp.c
-LIB_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+# libpodinject: the control plane (lib/), one public header
+# (include/podinject/podinject.h). The CLI (src/) parses, calls it, prints.
+LIB_SRCS  := $(wildcard lib/*.c)
+CLI_SRCS  := $(wildcard src/*.c)
+LIB_OBJS  := $(patsubst lib/%.c,$(BUILD)/lib/%.o,$(LIB_SRCS))
 CLI_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
+LIBPI     := $(BUILD)/libpodinject.a
 
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
@@ -46,19 +60,19 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
-all: $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(TOOLS) $(TEST_BPF)
+all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(BUILD)/lib_tests $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
 
-$(BUILD) $(BUILD)/obj:
+$(BUILD) $(BUILD)/obj $(BUILD)/lib:
 	$(Q)mkdir -p $@
 
 $(BUILD)/vmlinux.h: | $(BUILD)
 	$(call msg,GEN,$@)
 	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
 
-$(BUILD)/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h include/podinject_abi.h $(wildcard bpf/lib/*.h) | $(BUILD)
+$(BUILD)/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h $(wildcard include/*.h) $(wildcard bpf/lib/*.h) | $(BUILD)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
@@ -70,11 +84,25 @@ $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(call msg,SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name $*_bpf > $@
 
-$(BUILD)/obj/%.o: src/%.c $(SKELS) $(wildcard src/*.h) include/podinject_abi.h | $(BUILD)/obj
+HEADERS   := $(wildcard include/*.h include/podinject/*.h lib/*.h)
+
+$(BUILD)/lib/%.o: lib/%.c $(SKELS) $(HEADERS) | $(BUILD)/lib
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: src/%.c $(HEADERS) $(wildcard src/*.h) | $(BUILD)/obj
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/podinject: $(CLI_OBJS) $(LIB_OBJS)
+# One relocatable object whose only global symbols are pi_*: a program
+# that links the library meets none of its internal names.
+$(LIBPI): $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)$(LD) -r -o $(BUILD)/libpodinject.o $^
+	$(Q)objcopy --wildcard --keep-global-symbol='pi_*' $(BUILD)/libpodinject.o
+	$(Q)rm -f $@ && $(AR) rcs $@ $(BUILD)/libpodinject.o
+
+$(BUILD)/podinject: $(CLI_OBJS) $(LIBPI)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -82,25 +110,32 @@ $(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $< -o $@
 
-# The CNI plugin, on the library (CNI_PI_LIB).
-CNI_SRCS   := $(wildcard cni/*.c)
-CNI_PI_LIB ?= $(BUILD)/libpodinject.a
-$(BUILD)/podinject-cni: $(CNI_SRCS) cni/cni.h include/podinject/podinject.h $(CNI_PI_LIB) | $(BUILD)
+# The CNI plugin: a front-end on the library, like the CLI (cni/backend.c
+# holds all its calls into it). Its RPATH finds the libraries the
+# DaemonSet installs beside it on a host (deploy/kubernetes/install.sh).
+CNI_SRCS  := $(wildcard cni/*.c)
+$(BUILD)/podinject-cni: $(CNI_SRCS) cni/cni.h $(HEADERS) $(LIBPI) | $(BUILD)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(CNI_SRCS) $(CNI_PI_LIB) -o $@ $(LDLIBS) -ljansson \
+	$(Q)$(CC) $(CFLAGS) $(CNI_SRCS) $(LIBPI) -o $@ $(LDLIBS) -ljansson \
 		-Wl,-rpath,'$$ORIGIN/podinject.lib'
 
 # The OCI image (buildah, offline): build/podinject-image.tar
 image: all
 	@./scripts/build-image.sh $(BUILD)/podinject-image.tar
 
-$(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h)
+$(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h) $(HEADERS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) $(LIB_OBJS) -o $@ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) $(UNIT_CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) $(LIB_OBJS) -o $@ $(LDLIBS)
 
+# The API's own tests link the library as any other program would.
+$(BUILD)/lib_tests: $(wildcard tests/lib/*.c) $(LIBPI)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(filter %.c,$^) $(LIBPI) -o $@ $(LDLIBS)
+
+# Test tools stand in for other programs: no sanitizers there.
 $(BUILD)/%: tests/tools/%.c | $(BUILD)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $< -o $@ $(LDLIBS)
 
 test: all
 	@./tests/run.sh

@@ -101,7 +101,6 @@ static void add_pod(struct node_bpf *skel, __u32 id, int ifindex,
 				  .pod_id = id };
 	struct pi_endpoint_key k = { .family = AF_INET };
 
-	snprintf(pod.name, sizeof(pod.name), "pc%u", id);
 	inet_pton(AF_INET, ip4, &pod.ip4);
 	memcpy(pod.pod_mac, "\x02\xaa\x00\x00\x00\x01", 6);
 	memcpy(pod.host_mac, "\x02\xaa\x00\x00\x00\xfe", 6);

@@ -127,7 +127,13 @@ struct pi_pod_meta {
 	char attach_id[PI_ATTACH_ID_MAX];	/* who attached it, e.g. a
 						 * CNI container id + ifname */
 	__u32 flags;			/* enum pi_pod_meta_flags */
-	__u32 pad;
+	__u32 head_owners;		/* enum pi_head_owner: who holds the
+					 * head program on the pod's egress */
+};
+
+enum pi_head_owner {
+	PI_HEAD_INJECT	= 1 << 0,	/* the pod is an injector */
+	PI_HEAD_PROXY	= 1 << 1,	/* the pod's connections are captured */
 };
 
 /* Policy rules. All rules of a node live in one array (`rules`); a pod's
@@ -312,8 +318,11 @@ struct pi_proxy_listener_key {
  * ephemeral ports (ICMP: echo id and sequence). */
 #define PI_PROBE_PORT_LO	61000
 #define PI_PROBE_PORT_HI	65535
-#define PI_PROBE_DEV		"pi-probe"
-#define PI_PROBE_TX_DEV		"pi-probe-tx"
+/* The probe's own device pair. A pod's host device is "pi-" + its name,
+ * and pod names are [a-z0-9-]: with an underscore these can be no pod's
+ * (a pod named "probe" has pi-probe). */
+#define PI_PROBE_DEV		"pi_probe"
+#define PI_PROBE_TX_DEV		"pi_probe_tx"
 
 struct pi_probe_flow {
 	__u32 probe_id;
@@ -352,66 +361,6 @@ struct pi_redirect_record {
 	__u64 flags;
 	__s64 ret;
 };
-
-/* The layout both sides compile against, pinned: a change here without a
- * PI_ABI_VERSION bump fails the build instead of misreading a node. */
-_Static_assert(sizeof(struct pi_addr) == 16, "size of pi_addr");
-_Static_assert(sizeof(struct pi_pod) == 48, "size of pi_pod");
-_Static_assert(sizeof(struct pi_endpoint_key) == 20, "size of pi_endpoint_key");
-_Static_assert(sizeof(struct pi_endpoint) == 24, "size of pi_endpoint");
-_Static_assert(sizeof(struct pi_node_config) == 56, "size of pi_node_config");
-_Static_assert(sizeof(struct pi_pod_meta) == 680, "size of pi_pod_meta");
-_Static_assert(sizeof(struct pi_rule) == 28, "size of pi_rule");
-_Static_assert(sizeof(struct pi_policy_ref) == 8, "size of pi_policy_ref");
-_Static_assert(sizeof(struct pi_rule_stats) == 16, "size of pi_rule_stats");
-_Static_assert(sizeof(struct pi_pod_stats) == 96, "size of pi_pod_stats");
-_Static_assert(sizeof(struct pi_xdp_stats) == 32, "size of pi_xdp_stats");
-_Static_assert(sizeof(struct pi_inject_key) == 24, "size of pi_inject_key");
-_Static_assert(sizeof(struct pi_inject_target) == 20, "size of pi_inject_target");
-_Static_assert(sizeof(struct pi_inject_stats_key) == 12, "size of pi_inject_stats_key");
-_Static_assert(sizeof(struct pi_inject_stats) == 24, "size of pi_inject_stats");
-_Static_assert(sizeof(struct pi_netkit_guard) == 40, "size of pi_netkit_guard");
-_Static_assert(sizeof(struct pi_proxy_rule) == 88, "size of pi_proxy_rule");
-_Static_assert(sizeof(struct pi_flow_key) == 44, "size of pi_flow_key");
-_Static_assert(sizeof(struct pi_flow) == 36, "size of pi_flow");
-_Static_assert(sizeof(struct pi_proxy_listener_key) == 8, "size of pi_proxy_listener_key");
-_Static_assert(sizeof(struct pi_probe_flow) == 8, "size of pi_probe_flow");
-_Static_assert(sizeof(struct pi_probe_event) == 24, "size of pi_probe_event");
-_Static_assert(sizeof(struct pi_redirect_record) == 24, "size of pi_redirect_record");
-_Static_assert(__builtin_offsetof(struct pi_pod, ifindex) == 4, "pi_pod.ifindex");
-_Static_assert(__builtin_offsetof(struct pi_pod, ip6) == 20, "pi_pod.ip6");
-_Static_assert(__builtin_offsetof(struct pi_pod, pod_mac) == 36, "pi_pod.pod_mac");
-_Static_assert(__builtin_offsetof(struct pi_pod, host_mac) == 42, "pi_pod.host_mac");
-_Static_assert(__builtin_offsetof(struct pi_endpoint_key, addr) == 4, "pi_endpoint_key.addr");
-_Static_assert(__builtin_offsetof(struct pi_endpoint, pod_mac) == 12, "pi_endpoint.pod_mac");
-_Static_assert(__builtin_offsetof(struct pi_node_config, uplink_ifindex) == 32, "pi_node_config.uplink_ifindex");
-_Static_assert(__builtin_offsetof(struct pi_node_config, abi) == 44, "pi_node_config.abi");
-_Static_assert(__builtin_offsetof(struct pi_node_config, netns_ino) == 48, "pi_node_config.netns_ino");
-_Static_assert(__builtin_offsetof(struct pi_pod_meta, netns) == 256, "pi_pod_meta.netns");
-_Static_assert(__builtin_offsetof(struct pi_pod_meta, flags) == 672, "pi_pod_meta.flags");
-_Static_assert(__builtin_offsetof(struct pi_rule, action) == 4, "pi_rule.action");
-_Static_assert(__builtin_offsetof(struct pi_rule, port_lo) == 8, "pi_rule.port_lo");
-_Static_assert(__builtin_offsetof(struct pi_rule, addr) == 12, "pi_rule.addr");
-_Static_assert(__builtin_offsetof(struct pi_policy_ref, count) == 4, "pi_policy_ref.count");
-_Static_assert(__builtin_offsetof(struct pi_pod_stats, drops) == 32, "pi_pod_stats.drops");
-_Static_assert(__builtin_offsetof(struct pi_inject_key, addr) == 8, "pi_inject_key.addr");
-_Static_assert(__builtin_offsetof(struct pi_inject_target, target_pod_mac) == 8, "pi_inject_target.target_pod_mac");
-_Static_assert(__builtin_offsetof(struct pi_inject_stats, drops) == 16, "pi_inject_stats.drops");
-_Static_assert(__builtin_offsetof(struct pi_netkit_guard, runs) == 16, "pi_netkit_guard.runs");
-_Static_assert(__builtin_offsetof(struct pi_netkit_guard, forged) == 32, "pi_netkit_guard.forged");
-_Static_assert(__builtin_offsetof(struct pi_proxy_rule, dport_lo) == 8, "pi_proxy_rule.dport_lo");
-_Static_assert(__builtin_offsetof(struct pi_proxy_rule, dst_family) == 40, "pi_proxy_rule.dst_family");
-_Static_assert(__builtin_offsetof(struct pi_proxy_rule, dst) == 48, "pi_proxy_rule.dst");
-_Static_assert(__builtin_offsetof(struct pi_proxy_rule, pod_host_mac) == 82, "pi_proxy_rule.pod_host_mac");
-_Static_assert(__builtin_offsetof(struct pi_flow_key, pod_port) == 6, "pi_flow_key.pod_port");
-_Static_assert(__builtin_offsetof(struct pi_flow_key, pod) == 12, "pi_flow_key.pod");
-_Static_assert(__builtin_offsetof(struct pi_flow_key, dst) == 28, "pi_flow_key.dst");
-_Static_assert(__builtin_offsetof(struct pi_flow, proxy_port) == 8, "pi_flow.proxy_port");
-_Static_assert(__builtin_offsetof(struct pi_flow, proxy_host_mac) == 30, "pi_flow.proxy_host_mac");
-_Static_assert(__builtin_offsetof(struct pi_proxy_listener_key, port) == 6, "pi_proxy_listener_key.port");
-_Static_assert(__builtin_offsetof(struct pi_probe_event, ts_ns) == 8, "pi_probe_event.ts_ns");
-_Static_assert(__builtin_offsetof(struct pi_probe_event, tcp_ack) == 16, "pi_probe_event.tcp_ack");
-_Static_assert(__builtin_offsetof(struct pi_redirect_record, flags) == 8, "pi_redirect_record.flags");
 
 /* The layout both sides compile against, pinned: a change here without a
  * PI_ABI_VERSION bump fails the build instead of misreading a node. */

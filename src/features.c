@@ -4,11 +4,9 @@
 #include <string.h>
 #include <sys/utsname.h>
 #include "cmds.h"
-#include "kernel_features.h"
 #include "util.h"
-#include "xdp.h"
 
-static const char *inject_path(const struct features *f)
+static const char *inject_path(const struct pi_features *f)
 {
 	if (f->redirect_peer_egress)
 		return "fast";
@@ -17,9 +15,9 @@ static const char *inject_path(const struct features *f)
 
 int do_features(int argc, char **argv)
 {
-	struct features f;
+	struct pi_features f;
 	struct utsname u;
-	int err, veth_xdp;
+	int err;
 
 	if (argc > 0 && is_prefix(argv[0], "help")) {
 		fprintf(stderr, "Usage: podinject [-j] features\n");
@@ -27,12 +25,11 @@ int do_features(int argc, char **argv)
 	}
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
-	err = probe_features(&f);
+	err = pi_features_probe(&f);
 	if (err) {
 		p_err("cannot probe kernel features: %s", strerror(-err));
 		return EXIT_RUNTIME;
 	}
-	veth_xdp = xdp_probe_veth();
 	uname(&u);
 	if (json_output) {
 		json_obj_open(jw);
@@ -44,7 +41,7 @@ int do_features(int argc, char **argv)
 			  f.redirect_peer_egress_retval);
 		json_kbool(jw, "bpf_loop", f.bpf_loop);
 		json_kbool(jw, "netkit_xdp", false);
-		json_kbool(jw, "veth_xdp", veth_xdp == 1);
+		json_kbool(jw, "veth_xdp", f.veth_xdp);
 		json_kbool(jw, "xdp_default", false);
 		json_kstr(jw, "attach", f.tcx ? "tcx" : "clsact");
 		json_kstr(jw, "inject_path", inject_path(&f));
@@ -65,9 +62,8 @@ int do_features(int argc, char **argv)
 	       f.bpf_loop ? "yes" : "no");
 	printf("  XDP on netkit                          no (netkit has no XDP hook)\n");
 	printf("  native XDP on veth                     %s\n",
-	       veth_xdp == 1 ? "yes (pod ingress ACL, uplink XDP_REDIRECT: node up --xdp; off by default)" :
-	       veth_xdp == 0 ? "no (node up --xdp refused; tc enforcement only)" :
-			       "unknown (probe failed)");
+	       f.veth_xdp ? "yes (pod ingress ACL, uplink XDP_REDIRECT: node up --xdp; off by default)" :
+			    "no (node up --xdp refused; tc enforcement only)");
 	printf("  injection path (auto)                  %s\n",
 	       f.redirect_peer_egress ? "fast: bpf_redirect_peer(BPF_F_EGRESS)" :
 	       "fallback: bpf_redirect(BPF_F_INGRESS)");

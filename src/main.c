@@ -9,7 +9,6 @@
 #include <string.h>
 #include <bpf/libbpf.h>
 #include "cmds.h"
-#include "state.h"
 #include "util.h"
 
 static int main_help(int argc, char **argv)
@@ -24,7 +23,7 @@ static int main_help(int argc, char **argv)
 		"\"node busy\" and changes nothing.\n"
 		"'podinject OBJECT help' explains each object.\n"
 		"Exit codes: 0 ok, 1 runtime failure, 2 usage error.\n",
-		NODE_LOCK_TIMEOUT_MS);
+		PI_LOCK_TIMEOUT_MS);
 	return EXIT_OK;
 }
 
@@ -88,17 +87,18 @@ int main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (!valid_name(node_name, 15))
+	if (!pi_valid_name(node_name, 15))
 		return usage_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
 				 node_name);
 	if (wait && *wait) {
-		if (parse_u32(wait, &ms) || ms > 3600 * 1000)
+		if (pi_parse_u32(wait, &ms) || ms > 3600 * 1000)
 			return usage_err("invalid lock wait '%s': milliseconds, at most 3600000",
 					 wait);
 		lock_timeout_ms = ms;
 	}
 	json_init(jw, stdout);
 	libbpf_set_print(libbpf_print);
+	pi_set_log(cli_log, NULL);
 	argc -= optind;
 	argv += optind;
 	if (argc < 1) {

@@ -1,25 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/*
- * podinject pod add|del|list|show: a pod is a network namespace named after
- * it, a device pair (pod side "eth0", node side "pi-NAME"), /32 and /128
- * addresses, a default route through a link-local gateway whose neighbour
- * entry is the node-side device, and the pod's programs on the node side.
- */
-#include <arpa/inet.h>
+/* podinject pod add|adopt|del|list|show */
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include "cmds.h"
-#include "kernel_features.h"
-#include "nl.h"
 #include "util.h"
-#include "xdp.h"
 
 static int pod_help(int argc, char **argv)
 {
@@ -45,727 +32,143 @@ static int pod_help(int argc, char **argv)
 	return EXIT_OK;
 }
 
-struct pod_args {
-	const char *name;
-	bool has4, has6, netkit;
-	struct pi_addr ip4, ip6;
-};
-
-static int parse_host_addr(const char *s, int want, struct pi_addr *a)
+static int parse_host4(const char *s, void *dst)
 {
 	int family, plen;
 
-	if (parse_prefix(s, &family, a, &plen) || family != want)
+	if (pi_parse_prefix(s, &family, dst, &plen) || family != AF_INET ||
+	    plen != 32)
 		return -EINVAL;
-	if (plen != (want == AF_INET ? 32 : 128))
+	return 0;
+}
+
+static int parse_host6(const char *s, void *dst)
+{
+	int family, plen;
+
+	if (pi_parse_prefix(s, &family, dst, &plen) || family != AF_INET6 ||
+	    plen != 128)
 		return -EINVAL;
 	return 0;
 }
 
-static int endpoint_exists(const struct node *n, int family,
-			   const struct pi_addr *a)
+static const struct opt_choice dev_kinds[] = {
+	{ "veth", 0 },
+	{ "netkit", 1 },
+	{ 0 },
+};
+
+static int open_node(enum pi_open_mode mode, struct pi_node **n,
+		     struct pi_node_info *ni)
 {
-	struct pi_endpoint_key key = { .family = family, .addr = *a };
-	struct pi_endpoint ep;
+	int err = pi_node_open(node_name, mode, lock_timeout_ms, n);
 
-	return !bpf_map_lookup_elem(n->maps[M_ENDPOINTS], &key, &ep);
-}
-
-/* Called with the node's lock held, so no other command takes the same id
- * between this scan and the pod's record. */
-static int free_pod_id(const struct node *n, uint32_t *id)
-{
-	bool used[PI_MAX_PODS] = { false };
-	uint32_t key, next, *prev = NULL;
-	struct pi_pod pod;
-
-	while (!bpf_map_get_next_key(n->maps[M_PODS], prev, &next)) {
-		if (!bpf_map_lookup_elem(n->maps[M_PODS], &next, &pod) &&
-		    pod.id < PI_MAX_PODS)
-			used[pod.id] = true;
-		key = next;
-		prev = &key;
-	}
-	for (uint32_t i = 0; i < PI_MAX_PODS; i++) {
-		if (!used[i]) {
-			*id = i;
-			return 0;
-		}
-	}
-	return -ENOSPC;
-}
-
-/* Pins are named by the host-side ifindex: a pod's name may hold '/'. */
-static void pod_link_pin(const struct node *n, const struct pod *pod,
-			 const char *hook, char *buf, size_t len)
-{
-	node_pin_path(n, buf, len, "link_pod_%u_%s", pod->ifindex, hook);
-}
-
-static enum pi_hook egress_hook(const struct pod *pod)
-{
-	return pod->flags & PI_POD_NETKIT ? PI_HOOK_NETKIT_PEER :
-					    PI_HOOK_INGRESS;
-}
-
-static enum pi_hook ingress_hook(const struct pod *pod)
-{
-	return pod->flags & PI_POD_NETKIT ? PI_HOOK_NETKIT_PRIMARY :
-					    PI_HOOK_EGRESS;
-}
-
-/* Inside the pod's namespace: addresses, eth0 up, default routes through
- * the link-local gateways, whose neighbour entries are the node side's MAC
- * so the pod never has to resolve them. */
-static int setup_pod_side(const struct pod_args *a, struct pod *pod)
-{
-	struct in_addr gw4;
-	struct in6_addr gw6;
-	int ifindex, err;
-
-	inet_pton(AF_INET, GW4, &gw4);
-	inet_pton(AF_INET6, GW6, &gw6);
-	ifindex = nl_link_index(pod->ifname);
-	if (ifindex < 0)
-		return ifindex;
-	pod->peer_ifindex = ifindex;
-	err = nl_link_get_mac(ifindex, pod->pod_mac);
-	if (!err && a->has4)
-		err = nl_addr_add(ifindex, AF_INET, &a->ip4.a[0], 32);
-	if (!err && a->has6)
-		err = nl_addr_add(ifindex, AF_INET6, a->ip6.a, 128);
-	if (!err)
-		err = nl_link_set_up(ifindex);
-	if (!err && a->has4)
-		err = nl_neigh_add(ifindex, AF_INET, &gw4, pod->host_mac);
-	if (!err && a->has4)
-		err = nl_route_add(AF_INET, (uint8_t[4]){ 0 }, 0, &gw4,
-				   ifindex);
-	if (!err && a->has6)
-		err = nl_neigh_add(ifindex, AF_INET6, &gw6, pod->host_mac);
-	if (!err && a->has6)
-		err = nl_route_add(AF_INET6, (uint8_t[16]){ 0 }, 0, &gw6,
-				   ifindex);
+	if (!err && ni)
+		err = pi_node_get_info(*n, ni);
 	return err;
-}
-
-/* Inside the node's namespace: the host route and neighbour for each pod
- * address, so the node's own stack and the uplink reach the pod too. */
-static int setup_node_side(const struct pod_args *a, struct pod *pod)
-{
-	int err = nl_link_set_up(pod->ifindex);
-
-	if (!err && a->has4)
-		err = nl_route_add(AF_INET, &a->ip4.a[0], 32, NULL,
-				   pod->ifindex);
-	if (!err && a->has4 && !(pod->flags & PI_POD_NETKIT))
-		err = nl_neigh_add(pod->ifindex, AF_INET, &a->ip4.a[0],
-				   pod->pod_mac);
-	if (!err && a->has6)
-		err = nl_route_add(AF_INET6, a->ip6.a, 128, NULL,
-				   pod->ifindex);
-	if (!err && a->has6 && !(pod->flags & PI_POD_NETKIT))
-		err = nl_neigh_add(pod->ifindex, AF_INET6, a->ip6.a,
-				   pod->pod_mac);
-	return err;
-}
-
-static int add_endpoints(const struct node *n, const struct pod *pod)
-{
-	struct pi_endpoint ep = {
-		.kind = PI_EP_POD,
-		.pod_ifindex = pod->ifindex,
-		.pod_id = pod->id,
-	};
-	struct pi_endpoint_key key = {};
-	int err = 0;
-
-	memcpy(ep.pod_mac, pod->pod_mac, 6);
-	memcpy(ep.host_mac, pod->host_mac, 6);
-	if (pod->flags & PI_POD_HAS_V4) {
-		key.family = AF_INET;
-		key.addr.a[0] = pod->ip4;
-		if (bpf_map_update_elem(n->maps[M_ENDPOINTS], &key, &ep,
-					BPF_NOEXIST))
-			err = -errno;
-	}
-	if (!err && (pod->flags & PI_POD_HAS_V6)) {
-		memset(&key, 0, sizeof(key));
-		key.family = AF_INET6;
-		memcpy(key.addr.a, pod->ip6, 16);
-		if (bpf_map_update_elem(n->maps[M_ENDPOINTS], &key, &ep,
-					BPF_NOEXIST))
-			err = -errno;
-	}
-	return err;
-}
-
-static void del_endpoints(const struct node *n, const struct pod *pod)
-{
-	struct pi_endpoint_key key = {};
-
-	if (pod->flags & PI_POD_HAS_V4) {
-		key.family = AF_INET;
-		key.addr.a[0] = pod->ip4;
-		bpf_map_delete_elem(n->maps[M_ENDPOINTS], &key);
-	}
-	if (pod->flags & PI_POD_HAS_V6) {
-		memset(&key, 0, sizeof(key));
-		key.family = AF_INET6;
-		memcpy(key.addr.a, pod->ip6, 16);
-		bpf_map_delete_elem(n->maps[M_ENDPOINTS], &key);
-	}
-}
-
-static void reset_pod_stats(const struct node *n, uint32_t id)
-{
-	int ncpu = libbpf_num_possible_cpus();
-	void *zero;
-
-	if (ncpu <= 0)
-		return;
-	zero = calloc(ncpu, sizeof(struct pi_pod_stats));
-	if (!zero)
-		return;
-	bpf_map_update_elem(n->maps[M_POD_STATS], &id, zero, 0);
-	free(zero);
-}
-
-static int attach_pod(const struct node *n, const struct pod *pod)
-{
-	enum pi_attach_mode mode = node_attach_mode(n);
-	bool netkit = pod->flags & PI_POD_NETKIT;
-	char path[PATH_MAX];
-	int err;
-
-	if (netkit)
-		mode = PI_ATTACH_TCX;
-	pod_link_pin(n, pod, "egress", path, sizeof(path));
-	err = attach_prog(n->progs[netkit ? P_POD_EGRESS_NETKIT : P_POD_EGRESS],
-			  pod->ifindex, egress_hook(pod), mode, false,
-			  PI_PRIO_DATAPATH, path);
-	if (err)
-		return err;
-	pod_link_pin(n, pod, "ingress", path, sizeof(path));
-	err = attach_prog(n->progs[netkit ? P_POD_INGRESS_NETKIT :
-					     P_POD_INGRESS], pod->ifindex,
-			  ingress_hook(pod), mode, false, PI_PRIO_DATAPATH,
-			  path);
-	if (err) {
-		pod_link_pin(n, pod, "egress", path, sizeof(path));
-		detach_prog(pod->ifindex, egress_hook(pod), mode,
-			    PI_PRIO_DATAPATH, path);
-	}
-	return err;
-}
-
-static void detach_pod(const struct node *n, const struct pod *pod)
-{
-	enum pi_attach_mode mode = node_attach_mode(n);
-	char path[PATH_MAX];
-
-	if (pod->flags & PI_POD_NETKIT)
-		mode = PI_ATTACH_TCX;
-	pod_link_pin(n, pod, "egress", path, sizeof(path));
-	detach_prog(pod->ifindex, egress_hook(pod), mode, PI_PRIO_DATAPATH,
-		    path);
-	pod_link_pin(n, pod, "ingress", path, sizeof(path));
-	detach_prog(pod->ifindex, ingress_hook(pod), mode, PI_PRIO_DATAPATH,
-		    path);
-}
-
-static int parse_pod_args(int argc, char **argv, struct pod_args *a)
-{
-	memset(a, 0, sizeof(*a));
-	if (argc < 1)
-		return usage_err("pod add needs a NAME");
-	a->name = argv[0];
-	if (!valid_name(a->name, POD_NAME_MAX))
-		return usage_err("invalid pod name '%s': use 1-%d of a-z, 0-9, '-'",
-				 a->name, POD_NAME_MAX);
-	argc--;
-	argv++;
-	while (argc > 0) {
-		if (argc < 2)
-			return usage_err("'%s' needs a value", argv[0]);
-		if (!strcmp(argv[0], "--ip")) {
-			if (parse_host_addr(argv[1], AF_INET, &a->ip4))
-				return usage_err("invalid IPv4 pod address '%s' (want A.B.C.D or A.B.C.D/32)",
-						 argv[1]);
-			a->has4 = true;
-		} else if (!strcmp(argv[0], "--ip6")) {
-			if (parse_host_addr(argv[1], AF_INET6, &a->ip6))
-				return usage_err("invalid IPv6 pod address '%s' (want an address or ADDR/128)",
-						 argv[1]);
-			a->has6 = true;
-		} else if (!strcmp(argv[0], "--dev")) {
-			if (!strcmp(argv[1], "netkit"))
-				a->netkit = true;
-			else if (strcmp(argv[1], "veth"))
-				return usage_err("invalid --dev '%s': veth or netkit",
-						 argv[1]);
-		} else {
-			return usage_err("unknown argument '%s'", argv[0]);
-		}
-		argc -= 2;
-		argv += 2;
-	}
-	if (!a->has4 && !a->has6)
-		return usage_err("pod '%s' needs --ip and/or --ip6", a->name);
-	return 0;
-}
-
-/* What makes a pod a pod of the node, once its devices exist: its records,
- * its endpoints, the datapath's programs and, on an XDP node, the ACL on
- * its pod-side device. Undoes its own steps when one fails. */
-static int pod_enter_datapath(const struct node *n, struct pod *pod,
-			      int pod_ns)
-{
-	bool xdp = (n->cfg.flags & PI_NODE_XDP) && !(pod->flags & PI_POD_NETKIT);
-	int err;
-
-	reset_pod_stats(n, pod->id);
-	policy_clear_pod((struct node *)n, pod->id);
-	err = pod_store(n, pod, BPF_NOEXIST);
-	if (err) {
-		p_err("cannot record pod '%s': %s", pod->name, strerror(-err));
-		return err;
-	}
-	err = add_endpoints(n, pod);
-	if (err) {
-		p_err("cannot record the addresses of pod '%s': %s", pod->name,
-		      strerror(-err));
-		goto fail_records;
-	}
-	err = attach_pod(n, pod);
-	if (err) {
-		p_err("cannot attach the datapath to %s: %s", pod->hostdev,
-		      strerror(-err));
-		goto fail_records;
-	}
-	/* netkit has no XDP hook: its pods stay on tc enforcement. */
-	if (xdp) {
-		err = xdp_pod_attach(n, pod, pod_ns);
-		if (err) {
-			p_err("cannot attach the XDP ingress ACL to %s of '%s': %s",
-			      pod->ifname, pod->name, strerror(-err));
-			detach_pod(n, pod);
-			goto fail_records;
-		}
-	}
-	return 0;
-fail_records:
-	del_endpoints(n, pod);
-	pod_forget(n, pod);
-	return err;
-}
-
-/* Checks that hold for any pod joining the node, made here or adopted.
- * Returns 0, or EXIT_USAGE / EXIT_RUNTIME after reporting. */
-static int pod_admissible(const struct node *n, struct pod *pod)
-{
-	struct pi_addr a = {};
-	struct pod other;
-	char buf[64];
-
-	if (!pod_find(n, pod->name, &other)) {
-		p_err("pod '%s' exists already", pod->name);
-		return EXIT_USAGE;
-	}
-	if (pod->flags & PI_POD_HAS_V4) {
-		a.a[0] = pod->ip4;
-		if (endpoint_exists(n, AF_INET, &a)) {
-			p_err("address %s is in use on node '%s'",
-			      fmt_addr(AF_INET, &a, -1, buf, sizeof(buf)),
-			      n->name);
-			return EXIT_USAGE;
-		}
-	}
-	if (pod->flags & PI_POD_HAS_V6) {
-		memcpy(a.a, pod->ip6, 16);
-		if (endpoint_exists(n, AF_INET6, &a)) {
-			p_err("address %s is in use on node '%s'",
-			      fmt_addr(AF_INET6, &a, -1, buf, sizeof(buf)),
-			      n->name);
-			return EXIT_USAGE;
-		}
-	}
-	if (free_pod_id(n, &pod->id)) {
-		p_err("node '%s' has no room for another pod (max %d)", n->name,
-		      PI_MAX_PODS);
-		return EXIT_RUNTIME;
-	}
-	return 0;
 }
 
 static int pod_add(int argc, char **argv)
 {
-	char hostdev[IFNAMSIZ];
-	struct pod pod = {};
-	struct pod_args a;
-	struct node n;
-	int pod_ns = -1, saved = -1, saved2 = -1, err;
-	bool made_ns = false, made_dev = false;
-	int ret = EXIT_RUNTIME;
+	struct pi_pod_spec spec = {};
+	struct pi_pod_info pod;
+	const char *name = NULL;
+	int netkit = 0;
+	const struct opt opts[] = {
+		OPT_PARSE("--ip", parse_host4, &spec.ip4,
+			  "A.B.C.D or A.B.C.D/32", &spec.has4),
+		OPT_PARSE("--ip6", parse_host6, &spec.ip6,
+			  "an address or ADDR/128", &spec.has6),
+		OPT_CHOICE("--dev", &netkit, dev_kinds),
+		{ 0 },
+	};
+	struct pi_node *n;
+	int err;
 
-	err = parse_pod_args(argc, argv, &a);
+	if (argc < 1)
+		return usage_err("pod add needs a NAME");
+	err = parse_opts(opts, argc, argv, 1, &name, NULL);
 	if (err)
 		return err;
-	if (node_open_rw(&n))
-		return EXIT_RUNTIME;
-
-	snprintf(pod.name, sizeof(pod.name), "%s", a.name);
-	snprintf(pod.netns, sizeof(pod.netns), "%s", a.name);
-	snprintf(pod.ifname, sizeof(pod.ifname), "eth0");
-	snprintf(hostdev, sizeof(hostdev), POD_DEV_PREFIX "%s", a.name);
-	snprintf(pod.hostdev, sizeof(pod.hostdev), "%s", hostdev);
-	pod.meta_flags = PI_META_OWNS_DEV | PI_META_OWNS_NETNS;
-	pod.flags = (a.has4 ? PI_POD_HAS_V4 : 0) |
-		    (a.has6 ? PI_POD_HAS_V6 : 0) |
-		    (a.netkit ? PI_POD_NETKIT : 0);
-	pod.ip4 = a.ip4.a[0];
-	memcpy(pod.ip6, a.ip6.a, 16);
-	err = pod_admissible(&n, &pod);
-	if (err) {
-		ret = err;
-		goto out;
-	}
-	if (netns_exists(a.name)) {
-		p_err("a network namespace named '%s' exists already", a.name);
-		ret = EXIT_USAGE;
-		goto out;
-	}
-
-	err = netns_create(a.name);
-	if (err) {
-		p_err("cannot create namespace '%s': %s", a.name,
-		      strerror(-err));
-		goto out;
-	}
-	made_ns = true;
-	pod_ns = netns_open(a.name);
-	if (pod_ns < 0 || node_enter(&n, &saved)) {
-		p_err("cannot enter namespaces of pod '%s'", a.name);
-		goto out;
-	}
-	if (nl_link_index(hostdev) > 0) {
-		p_err("device '%s' exists already on node '%s'", hostdev,
-		      n.name);
-		goto out;
-	}
-	err = a.netkit ? nl_netkit_create(hostdev, pod.ifname, pod_ns) :
-			 nl_veth_create(hostdev, pod.ifname, pod_ns);
-	if (err) {
-		if (err == -EOPNOTSUPP && a.netkit)
-			p_err("this kernel has no netkit (see 'podinject features')");
-		else
-			p_err("cannot create %s pair for '%s': %s",
-			      a.netkit ? "netkit" : "veth", a.name,
-			      strerror(-err));
-		goto out;
-	}
-	made_dev = true;
-	pod.ifindex = nl_link_index(hostdev);
-	err = nl_link_get_mac(pod.ifindex, pod.host_mac);
-	if (!err) {
-		err = netns_enter(pod_ns, &saved2);
-		if (!err) {
-			err = setup_pod_side(&a, &pod);
-			netns_restore(saved2);
-		}
-	}
+	if (!name)
+		return usage_err("pod add needs a NAME");
+	if (!pi_valid_name(name, POD_NAME_MAX))
+		return usage_err("invalid pod name '%s': use 1-%d of a-z, 0-9, '-'",
+				 name, POD_NAME_MAX);
+	if (!spec.has4 && !spec.has6)
+		return usage_err("pod '%s' needs --ip and/or --ip6", name);
+	spec.name = name;
+	spec.netkit = netkit;
+	err = open_node(PI_OPEN_WRITE, &n, NULL);
 	if (!err)
-		err = setup_node_side(&a, &pod);
-	/* Both ends up is not yet both ends passing traffic; a pod that
-	 * sends at once would lose its first packets. */
-	if (!err)
-		err = nl_link_wait_running(pod.ifindex, 2000);
-	if (!err) {
-		err = netns_enter(pod_ns, &saved2);
-		if (!err) {
-			err = nl_link_wait_running(pod.peer_ifindex, 2000);
-			netns_restore(saved2);
-		}
-	}
-	if (err) {
-		p_err("cannot configure pod '%s': %s", a.name, strerror(-err));
-		goto out;
-	}
-	if (pod_enter_datapath(&n, &pod, pod_ns))
-		goto out;
-	ret = EXIT_OK;
-	p_info("pod %s added: netns %s, %s <-> eth0 (%s%s)", a.name, a.name,
-	       hostdev, a.netkit ? "netkit" : "veth",
+		err = pi_pod_add(n, &spec, &pod);
+	pi_node_close(n);
+	if (err)
+		return exit_code(err);
+	p_info("pod %s added: netns %s, %s <-> %s (%s%s)", pod.name, pod.netns,
+	       pod.hostdev, pod.ifname, netkit ? "netkit" : "veth",
 	       pod.flags & PI_POD_XDP ? ", XDP ingress ACL" : "");
-out:
-	if (ret != EXIT_OK && made_dev && pod.ifindex > 0)
-		nl_link_del(pod.ifindex);
-	if (saved >= 0)
-		netns_restore(saved);
-	if (pod_ns >= 0)
-		close(pod_ns);
-	if (ret != EXIT_OK && made_ns)
-		netns_delete(a.name);
-	node_close(&n);
-	return ret;
-}
-
-/* The pod-side device of host device `hostdev` (ifindex host_ifindex) in
- * the namespace we are in: `ifname` when given, else whichever device is
- * its peer. Either way its own peer must be host_ifindex, so a wrong
- * --ifname or --dev is refused, not half adopted. */
-static int find_pod_side(const char *ifname, int host_ifindex, int peer_hint,
-			 struct pod *pod)
-{
-	int ifindex = ifname ? nl_link_index(ifname) : peer_hint;
-
-	if (ifindex <= 0 || nl_link_peer(ifindex) != host_ifindex)
-		return -ENODEV;
-	pod->peer_ifindex = ifindex;
-	if (nl_link_name(ifindex, pod->ifname))
-		return -ENODEV;
-	return nl_link_get_mac(ifindex, pod->pod_mac);
-}
-
-/* The pod's first global IPv4 and IPv6 addresses on its interface, where
- * the command line gave none. Called inside the pod's namespace. */
-static int read_pod_addresses(struct pod *pod, bool want4, bool want6)
-{
-	struct ifaddrs *all, *ifa;
-
-	if (getifaddrs(&all))
-		return -errno;
-	for (ifa = all; ifa; ifa = ifa->ifa_next) {
-		if (!ifa->ifa_addr || strcmp(ifa->ifa_name, pod->ifname))
-			continue;
-		if (want4 && ifa->ifa_addr->sa_family == AF_INET &&
-		    !(pod->flags & PI_POD_HAS_V4)) {
-			pod->ip4 = ((struct sockaddr_in *)ifa->ifa_addr)->sin_addr.s_addr;
-			pod->flags |= PI_POD_HAS_V4;
-		} else if (want6 && ifa->ifa_addr->sa_family == AF_INET6 &&
-			   !(pod->flags & PI_POD_HAS_V6)) {
-			struct in6_addr *a6 =
-				&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr;
-
-			if (IN6_IS_ADDR_LINKLOCAL(a6))
-				continue;
-			memcpy(pod->ip6, a6, 16);
-			pod->flags |= PI_POD_HAS_V6;
-		}
-	}
-	freeifaddrs(all);
-	return 0;
+	return EXIT_OK;
 }
 
 static int pod_adopt(int argc, char **argv)
 {
-	const char *name, *netns = NULL, *hostdev = NULL, *ifname = NULL;
-	const char *attach_id = NULL;
-	struct pi_addr ip4 = {}, ip6 = {};
-	bool has4 = false, has6 = false;
-	struct pod pod = {};
-	char kind[16] = "";
-	struct node n;
-	int pod_ns = -1, saved = -1, saved2 = -1, peer, err;
-	int ret = EXIT_RUNTIME;
+	struct pi_adopt_spec spec = {};
+	struct pi_pod_info pod;
+	const struct opt opts[] = {
+		OPT_STR("--netns", &spec.netns, "a namespace name or path"),
+		OPT_STR("--dev", &spec.hostdev, "the host-side device"),
+		OPT_STR("--ifname", &spec.ifname, "the pod-side device"),
+		OPT_STR("--attach-id", &spec.attach_id, "an id"),
+		OPT_PARSE("--ip", parse_host4, &spec.ip4,
+			  "A.B.C.D or A.B.C.D/32", &spec.has4),
+		OPT_PARSE("--ip6", parse_host6, &spec.ip6,
+			  "an address or ADDR/128", &spec.has6),
+		{ 0 },
+	};
+	struct pi_node *n;
+	int err;
 
-	if (argc < 1)
-		return usage_err("pod adopt needs a NAME");
-	name = argv[0];
-	if (!valid_pod_name(name))
-		return usage_err("invalid pod name '%s': use 1-%d of A-Z, a-z, 0-9, '-', '.', '_', '/'",
-				 name, PI_POD_NAME_MAX);
-	for (argc--, argv++; argc > 0; argc -= 2, argv += 2) {
-		if (argc < 2)
-			return usage_err("'%s' needs a value", argv[0]);
-		if (!strcmp(argv[0], "--netns"))
-			netns = argv[1];
-		else if (!strcmp(argv[0], "--dev"))
-			hostdev = argv[1];
-		else if (!strcmp(argv[0], "--ifname"))
-			ifname = argv[1];
-		else if (!strcmp(argv[0], "--attach-id"))
-			attach_id = argv[1];
-		else if (!strcmp(argv[0], "--ip")) {
-			if (parse_host_addr(argv[1], AF_INET, &ip4))
-				return usage_err("invalid IPv4 pod address '%s' (want A.B.C.D or A.B.C.D/32)",
-						 argv[1]);
-			has4 = true;
-		} else if (!strcmp(argv[0], "--ip6")) {
-			if (parse_host_addr(argv[1], AF_INET6, &ip6))
-				return usage_err("invalid IPv6 pod address '%s' (want an address or ADDR/128)",
-						 argv[1]);
-			has6 = true;
-		} else {
-			return usage_err("unknown argument '%s'", argv[0]);
-		}
-	}
-	if (!netns || !*netns || strlen(netns) >= PI_NETNS_MAX)
-		return usage_err("pod adopt needs --netns NAME|PATH (under %d characters)",
-				 PI_NETNS_MAX);
-	if (!hostdev || !*hostdev || strlen(hostdev) >= IFNAMSIZ)
-		return usage_err("pod adopt needs --dev HOSTDEV, the host-side device");
-	if (ifname && (!*ifname || strlen(ifname) >= IFNAMSIZ))
-		return usage_err("invalid --ifname '%s'", ifname);
-	if (attach_id && strlen(attach_id) >= PI_ATTACH_ID_MAX)
-		return usage_err("--attach-id is longer than %d characters",
-				 PI_ATTACH_ID_MAX - 1);
-
-	if (node_open_rw(&n))
-		return EXIT_RUNTIME;
-	snprintf(pod.name, sizeof(pod.name), "%s", name);
-	snprintf(pod.netns, sizeof(pod.netns), "%s", netns);
-	snprintf(pod.hostdev, sizeof(pod.hostdev), "%s", hostdev);
-	snprintf(pod.attach_id, sizeof(pod.attach_id), "%s",
-		 attach_id ? attach_id : "");
-	pod.meta_flags = 0;	/* neither namespace nor devices are ours */
-	pod_ns = netns_open_any(netns);
-	if (pod_ns < 0) {
-		p_err("no network namespace '%s': %s", netns, strerror(-pod_ns));
-		ret = EXIT_USAGE;
-		goto out;
-	}
-	if (node_enter(&n, &saved)) {
-		p_err("cannot enter the namespace of node '%s'", n.name);
-		goto out;
-	}
-	err = nl_link_index(hostdev);
-	if (err <= 0 || nl_link_kind(err, kind) ||
-	    (strcmp(kind, "veth") && strcmp(kind, "netkit"))) {
-		p_err(err <= 0 ? "no device '%s' on node '%s'" :
-		      "device '%s' on node '%s' is not a veth or netkit device",
-		      hostdev, n.name);
-		ret = EXIT_USAGE;
-		goto out;
-	}
-	pod.ifindex = err;
-	if (!strcmp(kind, "netkit"))
-		pod.flags |= PI_POD_NETKIT;
-	peer = nl_link_peer(pod.ifindex);
-	err = nl_link_get_mac(pod.ifindex, pod.host_mac);
-	if (err == -ENODATA && (pod.flags & PI_POD_NETKIT))
-		err = 0;
-	if (!err)
-		err = netns_enter(pod_ns, &saved2);
-	if (err) {
-		p_err("cannot read device '%s': %s", hostdev, strerror(-err));
-		goto out;
-	}
-	err = find_pod_side(ifname, pod.ifindex, peer, &pod);
-	if (err == -ENODATA && (pod.flags & PI_POD_NETKIT))
-		err = 0;
-	if (!err)
-		err = read_pod_addresses(&pod, !has4, !has6);
-	netns_restore(saved2);
-	if (err) {
-		if (err == -ENODEV)
-			p_err("%s in namespace '%s' is not the peer of '%s'",
-			      ifname ? ifname : "no device", netns, hostdev);
-		else
-			p_err("cannot read the pod side of '%s': %s", hostdev,
-			      strerror(-err));
-		ret = err == -ENODEV ? EXIT_USAGE : EXIT_RUNTIME;
-		goto out;
-	}
-	if (has4) {
-		pod.ip4 = ip4.a[0];
-		pod.flags |= PI_POD_HAS_V4;
-	}
-	if (has6) {
-		memcpy(pod.ip6, ip6.a, 16);
-		pod.flags |= PI_POD_HAS_V6;
-	}
-	if (!(pod.flags & (PI_POD_HAS_V4 | PI_POD_HAS_V6))) {
-		p_err("%s in namespace '%s' has no address; give --ip or --ip6",
-		      pod.ifname, netns);
-		ret = EXIT_USAGE;
-		goto out;
-	}
-	if (pod_by_ifindex(&n, pod.ifindex, &(struct pod){}) == 0) {
-		p_err("device '%s' is a pod of node '%s' already", hostdev,
-		      n.name);
-		ret = EXIT_USAGE;
-		goto out;
-	}
-	err = pod_admissible(&n, &pod);
-	if (err) {
-		ret = err;
-		goto out;
-	}
-	if (pod_enter_datapath(&n, &pod, pod_ns))
-		goto out;
-	ret = EXIT_OK;
-	p_info("pod %s adopted: netns %s, %s <-> %s (%s%s)", pod.name, netns,
-	       hostdev, pod.ifname, kind,
-	       pod.flags & PI_POD_XDP ? ", XDP ingress ACL" : "");
-out:
-	if (saved >= 0)
-		netns_restore(saved);
-	if (pod_ns >= 0)
-		close(pod_ns);
-	node_close(&n);
-	return ret;
-}
-
-/* Removes a pod and everything it owns; a pod that was adopted keeps its
- * namespace and devices, which are not podinject's. A namespace or device
- * that is gone already is no error. */
-int pod_remove(struct node *n, const struct pod *pod)
-{
-	bool own_dev = pod->meta_flags & PI_META_OWNS_DEV;
-	bool own_netns = pod->meta_flags & PI_META_OWNS_NETNS;
-	int saved, err, first = 0;
-
-	/* ifindexes, and clsact filters with them, are the node's. */
-	err = node_enter(n, &saved);
+	err = parse_opts(opts, argc, argv, 1, &spec.name, NULL);
 	if (err)
 		return err;
-	/* A device of ours goes first: with it go its programs, all at
-	 * once, and the pod is never on a device without its checks. */
-	if (own_dev) {
-		err = nl_link_del(pod->ifindex);
-		if (err && err != -ENODEV)
-			first = err;
-	}
-	inject_forget_pod(n, pod);
-	xdp_pod_detach(n, pod);
-	detach_pod(n, pod);
-	policy_clear_pod(n, pod->id);
-	del_endpoints(n, pod);
-	pod_forget(n, pod);
-	netns_restore(saved);
-	if (own_netns) {
-		err = netns_delete(pod->netns);
-		if (err && err != -ENOENT && !first)
-			first = err;
-	}
-	return first;
+	if (!spec.name)
+		return usage_err("pod adopt needs a NAME");
+	if (!pi_valid_pod_name(spec.name))
+		return usage_err("invalid pod name '%s': use 1-%d of A-Z, a-z, 0-9, '-', '.', '_', '/'",
+				 spec.name, PI_POD_NAME_MAX);
+	if (!spec.netns)
+		return usage_err("pod adopt needs --netns NAME|PATH");
+	if (!spec.hostdev)
+		return usage_err("pod adopt needs --dev HOSTDEV, the host-side device");
+	err = open_node(PI_OPEN_WRITE, &n, NULL);
+	if (!err)
+		err = pi_pod_adopt(n, &spec, &pod);
+	pi_node_close(n);
+	if (err)
+		return exit_code(err);
+	p_info("pod %s adopted: netns %s, %s <-> %s (%s%s)", pod.name, pod.netns,
+	       pod.hostdev, pod.ifname,
+	       pod.flags & PI_POD_NETKIT ? "netkit" : "veth",
+	       pod.flags & PI_POD_XDP ? ", XDP ingress ACL" : "");
+	return EXIT_OK;
 }
 
 static int pod_del(int argc, char **argv)
 {
-	struct pod pod;
-	struct node n;
+	struct pi_node *n;
 	int err;
 
 	if (argc != 1)
 		return usage_err("pod del needs exactly one NAME");
-	if (!valid_pod_name(argv[0]))
+	if (!pi_valid_pod_name(argv[0]))
 		return usage_err("invalid pod name '%s'", argv[0]);
-	if (node_open_rw(&n))
-		return EXIT_RUNTIME;
-	if (pod_find(&n, argv[0], &pod)) {
-		p_err("no pod '%s' on node '%s'", argv[0], n.name);
-		node_close(&n);
-		return EXIT_USAGE;
-	}
-	err = pod_remove(&n, &pod);
-	node_close(&n);
-	if (err) {
-		p_err("pod '%s' removed with errors: %s", argv[0],
-		      strerror(-err));
-		return EXIT_RUNTIME;
-	}
+	err = open_node(PI_OPEN_WRITE, &n, NULL);
+	if (!err)
+		err = pi_pod_del(n, argv[0]);
+	pi_node_close(n);
+	if (err)
+		return exit_code(err);
 	p_info("pod %s deleted", argv[0]);
 	return EXIT_OK;
 }
@@ -773,24 +176,23 @@ static int pod_del(int argc, char **argv)
 static const char *const drop_names[PI_DROP_MAX] = PI_DROP_NAMES;
 
 /* Where the pod's ingress ACL runs, and what XDP decided of it. */
-static void print_pod_xdp(const struct node *n, const struct pod *pod)
+static void print_pod_xdp(struct pi_node *n, bool node_xdp,
+			  const struct pi_pod_info *pod)
 {
 	struct pi_xdp_stats xs;
 	uint32_t id;
 
-	if (!(pod->flags & PI_POD_XDP)) {
+	if (pi_pod_xdp(n, pod, &id, &xs)) {
 		if (json_output) {
 			json_key(jw, "xdp");
 			json_null(jw);
-		} else if (n->cfg.flags & PI_NODE_XDP) {
+		} else if (node_xdp) {
 			printf("  xdp: none (%s: ingress ACL at tc only)\n",
 			       pod->flags & PI_POD_NETKIT ? "netkit has no XDP" :
 							    "not attached");
 		}
 		return;
 	}
-	id = xdp_pod_prog_id(pod);
-	xdp_pod_stats(n, pod->id, &xs);
 	if (json_output) {
 		json_key(jw, "xdp");
 		json_obj_open(jw);
@@ -809,8 +211,8 @@ static void print_pod_xdp(const struct node *n, const struct pod *pod)
 	       (unsigned long long)xs.uplink_redirects);
 }
 
-static void print_pod(const struct node *n, const struct pod *pod,
-		      bool details)
+static void print_pod(struct pi_node *n, const struct pi_node_info *ni,
+		      const struct pi_pod_info *pod, bool details)
 {
 	struct pi_pod_stats st;
 	char b4[64] = "-", b6[64] = "-", m1[18], m2[18];
@@ -818,18 +220,18 @@ static void print_pod(const struct node *n, const struct pod *pod,
 
 	if (pod->flags & PI_POD_HAS_V4) {
 		a.a[0] = pod->ip4;
-		fmt_addr(AF_INET, &a, -1, b4, sizeof(b4));
+		pi_fmt_addr(AF_INET, &a, -1, b4, sizeof(b4));
 	}
 	if (pod->flags & PI_POD_HAS_V6) {
 		memcpy(a.a, pod->ip6, 16);
-		fmt_addr(AF_INET6, &a, -1, b6, sizeof(b6));
+		pi_fmt_addr(AF_INET6, &a, -1, b6, sizeof(b6));
 	}
-	pod_stats_sum(n, pod->id, &st);
+	pi_pod_counters(n, pod, &st);
 	if (json_output) {
 		json_obj_open(jw);
 		json_kstr(jw, "name", pod->name);
 		json_ku64(jw, "id", pod->id);
-		json_kstr(jw, "node", n->name);
+		json_kstr(jw, "node", ni->name);
 		json_kstr(jw, "netns", pod->netns);
 		json_kstr(jw, "ifname", pod->ifname);
 		json_kstr(jw, "hostdev", pod->hostdev);
@@ -848,8 +250,8 @@ static void print_pod(const struct node *n, const struct pod *pod,
 		else
 			json_null(jw);
 		json_ku64(jw, "host_ifindex", pod->ifindex);
-		json_kstr(jw, "host_mac", fmt_mac(pod->host_mac, m1));
-		json_kstr(jw, "pod_mac", fmt_mac(pod->pod_mac, m2));
+		json_kstr(jw, "host_mac", pi_fmt_mac(pod->host_mac, m1));
+		json_kstr(jw, "pod_mac", pi_fmt_mac(pod->pod_mac, m2));
 		json_key(jw, "stats");
 		json_obj_open(jw);
 		json_ku64(jw, "egress_packets", st.egress_packets);
@@ -862,7 +264,7 @@ static void print_pod(const struct node *n, const struct pod *pod,
 			json_ku64(jw, drop_names[r], st.drops[r]);
 		json_obj_close(jw);
 		json_obj_close(jw);
-		print_pod_xdp(n, pod);
+		print_pod_xdp(n, ni->xdp, pod);
 		json_obj_close(jw);
 		return;
 	}
@@ -871,11 +273,11 @@ static void print_pod(const struct node *n, const struct pod *pod,
 		       b6, pod->hostdev);
 		return;
 	}
-	printf("pod %s (id %u) on node %s\n", pod->name, pod->id, n->name);
+	printf("pod %s (id %u) on node %s\n", pod->name, pod->id, ni->name);
 	printf("  netns %s, dev %s, host side %s ifindex %u mac %s, pod mac %s%s%s\n",
 	       pod->netns, pod->flags & PI_POD_NETKIT ? "netkit" : "veth",
-	       pod->hostdev, pod->ifindex, fmt_mac(pod->host_mac, m1),
-	       fmt_mac(pod->pod_mac, m2),
+	       pod->hostdev, pod->ifindex, pi_fmt_mac(pod->host_mac, m1),
+	       pi_fmt_mac(pod->pod_mac, m2),
 	       strcmp(pod->ifname, "eth0") ? ", pod side " : "",
 	       strcmp(pod->ifname, "eth0") ? pod->ifname : "");
 	if (!(pod->meta_flags & PI_META_OWNS_DEV))
@@ -893,57 +295,62 @@ static void print_pod(const struct node *n, const struct pod *pod,
 		printf(" %s %llu", drop_names[r],
 		       (unsigned long long)st.drops[r]);
 	printf("\n");
-	print_pod_xdp(n, pod);
-}
-
-static int list_cb(const struct node *n, const struct pod *pod, void *c)
-{
-	print_pod(n, pod, false);
-	return 0;
+	print_pod_xdp(n, ni->xdp, pod);
 }
 
 static int pod_list(int argc, char **argv)
 {
-	struct node n;
+	struct pi_pod_info *pods;
+	struct pi_node_info ni;
+	struct pi_node *n;
+	int cnt, err;
 
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
-	if (node_open_ro(&n))
-		return EXIT_RUNTIME;
+	err = open_node(PI_OPEN_READ, &n, &ni);
+	cnt = err ? err : pi_pod_list(n, &pods);
+	if (cnt < 0) {
+		pi_node_close(n);
+		return exit_code(cnt);
+	}
 	if (json_output)
 		json_arr_open(jw);
 	else
 		printf("%-12s %-3s %-16s %-26s %s\n", "NAME", "ID", "IPV4",
 		       "IPV6", "HOSTDEV");
-	pod_for_each(&n, list_cb, NULL);
+	for (int i = 0; i < cnt; i++)
+		print_pod(n, &ni, &pods[i], false);
+	free(pods);
 	if (json_output) {
 		json_arr_close(jw);
 		json_end(jw);
 	}
-	node_close(&n);
+	pi_node_close(n);
 	return EXIT_OK;
 }
 
 static int pod_show(int argc, char **argv)
 {
-	struct pod pod;
-	struct node n;
+	struct pi_pod_info pod;
+	struct pi_node_info ni;
+	struct pi_node *n;
+	int err;
 
 	if (argc != 1)
 		return usage_err("pod show needs exactly one NAME");
-	if (!valid_pod_name(argv[0]))
+	if (!pi_valid_pod_name(argv[0]))
 		return usage_err("invalid pod name '%s'", argv[0]);
-	if (node_open_ro(&n))
-		return EXIT_RUNTIME;
-	if (pod_find(&n, argv[0], &pod)) {
-		p_err("no pod '%s' on node '%s'", argv[0], n.name);
-		node_close(&n);
-		return EXIT_USAGE;
+	err = open_node(PI_OPEN_READ, &n, &ni);
+	if (!err)
+		err = pi_pod_get(n, argv[0], &pod);
+	if (err) {
+		pi_node_close(n);
+		return exit_code(err);
 	}
-	print_pod(&n, &pod, true);
+	print_pod(n, &ni, &pod, true);
 	if (json_output)
 		json_end(jw);
-	node_close(&n);
+	pi_node_close(n);
 	return EXIT_OK;
 }
 

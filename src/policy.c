@@ -1,19 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/*
- * podinject policy add|del|list: ordered allow/deny rules per pod and
- * direction. The first matching rule decides; no match allows.
- *
- * Every edit builds the pod's whole new rule list in a free range of the
- * node's `rules` array and then flips the pod's reference to it, so the
- * datapath never sees a half-edited policy.
- */
+/* podinject policy add|del|list */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include "cmds.h"
 #include "util.h"
 
@@ -38,144 +29,6 @@ static const char *dir_name(uint32_t dir)
 	return dir == PI_DIR_EGRESS ? "egress" : "ingress";
 }
 
-static int read_ref(const struct node *n, uint32_t pod_id, uint32_t dir,
-		    struct pi_policy_ref *ref)
-{
-	uint32_t key = pod_id * 2 + dir;
-
-	memset(ref, 0, sizeof(*ref));
-	return bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &key, ref) ?
-	       -errno : 0;
-}
-
-static int read_rules(const struct node *n, const struct pi_policy_ref *ref,
-		      struct pi_rule *out)
-{
-	for (uint32_t i = 0; i < ref->count; i++) {
-		uint32_t slot = ref->start + i;
-
-		if (bpf_map_lookup_elem(n->maps[M_RULES], &slot, &out[i]))
-			return -errno;
-	}
-	return 0;
-}
-
-/* First slot of a free run of `count` slots, or -ENOSPC. Live ranges,
- * including the one being replaced, are all avoided. */
-static int find_free_range(const struct node *n, uint32_t count,
-			   uint32_t *start)
-{
-	uint8_t *used = calloc(PI_MAX_RULES, 1);
-	struct pi_policy_ref ref;
-	uint32_t run = 0;
-
-	if (!used)
-		return -ENOMEM;
-	for (uint32_t k = 0; k < PI_MAX_PODS * 2; k++) {
-		if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &k, &ref))
-			continue;
-		for (uint32_t i = 0; i < ref.count; i++)
-			if (ref.start + i < PI_MAX_RULES)
-				used[ref.start + i] = 1;
-	}
-	for (uint32_t s = 0; s < PI_MAX_RULES; s++) {
-		run = used[s] ? 0 : run + 1;
-		if (run == count) {
-			*start = s + 1 - count;
-			free(used);
-			return 0;
-		}
-	}
-	free(used);
-	return -ENOSPC;
-}
-
-static int alloc_rule_id(const struct node *n, uint32_t *id)
-{
-	uint8_t *used = calloc(PI_MAX_RULE_IDS, 1);
-	struct pi_policy_ref ref;
-	struct pi_rule r;
-	int ncpu = libbpf_num_possible_cpus();
-	void *zero;
-
-	if (!used)
-		return -ENOMEM;
-	for (uint32_t k = 0; k < PI_MAX_PODS * 2; k++) {
-		if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &k, &ref))
-			continue;
-		for (uint32_t i = 0; i < ref.count; i++) {
-			uint32_t slot = ref.start + i;
-
-			if (!bpf_map_lookup_elem(n->maps[M_RULES], &slot, &r) &&
-			    r.id < PI_MAX_RULE_IDS)
-				used[r.id] = 1;
-		}
-	}
-	/* Id 0 is never handed out, so an all-zero slot is no rule. */
-	for (uint32_t i = 1; i < PI_MAX_RULE_IDS; i++) {
-		if (used[i])
-			continue;
-		*id = i;
-		free(used);
-		zero = calloc(ncpu > 0 ? ncpu : 1, sizeof(struct pi_rule_stats));
-		if (!zero)
-			return -ENOMEM;
-		bpf_map_update_elem(n->maps[M_RULE_STATS], id, zero, 0);
-		free(zero);
-		return 0;
-	}
-	free(used);
-	return -ENOSPC;
-}
-
-/* Publishes `rules` as the pod's policy in `dir`. */
-static int write_policy(const struct node *n, uint32_t pod_id, uint32_t dir,
-			const struct pi_rule *rules, uint32_t count)
-{
-	struct pi_policy_ref ref = { .count = count };
-	uint32_t key = pod_id * 2 + dir;
-	int err;
-
-	if (count) {
-		err = find_free_range(n, count, &ref.start);
-		if (err)
-			return err;
-		for (uint32_t i = 0; i < count; i++) {
-			uint32_t slot = ref.start + i;
-
-			if (bpf_map_update_elem(n->maps[M_RULES], &slot,
-						&rules[i], 0))
-				return -errno;
-		}
-	}
-	return bpf_map_update_elem(n->maps[M_POLICY_REFS], &key, &ref, 0) ?
-	       -errno : 0;
-}
-
-int policy_clear_pod(struct node *n, uint32_t pod_id)
-{
-	int err = write_policy(n, pod_id, PI_DIR_EGRESS, NULL, 0);
-
-	if (!err)
-		err = write_policy(n, pod_id, PI_DIR_INGRESS, NULL, 0);
-	return err;
-}
-
-static int open_pod(struct node *n, const char *name, struct pod *pod,
-		    enum node_lock lock)
-{
-	if (!valid_pod_name(name))
-		return usage_err("invalid pod name '%s'", name);
-	if (node_open(n, node_name, lock, lock_timeout_ms))
-		return EXIT_RUNTIME;
-	if (pod_find(n, name, pod)) {
-		p_err("no pod '%s' on node '%s'", name, n->name);
-		node_close(n);
-		return EXIT_USAGE;
-	}
-	return 0;
-}
-
 static bool parse_dir(const char *s, uint32_t *dir)
 {
 	if (!strcmp(s, "egress"))
@@ -187,17 +40,58 @@ static bool parse_dir(const char *s, uint32_t *dir)
 	return true;
 }
 
+struct rule_args {
+	struct pi_rule r;
+	bool has_to, has_from;
+};
+
+static int parse_cidr(const char *v, void *dst)
+{
+	struct pi_rule *r = dst;
+	int family, plen;
+
+	if (pi_parse_prefix(v, &family, &r->addr, &plen))
+		return -EINVAL;
+	r->family = family;
+	r->prefixlen = plen;
+	return 0;
+}
+
+static int parse_proto_v(const char *v, void *dst)
+{
+	return pi_parse_proto(v, &((struct pi_rule *)dst)->proto);
+}
+
+static int parse_ports_v(const char *v, void *dst)
+{
+	struct pi_rule *r = dst;
+
+	return pi_parse_port_range(v, &r->port_lo, &r->port_hi);
+}
+
+static int parse_pos(const char *v, void *dst)
+{
+	uint32_t *pos = dst;
+
+	return pi_parse_u32(v, pos) || *pos < 1 ? -EINVAL : 0;
+}
+
 static int policy_add(int argc, char **argv)
 {
-	struct pi_rule *list = NULL;
-	struct pi_rule r = {};
-	struct pi_policy_ref ref;
+	struct rule_args a = {};
 	const char *pod_name;
-	struct pod pod;
-	struct node n;
-	uint32_t dir = PI_DIR_EGRESS, pos = 0;
-	bool has_pos = false;
-	int family, plen, err;
+	uint32_t dir = PI_DIR_EGRESS, pos = 0, id;
+	bool seen[5] = {};
+	const struct opt opts[] = {
+		OPT_PARSE("to", parse_cidr, &a.r, "a CIDR", &a.has_to),
+		OPT_PARSE("from", parse_cidr, &a.r, "a CIDR", &a.has_from),
+		OPT_PARSE("proto", parse_proto_v, &a.r, "tcp, udp, icmp or any", &seen[0]),
+		OPT_PARSE("port", parse_ports_v, &a.r, "N or N-M within 1-65535", &seen[1]),
+		OPT_PARSE("at", parse_pos, &pos, "a position from 1", &seen[2]),
+		{ 0 },
+	};
+	struct pi_node *n;
+	int err;
 
 	if (argc < 2)
 		return usage_err("policy add needs POD and allow|deny");
@@ -211,83 +105,36 @@ static int policy_add(int argc, char **argv)
 	if (argc < 1)
 		return usage_err("policy add needs allow or deny");
 	if (!strcmp(argv[0], "allow"))
-		r.action = PI_ALLOW;
+		a.r.action = PI_ALLOW;
 	else if (!strcmp(argv[0], "deny"))
-		r.action = PI_DENY;
+		a.r.action = PI_DENY;
 	else
 		return usage_err("expected allow or deny, not '%s'", argv[0]);
-	argc--;
-	argv++;
-	while (argc > 0) {
-		const char *k = argv[0], *v = argc > 1 ? argv[1] : NULL;
-
-		if (!v)
-			return usage_err("'%s' needs a value", k);
-		if (!strcmp(k, "to") || !strcmp(k, "from")) {
-			if ((dir == PI_DIR_EGRESS) != !strcmp(k, "to"))
-				return usage_err("%s rules match '%s', not '%s'",
-						 dir_name(dir),
-						 dir == PI_DIR_EGRESS ? "to" :
-									"from", k);
-			if (parse_prefix(v, &family, &r.addr, &plen))
-				return usage_err("invalid CIDR '%s'", v);
-			r.family = family;
-			r.prefixlen = plen;
-		} else if (!strcmp(k, "proto")) {
-			if (parse_proto(v, &r.proto))
-				return usage_err("invalid proto '%s': tcp, udp, icmp or any",
-						 v);
-		} else if (!strcmp(k, "port")) {
-			if (parse_port_range(v, &r.port_lo, &r.port_hi))
-				return usage_err("invalid port '%s': N or N-M within 1-65535",
-						 v);
-		} else if (!strcmp(k, "at")) {
-			if (parse_u32(v, &pos) || pos < 1)
-				return usage_err("invalid position '%s'", v);
-			has_pos = true;
-		} else {
-			return usage_err("unknown argument '%s'", k);
-		}
-		argc -= 2;
-		argv += 2;
-	}
-	if (r.port_hi && r.proto != IPPROTO_TCP && r.proto != IPPROTO_UDP)
-		return usage_err("'port' needs proto tcp or udp");
-
-	err = open_pod(&n, pod_name, &pod, NODE_LOCK_EXCLUSIVE);
+	err = parse_opts(opts, argc - 1, argv + 1, 0, NULL, NULL);
 	if (err)
 		return err;
-	list = calloc(PI_MAX_RULES, sizeof(*list));
-	err = list ? read_ref(&n, pod.id, dir, &ref) : -ENOMEM;
-	if (!err && ref.count >= PI_MAX_RULES / 2)
-		err = -ENOSPC;
-	if (!err)
-		err = read_rules(&n, &ref, list);
-	if (!err)
-		err = alloc_rule_id(&n, &r.id);
-	if (!err) {
-		uint32_t at = has_pos && pos - 1 < ref.count ? pos - 1 :
-							       ref.count;
+	if ((a.has_to && dir != PI_DIR_EGRESS) || (a.has_from && dir != PI_DIR_INGRESS))
+		return usage_err("%s rules match '%s', not '%s'", dir_name(dir),
+				 dir == PI_DIR_EGRESS ? "to" : "from",
+				 dir == PI_DIR_EGRESS ? "from" : "to");
+	if (a.r.port_hi && a.r.proto != IPPROTO_TCP && a.r.proto != IPPROTO_UDP)
+		return usage_err("'port' needs proto tcp or udp");
+	if (!pi_valid_pod_name(pod_name))
+		return usage_err("invalid pod name '%s'", pod_name);
 
-		memmove(&list[at + 1], &list[at],
-			(ref.count - at) * sizeof(list[0]));
-		list[at] = r;
-		err = write_policy(&n, pod.id, dir, list, ref.count + 1);
-	}
-	free(list);
-	node_close(&n);
-	if (err) {
-		p_err("cannot add rule to pod '%s': %s", pod_name,
-		      strerror(-err));
-		return EXIT_RUNTIME;
-	}
+	err = pi_node_open(node_name, PI_OPEN_WRITE, lock_timeout_ms, &n);
+	if (!err)
+		err = pi_policy_add(n, pod_name, dir, &a.r, pos, &id);
+	pi_node_close(n);
+	if (err)
+		return exit_code(err);
 	if (json_output) {
 		json_obj_open(jw);
-		json_ku64(jw, "id", r.id);
+		json_ku64(jw, "id", id);
 		json_obj_close(jw);
 		json_end(jw);
 	} else {
-		printf("rule %u added to pod %s %s\n", r.id, pod_name,
+		printf("rule %u added to pod %s %s\n", id, pod_name,
 		       dir_name(dir));
 	}
 	return EXIT_OK;
@@ -295,12 +142,9 @@ static int policy_add(int argc, char **argv)
 
 static int policy_del(int argc, char **argv)
 {
-	struct pi_rule *list;
-	struct pi_policy_ref ref;
 	const char *pod_name, *what;
-	struct pod pod;
-	struct node n;
-	uint32_t dir = PI_DIR_EGRESS, id = 0, kept = 0;
+	uint32_t dir = PI_DIR_EGRESS, id = 0;
+	struct pi_node *n;
 	bool all;
 	int err;
 
@@ -318,129 +162,90 @@ static int policy_del(int argc, char **argv)
 		return usage_err("too many arguments");
 	}
 	all = !strcmp(what, "all");
-	if (!all && (parse_u32(what, &id) || !id))
+	if (!all && (pi_parse_u32(what, &id) || !id))
 		return usage_err("invalid rule id '%s'", what);
-
-	err = open_pod(&n, pod_name, &pod, NODE_LOCK_EXCLUSIVE);
+	if (!pi_valid_pod_name(pod_name))
+		return usage_err("invalid pod name '%s'", pod_name);
+	err = pi_node_open(node_name, PI_OPEN_WRITE, lock_timeout_ms, &n);
+	if (!err)
+		err = pi_policy_del(n, pod_name, dir, all ? 0 : id);
+	pi_node_close(n);
 	if (err)
-		return err;
-	list = calloc(PI_MAX_RULES, sizeof(*list));
-	err = list ? read_ref(&n, pod.id, dir, &ref) : -ENOMEM;
-	if (!err)
-		err = read_rules(&n, &ref, list);
-	if (!err && !all) {
-		for (uint32_t i = 0; i < ref.count; i++)
-			if (list[i].id != id)
-				list[kept++] = list[i];
-		if (kept == ref.count) {
-			p_err("pod '%s' has no %s rule %u", pod_name,
-			      dir_name(dir), id);
-			free(list);
-			node_close(&n);
-			return EXIT_USAGE;
-		}
-	}
-	if (!err)
-		err = write_policy(&n, pod.id, dir, list, kept);
-	free(list);
-	node_close(&n);
-	if (err) {
-		p_err("cannot change the policy of pod '%s': %s", pod_name,
-		      strerror(-err));
-		return EXIT_RUNTIME;
-	}
+		return exit_code(err);
 	p_info("%s %s rule%s of pod %s deleted", all ? "all" : what,
 	       dir_name(dir), all ? "s" : "", pod_name);
 	return EXIT_OK;
 }
 
-static void rule_counters(const struct node *n, uint32_t id,
-			  struct pi_rule_stats *sum)
+static void print_rule(const char *pod, const struct pi_rule_info *ri)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	struct pi_rule_stats *per;
-
-	memset(sum, 0, sizeof(*sum));
-	per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per));
-	if (!per)
-		return;
-	if (!bpf_map_lookup_elem(n->maps[M_RULE_STATS], &id, per)) {
-		for (int c = 0; c < ncpu; c++) {
-			sum->packets += per[c].packets;
-			sum->bytes += per[c].bytes;
-		}
-	}
-	free(per);
-}
-
-static void print_rule(const struct node *n, const struct pod *pod,
-		       uint32_t dir, uint32_t pos, const struct pi_rule *r)
-{
-	struct pi_rule_stats st;
+	const struct pi_rule *r = &ri->rule;
 	char addr[64] = "any", port[16] = "any";
 
 	if (r->family)
-		fmt_addr(r->family, &r->addr, r->prefixlen, addr, sizeof(addr));
+		pi_fmt_addr(r->family, &r->addr, r->prefixlen, addr, sizeof(addr));
 	if (r->port_hi && r->port_lo == r->port_hi)
 		snprintf(port, sizeof(port), "%u", r->port_lo);
 	else if (r->port_hi)
 		snprintf(port, sizeof(port), "%u-%u", r->port_lo, r->port_hi);
-	rule_counters(n, r->id, &st);
 	if (json_output) {
 		json_obj_open(jw);
-		json_kstr(jw, "pod", pod->name);
-		json_kstr(jw, "direction", dir_name(dir));
-		json_ku64(jw, "position", pos);
+		json_kstr(jw, "pod", pod);
+		json_kstr(jw, "direction", dir_name(ri->dir));
+		json_ku64(jw, "position", ri->position);
 		json_ku64(jw, "id", r->id);
 		json_kstr(jw, "action", r->action == PI_DENY ? "deny" : "allow");
-		json_kstr(jw, dir == PI_DIR_EGRESS ? "to" : "from", addr);
-		json_kstr(jw, "proto", proto_name(r->proto));
+		json_kstr(jw, ri->dir == PI_DIR_EGRESS ? "to" : "from", addr);
+		json_kstr(jw, "proto", pi_proto_name(r->proto));
 		json_kstr(jw, "port", port);
-		json_ku64(jw, "packets", st.packets);
-		json_ku64(jw, "bytes", st.bytes);
+		json_ku64(jw, "packets", ri->packets);
+		json_ku64(jw, "bytes", ri->bytes);
 		json_obj_close(jw);
 		return;
 	}
 	printf("%-12s %-7s %3u %5u %-5s %-4s %-24s %-5s %-11s %10llu %12llu\n",
-	       pod->name, dir_name(dir), pos, r->id,
+	       pod, dir_name(ri->dir), ri->position, r->id,
 	       r->action == PI_DENY ? "deny" : "allow",
-	       dir == PI_DIR_EGRESS ? "to" : "from", addr,
-	       proto_name(r->proto), port, (unsigned long long)st.packets,
-	       (unsigned long long)st.bytes);
+	       ri->dir == PI_DIR_EGRESS ? "to" : "from", addr,
+	       pi_proto_name(r->proto), port, (unsigned long long)ri->packets,
+	       (unsigned long long)ri->bytes);
 }
 
-static int list_pod_rules(const struct node *n, const struct pod *pod,
-			  void *ctx)
+static int list_pod_rules(struct pi_node *n, const char *pod)
 {
-	struct pi_rule *list = calloc(PI_MAX_RULES, sizeof(*list));
-	struct pi_policy_ref ref;
+	struct pi_rule_info *rules;
+	int cnt = pi_policy_list(n, pod, &rules);
 
-	if (!list)
-		return -ENOMEM;
-	for (uint32_t dir = 0; dir < 2; dir++) {
-		if (read_ref(n, pod->id, dir, &ref) || read_rules(n, &ref, list))
-			continue;
-		for (uint32_t i = 0; i < ref.count; i++)
-			print_rule(n, pod, dir, i + 1, &list[i]);
-	}
-	free(list);
+	if (cnt < 0)
+		return cnt;
+	for (int i = 0; i < cnt; i++)
+		print_rule(pod, &rules[i]);
+	free(rules);
 	return 0;
 }
 
 static int policy_list(int argc, char **argv)
 {
-	struct pod pod;
-	struct node n;
-	int err;
+	struct pi_pod_info *pods = NULL;
+	struct pi_node *n;
+	int err, cnt = 0;
 
 	if (argc > 1)
 		return usage_err("too many arguments");
-	if (argc == 1) {
-		err = open_pod(&n, argv[0], &pod, NODE_LOCK_SHARED);
-		if (err)
-			return err;
-	} else if (node_open_ro(&n)) {
-		return EXIT_RUNTIME;
+	if (argc == 1 && !pi_valid_pod_name(argv[0]))
+		return usage_err("invalid pod name '%s'", argv[0]);
+	err = pi_node_open(node_name, PI_OPEN_READ, lock_timeout_ms, &n);
+	if (!err && argc == 1) {
+		struct pi_pod_info pod;
+
+		err = pi_pod_get(n, argv[0], &pod);
+	} else if (!err) {
+		cnt = pi_pod_list(n, &pods);
+		err = cnt < 0 ? cnt : 0;
+	}
+	if (err) {
+		pi_node_close(n);
+		return exit_code(err);
 	}
 	if (json_output)
 		json_arr_open(jw);
@@ -449,14 +254,15 @@ static int policy_list(int argc, char **argv)
 		       "POD", "DIR", "POS", "ID", "ACT", "", "ADDRESS", "PROTO",
 		       "PORT", "PACKETS", "BYTES");
 	if (argc == 1)
-		list_pod_rules(&n, &pod, NULL);
-	else
-		pod_for_each(&n, list_pod_rules, NULL);
+		list_pod_rules(n, argv[0]);
+	for (int i = 0; i < cnt; i++)
+		list_pod_rules(n, pods[i].name);
+	free(pods);
 	if (json_output) {
 		json_arr_close(jw);
 		json_end(jw);
 	}
-	node_close(&n);
+	pi_node_close(n);
 	return EXIT_OK;
 }
 

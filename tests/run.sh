@@ -54,6 +54,9 @@ else
 	if wanted unit; then
 		run unit "$BUILD/unit_tests"
 	fi
+	if wanted lib; then
+		run lib timeout 300 "$BUILD/lib_tests"
+	fi
 	for t in "$ROOT"/tests/integration/t_*.sh; do
 		name=$(basename "$t" .sh)
 		wanted "$name" || continue

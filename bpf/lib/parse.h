@@ -222,25 +222,6 @@ static __always_inline bool addr_eq(const struct pi_addr *a,
 	       a->a[2] == b->a[2] && a->a[3] == b->a[3];
 }
 
-static __always_inline bool prefix_match(const struct pi_addr *a,
-					 const struct pi_addr *net, __u32 plen)
-{
-	__u32 i;
-
-#pragma unroll
-	for (i = 0; i < 4; i++) {
-		__u32 bits, mask;
-
-		if (plen <= i * 32)
-			break;
-		bits = plen - i * 32;
-		mask = bits >= 32 ? 0xffffffff : ~(0xffffffffu >> bits);
-		if ((a->a[i] ^ net->a[i]) & bpf_htonl(mask))
-			return false;
-	}
-	return true;
-}
-
 /* fe80::/10: neighbour discovery and router solicitation come from here */
 static __always_inline bool addr6_is_link_local(const struct pi_addr *a)
 {

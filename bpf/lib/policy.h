@@ -3,12 +3,14 @@
  * Ordered allow/deny rules. The first rule that matches decides; with no
  * match the packet is allowed. The rules are walked with bpf_loop() so that
  * a policy of thousands of rules costs no verifier time and one program
- * serves every policy size.
+ * serves every policy size. The matcher itself is shared with userspace
+ * (include/podinject_rule.h).
  */
 #ifndef PODINJECT_BPF_POLICY_H
 #define PODINJECT_BPF_POLICY_H
 
 #include "parse.h"
+#include "podinject_rule.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -43,31 +45,6 @@ struct policy_walk {
 	__u32 rule_id;
 };
 
-static __always_inline bool rule_matches(const struct pi_rule *r,
-					 const struct policy_walk *w)
-{
-	if (r->family && r->family != w->family)
-		return false;
-	if (r->proto) {
-		__u8 proto = w->proto;
-
-		/* One rule word for ping of both families. */
-		if (proto == IPPROTO_ICMPV6_)
-			proto = IPPROTO_ICMP;
-		if (r->proto != proto)
-			return false;
-	}
-	if (r->port_hi) {
-		if (!w->has_ports)
-			return false;
-		if (w->port < r->port_lo || w->port > r->port_hi)
-			return false;
-	}
-	if (r->prefixlen && !prefix_match(&w->peer, &r->addr, r->prefixlen))
-		return false;
-	return true;
-}
-
 static long policy_walk_one(__u32 i, void *ctx)
 {
 	struct policy_walk *w = ctx;
@@ -77,7 +54,8 @@ static long policy_walk_one(__u32 i, void *ctx)
 	r = bpf_map_lookup_elem(&rules, &slot);
 	if (!r)
 		return 1;
-	if (!rule_matches(r, w))
+	if (!pi_rule_matches(r, w->family, &w->peer, w->proto, w->has_ports,
+			     w->port))
 		return 0;
 	w->action = r->action;
 	w->rule_id = r->id;

@@ -21,6 +21,7 @@
 #define PODINJECT_BPF_PROXY_H
 
 #include "parse.h"
+#include "podinject_rule.h"
 #include "redirect.h"
 
 struct {
@@ -127,7 +128,7 @@ static __always_inline bool rule_matches_pkt(const struct pi_proxy_rule *r,
 	if (r->dst_family) {
 		if (r->dst_family != p->family)
 			return false;
-		if (!prefix_match(&p->daddr, &r->dst, r->dst_plen))
+		if (!pi_prefix_match(&p->daddr, &r->dst, r->dst_plen))
 			return false;
 	}
 	return true;

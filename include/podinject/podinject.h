@@ -25,6 +25,7 @@
 #define PODINJECT_PODINJECT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <podinject_abi.h>
 
@@ -162,6 +163,9 @@ int pi_pod_get_by_attach_id(struct pi_node *node, const char *id,
 int pi_pod_list(struct pi_node *node, struct pi_pod_info **pods);
 int pi_pod_counters(struct pi_node *node, const struct pi_pod_info *pod,
 		    struct pi_pod_stats *out);
+/* The pod's XDP ingress ACL (node up --xdp): -ENOENT when it has none. */
+int pi_pod_xdp(struct pi_node *node, const struct pi_pod_info *pod,
+	       uint32_t *prog_id, struct pi_xdp_stats *stats);
 /* Are all of the pod's programs attached where they belong? 0 when they
  * are, -ENOLINK (with a log line naming what is missing) when not. */
 int pi_pod_check(struct pi_node *node, const struct pi_pod_info *pod);
@@ -186,6 +190,123 @@ int pi_policy_del(struct pi_node *node, const char *pod, uint32_t dir,
 int pi_policy_list(struct pi_node *node, const char *pod,
 		   struct pi_rule_info **rules);
 
+/* ---- injection -------------------------------------------------------- */
+
+/* The path bpf_redirect_peer(BPF_F_EGRESS) (PI_PATH_FAST) where the kernel
+ * has it, else PI_PATH_FALLBACK: found by a probe, never by version. */
+int pi_inject_path_auto(void);
+
+#define PI_INJECT_MAX_AS	32	/* pods in one allow or deny */
+/* Authorises `injector` to send as each pod of `as` (at most 32), on
+ * `path` (0 = auto; onto a netkit pod the fallback is the netkit
+ * fallback); *path_used gets the path chosen. */
+int pi_inject_allow(struct pi_node *node, const char *injector,
+		    const char *const *as, int nas, uint32_t path,
+		    uint32_t *path_used);
+/* Removes those authorisations (all of the injector's when nas is 0);
+ * returns how many. */
+int pi_inject_deny(struct pi_node *node, const char *injector,
+		   const char *const *as, int nas);
+
+struct pi_inject_auth_info {
+	char injector[PI_POD_NAME_MAX + 1];
+	char as[PI_POD_NAME_MAX + 1];
+	uint32_t family;
+	struct pi_addr addr;
+	uint32_t path;			/* enum pi_inject_path */
+};
+
+struct pi_inject_stat_info {
+	char injector[PI_POD_NAME_MAX + 1];
+	char as[PI_POD_NAME_MAX + 1];
+	uint32_t path;
+	uint64_t packets, bytes;
+	uint64_t drops[PI_INJ_DROP_MAX];
+	bool has_guard;			/* netkit fallback: the target's guard */
+	struct pi_netkit_guard guard;
+	char tag[24];			/* the node's tag MAC */
+};
+
+/* malloc()ed arrays; return the count. */
+int pi_inject_list(struct pi_node *node, struct pi_inject_auth_info **auths);
+int pi_inject_stats(struct pi_node *node, struct pi_inject_stat_info **stats);
+
+/* ---- transparent proxy ------------------------------------------------ */
+
+/* POD's new connections that match `rule` (port: the proxy's listening
+ * port; proto 0 = TCP and UDP; dports and dst optional) go to PROXY's
+ * transparent socket, and PROXY may inject as POD (docs/proxy.md). */
+int pi_proxy_add(struct pi_node *node, const char *proxy, const char *pod,
+		 const struct pi_proxy_rule *rule);
+int pi_proxy_del(struct pi_node *node, const char *proxy, const char *pod);
+
+struct pi_proxy_info {
+	char pod[PI_POD_NAME_MAX + 1];
+	char proxy[PI_POD_NAME_MAX + 1];
+	struct pi_proxy_rule rule;
+};
+
+int pi_proxy_list(struct pi_node *node, struct pi_proxy_info **proxies);
+
+/* ---- probes: synthetic flows ----------------------------------------- */
+
+enum pi_probe_verdict {
+	PI_PROBE_PENDING,
+	PI_PROBE_ANSWERED,
+	PI_PROBE_REFUSED,	/* a reset or an ICMP error: the far side is there */
+	PI_PROBE_POLICY,	/* dropped by the pod's own rule (`rule`) */
+	PI_PROBE_NOANSWER,
+	PI_PROBE_SELF,		/* a matrix cell from a pod to itself */
+};
+
+struct pi_probe_result {
+	char from[PI_POD_NAME_MAX + 1];
+	char to[64];
+	int family;
+	uint8_t proto;
+	uint16_t port;			/* 0 for ICMP */
+	enum pi_probe_verdict verdict;
+	uint32_t rule;			/* PI_PROBE_POLICY: the rule */
+	int64_t rtt_ns;			/* answered or refused, else -1 */
+};
+
+/* Probes from pod `from` to dst[:port], sent into the pod's egress
+ * datapath as the pod's own packets; `stop`, when set (a signal handler's
+ * flag), ends the sending and the wait early. The node's lock is held
+ * while the probe's state is set up and taken down, not while it waits. */
+struct pi_probe_spec {
+	const char *from;
+	int family;
+	struct pi_addr dst;
+	uint8_t proto;			/* 0: tcp with a port, else icmp */
+	uint16_t port, sport;		/* sport 0: one of PI_PROBE_PORT_LO..HI */
+	uint32_t count, interval_ms, timeout_ms;
+	int lock_timeout_ms;
+	const volatile int *stop;
+};
+
+/* Results of the probes sent, in order, in a malloc()ed array; returns how
+ * many were sent. */
+int pi_probe_run(struct pi_node *node, const struct pi_probe_spec *spec,
+		 struct pi_probe_result **results);
+
+/* Every pod to every pod of the node (IPv4), and to `extra` addresses. */
+struct pi_matrix_spec {
+	uint8_t proto;			/* 0: icmp */
+	uint16_t port;
+	uint32_t timeout_ms;
+	int nextra;			/* at most 16 */
+	int extra_family[16];
+	struct pi_addr extra[16];
+	int lock_timeout_ms;
+	const volatile int *stop;
+};
+
+/* rows x cols results (rows: from, in pod id order; cols: those pods,
+ * then the extra addresses); returns how many probes were sent. */
+int pi_probe_matrix(struct pi_node *node, const struct pi_matrix_spec *spec,
+		    struct pi_probe_result **results, int *rows, int *cols);
+
 /* ---- features --------------------------------------------------------- */
 
 struct pi_features {
@@ -193,7 +314,8 @@ struct pi_features {
 	bool netkit;
 	bool redirect_peer_egress;	/* bpf_redirect_peer(.., BPF_F_EGRESS) */
 	bool bpf_loop;
-	int redirect_peer_egress_retval;
+	int redirect_peer_egress_retval;	/* what that probe returned */
+	bool veth_xdp;			/* native XDP on veth */
 };
 
 int pi_features_probe(struct pi_features *f);
@@ -205,9 +327,18 @@ int pi_parse_prefix(const char *s, int *family, struct pi_addr *addr,
 		    int *plen);
 int pi_parse_port_range(const char *s, uint16_t *lo, uint16_t *hi);
 int pi_parse_proto(const char *s, uint8_t *proto);
+int pi_parse_u32(const char *s, uint32_t *v);
+/* [a-z0-9-], not starting with '-', at most maxlen: node names, and pods
+ * that podinject names its devices after. */
+bool pi_valid_name(const char *name, int maxlen);
+/* Any pod: 1-PI_POD_NAME_MAX of A-Z a-z 0-9 - . _ / (a Kubernetes
+ * "namespace/name", a runtime's container name or id). */
 bool pi_valid_pod_name(const char *name);
+const char *pi_proto_name(uint8_t proto);
+/* An address, with "/plen" when plen >= 0. */
 const char *pi_fmt_addr(int family, const struct pi_addr *a, int plen,
 			char *buf, size_t len);
+const char *pi_fmt_mac(const uint8_t mac[6], char buf[18]);
 
 #ifdef __cplusplus
 }

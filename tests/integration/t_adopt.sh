@@ -69,6 +69,11 @@ udp_count() {
 }
 
 check node_up node_up $N
+# Only podinject's datapath may deliver here: with the node's stack
+# forwarding (a new namespace takes the host's ip_forward, which a CNI
+# plugin may have turned on), the check that a deleted pod's traffic no
+# longer passes would measure the kernel instead.
+ip netns exec $N sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
 check pod_a pi -N $N pod add ${PREFIX}a --ip 10.244.0.10 --ip6 fd00::a
 check pod_b pi -N $N pod add ${PREFIX}b --ip 10.244.0.11 --ip6 fd00::b
 make_foreign_pod $N ${PREFIX}x vx-web ens5 10.244.0.50 fd00::50

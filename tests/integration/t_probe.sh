@@ -5,6 +5,8 @@
 #
 #   node tq-x: tq-a 10.244.0.10 (probed)   tq-b 10.244.0.11 (server)
 #              tq-c 10.244.0.12            tq-d 10.244.0.13
+#              probe 10.244.0.20 (a pod of that name: host device pi-probe;
+#                     the probe's own pair is pi_probe <-> pi_probe_tx)
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
@@ -101,9 +103,156 @@ check matrix_table grep -q "^tq-c .*policy#$id" /tmp/tq$$.m
 rm -f /tmp/tq$$.m
 
 # Nothing of the probes stays behind.
-check no_probe_device sh -c "! ip -n $X link show pi-probe 2>/dev/null"
+check no_probe_device sh -c "! ip -n $X -o link show | grep -q 'pi[-_]probe'"
 check no_probe_auth sh -c "$PI -N $X -j inject list | jq -e 'length == 0'"
 check no_reply_hooks sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_"
+
+# ---- An interrupted probe removes what it made: SIGINT and SIGTERM, during
+# a probe and during a matrix. Compared with the node as it is now.
+INJ=/sys/fs/bpf/podinject/$X/inject
+node_pins() { find /sys/fs/bpf/podinject/$X | sort; }
+new_pins() { comm -13 <(echo "$pins0") <(node_pins) | tr '\n' ' '; }
+probe_devs() { ip -n $X -o link show | grep -c 'pi[-_]probe'; }
+# the probe's authorisations: those of injectors other than the pod `probe`
+auths() { "$PI" -N $X -j inject list | jq '[.[] | select(.injector != "probe")] | length'; }
+flows() { bpftool map dump pinned $INJ/probe_flows -j | jq length; }
+eth0_hooks() {	# the reply hook: a tcx program or (clsact) a filter on eth0
+	local p
+	for p in tq-a tq-b tq-c tq-d; do
+		echo "$p: $("$BUILD/tcx-attach" query $p eth0 ingress 2>/dev/null) $(in_ns $p tc filter show dev eth0 ingress | wc -l)"
+	done | tr '\n' ' '
+}
+MODE=$(pi -N $X -j node show | jq -r .attach)
+pins0=$(node_pins)
+links0=$(links_of_progs $(node_prog_ids $X))
+hooks0=$(eth0_hooks)
+left_nothing() {	# left_nothing NAME
+	expect_eq $1_no_device "$(probe_devs)" 0
+	expect_eq $1_no_auth "$(auths)" 0
+	expect_eq $1_no_flows "$(flows)" 0
+	expect_eq $1_no_pins "$(new_pins)" ""
+	# (clsact makes no links: its filters are the hooks below)
+	[ "$MODE" = tcx ] &&
+		expect_eq $1_no_links "$(links_of_progs $(node_prog_ids $X))" "$links0"
+	expect_eq $1_no_hooks "$(eth0_hooks)" "$hooks0"
+}
+# scrub: removes by hand what a probe that did not clean up left (a build
+# before the fix), so that each case below is checked on its own. Nothing
+# to do after a probe that cleans up.
+scrub() {
+	local p k
+	ip -n $X link show pi-probe-tx >/dev/null 2>&1 && ip -n $X link del pi-probe-tx
+	ip -n $X link del pi_probe 2>/dev/null
+	for p in $(new_pins); do rm -f "$p"; done
+	for p in inject_auth probe_flows; do
+		bpftool map dump pinned $INJ/$p -j | jq -r '.[].key | join(" ")' |
+		while read -r k; do bpftool map delete pinned $INJ/$p key $k; done
+	done
+	for p in tq-a tq-b tq-c tq-d; do
+		in_ns $p tc filter del dev eth0 ingress 2>/dev/null
+	done
+}
+# probing_now: the probe's authorisations are there, then a moment to send
+probing_now() {
+	local i
+	for i in $(seq 100); do
+		[ "$(auths)" -gt 0 ] && break
+		sleep 0.05
+	done
+	sleep 0.5
+}
+# interrupt SIG OUT ARGS...: `podinject -j ARGS` in the background, signalled
+# while it probes; prints its exit status. Job control is on for the start:
+# without it bash starts background commands with SIGINT ignored.
+interrupt() {
+	local sig=$1 out=$2 pid
+	shift 2
+	set -m
+	"$PI" -N $X -j "$@" >"$out" 2>/dev/null &
+	pid=$!
+	set +m
+	probing_now
+	kill -s $sig $pid
+	wait $pid
+	echo $?
+}
+reported() {	# reported FILE JQ: the interrupted command's JSON says so
+	test -s "$1" && jq -e "$2" "$1"
+}
+rc=$(interrupt INT /tmp/tq$$.i probe --from tq-a --to $B --count 1000 --interval 200)
+expect_eq sigint_exit_1 "$rc" 1
+check sigint_reports_sent reported /tmp/tq$$.i '.interrupted == "SIGINT" and .summary.answered >= 1'
+left_nothing sigint
+scrub
+rc=$(interrupt TERM /tmp/tq$$.i probe --from tq-a --to fd00::b --count 1000 --interval 200)
+expect_eq sigterm_exit_1 "$rc" 1
+check sigterm_reports_sent reported /tmp/tq$$.i '.interrupted == "SIGTERM" and .summary.answered >= 1'
+left_nothing sigterm
+scrub
+# the matrix waits for 10.244.0.99, which never answers
+rc=$(interrupt INT /tmp/tq$$.i probe matrix --to 10.244.0.99 --timeout 60000)
+expect_eq matrix_sigint_exit_1 "$rc" 1
+check matrix_sigint_reports reported /tmp/tq$$.i '.interrupted == "SIGINT" and .summary.answered == 12'
+left_nothing matrix_sigint
+scrub
+rc=$(interrupt TERM /tmp/tq$$.i probe matrix --to 10.244.0.99 --timeout 60000)
+expect_eq matrix_sigterm_exit_1 "$rc" 1
+check matrix_sigterm_reports reported /tmp/tq$$.i '.interrupted == "SIGTERM" and .summary.answered == 12'
+left_nothing matrix_sigterm
+scrub
+
+# SIGKILL leaves the device: the next probe refuses, naming it and how to
+# remove it; once it is removed, the next probe takes over what was left.
+rc=$(interrupt KILL /dev/null probe --from tq-a --to $B --count 1000 --interval 200)
+out=$("$PI" -N $X probe --from tq-a --to $B 2>&1)
+check killed_next_refused_clearly grep -q "^1:error: device pi_probe exists in node '$X'.*ip -n $X link del pi_probe" <<<"$?:$out"
+ip -n $X link del pi_probe 2>/dev/null
+out=$(probe --from tq-a --to $B --count 2)
+expect_eq killed_then_removed_probe_runs "$(verdicts <<<"$out")" answered
+left_nothing killed
+scrub
+
+# ---- A pod named `probe`: its host device is pi-probe and its head
+# program's pin link_IFINDEX. While another probe runs it is added, injects
+# and is refused probing clearly; then it is probed like any pod, and the
+# probes leave what is its own alone.
+udp_from_probe() {	# udp_from_probe COUNT: injected as tq-c, received by tq-b
+	local r
+	in_ns tq-b "$PINET" udp-recv 9100 "$1" 1500 >/tmp/tq$$.r &
+	r=$!
+	sleep 0.3
+	in_ns probe "$PINET" udp-send --bind 10.244.0.12 $B 9100 "$1" >/dev/null 2>&1
+	wait $r
+	if grep -q "received 0" /tmp/tq$$.r || grep -q "from 10.244.0.12 " /tmp/tq$$.r; then
+		head -n 1 /tmp/tq$$.r | awk '{print $2}'
+	else
+		echo wrong-source
+	fi
+}
+set -m
+"$PI" -N $X -j probe --from tq-a --to $B --count 1000 --interval 100 >/tmp/tq$$.bg 2>/dev/null &
+bg=$!
+set +m
+probing_now
+check probe_pod_added_while_probing pi -N $X pod add probe --ip 10.244.0.20
+check probe_pod_inject_allowed_while_probing pi -N $X inject allow probe --as tq-c
+expect_eq probe_pod_injects_while_probing "$(udp_from_probe 10)" 10
+out=$("$PI" -N $X probe --from probe --to $B 2>&1)
+check second_probe_refused_clearly grep -q "^1:error: device pi_probe exists in node '$X': another probe is running" <<<"$?:$out"
+kill -INT $bg
+wait $bg
+expect_eq other_probe_interrupted "$?" 1
+check other_probe_answered reported /tmp/tq$$.bg '.summary.answered >= 1 and .summary.answered == .summary.sent'
+out=$(probe --from probe --to $B --count 3 --interval 20)
+expect_eq probe_pod_probe_answered "$(verdicts <<<"$out")" answered
+# pi-probe is the pod's host device, and link_IFINDEX its head program's pin
+expect_eq probe_pod_device_kept "$(ip -n $X -j link show pi-probe | jq '.[0].ifindex')" \
+	"$("$PI" -N $X -j pod show probe | jq .host_ifindex)"
+check probe_pod_link_kept test -e "$INJ/link_$("$PI" -N $X -j pod show probe | jq .host_ifindex)"
+expect_eq probe_pod_auth_kept "$("$PI" -N $X -j inject list | jq -r '[.[] | .injector + ">" + .as] | unique | join(",")')" "probe>tq-c"
+expect_eq probe_pod_injects_after "$(udp_from_probe 10)" 10
+rm -f /tmp/tq$$.i /tmp/tq$$.r /tmp/tq$$.bg
+
 kill $srv $srv6 2>/dev/null
 ids=$(node_prog_ids $X; node_prog_ids $Y)
 check down_x pi -N $X node down

@@ -9,7 +9,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
-#include "podinject_abi.h"
+#include "internal.h"
 #include "attach.h"
 
 #define PI_PIN_ROOT	"/sys/fs/bpf/podinject"
@@ -27,7 +27,7 @@ enum node_prog {
 extern const char *const node_map_names[M__COUNT];
 extern const char *const node_prog_names[P__COUNT];
 
-struct node {
+struct pi_node {
 	char name[PI_NAME_LEN];
 	char pin_dir[PATH_MAX];
 	int netns_fd;
@@ -36,26 +36,6 @@ struct node {
 	int maps[M__COUNT];
 	int progs[P__COUNT];
 	struct pi_node_config cfg;
-};
-
-/* A pod as userspace sees it: the datapath's record (struct pi_pod, in
- * `pods`) and what only userspace knows (struct pi_pod_meta, in
- * `pod_meta`), joined by the host-side ifindex. */
-struct pod {
-	char name[PI_POD_NAME_MAX + 1];
-	char netns[PI_NETNS_MAX];
-	char ifname[16];
-	char hostdev[16];
-	char attach_id[PI_ATTACH_ID_MAX];
-	uint32_t meta_flags;		/* enum pi_pod_meta_flags */
-	uint32_t id;
-	uint32_t ifindex;
-	uint32_t peer_ifindex;
-	uint32_t flags;			/* enum pi_pod_flags */
-	uint32_t ip4;
-	uint32_t ip6[4];
-	uint8_t pod_mac[6];
-	uint8_t host_mac[6];
 };
 
 /* How a command holds the node while it runs: readers share it, a command
@@ -67,7 +47,7 @@ enum node_lock {
 	NODE_LOCK_HELD,		/* the caller holds it already (node up/down) */
 };
 
-#define NODE_LOCK_TIMEOUT_MS	30000	/* the default bound */
+#define NODE_LOCK_TIMEOUT_MS	PI_LOCK_TIMEOUT_MS
 
 enum pi_node_flags_ext {
 	PI_NODE_OWNS_NETNS = 1 << 8,	/* node up made the namespace */
@@ -81,12 +61,12 @@ enum pi_node_flags_ext {
 #define HOST_NETNS_PATH	"/proc/self/ns/net"
 
 /* The node's namespace, as netns_open_any() takes it. */
-static inline const char *node_netns(const struct node *n)
+static inline const char *node_netns(const struct pi_node *n)
 {
 	return n->cfg.flags & PI_NODE_HOST ? HOST_NETNS_PATH : n->name;
 }
 
-static inline enum pi_attach_mode node_attach_mode(const struct node *n)
+static inline enum pi_attach_mode node_attach_mode(const struct pi_node *n)
 {
 	return n->cfg.flags & PI_NODE_TCX ? PI_ATTACH_TCX : PI_ATTACH_CLSACT;
 }
@@ -96,35 +76,46 @@ int ensure_bpffs(void);
  * timeout_ms, then -EBUSY), checks its ABI version (-EPROTO when another
  * build made it), opens maps, programs, namespace. Reports its own errors;
  * returns 0 or -errno (-ENOENT: not up). */
-int node_open(struct node *n, const char *name, enum node_lock lock,
+int node_open(struct pi_node *n, const char *name, enum node_lock lock,
 	      int timeout_ms);
 /* Takes the lock of the pin directory `dir`; the fd, or -errno. */
 int node_lock_dir(const char *dir, enum node_lock lock, int timeout_ms);
-void node_close(struct node *n);
-/* The CLI's node (-N), for reading or for changing it. */
-#define node_open_ro(n) node_open(n, node_name, NODE_LOCK_SHARED, lock_timeout_ms)
-#define node_open_rw(n) node_open(n, node_name, NODE_LOCK_EXCLUSIVE, lock_timeout_ms)
-int node_enter(const struct node *n, int *saved);
-int node_save_config(struct node *n);
-void node_pin_path(const struct node *n, char *buf, size_t len,
+void node_close(struct pi_node *n);
+void node_reset(struct pi_node *n);	/* an unopened node, all fds -1 */
+/* Lets go of the node's lock and takes it (exclusively) again, for a
+ * command whose middle part changes nothing of the node. */
+int node_unlock(struct pi_node *n);
+int node_relock(struct pi_node *n, int timeout_ms);
+
+int node_enter(const struct pi_node *n, int *saved);
+int node_save_config(struct pi_node *n);
+void node_pin_path(const struct pi_node *n, char *buf, size_t len,
 		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Pods */
-int pod_find(const struct node *n, const char *name, struct pod *pod);
-int pod_by_ifindex(const struct node *n, uint32_t ifindex, struct pod *pod);
+int pod_find(const struct pi_node *n, const char *name, struct pi_pod_info *pod);
+int pod_by_ifindex(const struct pi_node *n, uint32_t ifindex, struct pi_pod_info *pod);
+/* pod_find for a name from a caller: logs, and -EINVAL for a name no pod
+ * can have, -ESRCH for no such pod. */
+int pod_lookup(const struct pi_node *n, const char *name,
+	       struct pi_pod_info *pod);
 /* Writes both records of a pod; flags as bpf_map_update_elem's. */
-int pod_store(const struct node *n, const struct pod *pod, uint64_t flags);
-void pod_forget(const struct node *n, const struct pod *pod);
+int pod_store(const struct pi_node *n, const struct pi_pod_info *pod, uint64_t flags);
+void pod_forget(const struct pi_node *n, const struct pi_pod_info *pod);
+/* Sets and clears bits of the pod's head owners; *now gets what is left
+ * (0 when the pod has no record). */
+int pod_head_owners(const struct pi_node *n, uint32_t ifindex, uint32_t set,
+		    uint32_t clear, uint32_t *now);
 /* Calls fn for every pod, in id order; stops on a non-zero return. */
-int pod_for_each(const struct node *n,
-		 int (*fn)(const struct node *n, const struct pod *pod,
+int pod_for_each(const struct pi_node *n,
+		 int (*fn)(const struct pi_node *n, const struct pi_pod_info *pod,
 			   void *ctx), void *ctx);
 /* The pod's namespace: an O_RDONLY fd, or -errno. */
-int pod_netns_open(const struct pod *pod);
+int pod_netns_open(const struct pi_pod_info *pod);
 /* The pod's name, or "ifindex-N" for a device that is no pod (any more). */
-void pod_name_by_ifindex(const struct node *n, uint32_t ifindex, char *buf,
+void pod_name_by_ifindex(const struct pi_node *n, uint32_t ifindex, char *buf,
 			 size_t len);
-int pod_stats_sum(const struct node *n, uint32_t pod_id,
+int pod_stats_sum(const struct pi_node *n, uint32_t pod_id,
 		  struct pi_pod_stats *out);
 
 #endif

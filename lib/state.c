@@ -15,7 +15,7 @@
 #include <bpf/libbpf.h>
 #include "nl.h"
 #include "state.h"
-#include "util.h"
+#include "internal.h"
 
 #define BPF_FS_MAGIC	0xcafe4a11
 
@@ -49,7 +49,7 @@ int ensure_bpffs(void)
 	return 0;
 }
 
-void node_pin_path(const struct node *n, char *buf, size_t len,
+void node_pin_path(const struct pi_node *n, char *buf, size_t len,
 		   const char *fmt, ...)
 {
 	char rest[PATH_MAX];
@@ -61,7 +61,7 @@ void node_pin_path(const struct node *n, char *buf, size_t len,
 	snprintf(buf, len, "%s/%s", n->pin_dir, rest);
 }
 
-static void node_reset(struct node *n)
+void node_reset(struct pi_node *n)
 {
 	memset(n, 0, sizeof(*n));
 	n->netns_fd = -1;
@@ -123,7 +123,7 @@ int node_lock_dir(const char *dir, enum node_lock lock, int timeout_ms)
 	}
 }
 
-static int check_abi(struct node *n)
+static int check_abi(struct pi_node *n)
 {
 	struct bpf_map_info info = {};
 	__u32 len = sizeof(info);
@@ -135,7 +135,7 @@ static int check_abi(struct node *n)
 	fd = bpf_obj_get(path);
 	if (fd < 0) {
 		err = -errno;
-		p_err("node '%s' is incomplete: %s: %s", n->name, path,
+		pr_err("node '%s' is incomplete: %s: %s", n->name, path,
 		      strerror(errno));
 		return err;
 	}
@@ -143,7 +143,7 @@ static int check_abi(struct node *n)
 	    info.value_size != sizeof(n->cfg) ||
 	    bpf_map_lookup_elem(fd, &zero, &n->cfg) ||
 	    n->cfg.abi != PI_ABI_VERSION) {
-		p_err("node '%s' was set up by another podinject build (node ABI %u, this build uses %u): "
+		pr_err("node '%s' was set up by another podinject build (node ABI %u, this build uses %u): "
 		      "take it down with the build that made it ('podinject -N %s node down'), "
 		      "or with 'podinject -N %s node down --force', which removes its pins and links "
 		      "but leaves its pods' namespaces and devices; then 'node up' again",
@@ -155,7 +155,7 @@ static int check_abi(struct node *n)
 	return err;
 }
 
-int node_open(struct node *n, const char *name, enum node_lock lock,
+int node_open(struct pi_node *n, const char *name, enum node_lock lock,
 	      int timeout_ms)
 {
 	char path[PATH_MAX];
@@ -166,7 +166,7 @@ int node_open(struct node *n, const char *name, enum node_lock lock,
 	snprintf(n->pin_dir, sizeof(n->pin_dir), "%s/%s", PI_PIN_ROOT, name);
 	err = ensure_bpffs();
 	if (err) {
-		p_err("cannot mount bpffs at /sys/fs/bpf: %s", strerror(-err));
+		pr_err("cannot mount bpffs at /sys/fs/bpf: %s", strerror(-err));
 		return err;
 	}
 	n->lock_fd = lock == NODE_LOCK_HELD ? -1 :
@@ -175,13 +175,13 @@ int node_open(struct node *n, const char *name, enum node_lock lock,
 		err = n->lock_fd;
 		n->lock_fd = -1;
 		if (err == -ENOENT)
-			p_err("node '%s' is not up (run: podinject -N %s node up)",
+			pr_err("node '%s' is not up (run: podinject -N %s node up)",
 			      name, name);
 		else if (err == -EBUSY)
-			p_err("node '%s' is busy: another command holds its lock (waited %d ms); try again later",
+			pr_err("node '%s' is busy: another command holds its lock (waited %d ms); try again later",
 			      name, timeout_ms);
 		else
-			p_err("cannot lock node '%s': %s", name, strerror(-err));
+			pr_err("cannot lock node '%s': %s", name, strerror(-err));
 		return err;
 	}
 	err = check_abi(n);
@@ -192,7 +192,7 @@ int node_open(struct node *n, const char *name, enum node_lock lock,
 		n->maps[i] = bpf_obj_get(path);
 		if (n->maps[i] < 0) {
 			err = -errno;
-			p_err("node '%s' is incomplete: %s: %s", name,
+			pr_err("node '%s' is incomplete: %s: %s", name,
 			      path, strerror(errno));
 			goto fail;
 		}
@@ -201,7 +201,7 @@ int node_open(struct node *n, const char *name, enum node_lock lock,
 	n->meta_map = bpf_obj_get(path);
 	if (n->meta_map < 0) {
 		err = -errno;
-		p_err("node '%s' is incomplete: %s: %s", name, path,
+		pr_err("node '%s' is incomplete: %s: %s", name, path,
 		      strerror(errno));
 		goto fail;
 	}
@@ -211,14 +211,14 @@ int node_open(struct node *n, const char *name, enum node_lock lock,
 		n->progs[i] = bpf_obj_get(path);
 		if (n->progs[i] < 0) {
 			err = -errno;
-			p_err("node '%s' is incomplete: %s: %s", name,
+			pr_err("node '%s' is incomplete: %s: %s", name,
 			      path, strerror(errno));
 			goto fail;
 		}
 	}
 	err = netns_open_any(node_netns(n));
 	if (err < 0) {
-		p_err("node '%s': namespace is gone: %s", name, strerror(-err));
+		pr_err("node '%s': namespace is gone: %s", name, strerror(-err));
 		goto fail;
 	}
 	n->netns_fd = err;
@@ -226,7 +226,7 @@ int node_open(struct node *n, const char *name, enum node_lock lock,
 		struct stat st;
 
 		if (fstat(n->netns_fd, &st) || st.st_ino != n->cfg.netns_ino) {
-			p_err("node '%s' is the host namespace net:[%llu]; run podinject in that namespace",
+			pr_err("node '%s' is the host namespace net:[%llu]; run podinject in that namespace",
 			      name, (unsigned long long)n->cfg.netns_ino);
 			err = -EXDEV;
 			goto fail;
@@ -238,7 +238,28 @@ fail:
 	return err;
 }
 
-void node_close(struct node *n)
+int node_unlock(struct pi_node *n)
+{
+	if (n->lock_fd < 0)
+		return -EBADF;
+	if (flock(n->lock_fd, LOCK_UN))
+		return -errno;
+	close(n->lock_fd);
+	n->lock_fd = -1;
+	return 0;
+}
+
+int node_relock(struct pi_node *n, int timeout_ms)
+{
+	int fd = node_lock_dir(n->pin_dir, NODE_LOCK_EXCLUSIVE, timeout_ms);
+
+	if (fd < 0)
+		return fd;
+	n->lock_fd = fd;
+	return 0;
+}
+
+void node_close(struct pi_node *n)
 {
 	for (int i = 0; i < M__COUNT; i++)
 		if (n->maps[i] >= 0)
@@ -255,12 +276,12 @@ void node_close(struct node *n)
 	node_reset(n);
 }
 
-int node_enter(const struct node *n, int *saved)
+int node_enter(const struct pi_node *n, int *saved)
 {
 	return netns_enter(n->netns_fd, saved);
 }
 
-int node_save_config(struct node *n)
+int node_save_config(struct pi_node *n)
 {
 	uint32_t zero = 0;
 
@@ -268,7 +289,7 @@ int node_save_config(struct node *n)
 	       -errno : 0;
 }
 
-static void pod_join(struct pod *out, const struct pi_pod *dp,
+static void pod_join(struct pi_pod_info *out, const struct pi_pod *dp,
 		     const struct pi_pod_meta *m)
 {
 	memset(out, 0, sizeof(*out));
@@ -288,7 +309,7 @@ static void pod_join(struct pod *out, const struct pi_pod *dp,
 	memcpy(out->host_mac, dp->host_mac, 6);
 }
 
-int pod_by_ifindex(const struct node *n, uint32_t ifindex, struct pod *pod)
+int pod_by_ifindex(const struct pi_node *n, uint32_t ifindex, struct pi_pod_info *pod)
 {
 	struct pi_pod_meta m;
 	struct pi_pod dp;
@@ -300,7 +321,7 @@ int pod_by_ifindex(const struct node *n, uint32_t ifindex, struct pod *pod)
 	return 0;
 }
 
-int pod_store(const struct node *n, const struct pod *pod, uint64_t flags)
+int pod_store(const struct pi_node *n, const struct pi_pod_info *pod, uint64_t flags)
 {
 	struct pi_pod dp = {
 		.id = pod->id,
@@ -309,8 +330,12 @@ int pod_store(const struct node *n, const struct pod *pod, uint64_t flags)
 		.flags = pod->flags,
 		.ip4 = pod->ip4,
 	};
-	struct pi_pod_meta m = { .flags = pod->meta_flags };
+	struct pi_pod_meta m = {};
 
+	/* The head's owners are kept by pod_head_owners() alone. */
+	if (flags == BPF_EXIST)
+		bpf_map_lookup_elem(n->meta_map, &pod->ifindex, &m);
+	m.flags = pod->meta_flags;
 	memcpy(dp.ip6, pod->ip6, 16);
 	memcpy(dp.pod_mac, pod->pod_mac, 6);
 	memcpy(dp.host_mac, pod->host_mac, 6);
@@ -332,23 +357,39 @@ int pod_store(const struct node *n, const struct pod *pod, uint64_t flags)
 	return 0;
 }
 
-void pod_forget(const struct node *n, const struct pod *pod)
+void pod_forget(const struct pi_node *n, const struct pi_pod_info *pod)
 {
 	bpf_map_delete_elem(n->maps[M_PODS], &pod->ifindex);
 	bpf_map_delete_elem(n->meta_map, &pod->ifindex);
 }
 
-int pod_netns_open(const struct pod *pod)
+int pod_head_owners(const struct pi_node *n, uint32_t ifindex, uint32_t set,
+		    uint32_t clear, uint32_t *now)
+{
+	struct pi_pod_meta m;
+
+	if (now)
+		*now = 0;
+	if (bpf_map_lookup_elem(n->meta_map, &ifindex, &m))
+		return -ENOENT;
+	m.head_owners = (m.head_owners | set) & ~clear;
+	if (now)
+		*now = m.head_owners;
+	return bpf_map_update_elem(n->meta_map, &ifindex, &m, BPF_EXIST) ?
+	       -errno : 0;
+}
+
+int pod_netns_open(const struct pi_pod_info *pod)
 {
 	return netns_open_any(pod->netns);
 }
 
 struct find_ctx {
 	const char *name;
-	struct pod *out;
+	struct pi_pod_info *out;
 };
 
-static int find_cb(const struct node *n, const struct pod *pod, void *c)
+static int find_cb(const struct pi_node *n, const struct pi_pod_info *pod, void *c)
 {
 	struct find_ctx *ctx = c;
 
@@ -358,27 +399,41 @@ static int find_cb(const struct node *n, const struct pod *pod, void *c)
 	return 1;
 }
 
-int pod_find(const struct node *n, const char *name, struct pod *pod)
+int pod_find(const struct pi_node *n, const char *name, struct pi_pod_info *pod)
 {
 	struct find_ctx ctx = { .name = name, .out = pod };
 
 	return pod_for_each(n, find_cb, &ctx) == 1 ? 0 : -ENOENT;
 }
 
+int pod_lookup(const struct pi_node *n, const char *name,
+	       struct pi_pod_info *pod)
+{
+	if (!pi_valid_pod_name(name)) {
+		pr_err("invalid pod name '%s'", name ? name : "");
+		return -EINVAL;
+	}
+	if (pod_find(n, name, pod)) {
+		pr_err("no pod '%s' on node '%s'", name, n->name);
+		return -ESRCH;
+	}
+	return 0;
+}
+
 static int cmp_pod(const void *a, const void *b)
 {
-	const struct pod *x = a, *y = b;
+	const struct pi_pod_info *x = a, *y = b;
 
 	return (int)x->id - (int)y->id;
 }
 
-int pod_for_each(const struct node *n,
-		 int (*fn)(const struct node *n, const struct pod *pod,
+int pod_for_each(const struct pi_node *n,
+		 int (*fn)(const struct pi_node *n, const struct pi_pod_info *pod,
 			   void *ctx), void *ctx)
 {
 	/* Per call, not static: fn may walk the pods again (pod removal
 	 * re-syncs injection state of every pod). */
-	struct pod *all = calloc(PI_MAX_PODS, sizeof(*all));
+	struct pi_pod_info *all = calloc(PI_MAX_PODS, sizeof(*all));
 	uint32_t key, next, *prev = NULL;
 	int cnt = 0, ret = 0;
 
@@ -398,7 +453,7 @@ int pod_for_each(const struct node *n,
 	return ret;
 }
 
-int pod_stats_sum(const struct node *n, uint32_t pod_id,
+int pod_stats_sum(const struct pi_node *n, uint32_t pod_id,
 		  struct pi_pod_stats *out)
 {
 	int ncpu = libbpf_num_possible_cpus();
@@ -426,7 +481,7 @@ int pod_stats_sum(const struct node *n, uint32_t pod_id,
 	return 0;
 }
 
-void pod_name_by_ifindex(const struct node *n, uint32_t ifindex, char *buf,
+void pod_name_by_ifindex(const struct pi_node *n, uint32_t ifindex, char *buf,
 			 size_t len)
 {
 	struct pi_pod_meta m;

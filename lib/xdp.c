@@ -32,13 +32,13 @@
 /* Never replace a program someone else attached. */
 #define ATTACH_FLAGS	(XDP_FLAGS_DRV_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST)
 
-static void pod_prog_pin(const struct node *n, const struct pod *pod,
+static void pod_prog_pin(const struct pi_node *n, const struct pi_pod_info *pod,
 			 char *buf, size_t len)
 {
 	node_pin_path(n, buf, len, "prog_xdp_pod_%u", pod->ifindex);
 }
 
-static int pin_get(const struct node *n, const char *name)
+static int pin_get(const struct pi_node *n, const char *name)
 {
 	char path[PATH_MAX];
 	int fd;
@@ -51,7 +51,7 @@ static int pin_get(const struct node *n, const char *name)
 /* Opens bpf/xdp.bpf.c with only `prog` to load, reuses every map the
  * node has pinned under the same name, and loads it. Maps the node does
  * not have (xdp_ports, xdp_stats before node up pins them) are made. */
-static int load_shared(const struct node *n, struct bpf_program *(*pick)(
+static int load_shared(const struct pi_node *n, struct bpf_program *(*pick)(
 			       struct xdp_bpf *), uint32_t pod_id,
 		       struct xdp_bpf **out)
 {
@@ -117,7 +117,7 @@ static int detach_ours(int ifindex, int prog_fd)
 	return err;
 }
 
-int xdp_node_setup(const struct node *n, int uplink_ifindex)
+int xdp_node_setup(const struct pi_node *n, int uplink_ifindex)
 {
 	struct xdp_bpf *skel = NULL;
 	char path[PATH_MAX];
@@ -144,7 +144,7 @@ int xdp_node_setup(const struct node *n, int uplink_ifindex)
 	return err;
 }
 
-void xdp_node_teardown(const struct node *n)
+void xdp_node_teardown(const struct pi_node *n)
 {
 	int fd;
 
@@ -172,7 +172,7 @@ static void reset_stats(int map, uint32_t id)
 }
 
 /* Marks the pod as checked in XDP (or not) where the datapath reads it. */
-static int set_pod_flag(const struct node *n, struct pod *pod, bool on)
+static int set_pod_flag(const struct pi_node *n, struct pi_pod_info *pod, bool on)
 {
 	if (on)
 		pod->flags |= PI_POD_XDP;
@@ -181,7 +181,7 @@ static int set_pod_flag(const struct node *n, struct pod *pod, bool on)
 	return pod_store(n, pod, BPF_EXIST);
 }
 
-int xdp_pod_attach(const struct node *n, struct pod *pod, int pod_ns)
+int xdp_pod_attach(const struct pi_node *n, struct pi_pod_info *pod, int pod_ns)
 {
 	int ports = -1, stats = -1, saved, err;
 	bool attached = false, flagged = false;
@@ -250,10 +250,10 @@ out:
 	return err;
 }
 
-int xdp_pod_detach(const struct node *n, const struct pod *p)
+int xdp_pod_detach(const struct pi_node *n, const struct pi_pod_info *p)
 {
 	int ports, prog, pod_ns, saved, err = 0;
-	struct pod copy = *p, *pod = &copy;
+	struct pi_pod_info copy = *p, *pod = &copy;
 	char path[PATH_MAX];
 
 	pod_prog_pin(n, pod, path, sizeof(path));
@@ -290,7 +290,7 @@ int xdp_pod_detach(const struct node *n, const struct pod *p)
 	return err;
 }
 
-int xdp_pod_stats(const struct node *n, uint32_t pod_id,
+int xdp_pod_stats(const struct pi_node *n, uint32_t pod_id,
 		  struct pi_xdp_stats *out)
 {
 	int ncpu = libbpf_num_possible_cpus();
@@ -321,7 +321,7 @@ int xdp_pod_stats(const struct node *n, uint32_t pod_id,
 	return err;
 }
 
-uint32_t xdp_pod_prog_id(const struct pod *pod)
+uint32_t xdp_pod_prog_id(const struct pi_pod_info *pod)
 {
 	uint32_t id = 0;
 	int ns, saved;

@@ -1,0 +1,834 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * podinject inject allow|deny|list|stats: which injector pod may speak for
+ * which pods, and the injection program at the head of each injector's
+ * egress hook. Injection keeps its own objects under NODE/inject/, apart
+ * from the node datapath, which it only reads (pod devices, MACs and
+ * addresses) the way it would read a CNI's endpoint list.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "inject.h"
+#include "lib.h"
+#include "inject.skel.h"
+#include "kernel_features.h"
+#include "nl.h"
+
+
+
+const char *const inject_map_names[IM__COUNT] = {
+	[IM_AUTH] = "inject_auth",
+	[IM_STATS] = "inject_stats",
+	[IM_PROXY_RULES] = "proxy_rules",
+	[IM_PROXY_FLOWS] = "proxy_flows",
+	[IM_PROXY_UPSTREAM] = "proxy_upstream",
+	[IM_PROBE_FLOWS] = "probe_flows",
+	[IM_PROBE_EVENTS] = "probe_events",
+	[IM_NETKIT_GUARDS] = "netkit_guards",
+	[IM_NETKIT_PEER_PROGS] = "netkit_peer_progs",
+	[IM_CONFIG] = "config",		/* the object's read-only data */
+	[IM_PROXY_LISTENERS] = "proxy_listeners",
+};
+
+const char *const inject_prog_names[IP__COUNT] = {
+	[IP_EGRESS] = "inject_egress",
+	[IP_POD_REPLY] = "pod_reply",
+	[IP_PROXY_ASSIGN] = "proxy_assign",
+	[IP_NETKIT_GUARD] = "netkit_guard",
+	[IP_NETKIT_UNTAG] = "netkit_untag",
+	[IP_PROXY_LOOKUP] = "proxy_lookup",
+};
+
+static void inject_open_none(struct inject_state *s)
+{
+	for (int i = 0; i < IM__COUNT; i++)
+		s->maps[i] = -1;
+	for (int i = 0; i < IP__COUNT; i++)
+		s->progs[i] = -1;
+}
+
+void inject_close(struct inject_state *s)
+{
+	for (int i = 0; i < IM__COUNT; i++) {
+		if (s->maps[i] >= 0)
+			close(s->maps[i]);
+		s->maps[i] = -1;
+	}
+	for (int i = 0; i < IP__COUNT; i++) {
+		if (s->progs[i] >= 0)
+			close(s->progs[i]);
+		s->progs[i] = -1;
+	}
+}
+
+static int pin_get(const char *dir, const char *prefix, const char *name)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s%s", dir, prefix, name);
+	return bpf_obj_get(path);
+}
+
+static int open_pinned(struct inject_state *s)
+{
+	for (int i = 0; i < IM__COUNT; i++) {
+		s->maps[i] = pin_get(s->dir, "", inject_map_names[i]);
+		if (s->maps[i] < 0)
+			return -ENOENT;
+	}
+	for (int i = 0; i < IP__COUNT; i++) {
+		s->progs[i] = pin_get(s->dir, "prog_", inject_prog_names[i]);
+		if (s->progs[i] < 0)
+			return -ENOENT;
+	}
+	return 0;
+}
+
+static int load_and_pin(struct inject_state *s)
+{
+	struct inject_bpf *skel;
+	char path[PATH_MAX];
+	int err = 0;
+
+	skel = inject_bpf__open();
+	if (!skel)
+		return errno ? -errno : -EINVAL;
+	/* The node's netkit tag: a locally administered unicast MAC no pod
+	 * is given, random so that it is no well-known value either. */
+	if (getrandom((void *)skel->rodata->netkit_tag, 6, 0) != 6) {
+		inject_bpf__destroy(skel);
+		return -EIO;
+	}
+	((uint8_t *)skel->rodata->netkit_tag)[0] =
+		(skel->rodata->netkit_tag[0] & 0xfc) | 0x02;
+	err = inject_bpf__load(skel);
+	if (err) {
+		inject_bpf__destroy(skel);
+		return err;
+	}
+	for (int i = 0; i < IM__COUNT && !err; i++) {
+		struct bpf_map *m = i == IM_CONFIG ? skel->maps.rodata :
+				     bpf_object__find_map_by_name(
+					skel->obj, inject_map_names[i]);
+
+		snprintf(path, sizeof(path), "%s/%s", s->dir,
+			 inject_map_names[i]);
+		err = m ? bpf_map__pin(m, path) : -ENOENT;
+	}
+	for (int i = 0; i < IP__COUNT && !err; i++) {
+		struct bpf_program *pr = bpf_object__find_program_by_name(
+			skel->obj, inject_prog_names[i]);
+
+		snprintf(path, sizeof(path), "%s/prog_%s", s->dir,
+			 inject_prog_names[i]);
+		err = pr ? bpf_program__pin(pr, path) : -ENOENT;
+	}
+	inject_bpf__destroy(skel);
+	return err ? err : open_pinned(s);
+}
+
+int inject_open(const struct pi_node *n, struct inject_state *s, bool create)
+{
+	int err;
+
+	inject_open_none(s);
+	node_pin_path(n, s->dir, sizeof(s->dir), "inject");
+	if (!access(s->dir, F_OK)) {
+		err = open_pinned(s);
+		if (err)
+			inject_close(s);
+		return err;
+	}
+	if (!create)
+		return -ENOENT;
+	if (mkdir(s->dir, 0700))
+		return -errno;
+	err = load_and_pin(s);
+	if (err) {
+		inject_close(s);
+		rm_tree(s->dir);
+		return err;
+	}
+	return 1;
+}
+
+static void link_pin(const struct inject_state *s, const struct pi_pod_info *injector,
+		     char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/link_%u", s->dir, injector->ifindex);
+}
+
+static enum pi_hook injector_hook(const struct pi_pod_info *pod)
+{
+	return pod->flags & PI_POD_NETKIT ? PI_HOOK_NETKIT_PEER :
+					    PI_HOOK_INGRESS;
+}
+
+static enum pi_attach_mode injector_mode(const struct pi_node *n,
+					 const struct pi_pod_info *pod)
+{
+	return pod->flags & PI_POD_NETKIT ? PI_ATTACH_TCX : node_attach_mode(n);
+}
+
+/* Whether the head program is attached at this pod: its pin path exists
+ * exactly while it is (attach_prog). */
+bool head_attached(const struct inject_state *s, const struct pi_pod_info *pod)
+{
+	char path[PATH_MAX];
+
+	link_pin(s, pod, path, sizeof(path));
+	return !access(path, F_OK);
+}
+
+/* The pod's ifindex is the node namespace's: attach from in there. */
+static int head_attach(const struct pi_node *n, struct inject_state *s,
+		       const struct pi_pod_info *pod)
+{
+	enum pi_attach_mode mode = injector_mode(n, pod);
+	char path[PATH_MAX];
+	int err, saved;
+
+	if (head_attached(s, pod))
+		return 0;
+	link_pin(s, pod, path, sizeof(path));
+	err = node_enter(n, &saved);
+	if (err)
+		return err;
+	err = attach_prog(s->progs[IP_EGRESS], pod->ifindex,
+			  injector_hook(pod), mode, true, PI_PRIO_HEAD, path);
+	netns_restore(saved);
+	return err;
+}
+
+static void head_detach(const struct pi_node *n, struct inject_state *s,
+			const struct pi_pod_info *pod)
+{
+	enum pi_attach_mode mode = injector_mode(n, pod);
+	char path[PATH_MAX];
+	int saved;
+
+	link_pin(s, pod, path, sizeof(path));
+	if (node_enter(n, &saved))
+		return;
+	detach_prog(pod->ifindex, injector_hook(pod), mode, PI_PRIO_HEAD,
+		    path);
+	netns_restore(saved);
+}
+
+int head_acquire(const struct pi_node *n, struct inject_state *s,
+		 const struct pi_pod_info *pod, uint32_t owner)
+{
+	bool was = head_attached(s, pod);
+	int err = head_attach(n, s, pod);
+
+	if (!err)
+		err = pod_head_owners(n, pod->ifindex, owner, 0, NULL);
+	if (err && !was)
+		head_detach(n, s, pod);
+	return err;
+}
+
+void head_release(const struct pi_node *n, struct inject_state *s,
+		  const struct pi_pod_info *pod, uint32_t owner)
+{
+	uint32_t left = 0;
+
+	/* A pod without a meta record is on its way out: let go. */
+	pod_head_owners(n, pod->ifindex, 0, owner, &left);
+	if (!left && head_attached(s, pod))
+		head_detach(n, s, pod);
+}
+
+static int target_key(const struct pi_pod_info *inj, const struct pi_pod_info *tgt,
+		      struct pi_inject_key keys[2])
+{
+	int n = 0;
+
+	memset(keys, 0, 2 * sizeof(keys[0]));
+	if (tgt->flags & PI_POD_HAS_V4) {
+		keys[n].injector_ifindex = inj->ifindex;
+		keys[n].family = AF_INET;
+		keys[n].addr.a[0] = tgt->ip4;
+		n++;
+	}
+	if (tgt->flags & PI_POD_HAS_V6) {
+		keys[n].injector_ifindex = inj->ifindex;
+		keys[n].family = AF_INET6;
+		memcpy(keys[n].addr.a, tgt->ip6, 16);
+		n++;
+	}
+	return n;
+}
+
+int inject_auth_count(const struct inject_state *s, uint32_t injector)
+{
+	struct pi_inject_key key, next, *prev = NULL;
+	int cnt = 0;
+
+	while (!bpf_map_get_next_key(s->maps[IM_AUTH], prev, &next)) {
+		if (next.injector_ifindex == injector)
+			cnt++;
+		key = next;
+		prev = &key;
+	}
+	return cnt;
+}
+
+int inject_path_auto(void)
+{
+	return probe_redirect_peer_retval(PI_F_EGRESS_FLAG) == PI_REDIRECT ?
+	       PI_PATH_FAST : PI_PATH_FALLBACK;
+}
+
+/* Whether some authorisation takes the netkit fallback onto `pod`. */
+static bool netkit_fallback_wanted(const struct inject_state *s,
+				   const struct pi_pod_info *pod)
+{
+	struct pi_inject_key key, next, *prev = NULL;
+	struct pi_inject_target t;
+
+	while (!bpf_map_get_next_key(s->maps[IM_AUTH], prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(s->maps[IM_AUTH], &key, &t) &&
+		    t.target_ifindex == pod->ifindex &&
+		    t.path == PI_PATH_NETKIT_FALLBACK)
+			return true;
+	}
+	return false;
+}
+
+static void guard_pin(const struct inject_state *s, const char *what,
+		      const struct pi_pod_info *pod, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/link_%s_%s", s->dir, what, pod->name);
+}
+
+static uint32_t prog_id(int fd)
+{
+	struct bpf_prog_info info = {};
+	uint32_t len = sizeof(info);
+
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
+}
+
+/* The one program at the pod's BPF_NETKIT_PEER hook that is not ours: the
+ * CNI's egress program, which the guard runs for injected packets. A hook
+ * with several would need them run in turn, which one tail call cannot
+ * do; that is refused rather than half done. Returns an fd or -errno. */
+static int netkit_peer_program(const struct inject_state *s,
+			       const struct pi_pod_info *pod)
+{
+	uint32_t ids[64], ours[IP__COUNT], found = 0;
+	int cnt, fd;
+
+	for (int i = 0; i < IP__COUNT; i++)
+		ours[i] = prog_id(s->progs[i]);
+	cnt = query_tcx(pod->ifindex, PI_HOOK_NETKIT_PEER, ids, 64);
+	if (cnt < 0)
+		return cnt;
+	for (int i = 0; i < cnt; i++) {
+		bool mine = false;
+
+		for (int j = 0; j < IP__COUNT; j++)
+			mine |= ids[i] == ours[j];
+		if (mine)
+			continue;
+		if (found) {
+			pr_err("netkit pod '%s' has several programs at its peer hook; the netkit fallback runs exactly one",
+			      pod->name);
+			return -EOPNOTSUPP;
+		}
+		found = ids[i];
+	}
+	if (!found) {
+		pr_err("netkit pod '%s' has no egress program at its peer hook",
+		      pod->name);
+		return -ENOENT;
+	}
+	fd = bpf_prog_get_fd_by_id(found);
+	return fd < 0 ? -errno : fd;
+}
+
+static int free_guard_slot(const struct inject_state *s, uint32_t *slot)
+{
+	bool used[PI_MAX_PODS] = { false };
+	uint32_t key, next, *prev = NULL;
+	struct pi_netkit_guard g;
+
+	while (!bpf_map_get_next_key(s->maps[IM_NETKIT_GUARDS], prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(s->maps[IM_NETKIT_GUARDS], &key, &g) &&
+		    g.slot < PI_MAX_PODS)
+			used[g.slot] = true;
+	}
+	for (uint32_t i = 0; i < PI_MAX_PODS; i++) {
+		if (!used[i]) {
+			*slot = i;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+static void guard_detach(struct inject_state *s, const struct pi_pod_info *pod)
+{
+	struct pi_netkit_guard g;
+	char path[PATH_MAX];
+
+	guard_pin(s, "guard", pod, path, sizeof(path));
+	detach_prog(pod->ifindex, PI_HOOK_INGRESS, PI_ATTACH_TCX, PI_PRIO_HEAD,
+		    path);
+	guard_pin(s, "untag", pod, path, sizeof(path));
+	detach_prog(pod->ifindex, PI_HOOK_NETKIT_PEER, PI_ATTACH_TCX,
+		    PI_PRIO_HEAD, path);
+	if (!bpf_map_lookup_elem(s->maps[IM_NETKIT_GUARDS], &pod->ifindex, &g)) {
+		bpf_map_delete_elem(s->maps[IM_NETKIT_PEER_PROGS], &g.slot);
+		bpf_map_delete_elem(s->maps[IM_NETKIT_GUARDS], &pod->ifindex);
+	}
+}
+
+/* In the node's namespace. The untag program goes first at the peer hook
+ * before the guard exists, so that no frame of the pod's reaches a guard
+ * with the tag still on. */
+static int guard_attach(struct inject_state *s, const struct pi_pod_info *pod)
+{
+	struct pi_netkit_guard g = {};
+	char path[PATH_MAX];
+	int cni, err;
+
+	cni = netkit_peer_program(s, pod);
+	if (cni < 0)
+		return cni;
+	err = free_guard_slot(s, &g.slot);
+	if (!err && bpf_map_update_elem(s->maps[IM_NETKIT_PEER_PROGS], &g.slot,
+					&cni, BPF_ANY)) {
+		err = -errno;
+		/* The prog array takes programs of its owner's kind only. */
+		if (err == -EINVAL)
+			pr_err("the egress program of netkit pod '%s' cannot be run by tail call (its program or attach type differs from a tc program's)",
+			      pod->name);
+	}
+	close(cni);
+	if (err)
+		return err;
+	memcpy(g.pod_mac, pod->pod_mac, 6);
+	if (bpf_map_update_elem(s->maps[IM_NETKIT_GUARDS], &pod->ifindex, &g,
+				BPF_NOEXIST)) {
+		err = -errno;
+		bpf_map_delete_elem(s->maps[IM_NETKIT_PEER_PROGS], &g.slot);
+		return err;
+	}
+	guard_pin(s, "untag", pod, path, sizeof(path));
+	err = attach_prog(s->progs[IP_NETKIT_UNTAG], pod->ifindex,
+			  PI_HOOK_NETKIT_PEER, PI_ATTACH_TCX, true,
+			  PI_PRIO_HEAD, path);
+	if (!err) {
+		guard_pin(s, "guard", pod, path, sizeof(path));
+		err = attach_prog(s->progs[IP_NETKIT_GUARD], pod->ifindex,
+				  PI_HOOK_INGRESS, PI_ATTACH_TCX, true,
+				  PI_PRIO_HEAD, path);
+	}
+	return err;
+}
+
+static int guard_set(const struct pi_node *n, struct inject_state *s,
+		     const struct pi_pod_info *pod, bool wanted)
+{
+	struct pi_netkit_guard g;
+	int err = 0, saved;
+	bool present;
+
+	present = !bpf_map_lookup_elem(s->maps[IM_NETKIT_GUARDS],
+				       &pod->ifindex, &g);
+	if (wanted == present)
+		return 0;
+	err = node_enter(n, &saved);
+	if (err)
+		return err;
+	if (wanted) {
+		err = guard_attach(s, pod);
+		if (err)
+			guard_detach(s, pod);
+	} else {
+		guard_detach(s, pod);
+	}
+	netns_restore(saved);
+	return err;
+}
+
+int netkit_guard_sync(const struct pi_node *n, struct inject_state *s,
+		      const struct pi_pod_info *pod)
+{
+	if (!(pod->flags & PI_POD_NETKIT))
+		return 0;
+	return guard_set(n, s, pod, netkit_fallback_wanted(s, pod));
+}
+
+static int sync_one(const struct pi_node *n, const struct pi_pod_info *pod, void *ctx)
+{
+	netkit_guard_sync(n, ctx, pod);
+	return 0;
+}
+
+void netkit_guards_sync_all(const struct pi_node *n, struct inject_state *s)
+{
+	pod_for_each(n, sync_one, s);
+}
+
+int inject_authorise(const struct pi_node *n, struct inject_state *s,
+		     const struct pi_pod_info *inj,
+		     const struct pi_pod_info *targets, int ntargets, uint32_t path,
+		     struct pi_inject_key *added, int *nadded)
+{
+	int err = 0;
+
+	*nadded = 0;
+	if (!path)
+		path = inject_path_auto();
+	for (int i = 0; i < ntargets && !err; i++) {
+		struct pi_inject_target t = {
+			.target_ifindex = targets[i].ifindex,
+			.path = path,
+		};
+		struct pi_inject_key k[2];
+		int nk = target_key(inj, &targets[i], k);
+
+		/* bpf_redirect(BPF_F_INGRESS) onto a netkit primary lands
+		 * behind the pod's peer programs: the guard must run them. */
+		if (path == PI_PATH_FALLBACK &&
+		    (targets[i].flags & PI_POD_NETKIT)) {
+			t.path = PI_PATH_NETKIT_FALLBACK;
+			/* In place before the key: the injector's head
+			 * program may be attached already and take the path
+			 * the moment the key exists. */
+			err = guard_set(n, s, &targets[i], true);
+			if (err)
+				break;
+		}
+		memcpy(t.target_pod_mac, targets[i].pod_mac, 6);
+		memcpy(t.target_host_mac, targets[i].host_mac, 6);
+		for (int j = 0; j < nk && !err; j++) {
+			struct pi_inject_target old;
+
+			/* Only new keys are ours to undo. */
+			if (bpf_map_lookup_elem(s->maps[IM_AUTH], &k[j], &old))
+				added[(*nadded)++] = k[j];
+			if (bpf_map_update_elem(s->maps[IM_AUTH], &k[j], &t,
+						BPF_ANY))
+				err = -errno;
+		}
+		/* A target moved off the netkit fallback loses its guard. */
+		if (!err && t.path != PI_PATH_NETKIT_FALLBACK)
+			err = netkit_guard_sync(n, s, &targets[i]);
+	}
+	if (err) {
+		for (int i = 0; i < *nadded; i++)
+			bpf_map_delete_elem(s->maps[IM_AUTH], &added[i]);
+		*nadded = 0;
+		for (int i = 0; i < ntargets; i++)
+			netkit_guard_sync(n, s, &targets[i]);
+	}
+	return err;
+}
+
+/* The node's netkit tag, as loaded: shown so that a test can forge it. */
+static void netkit_tag(const struct inject_state *s, char *buf, size_t len)
+{
+	struct inject_bpf__rodata ro;
+	uint32_t zero = 0;
+	const uint8_t *t = (const uint8_t *)ro.netkit_tag;
+
+	if (bpf_map_lookup_elem(s->maps[IM_CONFIG], &zero, &ro)) {
+		snprintf(buf, len, "?");
+		return;
+	}
+	snprintf(buf, len, "%02x:%02x:%02x:%02x:%02x:%02x", t[0], t[1], t[2],
+		 t[3], t[4], t[5]);
+}
+
+int inject_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	struct pi_inject_key key, next, *prev = NULL;
+	struct pi_inject_stats_key skey, snext, *sprev = NULL;
+	struct pi_inject_target t;
+	struct inject_state s;
+
+	if (inject_open(n, &s, false))
+		return 0;
+	while (!bpf_map_get_next_key(s.maps[IM_AUTH], prev, &next)) {
+		if (next.injector_ifindex == pod->ifindex ||
+		    (!bpf_map_lookup_elem(s.maps[IM_AUTH], &next, &t) &&
+		     t.target_ifindex == pod->ifindex)) {
+			bpf_map_delete_elem(s.maps[IM_AUTH], &next);
+			prev = NULL;
+			continue;
+		}
+		key = next;
+		prev = &key;
+	}
+	while (!bpf_map_get_next_key(s.maps[IM_STATS], sprev, &snext)) {
+		if (snext.injector_ifindex == pod->ifindex ||
+		    snext.target_ifindex == pod->ifindex) {
+			bpf_map_delete_elem(s.maps[IM_STATS], &snext);
+			sprev = NULL;
+			continue;
+		}
+		skey = snext;
+		sprev = &skey;
+	}
+	if (head_attached(&s, pod))
+		head_detach(n, &s, pod);
+	netkit_guards_sync_all(n, &s);
+	inject_close(&s);
+	return 0;
+}
+
+static int find_pods(struct pi_node *n, const char *const *names, int cnt,
+		     struct pi_pod_info *pods)
+{
+	if (cnt > MAX_AS) {
+		pr_err("at most %d pods at once", MAX_AS);
+		return -EINVAL;
+	}
+	for (int i = 0; i < cnt; i++) {
+		int err = pod_lookup(n, names[i], &pods[i]);
+
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int pi_inject_path_auto(void)
+{
+	return inject_path_auto();
+}
+
+int pi_inject_allow(struct pi_node *n, const char *injector,
+		    const char *const *as, int nas, uint32_t path,
+		    uint32_t *path_used)
+{
+	struct pi_pod_info inj, targets[MAX_AS];
+	struct pi_inject_key keys[MAX_AS * 2];
+	struct inject_state s;
+	int nkeys = 0, created = 0, err;
+	bool new_link = false;
+
+	inject_open_none(&s);
+	err = find_pods(n, &injector, 1, &inj);
+	if (!err)
+		err = find_pods(n, as, nas, targets);
+	if (err)
+		return err;
+	if (!nas) {
+		pr_err("an injector needs at least one pod to inject as");
+		return -EINVAL;
+	}
+	if (path > PI_PATH_FALLBACK) {
+		pr_err("path %u is not fast, fallback or auto", path);
+		return -EINVAL;
+	}
+	for (int i = 0; i < nas; i++) {
+		if (targets[i].ifindex == inj.ifindex) {
+			pr_err("pod '%s' cannot inject as itself", inj.name);
+			return -EINVAL;
+		}
+	}
+	if (!path)
+		path = inject_path_auto();
+
+	created = inject_open(n, &s, true);
+	if (created < 0) {
+		err = created;
+		pr_err("cannot load the injection program: %s", strerror(-err));
+		return err;
+	}
+	err = inject_authorise(n, &s, &inj, targets, nas, path, keys, &nkeys);
+	if (err) {
+		pr_err("cannot authorise '%s': %s", inj.name, strerror(-err));
+		goto out;
+	}
+	new_link = !head_attached(&s, &inj);
+	err = head_acquire(n, &s, &inj, PI_HEAD_INJECT);
+	if (err) {
+		new_link = false;
+		pr_err("cannot attach injection to '%s': %s", inj.name,
+		       strerror(-err));
+		goto out;
+	}
+	if (path_used)
+		*path_used = path;
+out:
+	if (err) {
+		for (int i = 0; i < nkeys; i++)
+			bpf_map_delete_elem(s.maps[IM_AUTH], &keys[i]);
+		if (new_link || !inject_auth_count(&s, inj.ifindex))
+			head_release(n, &s, &inj, PI_HEAD_INJECT);
+		netkit_guards_sync_all(n, &s);
+		if (created == 1)
+			rm_tree(s.dir);
+	}
+	inject_close(&s);
+	return err;
+}
+
+int pi_inject_deny(struct pi_node *n, const char *injector,
+		   const char *const *as, int nas)
+{
+	struct pi_pod_info inj, targets[MAX_AS];
+	struct pi_inject_key key, next, *prev = NULL;
+	struct inject_state s;
+	int err, removed = 0;
+
+	err = find_pods(n, &injector, 1, &inj);
+	if (!err)
+		err = find_pods(n, as, nas, targets);
+	if (err)
+		return err;
+	if (inject_open(n, &s, false)) {
+		pr_err("pod '%s' is no injector", inj.name);
+		return -ESRCH;
+	}
+	if (nas) {
+		for (int i = 0; i < nas; i++) {
+			struct pi_inject_key k[2];
+			int nk = target_key(&inj, &targets[i], k);
+
+			for (int j = 0; j < nk; j++)
+				removed += !bpf_map_delete_elem(s.maps[IM_AUTH], &k[j]);
+		}
+	} else {
+		while (!bpf_map_get_next_key(s.maps[IM_AUTH], prev, &next)) {
+			if (next.injector_ifindex == inj.ifindex) {
+				bpf_map_delete_elem(s.maps[IM_AUTH], &next);
+				removed++;
+				prev = NULL;	/* the walk restarts */
+				continue;
+			}
+			key = next;
+			prev = &key;
+		}
+	}
+	if (!removed) {
+		pr_err("pod '%s' has no such authorisation", inj.name);
+		err = -ESRCH;
+	} else {
+		if (!inject_auth_count(&s, inj.ifindex))
+			head_release(n, &s, &inj, PI_HEAD_INJECT);
+		netkit_guards_sync_all(n, &s);
+		err = removed;
+	}
+	inject_close(&s);
+	return err;
+}
+
+int pi_inject_list(struct pi_node *n, struct pi_inject_auth_info **out)
+{
+	struct pi_inject_key key, next, *prev = NULL;
+	struct pi_inject_auth_info *all;
+	struct pi_inject_target t;
+	struct inject_state s;
+	int cnt = 0;
+
+	*out = NULL;
+	all = calloc(PI_MAX_INJECT + 1, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	if (!inject_open(n, &s, false)) {
+		while (cnt < PI_MAX_INJECT &&
+		       !bpf_map_get_next_key(s.maps[IM_AUTH], prev, &next)) {
+			struct pi_inject_auth_info *a = &all[cnt];
+
+			key = next;
+			prev = &key;
+			if (bpf_map_lookup_elem(s.maps[IM_AUTH], &key, &t))
+				continue;
+			pod_name_by_ifindex(n, key.injector_ifindex, a->injector,
+					    sizeof(a->injector));
+			pod_name_by_ifindex(n, t.target_ifindex, a->as,
+					    sizeof(a->as));
+			a->family = key.family;
+			a->addr = key.addr;
+			a->path = t.path;
+			cnt++;
+		}
+		inject_close(&s);
+	}
+	*out = all;
+	return cnt;
+}
+
+int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **out)
+{
+	struct pi_inject_stats_key key, next, *prev = NULL;
+	int ncpu = libbpf_num_possible_cpus();
+	struct pi_inject_stat_info *all;
+	struct pi_inject_stats *per;
+	struct inject_state s;
+	int cnt = 0;
+
+	*out = NULL;
+	per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per));
+	all = calloc(PI_MAX_INJECT + 1, sizeof(*all));
+	if (!per || !all) {
+		free(per);
+		free(all);
+		return -ENOMEM;
+	}
+	if (!inject_open(n, &s, false)) {
+		while (cnt < PI_MAX_INJECT &&
+		       !bpf_map_get_next_key(s.maps[IM_STATS], prev, &next)) {
+			struct pi_inject_stat_info *st = &all[cnt];
+
+			key = next;
+			prev = &key;
+			if (bpf_map_lookup_elem(s.maps[IM_STATS], &key, per))
+				continue;
+			for (int c = 0; c < ncpu; c++) {
+				st->packets += per[c].packets;
+				st->bytes += per[c].bytes;
+				for (int r = 0; r < PI_INJ_DROP_MAX; r++)
+					st->drops[r] += per[c].drops[r];
+			}
+			pod_name_by_ifindex(n, key.injector_ifindex, st->injector,
+					    sizeof(st->injector));
+			pod_name_by_ifindex(n, key.target_ifindex, st->as,
+					    sizeof(st->as));
+			st->path = key.path;
+			/* The guard's counters are the target's, whoever
+			 * injected: given with each netkit-fallback row. */
+			st->has_guard = key.path == PI_PATH_NETKIT_FALLBACK &&
+				!bpf_map_lookup_elem(s.maps[IM_NETKIT_GUARDS],
+						     &key.target_ifindex,
+						     &st->guard);
+			if (st->has_guard)
+				netkit_tag(&s, st->tag, sizeof(st->tag));
+			cnt++;
+		}
+		inject_close(&s);
+	}
+	free(per);
+	*out = all;
+	return cnt;
+}
+
+static void inject_feature_forget(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	inject_forget_pod(n, pod);
+}
+
+const struct pi_feature inject_feature = {
+	.name = "inject",
+	.forget_pod = inject_feature_forget,
+};

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Injection's pinned objects under NODE/inject/, shared by `inject` and
+ * `proxy`. */
+#ifndef PODINJECT_INJECT_H
+#define PODINJECT_INJECT_H
+
+#include "state.h"
+
+#define MAX_AS 32
+
+enum inject_map {
+	IM_AUTH, IM_STATS, IM_PROXY_RULES, IM_PROXY_FLOWS, IM_PROXY_UPSTREAM,
+	IM_PROBE_FLOWS, IM_PROBE_EVENTS, IM_NETKIT_GUARDS, IM_NETKIT_PEER_PROGS,
+	IM_CONFIG, IM_PROXY_LISTENERS, IM__COUNT,
+};
+enum inject_prog {
+	IP_EGRESS, IP_POD_REPLY, IP_PROXY_ASSIGN, IP_NETKIT_GUARD, IP_NETKIT_UNTAG,
+	IP_PROXY_LOOKUP, IP__COUNT,
+};
+
+struct inject_state {
+	int maps[IM__COUNT];
+	int progs[IP__COUNT];
+	char dir[PATH_MAX];
+};
+
+/* Opens the objects; with `create`, loads and pins them when they are not
+ * there. Returns 1 when it created them, 0 when they existed, -errno. */
+int inject_open(const struct pi_node *n, struct inject_state *s, bool create);
+void inject_close(struct inject_state *s);
+
+/* The head program at a pod's egress hook, shared by injection and the
+ * proxy's capture: each holds it as an owner (enum pi_head_owner, kept in
+ * the pod's meta record); it is attached with the first owner and
+ * detached when the last lets go. */
+bool head_attached(const struct inject_state *s, const struct pi_pod_info *pod);
+int head_acquire(const struct pi_node *n, struct inject_state *s,
+		 const struct pi_pod_info *pod, uint32_t owner);
+void head_release(const struct pi_node *n, struct inject_state *s,
+		  const struct pi_pod_info *pod, uint32_t owner);
+/* Authorisations the injector still has. */
+int inject_auth_count(const struct inject_state *s, uint32_t injector);
+
+/* Authorises inj to inject as each of targets with `path` (0 = auto); a
+ * netkit target on the fallback gets the netkit fallback and its guard.
+ * The keys it added (not those that existed) go to added/nadded, so a
+ * caller can undo; on failure it has undone them itself. */
+int inject_authorise(const struct pi_node *n, struct inject_state *s,
+		     const struct pi_pod_info *inj,
+		     const struct pi_pod_info *targets, int ntargets, uint32_t path,
+		     struct pi_inject_key *added, int *nadded);
+int inject_path_auto(void);
+
+/* The netkit fallback's guard at each netkit pod: attached while some
+ * authorisation takes the netkit fallback onto the pod, detached when none
+ * does. Call after removing authorisations. */
+int netkit_guard_sync(const struct pi_node *n, struct inject_state *s,
+		      const struct pi_pod_info *pod);
+void netkit_guards_sync_all(const struct pi_node *n, struct inject_state *s);
+
+/* The reply hook (pod_reply at the pod's eth0 ingress, inside its
+ * namespace), shared by proxying and probing: attached once, released
+ * when the pod is neither proxied nor `keep`. */
+int reply_hook_attach(const struct pi_node *n, const struct inject_state *s,
+		      const struct pi_pod_info *pod);
+void reply_hook_release(const struct pi_node *n, const struct inject_state *s,
+			const struct pi_pod_info *pod);
+int attach_in_pod(const struct pi_node *n, const struct inject_state *s,
+		  const struct pi_pod_info *pod, int prog, const char *what);
+void detach_in_pod(const struct pi_node *n, const struct inject_state *s,
+		   const struct pi_pod_info *pod, const char *what);
+
+/* proxy.c: a pod being deleted stops being proxied and proxying. */
+void proxy_forget_pod(const struct pi_node *n, struct inject_state *s,
+		      const struct pi_pod_info *gone);
+
+#endif

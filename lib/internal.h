@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* What every file of the library shares and no front-end sees. */
+#ifndef PODINJECT_INTERNAL_H
+#define PODINJECT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "podinject/podinject.h"
+
+/* The log callback's messages (lib/log.c). */
+void pi_log(enum pi_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+#define pr_err(...)	pi_log(PI_LOG_ERROR, __VA_ARGS__)
+#define pr_warn(...)	pi_log(PI_LOG_WARN, __VA_ARGS__)
+#define pr_info(...)	pi_log(PI_LOG_INFO, __VA_ARGS__)
+#define pr_debug(...)	pi_log(PI_LOG_DEBUG, __VA_ARGS__)
+
+/* Removes a folder (of pins) and everything below it. */
+int rm_tree(const char *path);
+
+#endif

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What the library's parts call of each other. Pods are the core; the
+ * features (policy, injection, proxy, XDP) each register one teardown in
+ * lib/feature.c, and pod removal, for a pod deleted or a failed add, runs
+ * them all through one path: the pod code names no feature.
+ */
+#ifndef PODINJECT_LIB_H
+#define PODINJECT_LIB_H
+
+#include "state.h"
+
+#define POD_DEV_PREFIX	"pi-"
+#define POD_NAME_MAX	12	/* "pi-" + name fits IFNAMSIZ */
+#define GW4		"169.254.1.1"
+#define GW6		"fe80::1"
+
+/* A feature's part of a pod's removal: whatever it holds for the pod (its
+ * programs, map entries naming the pod, other pods' state about it) goes.
+ * Must tolerate a pod whose devices or namespace are gone. */
+struct pi_feature {
+	const char *name;
+	void (*forget_pod)(struct pi_node *n, const struct pi_pod_info *pod);
+};
+
+/* In teardown order: first what refers to the pod from elsewhere. */
+extern const struct pi_feature *const pi_features[];
+
+/* Removes a pod and everything it owns; used by pod del and node down.
+ * Keeps going past errors and returns the first. */
+int pod_remove(struct pi_node *n, const struct pi_pod_info *pod);
+
+/* Drops a pod's policy in both directions (a new pod starts clean). */
+int policy_clear_pod(struct pi_node *n, uint32_t pod_id);
+
+#endif

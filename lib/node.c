@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Nodes: a network namespace (made here, adopted, or the host's own), the
+ * reference datapath's BPF objects pinned under /sys/fs/bpf/podinject/NODE
+ * and optionally an uplink device inside it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "internal.h"
+#include "kernel_features.h"
+#include "lib.h"
+#include "nl.h"
+#include "node.skel.h"
+#include "state.h"
+#include "xdp.h"
+
+static int add_host_endpoint(int map, int family, const void *addr)
+{
+	struct pi_endpoint_key key = { .family = family };
+	struct pi_endpoint ep = { .kind = PI_EP_HOST };
+
+	memcpy(key.addr.a, addr, family == AF_INET ? 4 : 16);
+	return bpf_map_update_elem(map, &key, &ep, BPF_NOEXIST) ? -errno : 0;
+}
+
+/* Every address the node's namespace owns is the node's: pods reach them
+ * through the stack, not the uplink. Called inside the namespace. */
+static int register_node_addresses(int map)
+{
+	struct ifaddrs *ifa, *all;
+	int err = 0;
+
+	if (getifaddrs(&all))
+		return -errno;
+	for (ifa = all; ifa && !err; ifa = ifa->ifa_next) {
+		if (!ifa->ifa_addr || (ifa->ifa_flags & IFF_LOOPBACK))
+			continue;
+		if (ifa->ifa_addr->sa_family == AF_INET)
+			err = add_host_endpoint(map, AF_INET,
+				&((struct sockaddr_in *)ifa->ifa_addr)->sin_addr);
+		else if (ifa->ifa_addr->sa_family == AF_INET6)
+			err = add_host_endpoint(map, AF_INET6,
+				&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr);
+		if (err == -EEXIST)
+			err = 0;
+	}
+	freeifaddrs(all);
+	return err;
+}
+
+static int pin_objects(struct node_bpf *skel, const char *dir)
+{
+	struct bpf_program *prog;
+	struct bpf_map *map;
+	char path[PATH_MAX];
+
+	bpf_object__for_each_map(map, skel->obj) {
+		if (bpf_map__is_internal(map))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir,
+			 bpf_map__name(map));
+		if (bpf_map__pin(map, path))
+			return -errno;
+	}
+	bpf_object__for_each_program(prog, skel->obj) {
+		snprintf(path, sizeof(path), "%s/prog_%s", dir,
+			 bpf_program__name(prog));
+		if (bpf_program__pin(prog, path))
+			return -errno;
+	}
+	return 0;
+}
+
+/* The pod_meta map: userspace's half of each pod (names, namespaces), kept
+ * beside the datapath's maps so the pins stay the node's whole state. */
+static int create_meta_map(const char *dir)
+{
+	char path[PATH_MAX];
+	int fd, err = 0;
+
+	fd = bpf_map_create(BPF_MAP_TYPE_HASH, PI_POD_META_PIN, sizeof(__u32),
+			    sizeof(struct pi_pod_meta), PI_MAX_PODS, NULL);
+	if (fd < 0)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/%s", dir, PI_POD_META_PIN);
+	if (bpf_obj_pin(fd, path))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+/* The first record of the node's configuration, written before anything
+ * can open the node, so that its ABI version is always there. */
+static int write_first_config(const char *dir, const struct pi_node_config *cfg)
+{
+	char path[PATH_MAX];
+	uint32_t zero = 0;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, node_map_names[M_NODE_CONFIG]);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return -errno;
+	if (bpf_map_update_elem(fd, &zero, cfg, 0))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+/* mkdir of the node's pin directory is what makes a name taken: of two
+ * `node up` of one name, one gets EEXIST. The root may be removed by a
+ * concurrent `node down` of the last other node between our two mkdirs. */
+static int make_pin_dir(const char *path)
+{
+	for (int tries = 0; tries < 10; tries++) {
+		if (mkdir(PI_PIN_ROOT, 0700) && errno != EEXIST)
+			return -errno;
+		if (!mkdir(path, 0700))
+			return 0;
+		if (errno != ENOENT)
+			return -errno;
+	}
+	return -ENOENT;
+}
+
+static void fill_info(const struct pi_node *n, struct pi_node_info *info)
+{
+	int saved;
+
+	memset(info, 0, sizeof(*info));
+	snprintf(info->name, sizeof(info->name), "%s", n->name);
+	snprintf(info->pin_dir, sizeof(info->pin_dir), "%s", n->pin_dir);
+	info->tcx = n->cfg.flags & PI_NODE_TCX;
+	info->xdp = n->cfg.flags & PI_NODE_XDP;
+	info->host = n->cfg.flags & PI_NODE_HOST;
+	info->owns_netns = n->cfg.flags & PI_NODE_OWNS_NETNS;
+	info->uplink_ifindex = n->cfg.uplink_ifindex;
+	if (n->cfg.uplink_ifindex && !node_enter(n, &saved)) {
+		nl_link_name(n->cfg.uplink_ifindex, info->uplink);
+		netns_restore(saved);
+	}
+}
+
+static int count_pod(const struct pi_node *n, const struct pi_pod_info *pod,
+		     void *c)
+{
+	(*(int *)c)++;
+	return 0;
+}
+
+int pi_node_get_info(struct pi_node *n, struct pi_node_info *info)
+{
+	fill_info(n, info);
+	return pod_for_each(n, count_pod, &info->pods);
+}
+
+int pi_node_addresses(struct pi_node *n,
+		      void (*fn)(int family, const struct pi_addr *a, void *ctx),
+		      void *ctx)
+{
+	struct pi_endpoint_key key, next, *prev = NULL;
+	struct pi_endpoint ep;
+
+	while (!bpf_map_get_next_key(n->maps[M_ENDPOINTS], prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(n->maps[M_ENDPOINTS], &key, &ep) ||
+		    ep.kind != PI_EP_HOST)
+			continue;
+		fn(key.family, &key.addr, ctx);
+	}
+	return 0;
+}
+
+int pi_node_open(const char *name, enum pi_open_mode mode, int timeout_ms,
+		 struct pi_node **out)
+{
+	struct pi_node *n;
+	int err;
+
+	*out = NULL;
+	if (!pi_valid_name(name, 15)) {
+		pr_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
+		       name ? name : "");
+		return -EINVAL;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	err = node_open(n, name, mode == PI_OPEN_WRITE ? NODE_LOCK_EXCLUSIVE :
+						       NODE_LOCK_SHARED,
+			timeout_ms);
+	if (err) {
+		free(n);
+		return err;
+	}
+	*out = n;
+	return 0;
+}
+
+void pi_node_close(struct pi_node *n)
+{
+	if (!n)
+		return;
+	node_close(n);
+	free(n);
+}
+
+int pi_node_up(const char *name, const struct pi_node_up_opts *o,
+	       struct pi_node_info *info)
+{
+	static const struct pi_node_up_opts none = {
+		.lock_timeout_ms = PI_LOCK_TIMEOUT_MS,
+	};
+	const char *uplink;
+	struct node_bpf *skel = NULL;
+	struct pi_node_config cfg = {};
+	struct features feat;
+	struct pi_node n;
+	bool made_ns = false, made_dir = false;
+	int saved = -1, err, lock_fd = -1;
+	char path[PATH_MAX];
+
+	if (!o)
+		o = &none;
+	uplink = o->uplink;
+	node_reset(&n);
+	if (!pi_valid_name(name, 15)) {
+		pr_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
+		       name ? name : "");
+		return -EINVAL;
+	}
+	if (uplink && (strlen(uplink) >= IFNAMSIZ || !*uplink)) {
+		pr_err("invalid device name '%s'", uplink);
+		return -EINVAL;
+	}
+	if (o->host && netns_exists(name)) {
+		pr_err("--host: the node is the host's own namespace, but a namespace named '%s' exists; pick another node name",
+		       name);
+		return -EINVAL;
+	}
+
+	err = ensure_bpffs();
+	if (err) {
+		pr_err("cannot mount bpffs at /sys/fs/bpf: %s", strerror(-err));
+		return err;
+	}
+	snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, name);
+	if (!access(path, F_OK)) {
+		pr_err("node '%s' is already up", name);
+		return -EALREADY;
+	}
+	err = probe_features(&feat);
+	if (err) {
+		pr_err("cannot probe kernel features: %s", strerror(-err));
+		return err;
+	}
+	if (!feat.bpf_loop) {
+		pr_err("this kernel lacks bpf_loop(), which the policy needs");
+		return -EOPNOTSUPP;
+	}
+	if (o->attach == PI_ATTACH_FORCE_TCX && !feat.tcx) {
+		pr_err("this kernel has no tcx (see 'podinject features')");
+		return -EOPNOTSUPP;
+	}
+	if (o->attach == PI_ATTACH_FORCE_CLSACT)
+		feat.tcx = false;
+	if (o->xdp && xdp_probe_veth() != 1) {
+		pr_err("this kernel cannot attach native XDP to veth devices (see 'podinject features')");
+		return -EOPNOTSUPP;
+	}
+
+	err = make_pin_dir(path);
+	if (err == -EEXIST) {
+		pr_err("node '%s' is already up", name);
+		return -EALREADY;
+	}
+	if (err) {
+		pr_err("cannot create %s: %s", path, strerror(-err));
+		return err;
+	}
+	made_dir = true;
+	/* Held until the node is complete: nobody sees it half made. */
+	lock_fd = node_lock_dir(path, NODE_LOCK_EXCLUSIVE, o->lock_timeout_ms);
+	if (lock_fd < 0) {
+		err = lock_fd;
+		pr_err("cannot lock %s: %s", path, strerror(-err));
+		goto out;
+	}
+	if (!o->host && !netns_exists(name)) {
+		err = netns_create(name);
+		if (err) {
+			pr_err("cannot create namespace '%s': %s", name,
+			       strerror(-err));
+			goto out;
+		}
+		made_ns = true;
+	}
+
+	skel = node_bpf__open_and_load();
+	if (!skel) {
+		err = -errno;
+		pr_err("cannot load the node datapath: %s", strerror(errno));
+		goto out;
+	}
+	err = pin_objects(skel, path);
+	if (!err)
+		err = create_meta_map(path);
+	snprintf(cfg.name, sizeof(cfg.name), "%s", name);
+	cfg.abi = PI_ABI_VERSION;
+	cfg.flags = (feat.tcx ? PI_NODE_TCX : 0) |
+		    (made_ns ? PI_NODE_OWNS_NETNS : 0) |
+		    (o->host ? PI_NODE_HOST : 0);
+	if (!err && o->host) {
+		struct stat st;
+
+		if (!stat(HOST_NETNS_PATH, &st))
+			cfg.netns_ino = st.st_ino;
+		else
+			err = -errno;
+	}
+	if (!err)
+		err = write_first_config(path, &cfg);
+	if (err) {
+		pr_err("cannot pin objects under %s: %s", path, strerror(-err));
+		goto out;
+	}
+
+	err = node_open(&n, name, NODE_LOCK_HELD, 0);
+	if (err)
+		goto out;
+	err = node_enter(&n, &saved);
+	if (err) {
+		pr_err("cannot enter namespace '%s'", name);
+		goto out_node;
+	}
+	if (uplink) {
+		int ifindex = nl_link_index(uplink);
+
+		if (ifindex < 0) {
+			err = ifindex;
+			pr_err("uplink '%s' does not exist in namespace '%s'",
+			       uplink, o->host ? "of the host" : name);
+			goto out_node;
+		}
+		err = nl_link_set_up(ifindex);
+		if (!err) {
+			node_pin_path(&n, path, sizeof(path), "link_uplink");
+			err = attach_prog(n.progs[P_UPLINK_INGRESS], ifindex,
+					  PI_HOOK_INGRESS,
+					  node_attach_mode(&n), false,
+					  PI_PRIO_DATAPATH, path);
+		}
+		if (err) {
+			pr_err("cannot attach to uplink '%s': %s", uplink,
+			       strerror(-err));
+			goto out_node;
+		}
+		n.cfg.uplink_ifindex = ifindex;
+	}
+	if (o->xdp) {
+		err = xdp_node_setup(&n, n.cfg.uplink_ifindex);
+		if (err == -EBUSY)
+			pr_err("uplink '%s' runs another XDP program; podinject does not replace it",
+			       uplink);
+		else if (err)
+			pr_err("cannot set up XDP%s%s: %s",
+			       uplink ? " on uplink " : "", uplink ? uplink : "",
+			       strerror(-err));
+		if (err)
+			goto out_node;
+		n.cfg.flags |= PI_NODE_XDP;
+	}
+	err = register_node_addresses(n.maps[M_ENDPOINTS]);
+	if (!err)
+		err = node_save_config(&n);
+	if (err) {
+		pr_err("cannot record node state: %s", strerror(-err));
+		goto out_node;
+	}
+	if (info)
+		fill_info(&n, info);
+out_node:
+	if (err && (n.cfg.flags & PI_NODE_XDP))
+		xdp_node_teardown(&n);
+	if (saved >= 0)
+		netns_restore(saved);
+	if (err && n.cfg.uplink_ifindex)
+		detach_prog(n.cfg.uplink_ifindex, PI_HOOK_INGRESS,
+			    node_attach_mode(&n), PI_PRIO_DATAPATH, path);
+	node_close(&n);
+out:
+	node_bpf__destroy(skel);
+	if (err) {
+		snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, name);
+		if (made_dir)
+			rm_tree(path);
+		rmdir(PI_PIN_ROOT);	/* only when no other node is left */
+		if (made_ns)
+			netns_delete(name);
+	}
+	if (info && !err)
+		info->owns_netns = made_ns;
+	if (lock_fd >= 0)
+		close(lock_fd);
+	return err;
+}
+
+static int remove_pod_cb(const struct pi_node *n, const struct pi_pod_info *pod,
+			 void *ctx)
+{
+	int *err = ctx;
+	int e = pod_remove((struct pi_node *)n, pod);
+
+	if (e && !*err)
+		*err = e;
+	return 0;
+}
+
+int pi_node_down(const char *name, bool force, int timeout_ms)
+{
+	char path[PATH_MAX];
+	struct pi_node n;
+	int err = 0, saved, lock_fd;
+
+	if (!pi_valid_name(name, 15)) {
+		pr_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
+		       name ? name : "");
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, name);
+	lock_fd = node_lock_dir(path, NODE_LOCK_EXCLUSIVE, timeout_ms);
+	if (lock_fd == -ENOENT) {
+		pr_err("node '%s' is not up", name);
+		return -ENOENT;
+	}
+	if (lock_fd < 0) {
+		if (lock_fd == -EBUSY)
+			pr_err("node '%s' is busy: another command holds its lock; try again later",
+			       name);
+		else
+			pr_err("cannot lock node '%s': %s", name,
+			       strerror(-lock_fd));
+		return lock_fd;
+	}
+	err = node_open(&n, name, NODE_LOCK_HELD, 0);
+	if (err) {
+		int rm;
+
+		/* Another build's node is left alone unless forced: its pods
+		 * are in maps this build cannot read. A node that is broken
+		 * (its namespace deleted under it) still has pins; take them
+		 * away so the name can be used again. */
+		if (err == -EPROTO && !force) {
+			close(lock_fd);
+			return err;
+		}
+		rm = rm_tree(path);
+		close(lock_fd);
+		rmdir(PI_PIN_ROOT);
+		if (rm) {
+			pr_err("cannot remove %s: %s", path, strerror(-rm));
+			return rm;
+		}
+		if (force)
+			return 0;
+		pr_err("node '%s' was broken; its pins are removed", name);
+		return err;
+	}
+	pod_for_each(&n, remove_pod_cb, &err);
+	if (n.cfg.uplink_ifindex && !node_enter(&n, &saved)) {
+		if (n.cfg.flags & PI_NODE_XDP)
+			xdp_node_teardown(&n);
+		node_pin_path(&n, path, sizeof(path), "link_uplink");
+		detach_prog(n.cfg.uplink_ifindex, PI_HOOK_INGRESS,
+			    node_attach_mode(&n), PI_PRIO_DATAPATH, path);
+		netns_restore(saved);
+	}
+	{
+		int e = rm_tree(n.pin_dir);
+
+		if (e && !err)
+			err = e;
+	}
+	if (n.cfg.flags & PI_NODE_OWNS_NETNS) {
+		int e;
+
+		close(n.netns_fd);
+		n.netns_fd = -1;
+		e = netns_delete(name);
+		if (e && !err)
+			err = e;
+	}
+	node_close(&n);
+	close(lock_fd);
+	rmdir(PI_PIN_ROOT);	/* only when no other node is left */
+	if (err)
+		pr_err("node '%s' down with errors: %s", name, strerror(-err));
+	return err;
+}

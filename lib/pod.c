@@ -1,0 +1,800 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Pods. A pod that podinject makes is a network namespace named after it
+ * (or a runtime's namespace), a device pair (pod side "eth0", node side
+ * "pi-NAME" unless named otherwise), /32 and /128 addresses, a default
+ * route through a link-local gateway whose neighbour entry is the node
+ * side's MAC, and the pod's programs on the node side. A pod it adopts is
+ * a namespace and a device pair another tool made: podinject adds its
+ * records and programs and, on removal, takes away only those.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "attach.h"
+#include "kernel_features.h"
+#include "lib.h"
+#include "nl.h"
+#include "xdp.h"
+
+static int endpoint_exists(const struct pi_node *n, int family,
+			   const struct pi_addr *a)
+{
+	struct pi_endpoint_key key = { .family = family, .addr = *a };
+	struct pi_endpoint ep;
+
+	return !bpf_map_lookup_elem(n->maps[M_ENDPOINTS], &key, &ep);
+}
+
+/* Called with the node's lock held, so no other command takes the same id
+ * between this scan and the pod's record. */
+static int free_pod_id(const struct pi_node *n, uint32_t *id)
+{
+	bool used[PI_MAX_PODS] = { false };
+	uint32_t key, next, *prev = NULL;
+	struct pi_pod pod;
+
+	while (!bpf_map_get_next_key(n->maps[M_PODS], prev, &next)) {
+		if (!bpf_map_lookup_elem(n->maps[M_PODS], &next, &pod) &&
+		    pod.id < PI_MAX_PODS)
+			used[pod.id] = true;
+		key = next;
+		prev = &key;
+	}
+	for (uint32_t i = 0; i < PI_MAX_PODS; i++) {
+		if (!used[i]) {
+			*id = i;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+/* Pins are named by the host-side ifindex: a pod's name may hold '/'. */
+static void pod_link_pin(const struct pi_node *n, const struct pi_pod_info *pod,
+			 const char *hook, char *buf, size_t len)
+{
+	node_pin_path(n, buf, len, "link_pod_%u_%s", pod->ifindex, hook);
+}
+
+static enum pi_hook egress_hook(const struct pi_pod_info *pod)
+{
+	return pod->flags & PI_POD_NETKIT ? PI_HOOK_NETKIT_PEER :
+					    PI_HOOK_INGRESS;
+}
+
+static enum pi_hook ingress_hook(const struct pi_pod_info *pod)
+{
+	return pod->flags & PI_POD_NETKIT ? PI_HOOK_NETKIT_PRIMARY :
+					    PI_HOOK_EGRESS;
+}
+
+/* Inside the pod's namespace: addresses, eth0 up, default routes through
+ * the link-local gateways, whose neighbour entries are the node side's MAC
+ * so the pod never has to resolve them. */
+static int setup_pod_side(struct pi_pod_info *pod)
+{
+	bool has4 = pod->flags & PI_POD_HAS_V4, has6 = pod->flags & PI_POD_HAS_V6;
+	struct in_addr gw4;
+	struct in6_addr gw6;
+	int ifindex, err;
+
+	inet_pton(AF_INET, GW4, &gw4);
+	inet_pton(AF_INET6, GW6, &gw6);
+	ifindex = nl_link_index(pod->ifname);
+	if (ifindex < 0)
+		return ifindex;
+	pod->peer_ifindex = ifindex;
+	err = nl_link_get_mac(ifindex, pod->pod_mac);
+	if (!err && has4)
+		err = nl_addr_add(ifindex, AF_INET, &pod->ip4, 32);
+	if (!err && has6)
+		err = nl_addr_add(ifindex, AF_INET6, pod->ip6, 128);
+	if (!err)
+		err = nl_link_set_up(ifindex);
+	if (!err && has4)
+		err = nl_neigh_add(ifindex, AF_INET, &gw4, pod->host_mac);
+	if (!err && has4)
+		err = nl_route_add(AF_INET, (uint8_t[4]){ 0 }, 0, &gw4,
+				   ifindex);
+	if (!err && has6)
+		err = nl_neigh_add(ifindex, AF_INET6, &gw6, pod->host_mac);
+	if (!err && has6)
+		err = nl_route_add(AF_INET6, (uint8_t[16]){ 0 }, 0, &gw6,
+				   ifindex);
+	return err;
+}
+
+/* Inside the node's namespace: the host route and neighbour for each pod
+ * address, so the node's own stack and the uplink reach the pod too. */
+static int setup_node_side(struct pi_pod_info *pod)
+{
+	bool has4 = pod->flags & PI_POD_HAS_V4, has6 = pod->flags & PI_POD_HAS_V6;
+	int err = nl_link_set_up(pod->ifindex);
+
+	if (!err && has4)
+		err = nl_route_add(AF_INET, &pod->ip4, 32, NULL,
+				   pod->ifindex);
+	if (!err && has4 && !(pod->flags & PI_POD_NETKIT))
+		err = nl_neigh_add(pod->ifindex, AF_INET, &pod->ip4,
+				   pod->pod_mac);
+	if (!err && has6)
+		err = nl_route_add(AF_INET6, pod->ip6, 128, NULL,
+				   pod->ifindex);
+	if (!err && has6 && !(pod->flags & PI_POD_NETKIT))
+		err = nl_neigh_add(pod->ifindex, AF_INET6, pod->ip6,
+				   pod->pod_mac);
+	return err;
+}
+
+static int add_endpoints(const struct pi_node *n, const struct pi_pod_info *pod)
+{
+	struct pi_endpoint ep = {
+		.kind = PI_EP_POD,
+		.pod_ifindex = pod->ifindex,
+		.pod_id = pod->id,
+	};
+	struct pi_endpoint_key key = {};
+	int err = 0;
+
+	memcpy(ep.pod_mac, pod->pod_mac, 6);
+	memcpy(ep.host_mac, pod->host_mac, 6);
+	if (pod->flags & PI_POD_HAS_V4) {
+		key.family = AF_INET;
+		key.addr.a[0] = pod->ip4;
+		if (bpf_map_update_elem(n->maps[M_ENDPOINTS], &key, &ep,
+					BPF_NOEXIST))
+			err = -errno;
+	}
+	if (!err && (pod->flags & PI_POD_HAS_V6)) {
+		memset(&key, 0, sizeof(key));
+		key.family = AF_INET6;
+		memcpy(key.addr.a, pod->ip6, 16);
+		if (bpf_map_update_elem(n->maps[M_ENDPOINTS], &key, &ep,
+					BPF_NOEXIST)) {
+			/* Undo only our own: the v6 key may be another's. */
+			err = -errno;
+			memset(&key, 0, sizeof(key));
+			key.family = AF_INET;
+			key.addr.a[0] = pod->ip4;
+			if (pod->flags & PI_POD_HAS_V4)
+				bpf_map_delete_elem(n->maps[M_ENDPOINTS], &key);
+		}
+	}
+	return err;
+}
+
+static void del_endpoints(const struct pi_node *n, const struct pi_pod_info *pod)
+{
+	struct pi_endpoint_key key = {};
+
+	if (pod->flags & PI_POD_HAS_V4) {
+		key.family = AF_INET;
+		key.addr.a[0] = pod->ip4;
+		bpf_map_delete_elem(n->maps[M_ENDPOINTS], &key);
+	}
+	if (pod->flags & PI_POD_HAS_V6) {
+		memset(&key, 0, sizeof(key));
+		key.family = AF_INET6;
+		memcpy(key.addr.a, pod->ip6, 16);
+		bpf_map_delete_elem(n->maps[M_ENDPOINTS], &key);
+	}
+}
+
+static void reset_pod_stats(const struct pi_node *n, uint32_t id)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	void *zero;
+
+	if (ncpu <= 0)
+		return;
+	zero = calloc(ncpu, sizeof(struct pi_pod_stats));
+	if (!zero)
+		return;
+	bpf_map_update_elem(n->maps[M_POD_STATS], &id, zero, 0);
+	free(zero);
+}
+
+static int attach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
+{
+	enum pi_attach_mode mode = node_attach_mode(n);
+	bool netkit = pod->flags & PI_POD_NETKIT;
+	char path[PATH_MAX];
+	int err;
+
+	if (netkit)
+		mode = PI_ATTACH_TCX;
+	pod_link_pin(n, pod, "egress", path, sizeof(path));
+	err = attach_prog(n->progs[netkit ? P_POD_EGRESS_NETKIT : P_POD_EGRESS],
+			  pod->ifindex, egress_hook(pod), mode, false,
+			  PI_PRIO_DATAPATH, path);
+	if (err)
+		return err;
+	pod_link_pin(n, pod, "ingress", path, sizeof(path));
+	err = attach_prog(n->progs[netkit ? P_POD_INGRESS_NETKIT :
+					     P_POD_INGRESS], pod->ifindex,
+			  ingress_hook(pod), mode, false, PI_PRIO_DATAPATH,
+			  path);
+	if (err) {
+		pod_link_pin(n, pod, "egress", path, sizeof(path));
+		detach_prog(pod->ifindex, egress_hook(pod), mode,
+			    PI_PRIO_DATAPATH, path);
+	}
+	return err;
+}
+
+static void detach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
+{
+	enum pi_attach_mode mode = node_attach_mode(n);
+	char path[PATH_MAX];
+
+	if (pod->flags & PI_POD_NETKIT)
+		mode = PI_ATTACH_TCX;
+	pod_link_pin(n, pod, "egress", path, sizeof(path));
+	detach_prog(pod->ifindex, egress_hook(pod), mode, PI_PRIO_DATAPATH,
+		    path);
+	pod_link_pin(n, pod, "ingress", path, sizeof(path));
+	detach_prog(pod->ifindex, ingress_hook(pod), mode, PI_PRIO_DATAPATH,
+		    path);
+}
+
+/* What makes a pod a pod of the node, once its devices exist: its records,
+ * its endpoints, the datapath's programs and, on an XDP node, the ACL on
+ * its pod-side device. Undoes its own steps when one fails. */
+static int pod_enter_datapath(const struct pi_node *n, struct pi_pod_info *pod,
+			      int pod_ns)
+{
+	bool xdp = (n->cfg.flags & PI_NODE_XDP) && !(pod->flags & PI_POD_NETKIT);
+	int err;
+
+	reset_pod_stats(n, pod->id);
+	policy_clear_pod((struct pi_node *)n, pod->id);
+	pod->flags &= ~PI_POD_XDP;
+	err = pod_store(n, pod, BPF_NOEXIST);
+	if (err) {
+		pr_err("cannot record pod '%s': %s", pod->name, strerror(-err));
+		return err;
+	}
+	err = add_endpoints(n, pod);
+	if (err) {
+		pr_err("cannot record the addresses of pod '%s': %s", pod->name,
+		      strerror(-err));
+		pod_forget(n, pod);
+		return err;
+	}
+	err = attach_pod(n, pod);
+	if (err) {
+		pr_err("cannot attach the datapath to %s: %s", pod->hostdev,
+		      strerror(-err));
+		goto fail_records;
+	}
+	/* netkit has no XDP hook: its pods stay on tc enforcement. */
+	if (xdp) {
+		err = xdp_pod_attach(n, pod, pod_ns);
+		if (err) {
+			pr_err("cannot attach the XDP ingress ACL to %s of '%s': %s",
+			      pod->ifname, pod->name, strerror(-err));
+			detach_pod(n, pod);
+			goto fail_records;
+		}
+	}
+	return 0;
+fail_records:
+	del_endpoints(n, pod);
+	pod_forget(n, pod);
+	return err;
+}
+
+/* Checks that hold for any pod joining the node, made here or adopted;
+ * run with the node's lock held, so they still hold when it joins. */
+static int pod_admissible(const struct pi_node *n, struct pi_pod_info *pod)
+{
+	struct pi_addr a = {};
+	struct pi_pod_info other;
+	char buf[64];
+
+	if (!pod_find(n, pod->name, &other)) {
+		pr_err("pod '%s' exists already", pod->name);
+		return -EEXIST;
+	}
+	if (pod->flags & PI_POD_HAS_V4) {
+		a.a[0] = pod->ip4;
+		if (endpoint_exists(n, AF_INET, &a)) {
+			pr_err("address %s is in use on node '%s'",
+			      pi_fmt_addr(AF_INET, &a, -1, buf, sizeof(buf)),
+			      n->name);
+			return -EADDRINUSE;
+		}
+	}
+	if (pod->flags & PI_POD_HAS_V6) {
+		memcpy(a.a, pod->ip6, 16);
+		if (endpoint_exists(n, AF_INET6, &a)) {
+			pr_err("address %s is in use on node '%s'",
+			      pi_fmt_addr(AF_INET6, &a, -1, buf, sizeof(buf)),
+			      n->name);
+			return -EADDRINUSE;
+		}
+	}
+	if (free_pod_id(n, &pod->id)) {
+		pr_err("node '%s' has no room for another pod (max %d)", n->name,
+		      PI_MAX_PODS);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+/* The pod-side device of host device `hostdev` (ifindex host_ifindex) in
+ * the namespace we are in: `ifname` when given, else whichever device is
+ * its peer. Either way its own peer must be host_ifindex, so a wrong
+ * --ifname or --dev is refused, not half adopted. */
+static int find_pod_side(const char *ifname, int host_ifindex, int peer_hint,
+			 struct pi_pod_info *pod)
+{
+	int ifindex = ifname ? nl_link_index(ifname) : peer_hint;
+
+	if (ifindex <= 0 || nl_link_peer(ifindex) != host_ifindex)
+		return -ENODEV;
+	pod->peer_ifindex = ifindex;
+	if (nl_link_name(ifindex, pod->ifname))
+		return -ENODEV;
+	return nl_link_get_mac(ifindex, pod->pod_mac);
+}
+
+/* The pod's first global IPv4 and IPv6 addresses on its interface, where
+ * the command line gave none. Called inside the pod's namespace. */
+static int read_pod_addresses(struct pi_pod_info *pod, bool want4, bool want6)
+{
+	struct ifaddrs *all, *ifa;
+
+	if (getifaddrs(&all))
+		return -errno;
+	for (ifa = all; ifa; ifa = ifa->ifa_next) {
+		if (!ifa->ifa_addr || strcmp(ifa->ifa_name, pod->ifname))
+			continue;
+		if (want4 && ifa->ifa_addr->sa_family == AF_INET &&
+		    !(pod->flags & PI_POD_HAS_V4)) {
+			pod->ip4 = ((struct sockaddr_in *)ifa->ifa_addr)->sin_addr.s_addr;
+			pod->flags |= PI_POD_HAS_V4;
+		} else if (want6 && ifa->ifa_addr->sa_family == AF_INET6 &&
+			   !(pod->flags & PI_POD_HAS_V6)) {
+			struct in6_addr *a6 =
+				&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr;
+
+			if (IN6_IS_ADDR_LINKLOCAL(a6))
+				continue;
+			memcpy(pod->ip6, a6, 16);
+			pod->flags |= PI_POD_HAS_V6;
+		}
+	}
+	freeifaddrs(all);
+	return 0;
+}
+
+static void copy_name(char *dst, size_t len, const char *src)
+{
+	snprintf(dst, len, "%s", src ? src : "");
+}
+
+int pi_pod_add(struct pi_node *n, const struct pi_pod_spec *spec,
+	       struct pi_pod_info *out)
+{
+	bool own_netns = !spec->netns;
+	struct pi_pod_info pod = {};
+	int pod_ns = -1, saved = -1, saved2 = -1, err;
+	bool made_ns = false, made_dev = false;
+
+	if (own_netns || !spec->hostdev) {
+		if (!pi_valid_name(spec->name, POD_NAME_MAX)) {
+			pr_err("invalid pod name '%s': use 1-%d of a-z, 0-9, '-'",
+			       spec->name ? spec->name : "", POD_NAME_MAX);
+			return -EINVAL;
+		}
+	} else if (!pi_valid_pod_name(spec->name)) {
+		pr_err("invalid pod name '%s'", spec->name ? spec->name : "");
+		return -EINVAL;
+	}
+	if (!spec->has4 && !spec->has6) {
+		pr_err("pod '%s' needs an IPv4 and/or an IPv6 address", spec->name);
+		return -EINVAL;
+	}
+	if ((spec->ifname && (!*spec->ifname || strlen(spec->ifname) >= IFNAMSIZ)) ||
+	    (spec->hostdev && (!*spec->hostdev || strlen(spec->hostdev) >= IFNAMSIZ)) ||
+	    (spec->netns && strlen(spec->netns) >= PI_NETNS_MAX) ||
+	    (spec->attach_id && strlen(spec->attach_id) >= PI_ATTACH_ID_MAX)) {
+		pr_err("pod '%s': a device, namespace or attach id name is too long",
+		       spec->name);
+		return -EINVAL;
+	}
+	copy_name(pod.name, sizeof(pod.name), spec->name);
+	copy_name(pod.netns, sizeof(pod.netns), own_netns ? spec->name : spec->netns);
+	copy_name(pod.ifname, sizeof(pod.ifname), spec->ifname ? spec->ifname : "eth0");
+	if (spec->hostdev)
+		copy_name(pod.hostdev, sizeof(pod.hostdev), spec->hostdev);
+	else
+		snprintf(pod.hostdev, sizeof(pod.hostdev), POD_DEV_PREFIX "%s",
+			 spec->name);
+	copy_name(pod.attach_id, sizeof(pod.attach_id), spec->attach_id);
+	pod.meta_flags = PI_META_OWNS_DEV | (own_netns ? PI_META_OWNS_NETNS : 0);
+	pod.flags = (spec->has4 ? PI_POD_HAS_V4 : 0) |
+		    (spec->has6 ? PI_POD_HAS_V6 : 0) |
+		    (spec->netkit ? PI_POD_NETKIT : 0);
+	pod.ip4 = spec->ip4.a[0];
+	memcpy(pod.ip6, spec->ip6.a, 16);
+	err = pod_admissible(n, &pod);
+	if (err)
+		return err;
+	if (own_netns) {
+		if (netns_exists(pod.netns)) {
+			pr_err("a network namespace named '%s' exists already",
+			       pod.netns);
+			return -EEXIST;
+		}
+		err = netns_create(pod.netns);
+		if (err) {
+			pr_err("cannot create namespace '%s': %s", pod.netns,
+			       strerror(-err));
+			return err;
+		}
+		made_ns = true;
+	}
+	pod_ns = netns_open_any(pod.netns);
+	if (pod_ns < 0) {
+		err = pod_ns;
+		pr_err("no network namespace '%s': %s", pod.netns, strerror(-err));
+		if (err == -ENOENT)
+			err = -ENXIO;
+		goto out;
+	}
+	err = node_enter(n, &saved);
+	if (err) {
+		pr_err("cannot enter the namespace of node '%s'", n->name);
+		goto out;
+	}
+	if (nl_link_index(pod.hostdev) > 0) {
+		pr_err("device '%s' exists already on node '%s'", pod.hostdev,
+		       n->name);
+		err = -EEXIST;
+		goto out_runtime;
+	}
+	err = spec->netkit ? nl_netkit_create(pod.hostdev, pod.ifname, pod_ns) :
+			     nl_veth_create(pod.hostdev, pod.ifname, pod_ns);
+	if (err) {
+		if (err == -EOPNOTSUPP && spec->netkit)
+			pr_err("this kernel has no netkit (see 'podinject features')");
+		else
+			pr_err("cannot create %s pair for '%s': %s",
+			       spec->netkit ? "netkit" : "veth", pod.name,
+			       strerror(-err));
+		goto out;
+	}
+	made_dev = true;
+	pod.ifindex = nl_link_index(pod.hostdev);
+	err = nl_link_get_mac(pod.ifindex, pod.host_mac);
+	if (!err) {
+		err = netns_enter(pod_ns, &saved2);
+		if (!err) {
+			err = setup_pod_side(&pod);
+			netns_restore(saved2);
+		}
+	}
+	if (!err)
+		err = setup_node_side(&pod);
+	/* Both ends up is not yet both ends passing traffic; a pod that
+	 * sends at once would lose its first packets. */
+	if (!err)
+		err = nl_link_wait_running(pod.ifindex, 2000);
+	if (!err) {
+		err = netns_enter(pod_ns, &saved2);
+		if (!err) {
+			err = nl_link_wait_running(pod.peer_ifindex, 2000);
+			netns_restore(saved2);
+		}
+	}
+	if (err) {
+		pr_err("cannot configure pod '%s': %s", pod.name, strerror(-err));
+		goto out;
+	}
+	err = pod_enter_datapath(n, &pod, pod_ns);
+	if (!err && out)
+		*out = pod;
+	goto out;
+out_runtime:
+	/* A name clash found only now is the node's state, not a usage
+	 * error of the caller's: it was free when admitted. */
+	err = -ENOTUNIQ;
+out:
+	if (err && made_dev && pod.ifindex > 0)
+		nl_link_del(pod.ifindex);
+	if (saved >= 0)
+		netns_restore(saved);
+	if (pod_ns >= 0)
+		close(pod_ns);
+	if (err && made_ns)
+		netns_delete(pod.netns);
+	return err;
+}
+
+int pi_pod_adopt(struct pi_node *n, const struct pi_adopt_spec *spec,
+		 struct pi_pod_info *out)
+{
+	struct pi_pod_info pod = {}, other;
+	char kind[16] = "";
+	int pod_ns = -1, saved = -1, saved2 = -1, peer, err;
+
+	if (!pi_valid_pod_name(spec->name)) {
+		pr_err("invalid pod name '%s': use 1-%d of A-Z, a-z, 0-9, '-', '.', '_', '/'",
+		       spec->name ? spec->name : "", PI_POD_NAME_MAX);
+		return -EINVAL;
+	}
+	if (!spec->netns || !*spec->netns || strlen(spec->netns) >= PI_NETNS_MAX) {
+		pr_err("pod '%s' needs a namespace (a name or a path under %d characters)",
+		       spec->name, PI_NETNS_MAX);
+		return -EINVAL;
+	}
+	if (!spec->hostdev || !*spec->hostdev || strlen(spec->hostdev) >= IFNAMSIZ) {
+		pr_err("pod '%s' needs its host-side device", spec->name);
+		return -EINVAL;
+	}
+	if (spec->ifname && (!*spec->ifname || strlen(spec->ifname) >= IFNAMSIZ)) {
+		pr_err("invalid interface name '%s'", spec->ifname);
+		return -EINVAL;
+	}
+	if (spec->attach_id && strlen(spec->attach_id) >= PI_ATTACH_ID_MAX) {
+		pr_err("attach id is longer than %d characters",
+		       PI_ATTACH_ID_MAX - 1);
+		return -EINVAL;
+	}
+	copy_name(pod.name, sizeof(pod.name), spec->name);
+	copy_name(pod.netns, sizeof(pod.netns), spec->netns);
+	copy_name(pod.hostdev, sizeof(pod.hostdev), spec->hostdev);
+	copy_name(pod.attach_id, sizeof(pod.attach_id), spec->attach_id);
+	pod.meta_flags = 0;	/* neither namespace nor devices are ours */
+	pod_ns = netns_open_any(spec->netns);
+	if (pod_ns < 0) {
+		pr_err("no network namespace '%s': %s", spec->netns,
+		       strerror(-pod_ns));
+		return -ENXIO;
+	}
+	err = node_enter(n, &saved);
+	if (err) {
+		pr_err("cannot enter the namespace of node '%s'", n->name);
+		goto out;
+	}
+	err = nl_link_index(spec->hostdev);
+	if (err <= 0 || nl_link_kind(err, kind) ||
+	    (strcmp(kind, "veth") && strcmp(kind, "netkit"))) {
+		pr_err(err <= 0 ? "no device '%s' on node '%s'" :
+		       "device '%s' on node '%s' is not a veth or netkit device",
+		       spec->hostdev, n->name);
+		err = -ENXIO;
+		goto out;
+	}
+	pod.ifindex = err;
+	if (!strcmp(kind, "netkit"))
+		pod.flags |= PI_POD_NETKIT;
+	peer = nl_link_peer(pod.ifindex);
+	err = nl_link_get_mac(pod.ifindex, pod.host_mac);
+	if (err == -ENODATA && (pod.flags & PI_POD_NETKIT))
+		err = 0;
+	if (!err)
+		err = netns_enter(pod_ns, &saved2);
+	if (err) {
+		pr_err("cannot read device '%s': %s", spec->hostdev,
+		       strerror(-err));
+		goto out;
+	}
+	err = find_pod_side(spec->ifname, pod.ifindex, peer, &pod);
+	if (err == -ENODATA && (pod.flags & PI_POD_NETKIT))
+		err = 0;
+	if (!err)
+		err = read_pod_addresses(&pod, !spec->has4, !spec->has6);
+	netns_restore(saved2);
+	if (err) {
+		if (err == -ENODEV) {
+			pr_err("%s in namespace '%s' is not the peer of '%s'",
+			       spec->ifname ? spec->ifname : "no device",
+			       spec->netns, spec->hostdev);
+			err = -ENXIO;
+		} else {
+			pr_err("cannot read the pod side of '%s': %s",
+			       spec->hostdev, strerror(-err));
+		}
+		goto out;
+	}
+	if (spec->has4) {
+		pod.ip4 = spec->ip4.a[0];
+		pod.flags |= PI_POD_HAS_V4;
+	}
+	if (spec->has6) {
+		memcpy(pod.ip6, spec->ip6.a, 16);
+		pod.flags |= PI_POD_HAS_V6;
+	}
+	if (!(pod.flags & (PI_POD_HAS_V4 | PI_POD_HAS_V6))) {
+		pr_err("%s in namespace '%s' has no address; give one",
+		       pod.ifname, spec->netns);
+		err = -EINVAL;
+		goto out;
+	}
+	if (!pod_by_ifindex(n, pod.ifindex, &other)) {
+		pr_err("device '%s' is pod '%s' of node '%s' already",
+		       spec->hostdev, other.name, n->name);
+		err = -EEXIST;
+		goto out;
+	}
+	err = pod_admissible(n, &pod);
+	if (!err)
+		err = pod_enter_datapath(n, &pod, pod_ns);
+	if (!err && out)
+		*out = pod;
+out:
+	if (saved >= 0)
+		netns_restore(saved);
+	if (pod_ns >= 0)
+		close(pod_ns);
+	return err;
+}
+
+int pod_remove(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	bool own_dev = pod->meta_flags & PI_META_OWNS_DEV;
+	bool own_netns = pod->meta_flags & PI_META_OWNS_NETNS;
+	int saved, err, first = 0;
+
+	/* ifindexes, and clsact filters with them, are the node's. */
+	err = node_enter(n, &saved);
+	if (err)
+		return err;
+	/* A device of ours goes first: with it go its programs, all at
+	 * once, and the pod is never on a device without its checks. */
+	if (own_dev) {
+		err = nl_link_del(pod->ifindex);
+		if (err && err != -ENODEV)
+			first = err;
+	}
+	for (int i = 0; pi_features[i]; i++)
+		pi_features[i]->forget_pod(n, pod);
+	detach_pod(n, pod);
+	del_endpoints(n, pod);
+	pod_forget(n, pod);
+	netns_restore(saved);
+	if (own_netns) {
+		err = netns_delete(pod->netns);
+		if (err && err != -ENOENT && !first)
+			first = err;
+	}
+	return first;
+}
+
+int pi_pod_del(struct pi_node *n, const char *name)
+{
+	struct pi_pod_info pod;
+	int err = pod_lookup(n, name, &pod);
+
+	if (err)
+		return err;
+	err = pod_remove(n, &pod);
+	if (err)
+		pr_err("pod '%s' removed with errors: %s", name, strerror(-err));
+	return err;
+}
+
+int pi_pod_get(struct pi_node *n, const char *name, struct pi_pod_info *out)
+{
+	return pod_lookup(n, name, out);
+}
+
+struct attach_ctx {
+	const char *id;
+	struct pi_pod_info *out;
+};
+
+static int attach_cb(const struct pi_node *n, const struct pi_pod_info *pod,
+		     void *c)
+{
+	struct attach_ctx *ctx = c;
+
+	if (!*pod->attach_id || strcmp(pod->attach_id, ctx->id))
+		return 0;
+	*ctx->out = *pod;
+	return 1;
+}
+
+int pi_pod_get_by_attach_id(struct pi_node *n, const char *id,
+			    struct pi_pod_info *out)
+{
+	struct attach_ctx ctx = { .id = id, .out = out };
+
+	if (!id || !*id)
+		return -EINVAL;
+	return pod_for_each(n, attach_cb, &ctx) == 1 ? 0 : -ESRCH;
+}
+
+struct list_ctx {
+	struct pi_pod_info *all;
+	int cnt;
+};
+
+static int list_cb(const struct pi_node *n, const struct pi_pod_info *pod,
+		   void *c)
+{
+	struct list_ctx *ctx = c;
+
+	ctx->all[ctx->cnt++] = *pod;
+	return 0;
+}
+
+int pi_pod_list(struct pi_node *n, struct pi_pod_info **pods)
+{
+	struct list_ctx ctx = { .all = calloc(PI_MAX_PODS, sizeof(*ctx.all)) };
+	int err;
+
+	*pods = NULL;
+	if (!ctx.all)
+		return -ENOMEM;
+	err = pod_for_each(n, list_cb, &ctx);
+	if (err < 0) {
+		free(ctx.all);
+		return err;
+	}
+	*pods = ctx.all;
+	return ctx.cnt;
+}
+
+int pi_pod_counters(struct pi_node *n, const struct pi_pod_info *pod,
+		    struct pi_pod_stats *out)
+{
+	return pod_stats_sum(n, pod->id, out);
+}
+
+int pi_pod_xdp(struct pi_node *n, const struct pi_pod_info *pod,
+	       uint32_t *prog_id, struct pi_xdp_stats *stats)
+{
+	if (!(pod->flags & PI_POD_XDP))
+		return -ENOENT;
+	*prog_id = xdp_pod_prog_id(pod);
+	return xdp_pod_stats(n, pod->id, stats);
+}
+
+/* Each program the pod must have: its link pin (tcx) or program pin
+ * (clsact) exists exactly while it is attached, and for tcx the link must
+ * still be on the pod's device. */
+int pi_pod_check(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	static const char *const hooks[] = { "egress", "ingress" };
+	struct bpf_link_info info = {};
+	__u32 len = sizeof(info);
+	char path[PATH_MAX];
+	int fd, err = 0;
+
+	for (int i = 0; i < 2; i++) {
+		pod_link_pin(n, pod, hooks[i], path, sizeof(path));
+		fd = bpf_obj_get(path);
+		if (fd < 0) {
+			pr_err("pod '%s': its %s program is not attached",
+			       pod->name, hooks[i]);
+			err = -ENOLINK;
+			continue;
+		}
+		memset(&info, 0, sizeof(info));
+		len = sizeof(info);
+		if ((node_attach_mode(n) == PI_ATTACH_TCX ||
+		     (pod->flags & PI_POD_NETKIT)) &&
+		    (bpf_obj_get_info_by_fd(fd, &info, &len) ||
+		     /* tcx and netkit links report their ifindex where
+		      * xdp links do; Debian's uapi headers predate them. */
+		     info.xdp.ifindex != pod->ifindex)) {
+			pr_err("pod '%s': its %s program's link is no longer on %s",
+			       pod->name, hooks[i], pod->hostdev);
+			err = -ENOLINK;
+		}
+		close(fd);
+	}
+	return err;
+}

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Policy: ordered allow/deny rules per pod and direction. The first
+ * matching rule decides; no match allows.
+ *
+ * Every edit builds the pod's whole new rule list in a free range of the
+ * node's `rules` array and then flips the pod's reference to it, so the
+ * datapath never sees a half-edited policy. Edits hold the node's lock, so
+ * two never pick the same range or rule id.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "lib.h"
+
+static int read_ref(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
+		    struct pi_policy_ref *ref)
+{
+	uint32_t key = pod_id * 2 + dir;
+
+	memset(ref, 0, sizeof(*ref));
+	return bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &key, ref) ?
+	       -errno : 0;
+}
+
+static int read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
+		      struct pi_rule *out)
+{
+	for (uint32_t i = 0; i < ref->count; i++) {
+		uint32_t slot = ref->start + i;
+
+		if (bpf_map_lookup_elem(n->maps[M_RULES], &slot, &out[i]))
+			return -errno;
+	}
+	return 0;
+}
+
+/* First slot of a free run of `count` slots, or -ENOSPC. Live ranges,
+ * including the one being replaced, are all avoided. */
+static int find_free_range(const struct pi_node *n, uint32_t count,
+			   uint32_t *start)
+{
+	uint8_t *used = calloc(PI_MAX_RULES, 1);
+	struct pi_policy_ref ref;
+	uint32_t run = 0;
+
+	if (!used)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < PI_MAX_PODS * 2; k++) {
+		if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &k, &ref))
+			continue;
+		for (uint32_t i = 0; i < ref.count; i++)
+			if (ref.start + i < PI_MAX_RULES)
+				used[ref.start + i] = 1;
+	}
+	for (uint32_t s = 0; s < PI_MAX_RULES; s++) {
+		run = used[s] ? 0 : run + 1;
+		if (run == count) {
+			*start = s + 1 - count;
+			free(used);
+			return 0;
+		}
+	}
+	free(used);
+	return -ENOSPC;
+}
+
+static int alloc_rule_id(const struct pi_node *n, uint32_t *id)
+{
+	uint8_t *used = calloc(PI_MAX_RULE_IDS, 1);
+	struct pi_policy_ref ref;
+	struct pi_rule r;
+	int ncpu = libbpf_num_possible_cpus();
+	void *zero;
+
+	if (!used)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < PI_MAX_PODS * 2; k++) {
+		if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &k, &ref))
+			continue;
+		for (uint32_t i = 0; i < ref.count; i++) {
+			uint32_t slot = ref.start + i;
+
+			if (!bpf_map_lookup_elem(n->maps[M_RULES], &slot, &r) &&
+			    r.id < PI_MAX_RULE_IDS)
+				used[r.id] = 1;
+		}
+	}
+	/* Id 0 is never handed out, so an all-zero slot is no rule. */
+	for (uint32_t i = 1; i < PI_MAX_RULE_IDS; i++) {
+		if (used[i])
+			continue;
+		*id = i;
+		free(used);
+		zero = calloc(ncpu > 0 ? ncpu : 1, sizeof(struct pi_rule_stats));
+		if (!zero)
+			return -ENOMEM;
+		bpf_map_update_elem(n->maps[M_RULE_STATS], id, zero, 0);
+		free(zero);
+		return 0;
+	}
+	free(used);
+	return -ENOSPC;
+}
+
+/* Publishes `rules` as the pod's policy in `dir`. */
+static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
+			const struct pi_rule *rules, uint32_t count)
+{
+	struct pi_policy_ref ref = { .count = count };
+	uint32_t key = pod_id * 2 + dir;
+	int err;
+
+	if (count) {
+		err = find_free_range(n, count, &ref.start);
+		if (err)
+			return err;
+		for (uint32_t i = 0; i < count; i++) {
+			uint32_t slot = ref.start + i;
+
+			if (bpf_map_update_elem(n->maps[M_RULES], &slot,
+						&rules[i], 0))
+				return -errno;
+		}
+	}
+	return bpf_map_update_elem(n->maps[M_POLICY_REFS], &key, &ref, 0) ?
+	       -errno : 0;
+}
+
+int policy_clear_pod(struct pi_node *n, uint32_t pod_id)
+{
+	int err = write_policy(n, pod_id, PI_DIR_EGRESS, NULL, 0);
+
+	if (!err)
+		err = write_policy(n, pod_id, PI_DIR_INGRESS, NULL, 0);
+	return err;
+}
+
+static const char *dir_name(uint32_t dir)
+{
+	return dir == PI_DIR_EGRESS ? "egress" : "ingress";
+}
+
+/* The pod's current rules in `dir`, in a list with room for all a node
+ * can hold. */
+static int load_policy(struct pi_node *n, const char *pod_name, uint32_t dir,
+		       struct pi_pod_info *pod, struct pi_policy_ref *ref,
+		       struct pi_rule **list)
+{
+	int err = pod_lookup(n, pod_name, pod);
+
+	*list = NULL;
+	if (err)
+		return err;
+	*list = calloc(PI_MAX_RULES, sizeof(**list));
+	if (!*list)
+		return -ENOMEM;
+	err = read_ref(n, pod->id, dir, ref);
+	if (!err)
+		err = read_rules(n, ref, *list);
+	return err;
+}
+
+int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
+		  const struct pi_rule *rule, uint32_t pos, uint32_t *id)
+{
+	struct pi_rule *list = NULL, r = *rule;
+	struct pi_policy_ref ref;
+	struct pi_pod_info pod;
+	int err;
+
+	if (dir > PI_DIR_INGRESS || (r.action != PI_ALLOW && r.action != PI_DENY)) {
+		pr_err("a rule needs a direction and allow or deny");
+		return -EINVAL;
+	}
+	if (r.port_hi && (r.port_lo > r.port_hi || !r.port_lo ||
+			  (r.proto != IPPROTO_TCP && r.proto != IPPROTO_UDP))) {
+		pr_err("'port' needs proto tcp or udp and a range within 1-65535");
+		return -EINVAL;
+	}
+	err = load_policy(n, pod_name, dir, &pod, &ref, &list);
+	if (err == -EINVAL || err == -ESRCH)
+		return err;
+	if (!err && ref.count >= PI_MAX_RULES / 2)
+		err = -ENOSPC;
+	if (!err)
+		err = alloc_rule_id(n, &r.id);
+	if (!err) {
+		uint32_t at = pos && pos - 1 < ref.count ? pos - 1 : ref.count;
+
+		memmove(&list[at + 1], &list[at],
+			(ref.count - at) * sizeof(list[0]));
+		list[at] = r;
+		err = write_policy(n, pod.id, dir, list, ref.count + 1);
+	}
+	free(list);
+	if (err) {
+		pr_err("cannot add rule to pod '%s': %s", pod_name,
+		       strerror(-err));
+		return err;
+	}
+	if (id)
+		*id = r.id;
+	return 0;
+}
+
+int pi_policy_del(struct pi_node *n, const char *pod_name, uint32_t dir,
+		  uint32_t id)
+{
+	struct pi_policy_ref ref;
+	struct pi_pod_info pod;
+	struct pi_rule *list;
+	uint32_t kept = 0;
+	int err;
+
+	if (dir > PI_DIR_INGRESS)
+		return -EINVAL;
+	err = load_policy(n, pod_name, dir, &pod, &ref, &list);
+	if (err == -EINVAL || err == -ESRCH)
+		return err;
+	if (!err && id) {
+		for (uint32_t i = 0; i < ref.count; i++)
+			if (list[i].id != id)
+				list[kept++] = list[i];
+		if (kept == ref.count) {
+			pr_err("pod '%s' has no %s rule %u", pod_name,
+			       dir_name(dir), id);
+			free(list);
+			return -ESRCH;
+		}
+	}
+	if (!err)
+		err = write_policy(n, pod.id, dir, list, kept);
+	free(list);
+	if (err)
+		pr_err("cannot change the policy of pod '%s': %s", pod_name,
+		       strerror(-err));
+	return err;
+}
+
+static void rule_counters(const struct pi_node *n, uint32_t id,
+			  uint64_t *packets, uint64_t *bytes)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct pi_rule_stats *per;
+
+	*packets = *bytes = 0;
+	per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per));
+	if (!per)
+		return;
+	if (!bpf_map_lookup_elem(n->maps[M_RULE_STATS], &id, per)) {
+		for (int c = 0; c < ncpu; c++) {
+			*packets += per[c].packets;
+			*bytes += per[c].bytes;
+		}
+	}
+	free(per);
+}
+
+int pi_policy_list(struct pi_node *n, const char *pod_name,
+		   struct pi_rule_info **out)
+{
+	struct pi_rule_info *all = NULL;
+	struct pi_policy_ref ref[2];
+	struct pi_pod_info pod;
+	struct pi_rule *list;
+	int err, cnt = 0;
+
+	*out = NULL;
+	err = pod_lookup(n, pod_name, &pod);
+	if (err)
+		return err;
+	for (uint32_t dir = 0; dir < 2; dir++)
+		if (read_ref(n, pod.id, dir, &ref[dir]))
+			ref[dir].count = 0;
+	list = calloc(PI_MAX_RULES, sizeof(*list));
+	all = calloc(ref[0].count + ref[1].count + 1, sizeof(*all));
+	if (!list || !all) {
+		free(list);
+		free(all);
+		return -ENOMEM;
+	}
+	for (uint32_t dir = 0; dir < 2; dir++) {
+		if (read_rules(n, &ref[dir], list))
+			continue;
+		for (uint32_t i = 0; i < ref[dir].count; i++) {
+			struct pi_rule_info *ri = &all[cnt++];
+
+			ri->dir = dir;
+			ri->position = i + 1;
+			ri->rule = list[i];
+			rule_counters(n, list[i].id, &ri->packets, &ri->bytes);
+		}
+	}
+	free(list);
+	*out = all;
+	return cnt;
+}
+
+static void policy_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	policy_clear_pod(n, pod->id);
+}
+
+const struct pi_feature policy_feature = {
+	.name = "policy",
+	.forget_pod = policy_forget_pod,
+};

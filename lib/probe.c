@@ -1,0 +1,796 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * podinject probe: synthetic flows from a pod, without entering it.
+ *
+ * podinject's own injector device pair (pi_probe_tx -> pi_probe, in the
+ * node's namespace, the head program on pi_probe) is authorised to speak
+ * for the probed pods. A probe is a frame written to pi_probe_tx with the
+ * pod's source address; the head program injects it into the pod's egress
+ * datapath, where the pod's own programs (source check, policy, routing)
+ * decide its fate exactly as for the pod's traffic. Answers are taken at
+ * the pod's eth0 ingress by the exact flow the probe registered, reported
+ * on a ring buffer and dropped: the pod never sees them.
+ *
+ * The probe's pod-side port comes from PI_PROBE_PORT_LO..HI, outside
+ * Linux's ephemeral range (32768-60999), and the flow table holds the exact
+ * 5-tuple only while the probe runs: a reply is taken only if it answers
+ * that 5-tuple, so the pod's own flows are never touched unless the pod
+ * uses the very same 5-tuple at the same moment.
+ *
+ * The device pair, the authorisations, the reply hooks and the flows exist
+ * only while a command runs, so SIGINT, SIGTERM and SIGHUP do not end the
+ * process: they set a flag that the wait loops check, and the command then
+ * reports what it has and cleans up as on any other exit.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "inject.h"
+#include "lib.h"
+#include "nl.h"
+#include "podinject_rule.h"
+
+#define V_PENDING	PI_PROBE_PENDING
+#define V_ANSWERED	PI_PROBE_ANSWERED
+#define V_REFUSED	PI_PROBE_REFUSED
+#define V_POLICY	PI_PROBE_POLICY
+#define V_NOANSWER	PI_PROBE_NOANSWER
+#define V_SELF		PI_PROBE_SELF
+
+struct probe {
+	uint32_t id;
+	const struct pi_pod_info *pod;
+	int family;
+	uint8_t proto;			/* IPPROTO_TCP, _UDP, _ICMP */
+	struct pi_addr src, dst;
+	uint16_t sport, dport;		/* host order; ICMP: id, seq */
+	uint32_t isn;
+	struct pi_flow_key key;
+	long long sent_ns, reply_ns;
+	enum pi_probe_verdict verdict;
+	uint32_t deny_rule;		/* the rule the pod's policy picks */
+	uint64_t deny_before;		/* its counter before sending */
+	char to[64];
+};
+
+struct session {
+	struct pi_node *n;
+	struct inject_state s;
+	struct pi_pod_info injector;		/* pi_probe as a pod, for the auth code */
+	int tx_fd, tx_ifindex;
+	bool made_dev;
+	struct ring_buffer *rb;
+	struct probe *probes;
+	int nprobes;
+	uint32_t first_id;
+	struct pi_pod_info *pods;		/* the source pods authorised */
+	int npods;
+	const volatile int *stop;	/* the caller's: stop waiting */
+};
+
+static bool stopped(const struct session *ss)
+{
+	return ss->stop && *ss->stop;
+}
+
+static long long mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- packets ---------------------------------------------------------- */
+
+static uint32_t csum_add(uint32_t sum, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	for (; len > 1; len -= 2, p += 2)
+		sum += (p[0] << 8) | p[1];
+	if (len)
+		sum += p[0] << 8;
+	return sum;
+}
+
+static uint16_t csum_fold(uint32_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return htons(~sum & 0xffff);
+}
+
+/* Builds the probe's frame (or, with rst_seq, the TCP reset that ends an
+ * answered probe). Returns its length. */
+/* Header fields sit wherever the frame puts them: stored bytewise, as the
+ * frame has no alignment to offer. */
+static void put16(uint8_t *at, uint16_t v)
+{
+	memcpy(at, &v, 2);
+}
+
+static void put32(uint8_t *at, uint32_t v)
+{
+	memcpy(at, &v, 4);
+}
+
+static int build_frame(const struct probe *pr, uint8_t *buf, bool rst,
+		       uint32_t rst_seq)
+{
+	uint8_t *l4;
+	int l3 = 14, l4len, off;
+	uint32_t sum = 0;
+	uint8_t proto = pr->proto;
+
+	memset(buf, 0, 128);
+	/* the head program writes the pod's own L2 header */
+	buf[12] = pr->family == AF_INET ? 0x08 : 0x86;
+	buf[13] = pr->family == AF_INET ? 0x00 : 0xdd;
+	if (proto == IPPROTO_TCP)
+		l4len = rst ? 20 : 24;
+	else if (proto == IPPROTO_UDP)
+		l4len = 8 + 16;
+	else
+		l4len = 8 + 16;
+	if (pr->family == AF_INET) {
+		uint8_t *ip = buf + l3;
+
+		ip[0] = 0x45;
+		put16(ip + 2, htons(20 + l4len));
+		put16(ip + 4, htons(pr->id & 0xffff));
+		ip[8] = 64;
+		ip[9] = proto;
+		memcpy(ip + 12, &pr->src.a[0], 4);
+		memcpy(ip + 16, &pr->dst.a[0], 4);
+		put16(ip + 10, csum_fold(csum_add(0, ip, 20)));
+		off = l3 + 20;
+		if (proto != IPPROTO_ICMP) {
+			sum = csum_add(0, ip + 12, 8);
+			sum += proto + l4len;
+		}
+	} else {
+		uint8_t *ip6 = buf + l3;
+
+		if (proto == IPPROTO_ICMP)
+			proto = IPPROTO_ICMPV6;
+		ip6[0] = 0x60;
+		put16(ip6 + 4, htons(l4len));
+		ip6[6] = proto;
+		ip6[7] = 64;
+		memcpy(ip6 + 8, pr->src.a, 16);
+		memcpy(ip6 + 24, pr->dst.a, 16);
+		off = l3 + 40;
+		sum = csum_add(0, ip6 + 8, 32);
+		sum += proto + l4len;
+	}
+	l4 = buf + off;
+	if (pr->proto == IPPROTO_TCP) {
+		put16(l4, htons(pr->sport));
+		put16(l4 + 2, htons(pr->dport));
+		put32(l4 + 4, htonl(rst ? rst_seq : pr->isn));
+		l4[12] = (rst ? 5 : 6) << 4;
+		l4[13] = rst ? 0x04 : 0x02;
+		put16(l4 + 14, htons(rst ? 0 : 64240));
+		if (!rst) {	/* MSS 1460 */
+			l4[20] = 2;
+			l4[21] = 4;
+			put16(l4 + 22, htons(1460));
+		}
+		put16(l4 + 16, csum_fold(csum_add(sum, l4, l4len)));
+	} else if (pr->proto == IPPROTO_UDP) {
+		put16(l4, htons(pr->sport));
+		put16(l4 + 2, htons(pr->dport));
+		put16(l4 + 4, htons(l4len));
+		snprintf((char *)l4 + 8, 16, "podinject %06u", pr->id % 1000000);
+		put16(l4 + 6, csum_fold(csum_add(sum, l4, l4len)));
+	} else {
+		l4[0] = pr->family == AF_INET ? 8 : 128;	/* echo request */
+		put16(l4 + 4, htons(pr->sport));
+		put16(l4 + 6, htons(pr->dport));
+		snprintf((char *)l4 + 8, 16, "podinject %06u", pr->id % 1000000);
+		put16(l4 + 2, csum_fold(csum_add(
+			pr->family == AF_INET ? 0 : sum, l4, l4len)));
+	}
+	return off + l4len;
+}
+
+static int send_frame(struct session *ss, const uint8_t *buf, int len)
+{
+	struct sockaddr_ll sll = {
+		.sll_family = AF_PACKET,
+		.sll_ifindex = ss->tx_ifindex,
+		.sll_halen = ETH_ALEN,
+	};
+
+	return sendto(ss->tx_fd, buf, len, 0, (void *)&sll, sizeof(sll)) < 0 ?
+	       -errno : 0;
+}
+
+/* ---- the pod's policy, as the node datapath evaluates it --------------- */
+
+/* The deny rule that decides this probe in the pod's egress policy, or 0:
+ * the pod's rules walked as pod_egress walks them, with the datapath's own
+ * matcher, on the packet the probe sends. */
+static uint32_t policy_deny_rule(const struct pi_node *n, const struct probe *pr)
+{
+	struct pi_policy_ref ref;
+	uint32_t key = pr->pod->id * 2 + PI_DIR_EGRESS;
+	uint8_t proto = pr->proto;
+	bool ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
+	struct pi_rule r;
+
+	if (pr->family == AF_INET6 && proto == IPPROTO_ICMP)
+		proto = IPPROTO_ICMPV6;	/* what build_frame puts on the wire */
+	if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &key, &ref))
+		return 0;
+	for (uint32_t i = 0; i < ref.count; i++) {
+		uint32_t slot = ref.start + i;
+
+		if (bpf_map_lookup_elem(n->maps[M_RULES], &slot, &r))
+			return 0;
+		if (!pi_rule_matches(&r, pr->family, &pr->dst, proto, ports,
+				     ports ? pr->dport : 0))
+			continue;
+		return r.action == PI_DENY ? r.id : 0;
+	}
+	return 0;
+}
+
+static uint64_t rule_packets(const struct pi_node *n, uint32_t id)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct pi_rule_stats *per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per));
+	uint64_t sum = 0;
+
+	if (per && !bpf_map_lookup_elem(n->maps[M_RULE_STATS], &id, per))
+		for (int c = 0; c < ncpu; c++)
+			sum += per[c].packets;
+	free(per);
+	return sum;
+}
+
+/* ---- session ----------------------------------------------------------- */
+
+static int on_event(void *ctx, void *data, size_t len)
+{
+	struct session *ss = ctx;
+	const struct pi_probe_event *ev = data;
+	struct probe *pr;
+	uint8_t buf[128];
+
+	if (len < sizeof(*ev) || ev->probe_id < ss->first_id ||
+	    ev->probe_id - ss->first_id >= (uint32_t)ss->nprobes)
+		return 0;
+	pr = &ss->probes[ev->probe_id - ss->first_id];
+	if (pr->verdict != V_PENDING)
+		return 0;
+	pr->reply_ns = ev->ts_ns;
+	switch (ev->kind) {
+	case PI_PROBE_SYNACK:
+		pr->verdict = V_ANSWERED;
+		/* the server holds no state for a probe */
+		send_frame(ss, buf, build_frame(pr, buf, true, ev->tcp_ack));
+		break;
+	case PI_PROBE_DATAGRAM:
+	case PI_PROBE_ECHO_REPLY:
+		pr->verdict = V_ANSWERED;
+		break;
+	default:
+		pr->verdict = V_REFUSED;
+		break;
+	}
+	return 0;
+}
+
+/* The head program's pin on pi_probe: "link_" + a device name no pod
+ * can have, so never a pod's link_POD. */
+static void probe_link_pin(const struct session *ss, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/link_" PI_PROBE_DEV, ss->s.dir);
+}
+
+static void session_close(struct session *ss)
+{
+	char path[PATH_MAX];
+	int saved;
+
+	for (int i = 0; i < ss->nprobes; i++)
+		bpf_map_delete_elem(ss->s.maps[IM_PROBE_FLOWS],
+				    &ss->probes[i].key);
+	for (int i = 0; i < ss->npods; i++) {
+		struct pi_inject_key k = {
+			.injector_ifindex = ss->injector.ifindex,
+		};
+
+		if (ss->pods[i].flags & PI_POD_HAS_V4) {
+			k.family = AF_INET;
+			k.addr.a[0] = ss->pods[i].ip4;
+			bpf_map_delete_elem(ss->s.maps[IM_AUTH], &k);
+		}
+		if (ss->pods[i].flags & PI_POD_HAS_V6) {
+			k.family = AF_INET6;
+			memcpy(k.addr.a, ss->pods[i].ip6, 16);
+			bpf_map_delete_elem(ss->s.maps[IM_AUTH], &k);
+		}
+		reply_hook_release(ss->n, &ss->s, &ss->pods[i]);
+		netkit_guard_sync(ss->n, &ss->s, &ss->pods[i]);
+	}
+	if (ss->rb)
+		ring_buffer__free(ss->rb);
+	if (ss->tx_fd >= 0)
+		close(ss->tx_fd);
+	if (ss->made_dev && !node_enter(ss->n, &saved)) {
+		probe_link_pin(ss, path, sizeof(path));
+		detach_prog(ss->injector.ifindex, PI_HOOK_INGRESS,
+			    node_attach_mode(ss->n), PI_PRIO_HEAD, path);
+		nl_link_del(ss->injector.ifindex);
+		netns_restore(saved);
+	}
+	inject_close(&ss->s);
+}
+
+/* A probe killed without its cleanup (SIGKILL) leaves its device, which
+ * stops every later probe until it is removed by hand, and its link pin,
+ * authorisations and flows. Holding the device now, this probe is the only
+ * one on the node: what an earlier one left goes. Injectors are pods or
+ * the probe, so an authorisation of an injector that is no pod is one. */
+static void forget_dead_probe(struct session *ss)
+{
+	struct pi_inject_key key, next, *prev = NULL;
+	struct pi_flow_key fkey;
+	char path[PATH_MAX];
+	struct pi_pod_info pod;
+	bool gone = false;
+
+	probe_link_pin(ss, path, sizeof(path));
+	unlink(path);
+	while (!bpf_map_get_next_key(ss->s.maps[IM_AUTH], prev, &next)) {
+		if (next.injector_ifindex != ss->injector.ifindex &&
+		    bpf_map_lookup_elem(ss->n->maps[M_PODS],
+					&next.injector_ifindex, &pod)) {
+			bpf_map_delete_elem(ss->s.maps[IM_AUTH], &next);
+			gone = true;
+			prev = NULL;
+			continue;
+		}
+		key = next;
+		prev = &key;
+	}
+	if (gone)
+		netkit_guards_sync_all(ss->n, &ss->s);
+	while (!bpf_map_get_next_key(ss->s.maps[IM_PROBE_FLOWS], NULL, &fkey))
+		if (bpf_map_delete_elem(ss->s.maps[IM_PROBE_FLOWS], &fkey))
+			break;
+}
+
+/* Makes the probe device pair and the transmit socket, in the node's
+ * namespace. */
+static int probe_device(struct session *ss)
+{
+	char path[PATH_MAX];
+	int saved, err, fd;
+
+	err = node_enter(ss->n, &saved);
+	if (err)
+		return err;
+	if (nl_link_index(PI_PROBE_DEV) > 0 ||
+	    nl_link_index(PI_PROBE_TX_DEV) > 0) {
+		netns_restore(saved);
+		return -EBUSY;
+	}
+	err = nl_veth_create(PI_PROBE_DEV, PI_PROBE_TX_DEV, -1);
+	if (err == -EEXIST)	/* another probe made it just now */
+		err = -EBUSY;
+	if (err)
+		goto out;
+	ss->made_dev = true;
+	ss->injector.ifindex = nl_link_index(PI_PROBE_DEV);
+	ss->tx_ifindex = nl_link_index(PI_PROBE_TX_DEV);
+	forget_dead_probe(ss);
+	snprintf(ss->injector.name, sizeof(ss->injector.name), "%s",
+		 PI_PROBE_DEV);
+	/* nothing but probes goes through it: keep the stack off it */
+	sysctl_write("net/ipv6/conf/" PI_PROBE_DEV "/disable_ipv6", "1");
+	sysctl_write("net/ipv6/conf/" PI_PROBE_TX_DEV "/disable_ipv6", "1");
+	err = nl_link_set_up(ss->injector.ifindex);
+	if (!err)
+		err = nl_link_set_up(ss->tx_ifindex);
+	if (!err)
+		err = nl_link_wait_running(ss->injector.ifindex, 2000);
+	if (!err)
+		err = nl_link_wait_running(ss->tx_ifindex, 2000);
+	if (err)
+		goto out;
+	probe_link_pin(ss, path, sizeof(path));
+	err = attach_prog(ss->s.progs[IP_EGRESS], ss->injector.ifindex,
+			  PI_HOOK_INGRESS, node_attach_mode(ss->n), true,
+			  PI_PRIO_HEAD, path);
+	if (err)
+		goto out;
+	fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		err = -errno;
+		goto out;
+	}
+	ss->tx_fd = fd;
+out:
+	netns_restore(saved);
+	return err;
+}
+
+static void session_open_err(const struct pi_node *n, int err)
+{
+	if (err == -EBUSY)
+		pr_err("device " PI_PROBE_DEV " exists in node '%s': another probe is running there, or one was killed and left it (no probe running: 'ip -n %s link del " PI_PROBE_DEV "')",
+		      n->name, n->name);
+	else
+		pr_err("cannot set up probing on node '%s': %s", n->name,
+		      strerror(-err));
+}
+
+static int session_open(struct session *ss, struct pi_node *n,
+			struct pi_pod_info *pods, int npods)
+{
+	struct pi_inject_key keys[2];
+	int nkeys, err;
+
+	memset(ss, 0, sizeof(*ss));
+	ss->n = n;
+	ss->tx_fd = -1;
+	err = inject_open(n, &ss->s, true);
+	if (err < 0)
+		return err;
+	err = probe_device(ss);
+	if (err)
+		goto fail;
+	ss->pods = pods;
+	for (int i = 0; i < npods; i++) {
+		err = inject_authorise(n, &ss->s, &ss->injector, &pods[i], 1,
+				       0, keys, &nkeys);
+		if (!err)
+			err = reply_hook_attach(n, &ss->s, &pods[i]);
+		ss->npods = i + 1;
+		if (err)
+			goto fail;
+	}
+	ss->rb = ring_buffer__new(ss->s.maps[IM_PROBE_EVENTS], on_event, ss,
+				  NULL);
+	if (!ss->rb) {
+		err = -errno;
+		goto fail;
+	}
+	return 0;
+fail:
+	session_close(ss);
+	return err;
+}
+
+static void probe_prepare(struct session *ss, struct probe *pr, uint32_t id,
+			  const struct pi_pod_info *pod, int family,
+			  const struct pi_addr *dst, uint8_t proto,
+			  uint16_t port, uint16_t seq)
+{
+	uint32_t span = PI_PROBE_PORT_HI - PI_PROBE_PORT_LO + 1;
+
+	memset(pr, 0, sizeof(*pr));
+	pr->id = id;
+	pr->pod = pod;
+	pr->family = family;
+	pr->proto = proto;
+	pr->dst = *dst;
+	if (family == AF_INET)
+		pr->src.a[0] = pod->ip4;
+	else
+		memcpy(pr->src.a, pod->ip6, 16);
+	if (proto == IPPROTO_ICMP) {
+		pr->sport = PI_PROBE_PORT_LO + id % span;	/* echo id */
+		pr->dport = seq;
+	} else {
+		pr->sport = PI_PROBE_PORT_LO + id % span;
+		pr->dport = port;
+	}
+	pr->isn = (uint32_t)random();
+	pr->key.family = family;
+	pr->key.proto = family == AF_INET6 && proto == IPPROTO_ICMP ?
+			IPPROTO_ICMPV6 : proto;
+	pr->key.pod = pr->src;
+	pr->key.dst = pr->dst;
+	pr->key.pod_port = htons(pr->sport);
+	pr->key.dst_port = htons(pr->dport);
+	pi_fmt_addr(family, dst, -1, pr->to, sizeof(pr->to));
+	(void)ss;
+}
+
+static int probe_send(struct session *ss, struct probe *pr)
+{
+	struct pi_probe_flow f = { .probe_id = pr->id };
+	uint8_t buf[128];
+	int len, err;
+
+	pr->deny_rule = policy_deny_rule(ss->n, pr);
+	if (pr->deny_rule)
+		pr->deny_before = rule_packets(ss->n, pr->deny_rule);
+	if (bpf_map_update_elem(ss->s.maps[IM_PROBE_FLOWS], &pr->key, &f, 0))
+		return -errno;
+	len = build_frame(pr, buf, false, 0);
+	pr->sent_ns = mono_ns();
+	err = send_frame(ss, buf, len);
+	if (err)
+		pr->verdict = V_NOANSWER;
+	return err;
+}
+
+/* Takes answers until every probe in [from, to) has one, `until`, or a
+ * stop signal. */
+static void wait_answers(struct session *ss, int from, int to,
+			 long long until)
+{
+	for (;;) {
+		bool pending = false;
+		long long left;
+
+		for (int i = from; i < to && !pending; i++)
+			pending = ss->probes[i].verdict == V_PENDING;
+		left = (until - mono_ns()) / 1000000;
+		if (!pending || left <= 0 || stopped(ss))
+			break;
+		ring_buffer__poll(ss->rb, left > 50 ? 50 : (int)left);
+	}
+}
+
+/* A probe without an answer was dropped by the pod's policy when the rule
+ * that decides it counted a packet meanwhile; else nothing answered. */
+static void finalize(struct session *ss, int from, int to)
+{
+	for (int i = from; i < to; i++) {
+		struct probe *pr = &ss->probes[i];
+
+		if (pr->verdict != V_PENDING)
+			continue;
+		if (pr->deny_rule &&
+		    rule_packets(ss->n, pr->deny_rule) > pr->deny_before)
+			pr->verdict = V_POLICY;
+		else
+			pr->verdict = V_NOANSWER;
+	}
+}
+
+
+static void to_result(const struct probe *pr, struct pi_probe_result *r)
+{
+	memset(r, 0, sizeof(*r));
+	snprintf(r->from, sizeof(r->from), "%s", pr->pod->name);
+	snprintf(r->to, sizeof(r->to), "%s", pr->to);
+	r->family = pr->family;
+	r->proto = pr->proto;
+	r->port = pr->proto == IPPROTO_ICMP ? 0 : pr->dport;
+	r->verdict = pr->verdict;
+	r->rule = pr->verdict == V_POLICY ? pr->deny_rule : 0;
+	r->rtt_ns = (pr->verdict == V_ANSWERED || pr->verdict == V_REFUSED) ?
+		    pr->reply_ns - pr->sent_ns : -1;
+}
+
+/* The probe's own state (its device, authorisations, flows, the reply
+ * hooks) is set up and taken down under the node's lock; the wait for
+ * answers between is not a change of the node and lets other commands
+ * in. */
+static int unlock_for_wait(struct pi_node *n)
+{
+	return node_unlock(n);
+}
+
+static void relock_for_teardown(struct pi_node *n, int timeout_ms)
+{
+	int err = node_relock(n, timeout_ms);
+
+	if (err)
+		pr_warn("node '%s': cannot take the lock back (%s); removing the probe's own state without it",
+			n->name, strerror(-err));
+}
+
+int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
+		 struct pi_probe_result **out)
+{
+	uint32_t count = spec->count ? spec->count : 1, sent = 0;
+	uint32_t timeout = spec->timeout_ms ? spec->timeout_ms : 1000;
+	uint8_t proto = spec->proto;
+	struct pi_pod_info pod;
+	struct session ss;
+	bool unlocked;
+	int err;
+
+	*out = NULL;
+	if (!proto)
+		proto = spec->port ? IPPROTO_TCP : IPPROTO_ICMP;
+	if ((proto != IPPROTO_ICMP && !spec->port) ||
+	    (proto != IPPROTO_ICMP && proto != IPPROTO_TCP && proto != IPPROTO_UDP) ||
+	    (spec->family != AF_INET && spec->family != AF_INET6) ||
+	    count > 100000) {
+		pr_err("a probe needs an address, tcp, udp or icmp, a port for tcp and udp, and at most 100000 probes");
+		return -EINVAL;
+	}
+	err = pod_lookup(n, spec->from, &pod);
+	if (err)
+		return err;
+	if (!(pod.flags & (spec->family == AF_INET ? PI_POD_HAS_V4 : PI_POD_HAS_V6))) {
+		pr_err("pod '%s' has no IPv%d address", pod.name,
+		       spec->family == AF_INET ? 4 : 6);
+		return -EINVAL;
+	}
+	srandom(mono_ns());
+	err = session_open(&ss, n, &pod, 1);
+	if (err) {
+		session_open_err(n, err);
+		return err;
+	}
+	ss.stop = spec->stop;
+	ss.probes = calloc(count, sizeof(*ss.probes));
+	*out = calloc(count, sizeof(**out));
+	if (!ss.probes || !*out) {
+		err = -ENOMEM;
+		goto out;
+	}
+	ss.first_id = (uint32_t)random() & 0x7fffffff;
+	ss.nprobes = count;
+	for (uint32_t i = 0; i < count; i++) {
+		struct probe *pr = &ss.probes[i];
+
+		probe_prepare(&ss, pr, ss.first_id + i, &pod, spec->family,
+			      &spec->dst, proto, spec->port, i);
+		if (spec->sport) {
+			pr->sport = spec->sport;
+			pr->key.pod_port = htons(spec->sport);
+		}
+	}
+	unlocked = !unlock_for_wait(n);
+	for (; sent < count && !stopped(&ss); sent++) {
+		long long next = mono_ns() + spec->interval_ms * 1000000LL;
+
+		probe_send(&ss, &ss.probes[sent]);
+		/* answers of this and earlier probes arrive meanwhile */
+		wait_answers(&ss, sent, sent + 1, next);
+		while (mono_ns() < next && sent + 1 < count && !stopped(&ss))
+			ring_buffer__poll(ss.rb, 10);
+	}
+	{
+		long long until = mono_ns();
+
+		for (uint32_t i = 0; i < sent; i++) {
+			long long d = ss.probes[i].sent_ns + timeout * 1000000LL;
+
+			if (d > until)
+				until = d;
+		}
+		wait_answers(&ss, 0, sent, until);
+		finalize(&ss, 0, sent);
+	}
+	if (unlocked)
+		relock_for_teardown(n, spec->lock_timeout_ms);
+	for (uint32_t i = 0; i < sent; i++)
+		to_result(&ss.probes[i], &(*out)[i]);
+out:
+	session_close(&ss);
+	free(ss.probes);
+	if (err) {
+		free(*out);
+		*out = NULL;
+		return err;
+	}
+	return sent;
+}
+
+int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
+		    struct pi_probe_result **out, int *rows, int *cols)
+{
+	struct { struct pi_pod_info *pods; int n; } pl = {};
+	uint32_t timeout = spec->timeout_ms ? spec->timeout_ms : 1000;
+	int ncols, np = 0, nsent = 0, err = 0;
+	uint8_t proto = spec->proto ? spec->proto : IPPROTO_ICMP;
+	struct session ss = {};
+	bool unlocked;
+
+	*out = NULL;
+	*rows = *cols = 0;
+	if ((proto != IPPROTO_ICMP && !spec->port) || spec->nextra > 16 ||
+	    spec->nextra < 0) {
+		pr_err("%s probes need a port; at most 16 more addresses",
+		       pi_proto_name(proto));
+		return -EINVAL;
+	}
+	pl.n = pi_pod_list(n, &pl.pods);
+	if (pl.n < 0)
+		return pl.n;
+	for (int i = 0; i < pl.n; i++) {
+		if (!(pl.pods[i].flags & PI_POD_HAS_V4)) {
+			pr_err("probe matrix needs IPv4 on every pod ('%s' has none)",
+			       pl.pods[i].name);
+			err = -EINVAL;
+			goto out_pods;
+		}
+	}
+	if (pl.n < 1) {
+		pr_err("node '%s' has no pods", n->name);
+		err = -ESRCH;
+		goto out_pods;
+	}
+	srandom(mono_ns());
+	err = session_open(&ss, n, pl.pods, pl.n);
+	if (err) {
+		session_open_err(n, err);
+		goto out_pods;
+	}
+	ss.stop = spec->stop;
+	ncols = pl.n + spec->nextra;
+	ss.probes = calloc(pl.n * ncols, sizeof(*ss.probes));
+	*out = calloc(pl.n * ncols, sizeof(**out));
+	if (!ss.probes || !*out) {
+		err = -ENOMEM;
+		goto out;
+	}
+	ss.first_id = (uint32_t)random() & 0x7fffffff;
+	ss.nprobes = pl.n * ncols;
+	for (int r = 0; r < pl.n; r++) {
+		for (int c = 0; c < ncols; c++) {
+			struct pi_addr dst = { 0 };
+			int fam = AF_INET;
+
+			if (c < pl.n) {
+				dst.a[0] = pl.pods[c].ip4;
+			} else {
+				dst = spec->extra[c - pl.n];
+				fam = spec->extra_family[c - pl.n];
+			}
+			probe_prepare(&ss, &ss.probes[np], ss.first_id + np,
+				      &pl.pods[r], fam, &dst, proto, spec->port,
+				      np);
+			if (fam == AF_INET6 && !(pl.pods[r].flags & PI_POD_HAS_V6))
+				ss.probes[np].verdict = V_NOANSWER;
+			/* a pod answers itself on its loopback: nothing of
+			 * that crosses its datapath */
+			if (c == r)
+				ss.probes[np].verdict = V_SELF;
+			np++;
+		}
+	}
+	unlocked = !unlock_for_wait(n);
+	/* all at once: the pairs are independent flows */
+	for (int i = 0; i < np; i++) {
+		if (ss.probes[i].verdict != V_PENDING || stopped(&ss))
+			continue;
+		probe_send(&ss, &ss.probes[i]);
+		nsent++;
+	}
+	wait_answers(&ss, 0, np, mono_ns() + timeout * 1000000LL);
+	finalize(&ss, 0, np);
+	if (unlocked)
+		relock_for_teardown(n, spec->lock_timeout_ms);
+	for (int i = 0; i < np; i++)
+		to_result(&ss.probes[i], &(*out)[i]);
+	*rows = pl.n;
+	*cols = ncols;
+out:
+	session_close(&ss);
+	free(ss.probes);
+out_pods:
+	free(pl.pods);
+	if (err) {
+		free(*out);
+		*out = NULL;
+		return err;
+	}
+	return nsent;
+}

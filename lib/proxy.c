@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * podinject proxy add|del|list: steer a pod's new connections to a proxy
+ * pod's transparent socket, and make the proxy the pod's injector so that
+ * its upstream connection, bound to the pod's address, passes the pod's
+ * own egress datapath.
+ *
+ * Pieces, all undone by `proxy del`:
+ *   - proxy_rules[POD]            what to capture and where to send it
+ *   - inject_auth[PROXY, POD ip]  the proxy may inject as POD
+ *   - head program on POD and on PROXY (host side, first in the chain)
+ *   - pod_reply on POD's eth0 ingress (in POD's namespace)
+ *   - proxy_assign on PROXY's eth0 ingress, and in PROXY's namespace the
+ *     rule "what arrives on eth0 is local" (table PI_PROXY_TABLE)
+ *   - proxy_lookup, PROXY's namespace's sk_lookup program, and the
+ *     proxy's listeners in proxy_listeners (put there by proxy_assign)
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include "inject.h"
+#include "lib.h"
+#include "nl.h"
+
+#define PROXY_RULE_PRIO	100
+#define PROXY_PORT_RANGE	"16384 32767"
+#define LINUX_PORT_RANGE	"32768 60999"
+
+static void pin_of(const struct inject_state *s, char *buf, size_t len,
+		   const char *what, const struct pi_pod_info *pod)
+{
+	snprintf(buf, len, "%s/link_%s_%u", s->dir, what, pod->ifindex);
+}
+
+/* Attaches prog at eth0's ingress inside the pod's namespace: the pod
+ * itself needs no privilege for it. */
+int attach_in_pod(const struct pi_node *n, const struct inject_state *s,
+			 const struct pi_pod_info *pod, int prog, const char *what)
+{
+	enum pi_attach_mode mode = node_attach_mode(n);
+	char path[PATH_MAX];
+	int ns, saved, err;
+
+	pin_of(s, path, sizeof(path), what, pod);
+	if (!access(path, F_OK))
+		return 0;
+	ns = pod_netns_open(pod);
+	if (ns < 0)
+		return ns;
+	err = netns_enter(ns, &saved);
+	close(ns);
+	if (err)
+		return err;
+	err = attach_prog(prog, pod->peer_ifindex, PI_HOOK_INGRESS, mode, true,
+			  PI_PRIO_HEAD, path);
+	netns_restore(saved);
+	return err;
+}
+
+void detach_in_pod(const struct pi_node *n, const struct inject_state *s,
+			  const struct pi_pod_info *pod, const char *what)
+{
+	char path[PATH_MAX];
+	int ns, saved;
+
+	pin_of(s, path, sizeof(path), what, pod);
+	if (access(path, F_OK))
+		return;
+	ns = pod_netns_open(pod);
+	if (ns >= 0 && !netns_enter(ns, &saved)) {
+		detach_prog(pod->peer_ifindex, PI_HOOK_INGRESS,
+			    node_attach_mode(n), PI_PRIO_HEAD, path);
+		netns_restore(saved);
+	}
+	if (ns >= 0)
+		close(ns);
+	unlink(path);	/* even when the namespace is gone already */
+}
+
+/* proxy_lookup at the proxy's namespace, for the kernel's TIME_WAIT
+ * takeover of a client's reused 4-tuple (bpf/inject.bpf.c). The pinned
+ * link is the attachment: unpinned, it goes. */
+static int lookup_attach(const struct inject_state *s,
+			 const struct pi_pod_info *proxy)
+{
+	char path[PATH_MAX];
+	int ns, link, err;
+
+	pin_of(s, path, sizeof(path), "lookup", proxy);
+	if (!access(path, F_OK))
+		return 0;
+	ns = pod_netns_open(proxy);
+	if (ns < 0)
+		return ns;
+	link = bpf_link_create(s->progs[IP_PROXY_LOOKUP], ns, BPF_SK_LOOKUP,
+			       NULL);
+	err = link < 0 ? -errno : 0;
+	close(ns);
+	if (err)
+		return err;
+	err = bpf_obj_pin(link, path) ? -errno : 0;
+	/* Pinned, the link outlives this fd; unpinned, closing it undoes
+	 * the attachment. */
+	close(link);
+	return err;
+}
+
+static void lookup_detach(const struct inject_state *s,
+			  const struct pi_pod_info *proxy)
+{
+	char path[PATH_MAX];
+
+	pin_of(s, path, sizeof(path), "lookup", proxy);
+	unlink(path);
+}
+
+/* The map holds a reference to each listener (the proxy's own sockets):
+ * a proxy that serves no pod any more is let go of. */
+static void forget_listeners(int map, uint32_t proxy_ifindex)
+{
+	struct pi_proxy_listener_key key, next, *prev = NULL;
+
+	while (!bpf_map_get_next_key(map, prev, &next)) {
+		if (next.proxy_ifindex == proxy_ifindex) {
+			bpf_map_delete_elem(map, &next);
+			prev = NULL;
+			continue;
+		}
+		key = next;
+		prev = &key;
+	}
+}
+
+/* In the proxy's namespace: whatever arrives on eth0 is local, so that a
+ * socket given with bpf_sk_assign() receives packets for addresses that
+ * are not the proxy's. */
+static int proxy_routing(const struct pi_pod_info *proxy, bool add)
+{
+	static const int families[] = { AF_INET, AF_INET6 };
+	int ns, saved, err = 0;
+
+	ns = pod_netns_open(proxy);
+	if (ns < 0)
+		return ns;
+	err = netns_enter(ns, &saved);
+	close(ns);
+	if (err)
+		return err;
+	/* The proxy's upstream connections and the client pod's own
+	 * connections share the pod's address; ports from disjoint ranges
+	 * keep their 4-tuples apart (the pod keeps Linux's default range,
+	 * probes use PI_PROBE_PORT_LO..HI). */
+	err = sysctl_write("net/ipv4/ip_local_port_range",
+			   add ? PROXY_PORT_RANGE : LINUX_PORT_RANGE);
+	for (int i = 0; i < 2; i++) {
+		int e1 = nl_route_local_default(families[i], PI_PROXY_TABLE, 1,
+						add);
+		int e2 = nl_rule_iif(families[i], proxy->ifname, PI_PROXY_TABLE,
+				     PROXY_RULE_PRIO, add);
+
+		if (add && e1 && e1 != -EEXIST)
+			err = e1;
+		if (add && e2 && e2 != -EEXIST)
+			err = err ? err : e2;
+	}
+	netns_restore(saved);
+	return err;
+}
+
+int reply_hook_attach(const struct pi_node *n, const struct inject_state *s,
+		      const struct pi_pod_info *pod)
+{
+	return attach_in_pod(n, s, pod, s->progs[IP_POD_REPLY], "reply");
+}
+
+void reply_hook_release(const struct pi_node *n, const struct inject_state *s,
+			const struct pi_pod_info *pod)
+{
+	struct pi_proxy_rule r;
+
+	if (!bpf_map_lookup_elem(s->maps[IM_PROXY_RULES], &pod->ifindex, &r))
+		return;
+	detach_in_pod(n, s, pod, "reply");
+}
+
+static int proxy_serves(const struct inject_state *s, uint32_t proxy_ifindex,
+			uint32_t except)
+{
+	uint32_t key, next, *prev = NULL;
+	struct pi_proxy_rule r;
+	int cnt = 0;
+
+	while (!bpf_map_get_next_key(s->maps[IM_PROXY_RULES], prev, &next)) {
+		if (next != except &&
+		    !bpf_map_lookup_elem(s->maps[IM_PROXY_RULES], &next, &r) &&
+		    r.proxy_ifindex == proxy_ifindex)
+			cnt++;
+		key = next;
+		prev = &key;
+	}
+	return cnt;
+}
+
+/* Drops every flow of the pod from one flow map. */
+static void forget_flows(int map, uint32_t pod_ifindex)
+{
+	struct pi_flow_key key, next, *prev = NULL;
+	struct pi_flow f;
+
+	while (!bpf_map_get_next_key(map, prev, &next)) {
+		if (!bpf_map_lookup_elem(map, &next, &f) &&
+		    f.pod_ifindex == pod_ifindex) {
+			bpf_map_delete_elem(map, &next);
+			prev = NULL;
+			continue;
+		}
+		key = next;
+		prev = &key;
+	}
+}
+
+static void deauthorise(struct inject_state *s, const struct pi_pod_info *proxy,
+			const struct pi_pod_info *pod)
+{
+	struct pi_inject_key k = { .injector_ifindex = proxy->ifindex };
+
+	if (pod->flags & PI_POD_HAS_V4) {
+		k.family = AF_INET;
+		k.addr.a[0] = pod->ip4;
+		bpf_map_delete_elem(s->maps[IM_AUTH], &k);
+	}
+	if (pod->flags & PI_POD_HAS_V6) {
+		memset(&k.addr, 0, sizeof(k.addr));
+		k.family = AF_INET6;
+		memcpy(k.addr.a, pod->ip6, 16);
+		bpf_map_delete_elem(s->maps[IM_AUTH], &k);
+	}
+}
+
+/* Takes a pod out of proxying; `proxy` may be gone (NULL) when the proxy
+ * pod itself is being deleted. */
+static void unproxy(const struct pi_node *n, struct inject_state *s,
+		    const struct pi_pod_info *proxy, const struct pi_pod_info *pod,
+		    bool keep_auth)
+{
+	bpf_map_delete_elem(s->maps[IM_PROXY_RULES], &pod->ifindex);
+	forget_flows(s->maps[IM_PROXY_FLOWS], pod->ifindex);
+	forget_flows(s->maps[IM_PROXY_UPSTREAM], pod->ifindex);
+	reply_hook_release(n, s, pod);
+	head_release(n, s, pod, PI_HEAD_PROXY);
+	if (!proxy)
+		return;
+	if (!keep_auth)
+		deauthorise(s, proxy, pod);
+	if (!inject_auth_count(s, proxy->ifindex))
+		head_release(n, s, proxy, PI_HEAD_INJECT);
+	if (!proxy_serves(s, proxy->ifindex, pod->ifindex)) {
+		detach_in_pod(n, s, proxy, "assign");
+		lookup_detach(s, proxy);
+		forget_listeners(s->maps[IM_PROXY_LISTENERS], proxy->ifindex);
+		proxy_routing(proxy, false);
+	}
+}
+
+void proxy_forget_pod(const struct pi_node *n, struct inject_state *s,
+		      const struct pi_pod_info *gone)
+{
+	uint32_t key, next, *prev = NULL;
+	struct pi_proxy_rule r;
+	struct pi_pod_info proxy, pod;
+
+	while (!bpf_map_get_next_key(s->maps[IM_PROXY_RULES], prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(s->maps[IM_PROXY_RULES], &key, &r))
+			continue;
+		if (key != gone->ifindex && r.proxy_ifindex != gone->ifindex)
+			continue;
+		if (pod_by_ifindex(n, key, &pod))
+			continue;
+		if (pod_by_ifindex(n, r.proxy_ifindex, &proxy)) {
+			unproxy(n, s, NULL, &pod, false);
+		} else {
+			unproxy(n, s, &proxy, &pod, false);
+		}
+		prev = NULL;	/* the map changed under the walk */
+	}
+}
+
+static int two_pods(struct pi_node *n, const char *proxy_name,
+		    const char *pod_name, struct pi_pod_info *proxy,
+		    struct pi_pod_info *pod)
+{
+	int err = pod_lookup(n, proxy_name, proxy);
+
+	if (!err)
+		err = pod_lookup(n, pod_name, pod);
+	if (err)
+		return err;
+	if (proxy->ifindex == pod->ifindex) {
+		pr_err("a pod cannot be its own proxy");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int pi_proxy_add(struct pi_node *n, const char *proxy_name,
+		 const char *pod_name, const struct pi_proxy_rule *spec)
+{
+	struct pi_proxy_rule rule = *spec, old;
+	struct pi_inject_key keys[2];
+	struct pi_pod_info proxy, pod;
+	struct inject_state s;
+	int nkeys = 0, created, err;
+	bool ruled = false;
+
+	err = two_pods(n, proxy_name, pod_name, &proxy, &pod);
+	if (err)
+		return err;
+	if (!rule.port) {
+		pr_err("a proxy needs its listening port");
+		return -EINVAL;
+	}
+	/* Capture and the reply bounce use bpf_redirect_peer() with flags
+	 * 0, which netkit programs cannot call (tc ingress only). */
+	if ((proxy.flags | pod.flags) & PI_POD_NETKIT) {
+		pr_err("pod '%s' is a netkit pod: proxying is built for veth pods only",
+		       proxy.flags & PI_POD_NETKIT ? proxy.name : pod.name);
+		return -EINVAL;
+	}
+	created = inject_open(n, &s, true);
+	if (created < 0) {
+		pr_err("cannot load the injection program: %s",
+		       strerror(-created));
+		return created;
+	}
+	if (!bpf_map_lookup_elem(s.maps[IM_PROXY_RULES], &pod.ifindex, &old)) {
+		pr_err("pod '%s' is proxied already", pod.name);
+		err = -EEXIST;
+		goto out;
+	}
+
+	rule.proxy_ifindex = proxy.ifindex;
+	memcpy(rule.proxy_pod_mac, proxy.pod_mac, 6);
+	memcpy(rule.proxy_host_mac, proxy.host_mac, 6);
+	memcpy(rule.pod_mac, pod.pod_mac, 6);
+	memcpy(rule.pod_host_mac, pod.host_mac, 6);
+
+	err = inject_authorise(n, &s, &proxy, &pod, 1, 0, keys, &nkeys);
+	if (!err)
+		err = bpf_map_update_elem(s.maps[IM_PROXY_RULES], &pod.ifindex,
+					  &rule, BPF_NOEXIST) ? -errno : 0;
+	ruled = !err;
+	if (!err)
+		err = head_acquire(n, &s, &pod, PI_HEAD_PROXY);
+	if (!err)
+		err = head_acquire(n, &s, &proxy, PI_HEAD_INJECT);
+	if (!err)
+		err = reply_hook_attach(n, &s, &pod);
+	if (!err)
+		err = attach_in_pod(n, &s, &proxy, s.progs[IP_PROXY_ASSIGN],
+				    "assign");
+	if (!err)
+		err = lookup_attach(&s, &proxy);
+	if (!err)
+		err = proxy_routing(&proxy, true);
+	if (err)
+		pr_err("cannot set up proxying of '%s' by '%s': %s", pod.name,
+		       proxy.name, strerror(-err));
+out:
+	if (err) {
+		for (int i = 0; i < nkeys; i++)
+			bpf_map_delete_elem(s.maps[IM_AUTH], &keys[i]);
+		if (ruled)
+			unproxy(n, &s, &proxy, &pod, true);
+	}
+	inject_close(&s);
+	if (err && created == 1)
+		rm_tree(s.dir);
+	return err;
+}
+
+int pi_proxy_del(struct pi_node *n, const char *proxy_name,
+		 const char *pod_name)
+{
+	struct pi_pod_info proxy, pod;
+	struct pi_proxy_rule r;
+	struct inject_state s;
+	int err;
+
+	err = two_pods(n, proxy_name, pod_name, &proxy, &pod);
+	if (err)
+		return err;
+	if (inject_open(n, &s, false) ||
+	    bpf_map_lookup_elem(s.maps[IM_PROXY_RULES], &pod.ifindex, &r) ||
+	    r.proxy_ifindex != proxy.ifindex) {
+		pr_err("pod '%s' is not proxied by '%s'", pod.name, proxy.name);
+		inject_close(&s);
+		return -ESRCH;
+	}
+	unproxy(n, &s, &proxy, &pod, false);
+	inject_close(&s);
+	return 0;
+}
+
+int pi_proxy_list(struct pi_node *n, struct pi_proxy_info **out)
+{
+	uint32_t key, next, *prev = NULL;
+	struct pi_proxy_info *all;
+	struct inject_state s;
+	int cnt = 0;
+
+	*out = NULL;
+	all = calloc(PI_MAX_PODS + 1, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	if (!inject_open(n, &s, false)) {
+		while (cnt < PI_MAX_PODS &&
+		       !bpf_map_get_next_key(s.maps[IM_PROXY_RULES], prev, &next)) {
+			struct pi_proxy_info *p = &all[cnt];
+
+			key = next;
+			prev = &key;
+			if (bpf_map_lookup_elem(s.maps[IM_PROXY_RULES], &key,
+						&p->rule))
+				continue;
+			pod_name_by_ifindex(n, key, p->pod, sizeof(p->pod));
+			pod_name_by_ifindex(n, p->rule.proxy_ifindex, p->proxy,
+					    sizeof(p->proxy));
+			cnt++;
+		}
+		inject_close(&s);
+	}
+	*out = all;
+	return cnt;
+}
+
+static void proxy_feature_forget(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	struct inject_state s;
+
+	if (inject_open(n, &s, false))
+		return;
+	proxy_forget_pod(n, &s, pod);
+	inject_close(&s);
+}
+
+const struct pi_feature proxy_feature = {
+	.name = "proxy",
+	.forget_pod = proxy_feature_forget,
+};

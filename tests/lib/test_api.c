@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The library's API, used as another program would use it: linked against
+ * build/libpodinject.a alone (its only global symbols are pi_*), on a node
+ * and pods in namespaces this test makes and removes. Checks return codes,
+ * that details reach the log callback, that nothing is printed, and the
+ * state each call leaves. One PASS/FAIL line per check.
+ *
+ *   la-n (node): la-a 10.244.0.10, la-b 10.244.0.11, adopted "ns/la-x"
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <podinject/podinject.h>
+
+#define NODE "la-n"
+
+static int passed, failed;
+static char last_error[1024];
+static int log_lines;
+
+static void on_log(enum pi_log_level level, const char *msg, void *ctx)
+{
+	log_lines++;
+	if (level == PI_LOG_ERROR)
+		snprintf(last_error, sizeof(last_error), "%s", msg);
+}
+
+static void check(bool ok, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ok) {
+		printf("PASS lib/%s\n", name);
+		passed++;
+		return;
+	}
+	printf("FAIL lib/%s: ", name);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	failed++;
+}
+
+#define CHECK_RC(name, call, want) do {					\
+	int rc_ = (call);						\
+	check(rc_ == (want), name, "returned %d (%s), want %d; log: %s",\
+	      rc_, strerror(rc_ < 0 ? -rc_ : 0), (want), last_error);	\
+} while (0)
+
+static struct pi_addr v4(const char *s)
+{
+	struct pi_addr a = {};
+
+	inet_pton(AF_INET, s, &a.a[0]);
+	return a;
+}
+
+static void sh(const char *cmd)
+{
+	if (system(cmd))
+		fprintf(stderr, "(setup command failed: %s)\n", cmd);
+}
+
+static void cleanup(void)
+{
+	pi_node_down(NODE, true, 1000);
+	sh("ip netns del la-x 2>/dev/null; ip netns del " NODE " 2>/dev/null; "
+	   "ip netns del la-a 2>/dev/null; ip netns del la-b 2>/dev/null; true");
+}
+
+/* Whatever the library does, it never writes to stdout: run `fn` with
+ * stdout on a pipe and count the bytes. */
+static int stdout_bytes_of(int (*fn)(void))
+{
+	int p[2], saved = dup(1), n = 0;
+	char buf[256];
+	ssize_t r;
+
+	fflush(stdout);
+	if (pipe(p))
+		return -1;
+	dup2(p[1], 1);
+	close(p[1]);
+	fn();
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	while ((r = read(p[0], buf, sizeof(buf))) > 0)
+		n += r;
+	close(p[0]);
+	return n;
+}
+
+static int failing_calls(void)
+{
+	struct pi_node *n;
+	struct pi_pod_info pod;
+
+	if (pi_node_open(NODE, PI_OPEN_READ, 1000, &n))
+		return 0;
+	pi_pod_get(n, "no-such-pod", &pod);
+	pi_pod_del(n, "no-such-pod");
+	pi_node_close(n);
+	pi_node_open("la-not-up", PI_OPEN_READ, 1000, &n);
+	return 0;
+}
+
+int main(void)
+{
+	struct pi_node_up_opts up = { .lock_timeout_ms = 5000 };
+	struct pi_pod_spec a = { .name = "la-a", .has4 = true,
+				 .ip4 = v4("10.244.0.10") };
+	struct pi_pod_spec b = { .name = "la-b", .has4 = true,
+				 .ip4 = v4("10.244.0.11") };
+	struct pi_rule deny = { .action = PI_DENY, .proto = 17, .port_lo = 7000,
+				.port_hi = 7000 };
+	struct pi_inject_auth_info *auths;
+	struct pi_rule_info *rules;
+	struct pi_pod_info *pods, pod;
+	struct pi_node_info info;
+	struct pi_node *n = NULL;
+	const char *as_b = "la-b";
+	uint32_t id, path;
+	int cnt, fd;
+
+	if (geteuid()) {
+		printf("SKIP lib/all: needs root\n");
+		return 0;
+	}
+	pi_set_log(on_log, NULL);
+	cleanup();
+
+	CHECK_RC("node_up", pi_node_up(NODE, &up, &info), 0);
+	check(info.pods == 0 && !strcmp(info.name, NODE), "node_up_info",
+	      "pods %d name %s", info.pods, info.name);
+	CHECK_RC("node_up_twice", pi_node_up(NODE, &up, NULL), -EALREADY);
+	CHECK_RC("node_open_bad_name", pi_node_open("Bad Name", PI_OPEN_READ, 100, &n), -EINVAL);
+	CHECK_RC("node_open_not_up", pi_node_open("la-not-up", PI_OPEN_READ, 100, &n), -ENOENT);
+	check(n == NULL, "node_open_failed_gives_null", "node %p", (void *)n);
+
+	CHECK_RC("open_write", pi_node_open(NODE, PI_OPEN_WRITE, 1000, &n), 0);
+	CHECK_RC("pod_add_a", pi_pod_add(n, &a, &pod), 0);
+	check(pod.id == 0 && !strcmp(pod.ifname, "eth0") &&
+	      !strcmp(pod.hostdev, "pi-la-a") &&
+	      (pod.meta_flags & PI_META_OWNS_NETNS), "pod_add_result",
+	      "id %u ifname %s hostdev %s", pod.id, pod.ifname, pod.hostdev);
+	CHECK_RC("pod_add_b", pi_pod_add(n, &b, NULL), 0);
+	CHECK_RC("pod_add_duplicate_name", pi_pod_add(n, &a, NULL), -EEXIST);
+	b.name = "la-c";
+	CHECK_RC("pod_add_duplicate_address", pi_pod_add(n, &b, NULL), -EADDRINUSE);
+	b.name = "Bad";
+	CHECK_RC("pod_add_bad_name", pi_pod_add(n, &b, NULL), -EINVAL);
+	check(strstr(last_error, "invalid pod name") != NULL, "errors_reach_the_log",
+	      "last error: %s", last_error);
+	cnt = pi_pod_list(n, &pods);
+	check(cnt == 2 && pods[0].id != pods[1].id, "pod_list", "count %d", cnt);
+	free(pods);
+
+	CHECK_RC("policy_add", pi_policy_add(n, "la-a", PI_DIR_EGRESS, &deny, 0, &id), 0);
+	CHECK_RC("policy_add_unknown_pod", pi_policy_add(n, "la-zz", PI_DIR_EGRESS, &deny, 0, &id), -ESRCH);
+	cnt = pi_policy_list(n, "la-a", &rules);
+	check(cnt == 1 && rules[0].rule.id == id && rules[0].rule.action == PI_DENY,
+	      "policy_list", "count %d", cnt);
+	if (cnt > 0)
+		free(rules);
+	CHECK_RC("policy_del_missing", pi_policy_del(n, "la-a", PI_DIR_EGRESS, id + 100), -ESRCH);
+	CHECK_RC("policy_del", pi_policy_del(n, "la-a", PI_DIR_EGRESS, id), 0);
+
+	CHECK_RC("inject_allow", pi_inject_allow(n, "la-a", &as_b, 1, 0, &path), 0);
+	check(path == (uint32_t)pi_inject_path_auto(), "inject_allow_auto_path",
+	      "path %u", path);
+	CHECK_RC("inject_as_self", pi_inject_allow(n, "la-a", (const char *[]){ "la-a" }, 1, 0, NULL), -EINVAL);
+	cnt = pi_inject_list(n, &auths);
+	check(cnt == 1 && !strcmp(auths[0].injector, "la-a") &&
+	      !strcmp(auths[0].as, "la-b"), "inject_list", "count %d", cnt);
+	free(auths);
+	CHECK_RC("inject_deny", pi_inject_deny(n, "la-a", NULL, 0), 1);
+
+	/* An adopted pod, with a Kubernetes-style name. */
+	sh("ip netns add la-x && ip -n " NODE " link add la-xh type veth peer name net1 netns la-x && "
+	   "ip -n la-x addr add 10.244.0.50/32 dev net1 && ip -n la-x link set net1 up && "
+	   "ip -n " NODE " link set la-xh up");
+	{
+		struct pi_adopt_spec ad = { .name = "ns/la-x", .netns = "la-x",
+					    .hostdev = "la-xh",
+					    .attach_id = "c0ffee/net1" };
+
+		CHECK_RC("adopt", pi_pod_adopt(n, &ad, &pod), 0);
+		check(!strcmp(pod.ifname, "net1") && pod.ip4 == v4("10.244.0.50").a[0] &&
+		      !(pod.meta_flags & PI_META_OWNS_DEV), "adopt_result",
+		      "ifname %s", pod.ifname);
+		CHECK_RC("adopt_by_attach_id", pi_pod_get_by_attach_id(n, "c0ffee/net1", &pod), 0);
+		CHECK_RC("adopt_check", pi_pod_check(n, &pod), 0);
+		ad.hostdev = "la-nodev";
+		ad.name = "ns/other";
+		CHECK_RC("adopt_no_device", pi_pod_adopt(n, &ad, NULL), -ENXIO);
+		CHECK_RC("adopt_del", pi_pod_del(n, "ns/la-x"), 0);
+		check(system("ip -n " NODE " link show la-xh >/dev/null 2>&1") == 0,
+		      "adopt_del_keeps_device", "la-xh is gone");
+		CHECK_RC("adopt_by_attach_id_gone", pi_pod_get_by_attach_id(n, "c0ffee/net1", &pod), -ESRCH);
+	}
+
+	/* While this handle holds the lock, another writer gets -EBUSY in
+	 * its time bound, and a reader too. */
+	{
+		pid_t child = fork();
+
+		if (child == 0) {
+			struct pi_node *m;
+			int rc = pi_node_open(NODE, PI_OPEN_READ, 300, &m);
+
+			_exit(rc == -EBUSY ? 0 : 1);
+		}
+		int st = 0;
+
+		waitpid(child, &st, 0);
+		check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "lock_busy",
+		      "a second opener was not refused with -EBUSY");
+	}
+	pi_node_close(n);
+	n = NULL;
+
+	/* A lock held from outside (as another process would) is seen. */
+	fd = open("/sys/fs/bpf/podinject/" NODE, O_RDONLY | O_DIRECTORY);
+	check(fd >= 0 && !flock(fd, LOCK_EX), "lock_is_the_pin_dir",
+	      "cannot flock the pin directory");
+	CHECK_RC("lock_busy_timeout", pi_node_open(NODE, PI_OPEN_WRITE, 200, &n), -EBUSY);
+	close(fd);
+	CHECK_RC("lock_free_again", pi_node_open(NODE, PI_OPEN_READ, 200, &n), 0);
+	check(stdout_bytes_of(failing_calls) == 0, "prints_nothing",
+	      "the library wrote to stdout");
+	log_lines = 0;
+	failing_calls();
+	check(log_lines >= 3, "failures_are_logged", "%d log lines", log_lines);
+	CHECK_RC("pod_del", pi_pod_del(n, "la-a"), 0);
+	CHECK_RC("pod_del_again", pi_pod_del(n, "la-a"), -ESRCH);
+	check(system("ip netns pids la-a >/dev/null 2>&1") != 0, "pod_del_removes_netns",
+	      "namespace la-a is still there");
+	pi_node_close(n);
+
+	CHECK_RC("node_down", pi_node_down(NODE, false, 1000), 0);
+	check(access("/sys/fs/bpf/podinject/" NODE, F_OK) != 0, "node_down_pins_gone",
+	      "pins left");
+	check(system("ip netns pids la-b >/dev/null 2>&1") != 0, "node_down_removes_pods",
+	      "namespace la-b is still there");
+	CHECK_RC("node_down_not_up", pi_node_down(NODE, false, 100), -ENOENT);
+	cleanup();
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The rule matcher of include/podinject_rule.h, as userspace runs it,
+ * against pod_egress under BPF_PROG_TEST_RUN: random rule sets (1..MAX_SET
+ * rules of random families, every prefix length, protocols, port ranges,
+ * allow and deny) in the node's maps, random packets built in C, and per
+ * packet the verdict and the counters of every rule of the set compared
+ * with what a first-match walk of the same rules with the userspace
+ * matcher predicts. Deterministic: the seed is fixed (PODINJECT_RULE_SEED
+ * picks another) and named in every failure, with the packet and the rules.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "podinject_abi.h"
+#include "podinject_rule.h"
+#include "node.skel.h"
+#include "pkt.h"
+#include "unit.h"
+#include "fixture.h"
+
+#define SETS		250
+#define PKTS_PER_SET	16
+#define MAX_SET		24
+#define POD_ID		3
+
+static uint64_t rng_state;
+
+/* splitmix64: the same sequence from the same seed on every libc */
+static uint64_t rnd(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static uint32_t below(uint32_t n)
+{
+	return rnd() % n;
+}
+
+/* true with probability pct % */
+static bool chance(uint32_t pct)
+{
+	return below(100) < pct;
+}
+
+/* A packet as the test builds it, and what the matcher is given. */
+struct tpkt {
+	int family;
+	struct pi_addr dst;
+	uint8_t proto;		/* on the wire: IPPROTO_ICMPV6 for ping6 */
+	uint16_t sport, dport;
+	bool later_fragment;	/* IPv4, offset != 0: no transport header */
+};
+
+static bool tpkt_has_ports(const struct tpkt *t)
+{
+	return (t->proto == IPPROTO_TCP || t->proto == IPPROTO_UDP) &&
+	       !t->later_fragment;
+}
+
+static void flip_bit(struct pi_addr *a, uint32_t bit)
+{
+	uint32_t w = ntohl(a->a[bit / 32]);
+
+	w ^= 1u << (31 - bit % 32);
+	a->a[bit / 32] = htonl(w);
+}
+
+static void random_addr(int family, struct pi_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	for (int i = 0; i < (family == AF_INET ? 1 : 4); i++)
+		a->a[i] = (uint32_t)rnd();
+}
+
+static struct pi_rule random_rule(uint32_t id)
+{
+	static const uint8_t protos[] = { 0, 0, 0, IPPROTO_TCP, IPPROTO_TCP,
+		IPPROTO_UDP, IPPROTO_UDP, IPPROTO_ICMP, IPPROTO_ICMP,
+		IPPROTO_ICMPV6, 132 };
+	struct pi_rule r = { .id = id };
+	uint32_t f = below(8);
+
+	r.action = chance(50) ? PI_ALLOW : PI_DENY;
+	r.family = f < 2 ? 0 : f < 5 ? AF_INET : AF_INET6;
+	if (r.family) {
+		/* host bits left set on purpose: the matcher must not look */
+		random_addr(r.family, &r.addr);
+		r.prefixlen = below(r.family == AF_INET ? 33 : 129);
+	}
+	r.proto = protos[below(sizeof(protos))];
+	if (chance(40)) {
+		uint32_t lo = chance(15) ? 0 : below(65536);
+		uint32_t hi = lo + (chance(30) ? 0 : below(2000));
+
+		r.port_lo = lo;
+		r.port_hi = hi > 65535 ? 65535 : hi;
+		if (chance(3) && r.port_hi < 65535) /* empty: no port */
+			r.port_lo = r.port_hi + 1;
+		if (chance(3))		/* port_hi 0: any port, whatever lo */
+			r.port_hi = 0;
+	}
+	return r;
+}
+
+/* Mostly near some rule: inside or just outside its prefix and range. */
+static void random_packet(const struct pi_rule *rules, int n, struct tpkt *t)
+{
+	const struct pi_rule *near = &rules[below(n)];
+	uint32_t p = below(100);
+
+	memset(t, 0, sizeof(*t));
+	t->family = near->family && chance(80) ? near->family :
+		    chance(50) ? AF_INET : AF_INET6;
+	if (p < 35)
+		t->proto = IPPROTO_TCP;
+	else if (p < 70)
+		t->proto = IPPROTO_UDP;
+	else if (p < 90)
+		t->proto = t->family == AF_INET ? IPPROTO_ICMP : IPPROTO_ICMPV6;
+	else if (p < 95)	/* the other family's ping number */
+		t->proto = t->family == AF_INET ? IPPROTO_ICMPV6 : IPPROTO_ICMP;
+	else
+		t->proto = 132;	/* SCTP: no ports read */
+	if (t->family == AF_INET && tpkt_has_ports(t) && chance(5))
+		t->later_fragment = true;
+
+	if (near->family == t->family && chance(75)) {
+		uint32_t max = t->family == AF_INET ? 32 : 128;
+		uint32_t plen = near->prefixlen, c = below(5);
+
+		t->dst = near->addr;
+		if (t->family == AF_INET)
+			t->dst.a[1] = t->dst.a[2] = t->dst.a[3] = 0;
+		if (c == 0 && plen)			/* inside, at the edge */
+			flip_bit(&t->dst, plen - 1);
+		else if (c == 1 && plen < max)		/* just outside */
+			flip_bit(&t->dst, plen);
+		else if (c == 2 && plen)		/* anywhere inside */
+			flip_bit(&t->dst, below(plen));
+		else if (c == 3 && plen < max)		/* host bits */
+			flip_bit(&t->dst, plen + below(max - plen));
+	} else {
+		random_addr(t->family, &t->dst);
+	}
+
+	t->sport = below(65536);
+	if (near->port_hi && chance(70)) {
+		static const int8_t edge[] = { -1, 0, 0, 1 };
+		uint32_t at = chance(50) ? near->port_lo : near->port_hi;
+
+		t->dport = (uint16_t)(at + edge[below(4)]);
+	} else {
+		t->dport = chance(5) ? 0 : below(65536);
+	}
+	if (t->proto != IPPROTO_TCP && t->proto != IPPROTO_UDP)
+		t->dport = 0;
+}
+
+static int frame(const struct tpkt *t, uint8_t *buf)
+{
+	struct pkt_spec s = { .family = t->family, .proto = t->proto,
+			      .sport = t->sport, .dport = t->dport };
+	char dst[INET6_ADDRSTRLEN];
+	int len;
+
+	inet_ntop(t->family, t->dst.a, dst, sizeof(dst));
+	s.src = t->family == AF_INET ? "10.0.0.1" : "fd00::1";
+	s.dst = dst;
+	len = pkt_build(buf, &s);
+	if (t->family == AF_INET6)	/* pkt_build writes ICMP as ICMPv6 */
+		buf[14 + 6] = t->proto;
+	if (t->later_fragment)
+		*(uint16_t *)(buf + 14 + 6) = htons(185);	/* offset, in 8s */
+	return len;
+}
+
+/* The userspace decision: index of the first matching rule, or -1. */
+static int user_decides(const struct pi_rule *rules, int n,
+			const struct tpkt *t)
+{
+	bool ports = tpkt_has_ports(t);
+
+	for (int i = 0; i < n; i++)
+		if (pi_rule_matches(&rules[i], t->family, &t->dst, t->proto,
+				    ports, ports ? t->dport : 0))
+			return i;
+	return -1;
+}
+
+static struct pi_rule_stats rule_counter(struct node_bpf *skel, uint32_t id,
+					 struct pi_rule_stats *per, int ncpu)
+{
+	struct pi_rule_stats sum = { 0 };
+
+	if (bpf_map__lookup_elem(skel->maps.rule_stats, &id, 4, per,
+				 ncpu * sizeof(*per), 0))
+		return sum;
+	for (int c = 0; c < ncpu; c++) {
+		sum.packets += per[c].packets;
+		sum.bytes += per[c].bytes;
+	}
+	return sum;
+}
+
+static uint64_t policy_drops(struct node_bpf *skel, struct pi_pod_stats *per,
+			     int ncpu)
+{
+	uint32_t id = POD_ID;
+	uint64_t n = 0;
+
+	if (bpf_map__lookup_elem(skel->maps.pod_stats, &id, 4, per,
+				 ncpu * sizeof(*per), 0))
+		return 0;
+	for (int c = 0; c < ncpu; c++)
+		n += per[c].drops[PI_DROP_POLICY];
+	return n;
+}
+
+static void describe_rule(FILE *f, int i, const struct pi_rule *r)
+{
+	char a[INET6_ADDRSTRLEN] = "*";
+
+	if (r->family)
+		inet_ntop(r->family, r->addr.a, a, sizeof(a));
+	fprintf(f, "  rule %2d id %u %s family %u %s/%u proto %u port %u-%u\n",
+		i, r->id, r->action == PI_DENY ? "deny " : "allow", r->family,
+		a, r->prefixlen, r->proto, r->port_lo, r->port_hi);
+}
+
+static void describe(uint64_t seed, int set, int pkt, const struct pi_rule *rules,
+		     int n, const struct tpkt *t)
+{
+	char d[INET6_ADDRSTRLEN];
+
+	inet_ntop(t->family, t->dst.a, d, sizeof(d));
+	fprintf(stderr, "rule matcher mismatch: seed %" PRIu64 " set %d packet %d\n"
+		"  packet family %d dst %s proto %u dport %u%s\n", seed, set,
+		pkt, t->family, d, t->proto, t->dport,
+		t->later_fragment ? " later fragment" : "");
+	for (int i = 0; i < n; i++)
+		describe_rule(stderr, i, &rules[i]);
+}
+
+UNIT_TEST(rule_matcher_agrees_with_pod_egress)
+{
+	uint64_t seed = 20261201, want_drops = 0;
+	int ncpu = libbpf_num_possible_cpus(), ifindex, prog, packets = 0;
+	int decided[3] = { 0 };	/* by an allow rule, a deny rule, none */
+	struct pi_rule_stats *per_rule = calloc(ncpu, sizeof(*per_rule));
+	struct pi_pod_stats *per_pod = calloc(ncpu, sizeof(*per_pod));
+	struct pi_pod pod = { .id = POD_ID,
+			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
+	struct node_bpf *skel = NULL;
+	uint32_t base = 1;
+	bool ok = true;
+
+	if (getenv("PODINJECT_RULE_SEED"))
+		seed = strtoull(getenv("PODINJECT_RULE_SEED"), NULL, 0);
+	rng_state = seed;
+	if (!ASSERT_TRUE(per_rule && per_pod, "memory") ||
+	    !ASSERT_OK(fixture_netns(), "private netns"))
+		goto out;
+	ifindex = fixture_dev("rm");
+	if (!ASSERT_TRUE(ifindex > 1, "fixture device"))
+		goto out;
+	skel = node_bpf__open_and_load();
+	if (!ASSERT_TRUE(skel, "load node_bpf"))
+		goto out;
+	pod.ifindex = ifindex;
+	inet_pton(AF_INET, "10.0.0.1", &pod.ip4);
+	inet_pton(AF_INET6, "fd00::1", pod.ip6);
+	bpf_map__update_elem(skel->maps.pods, &ifindex, 4, &pod, sizeof(pod),
+			     0);
+	prog = bpf_program__fd(skel->progs.pod_egress);
+
+	for (int set = 0; set < SETS && ok; set++) {
+		struct pi_rule rules[MAX_SET];
+		uint64_t want[MAX_SET] = { 0 }, want_bytes[MAX_SET] = { 0 };
+		uint32_t key = POD_ID * 2 + PI_DIR_EGRESS;
+		struct pi_policy_ref ref;
+		int n = 1 + below(MAX_SET);
+
+		/* fresh ids and a random range of the node's rule array */
+		ref.start = below(PI_MAX_RULES - MAX_SET);
+		ref.count = n;
+		for (int i = 0; i < n; i++) {
+			uint32_t slot = ref.start + i;
+
+			rules[i] = random_rule(base + i);
+			bpf_map__update_elem(skel->maps.rules, &slot, 4,
+					     &rules[i], sizeof(rules[i]), 0);
+		}
+		base += n;
+		bpf_map__update_elem(skel->maps.policy_refs, &key, 4, &ref,
+				     sizeof(ref), 0);
+
+		for (int k = 0; k < PKTS_PER_SET && ok; k++) {
+			uint8_t buf[PKT_MAX];
+			struct tpkt t;
+			int len, verdict, idx;
+			char what[160];
+
+			random_packet(rules, n, &t);
+			len = frame(&t, buf);
+			idx = user_decides(rules, n, &t);
+			verdict = fixture_run(prog, ifindex, buf, len, NULL);
+			packets++;
+			decided[idx < 0 ? 2 : rules[idx].action == PI_DENY]++;
+			if (idx >= 0) {
+				want[idx]++;
+				want_bytes[idx] += len;
+			}
+			if (idx >= 0 && rules[idx].action == PI_DENY)
+				want_drops++;
+			snprintf(what, sizeof(what),
+				 "seed %" PRIu64 " set %d packet %d: verdict (userspace: %s)",
+				 seed, set, k, idx < 0 ? "no rule" : rules[idx].action == PI_DENY ?
+				 "deny rule" : "allow rule");
+			ok = ASSERT_EQ(verdict, idx >= 0 && rules[idx].action ==
+				       PI_DENY ? PI_DROP : PI_PASS, what);
+			for (int i = 0; i < n && ok; i++) {
+				struct pi_rule_stats st = rule_counter(
+					skel, rules[i].id, per_rule, ncpu);
+
+				snprintf(what, sizeof(what),
+					 "seed %" PRIu64 " set %d packet %d: counter of rule %d (userspace decides by %d)",
+					 seed, set, k, i, idx);
+				ok = ASSERT_EQ(st.packets, want[i], what) &&
+				     ASSERT_EQ(st.bytes, want_bytes[i], what);
+			}
+			if (ok) {
+				snprintf(what, sizeof(what),
+					 "seed %" PRIu64 " set %d packet %d: policy drops",
+					 seed, set, k);
+				ok = ASSERT_EQ(policy_drops(skel, per_pod, ncpu),
+					       want_drops, what);
+			}
+			if (!ok)
+				describe(seed, set, k, rules, n, &t);
+		}
+	}
+	if (!ok)
+		goto out;
+	if (getenv("UNIT_VERBOSE"))
+		fprintf(stderr, "seed %" PRIu64 ": %d packets, %d by allow rules, %d by deny rules, %d by none\n",
+			seed, packets, decided[0], decided[1], decided[2]);
+	/* The random sets must exercise all three outcomes, often. */
+	ASSERT_EQ(packets, SETS * PKTS_PER_SET, "packets run");
+	ASSERT_TRUE(decided[0] > packets / 8, "many decided by an allow rule");
+	ASSERT_TRUE(decided[1] > packets / 8, "many decided by a deny rule");
+	ASSERT_TRUE(decided[2] > packets / 20, "some matched no rule");
+out:
+	node_bpf__destroy(skel);
+	free(per_rule);
+	free(per_pod);
+}
