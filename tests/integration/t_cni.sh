@@ -376,10 +376,10 @@ holder=$!
 sleep 0.3
 out=$(pi_direct ADD "$(podconf 1.0.0 "$prev" '{"lockTimeoutMs": 300}')" "$id" /run/netns/${PREFIX}busy eth0 K8S_POD_NAME=busy)
 expect_eq busy_code_11 "$(code_of "$out")" 11
-expect_eq busy_nothing_made "$(pod_name busy)" ""
 out=$(pi_direct DEL "$(podconf 1.0.0 "" '{"lockTimeoutMs": 300}')" "$id" "")
 expect_eq busy_del_code_11 "$(code_of "$out")" 11
 wait $holder
+expect_eq busy_nothing_made "$(pod_name busy)" ""
 flock -x /sys/fs/bpf/podinject/$NODE -c 'sleep 1' &
 sleep 0.2
 pi_direct ADD "$(podconf 1.0.0 "$prev" '{"lockTimeoutMs": 5000}')" "$id" /run/netns/${PREFIX}busy eth0 K8S_POD_NAME=busy >/dev/null
