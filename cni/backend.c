@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include "cni.h"
 
 static void log_cb(enum pi_log_level level, const char *msg, void *ctx)
@@ -17,9 +19,19 @@ void cni_backend_init(void)
 	pi_set_log(log_cb, NULL);
 }
 
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
 /* Opens the node for writing; with bring_up, a node that is not up yet is
- * made first (node up --host). Two plugins may race to make it: the loser
- * finds it made (-EEXIST) and opens it. */
+ * made first (node up --host). Plugins racing to make it: the loser gets
+ * -EALREADY and opens it; until the winner has pinned all of it, opening
+ * it says -ENOENT (its pin directory exists before its lock is held), so
+ * the loser tries again, for as long as it would wait for the lock. */
 int cni_pi_open(const struct cni_conf *conf, bool bring_up,
 		struct pi_node **node)
 {
@@ -29,20 +41,27 @@ int cni_pi_open(const struct cni_conf *conf, bool bring_up,
 		.attach = conf->attach,
 		.lock_timeout_ms = conf->lock_timeout_ms,
 	};
+	long long deadline = now_ms() + (conf->lock_timeout_ms > 1000 ?
+					 conf->lock_timeout_ms : 1000);
 	int err;
 
-	err = pi_node_open(conf->node, PI_OPEN_WRITE, conf->lock_timeout_ms,
-			   node);
-	if (err != -ENOENT || !bring_up)
-		return err;
-	err = pi_node_up(conf->node, &opts, NULL);
-	if (err && err != -EEXIST)
-		return err;
-	if (!err)
-		cni_log(PI_LOG_INFO, "node %s up on the host's namespace",
-			conf->node);
-	return pi_node_open(conf->node, PI_OPEN_WRITE, conf->lock_timeout_ms,
-			    node);
+	for (;;) {
+		err = pi_node_open(conf->node, PI_OPEN_WRITE,
+				   conf->lock_timeout_ms, node);
+		if (err != -ENOENT || !bring_up)
+			return err;
+		err = pi_node_up(conf->node, &opts, NULL);
+		if (!err) {
+			cni_log(PI_LOG_INFO, "node %s up on the host's namespace",
+				conf->node);
+			continue;
+		}
+		if (err != -EALREADY && err != -EEXIST)
+			return err;
+		if (now_ms() > deadline)
+			return -EBUSY;
+		usleep(50 * 1000);
+	}
 }
 
 void cni_pi_close(struct pi_node *node)

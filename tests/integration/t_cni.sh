@@ -501,6 +501,8 @@ rt DEL "$T/ptp10.conflist" "$(cid 99)" /run/netns/${PREFIX}ptp1 >/dev/null
 ip netns del ${PREFIX}ptp1
 
 # ---- 32 concurrent ADDs, then 32 concurrent DELs --------------------------------
+# The node is down first: the 32 race to bring it up, and one does.
+check concurrent_node_down_first "$PI" -N $NODE node down
 for i in $(seq 1 32); do mkns ${PREFIX}cc$i; done
 for i in $(seq 1 32); do
 	rt ADD "$T/ptp10.conflist" "$(cid 9$i)" /run/netns/${PREFIX}cc$i "K8S_POD_NAMESPACE=cc;K8S_POD_NAME=p$i" \
