@@ -27,7 +27,9 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
-	libmnl-dev iproute2 iputils-ping iperf3 jq procps ethtool
+	libmnl-dev iproute2 iputils-ping iperf3 jq procps ethtool \
+	libjansson-dev containernetworking-plugins podman runc busybox-static \
+	catatonit buildah
 
 ifeq ($(V),1)
 Q :=
@@ -54,11 +56,11 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all deps test demo bench lab clean
+.PHONY: all deps test demo bench lab clean image
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
-all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/nl_check $(TOOLS) $(TEST_BPF)
+all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/nl_check $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
@@ -107,6 +109,19 @@ $(BUILD)/podinject: $(CLI_OBJS) $(LIBPI)
 $(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $< -o $@
+
+# The CNI plugin: a front-end on the library, like the CLI (cni/backend.c
+# holds all its calls into it). Its RPATH finds the libraries the
+# DaemonSet installs beside it on a host (deploy/kubernetes/install.sh).
+CNI_SRCS  := $(wildcard cni/*.c)
+$(BUILD)/podinject-cni: $(CNI_SRCS) cni/cni.h $(HEADERS) $(LIBPI) | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(CNI_SRCS) $(LIBPI) -o $@ $(LDLIBS) -ljansson \
+		-Wl,-rpath,'$$ORIGIN/podinject.lib'
+
+# The OCI image (buildah, offline): build/podinject-image.tar
+image: all
+	@./scripts/build-image.sh $(BUILD)/podinject-image.tar
 
 $(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h) $(HEADERS)
 	$(call msg,LINK,$@)

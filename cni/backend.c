@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The plugin's only calls into libpodinject. A host node: the node is the
+ * host's own namespace, where the runtime's host-side devices are.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "cni.h"
+
+static void log_cb(enum pi_log_level level, const char *msg, void *ctx)
+{
+	cni_log(level, "%s", msg);
+}
+
+void cni_backend_init(void)
+{
+	pi_set_log(log_cb, NULL);
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* Opens the node for writing; with bring_up, a node that is not up yet is
+ * made first (node up --host). Plugins racing to make it: the loser gets
+ * -EALREADY and opens it; until the winner has pinned all of it, opening
+ * it says -ENOENT (its pin directory exists before its lock is held), so
+ * the loser tries again, for as long as it would wait for the lock. */
+int cni_pi_open(const struct cni_conf *conf, bool bring_up,
+		struct pi_node **node)
+{
+	struct pi_node_up_opts opts = {
+		.host = true,
+		.xdp = conf->xdp,
+		.attach = conf->attach,
+		.lock_timeout_ms = conf->lock_timeout_ms,
+	};
+	long long deadline = now_ms() + (conf->lock_timeout_ms > 1000 ?
+					 conf->lock_timeout_ms : 1000);
+	int err;
+
+	for (;;) {
+		err = pi_node_open(conf->node, PI_OPEN_WRITE,
+				   conf->lock_timeout_ms, node);
+		if (err != -ENOENT || !bring_up)
+			return err;
+		err = pi_node_up(conf->node, &opts, NULL);
+		if (!err) {
+			cni_log(PI_LOG_INFO, "node %s up on the host's namespace",
+				conf->node);
+			continue;
+		}
+		if (err != -EALREADY && err != -EEXIST)
+			return err;
+		if (now_ms() > deadline)
+			return -EBUSY;
+		usleep(50 * 1000);
+	}
+}
+
+void cni_pi_close(struct pi_node *node)
+{
+	if (node)
+		pi_node_close(node);
+}
+
+int cni_pi_adopt(struct pi_node *node, const struct cni_env *env,
+		 const char *hostdev, const struct pi_addr *ip4,
+		 const struct pi_addr *ip6, struct pi_pod_info *out)
+{
+	struct pi_adopt_spec spec = {
+		.name = env->pod_name,
+		.netns = env->netns,
+		.hostdev = hostdev,
+		.ifname = env->ifname,
+		.attach_id = env->attach_id,
+	};
+
+	if (ip4) {
+		spec.has4 = true;
+		spec.ip4 = *ip4;
+	}
+	if (ip6) {
+		spec.has6 = true;
+		spec.ip6 = *ip6;
+	}
+	return pi_pod_adopt(node, &spec, out);
+}
+
+int cni_pi_add(struct pi_node *node, const struct cni_env *env,
+	       const char *hostdev, const struct pi_addr *ip4,
+	       const struct pi_addr *ip6, struct pi_pod_info *out)
+{
+	struct pi_pod_spec spec = {
+		.name = env->pod_name,
+		.netns = env->netns,
+		.ifname = env->ifname,
+		.hostdev = hostdev,
+		.attach_id = env->attach_id,
+	};
+
+	if (ip4) {
+		spec.has4 = true;
+		spec.ip4 = *ip4;
+	}
+	if (ip6) {
+		spec.has6 = true;
+		spec.ip6 = *ip6;
+	}
+	return pi_pod_add(node, &spec, out);
+}
+
+int cni_pi_find(struct pi_node *node, const char *attach_id,
+		struct pi_pod_info *out)
+{
+	return pi_pod_get_by_attach_id(node, attach_id, out);
+}
+
+int cni_pi_find_name(struct pi_node *node, const char *name,
+		     struct pi_pod_info *out)
+{
+	return pi_pod_get(node, name, out);
+}
+
+int cni_pi_del(struct pi_node *node, const char *name)
+{
+	return pi_pod_del(node, name);
+}
+
+int cni_pi_check(struct pi_node *node, const struct pi_pod_info *pod)
+{
+	return pi_pod_check(node, pod);
+}
+
+int cni_pi_list(struct pi_node *node, struct pi_pod_info **pods)
+{
+	return pi_pod_list(node, pods);
+}
+
+/* "A.B.C.D/N" or "X::Y/N" as CNI results write them (host bits set: the
+ * pod's own address in its subnet); the prefix length is dropped, as
+ * podinject's pods hold host addresses. */
+int cni_parse_addr(const char *cidr, int *family, struct pi_addr *a)
+{
+	char buf[64];
+	size_t n = strcspn(cidr, "/");
+	int plen;
+
+	if (n >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, cidr, n);
+	buf[n] = 0;
+	return pi_parse_prefix(buf, family, a, &plen);
+}

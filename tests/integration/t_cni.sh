@@ -1,0 +1,533 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# podinject-cni called exactly as a container runtime (libcni) calls a
+# conflist: the environment, the plugin config with cniVersion and name on
+# stdin, prevResult from the previous plugin on ADD and from the cached
+# result on CHECK and DEL, DEL in reverse order. The other plugins are
+# Debian's real ptp, bridge, macvlan and host-local. Nothing here touches
+# /etc/cni or /var/lib/cni: configs, IPAM state and the result cache live
+# in a temporary directory.
+#
+#   host namespace = podinject node ci-cni (node up --host, made by the
+#   plugin on its first ADD)
+#     vethXXXXXXXX (ptp) <-> eth0  ci-a  10.123.1.x  "ci-ns/a"
+#     vethXXXXXXXX (ptp) <-> eth0  ci-b              "ci-ns/b"
+#     vethXXXXXXXX (ptp) <-> eth0  ci-c              "ci-ns/c"
+#     ci-br0 (bridge) -- vethXXXXXXXX <-> eth0  ci-br
+#     ci-dummy0 -- macvlan eth0 in ci-mv (no pair: ADD must fail)
+#   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
+source "$(dirname "$0")/lib.sh"
+require_root
+PREFIX=ci-
+NODE=${PREFIX}cni
+CNI=$BUILD/podinject-cni
+T=$(mktemp -d /tmp/${PREFIX}cni.XXXXXX)
+FWD=$(cat /proc/sys/net/ipv4/ip_forward)
+cleanup() {
+	local ns
+	for ns in $(ip netns list | awk '{print $1}' | grep "^$PREFIX"); do
+		ip netns del "$ns" 2>/dev/null
+	done
+	ip link del ${PREFIX}br0 2>/dev/null
+	ip link del ${PREFIX}dummy0 2>/dev/null
+	cleanup_all
+	echo "$FWD" >/proc/sys/net/ipv4/ip_forward
+	[ -n "${CNI_TEST_KEEP:-}" ] && echo "kept $T" || rm -rf "$T"
+}
+trap cleanup EXIT
+cleanup_all
+
+if [ ! -x /usr/lib/cni/ptp ] || [ ! -x /usr/lib/cni/host-local ]; then
+	skip all "no /usr/lib/cni/ptp or host-local (Debian's containernetworking-plugins)"
+	exit 0
+fi
+if [ ! -x "$CNI" ]; then
+	fail build "no $CNI"
+	exit 1
+fi
+
+mkdir -p "$T/bin" "$T/cache" "$T/ipam"
+for p in ptp bridge macvlan host-local; do ln -s /usr/lib/cni/$p "$T/bin/$p"; done
+ln -s "$CNI" "$T/bin/podinject"
+CNI_PATH_DIR=$T/bin
+LOG=$T/podinject.log
+BAD_STDOUT=0
+
+# conflist FILE VERSION NAME MAIN_PLUGIN_JSON [PODINJECT_EXTRA_JSON]
+conflist() {
+	jq -n --arg v "$2" --arg n "$3" --argjson main "$4" \
+		--argjson extra "${5:-{\}}" --arg node "$NODE" --arg log "$LOG" \
+		'{cniVersion: $v, name: $n, plugins: [$main,
+		  ({type: "podinject", node: $node, logFile: $log,
+		    logLevel: "debug"} + $extra)]}' >"$1"
+}
+ipam() {	# ipam SUBNET DIRNAME
+	jq -n --arg s "$1" --arg d "$T/ipam/$2" \
+		'{type: "host-local", dataDir: $d, ranges: [[{subnet: $s}]],
+		  routes: [{dst: "0.0.0.0/0"}]}'
+}
+PTP=$(jq -n --argjson i "$(ipam 10.123.1.0/24 ptp)" '{type: "ptp", ipMasq: false, ipam: $i}')
+conflist "$T/ptp10.conflist" 1.0.0 ${PREFIX}ptp "$PTP"
+conflist "$T/ptp04.conflist" 0.4.0 ${PREFIX}ptp04 \
+	"$(jq -n --argjson i "$(ipam 10.123.4.0/24 ptp04)" '{type: "ptp", ipMasq: false, ipam: $i}')"
+conflist "$T/bridge.conflist" 1.0.0 ${PREFIX}bridge \
+	"$(jq -n --argjson i "$(ipam 10.123.2.0/24 bridge)" --arg b ${PREFIX}br0 \
+		'{type: "bridge", bridge: $b, isGateway: true, ipMasq: false, ipam: $i}')"
+conflist "$T/macvlan.conflist" 1.0.0 ${PREFIX}macvlan \
+	"$(jq -n --argjson i "$(ipam 10.123.3.0/24 macvlan)" --arg m ${PREFIX}dummy0 \
+		'{type: "macvlan", master: $m, mode: "bridge", ipam: $i}')"
+
+for v in 1.0.0 0.4.0; do
+	jq -n --arg v $v --arg n ${PREFIX}main${v//./} --arg node "$NODE" --arg log "$LOG" \
+		--argjson i "$(ipam 10.123.5.0/24 main)" \
+		'{cniVersion: $v, name: $n, plugins: [{type: "podinject", mode: "main",
+		  node: $node, logFile: $log, ipam: $i}]}' >"$T/main${v//./}.conflist"
+done
+
+# plugin CMD TYPE CID NETNS IFNAME ARGS < CONF: one plugin run as libcni
+# runs it, a clean environment but for the CNI variables. Prints stdout;
+# the exit status is the plugin's. podinject's stdout must be JSON or
+# nothing, always.
+plugin() {
+	local cmd=$1 type=$2 out rc
+	out=$(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin CNI_COMMAND="$cmd" \
+		CNI_CONTAINERID="$3" CNI_NETNS="$4" CNI_IFNAME="$5" \
+		CNI_ARGS="$6" CNI_PATH="$CNI_PATH_DIR" \
+		"$CNI_PATH_DIR/$type" 2>>"$T/stderr")
+	rc=$?
+	if [ "$type" = podinject ] && [ -n "$out" ] &&
+	   ! echo "$out" | jq -e . >/dev/null 2>&1; then
+		BAD_STDOUT=$((BAD_STDOUT + 1))
+		echo "non-JSON stdout from podinject $cmd: $out" >>"$T/stderr"
+	fi
+	printf '%s' "$out"
+	return $rc
+}
+
+# rt CMD CONFLIST CID NETNS [CNI_ARGS]: the whole conflist, as libcni.
+# ADD caches the final result; DEL and CHECK pass it as prevResult unless
+# NOPREV=1 (a runtime that lost it: podman after a failed ADD, a kubelet
+# after a reboot). IFN picks the interface (eth0).
+rt() {
+	local cmd=$1 list=$2 cid=$3 ns=$4 args=${5:-IgnoreUnknown=1}
+	local ifn=${IFN:-eth0} ver name n i order conf type prev= out rc first=0
+	local cache="$T/cache/$(jq -r .name "$list")-$cid-$ifn"
+	# Runtimes always send IgnoreUnknown (the reference plugins refuse
+	# other keys without it).
+	case ";$args;" in *";IgnoreUnknown=1;"*) ;; *) args="IgnoreUnknown=1;$args" ;; esac
+	ver=$(jq -r .cniVersion "$list")
+	name=$(jq -r .name "$list")
+	n=$(jq '.plugins | length' "$list")
+	case $cmd in
+	DEL) order=$(seq $((n - 1)) -1 0) ;;
+	*) order=$(seq 0 $((n - 1))) ;;
+	esac
+	[ "$cmd" != ADD ] && [ "${NOPREV:-0}" != 1 ] && [ -f "$cache" ] &&
+		prev=$(cat "$cache")
+	for i in $order; do
+		conf=$(jq -c --argjson i "$i" --arg v "$ver" --arg nm "$name" \
+			'.plugins[$i] + {cniVersion: $v, name: $nm}' "$list")
+		[ -n "$prev" ] && conf=$(echo "$conf" | jq -c --argjson p "$prev" '. + {prevResult: $p}')
+		type=$(echo "$conf" | jq -r .type)
+		out=$(echo "$conf" | plugin "$cmd" "$type" "$cid" "$ns" "$ifn" "$args")
+		rc=$?
+		if [ $rc != 0 ]; then
+			[ "$first" = 0 ] && first=$rc && echo "$out"
+			[ "$cmd" = DEL ] && continue
+			return $rc
+		fi
+		[ "$cmd" = ADD ] && prev=$out && echo "$out" >"$T/last.$i"
+	done
+	if [ "$cmd" = ADD ]; then
+		echo "$prev" >"$cache"
+		echo "$prev"
+	elif [ "$cmd" = DEL ] && [ "$first" = 0 ]; then
+		rm -f "$cache"
+	fi
+	return $first
+}
+
+# pi_direct CMD CONF CID NETNS [IFNAME [ARGS]]: podinject alone, one config
+# (named as the ptp conflist, so that it is the same attachment)
+pi_direct() {
+	echo "$2" | plugin "$1" podinject "$3" "$4" "${5:-eth0}" "${6:-IgnoreUnknown=1}"
+}
+podconf() {	# podconf VERSION [PREV_JSON [EXTRA_JSON]]
+	jq -cn --arg v "$1" --arg node "$NODE" --arg log "$LOG" \
+		--argjson p "${2:-null}" --argjson x "${3:-{\}}" \
+		'{cniVersion: $v, name: "ci-ptp", type: "podinject", node: $node,
+		  logFile: $log} + (if $p then {prevResult: $p} else {} end) + $x'
+}
+npods() { "$PI" -N $NODE -j pod list 2>/dev/null | jq length 2>/dev/null || echo 0; }
+pod_json() { "$PI" -N $NODE -j pod show "$1" 2>/dev/null; }
+pod_name() { pod_json "$1" | jq -r '.name // empty' 2>/dev/null; }
+cid() { printf '%s%064d' '' "$1" | tail -c 64; }	# a 64-digit container id
+mkns() { ip netns add "$1" && ip -n "$1" link set lo up; }
+code_of() { echo "$1" | jq -r .code 2>/dev/null; }
+
+# udp_count FROM_NS TO_NS DST PORT N [--bind SRC]: datagrams that arrive
+udp_count() {
+	local from=$1 to=$2 dst=$3 port=$4 n=$5 rpid
+	shift 5
+	in_ns "$to" "$PINET" udp-recv "$port" "$n" 2000 >"$T/udp" &
+	rpid=$!
+	sleep 0.3
+	in_ns "$from" "$PINET" udp-send "$@" "$dst" "$port" "$n" >/dev/null
+	wait $rpid
+	head -n 1 "$T/udp" | awk '{print $2}'
+}
+
+# ---- VERSION ---------------------------------------------------------------
+out=$(echo '{"cniVersion":"1.0.0"}' | plugin VERSION podinject "" dummy "" "")
+check version_lists sh -c "echo '$out' | jq -e '.supportedVersions | index(\"0.3.0\") and index(\"0.3.1\") and index(\"0.4.0\") and index(\"1.0.0\")'"
+out=$(plugin VERSION podinject "" "" "" "" </dev/null)
+check version_without_stdin sh -c "echo '$out' | jq -e '.supportedVersions | length >= 4'"
+
+# ---- ADD/CHECK/DEL on 1.0.0 and 0.4.0, ptp + host-local + podinject ----------
+for v in 10 04; do
+	ns=${PREFIX}v$v
+	id=$(cid 10$v)
+	list=$T/ptp$v.conflist
+	mkns $ns
+	res=$(rt ADD "$list" "$id" /run/netns/$ns "IgnoreUnknown=1;K8S_POD_NAME=p$v;K8S_POD_NAMESPACE=ci-ns")
+	rc=$?
+	expect_eq add_$v "$rc" 0
+	# What ptp returned is what the chain returns: prevResult through
+	# unchanged, with the config's version.
+	expect_eq add_${v}_version "$(jq -r .cniVersion <<<"$res")" "$(jq -r .cniVersion "$list")"
+	expect_eq add_${v}_prevresult_kept "$(jq -S -c . <<<"$res")" "$(jq -S -c . "$T/last.0")"
+	hostdev=$(jq -r '.interfaces[] | select(.sandbox == null) | .name' <<<"$res")
+	addr=$(jq -r '.ips[0].address | split("/")[0]' <<<"$res")
+	pj=$(pod_json ci-ns/p$v)
+	expect_eq add_${v}_pod_named "$(jq -r .name <<<"$pj")" ci-ns/p$v
+	expect_eq add_${v}_pod_device "$(jq -r .hostdev <<<"$pj")" "$hostdev"
+	expect_eq add_${v}_pod_address "$(jq -r .ipv4 <<<"$pj")" "$addr"
+	expect_eq add_${v}_pod_adopted "$(jq -r .adopted <<<"$pj")" true
+	if [ $v = 04 ]; then
+		expect_eq add_04_ips_version "$(jq -r '.ips[0].version' <<<"$res")" 4
+	fi
+	check check_$v rt CHECK "$list" "$id" /run/netns/$ns
+	check del_$v rt DEL "$list" "$id" /run/netns/$ns
+	check del_${v}_twice rt DEL "$list" "$id" /run/netns/$ns
+	expect_eq del_${v}_pod_gone "$(pod_name ci-ns/p$v)" ""
+	check del_${v}_device_gone sh -c "! ip link show $hostdev 2>/dev/null"
+	ip netns del $ns
+done
+check node_made_by_plugin sh -c "$PI -N $NODE -j node show | jq -e '.host == true'"
+
+# ---- bridge: the host device is the pod's veth, not the bridge -----------------
+mkns ${PREFIX}br
+id=$(cid 20)
+res=$(rt ADD "$T/bridge.conflist" "$id" /run/netns/${PREFIX}br "K8S_POD_NAME=br")
+expect_eq bridge_add $? 0
+veth=$(jq -r --arg b ${PREFIX}br0 '.interfaces[] | select(.sandbox == null and .name != $b) | .name' <<<"$res")
+expect_eq bridge_pod_device "$(pod_json br | jq -r .hostdev)" "$veth"
+check bridge_check rt CHECK "$T/bridge.conflist" "$id" /run/netns/${PREFIX}br
+check bridge_del rt DEL "$T/bridge.conflist" "$id" /run/netns/${PREFIX}br
+expect_eq bridge_pod_gone "$(npods)" 0
+ip netns del ${PREFIX}br
+
+# ---- naming: CNI_ARGS as a set, K8S_POD_NAME alone, the container id -----------
+mkns ${PREFIX}nm
+id=$(cid 30)
+rt ADD "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}nm \
+	"K8S_POD_NAME=web-1;K8S_POD_INFRA_CONTAINER_ID=$id;IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_UID=1-2-3" >/dev/null
+expect_eq name_from_k8s_args "$(pod_name shop/web-1)" shop/web-1
+check name_del rt DEL "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}nm
+rt ADD "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}nm "IgnoreUnknown=1" >/dev/null
+expect_eq name_from_container_id "$(pod_name "$id")" "$id"
+check name_del2 rt DEL "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}nm
+ip netns del ${PREFIX}nm
+
+# ---- DEL without CNI_NETNS and without prevResult (a kubelet's later DEL) ------
+mkns ${PREFIX}d1
+id=$(cid 40)
+rt ADD "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}d1 "K8S_POD_NAME=d1" >/dev/null
+pi_direct DEL "$(podconf 1.0.0)" "$id" "" >/dev/null
+expect_eq del_no_netns_no_prev $? 0
+expect_eq del_no_netns_no_prev_gone "$(pod_name d1)" ""
+# the rest of the chain as the runtime then runs it
+NOPREV=1 rt DEL "$T/ptp10.conflist" "$id" "" >/dev/null
+ip netns del ${PREFIX}d1
+
+# ---- DEL after the namespace is gone (and the device with it) -----------------
+mkns ${PREFIX}d2
+id=$(cid 41)
+rt ADD "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}d2 "K8S_POD_NAME=d2" >/dev/null
+ip netns del ${PREFIX}d2
+sleep 0.2
+check del_netns_gone rt DEL "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}d2
+expect_eq del_netns_gone_pod_gone "$(pod_name d2)" ""
+check del_netns_gone_twice rt DEL "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}d2
+
+# ---- CHECK reports a pod whose programs are missing ---------------------------
+mkns ${PREFIX}ck
+id=$(cid 42)
+rt ADD "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck "K8S_POD_NAME=ck" >/dev/null
+check check_ok rt CHECK "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck
+dev=$(pod_json ck | jq -r .hostdev)
+ifx=$(pod_json ck | jq -r .host_ifindex)
+# Take podinject's programs off the device behind its back: unpin its tcx
+# links, or delete its clsact filters.
+if [ "$("$PI" -N $NODE -j node show | jq -r .attach)" = tcx ]; then
+	for f in /sys/fs/bpf/podinject/$NODE/*; do
+		case $(basename "$f") in *link*_${ifx} | *link*_${ifx}_*) rm -f "$f" ;; esac
+	done
+else
+	tc filter del dev "$dev" ingress 2>/dev/null
+	tc filter del dev "$dev" egress 2>/dev/null
+fi
+out=$(rt CHECK "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck)
+rc=$?
+check_fails check_missing_programs test "$rc" = 0
+expect_eq check_missing_programs_code "$(code_of "$out")" 105
+check check_missing_del rt DEL "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck
+out=$(rt CHECK "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck)
+check_fails check_after_del test "$?" = 0
+ip netns del ${PREFIX}ck
+
+# ---- a failed ADD, then DEL (podman sends it without prevResult) ---------------
+# macvlan leaves no pair: podinject's ADD must fail, leave nothing, and the
+# runtime's DEL of the whole chain must succeed.
+ip link add ${PREFIX}dummy0 type veth peer name ${PREFIX}dummy1
+ip link set ${PREFIX}dummy0 up
+mkns ${PREFIX}mv
+id=$(cid 50)
+before=$(npods)
+out=$(rt ADD "$T/macvlan.conflist" "$id" /run/netns/${PREFIX}mv "K8S_POD_NAME=mv")
+rc=$?
+check_fails failed_add test "$rc" = 0
+expect_eq failed_add_code "$(code_of "$out")" 101
+expect_eq failed_add_nothing_left "$(npods)" "$before"
+NOPREV=1 rt DEL "$T/macvlan.conflist" "$id" /run/netns/${PREFIX}mv >/dev/null
+expect_eq failed_add_then_del $? 0
+check failed_add_ipam_freed sh -c "! ls $T/ipam/macvlan/${PREFIX}macvlan 2>/dev/null | grep -q '^10\\.'"
+ip netns del ${PREFIX}mv
+
+# ---- bad config and bad environment: the spec's codes, nothing left -----------
+mkns ${PREFIX}bad
+id=$(cid 60)
+prev=$(rt ADD "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}bad "K8S_POD_NAME=bad" | jq -c .)
+pi_direct DEL "$(podconf 1.0.0)" "$id" /run/netns/${PREFIX}bad >/dev/null	# ptp stays, podinject goes
+before=$(npods)
+expect_code() {	# expect_code NAME WANT CMD...: exit non-zero, JSON error with code WANT
+	local name=$1 want=$2 out rc
+	shift 2
+	out=$("$@")
+	rc=$?
+	if [ $rc = 0 ]; then
+		fail "$name" "succeeded: $out"
+	elif [ "$(code_of "$out")" != "$want" ]; then
+		fail "$name" "code '$(code_of "$out")', want $want: $out"
+	elif ! echo "$out" | jq -e '.msg | length > 0' >/dev/null; then
+		fail "$name" "no msg: $out"
+	else
+		pass "$name"
+	fi
+}
+bad_add() { echo "$1" | plugin ADD podinject "$id" /run/netns/${PREFIX}bad eth0 "K8S_POD_NAME=bad"; }
+expect_code bad_json 6 bad_add '{"cniVersion": "1.0.0", "name":'
+expect_code bad_not_object 6 bad_add '[1, 2]'
+expect_code bad_no_version 7 bad_add '{"name": "x", "type": "podinject"}'
+expect_code bad_old_version 1 bad_add '{"cniVersion": "0.2.0", "name": "x", "type": "podinject"}'
+expect_code bad_future_version 1 bad_add '{"cniVersion": "9.9.9", "name": "x", "type": "podinject"}'
+expect_code bad_no_name 7 bad_add '{"cniVersion": "1.0.0", "type": "podinject"}'
+expect_code bad_mode 7 bad_add "$(podconf 1.0.0 "$prev" '{"mode": "sideways"}')"
+expect_code bad_attach 7 bad_add "$(podconf 1.0.0 "$prev" '{"attach": "glue"}')"
+expect_code bad_node_name 7 bad_add "$(podconf 1.0.0 "$prev" '{"node": "No Such/Node"}')"
+expect_code bad_prevresult_type 7 bad_add "$(podconf 1.0.0 '"text"')"
+expect_code bad_no_prevresult 7 bad_add "$(podconf 1.0.0)"
+expect_code bad_main_without_ipam 7 bad_add "$(podconf 1.0.0 "" '{"mode": "main"}')"
+conf=$(podconf 1.0.0 "$prev")
+env_run() { echo "$conf" | env -i PATH=/usr/bin:/bin "$@" "$CNI" 2>>"$T/stderr"; }
+expect_code env_no_command 4 env_run CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0
+expect_code env_bad_command 4 env_run CNI_COMMAND=FROB CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0
+expect_code env_no_containerid 4 env_run CNI_COMMAND=ADD CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0
+expect_code env_bad_containerid 4 env_run CNI_COMMAND=ADD CNI_CONTAINERID='a b' CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0
+expect_code env_no_netns 4 env_run CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_IFNAME=eth0
+expect_code env_no_ifname 4 env_run CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad
+expect_code env_bad_ifname 4 env_run CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=a/b
+expect_code env_bad_args 4 env_run CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0 CNI_ARGS='K8S_POD_NAME=x;junk'
+expect_code env_del_no_ifname 4 env_run CNI_COMMAND=DEL CNI_CONTAINERID=$id
+expect_code add_wrong_ifname 101 env_run CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=lo
+expect_code add_netns_missing 101 env_run CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}none CNI_IFNAME=eth0
+# prevResult naming host devices that are not the pod's peer
+fake=$(jq -c '.interfaces[0].name = "lo"' <<<"$prev")
+expect_code add_prevresult_not_peer 101 bad_add "$(podconf 1.0.0 "$fake")"
+expect_eq bad_nothing_left "$(npods)" "$before"
+check bad_no_pod sh -c "! $PI -N $NODE pod show bad >/dev/null 2>&1"
+# ...and the same pod is fine with a good config
+check bad_then_good sh -c "echo '$conf' | env -i CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0 CNI_ARGS=K8S_POD_NAME=bad $CNI >/dev/null"
+# An ADD repeated by the runtime is answered the same; the other pod that
+# would take the name is refused.
+check add_repeated sh -c "echo '$conf' | env -i CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0 CNI_ARGS=K8S_POD_NAME=bad $CNI >/dev/null"
+expect_eq add_repeated_one_pod "$(npods)" $((before + 1))
+pi_direct DEL "$conf" "$id" "" >/dev/null
+NOPREV=1 rt DEL "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}bad >/dev/null
+ip netns del ${PREFIX}bad
+
+# ---- the node busy: code 11, nothing made; then it goes through ---------------
+mkns ${PREFIX}busy
+id=$(cid 70)
+prev=$(echo "$(jq -c '.plugins[0] + {cniVersion: "1.0.0", name: "ci-ptp"}' "$T/ptp10.conflist")" |
+	plugin ADD ptp "$id" /run/netns/${PREFIX}busy eth0 "")
+flock -x /sys/fs/bpf/podinject/$NODE -c 'sleep 3' &
+holder=$!
+sleep 0.3
+out=$(pi_direct ADD "$(podconf 1.0.0 "$prev" '{"lockTimeoutMs": 300}')" "$id" /run/netns/${PREFIX}busy eth0 K8S_POD_NAME=busy)
+expect_eq busy_code_11 "$(code_of "$out")" 11
+out=$(pi_direct DEL "$(podconf 1.0.0 "" '{"lockTimeoutMs": 300}')" "$id" "")
+expect_eq busy_del_code_11 "$(code_of "$out")" 11
+wait $holder
+expect_eq busy_nothing_made "$(pod_name busy)" ""
+flock -x /sys/fs/bpf/podinject/$NODE -c 'sleep 1' &
+sleep 0.2
+pi_direct ADD "$(podconf 1.0.0 "$prev" '{"lockTimeoutMs": 5000}')" "$id" /run/netns/${PREFIX}busy eth0 K8S_POD_NAME=busy >/dev/null
+expect_eq busy_waits_then_adds $? 0
+wait
+check busy_del sh -c "echo '$(podconf 1.0.0)' | env -i CNI_COMMAND=DEL CNI_CONTAINERID=$id CNI_IFNAME=eth0 $CNI"
+echo "$(jq -c '.plugins[0] + {cniVersion: "1.0.0", name: "ci-ptp"}' "$T/ptp10.conflist")" |
+	plugin DEL ptp "$id" /run/netns/${PREFIX}busy eth0 "" >/dev/null
+ip netns del ${PREFIX}busy
+
+# ---- STATUS and GC (spec 1.1; no runtime here sends them) -----------------------
+out=$(pi_direct STATUS "$(podconf 1.1.0)" "" "" "" "")
+expect_eq status_ok "$?:$out" "0:"
+for g in 1 2; do
+	mkns ${PREFIX}gc$g
+	rt ADD "$T/ptp10.conflist" "$(cid 13$g)" /run/netns/${PREFIX}gc$g "K8S_POD_NAME=gc$g" >/dev/null
+done
+gc=$(podconf 1.1.0 "" "$(jq -cn --arg c "$(cid 131)" '{"cni.dev/valid-attachments": [{containerID: $c, ifname: "eth0"}]}')")
+pi_direct GC "$gc" "" "" "" "" >/dev/null
+expect_eq gc_ok $? 0
+expect_eq gc_keeps_valid "$(pod_name gc1)" gc1
+expect_eq gc_removes_stale "$(pod_name gc2)" ""
+for g in 1 2; do
+	rt DEL "$T/ptp10.conflist" "$(cid 13$g)" /run/netns/${PREFIX}gc$g >/dev/null
+	ip netns del ${PREFIX}gc$g
+done
+expect_eq gc_then_del "$(pod_name gc1)" ""
+
+# ---- traffic through adopted pods; injection counted exactly once --------------
+for p in a b c; do
+	mkns ${PREFIX}$p
+	res=$(rt ADD "$T/ptp10.conflist" "$(cid 8$(printf %d "'$p"))" /run/netns/${PREFIX}$p \
+		"IgnoreUnknown=1;K8S_POD_NAMESPACE=ci-ns;K8S_POD_NAME=$p")
+	eval "ip_$p=$(jq -r '.ips[0].address | split("/")[0]' <<<"$res")"
+done
+expect_eq traffic_pods "$("$PI" -N $NODE -j pod list | jq '[.[] | select(.name | startswith("ci-ns/"))] | length')" 3
+expect_eq traffic_a_to_b "$(udp_count ${PREFIX}a ${PREFIX}b "$ip_b" 7100 5)" 5
+expect_eq traffic_b_to_c "$(udp_count ${PREFIX}b ${PREFIX}c "$ip_c" 7101 5)" 5
+check ping_c_to_a in_ns ${PREFIX}c ping -c 2 -W 2 -i 0.2 "$ip_a"
+check inject_allow "$PI" -N $NODE inject allow ci-ns/a --as ci-ns/b
+eb=$(pod_stat $NODE ci-ns/b .egress_packets)
+ea=$(pod_stat $NODE ci-ns/a .egress_packets)
+expect_eq inject_delivered "$(udp_count ${PREFIX}a ${PREFIX}c "$ip_c" 7102 25 --bind "$ip_b")" 25
+expect_eq inject_target_egress_once "$(($(pod_stat $NODE ci-ns/b .egress_packets) - eb))" 25
+expect_eq inject_not_injector_egress "$(($(pod_stat $NODE ci-ns/a .egress_packets) - ea))" 0
+expect_eq inject_stats "$("$PI" -N $NODE -j inject stats | jq '[.[] | select(.injector == "ci-ns/a" and .as == "ci-ns/b") | .packets] | add')" 25
+in_ns ${PREFIX}c "$PINET" udp-recv 7103 25 2000 >"$T/udp" &
+sleep 0.3
+in_ns ${PREFIX}a "$PINET" udp-send --bind "$ip_b" "$ip_c" 7103 25 >/dev/null
+wait
+check inject_receiver_sees_b sh -c "grep -q 'from $ip_b count 25' $T/udp"
+sp=$(pod_stat $NODE ci-ns/c .drops.spoofed)
+expect_eq spoof_not_delivered "$(udp_count ${PREFIX}c ${PREFIX}a "$ip_a" 7104 5 --bind "$ip_b")" 0
+expect_eq spoof_counted "$(($(pod_stat $NODE ci-ns/c .drops.spoofed) - sp))" 5
+for p in a b c; do
+	rt DEL "$T/ptp10.conflist" "$(cid 8$(printf %d "'$p"))" /run/netns/${PREFIX}$p >/dev/null ||
+		fail traffic_del_$p "DEL failed"
+	ip netns del ${PREFIX}$p
+done
+expect_eq traffic_del_all "$(npods)" 0
+expect_eq traffic_del_no_auth "$("$PI" -N $NODE -j inject list | jq length)" 0
+
+# ---- main mode: podinject makes the pair, host-local gives the address -------
+leases() { ls "$T/ipam/main/$1" 2>/dev/null | grep -c '^10\.'; }
+mkns ${PREFIX}ptp1
+rt ADD "$T/ptp10.conflist" "$(cid 99)" /run/netns/${PREFIX}ptp1 "K8S_POD_NAME=ptp1" >/dev/null
+ip_ptp1=$(pod_json ptp1 | jq -r .ipv4)
+for v in 100 040; do
+	list=$T/main$v.conflist
+	net=$(jq -r .name "$list")
+	ns=${PREFIX}m$v
+	id=$(cid 11$v)
+	mkns $ns
+	res=$(rt ADD "$list" "$id" /run/netns/$ns "K8S_POD_NAMESPACE=ci-ns;K8S_POD_NAME=m$v")
+	expect_eq main_${v}_add $? 0
+	pj=$(pod_json ci-ns/m$v)
+	hostdev=$(jq -r '.interfaces[0].name' <<<"$res")
+	expect_eq main_${v}_version "$(jq -r .cniVersion <<<"$res")" "$(jq -r .cniVersion "$list")"
+	expect_eq main_${v}_interfaces "$(jq -c '[.interfaces[] | [.name, (.sandbox // "")]]' <<<"$res")" \
+		"[[\"$hostdev\",\"\"],[\"eth0\",\"/run/netns/$ns\"]]"
+	expect_eq main_${v}_address "$(jq -r '.ips[0].address' <<<"$res")" "$(jq -r .ipv4 <<<"$pj")/32"
+	expect_eq main_${v}_ip_interface "$(jq -r '.ips[0].interface' <<<"$res")" 1
+	if [ $v = 040 ]; then
+		expect_eq main_040_ips_version "$(jq -r '.ips[0].version' <<<"$res")" 4
+	else
+		expect_eq main_100_no_ips_version "$(jq -r '.ips[0].version' <<<"$res")" null
+	fi
+	expect_eq main_${v}_pod_own_device "$(jq -r .adopted <<<"$pj")" false
+	expect_eq main_${v}_pod_device "$(jq -r .hostdev <<<"$pj")" "$hostdev"
+	check main_${v}_address_in_pod sh -c "ip -n $ns -4 addr show eth0 | grep -q '$(jq -r .ipv4 <<<"$pj")/32'"
+	expect_eq main_${v}_lease "$(leases $net)" 1
+	expect_eq main_${v}_to_chained "$(udp_count $ns ${PREFIX}ptp1 "$ip_ptp1" 7400 4)" 4
+	expect_eq main_${v}_from_chained "$(udp_count ${PREFIX}ptp1 $ns "$(jq -r .ipv4 <<<"$pj")" 7401 4)" 4
+	check main_${v}_check rt CHECK "$list" "$id" /run/netns/$ns
+	check main_${v}_del rt DEL "$list" "$id" /run/netns/$ns
+	check main_${v}_device_gone sh -c "! ip link show $hostdev 2>/dev/null"
+	expect_eq main_${v}_pod_gone "$(pod_name ci-ns/m$v)" ""
+	expect_eq main_${v}_lease_freed "$(leases $net)" 0
+	check main_${v}_del_twice rt DEL "$list" "$id" /run/netns/$ns
+	NOPREV=1 rt DEL "$list" "$id" "" >/dev/null
+	expect_eq main_${v}_del_no_netns $? 0
+	ip netns del $ns
+done
+# A failed main ADD (the interface name is taken in the pod) undoes all,
+# the IPAM lease included; DEL after it succeeds.
+mkns ${PREFIX}mf
+ip -n ${PREFIX}mf link add eth0 type veth peer name eth1
+id=$(cid 120)
+before=$(npods)
+out=$(rt ADD "$T/main100.conflist" "$id" /run/netns/${PREFIX}mf "K8S_POD_NAME=mf")
+check_fails main_failed_add test $? = 0
+expect_eq main_failed_add_code_json "$(code_of "$out" | grep -c '^[0-9]')" 1
+expect_eq main_failed_add_no_pod "$(npods)" "$before"
+expect_eq main_failed_add_lease_freed "$(leases ${PREFIX}main100)" 0
+expect_eq main_failed_add_no_device "$(ip -o link show | grep -c ': pi[0-9a-f]\{11\}[@:]')" 0
+check main_failed_add_then_del rt DEL "$T/main100.conflist" "$id" /run/netns/${PREFIX}mf
+ip netns del ${PREFIX}mf
+rt DEL "$T/ptp10.conflist" "$(cid 99)" /run/netns/${PREFIX}ptp1 >/dev/null
+ip netns del ${PREFIX}ptp1
+
+# ---- 32 concurrent ADDs, then 32 concurrent DELs --------------------------------
+# The node is down first: the 32 race to bring it up, and one does.
+check concurrent_node_down_first "$PI" -N $NODE node down
+for i in $(seq 1 32); do mkns ${PREFIX}cc$i; done
+for i in $(seq 1 32); do
+	rt ADD "$T/ptp10.conflist" "$(cid 9$i)" /run/netns/${PREFIX}cc$i "K8S_POD_NAMESPACE=cc;K8S_POD_NAME=p$i" \
+		>"$T/cc$i.out" 2>&1 &
+done
+wait
+ok=0
+for i in $(seq 1 32); do jq -e '.ips[0].address' "$T/cc$i.out" >/dev/null 2>&1 && ok=$((ok + 1)); done
+expect_eq concurrent_adds "$ok" 32
+expect_eq concurrent_pods "$("$PI" -N $NODE -j pod list | jq '[.[] | select(.name | startswith("cc/"))] | length')" 32
+expect_eq concurrent_distinct_addresses "$("$PI" -N $NODE -j pod list | jq '[.[] | .ipv4] | unique | length')" 32
+expect_eq concurrent_traffic "$(udp_count ${PREFIX}cc1 ${PREFIX}cc32 "$(pod_json cc/p32 | jq -r .ipv4)" 7200 3)" 3
+for i in $(seq 1 32); do
+	rt DEL "$T/ptp10.conflist" "$(cid 9$i)" /run/netns/${PREFIX}cc$i >"$T/cc$i.del" 2>&1 &
+done
+fails=0
+for j in $(jobs -p); do wait "$j" || fails=$((fails + 1)); done
+expect_eq concurrent_dels_ok "$fails" 0
+expect_eq concurrent_dels_pods "$(npods)" 0
+for i in $(seq 1 32); do ip netns del ${PREFIX}cc$i; done
+
+# ---- protocol hygiene over the whole run ---------------------------------------
+expect_eq stdout_only_json "$BAD_STDOUT" 0
+check log_file_written test -s "$LOG"
+check log_names_adds grep -q 'adopted on node' "$LOG"
+ids=$(node_prog_ids $NODE)
+check node_down "$PI" -N $NODE node down
+expect_eq node_down_no_links "$(links_of_progs $ids)" 0
