@@ -10,6 +10,7 @@
 # The manifest is checked offline.
 source "$(dirname "$0")/lib.sh"
 require_root
+EXPECT=44
 PREFIX=in-
 NODE=${PREFIX}cni
 T=$(mktemp -d /tmp/${PREFIX}install.XXXXXX)

@@ -15,6 +15,7 @@
 #   (main mode) piXXXXXXXXXXX <-> eth0  pm-m  10.124.1.x  (podinject's pair)
 source "$(dirname "$0")/lib.sh"
 require_root
+EXPECT=37
 PREFIX=pm-
 NODE=${PREFIX}cni
 NET=${PREFIX}net
