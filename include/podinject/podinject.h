@@ -18,6 +18,7 @@
  *   -EINVAL      an argument that cannot be right
  *   -ENXIO       a namespace or device named by the caller does not exist
  *                or is not what it must be
+ *   -EALREADY    pi_node_up: the node is up already
  * Calls that change a node hold its lock (a flock on its pin directory)
  * for their whole transaction; reads hold it shared.
  */
