@@ -171,6 +171,19 @@ int node_open(struct pi_node *n, const char *name, enum node_lock lock,
 	}
 	n->lock_fd = lock == NODE_LOCK_HELD ? -1 :
 		     node_lock_dir(n->pin_dir, lock, timeout_ms);
+	/* `node up` makes the directory, then locks it: a command that got
+	 * the lock in between finds no configuration yet. It lets go, so
+	 * that node up takes the lock, and waits for the node to be whole. */
+	for (int tries = 0; lock != NODE_LOCK_HELD && n->lock_fd >= 0 &&
+	     tries < 100; tries++) {
+		node_pin_path(n, path, sizeof(path), "%s",
+			      node_map_names[M_NODE_CONFIG]);
+		if (!access(path, F_OK))
+			break;
+		close(n->lock_fd);
+		usleep(10 * 1000);
+		n->lock_fd = node_lock_dir(n->pin_dir, lock, timeout_ms);
+	}
 	if (lock != NODE_LOCK_HELD && n->lock_fd < 0) {
 		err = n->lock_fd;
 		n->lock_fd = -1;

@@ -11,7 +11,7 @@
 #   inject: pod i (0-7) may inject as pod i+8
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=31
+EXPECT=32
 PREFIX=cc-
 N=${PREFIX}n
 NPODS=16
@@ -171,6 +171,17 @@ expect_eq dels_no_pods_left "$("$PI" -N $N -j pod list | jq length)" 0
 expect_eq dels_no_auth_left "$("$PI" -N $N -j inject list | jq length)" 0
 expect_eq dels_no_rules_left "$("$PI" -N $N -j policy list | jq length)" 0
 expect_eq dels_no_namespaces_left "$(ip netns list | grep -c "^${PREFIX}[pd]")" 0
+
+# `node up` racing with readers: each sees "not up" or the whole node,
+# never half of it ("incomplete").
+R=${PREFIX}r
+for k in 1 2 3 4; do
+	( for i in $(seq 40); do "$PI" -N $R -W 5000 pod list 2>&1; done ) >/tmp/$PREFIX$$.race$k &
+done
+"$PI" -N $R node up >/dev/null
+wait
+expect_eq up_race_never_half "$(cat /tmp/$PREFIX$$.race* | grep -c incomplete)" 0
+"$PI" -N $R node down >/dev/null
 
 ids=$(node_prog_ids $N)
 check down pi -N $N node down

@@ -145,7 +145,9 @@ wait
 # A transparent proxy in a container of its own, for pm-c: the server in
 # pm-b sees pm-c's address, the proxy saw the original destination.
 if check run_proxy run_ctr ${PREFIX}p $NET; then
-	in_ctr ${PREFIX}p "$BUILD/podinject-proxy" -v --connect-timeout 10000 15001 >"$T/px" 2>"$T/pxlog" </dev/null &
+	# nsenter execs the proxy: $! is the proxy itself, which the kill
+	# below then ends (through the in_ctr function it would be a subshell)
+	nsenter --net="$(netns_of ${PREFIX}p)" "$BUILD/podinject-proxy" -v --connect-timeout 10000 15001 >"$T/px" 2>"$T/pxlog" </dev/null &
 	PROXY_PID=$!
 	for _ in $(seq 50); do grep -q ready "$T/px" 2>/dev/null && break; sleep 0.1; done
 	check proxy_add "$PI" -N $NODE proxy add ${PREFIX}p --port 15001 --for ${PREFIX}c
