@@ -70,6 +70,19 @@ void cni_pi_close(struct pi_node *node)
 		pi_node_close(node);
 }
 
+/* The addresses a caller has, into a spec of either kind. */
+static void copy_addrs(const struct pi_addr *ip4, const struct pi_addr *ip6,
+		       bool *has4, struct pi_addr *a4, bool *has6,
+		       struct pi_addr *a6)
+{
+	*has4 = ip4;
+	if (ip4)
+		*a4 = *ip4;
+	*has6 = ip6;
+	if (ip6)
+		*a6 = *ip6;
+}
+
 int cni_pi_adopt(struct pi_node *node, const struct cni_env *env,
 		 const char *hostdev, const struct pi_addr *ip4,
 		 const struct pi_addr *ip6, struct pi_pod_info *out)
@@ -82,14 +95,7 @@ int cni_pi_adopt(struct pi_node *node, const struct cni_env *env,
 		.attach_id = env->attach_id,
 	};
 
-	if (ip4) {
-		spec.has4 = true;
-		spec.ip4 = *ip4;
-	}
-	if (ip6) {
-		spec.has6 = true;
-		spec.ip6 = *ip6;
-	}
+	copy_addrs(ip4, ip6, &spec.has4, &spec.ip4, &spec.has6, &spec.ip6);
 	return pi_pod_adopt(node, &spec, out);
 }
 
@@ -105,14 +111,7 @@ int cni_pi_add(struct pi_node *node, const struct cni_env *env,
 		.attach_id = env->attach_id,
 	};
 
-	if (ip4) {
-		spec.has4 = true;
-		spec.ip4 = *ip4;
-	}
-	if (ip6) {
-		spec.has6 = true;
-		spec.ip6 = *ip6;
-	}
+	copy_addrs(ip4, ip6, &spec.has4, &spec.ip4, &spec.has6, &spec.ip6);
 	return pi_pod_add(node, &spec, out);
 }
 
