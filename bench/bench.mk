@@ -15,7 +15,7 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD
 
 .DELETE_ON_ERROR:
 .PHONY: all
-all: $(OUT)/pktload $(OUT)/pbload $(OUT)/progcost $(OUT)/transparent.so
+all: $(OUT)/pktload $(OUT)/pbload $(OUT)/progcost $(OUT)/transparent.so $(OUT)/cnirun
 
 $(OUT):
 	@mkdir -p $@
@@ -43,3 +43,7 @@ $(OUT)/progcost: bench/progcost.c $(BUILD)/node.skel.h $(BUILD)/inject.skel.h in
 $(OUT)/transparent.so: bench/transparent.c | $(OUT)
 	@printf '  %-8s %s\n' CC $@
 	@$(CC) $(CFLAGS) -fPIC -shared $< -o $@ -ldl
+
+$(OUT)/cnirun: bench/cnirun.c | $(OUT)
+	@printf '  %-8s %s\n' CC $@
+	@$(CC) $(CFLAGS) $< -o $@ -ljansson

@@ -25,7 +25,7 @@ fmt() {
 		else printf "%.2f\n", x }'
 }
 
-for s in injection redirect xdp progcost proxy; do
+for s in injection redirect xdp progcost proxy cni; do
 	if [ -n "$DATE" ]; then
 		j=$RES/$DATE-$s.json
 	else

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <bpf/libbpf.h>
 #include "cni.h"
 
 static void log_cb(enum pi_log_level level, const char *msg, void *ctx)
@@ -14,8 +15,26 @@ static void log_cb(enum pi_log_level level, const char *msg, void *ctx)
 	cni_log(level, "%s", msg);
 }
 
+/* libbpf's own messages go where the plugin's logs go, at debug level:
+ * what it warns about on the way (an existing clsact qdisc, "Exclusivity
+ * flag on") is expected, and a real failure comes back from the library as
+ * an error the plugin reports. Left alone, libbpf writes to stderr. */
+static int libbpf_cb(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	if (n && msg[n - 1] == '\n')
+		msg[n - 1] = '\0';
+	cni_log(PI_LOG_DEBUG, "libbpf: %s", msg);
+	return 0;
+}
+
 void cni_backend_init(void)
 {
+	libbpf_set_print(libbpf_cb);
 	pi_set_log(log_cb, NULL);
 }
 

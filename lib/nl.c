@@ -426,6 +426,7 @@ struct link_reply {
 	bool has_mac;
 	char kind[16];
 	uint32_t link;		/* IFLA_LINK: a pair's peer */
+	int carrier;		/* IFLA_CARRIER, -1 if not reported */
 };
 
 static int link_attr_cb(const struct nlattr *attr, void *data)
@@ -462,6 +463,7 @@ static int link_reply_cb(const struct nlmsghdr *nlh, void *data)
 	mnl_attr_parse(nlh, sizeof(struct ifinfomsg), link_attr_cb, tb);
 	if (tb[IFLA_LINK])
 		r->link = mnl_attr_get_u32(tb[IFLA_LINK]);
+	r->carrier = tb[IFLA_CARRIER] ? mnl_attr_get_u8(tb[IFLA_CARRIER]) : -1;
 	if (tb[IFLA_ADDRESS] && mnl_attr_get_payload_len(tb[IFLA_ADDRESS]) == 6) {
 		memcpy(r->mac, mnl_attr_get_payload(tb[IFLA_ADDRESS]), 6);
 		r->has_mac = true;
@@ -558,7 +560,12 @@ int nl_link_wait_running(int ifindex, int timeout_ms)
 		err = link_get(ifindex, &r);
 		if (err)
 			return err;
-		if (r.flags & IFF_RUNNING)
+		/* IFF_RUNNING alone is not enough: until linkwatch has
+		 * run, a device just set up still has operstate UNKNOWN,
+		 * which counts as running even without carrier (seen on
+		 * 6.1 with a veth whose peer is down). The carrier itself
+		 * is what the pair's other end being up sets. */
+		if ((r.flags & IFF_RUNNING) && r.carrier != 0)
 			return nl_link_set_up(ifindex);
 		if (now_ms() >= deadline)
 			return -ETIMEDOUT;
