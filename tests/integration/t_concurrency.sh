@@ -134,13 +134,20 @@ done
 expect_eq traffic_each_pod_under_its_own_policy "$bad" 0
 denied=$("$PI" -N $N -j policy list | jq '[.[].packets] | unique')
 expect_eq traffic_each_rule_counted_5 "$(echo $denied | tr -d ' ')" "[5]"
-bad=0
+bad=0 what=
 for j in $(seq 0 7); do
 	want="received 5
 from $(ip4 $((j + 8))) count 5"
-	[ "$(cat /tmp/$PREFIX$$.i$j)" = "$want" ] || bad=$((bad + 1))
+	[ "$(cat /tmp/$PREFIX$$.i$j)" = "$want" ] || {
+		bad=$((bad + 1))
+		what="$what; pod $((j + 10)) from injector $j: $(tr '\n' ' ' </tmp/$PREFIX$$.i$j)"
+	}
 done
-expect_eq traffic_each_injector_speaks_as_its_target "$bad" 0
+if [ "$bad" = 0 ]; then
+	pass traffic_each_injector_speaks_as_its_target
+else
+	fail traffic_each_injector_speaks_as_its_target "$bad of 8 receivers did not get exactly 5 from the injector's target$what"
+fi
 
 # A command that cannot get the lock in time: "busy", exit 1, nothing made.
 flock -x /sys/fs/bpf/podinject/$N -c 'sleep 3' &
