@@ -29,7 +29,7 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	libmnl-dev iproute2 iputils-ping iperf3 jq procps ethtool \
 	libjansson-dev containernetworking-plugins podman runc busybox-static \
-	catatonit buildah
+	catatonit buildah haproxy
 
 ifeq ($(V),1)
 Q :=
@@ -56,7 +56,7 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all deps test demo bench lab clean image
+.PHONY: all deps test demo bench bench-lab lab clean image
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
@@ -150,6 +150,10 @@ demo: all
 
 bench: all
 	@./bench/run.sh
+
+# The injection suite in the kernel lab's guest (ours, debian-6.12).
+bench-lab: all
+	@./lab/bench.sh $(KERNELS)
 
 lab: all
 	@./lab/run.sh $(KERNELS)

@@ -27,6 +27,7 @@ PB_SENDER=${PB_SENDER:-packet}		# packet (AF_PACKET) or udp (sendmmsg)
 PB_CPU_SEND=${PB_CPU_SEND:-0}		# sender (and its softirq work)
 PB_CPU_RECV=${PB_CPU_RECV:-1}		# receiver, meter, iperf3 server
 PB_DATE=${PB_DATE:-$(date +%Y-%m-%d)}
+PB_TAG=${PB_TAG:-}			# in the file names: DATE-TAG-SUITE (the lab: lab-KERNEL)
 
 KERNEL=$(uname -r)
 PB_PREFIX=pb
@@ -219,7 +220,7 @@ fmt_num() {	# human-readable numbers in tables
 }
 
 suite_end() {
-	local base=$RESULTS/$PB_DATE-$SUITE json md
+	local base=$RESULTS/$PB_DATE-${PB_TAG:+$PB_TAG-}$SUITE json md
 	json=$base.json
 	md=$base.md
 	mkdir -p "$RESULTS"

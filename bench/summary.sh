@@ -29,7 +29,7 @@ for s in injection redirect xdp progcost proxy cni; do
 	if [ -n "$DATE" ]; then
 		j=$RES/$DATE-$s.json
 	else
-		j=$(ls "$RES"/*-$s.json 2>/dev/null | sort | tail -n 1)
+		j=$(ls "$RES"/*-$s.json 2>/dev/null | grep -v -- '-lab-' | sort | tail -n 1 || true)
 	fi
 	[ -n "$j" ] && [ -f "$j" ] || continue
 	d=$(basename "$j" "-$s.json")
@@ -57,5 +57,29 @@ for s in injection redirect xdp progcost proxy cni; do
 	fi
 	echo
 	echo "![$s](bench/results/$d-$s.png) — details: [bench/results/$d-$s.md](bench/results/$d-$s.md)"
+	echo
+done
+
+# The kernel lab's runs (lab/bench.sh: DATE-lab-KERNEL-SUITE.json), the
+# newest of each kernel and suite: emulated under QEMU TCG, so their ratios
+# only.
+for j in $(ls "$RES"/*-lab-*.json 2>/dev/null | sed 's|.*/[0-9-]\{11\}||' | sort -u |
+		while read -r tail; do ls "$RES"/*-"$tail" | sort | tail -n 1; done); do
+	[ -n "$DATE" ] && case $(basename "$j") in "$DATE"-*) ;; *) continue ;; esac
+	b=$(basename "$j" .json)
+	echo "### Kernel lab: $(jq -r .title "$j")"
+	echo
+	echo "Kernel $(jq -r .kernel "$j") in a QEMU TCG guest ($(jq -r .cpus "$j") vCPU), $(jq -r .rounds "$j") rounds: every number is emulated, read the ratios only."
+	jq -r '.skipped[] | "- **SKIP** \(.variant): \(.reason)"' "$j"
+	jq -r '(.failed // [])[] | "- **FAILED** \(.check): \(.reason)"' "$j"
+	echo
+	echo "| ratio, per round | of | ours: median (min–max) | seed |"
+	echo "|---|---|---:|---|"
+	jq -r '.ratios[] | [.name, .metric, .median, .min, .max, .seed] | @tsv' "$j" |
+	while IFS=$'\t' read -r n m med lo hi seed; do
+		echo "| $n | $m | **$(fmt "$med")** ($(fmt "$lo")–$(fmt "$hi")) | ${seed:--} |"
+	done
+	echo
+	echo "![$b](bench/results/$b.png) — details: [bench/results/$b.md](bench/results/$b.md)"
 	echo
 done

@@ -6,7 +6,8 @@
 #   - busybox-static and all its applet links,
 #   - host programs the test scripts need (bash, iproute2's ip and tc, jq, ...)
 #     with the shared libraries ldd reports for them and the dynamic loader,
-#   - the project: build/, tests/, scripts/ of this repository under /podinject,
+#   - the project: build/, tests/, scripts/, bench/ (without its results) of
+#     this repository under /podinject,
 #     with the libraries of every ELF in build/,
 #   - for a stock kernel (KERNEL_DIR/root/lib/modules/<release>): the modules
 #     the tests need and their dependencies from modules.dep, decompressed on
@@ -121,13 +122,14 @@ printf 'passwd: files\ngroup: files\nhosts: files\n' > "$STAGE/etc/nsswitch.conf
 cp /etc/protocols /etc/services "$STAGE/etc/" 2>/dev/null || true
 
 # --- the project ---
-for d in build tests scripts; do
+for d in build tests scripts bench; do
 	[ -d "$ROOT/$d" ] || { log "note: $d/ does not exist, not copied"; continue; }
 	# skip the big intermediate objects, keep binaries and BPF objects
 	# (and not the lab's own images and console logs in build/lab, nor
 	# those another lab run is writing: NAME.console.log.PID)
 	tar -C "$ROOT" --exclude="$d/obj" --exclude='*.o.d' \
 		--exclude='build/lab/*.initramfs.gz*' --exclude='build/lab/*.console.log*' \
+		--exclude='build/lab-bench' --exclude='bench/results' \
 		-cf - "$d" |
 		tar -C "$STAGE/podinject" -xf -
 done

@@ -21,6 +21,14 @@
 # pb-i, and a local route for pb-t's address in pb-i (table 100, only for
 # packets coming in on eth0), the way a transparent proxy receives them.
 
+# PB_INJ_DEV=netkit (the kernel lab): pb-t and pb-i are netkit pods, as
+# in the seed; pb-d, the receiver, stays a veth pod, so that the bench's
+# reply stand-in keeps its tc hook and every variant ends in the same
+# receive path. On netkit the fallback (b) is the netkit fallback with its
+# guard (docs/datapath.md). PB_CPU_COST=1 adds the kernel CPU time per
+# packet of each 64-byte sample (/proc/stat, all CPUs: meaningful where
+# nothing else runs, as in the lab's guest).
+INJ_DEV=${PB_INJ_DEV:-veth}
 INJ_N=$PB_PREFIX-n
 INJ_T=10.244.0.10
 INJ_D=10.244.0.11
@@ -30,9 +38,9 @@ injection_setup() {
 	PB_NODES+=("$INJ_N")
 	"$PI" -N "$INJ_N" node up >/dev/null || return 1
 	ip netns exec "$INJ_N" sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
-	"$PI" -N "$INJ_N" pod add $PB_PREFIX-t --ip $INJ_T >/dev/null || return 1
+	"$PI" -N "$INJ_N" pod add $PB_PREFIX-t --ip $INJ_T --dev "$INJ_DEV" >/dev/null || return 1
 	"$PI" -N "$INJ_N" pod add $PB_PREFIX-d --ip $INJ_D >/dev/null || return 1
-	"$PI" -N "$INJ_N" pod add $PB_PREFIX-i --ip $INJ_I >/dev/null || return 1
+	"$PI" -N "$INJ_N" pod add $PB_PREFIX-i --ip $INJ_I --dev "$INJ_DEV" >/dev/null || return 1
 	"$PI" -N "$INJ_N" inject allow $PB_PREFIX-i --as $PB_PREFIX-t --path fallback >/dev/null || return 1
 	# the reply path of an injected TCP flow (see above)
 	mkdir -p "$PB_PINS"
@@ -52,6 +60,17 @@ egress_packets() {	# the target's egress counter (pod_egress let it through)
 
 inject_packets() {	# packets the injection program redirected, all paths
 	"$PI" -N "$INJ_N" -j inject stats | jq '[.[].packets] | add // 0'
+}
+
+# cpu_ticks: kernel clock ticks of all CPUs so far (/proc/stat, in USER_HZ,
+# which is 100 on x86:
+# system + irq + softirq, and softirq alone)
+cpu_ticks() {
+	awk '$1 == "cpu" { print $4 + $7 + $8, $8 }' /proc/stat
+}
+
+rx_of_d() {	# packets pb-d's eth0 received so far
+	ip netns exec $PB_PREFIX-d cat /sys/class/net/eth0/statistics/rx_packets
 }
 
 # inj_variant V: puts the node in the state of variant V and prints the
@@ -89,21 +108,33 @@ iperf3_sample() {
 
 suite_injection() {
 	local variants="" v rep from out eg0 eg1 in0 in1 once dmac bps retr streams m
-	suite_begin injection "Injection into a pod's egress datapath: UDP 64-byte pps and TCP (seed 001)"
+	local k0 s0 r0 k1 s1 r1 seed where name=injection title="Injection into a pod's egress datapath: UDP 64-byte pps and TCP (seed 001)"
+	if [ "$INJ_DEV" != veth ]; then
+		name=injection-$INJ_DEV
+		title="$title, $INJ_DEV pods"
+	fi
+	suite_begin "$name" "$title"
 	if ! injection_setup; then
 		skip all "could not build the node (podinject node up / pod add / inject allow failed)"
 		suite_end
 		return
 	fi
-	meta node "\"podinject reference node: veth pods, tcx, BPF host routing (bpf_redirect_peer to local pods), ip_forward off\""
+	if [ "$INJ_DEV" = veth ]; then
+		meta node "\"podinject reference node: veth pods, tcx, BPF host routing (bpf_redirect_peer to local pods), ip_forward off\""
+	else
+		meta node "\"podinject reference node: target pb-t and injector pb-i on $INJ_DEV, receiver pb-d on veth, tcx, BPF host routing, ip_forward off\""
+	fi
 	meta inject_path_auto "\"$("$PI" -j features | jq -r .inject_path)\""
 	meta sender "\"UDP: $PB_SENDER on CPU $PB_CPU_SEND, meter on CPU $PB_CPU_RECV; TCP: iperf3 client on CPU $PB_CPU_SEND, server on CPU $PB_CPU_RECV\""
 	if [ "$("$PI" -j features | jq .redirect_peer_egress)" = true ]; then
 		variants="fast"
 	else
-		skip "fast (a)" "kernel $KERNEL has no bpf_redirect_peer(BPF_F_EGRESS) (probe returned $("$PI" -j features | jq .redirect_peer_egress_probe_retval), TC_ACT_SHOT); the kernel lab runs it"
+		where="the kernel lab runs it"
+		[ -n "${PODINJECT_LAB:-}" ] && where="our lab kernel (make bench-lab) has it"
+		skip "fast (a)" "kernel $KERNEL has no bpf_redirect_peer(BPF_F_EGRESS) (probe returned $("$PI" -j features | jq .redirect_peer_egress_probe_retval), TC_ACT_SHOT); $where"
 	fi
 	variants="$variants fallback target"
+	meta inject_path_fallback "\"$("$PI" -N "$INJ_N" -j inject list | jq -r '.[0].path')\""
 	echo "   variants:$variants (fast = (a), fallback = (b), target = (c))"
 	note "TCP (b) is injected exactly as (a)/(c) send it; its replies come back over the bench's stand-in for podinject-proxy's reply path (steer_reply at pb-d's egress hook + a table-100 local route in pb-i), so the ACKs of (b) skip pb-d's pod_egress which those of (c) pass: a small advantage for (b)"
 	note "iperf3 -B $INJ_T runs with bench/transparent.so (LD_PRELOAD: IP_TRANSPARENT before bind), in pb-i and, for symmetry, in pb-t"
@@ -137,10 +168,23 @@ suite_injection() {
 		for v in $variants; do
 			from=$(inj_variant "$v")
 			dmac=$(mac_of "$INJ_N" "pi-$from")
+			if [ "${PB_CPU_COST:-0}" = 1 ]; then
+				read -r k0 s0 < <(cpu_ticks)
+				r0=$(rx_of_d)
+			fi
 			out=$(pps_sample "$from" $INJ_T $INJ_D "$dmac" $PB_PREFIX-d \
 				arrived=dev:eth0 delivered=sock:9)
 			sample udp64_arrived_pps pps "$v" "$rep" "$(jq .arrived <<<"$out")"
 			sample udp64_sent_pps pps "$v" "$rep" "$(jq .sent <<<"$out")"
+			if [ "${PB_CPU_COST:-0}" = 1 ]; then
+				read -r k1 s1 < <(cpu_ticks)
+				r1=$(rx_of_d)
+				# ms of CPU per million packets received by pb-d
+				sample udp64_kernel_ms_per_Mpkt ms "$v" "$rep" "$(awk -v t=$((k1 - k0)) -v p=$((r1 - r0)) -v hz=100 \
+					'BEGIN { if (p > 0) printf "%.1f", t / hz * 1000 / (p / 1e6) }')"
+				sample udp64_softirq_ms_per_Mpkt ms "$v" "$rep" "$(awk -v t=$((s1 - s0)) -v p=$((r1 - r0)) -v hz=100 \
+					'BEGIN { if (p > 0) printf "%.1f", t / hz * 1000 / (p / 1e6) }')"
+			fi
 		done
 		for streams in 1 2; do
 			for v in $variants; do
@@ -156,10 +200,14 @@ suite_injection() {
 			done
 		done
 	done
-	for m in udp64_arrived_pps tcp_P1_gbps tcp_P2_gbps; do
+	m=
+	[ "${PB_CPU_COST:-0}" = 1 ] && m="udp64_kernel_ms_per_Mpkt udp64_softirq_ms_per_Mpkt"
+	for m in udp64_arrived_pps tcp_P1_gbps tcp_P2_gbps $m; do
 		case " $variants " in
 		*" fast "*)
-			ratio "a/b fast/fallback" $m fast fallback "38.9 / 33.0 = 1.18 (TCP, netkit, 0 vs 12060 retransmits)"
+			seed=
+			[ "$m" = tcp_P1_gbps ] && seed="38.9 / 33.0 = 1.18 (TCP, netkit, 0 vs 12060 retransmits)"
+			ratio "a/b fast/fallback" $m fast fallback "$seed"
 			ratio "a/c fast/target" $m fast target ;;
 		esac
 		ratio "b/c fallback/target" $m fallback target

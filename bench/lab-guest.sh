@@ -1,0 +1,36 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Runs in the kernel lab's guest (lab/bench.sh puts it in the image as the
+# suite /init runs): the injection suite on netkit pods and on veth pods,
+# then the results as a base64 tar.gz between two marker lines on the
+# console, where lab/bench.sh takes them out:
+#   PODINJECT-BENCH-FILES-BEGIN
+#   ...
+#   PODINJECT-BENCH-FILES-END
+# and the line lab/run.sh waits for, "bench-lab: N passed, N failed, 0
+# skipped": N suite runs that ran to their end (or not). It is the
+# runner's sign that the guest finished, never a verdict on the numbers.
+# Settings come in the environment (PB_REPS, PB_DURATION, ...).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+export PB_RESULTS=/tmp/pb-results PB_TAG=lab-${PODINJECT_LAB:-unknown} PB_CPU_COST=1
+# bash's process substitution needs /dev/fd, which devtmpfs does not make
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+# lab/bench.sh boots every kernel with one CPU (our tiny kernel brings up
+# only one of -smp 2), so everything shares it: sender, softirq, receiver
+if [ "$(nproc)" = 1 ]; then
+	export PB_CPU_SEND=0 PB_CPU_RECV=0
+fi
+mkdir -p "$PB_RESULTS"
+ran=0 failed=0
+for dev in netkit veth; do
+	if PB_INJ_DEV=$dev ./bench/run.sh injection; then
+		ran=$((ran + 1))
+	else
+		failed=$((failed + 1))
+	fi
+done
+echo "PODINJECT-BENCH-FILES-BEGIN"
+tar -C "$PB_RESULTS" -czf - . | base64
+echo "PODINJECT-BENCH-FILES-END"
+echo "bench-lab: $ran passed, $failed failed, 0 skipped"

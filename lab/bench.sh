@@ -1,0 +1,63 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# lab/bench.sh [KERNELS...]   (default: ours debian-6.12; `make bench-lab`)
+#
+# The injection suite (bench/suites/injection.sh) inside the kernel lab's
+# QEMU guest, where the kernel has netkit and, on ours, BPF_F_EGRESS: on
+# netkit pods and on veth pods, (a) fast, (b) the fallback of the device
+# type, (c) sent by the target itself. For each kernel it builds an image
+# whose /init runs bench/lab-guest.sh instead of the tests (lab/run.sh,
+# LAB_SUITE), takes the results off the console, writes
+#   bench/results/DATE-lab-KERNEL-injection{,-netkit}.{json,md,png}
+# (the plots drawn here: the guest has no gnuplot) and prints the tables.
+# Under TCG every number is emulated: read the ratios only.
+#
+# Environment: PB_REPS (3), PB_DURATION (3 s), PB_TCP_DURATION (5 s),
+# LAB_TIMEOUT (1200 s per kernel), LAB_SMP (1: our kernel brings up one
+# CPU whatever -smp says, so the stock kernel gets one too, and every
+# kernel measures on the same one vCPU); the rest as lab/run.sh.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+[ $# -gt 0 ] || set -- ours debian-6.12
+# shellcheck disable=SC2206
+KERNELS=($*)
+: "${PB_REPS:=3}" "${PB_DURATION:=3}" "${PB_TCP_DURATION:=5}"
+. bench/lib.sh
+out=$ROOT/build/lab-bench
+mkdir -p "$out"
+
+"$ROOT/scripts/deps.sh" gnuplot-nox >/dev/null || echo "bench-lab: gnuplot-nox missing, no plots"
+make -s -C "$ROOT" -f bench/bench.mk BUILD="$BUILD" || exit 1
+
+status=0
+for k in "${KERNELS[@]}"; do
+	# quiet: the kernel's own messages would cut into the base64 lines
+	LAB_OUT=$out LAB_TIMEOUT=${LAB_TIMEOUT:-1200} LAB_SMP=${LAB_SMP:-1} \
+	LAB_SUITE="PB_REPS=$PB_REPS PB_DURATION=$PB_DURATION PB_TCP_DURATION=$PB_TCP_DURATION PB_DATE=$PB_DATE ./bench/lab-guest.sh" \
+		nice -n 10 "$ROOT/lab/run.sh" "$k" || status=1
+	console=$out/$k.console.log
+	files=$(mktemp -d)
+	if ! tr -d '\r' <"$console" |
+		sed -n '/^PODINJECT-BENCH-FILES-BEGIN/,/^PODINJECT-BENCH-FILES-END/p' |
+		sed '1d;$d' | base64 -d | tar -C "$files" -xzf - 2>/dev/null ||
+	   ! ls "$files"/*.json >/dev/null 2>&1; then
+		echo "bench-lab: no results from $k on its console ($console)"
+		status=1
+		rm -rf "$files"
+		continue
+	fi
+	mkdir -p "$RESULTS"
+	for j in "$files"/*.json; do
+		b=$(basename "$j" .json)
+		cp "$j" "$files/$b.md" "$RESULTS/"
+		SUITE_DIR=$(mktemp -d) KERNEL="$(jq -r .kernel "$j") (QEMU TCG guest: emulated)"
+		write_plot "$RESULTS/$b.json" "$RESULTS/$b.png"
+		rm -rf "$SUITE_DIR"
+		echo
+		echo "bench-lab: $k: $RESULTS/$b.{json,md${PB_PLOTTED:+,png}}"
+		cat "$RESULTS/$b.md"
+	done
+	rm -rf "$files"
+done
+exit $status
