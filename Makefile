@@ -29,7 +29,8 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	libmnl-dev iproute2 iputils-ping iperf3 jq procps ethtool \
 	libjansson-dev containernetworking-plugins podman runc busybox-static \
-	catatonit buildah haproxy
+	catatonit buildah haproxy containerd protobuf-compiler python3-grpcio \
+	python3-protobuf
 
 ifeq ($(V),1)
 Q :=
