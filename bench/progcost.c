@@ -119,8 +119,12 @@ static void add_pod(struct node_bpf *skel, __u32 id, int ifindex,
 static int set_rules(struct node_bpf *skel, __u32 id, __u32 count,
 		     __u32 start)
 {
-	struct pi_policy_ref ref = { .start = start, .count = count };
+	struct pi_policy_ref ref = { .start = start, .count = count }, old;
 	__u32 key = id * 2 + PI_DIR_EGRESS;
+
+	if (!bpf_map__lookup_elem(skel->maps.policy_refs, &key, 4, &old,
+				  sizeof(old), 0))
+		ref.rev = old.rev + 1;
 
 	for (__u32 i = 0; i < count; i++) {
 		struct pi_rule r = { .id = start + i + 1, .action = PI_DENY,

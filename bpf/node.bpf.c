@@ -31,6 +31,7 @@
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "lib/policy.h"
+#include "lib/ct.h"
 #include "lib/redirect.h"
 #include "lib/node_maps.h"
 
@@ -61,7 +62,8 @@ static __always_inline int deliver_to_pod(struct __sk_buff *skb,
 {
 	struct pi_pod_stats *st;
 
-	if (policy_check(ep->pod_id, PI_DIR_INGRESS, p, skb->len) == PI_DENY)
+	if (ct_policy(skb, false, ep->pod_id, PI_DIR_INGRESS, p, skb->len) ==
+	    PI_DENY)
 		return drop(ep->pod_id, PI_DROP_INGRESS_POLICY);
 	frag_note(p);
 	if (!set_pod_l2(skb, ep))
@@ -242,7 +244,8 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 			return drop(pod->id, why);
 	}
 
-	if (policy_check(pod->id, PI_DIR_EGRESS, &p, skb->len) == PI_DENY)
+	if (ct_policy(skb, false, pod->id, PI_DIR_EGRESS, &p, skb->len) ==
+	    PI_DENY)
 		return drop(pod->id, PI_DROP_POLICY);
 	frag_note(&p);
 	/* The link's own chatter (NDP, MLD, DAD) stays out of the pod's
@@ -281,7 +284,8 @@ static __always_inline int ingress_checks(struct __sk_buff *skb,
 {
 	struct pi_pod_stats *st;
 
-	if (policy_check(pod->id, PI_DIR_INGRESS, p, skb->len) == PI_DENY)
+	if (ct_policy(skb, false, pod->id, PI_DIR_INGRESS, p, skb->len) ==
+	    PI_DENY)
 		return drop(pod->id, PI_DROP_INGRESS_POLICY);
 	frag_note(p);
 	st = stats_of(pod->id);

@@ -111,14 +111,24 @@ static int alloc_rule_id(const struct pi_node *n, uint32_t *id)
 static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 			const struct pi_rule *rules, uint32_t count)
 {
-	struct pi_policy_ref ref = { .count = count };
+	struct pi_policy_ref ref = { .count = count }, old;
 	uint32_t key = pod_id * 2 + dir;
 	int err;
 
+	/* The revision moves with every edit: flows decided before it are
+	 * decided again (bpf/lib/ct.h), walks that read the old range see
+	 * that it may have been reused (bpf/lib/policy.h). */
+	err = read_ref(n, pod_id, dir, &old);
+	if (err)
+		return err;
+	ref.rev = old.rev + 1;
 	if (count) {
-		err = find_free_range(n, count, &ref.start);
+		uint32_t start;
+
+		err = find_free_range(n, count, &start);
 		if (err)
 			return err;
+		ref.start = start;
 		for (uint32_t i = 0; i < count; i++) {
 			uint32_t slot = ref.start + i;
 
@@ -185,7 +195,7 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 	err = load_policy(n, pod_name, dir, &pod, &ref, &list);
 	if (err == -EINVAL || err == -ESRCH)
 		return err;
-	if (!err && ref.count >= PI_MAX_RULES / 2)
+	if (!err && ref.count >= PI_MAX_POD_RULES)
 		err = -ENOSPC;
 	if (!err)
 		err = alloc_rule_id(n, &r.id);
