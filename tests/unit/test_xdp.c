@@ -633,3 +633,33 @@ UNIT_TEST(xdp_uplink_leaves_pending_checksums_to_tc)
 		  "only the complete ones");
 	fx_teardown(&fx);
 }
+
+/* The XDP ACL is an ingress point of the connection tracker too: the
+ * answer to B's own connection passes B's `ingress deny`, a connection
+ * A opens does not (bpf/lib/ct.h, built for XDP). */
+UNIT_TEST(xdp_acl_passes_replies_of_tracked_flows)
+{
+	struct pi_rule deny = rule(40, PI_DENY, NULL, 0, 0, 0);
+	uint8_t pkt[PKT_MAX];
+	struct xdp_fx fx;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	set_policy(&fx, POD_B, PI_DIR_INGRESS, &deny, 1, 0);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 40000, 80, 0x02 });
+	ASSERT_EQ(run_tc(fx.node->progs.pod_egress, fx.if_b, pkt, len),
+		  PI_REDIRECT, "B's SYN to A");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 80, 40000, 0x12 });
+	ASSERT_EQ(run_xdp(fx.acl->progs.xdp_pod_ingress, pkt, len, NULL),
+		  XDP_PASS, "A's SYN-ACK passes B's ingress deny");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 40001, 22, 0x02 });
+	ASSERT_EQ(run_xdp(fx.acl->progs.xdp_pod_ingress, pkt, len, NULL),
+		  XDP_DROP, "A's own connection to B is denied");
+	ASSERT_EQ(rule_packets(&fx, 40), 1, "counted against the deny");
+	ASSERT_EQ(xdp_stats(&fx, POD_B).acl_drops, 1, "one XDP drop");
+	fx_teardown(&fx);
+}
