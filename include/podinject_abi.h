@@ -55,13 +55,15 @@ enum pi_drop_reason {
 				 * is not the pod's */
 	PI_DROP_UPLINK_SPOOFED,	/* from the uplink with a local pod's source
 				 * address (counted on that pod) */
+	PI_DROP_TTL,		/* routed with no TTL or hop limit left (the
+				 * sender is sent an ICMP time exceeded) */
 	PI_DROP_MAX,
 };
 
 #define PI_DROP_NAMES { "none", "spoofed", "policy", "malformed", \
 	"unknown-pod", "redirect", "ingress-policy", "unsupported", \
 	"frag-orphan", "frag-tiny", "vlan", "router", "nd-spoofed", \
-	"uplink-spoofed" }
+	"uplink-spoofed", "ttl" }
 
 /* Address of either family: IPv4 in a[0], the rest zero. Network order. */
 struct pi_addr {
@@ -512,7 +514,7 @@ _Static_assert(sizeof(struct pi_pod_meta) == 680, "size of pi_pod_meta");
 _Static_assert(sizeof(struct pi_rule) == 28, "size of pi_rule");
 _Static_assert(sizeof(struct pi_policy_ref) == 8, "size of pi_policy_ref");
 _Static_assert(sizeof(struct pi_rule_stats) == 16, "size of pi_rule_stats");
-_Static_assert(sizeof(struct pi_pod_stats) == 144, "size of pi_pod_stats");
+_Static_assert(sizeof(struct pi_pod_stats) == 152, "size of pi_pod_stats");
 _Static_assert(sizeof(struct pi_proxy_rule) == 104, "size of pi_proxy_rule");
 _Static_assert(sizeof(struct pi_flow) == 64, "size of pi_flow");
 _Static_assert(sizeof(struct pi_frag_key) == 44, "size of pi_frag_key");

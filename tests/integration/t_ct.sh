@@ -8,7 +8,7 @@
 #   ct-b 10.244.9.11 fd00:9::b --+
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=44
+EXPECT=48
 PREFIX=ct-
 N=ct-n
 A=10.244.9.10
@@ -106,12 +106,25 @@ expect_num udp_flow_expired "$(flows ct-a '.proto == "udp" and .peer_port == 710
 check timeout_default pi -N $N ct timeout udp 0
 expect_eq timeout_default_shown "$(pi -N $N -j ct timeout | jq .udp)" 60
 
+# ---- TTL: the node routes, so it decrements; at 1 the sender hears why ---
+snmp() { in_ns ct-a awk -v k="$1" '$1 == "Icmp:" {n++; if (n == 1) for (i = 1; i <= NF; i++) f[i] = $i; else for (i = 1; i <= NF; i++) if (f[i] == k) print $i}' /proc/net/snmp; }
+snmp6() { in_ns ct-a awk -v k="$1" '$1 == k {print $2}' /proc/net/snmp6; }
+t0=$(pod_stat $N ct-a .drops.ttl)
+x4=$(snmp InTimeExcds)
+x6=$(snmp6 Icmp6InTimeExcds)
+in_ns ct-a ping -c 1 -W 2 -t 1 $B >/dev/null 2>&1
+in_ns ct-a ping -6 -c 1 -W 2 -t 1 $B6 >/dev/null 2>&1
+expect_num ttl_exceeded_v4_received "$(sub "$(snmp InTimeExcds)" "$x4")" 1
+expect_num ttl_exceeded_v6_received "$(sub "$(snmp6 Icmp6InTimeExcds)" "$x6")" 1
+expect_num ttl_drops_counted "$(sub "$(pod_stat $N ct-a .drops.ttl)" "$t0")" 2
+check ttl_2_reaches_b in_ns ct-a ping -c 1 -W 2 -t 2 $B
+
 # ---- ct list, flush, pod show ------------------------------------------
 in_ns ct-a ping -c 1 -W 2 $B >/dev/null
 in_ns ct-a ping -6 -c 1 -W 2 $B6 >/dev/null
 out=$(pi -N $N -j ct list ct-a)
 expect_eq list_fields "$(jq -r "[.[] | select(.proto == \"icmp\" and .family == \"ipv4\" and .peer_addr == \"$B\" and .egress_packets == 1)][0] | [.pod_addr, .opened_by, .state, .egress_packets, .ingress_packets] | map(tostring) | join(\" \")" <<<"$out")" "$A egress established 1 1"
-expect_num list_v6 "$(jq "[.[] | select(.family == \"ipv6\" and .peer_addr == \"$B6\")] | length" <<<"$out")" 1
+expect_num list_v6 "$(jq "[.[] | select(.proto == \"icmp\" and .family == \"ipv6\" and .peer_addr == \"$B6\" and .egress_packets == 1)] | length" <<<"$out")" 1
 n=$(jq length <<<"$out")
 expect_num pod_show_counts "$(pi -N $N -j pod show ct-a | jq .conntrack.flows)" "$n"
 check pod_show_text sh -c "$PI -N $N pod show ct-a | grep -q 'conntrack: $n flows'"

@@ -553,3 +553,120 @@ out:
 	fx_teardown(&fx);
 	free(rules);
 }
+
+/* ---- TTL and hop limit of routed pod traffic ---- */
+
+static uint16_t csum16(const uint8_t *b, int len, uint32_t sum)
+{
+	for (int i = 0; i + 1 < len; i += 2)
+		sum += (b[i] << 8) | b[i + 1];
+	if (len & 1)
+		sum += b[len - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum & 0xffff;
+}
+
+static void ip4_csum(uint8_t *pkt)
+{
+	uint16_t c;
+
+	pkt[24] = pkt[25] = 0;
+	c = csum16(pkt + 14, 20, 0);
+	pkt[24] = c >> 8;
+	pkt[25] = c & 0xff;
+}
+
+static uint16_t icmp6_csum(const uint8_t *pkt, int len)
+{
+	uint32_t sum = 0;
+	int plen = len - 54;
+
+	for (int i = 0; i < 32; i += 2)
+		sum += (pkt[22 + i] << 8) | pkt[23 + i];
+	sum += plen + 58;
+	return csum16(pkt + 54, plen, sum);
+}
+
+static int run_out(struct ct_fx *fx, int ifindex, uint8_t *pkt, int len,
+		   uint8_t *out, uint32_t *out_len)
+{
+	struct __sk_buff ctx = { .ifindex = ifindex };
+	DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt,
+			    .data_size_in = len, .data_out = out,
+			    .data_size_out = PKT_MAX, .ctx_in = &ctx,
+			    .ctx_size_in = sizeof(ctx), .repeat = 1);
+	int err = bpf_prog_test_run_opts(
+		bpf_program__fd(fx->skel->progs.pod_egress), &opts);
+
+	*out_len = opts.data_size_out;
+	return err ? -1000 + err : (int)opts.retval;
+}
+
+UNIT_TEST(ttl_decremented_on_routed_traffic)
+{
+	uint8_t pkt[PKT_MAX], out[PKT_MAX];
+	struct ct_fx fx;
+	uint32_t olen;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 5000, 53 });
+	ip4_csum(pkt);
+	ASSERT_EQ(run_out(&fx, fx.if_a, pkt, len, out, &olen), PI_REDIRECT,
+		  "v4 to B");
+	ASSERT_EQ(out[22], 63, "TTL 64 leaves as 63");
+	ASSERT_EQ(csum16(out + 14, 20, 0), 0, "IPv4 header checksum");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd00::2", IPPROTO_UDP, 5000, 53 });
+	ASSERT_EQ(run_out(&fx, fx.if_a, pkt, len, out, &olen), PI_REDIRECT,
+		  "v6 to B");
+	ASSERT_EQ(out[21], 63, "hop limit 64 leaves as 63");
+	fx_teardown(&fx);
+}
+
+UNIT_TEST(ttl_exceeded_answers_the_sender)
+{
+	uint8_t pkt[PKT_MAX], out[PKT_MAX], gw6[16];
+	struct ct_fx fx;
+	uint32_t olen;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	inet_pton(AF_INET6, "fe80::1", gw6);
+	/* IPv4: TTL 1 */
+	len = echo(pkt, AF_INET, "10.0.0.1", "10.0.0.2", false, 77);
+	pkt[22] = 1;
+	ip4_csum(pkt);
+	ASSERT_EQ(run_out(&fx, fx.if_a, pkt, len, out, &olen), PI_REDIRECT,
+		  "v4: handed back");
+	ASSERT_EQ(olen, 14 + 20 + 8 + 28, "v4: length");
+	ASSERT_TRUE(!memcmp(out, pkt + 6, 6) && !memcmp(out + 6, pkt, 6),
+		    "v4: L2 turned round");
+	ASSERT_EQ(out[23], IPPROTO_ICMP, "v4: ICMP");
+	ASSERT_TRUE(!memcmp(out + 26, "\xa9\xfe\x01\x01", 4) &&
+		    !memcmp(out + 30, pkt + 26, 4),
+		    "v4: from 169.254.1.1 to the sender");
+	ASSERT_EQ(csum16(out + 14, 20, 0), 0, "v4: header checksum");
+	ASSERT_EQ(out[34], 11, "v4: time exceeded");
+	ASSERT_EQ(csum16(out + 34, 36, 0), 0, "v4: ICMP checksum");
+	ASSERT_TRUE(!memcmp(out + 42, pkt + 14, 28), "v4: quotes the packet");
+	/* IPv6: hop limit 1 */
+	len = echo(pkt, AF_INET6, "fd00::1", "fd00::2", false, 78);
+	pkt[21] = 1;
+	ASSERT_EQ(run_out(&fx, fx.if_a, pkt, len, out, &olen), PI_REDIRECT,
+		  "v6: handed back");
+	ASSERT_EQ(olen, 14 + 40 + 8 + 48, "v6: length");
+	ASSERT_EQ(out[20], IPPROTO_ICMPV6, "v6: ICMPv6");
+	ASSERT_TRUE(!memcmp(out + 22, gw6, 16) && !memcmp(out + 38, pkt + 22, 16),
+		    "v6: from fe80::1 to the sender");
+	ASSERT_EQ(out[54], 3, "v6: time exceeded");
+	ASSERT_EQ(icmp6_csum(out, olen), 0, "v6: ICMPv6 checksum");
+	ASSERT_TRUE(!memcmp(out + 62, pkt + 14, 48), "v6: quotes the packet");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_TTL], 2, "counted as ttl");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0, "B got nothing");
+	fx_teardown(&fx);
+}
