@@ -115,12 +115,28 @@ static void add_pod(struct node_bpf *skel, __u32 id, int ifindex,
 
 /* `count` rules for pod `id`'s egress at slot `start`, none of which
  * matches the test packet: the walk goes through all of them, then the
- * default (allow) decides. The worst case of first-match-wins. */
+ * default (allow) decides. The worst case of first-match-wins. With
+ * `deny_last`, the last of them denies everything: the walk goes through
+ * all, and the packet is denied, so no flow entry is made and every run
+ * is a flow's first packet. */
+static int set_rules_last(struct node_bpf *skel, __u32 id, __u32 count,
+			  __u32 start, bool deny_last);
+
 static int set_rules(struct node_bpf *skel, __u32 id, __u32 count,
 		     __u32 start)
 {
-	struct pi_policy_ref ref = { .start = start, .count = count };
+	return set_rules_last(skel, id, count, start, false);
+}
+
+static int set_rules_last(struct node_bpf *skel, __u32 id, __u32 count,
+			  __u32 start, bool deny_last)
+{
+	struct pi_policy_ref ref = { .start = start, .count = count }, old;
 	__u32 key = id * 2 + PI_DIR_EGRESS;
+
+	if (!bpf_map__lookup_elem(skel->maps.policy_refs, &key, 4, &old,
+				  sizeof(old), 0))
+		ref.rev = old.rev + 1;
 
 	for (__u32 i = 0; i < count; i++) {
 		struct pi_rule r = { .id = start + i + 1, .action = PI_DENY,
@@ -131,6 +147,9 @@ static int set_rules(struct node_bpf *skel, __u32 id, __u32 count,
 		__u32 slot = start + i;
 
 		inet_pton(AF_INET, "192.0.2.0", &r.addr.a[0]);
+		if (deny_last && i == count - 1)
+			r = (struct pi_rule){ .id = start + i + 1,
+					      .action = PI_DENY };
 		if (bpf_map__update_elem(skel->maps.rules, &slot, 4, &r,
 					 sizeof(r), 0))
 			return -errno;
@@ -164,10 +183,12 @@ static int run_case(struct tcase *c, unsigned int repeat, double *ns)
 
 int main(int argc, char **argv)
 {
-	struct node_bpf *node = NULL;
+	struct node_bpf *node = NULL, *full = NULL;
 	struct inject_bpf *inj = NULL;
-	struct tcase cases[24];
+	struct tcase cases[32];
 	int reps = 5, target_ms = 200, n = 0, ifa, ifb, ifi, ifu, err = 1;
+	static const __u32 sizes[4] = { 1, 100, 1000, 10000 };
+	int ifs[4], iff[4], ifz;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--reps"))
@@ -185,14 +206,37 @@ int main(int argc, char **argv)
 	ifb = make_dev("pcb");
 	ifi = make_dev("pci");
 	ifu = make_dev("pcu");
-	if (ifa <= 0 || ifb <= 0 || ifi <= 0 || ifu <= 0) {
+	for (int i = 0; i < 4; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "pcs%d", i);
+		ifs[i] = make_dev(name);
+		snprintf(name, sizeof(name), "pcf%d", i);
+		iff[i] = make_dev(name);
+		if (ifs[i] <= 0 || iff[i] <= 0)
+			ifa = -1;
+	}
+	ifz = make_dev("pcz");
+	if (ifa <= 0 || ifb <= 0 || ifi <= 0 || ifu <= 0 || ifz <= 0) {
 		fprintf(stderr, "error: cannot make devices\n");
 		return 1;
 	}
 
-	node = node_bpf__open_and_load();
+	/* the repeats of a test run share one skb: a TTL decremented by each
+	 * would run out (bpf/lib/ttl.h), so these runs leave it alone */
+	node = node_bpf__open();
+	full = node_bpf__open();
+	if (node && full) {
+		node->rodata->decrement_ttl = false;
+		full->rodata->decrement_ttl = false;
+		if (node_bpf__load(node) || node_bpf__load(full)) {
+			node_bpf__destroy(node);
+			node_bpf__destroy(full);
+			node = full = NULL;
+		}
+	}
 	inj = inject_bpf__open_and_load();
-	if (!node || !inj) {
+	if (!node || !full || !inj) {
 		fprintf(stderr, "error: cannot load podinject's programs\n");
 		goto out;
 	}
@@ -206,6 +250,45 @@ int main(int argc, char **argv)
 	    set_rules(node, 3, 10000, 1024)) {
 		fprintf(stderr, "error: cannot install rules\n");
 		goto out;
+	}
+	/* pods 10..13: an established flow at 1, 100, 1000, 10 000 rules;
+	 * pods 20..23: the same rules ending in a deny of everything, so
+	 * that every run walks them all as a flow's first packet does */
+	{
+		__u32 slot = 12000;
+
+		for (int i = 0; i < 4; i++) {
+			char ip[16];
+
+			snprintf(ip, sizeof(ip), "10.0.1.%d", i + 1);
+			add_pod(node, 10 + i, ifs[i], ip);
+			snprintf(ip, sizeof(ip), "10.0.2.%d", i + 1);
+			add_pod(node, 20 + i, iff[i], ip);
+			if (set_rules(node, 10 + i, sizes[i], slot) ||
+			    set_rules_last(node, 20 + i, sizes[i],
+					   slot + sizes[i], true)) {
+				fprintf(stderr, "error: cannot install rules\n");
+				goto out;
+			}
+			slot += 2 * sizes[i];
+		}
+	}
+	/* a node of its own whose flow table is full: 65 536 flows of
+	 * another pod, then pod 0's flow among them */
+	add_pod(full, 0, ifz, "10.0.3.1");
+	add_pod(full, 1, ifa, "10.0.0.1");
+	for (__u32 i = 0; i < PI_MAX_CT; i++) {
+		struct pi_ct_key k = { .pod_id = 500, .family = AF_INET,
+				       .proto = IPPROTO_TCP,
+				       .pod_port = i & 0xffff,
+				       .peer_port = 80 };
+		struct pi_ct_entry e = { .state = PI_CT_ESTABLISHED,
+					 .last_ns = ~0ull >> 2 };
+
+		k.pod.a[0] = htonl(0x0a000000 | (i >> 16));
+		k.peer.a[0] = htonl(0xc0000201);
+		bpf_map__update_elem(full->maps.ct, &k, sizeof(k), &e,
+				     sizeof(e), 0);
 	}
 
 #define ADD(NAME, FD, IF, SRC, DST, EXPECT) do {			\
@@ -233,12 +316,29 @@ int main(int argc, char **argv)
 
 	ADD("pod_egress, no policy", egress, ifa, "10.0.0.1", "10.0.0.3",
 	    PI_REDIRECT);
-	ADD("pod_egress, 1 rule", egress, ifb, "10.0.0.2", "10.0.0.1",
-	    PI_REDIRECT);
-	ADD("pod_egress, 100 rules", egress, ifu, "10.0.0.3", "10.0.0.1",
-	    PI_REDIRECT);
-	ADD("pod_egress, 10000 rules", egress, ifi, "10.0.0.4", "10.0.0.1",
-	    PI_REDIRECT);
+	static const char *const est[4] = {
+		"pod_egress, established, 1 rule",
+		"pod_egress, established, 100 rules",
+		"pod_egress, established, 1000 rules",
+		"pod_egress, established, 10000 rules",
+	};
+	static const char *const first[4] = {
+		"pod_egress, first packet, 1 rule",
+		"pod_egress, first packet, 100 rules",
+		"pod_egress, first packet, 1000 rules",
+		"pod_egress, first packet, 10000 rules",
+	};
+	for (int i = 0; i < 4; i++) {
+		char ip[16];
+
+		snprintf(ip, sizeof(ip), "10.0.1.%d", i + 1);
+		ADD(est[i], egress, ifs[i], ip, "10.0.0.1", PI_REDIRECT);
+		snprintf(ip, sizeof(ip), "10.0.2.%d", i + 1);
+		ADD(first[i], egress, iff[i], ip, "10.0.0.1", PI_DROP);
+	}
+	ADD("pod_egress, no policy, flow table full",
+	    bpf_program__fd(full->progs.pod_egress), ifz, "10.0.3.1",
+	    "10.0.0.1", PI_REDIRECT);
 	ADD("pod_egress, spoofed (drop)", egress, ifa, "10.0.0.9", "10.0.0.2",
 	    PI_DROP);
 	ADD("pod_ingress (stack to pod)", bpf_program__fd(node->progs.pod_ingress),
@@ -328,6 +428,7 @@ out:
 	for (int i = 0; i < n; i++)
 		ring_buffer__free(cases[i].rb);
 	node_bpf__destroy(node);
+	node_bpf__destroy(full);
 	inject_bpf__destroy(inj);
 	return err;
 }

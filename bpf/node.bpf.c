@@ -31,6 +31,8 @@
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "lib/policy.h"
+#include "lib/ct.h"
+#include "lib/ttl.h"
 #include "lib/redirect.h"
 #include "lib/node_maps.h"
 
@@ -61,7 +63,8 @@ static __always_inline int deliver_to_pod(struct __sk_buff *skb,
 {
 	struct pi_pod_stats *st;
 
-	if (policy_check(ep->pod_id, PI_DIR_INGRESS, p, skb->len) == PI_DENY)
+	if (ct_policy(skb, false, ep->pod_id, PI_DIR_INGRESS, p, skb->len) ==
+	    PI_DENY)
 		return drop(ep->pod_id, PI_DROP_INGRESS_POLICY);
 	frag_note(p);
 	if (!set_pod_l2(skb, ep))
@@ -85,21 +88,40 @@ static __always_inline int deliver_via_host_dev(struct __sk_buff *skb,
 	return redirect_plain(ep->pod_ifindex, 0);
 }
 
+/* The pod `pod_id` sent a packet the node would route with no TTL or hop
+ * limit left: it is turned into the ICMP time exceeded and handed back to
+ * the pod's eth0 (a netkit pod's is dropped: its programs cannot hand a
+ * packet back to the peer). */
+static __always_inline int ttl_expired(struct __sk_buff *skb,
+				       const struct pkt *p, __u32 pod_id,
+				       bool in_netkit)
+{
+	count_drop(pod_id, PI_DROP_TTL);
+	if (in_netkit || ttl_time_exceeded(skb, p->family))
+		return PI_DROP;
+	return redirect_peer(skb->ifindex, 0);
+}
+
 static __always_inline int route(struct __sk_buff *skb, const struct pkt *p,
-				 bool in_netkit)
+				 __u32 pod_id, bool in_netkit)
 {
 	struct pi_node_config *cfg;
 	struct pi_endpoint *ep;
 	__u32 zero = 0;
 
 	ep = lookup_endpoint(p);
-	if (ep && ep->kind == PI_EP_POD)
-		return in_netkit ? deliver_via_host_dev(skb, ep) :
-				   deliver_to_pod(skb, p, ep);
 	if (ep && ep->kind == PI_EP_HOST)
 		return PI_PASS;
 	cfg = bpf_map_lookup_elem(&node_config, &zero);
-	if (!cfg || !cfg->uplink_ifindex)
+	if ((!ep || ep->kind != PI_EP_POD) && (!cfg || !cfg->uplink_ifindex))
+		return PI_PASS;
+	/* routed: to another pod, or out of the uplink */
+	if (ttl_dec(skb, p))
+		return ttl_expired(skb, p, pod_id, in_netkit);
+	if (ep && ep->kind == PI_EP_POD)
+		return in_netkit ? deliver_via_host_dev(skb, ep) :
+				   deliver_to_pod(skb, p, ep);
+	if (!cfg)
 		return PI_PASS;
 	/* The neighbour subsystem resolves the next hop and writes the L2
 	 * header; ip_forward may stay off on the node. */
@@ -242,7 +264,8 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 			return drop(pod->id, why);
 	}
 
-	if (policy_check(pod->id, PI_DIR_EGRESS, &p, skb->len) == PI_DENY)
+	if (ct_policy(skb, false, pod->id, PI_DIR_EGRESS, &p, skb->len) ==
+	    PI_DENY)
 		return drop(pod->id, PI_DROP_POLICY);
 	frag_note(&p);
 	/* The link's own chatter (NDP, MLD, DAD) stays out of the pod's
@@ -256,7 +279,7 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 		st->egress_packets++;
 		st->egress_bytes += skb->len;
 	}
-	return route(skb, &p, in_netkit);
+	return route(skb, &p, pod->id, in_netkit);
 }
 
 /* A veth pod's transmit path: tcx ingress of its host-side device. */
@@ -281,7 +304,8 @@ static __always_inline int ingress_checks(struct __sk_buff *skb,
 {
 	struct pi_pod_stats *st;
 
-	if (policy_check(pod->id, PI_DIR_INGRESS, p, skb->len) == PI_DENY)
+	if (ct_policy(skb, false, pod->id, PI_DIR_INGRESS, p, skb->len) ==
+	    PI_DENY)
 		return drop(pod->id, PI_DROP_INGRESS_POLICY);
 	frag_note(p);
 	st = stats_of(pod->id);
@@ -383,5 +407,8 @@ int uplink_ingress(struct __sk_buff *skb)
 		return drop(ep->pod_id, PI_DROP_FRAG_TINY);
 	if (ret == PARSE_FRAG_ORPHAN)
 		return drop(ep->pod_id, PI_DROP_FRAG_ORPHAN);
+	/* routed from the wire into the pod */
+	if (ttl_dec(skb, &p))
+		return drop(ep->pod_id, PI_DROP_TTL);
 	return deliver_to_pod(skb, &p, ep);
 }

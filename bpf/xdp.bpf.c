@@ -26,6 +26,8 @@
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "lib/policy.h"
+#define CT_XDP
+#include "lib/ct.h"
 #include "lib/redirect.h"
 #include "lib/node_maps.h"
 
@@ -74,7 +76,7 @@ int xdp_pod_ingress(struct xdp_md *ctx)
 		return XDP_PASS;
 	len = ctx_len(ctx, true);
 	xs = bpf_map_lookup_elem(&xdp_stats, &id);
-	if (policy_check(id, PI_DIR_INGRESS, &p, len) == PI_DENY) {
+	if (ct_policy(ctx, true, id, PI_DIR_INGRESS, &p, len) == PI_DENY) {
 		count_drop(id, PI_DROP_INGRESS_POLICY);
 		if (xs)
 			xs->acl_drops++;

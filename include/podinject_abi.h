@@ -15,7 +15,7 @@
  * another version is refused (node_open), never read: its maps may not
  * mean what this build thinks. Bump it with any change to a struct below,
  * to a map's size or to the set of pinned objects. */
-#define PI_ABI_VERSION		2
+#define PI_ABI_VERSION		3
 
 #define PI_NAME_LEN		32
 #define PI_MAX_PODS		1024
@@ -55,13 +55,15 @@ enum pi_drop_reason {
 				 * is not the pod's */
 	PI_DROP_UPLINK_SPOOFED,	/* from the uplink with a local pod's source
 				 * address (counted on that pod) */
+	PI_DROP_TTL,		/* routed with no TTL or hop limit left (the
+				 * sender is sent an ICMP time exceeded) */
 	PI_DROP_MAX,
 };
 
 #define PI_DROP_NAMES { "none", "spoofed", "policy", "malformed", \
 	"unknown-pod", "redirect", "ingress-policy", "unsupported", \
 	"frag-orphan", "frag-tiny", "vlan", "router", "nd-spoofed", \
-	"uplink-spoofed" }
+	"uplink-spoofed", "ttl" }
 
 /* Address of either family: IPv4 in a[0], the rest zero. Network order. */
 struct pi_addr {
@@ -113,6 +115,21 @@ enum pi_node_flags {
 	PI_NODE_XDP = 1 << 1,		/* node up --xdp: XDP on pods, uplink */
 };
 
+/* Idle timeouts of tracked flows, by kind (pi_node_config.ct_timeout, in
+ * seconds; 0 there means the default below). */
+enum pi_ct_timeout {
+	PI_CT_TO_TCP_OPENING = 0,	/* SYN seen, no answer yet */
+	PI_CT_TO_TCP_ESTABLISHED,
+	PI_CT_TO_TCP_CLOSING,		/* RST, or a FIN from both ends */
+	PI_CT_TO_UDP,			/* and protocols without ports */
+	PI_CT_TO_ICMP,			/* echo */
+	PI_CT_TO_MAX,
+};
+
+#define PI_CT_TIMEOUT_DEFAULTS { 60, 21600, 10, 60, 30 }
+#define PI_CT_TIMEOUT_NAMES { "tcp-opening", "tcp-established", \
+	"tcp-closing", "udp", "icmp" }
+
 struct pi_node_config {
 	char name[PI_NAME_LEN];
 	__u32 uplink_ifindex;	/* 0: no uplink, non-pod traffic to the stack */
@@ -120,6 +137,8 @@ struct pi_node_config {
 	__u32 next_rule_id;
 	__u32 abi;		/* PI_ABI_VERSION of the build that made it */
 	__u64 netns_ino;	/* of a node on the host's own namespace */
+	__u32 ct_timeout[PI_CT_TO_MAX];	/* seconds, 0 = default */
+	__u32 pad;
 };
 
 /* pod_meta: host-side ifindex -> what userspace knows of a pod and the
@@ -172,9 +191,18 @@ struct pi_rule {
 };
 
 struct pi_policy_ref {
-	__u32 start;		/* first slot in `rules` */
-	__u32 count;		/* number of rules; 0 = no rules, default allow */
+	__u16 start;		/* first slot in `rules` */
+	__u16 count;		/* number of rules; 0 = no rules, default allow */
+	/* One more with every edit, never reused: the connection tracker
+	 * re-checks a flow decided at another revision, and a rule walk
+	 * that finds the reference unchanged after it knows that no slot
+	 * it read was freed and reused meanwhile (bpf/lib/policy.h). */
+	__u32 rev;
 } __attribute__((aligned(8)));	/* read by the datapath in one 8-byte load */
+
+/* A pod's policy holds at most this many rules in one direction (the
+ * reference's count is 16 bits wide). */
+#define PI_MAX_POD_RULES	(PI_MAX_RULES / 2)
 
 struct pi_rule_stats {
 	__u64 packets;
@@ -187,6 +215,50 @@ struct pi_pod_stats {
 	__u64 ingress_packets;	/* delivered to the pod */
 	__u64 ingress_bytes;
 	__u64 drops[PI_DROP_MAX];
+};
+
+/* Connection tracking (bpf/lib/ct.h). One node-wide LRU table; a flow is
+ * named from one pod's side: the pod's end and the far end, so that the
+ * packets of both directions at that pod find the same entry. A flow
+ * between two pods of the node has an entry in each pod's name. */
+#define PI_MAX_CT		65536
+
+struct pi_ct_key {
+	__u32 pod_id;
+	__u32 family;
+	__u8 proto;		/* IPPROTO_* as on the wire */
+	__u8 pad;
+	__u16 pod_port;		/* host order; ICMP echo: the identifier */
+	__u16 peer_port;	/* host order; ICMP echo: 0 */
+	__u16 pad2;
+	struct pi_addr pod;
+	struct pi_addr peer;
+};
+
+enum pi_ct_state {
+	PI_CT_OPENING = 1,	/* TCP: the opener's SYN, no answer yet */
+	PI_CT_ESTABLISHED = 2,	/* answered (for UDP and ICMP: any flow) */
+	PI_CT_CLOSING = 3,	/* TCP: RST, or FIN from both ends */
+};
+
+#define PI_CT_STATE_NAMES { "none", "opening", "established", "closing" }
+
+enum pi_ct_flags {
+	PI_CT_REPLIED = 1 << 0,		/* a packet came back */
+	PI_CT_FIN_POD = 1 << 1,		/* the pod sent a FIN */
+	PI_CT_FIN_PEER = 1 << 2,	/* the far end sent a FIN */
+};
+
+struct pi_ct_entry {
+	__u64 last_ns;		/* bpf_ktime_get_ns() of its last packet */
+	__u64 packets[2];	/* by enum pi_policy_dir: sent by the pod, */
+	__u64 bytes[2];		/* received by it */
+	__u32 rev;		/* policy revision the verdict was made at */
+	__u32 rule_id;		/* the allow rule that let it open, 0: none */
+	__u8 dir;		/* enum pi_policy_dir that opened it */
+	__u8 state;		/* enum pi_ct_state */
+	__u8 flags;		/* enum pi_ct_flags */
+	__u8 pad[5];
 };
 
 /* Per pod, of the XDP programs (bpf/xdp.bpf.c); the packets and drops
@@ -432,12 +504,17 @@ _Static_assert(sizeof(struct pi_addr) == 16, "size of pi_addr");
 _Static_assert(sizeof(struct pi_pod) == 48, "size of pi_pod");
 _Static_assert(sizeof(struct pi_endpoint_key) == 20, "size of pi_endpoint_key");
 _Static_assert(sizeof(struct pi_endpoint) == 24, "size of pi_endpoint");
-_Static_assert(sizeof(struct pi_node_config) == 56, "size of pi_node_config");
+_Static_assert(sizeof(struct pi_node_config) == 80, "size of pi_node_config");
+_Static_assert(__builtin_offsetof(struct pi_node_config, ct_timeout) == 56, "pi_node_config.ct_timeout");
+_Static_assert(sizeof(struct pi_ct_key) == 48, "size of pi_ct_key");
+_Static_assert(__builtin_offsetof(struct pi_ct_key, pod) == 16, "pi_ct_key.pod");
+_Static_assert(sizeof(struct pi_ct_entry) == 56, "size of pi_ct_entry");
+_Static_assert(__builtin_offsetof(struct pi_ct_entry, rev) == 40, "pi_ct_entry.rev");
 _Static_assert(sizeof(struct pi_pod_meta) == 680, "size of pi_pod_meta");
 _Static_assert(sizeof(struct pi_rule) == 28, "size of pi_rule");
 _Static_assert(sizeof(struct pi_policy_ref) == 8, "size of pi_policy_ref");
 _Static_assert(sizeof(struct pi_rule_stats) == 16, "size of pi_rule_stats");
-_Static_assert(sizeof(struct pi_pod_stats) == 144, "size of pi_pod_stats");
+_Static_assert(sizeof(struct pi_pod_stats) == 152, "size of pi_pod_stats");
 _Static_assert(sizeof(struct pi_proxy_rule) == 104, "size of pi_proxy_rule");
 _Static_assert(sizeof(struct pi_flow) == 64, "size of pi_flow");
 _Static_assert(sizeof(struct pi_frag_key) == 44, "size of pi_frag_key");
@@ -473,7 +550,8 @@ _Static_assert(__builtin_offsetof(struct pi_pod_meta, flags) == 672, "pi_pod_met
 _Static_assert(__builtin_offsetof(struct pi_rule, action) == 4, "pi_rule.action");
 _Static_assert(__builtin_offsetof(struct pi_rule, port_lo) == 8, "pi_rule.port_lo");
 _Static_assert(__builtin_offsetof(struct pi_rule, addr) == 12, "pi_rule.addr");
-_Static_assert(__builtin_offsetof(struct pi_policy_ref, count) == 4, "pi_policy_ref.count");
+_Static_assert(__builtin_offsetof(struct pi_policy_ref, count) == 2, "pi_policy_ref.count");
+_Static_assert(__builtin_offsetof(struct pi_policy_ref, rev) == 4, "pi_policy_ref.rev");
 _Static_assert(__builtin_offsetof(struct pi_pod_stats, drops) == 32, "pi_pod_stats.drops");
 _Static_assert(__builtin_offsetof(struct pi_inject_key, addr) == 8, "pi_inject_key.addr");
 _Static_assert(__builtin_offsetof(struct pi_inject_target, target_pod_mac) == 8, "pi_inject_target.target_pod_mac");

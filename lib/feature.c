@@ -5,7 +5,8 @@
 #include "lib.h"
 #include "xdp.h"
 
-extern const struct pi_feature proxy_feature, inject_feature, policy_feature;
+extern const struct pi_feature proxy_feature, inject_feature, policy_feature,
+	ct_feature;
 
 static void xdp_forget(struct pi_node *n, const struct pi_pod_info *pod)
 {
@@ -24,6 +25,7 @@ const struct pi_feature *const pi_features[] = {
 	&inject_feature,
 	&xdp_feature,
 	&policy_feature,
+	&ct_feature,
 	NULL,
 };
 

@@ -27,16 +27,89 @@ static int read_ref(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 	       -errno : 0;
 }
 
-static int read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
-		      struct pi_rule *out)
+/* `count` consecutive elements of an array map from key `first`, in as
+ * few syscalls as the kernel allows (a batch lookup; slot by slot where
+ * batches are refused). An edit reads and writes whole rule lists: one
+ * syscall per rule made `policy add` of the 10 000th rule cost 10 000. */
+static int array_read(int fd, uint32_t first, uint32_t count, void *out,
+		      size_t vsize)
 {
-	for (uint32_t i = 0; i < ref->count; i++) {
-		uint32_t slot = ref->start + i;
+	DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	uint32_t *keys, done = 0;
+	int err = 0;
 
-		if (bpf_map_lookup_elem(n->maps[M_RULES], &slot, &out[i]))
+	if (!count)
+		return 0;
+	keys = calloc(count, sizeof(*keys));
+	if (!keys)
+		return -ENOMEM;
+	while (done < count) {
+		/* the batch starts after the key in_batch names */
+		uint32_t in = first + done - 1, next, n = count - done;
+
+		err = bpf_map_lookup_batch(fd, first + done ? &in : NULL, &next,
+					   keys, (char *)out + done * vsize,
+					   &n, &opts) ? -errno : 0;
+		if (err && err != -ENOENT)
+			break;
+		if (!n) {
+			err = err ? err : -EIO;
+			break;
+		}
+		done += n;
+		err = 0;
+	}
+	free(keys);
+	if (!err)
+		return 0;
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t k = first + i;
+
+		if (bpf_map_lookup_elem(fd, &k, (char *)out + i * vsize))
 			return -errno;
 	}
 	return 0;
+}
+
+static int array_write(int fd, uint32_t first, uint32_t count,
+		       const void *vals, size_t vsize)
+{
+	DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	uint32_t *keys, n = count;
+	int err;
+
+	if (!count)
+		return 0;
+	keys = calloc(count, sizeof(*keys));
+	if (!keys)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < count; i++)
+		keys[i] = first + i;
+	err = bpf_map_update_batch(fd, keys, vals, &n, &opts) ? -errno : 0;
+	free(keys);
+	if (!err)
+		return 0;
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t k = first + i;
+
+		if (bpf_map_update_elem(fd, &k, (const char *)vals + i * vsize, 0))
+			return -errno;
+	}
+	return 0;
+}
+
+static int read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
+		      struct pi_rule *out)
+{
+	return array_read(n->maps[M_RULES], ref->start, ref->count, out,
+			  sizeof(*out));
+}
+
+/* Every pod's references, both directions. */
+static int read_all_refs(const struct pi_node *n, struct pi_policy_ref *refs)
+{
+	return array_read(n->maps[M_POLICY_REFS], 0, PI_MAX_PODS * 2, refs,
+			  sizeof(*refs));
 }
 
 /* First slot of a free run of `count` slots, or -ENOSPC. Live ranges,
@@ -44,18 +117,25 @@ static int read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
 static int find_free_range(const struct pi_node *n, uint32_t count,
 			   uint32_t *start)
 {
+	struct pi_policy_ref *refs = calloc(PI_MAX_PODS * 2, sizeof(*refs));
 	uint8_t *used = calloc(PI_MAX_RULES, 1);
-	struct pi_policy_ref ref;
 	uint32_t run = 0;
+	int err;
 
-	if (!used)
+	if (!used || !refs) {
+		free(used);
+		free(refs);
 		return -ENOMEM;
-	for (uint32_t k = 0; k < PI_MAX_PODS * 2; k++) {
-		if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &k, &ref))
-			continue;
-		for (uint32_t i = 0; i < ref.count; i++)
-			if (ref.start + i < PI_MAX_RULES)
-				used[ref.start + i] = 1;
+	}
+	err = read_all_refs(n, refs);
+	for (uint32_t k = 0; !err && k < PI_MAX_PODS * 2; k++)
+		for (uint32_t i = 0; i < refs[k].count; i++)
+			if (refs[k].start + i < PI_MAX_RULES)
+				used[refs[k].start + i] = 1;
+	free(refs);
+	if (err) {
+		free(used);
+		return err;
 	}
 	for (uint32_t s = 0; s < PI_MAX_RULES; s++) {
 		run = used[s] ? 0 : run + 1;
@@ -71,24 +151,26 @@ static int find_free_range(const struct pi_node *n, uint32_t count,
 
 static int alloc_rule_id(const struct pi_node *n, uint32_t *id)
 {
+	struct pi_policy_ref *refs = calloc(PI_MAX_PODS * 2, sizeof(*refs));
 	uint8_t *used = calloc(PI_MAX_RULE_IDS, 1);
-	struct pi_policy_ref ref;
-	struct pi_rule r;
-	int ncpu = libbpf_num_possible_cpus();
+	struct pi_rule *list = calloc(PI_MAX_POD_RULES, sizeof(*list));
+	int ncpu = libbpf_num_possible_cpus(), err;
 	void *zero;
 
-	if (!used)
-		return -ENOMEM;
-	for (uint32_t k = 0; k < PI_MAX_PODS * 2; k++) {
-		if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &k, &ref))
+	err = !refs || !used || !list ? -ENOMEM : read_all_refs(n, refs);
+	for (uint32_t k = 0; !err && k < PI_MAX_PODS * 2; k++) {
+		if (!refs[k].count || refs[k].count > PI_MAX_POD_RULES)
 			continue;
-		for (uint32_t i = 0; i < ref.count; i++) {
-			uint32_t slot = ref.start + i;
-
-			if (!bpf_map_lookup_elem(n->maps[M_RULES], &slot, &r) &&
-			    r.id < PI_MAX_RULE_IDS)
-				used[r.id] = 1;
-		}
+		err = read_rules(n, &refs[k], list);
+		for (uint32_t i = 0; !err && i < refs[k].count; i++)
+			if (list[i].id < PI_MAX_RULE_IDS)
+				used[list[i].id] = 1;
+	}
+	free(refs);
+	free(list);
+	if (err) {
+		free(used);
+		return err;
 	}
 	/* Id 0 is never handed out, so an all-zero slot is no rule. */
 	for (uint32_t i = 1; i < PI_MAX_RULE_IDS; i++) {
@@ -111,21 +193,28 @@ static int alloc_rule_id(const struct pi_node *n, uint32_t *id)
 static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 			const struct pi_rule *rules, uint32_t count)
 {
-	struct pi_policy_ref ref = { .count = count };
+	struct pi_policy_ref ref = { .count = count }, old;
 	uint32_t key = pod_id * 2 + dir;
 	int err;
 
+	/* The revision moves with every edit: flows decided before it are
+	 * decided again (bpf/lib/ct.h), walks that read the old range see
+	 * that it may have been reused (bpf/lib/policy.h). */
+	err = read_ref(n, pod_id, dir, &old);
+	if (err)
+		return err;
+	ref.rev = old.rev + 1;
 	if (count) {
-		err = find_free_range(n, count, &ref.start);
+		uint32_t start;
+
+		err = find_free_range(n, count, &start);
 		if (err)
 			return err;
-		for (uint32_t i = 0; i < count; i++) {
-			uint32_t slot = ref.start + i;
-
-			if (bpf_map_update_elem(n->maps[M_RULES], &slot,
-						&rules[i], 0))
-				return -errno;
-		}
+		ref.start = start;
+		err = array_write(n->maps[M_RULES], start, count, rules,
+				  sizeof(*rules));
+		if (err)
+			return err;
 	}
 	return bpf_map_update_elem(n->maps[M_POLICY_REFS], &key, &ref, 0) ?
 	       -errno : 0;
@@ -185,7 +274,7 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 	err = load_policy(n, pod_name, dir, &pod, &ref, &list);
 	if (err == -EINVAL || err == -ESRCH)
 		return err;
-	if (!err && ref.count >= PI_MAX_RULES / 2)
+	if (!err && ref.count >= PI_MAX_POD_RULES)
 		err = -ENOSPC;
 	if (!err)
 		err = alloc_rule_id(n, &r.id);

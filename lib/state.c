@@ -27,6 +27,7 @@ const char *const node_map_names[M__COUNT] = {
 	[M_RULES] = "rules",
 	[M_POLICY_REFS] = "policy_refs",
 	[M_RULE_STATS] = "rule_stats",
+	[M_CT] = "ct",
 };
 
 const char *const node_prog_names[P__COUNT] = {

@@ -5,6 +5,7 @@
 int do_node(int argc, char **argv);
 int do_pod(int argc, char **argv);
 int do_policy(int argc, char **argv);
+int do_ct(int argc, char **argv);
 int do_inject(int argc, char **argv);
 int do_features(int argc, char **argv);
 int do_proxy(int argc, char **argv);

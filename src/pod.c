@@ -214,6 +214,7 @@ static void print_pod_xdp(struct pi_node *n, bool node_xdp,
 static void print_pod(struct pi_node *n, const struct pi_node_info *ni,
 		      const struct pi_pod_info *pod, bool details)
 {
+	struct pi_ct_counts ct = { 0 };
 	struct pi_pod_stats st;
 	char b4[64] = "-", b6[64] = "-", m1[18], m2[18];
 	struct pi_addr a = {};
@@ -227,6 +228,8 @@ static void print_pod(struct pi_node *n, const struct pi_node_info *ni,
 		pi_fmt_addr(AF_INET6, &a, -1, b6, sizeof(b6));
 	}
 	pi_pod_counters(n, pod, &st);
+	if (details || json_output)
+		pi_ct_counts(n, pod, &ct);
 	if (json_output) {
 		json_obj_open(jw);
 		json_kstr(jw, "name", pod->name);
@@ -264,6 +267,13 @@ static void print_pod(struct pi_node *n, const struct pi_node_info *ni,
 			json_ku64(jw, drop_names[r], st.drops[r]);
 		json_obj_close(jw);
 		json_obj_close(jw);
+		json_key(jw, "conntrack");
+		json_obj_open(jw);
+		json_ku64(jw, "flows", ct.entries);
+		json_ku64(jw, "opening", ct.by_state[PI_CT_OPENING]);
+		json_ku64(jw, "established", ct.by_state[PI_CT_ESTABLISHED]);
+		json_ku64(jw, "closing", ct.by_state[PI_CT_CLOSING]);
+		json_obj_close(jw);
 		print_pod_xdp(n, ni->xdp, pod);
 		json_obj_close(jw);
 		return;
@@ -295,6 +305,9 @@ static void print_pod(struct pi_node *n, const struct pi_node_info *ni,
 		printf(" %s %llu", drop_names[r],
 		       (unsigned long long)st.drops[r]);
 	printf("\n");
+	printf("  conntrack: %u flows (%u opening, %u established, %u closing)\n",
+	       ct.entries, ct.by_state[PI_CT_OPENING],
+	       ct.by_state[PI_CT_ESTABLISHED], ct.by_state[PI_CT_CLOSING]);
 	print_pod_xdp(n, ni->xdp, pod);
 }
 

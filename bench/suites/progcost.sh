@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0
 # Suite "progcost": ns per packet of podinject's own programs, from
 # BPF_PROG_TEST_RUN with `repeat` (bench/progcost.c): pod_egress with no
-# policy and with 1, 100 and 10 000 rules (none matching, so every rule is
-# walked: first-match-wins at its worst), the spoof drop, pod_ingress,
+# policy; an established flow (the connection tracker's entry decides) and
+# a flow's first packet (every rule walked: the last one denies, so no
+# entry is made and every run is a first packet) at 1, 100, 1000 and
+# 10 000 rules; no policy with the flow table full (65 536 flows); the
+# spoof drop, pod_ingress,
 # uplink_ingress, the injection decision (authorised: redirect; the
 # injector's own traffic: passed on), and the probe reply match at a probed
 # pod's eth0 (pod_reply: an answer to a probe is reported through the ring
@@ -25,9 +28,17 @@ suite_progcost() {
 		sample ns_per_packet ns "$v" "$rep" "$ns"
 	done < <(taskset -c "$PB_CPU_SEND" "$PROGCOST" --reps "$PB_REPS" \
 		--target-ms "${PB_PROGCOST_MS:-200}" || echo '{"variant":"error","rep":0,"value":0}')
-	ratio "100 rules / no policy" ns_per_packet "pod_egress, 100 rules" "pod_egress, no policy"
-	ratio "10000 rules / no policy" ns_per_packet "pod_egress, 10000 rules" "pod_egress, no policy"
-	ratio "10000 rules / 100 rules" ns_per_packet "pod_egress, 10000 rules" "pod_egress, 100 rules"
+	for r in 1 100 1000 10000; do
+		local unit=rules
+		[ "$r" = 1 ] && unit=rule
+		ratio "established, $r $unit / no policy" ns_per_packet "pod_egress, established, $r $unit" "pod_egress, no policy"
+	done
+	for r in 1 100 1000 10000; do
+		local unit=rules
+		[ "$r" = 1 ] && unit=rule
+		ratio "first packet, $r $unit / no policy" ns_per_packet "pod_egress, first packet, $r $unit" "pod_egress, no policy"
+	done
+	ratio "flow table full / no policy" ns_per_packet "pod_egress, no policy, flow table full" "pod_egress, no policy"
 	ratio "inject (redirect) / pod_egress" ns_per_packet "inject_egress, authorised (fallback redirect)" "pod_egress, no policy"
 	ratio "probe answer / other packet" ns_per_packet "pod_reply, probe answer taken (ring buffer)" "pod_reply, other packet (pass on)"
 	suite_end

@@ -191,6 +191,36 @@ int pi_policy_del(struct pi_node *node, const char *pod, uint32_t dir,
 int pi_policy_list(struct pi_node *node, const char *pod,
 		   struct pi_rule_info **rules);
 
+/* ---- connection tracking ---------------------------------------------- */
+
+/* A tracked flow of a pod, as the datapath keeps it (bpf/lib/ct.h). */
+struct pi_ct_info {
+	struct pi_ct_key key;
+	struct pi_ct_entry entry;
+	uint64_t idle_ms;		/* since its last packet */
+	uint64_t expires_ms;		/* left of its idle timeout */
+};
+
+struct pi_ct_counts {
+	uint32_t entries;
+	uint32_t by_state[PI_CT_CLOSING + 1];	/* enum pi_ct_state */
+};
+
+/* The pod's live flows, malloc()ed; returns the count. Entries past their
+ * idle timeout are freed on the way (the datapath frees those it meets). */
+int pi_ct_list(struct pi_node *node, const char *pod,
+	       struct pi_ct_info **flows);
+/* Forgets the pod's flows (their next packets are decided anew); returns
+ * how many there were. */
+int pi_ct_flush(struct pi_node *node, const char *pod);
+/* The pod's live flows, counted by state. */
+int pi_ct_counts(struct pi_node *node, const struct pi_pod_info *pod,
+		 struct pi_ct_counts *out);
+/* Idle timeouts in seconds, by enum pi_ct_timeout; the node's setting or
+ * the default. Setting 0 restores the default. */
+int pi_ct_timeouts(struct pi_node *node, uint32_t out[PI_CT_TO_MAX]);
+int pi_ct_set_timeout(struct pi_node *node, uint32_t kind, uint32_t seconds);
+
 /* ---- injection -------------------------------------------------------- */
 
 /* The path bpf_redirect_peer(BPF_F_EGRESS) (PI_PATH_FAST) where the kernel

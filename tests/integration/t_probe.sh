@@ -102,8 +102,8 @@ expect_eq burst_1000_answered "$(jq .summary.answered <<<"$out")" 1000
 check burst_rtt_plausible sh -c "echo '$out' | jq -e '.summary.rtt_ms.min > 0 and .summary.rtt_ms.p99 < 1000'"
 
 # The matrix over 4 pods, one pair blocked by policy: exactly that pair.
-# (TCP to port 8080: the policy is stateless, so a rule on ICMP would also
-# stop the blocked pod's echo replies to the other one.)
+# (TCP to port 8080; since the connection tracker a rule on ICMP would no
+# longer stop the blocked pod's echo replies to the other one either.)
 id=$(pi -N $X -j policy add tq-c deny to 10.244.0.13/32 proto tcp port 8080 | jq .id)
 out=$(pi -N $X -j probe matrix --proto tcp --port 8080 --timeout 1500)
 expect_eq matrix_pairs "$(jq '[.results[] | select(.verdict != "self")] | length' <<<"$out")" 12

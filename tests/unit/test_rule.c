@@ -285,6 +285,7 @@ UNIT_TEST(rule_matcher_agrees_with_pod_egress)
 		/* fresh ids and a random range of the node's rule array */
 		ref.start = below(PI_MAX_RULES - MAX_SET);
 		ref.count = n;
+		ref.rev = set + 1;	/* a new policy, as lib/policy.c makes */
 		for (int i = 0; i < n; i++) {
 			uint32_t slot = ref.start + i;
 

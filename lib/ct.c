@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Connection tracking, userspace's half: listing and forgetting a pod's
+ * flows, the idle timeouts. The table is the datapath's (bpf/lib/ct.h),
+ * one LRU hash of the node; a pod's flows are the entries of its id.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <bpf/bpf.h>
+#include "lib.h"
+
+static const uint32_t ct_defaults[PI_CT_TO_MAX] = PI_CT_TIMEOUT_DEFAULTS;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	/* bpf_ktime_get_ns() is CLOCK_MONOTONIC */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static uint32_t timeout_s(const struct pi_node *n, const struct pi_ct_key *k,
+			  const struct pi_ct_entry *e)
+{
+	uint32_t kind;
+
+	if (k->proto == IPPROTO_TCP)
+		kind = e->state == PI_CT_OPENING ? PI_CT_TO_TCP_OPENING :
+		       e->state == PI_CT_CLOSING ? PI_CT_TO_TCP_CLOSING :
+						   PI_CT_TO_TCP_ESTABLISHED;
+	else if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6)
+		kind = PI_CT_TO_ICMP;
+	else
+		kind = PI_CT_TO_UDP;
+	return n->cfg.ct_timeout[kind] ? n->cfg.ct_timeout[kind] :
+					 ct_defaults[kind];
+}
+
+/* Calls fn on every live entry of pod `pod_id`; frees expired ones. With
+ * `forget`, deletes each one fn was called on. Deletions wait for the end
+ * of the walk: a hash map's next key after a deleted one is its first. */
+static int ct_walk(struct pi_node *n, uint32_t pod_id, bool forget,
+		   int (*fn)(const struct pi_ct_info *ci, void *ctx),
+		   void *ctx)
+{
+	int fd = n->maps[M_CT], err = 0, ndel = 0, cap = 0;
+	struct pi_ct_key k, next, *del = NULL;
+	uint64_t now = mono_ns();
+	bool first = true;
+
+	while (!err && !bpf_map_get_next_key(fd, first ? NULL : &k, &next)) {
+		struct pi_ct_info ci = { .key = next };
+		bool gone = forget;
+		uint64_t to, idle;
+
+		first = false;
+		k = next;
+		if (next.pod_id != pod_id)
+			continue;
+		if (bpf_map_lookup_elem(fd, &next, &ci.entry))
+			continue;	/* gone meanwhile */
+		idle = now > ci.entry.last_ns ? now - ci.entry.last_ns : 0;
+		to = (uint64_t)timeout_s(n, &next, &ci.entry) * 1000000000ull;
+		if (idle > to) {
+			gone = true;
+		} else {
+			ci.idle_ms = idle / 1000000;
+			ci.expires_ms = (to - idle) / 1000000;
+			if (fn)
+				err = fn(&ci, ctx);
+		}
+		if (!gone)
+			continue;
+		if (ndel == cap) {
+			void *v = realloc(del, (cap ? cap * 2 : 64) * sizeof(*del));
+
+			if (!v) {
+				err = -ENOMEM;
+				break;
+			}
+			del = v;
+			cap = cap ? cap * 2 : 64;
+		}
+		del[ndel++] = next;
+	}
+	for (int i = 0; i < ndel; i++)
+		bpf_map_delete_elem(fd, &del[i]);
+	free(del);
+	return err;
+}
+
+struct ct_list_ctx {
+	struct pi_ct_info *v;
+	int cnt, cap;
+};
+
+static int ct_collect(const struct pi_ct_info *ci, void *ctx)
+{
+	struct ct_list_ctx *l = ctx;
+
+	if (l->cnt == l->cap) {
+		int cap = l->cap ? l->cap * 2 : 64;
+		void *v = realloc(l->v, cap * sizeof(*l->v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->cnt++] = *ci;
+	return 0;
+}
+
+int pi_ct_list(struct pi_node *n, const char *pod_name,
+	       struct pi_ct_info **out)
+{
+	struct ct_list_ctx l = { 0 };
+	struct pi_pod_info pod;
+	int err;
+
+	*out = NULL;
+	err = pod_lookup(n, pod_name, &pod);
+	if (err)
+		return err;
+	err = ct_walk(n, pod.id, false, ct_collect, &l);
+	if (err) {
+		free(l.v);
+		return err;
+	}
+	*out = l.v;
+	return l.cnt;
+}
+
+static int ct_tally(const struct pi_ct_info *ci, void *ctx)
+{
+	struct pi_ct_counts *c = ctx;
+
+	c->entries++;
+	if (ci->entry.state <= PI_CT_CLOSING)
+		c->by_state[ci->entry.state]++;
+	return 0;
+}
+
+int pi_ct_flush(struct pi_node *n, const char *pod_name)
+{
+	struct pi_ct_counts c = { 0 };
+	struct pi_pod_info pod;
+	int err;
+
+	err = pod_lookup(n, pod_name, &pod);
+	if (err)
+		return err;
+	err = ct_walk(n, pod.id, true, ct_tally, &c);
+	return err ? err : (int)c.entries;
+}
+
+int pi_ct_counts(struct pi_node *n, const struct pi_pod_info *pod,
+		 struct pi_ct_counts *out)
+{
+	memset(out, 0, sizeof(*out));
+	return ct_walk(n, pod->id, false, ct_tally, out);
+}
+
+int pi_ct_timeouts(struct pi_node *n, uint32_t out[PI_CT_TO_MAX])
+{
+	for (int i = 0; i < PI_CT_TO_MAX; i++)
+		out[i] = n->cfg.ct_timeout[i] ? n->cfg.ct_timeout[i] :
+						ct_defaults[i];
+	return 0;
+}
+
+int pi_ct_set_timeout(struct pi_node *n, uint32_t kind, uint32_t seconds)
+{
+	uint32_t old;
+	int err;
+
+	if (kind >= PI_CT_TO_MAX) {
+		pr_err("no such conntrack timeout %u", kind);
+		return -EINVAL;
+	}
+	old = n->cfg.ct_timeout[kind];
+	n->cfg.ct_timeout[kind] = seconds;
+	err = node_save_config(n);
+	if (err) {
+		n->cfg.ct_timeout[kind] = old;
+		pr_err("cannot set the conntrack timeout: %s", strerror(-err));
+	}
+	return err;
+}
+
+/* A pod's id is given to the next pod: its flows go with it. */
+static void ct_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	ct_walk(n, pod->id, true, NULL, NULL);
+}
+
+const struct pi_feature ct_feature = {
+	.name = "conntrack",
+	.forget_pod = ct_forget_pod,
+};
