@@ -156,3 +156,6 @@ lab: all
 
 clean:
 	rm -rf $(BUILD)
+
+# The fuzzers: tests/fuzz/fuzz.mk (make fuzz, FUZZ_TIME=seconds each)
+include tests/fuzz/fuzz.mk

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: GPL-2.0
+# The fuzzers (tests/fuzz/): clang's libFuzzer with ASan and UBSan, built
+# into a folder of their own. `make fuzz` runs each for FUZZ_TIME seconds
+# over its corpus in tests/fuzz/corpus/NAME/ (new inputs go to
+# FUZZ_BUILD/corpus/NAME/, not into the repository); FUZZERS=a,b picks some.
+FUZZ_BUILD  ?= build-fuzz
+FUZZ_CC     ?= clang-14
+FUZZ_TIME   ?= 60
+FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+	-Wall -Wextra -Werror -Wno-unused-parameter -Wno-unknown-warning-option \
+	-Wno-missing-field-initializers -Iinclude -Ilib -D_GNU_SOURCE \
+	-DPODINJECT_FUZZ
+FUZZ_NAMES  := parse cni proxy bpf
+FUZZ_BINS   := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_NAMES))
+
+.PHONY: fuzz fuzz-build
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_TIME=$(FUZZ_TIME) ./tests/fuzz/run.sh $(FUZZERS)
+
+$(FUZZ_BUILD):
+	$(Q)mkdir -p $@
+
+# The public parsers, from the library's own source (the archive hides
+# nothing the parsers need, but is built without the fuzzer's coverage).
+$(FUZZ_BUILD)/fuzz_parse: tests/fuzz/fuzz_parse.c lib/parse.c $(HEADERS) | $(FUZZ_BUILD)
+	$(call msg,FUZZ,$@)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) tests/fuzz/fuzz_parse.c lib/parse.c -o $@
+
+# The CNI plugin's config and environment parsing; its main() is left out.
+$(FUZZ_BUILD)/fuzz_cni: tests/fuzz/fuzz_cni.c cni/cni.c cni/cni.h | $(FUZZ_BUILD)
+	$(call msg,FUZZ,$@)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) tests/fuzz/fuzz_cni.c -o $@ -ljansson
+
+$(FUZZ_BUILD)/fuzz_proxy: tests/fuzz/fuzz_proxy.c proxy/podinject-proxy.c | $(FUZZ_BUILD)
+	$(call msg,FUZZ,$@)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) tests/fuzz/fuzz_proxy.c -o $@
+
+# The real node programs, through the skeleton of the main build.
+$(FUZZ_BUILD)/fuzz_bpf: tests/fuzz/fuzz_bpf.c tests/fuzz/bpf_ref.h tests/unit/fixture.c lib/nl.c $(BUILD)/node.skel.h $(HEADERS) | $(FUZZ_BUILD)
+	$(call msg,FUZZ,$@)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fno-sanitize=alignment -I$(BUILD) -Itests/unit \
+		tests/fuzz/fuzz_bpf.c tests/unit/fixture.c lib/nl.c -o $@ -lbpf -lelf -lz -lmnl
