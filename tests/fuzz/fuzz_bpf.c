@@ -306,6 +306,11 @@ static void run_frame(int prog, uint8_t *f, uint32_t len)
 
 	got = fixture_run(bpf_program__fd(progs[prog]), ifindex, frame, len,
 			  NULL);
+	/* A frame the test run refuses to build an skb of (an IPv6
+	 * ethertype with less than an IPv6 header, for one) never reaches
+	 * the program: nothing to compare. */
+	if (got <= -1000 + -1 && got > -1000 - 4096)
+		return;
 	if (prog == 0)
 		ref_pod_egress(&node, &node.pod[0], f, len, &want);
 	else if (prog == 1)
