@@ -30,10 +30,13 @@ $(FUZZ_BUILD)/fuzz_parse: tests/fuzz/fuzz_parse.c lib/parse.c $(HEADERS) | $(FUZ
 	$(call msg,FUZZ,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) tests/fuzz/fuzz_parse.c lib/parse.c -o $@
 
-# The CNI plugin's config and environment parsing; its main() is left out.
-$(FUZZ_BUILD)/fuzz_cni: tests/fuzz/fuzz_cni.c cni/cni.c cni/cni.h | $(FUZZ_BUILD)
+# The CNI plugin's config and environment parsing (cni/cni.c compiled
+# into the fuzzer, its main() renamed), linked as the plugin is.
+FUZZ_CNI_SRCS := $(filter-out cni/cni.c,$(wildcard cni/*.c))
+$(FUZZ_BUILD)/fuzz_cni: tests/fuzz/fuzz_cni.c cni/cni.c cni/cni.h $(FUZZ_CNI_SRCS) $(LIBPI) | $(FUZZ_BUILD)
 	$(call msg,FUZZ,$@)
-	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) tests/fuzz/fuzz_cni.c -o $@ -ljansson
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -Icni tests/fuzz/fuzz_cni.c $(FUZZ_CNI_SRCS) \
+		$(LIBPI) -o $@ -ljansson $(LDLIBS)
 
 $(FUZZ_BUILD)/fuzz_proxy: tests/fuzz/fuzz_proxy.c proxy/podinject-proxy.c | $(FUZZ_BUILD)
 	$(call msg,FUZZ,$@)
