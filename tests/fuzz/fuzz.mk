@@ -24,11 +24,12 @@ fuzz: fuzz-build
 $(FUZZ_BUILD):
 	$(Q)mkdir -p $@
 
-# The public parsers, from the library's own source (the archive hides
-# nothing the parsers need, but is built without the fuzzer's coverage).
-$(FUZZ_BUILD)/fuzz_parse: tests/fuzz/fuzz_parse.c lib/parse.c $(HEADERS) | $(FUZZ_BUILD)
+# The public parsers (lib/parse.c) and the CLI's rule and proxy specs
+# (src/policy.c, src/proxy.c), the node calls stood in for by the fuzzer.
+FUZZ_PARSE_SRCS := lib/parse.c src/policy.c src/proxy.c src/opts.c src/util.c src/json.c
+$(FUZZ_BUILD)/fuzz_parse: tests/fuzz/fuzz_parse.c $(FUZZ_PARSE_SRCS) $(HEADERS) $(wildcard src/*.h) | $(FUZZ_BUILD)
 	$(call msg,FUZZ,$@)
-	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) tests/fuzz/fuzz_parse.c lib/parse.c -o $@
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc tests/fuzz/fuzz_parse.c $(FUZZ_PARSE_SRCS) -o $@
 
 # The CNI plugin's config and environment parsing (cni/cni.c compiled
 # into the fuzzer, its main() renamed), linked as the plugin is.
