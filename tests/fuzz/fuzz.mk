@@ -39,9 +39,19 @@ $(FUZZ_BUILD)/fuzz_cni: tests/fuzz/fuzz_cni.c cni/cni.c cni/cni.h $(FUZZ_CNI_SRC
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -Icni tests/fuzz/fuzz_cni.c $(FUZZ_CNI_SRCS) \
 		$(LIBPI) -o $@ -ljansson $(LDLIBS)
 
-$(FUZZ_BUILD)/fuzz_proxy: tests/fuzz/fuzz_proxy.c proxy/podinject-proxy.c | $(FUZZ_BUILD)
+# The proxy's UDP path, with a sk_lookup program standing in for the
+# datapath's capture (tests/fuzz/steer.bpf.c).
+$(FUZZ_BUILD)/steer.bpf.o: tests/fuzz/steer.bpf.c $(BUILD)/vmlinux.h | $(FUZZ_BUILD)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(FUZZ_BUILD)/steer.skel.h: $(FUZZ_BUILD)/steer.bpf.o
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name steer_bpf > $@
+
+$(FUZZ_BUILD)/fuzz_proxy: tests/fuzz/fuzz_proxy.c proxy/podinject-proxy.c $(FUZZ_BUILD)/steer.skel.h | $(FUZZ_BUILD)
 	$(call msg,FUZZ,$@)
-	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) tests/fuzz/fuzz_proxy.c -o $@
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(FUZZ_BUILD) tests/fuzz/fuzz_proxy.c -o $@ -lbpf -lelf -lz
 
 # The real node programs, through the skeleton of the main build.
 $(FUZZ_BUILD)/fuzz_bpf: tests/fuzz/fuzz_bpf.c tests/fuzz/bpf_ref.h tests/unit/fixture.c lib/nl.c $(BUILD)/node.skel.h $(HEADERS) | $(FUZZ_BUILD)
