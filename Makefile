@@ -25,11 +25,13 @@ LDLIBS    := -lbpf -lelf -lz -lmnl
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	      -Iinclude -Ibpf -I$(BUILD)
 
-# Debian packages the build, the tests and the demo need.
+# Debian packages the build, the tests and the demo need. libclang-rt-14-dev
+# holds clang's libFuzzer and sanitizer runtimes (make fuzz, t_fuzz): clang
+# only recommends it, and deps installs no recommended packages.
 DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	libmnl-dev iproute2 iputils-ping iperf3 jq procps ethtool \
 	libjansson-dev containernetworking-plugins podman runc busybox-static \
-	catatonit buildah
+	catatonit buildah libclang-rt-14-dev
 
 ifeq ($(V),1)
 Q :=

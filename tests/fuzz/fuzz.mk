@@ -58,3 +58,11 @@ $(FUZZ_BUILD)/fuzz_bpf: tests/fuzz/fuzz_bpf.c tests/fuzz/bpf_ref.h tests/unit/fi
 	$(call msg,FUZZ,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fno-sanitize=alignment -I$(BUILD) -Itests/unit \
 		tests/fuzz/fuzz_bpf.c tests/unit/fixture.c lib/nl.c -o $@ -lbpf -lelf -lz -lmnl
+
+# make test runs them briefly (tests/integration/t_fuzz.sh)
+test: fuzz-build
+
+clean: fuzz-clean
+.PHONY: fuzz-clean
+fuzz-clean:
+	rm -rf $(FUZZ_BUILD)
