@@ -270,8 +270,11 @@ static void fix_up(uint8_t *f, uint32_t len, uint8_t flags, int prog)
 static void report(const char *what, long long got, long long want,
 		   int prog, const uint8_t *f, uint32_t len)
 {
-	fprintf(stderr, "fuzz_bpf: program %d disagrees with the reference on %s: "
-		"kernel %lld, reference %lld; frame of %u bytes:", prog, what,
+	static const char *const names[] = { "pod_egress", "pod_ingress",
+					     "uplink_ingress" };
+
+	fprintf(stderr, "fuzz_bpf: %s disagrees with the reference on %s: "
+		"kernel %lld, reference %lld; frame of %u bytes:", names[prog], what,
 		got, want, len);
 	for (uint32_t i = 0; i < len && i < 128; i++)
 		fprintf(stderr, "%s%02x", i % 16 ? " " : "\n  ", f[i]);
@@ -281,8 +284,6 @@ static void report(const char *what, long long got, long long want,
 
 static void run_frame(int prog, uint8_t *f, uint32_t len)
 {
-	static const char *const names[] = { "pod_egress", "pod_ingress",
-					     "uplink_ingress" };
 	struct bpf_program *progs[3] = { skel->progs.pod_egress,
 					 skel->progs.pod_ingress,
 					 skel->progs.uplink_ingress };
@@ -293,7 +294,6 @@ static void run_frame(int prog, uint8_t *f, uint32_t len)
 	struct ref_out want;
 	int got;
 
-	(void)names;
 	memcpy(frame, f, len);
 	reset_flows(false);
 	for (uint32_t id = 0; id < 2; id++)
@@ -369,7 +369,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (uint32_t d = 0; d < 2; d++) {
 		for (uint32_t i = 0; i < n[d]; i++, off += 8)
 			rule_of(data + off, 1 + d * 100 + i, &rules[d][i]);
-		/* a slot range that moves, as edits move it */
+		/* the policy's slots move with the input (the last byte of
+		 * its rules), as edits move a policy's range */
 		set_policy(d, n[d], d * 1000 + data[off - 1 > 1 ? off - 1 : 0]);
 	}
 	reset_flows(true);
