@@ -25,8 +25,9 @@ $(FUZZ_BUILD):
 	$(Q)mkdir -p $@
 
 # The public parsers (lib/parse.c) and the CLI's rule and proxy specs
-# (src/policy.c, src/proxy.c), the node calls stood in for by the fuzzer.
-FUZZ_PARSE_SRCS := lib/parse.c src/policy.c src/proxy.c src/opts.c src/util.c src/json.c
+# (src/policy.c, src/proxy.c) and injection specs (src/inject.c), the
+# node calls stood in for by the fuzzer.
+FUZZ_PARSE_SRCS := lib/parse.c src/policy.c src/proxy.c src/inject.c src/opts.c src/util.c src/json.c
 $(FUZZ_BUILD)/fuzz_parse: tests/fuzz/fuzz_parse.c $(FUZZ_PARSE_SRCS) $(HEADERS) $(wildcard src/*.h) | $(FUZZ_BUILD)
 	$(call msg,FUZZ,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc tests/fuzz/fuzz_parse.c $(FUZZ_PARSE_SRCS) -o $@

@@ -3,8 +3,9 @@
  * Fuzzer of the values and specs the front-ends parse: the library's
  * public parsers (lib/parse.c: CIDRs, numbers, ports and port ranges,
  * protocols, node and pod names) and the CLI's rule and proxy specs
- * (src/policy.c, src/proxy.c, whose calls into a node are replaced here by
- * ones that only keep what the CLI asked for: no node is touched).
+ * (src/policy.c, src/proxy.c) and injection specs (src/inject.c), whose
+ * calls into a node are replaced here by ones that only keep what the CLI
+ * asked for: no node is touched.
  *
  * Input: a selector byte, then the string (library parsers) or the
  * command's arguments separated by NUL bytes (CLI specs).
@@ -42,8 +43,11 @@ static FILE *real_stderr, *null_out;
 /* ---- the library's node calls, as the CLI makes them ------------------ */
 
 static struct {
-	bool policy, proxy;
+	bool policy, proxy, inject;
 	char pod[512], proxy_pod[512];
+	const char *as[PI_INJECT_MAX_AS + 1];
+	int nas;
+	uint32_t path;
 	uint32_t dir, pos;
 	struct pi_rule rule;
 	struct pi_proxy_rule prule;
@@ -80,6 +84,37 @@ int pi_proxy_add(struct pi_node *node, const char *proxy, const char *pod,
 	snprintf(seen.proxy_pod, sizeof(seen.proxy_pod), "%s", proxy);
 	seen.prule = *rule;
 	return 0;
+}
+
+int pi_inject_allow(struct pi_node *node, const char *injector,
+		    const char *const *as, int nas, uint32_t path,
+		    uint32_t *path_used)
+{
+	seen.inject = true;
+	snprintf(seen.pod, sizeof(seen.pod), "%s", injector);
+	seen.nas = nas;
+	for (int i = 0; i < nas && i <= PI_INJECT_MAX_AS; i++)
+		seen.as[i] = as[i];
+	seen.path = path;
+	*path_used = path ? path : PI_PATH_FALLBACK;
+	return 0;
+}
+
+int pi_inject_deny(struct pi_node *node, const char *injector,
+		   const char *const *as, int nas)
+{
+	return pi_inject_allow(node, injector, as, nas, PI_PATH_FAST,
+			       &seen.path) ? -1 : nas;
+}
+
+int pi_inject_list(struct pi_node *n, struct pi_inject_auth_info **a)
+{
+	return -ENOSYS;
+}
+
+int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **st)
+{
+	return -ENOSYS;
 }
 
 int pi_policy_del(struct pi_node *n, const char *pod, uint32_t dir, uint32_t id)
@@ -390,6 +425,18 @@ static void check_proxy_rule(const char *proxy, const char *pod,
 		      "proxy dst /%u", r->dst_plen);
 }
 
+static void check_inject(bool allow)
+{
+	CHECK(pi_valid_pod_name(seen.pod), "injector '%s'", seen.pod);
+	CHECK(seen.nas >= (allow ? 1 : 0) && seen.nas <= PI_INJECT_MAX_AS,
+	      "%d pods to inject as", seen.nas);
+	for (int i = 0; i < seen.nas; i++)
+		CHECK(pi_valid_pod_name(seen.as[i]), "inject as '%s'", seen.as[i]);
+	if (allow)
+		CHECK(seen.path == 0 || seen.path == PI_PATH_FAST ||
+		      seen.path == PI_PATH_FALLBACK, "path %u", seen.path);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	real_stderr = stderr;
@@ -407,7 +454,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	copy = malloc(size + 1);
 	memcpy(copy, data, size);
 	copy[size] = 0;
-	switch (data[0] % 6) {
+	switch (data[0] % 8) {
 	case 0:
 		check_prefix(copy + 1);
 		break;
@@ -421,13 +468,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_proto_names(copy + 1);
 		break;
 	default:
-		/* "add" and the arguments, NUL-separated */
-		argv[argc++] = "add";
+		/* the subcommand and the arguments, NUL-separated */
+		argv[argc++] = data[0] % 8 == 6 ? "allow" :
+			       data[0] % 8 == 7 ? "deny" : "add";
 		for (char *p = copy + 1; p <= copy + size && argc < 23;
 		     p += strlen(p) + 1)
 			argv[argc++] = p;
 		argv[argc] = NULL;
-		if (data[0] % 6 == 4) {
+		if (data[0] % 8 >= 6) {
+			bool allow = data[0] % 8 == 6;
+
+			ret = run_cli(do_inject, argc, argv);
+			CHECK(ret == EXIT_OK || ret == EXIT_USAGE,
+			      "inject %s exit %d", argv[0], ret);
+			CHECK(seen.inject == (ret == EXIT_OK),
+			      "inject %s: exit %d, %spassed on", argv[0], ret,
+			      seen.inject ? "" : "not ");
+			if (seen.inject)
+				check_inject(allow);
+		} else if (data[0] % 8 == 4) {
 			ret = run_cli(do_policy, argc, argv);
 			CHECK(ret == EXIT_OK || ret == EXIT_USAGE,
 			      "policy add exit %d", ret);
