@@ -37,6 +37,7 @@ static const char *const commands[] = {
 static const char *const vars[] = {
 	"CNI_CONTAINERID", "CNI_IFNAME", "CNI_NETNS", "CNI_ARGS",
 };
+static char env_buf[4][8192];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -223,11 +224,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t v = 0; v < sizeof(vars) / sizeof(*vars); v++) {
 		char *end = off < size ? memchr(copy + off, 0, size - off) : NULL;
 
-		if (!end) {
-			unsetenv(vars[v]);
+		unsetenv(vars[v]);
+		if (!end)
 			continue;
-		}
-		setenv(vars[v], copy + off, 1);
+		/* putenv of a buffer of ours: glibc's setenv keeps every
+		 * value it was ever given */
+		snprintf(env_buf[v], sizeof(env_buf[v]), "%s=%s", vars[v],
+			 copy + off);
+		putenv(env_buf[v]);
 		off = end - copy + 1;
 	}
 	unsetenv("CNI_PATH");

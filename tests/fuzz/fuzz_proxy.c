@@ -29,6 +29,7 @@
 #include <dirent.h>
 #include <sched.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -146,6 +147,19 @@ static int our_socket(const struct sockaddr_storage *addr)
 	return fd;
 }
 
+/* Loopback delivers in a softirq, which a busy machine defers to
+ * ksoftirqd: a datagram just sent may not be queued yet. */
+#define WAIT_MS 5000
+
+static bool wait_readable(const int *fds, int n)
+{
+	struct pollfd p[NCLIENTS + 1];
+
+	for (int i = 0; i < n; i++)
+		p[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+	return poll(p, n, WAIT_MS) > 0;
+}
+
 static struct udp_session *find(const struct sockaddr_storage *c,
 				const struct sockaddr_storage *o, int *count)
 {
@@ -212,6 +226,8 @@ static void datagram(int f, int c, int d, const uint8_t *pl, size_t n)
 	fd = our_socket(&cs);
 	CHECK(sendto(fd, pl, n, 0, (void *)&ds, ss_len(&ds)) == (ssize_t)n,
 	      "send to the proxy: %s", strerror(errno));
+	CHECK(wait_readable(&listener[f], 1),
+	      "the datagram never reached the proxy's listener");
 	recv_udp(listener[f]);
 	close(fd);
 	has_session[f][c][d] = true;
@@ -222,6 +238,15 @@ static void datagram(int f, int c, int d, const uint8_t *pl, size_t n)
 	 * the same destination: which one of those the kernel picks is its
 	 * choice), once. */
 	cnt = 0;
+	{
+		int fds[NCLIENTS * 2], nfds = 0;
+
+		for (struct udp_session *o = sessions; o; o = o->next)
+			if (same_endpoint(&o->orig, &ds) && nfds < NCLIENTS * 2)
+				fds[nfds++] = o->reply;
+		CHECK(nfds <= NCLIENTS + 1 && wait_readable(fds, nfds),
+		      "the datagram never reached its destination");
+	}
 	for (struct udp_session *o = sessions; o; o = o->next) {
 		if (!same_endpoint(&o->orig, &ds))
 			continue;
@@ -254,7 +279,10 @@ static void reply(int f, int c, int d, const uint8_t *pl, size_t n)
 	dfd = our_socket(&ds);
 	CHECK(sendto(dfd, pl, n, 0, (void *)&up, ss_len(&up)) == (ssize_t)n,
 	      "the destination's reply: %s", strerror(errno));
+	CHECK(wait_readable(&s->up, 1),
+	      "the destination's reply never reached the session");
 	udp_reply(s);
+	CHECK(wait_readable(&cfd, 1), "the reply never reached the client");
 	len = sizeof(from);
 	r = recvfrom(cfd, got, sizeof(got), MSG_DONTWAIT, (void *)&from, &len);
 	CHECK(r == (ssize_t)n && !memcmp(got, pl, n),
