@@ -180,10 +180,19 @@ static void check_sessions(void)
 	int total = 0, want = 0;
 
 	for (struct udp_session *s = sessions; s; s = s->next) {
-		struct sockaddr_storage a;
+		struct sockaddr_storage a, b;
 		socklen_t len = sizeof(a);
 
 		total++;
+		/* a reply finds its session by the upstream socket's port */
+		CHECK(!getsockname(s->up, (void *)&a, &len), "getsockname");
+		for (struct udp_session *o = s->next; o; o = o->next) {
+			len = sizeof(b);
+			CHECK(!getsockname(o->up, (void *)&b, &len) &&
+			      !same_endpoint(&a, &b),
+			      "two sessions' upstream sockets share an address and port");
+		}
+		len = sizeof(a);
 		CHECK(!getsockname(s->up, (void *)&a, &len) &&
 		      same_host(&a, &s->client),
 		      "a session's upstream socket is not bound to its client's address");
@@ -335,6 +344,33 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	steer_link = fd >= 0 ? bpf_program__attach_netns(skel->progs.steer, fd) : NULL;
 	CHECK(steer_link, "attach sk_lookup: %s", strerror(errno));
 	close(fd);
+	/* Upstream sockets of one client address, as many as a busy pod
+	 * has sessions: each its own port, or a reply may reach another
+	 * session (with SO_REUSEADDR, 133 of 3000 autobound ports were
+	 * taken already). */
+	{
+		static int fds[2000];
+		struct rlimit rl = { 4096, 4096 };
+		struct sockaddr_storage c;
+		uint16_t *seen = calloc(65536, sizeof(*seen));
+
+		setrlimit(RLIMIT_NOFILE, &rl);
+		client_addr(0, 0, &c);
+		for (int i = 0; i < 2000; i++) {
+			struct sockaddr_in a;
+			socklen_t len = sizeof(a);
+
+			fds[i] = bound_socket(&c, SOCK_DGRAM, 0);
+			CHECK(fds[i] >= 0 && !getsockname(fds[i], (void *)&a, &len),
+			      "an upstream socket: %s", strerror(errno));
+			CHECK(!seen[ntohs(a.sin_port)]++,
+			      "two upstream sockets of one client address got port %u",
+			      ntohs(a.sin_port));
+		}
+		for (int i = 0; i < 2000; i++)
+			close(fds[i]);
+		free(seen);
+	}
 	baseline_fds = count_fds();
 	return 0;
 }
