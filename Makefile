@@ -25,12 +25,14 @@ LDLIBS    := -lbpf -lelf -lz -lmnl
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	      -Iinclude -Ibpf -I$(BUILD)
 
-# Debian packages the build, the tests and the demo need.
+# Debian packages the build, the tests and the demo need. libclang-rt-14-dev
+# holds clang's libFuzzer and sanitizer runtimes (make fuzz, t_fuzz): clang
+# only recommends it, and deps installs no recommended packages.
 DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	libmnl-dev iproute2 iputils-ping iperf3 jq procps ethtool \
 	libjansson-dev containernetworking-plugins podman runc busybox-static \
 	catatonit buildah haproxy containerd protobuf-compiler python3-grpcio \
-	python3-protobuf
+	python3-protobuf libclang-rt-14-dev
 
 ifeq ($(V),1)
 Q :=
@@ -161,3 +163,6 @@ lab: all
 
 clean:
 	rm -rf $(BUILD)
+
+# The fuzzers: tests/fuzz/fuzz.mk (make fuzz, FUZZ_TIME=seconds each)
+include tests/fuzz/fuzz.mk

@@ -83,12 +83,35 @@ int cni_fail(struct cni_err *e, int code, const char *msg,
 	return -1;
 }
 
-/* The spec's error object, on stdout, where libcni reads it. */
+static json_t *error_object(const char *version, const struct cni_err *e)
+{
+	return json_pack("{s:s, s:i, s:s, s:s}", "cniVersion",
+			 version ? version : "1.0.0", "code", e->code,
+			 "msg", e->msg, "details", e->details);
+}
+
+static void ascii_only(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s >= 0x80)
+			*s = '?';
+}
+
+/* The spec's error object, on stdout, where libcni reads it. Details
+ * quote the caller's bytes (CNI_CONTAINERID, CNI_ARGS) and may be cut in
+ * the middle of a character; JSON strings are UTF-8, so such a text has
+ * its non-ASCII bytes made '?' rather than lose the whole object. */
 static int print_error(const char *version, const struct cni_err *e)
 {
-	json_t *o = json_pack("{s:s, s:i, s:s, s:s}", "cniVersion",
-			      version ? version : "1.0.0", "code", e->code,
-			      "msg", e->msg, "details", e->details);
+	json_t *o = error_object(version, e);
+
+	if (!o) {
+		struct cni_err ascii = *e;
+
+		ascii_only(ascii.msg);
+		ascii_only(ascii.details);
+		o = error_object(version, &ascii);
+	}
 
 	cni_log(PI_LOG_ERROR, "code %d: %s%s%s", e->code, e->msg,
 		*e->details ? ": " : "", e->details);
@@ -254,6 +277,13 @@ static void make_pod_name(struct cni_env *env)
 			snprintf(name + strlen(name),
 				 sizeof(name) - strlen(name), "/%s",
 				 env->ifname);
+		/* An interface name may hold what no pod name does ('@',
+		 * '+'), a container id may begin with '-' or '.': then the
+		 * name is made of their hashes. */
+		if (!pi_valid_pod_name(name))
+			snprintf(name, sizeof(name), "cni-%08x-%08x",
+				 fnv1a(env->container_id, 2166136261u),
+				 fnv1a(env->ifname, 2166136261u));
 	}
 	snprintf(env->pod_name, sizeof(env->pod_name), "%s", name);
 }

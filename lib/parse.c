@@ -67,13 +67,9 @@ int pi_parse_prefix(const char *s, int *family, struct pi_addr *addr, int *plen)
 	}
 	*plen = max;
 	if (slash) {
-		char *end;
-		long v;
+		uint32_t v;
 
-		if (!*slash)
-			return -EINVAL;
-		v = strtol(slash, &end, 10);
-		if (*end || v < 0 || v > max)
+		if (pi_parse_u32(slash, &v) || v > (uint32_t)max)
 			return -EINVAL;
 		*plen = v;
 	}
@@ -96,7 +92,9 @@ int pi_parse_u32(const char *s, uint32_t *v)
 	char *end;
 	unsigned long long x;
 
-	if (!s || !*s || *s == '-')
+	/* digits only: strtoull would also take leading blanks, a sign,
+	 * and "-0" */
+	if (!s || *s < '0' || *s > '9')
 		return -EINVAL;
 	errno = 0;
 	x = strtoull(s, &end, 10);

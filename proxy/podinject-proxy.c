@@ -197,7 +197,10 @@ static int bound_socket(const struct sockaddr_storage *addr, int type,
 		 * never hit; a port picked at bind() only knows the address. */
 		setsockopt(fd, SOL_IP, IP_BIND_ADDRESS_NO_PORT, &one,
 			   sizeof(one));
-	else
+	else if (port)
+		/* Not for a port the kernel picks: it would hand out one that
+		 * another session's socket holds, and replies would go to
+		 * either. */
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (addr->ss_family == AF_INET)
 		((struct sockaddr_in *)&b)->sin_port = htons(port);

@@ -239,11 +239,14 @@ static __always_inline int walk_ext6(void *ctx, bool xdp, struct pkt *p,
 				p->frag = PKT_FRAG_FIRST;
 			continue;
 		}
-		nh = h[0];
+		/* the length of the header stepped over, in its own units:
+		 * AH counts 4-byte words less two, the others 8-byte words
+		 * less one */
 		if (nh == IPPROTO_AH_)
 			off += ((__u32)h[1] + 2) * 4;
 		else
 			off += ((__u32)h[1] + 1) * 8;
+		nh = h[0];
 	}
 	if (p->frag != PKT_FRAG_LATER &&
 	    (nh == IPPROTO_HOPOPTS_ || nh == IPPROTO_ROUTING_ ||

@@ -1,0 +1,494 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A user-space reference of what the node datapath decides on one frame:
+ * the parser (bpf/lib/parse.h) and the three node programs
+ * (bpf/node.bpf.c: pod_egress, pod_ingress, uplink_ingress) written again
+ * from their specification, in plain C over a byte buffer. The rule
+ * matcher is the shared one (include/podinject_rule.h) walked linearly,
+ * first match decides, as the first packet of a flow is judged. The
+ * differential fuzzer (fuzz_bpf.c) runs the real programs with
+ * BPF_PROG_TEST_RUN and compares. A change of the datapath's decisions
+ * changes this file too.
+ */
+#ifndef PODINJECT_FUZZ_BPF_REF_H
+#define PODINJECT_FUZZ_BPF_REF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include "podinject_abi.h"
+#include "podinject_rule.h"
+
+enum ref_parse {
+	REF_OK, REF_ARP, REF_UNSUPPORTED, REF_MALFORMED, REF_VLAN,
+	REF_FRAG_ORPHAN, REF_FRAG_TINY,
+};
+
+enum ref_frag { REF_FRAG_NONE, REF_FRAG_FIRST, REF_FRAG_LATER };
+
+struct ref_pkt {
+	uint32_t family;
+	struct pi_addr saddr, daddr;
+	uint16_t sport, dport;
+	uint8_t proto, has_ports, frag;
+	uint32_t l4_off, l3_end, frag_id;
+};
+
+#define REF_MAX_FRAGS 16
+
+/* The fragment table: first fragments let through, by identity. */
+struct ref_frags {
+	int n;
+	struct pi_frag_key key[REF_MAX_FRAGS];
+	struct pi_frag val[REF_MAX_FRAGS];
+};
+
+struct ref_pod {
+	uint32_t id;
+	uint32_t ip4;			/* network order */
+	struct pi_addr ip6;
+	uint8_t mac[6];
+	uint32_t ifindex;
+	const struct pi_rule *rules[2];	/* by direction */
+	uint32_t nrules[2];
+};
+
+struct ref_node {
+	struct ref_pod pod[2];		/* pod ids 0 and 1 */
+	struct ref_frags frags;
+};
+
+/* What a program did: its verdict, the one counter it moved. */
+struct ref_out {
+	int verdict;			/* PI_PASS, PI_DROP, PI_REDIRECT, PI_NEXT */
+	int drop_pod, drop_reason;	/* -1: no drop counted */
+	uint32_t rule_hit[2];		/* deciding rules' ids, 0 = none */
+	int egress_pod, ingress_pod;	/* packet counters moved, -1 none */
+	uint32_t redirect_ifindex;
+};
+
+static inline uint16_t ref_be16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static inline void ref_frag_key(struct pi_frag_key *k, const struct ref_pkt *p)
+{
+	memset(k, 0, sizeof(*k));
+	k->family = p->family;
+	k->proto = p->proto;
+	k->id = p->frag_id;
+	k->saddr = p->saddr;
+	k->daddr = p->daddr;
+}
+
+static inline void ref_frag_note(struct ref_node *n, const struct ref_pkt *p)
+{
+	struct pi_frag_key k;
+	int i;
+
+	if (p->frag != REF_FRAG_FIRST)
+		return;
+	ref_frag_key(&k, p);
+	for (i = 0; i < n->frags.n; i++)
+		if (!memcmp(&n->frags.key[i], &k, sizeof(k)))
+			break;
+	if (i == n->frags.n) {
+		if (n->frags.n == REF_MAX_FRAGS)
+			return;
+		n->frags.n++;
+	}
+	n->frags.key[i] = k;
+	memset(&n->frags.val[i], 0, sizeof(n->frags.val[i]));
+	n->frags.val[i].sport = p->sport;
+	n->frags.val[i].dport = p->dport;
+	n->frags.val[i].has_ports = p->has_ports;
+}
+
+static inline int ref_l4(const struct ref_node *n, const uint8_t *d,
+			 uint32_t len, struct ref_pkt *p)
+{
+	uint32_t need;
+
+	if (p->frag == REF_FRAG_LATER) {
+		struct pi_frag_key k;
+
+		ref_frag_key(&k, p);
+		for (int i = 0; i < n->frags.n; i++) {
+			if (memcmp(&n->frags.key[i], &k, sizeof(k)))
+				continue;
+			p->sport = n->frags.val[i].sport;
+			p->dport = n->frags.val[i].dport;
+			p->has_ports = n->frags.val[i].has_ports;
+			return REF_OK;
+		}
+		return REF_FRAG_ORPHAN;
+	}
+	if (p->proto == 6)
+		need = 20;
+	else if (p->proto == 17)
+		need = 8;
+	else
+		return REF_OK;
+	/* the header inside the IP packet, and readable in the frame */
+	if (p->l4_off + need > p->l3_end ||
+	    p->l4_off + (p->proto == 6 ? 14 : 4) > len)
+		return p->frag == REF_FRAG_FIRST ? REF_FRAG_TINY : REF_MALFORMED;
+	p->sport = ref_be16(d + p->l4_off);
+	p->dport = ref_be16(d + p->l4_off + 2);
+	p->has_ports = 1;
+	return REF_OK;
+}
+
+static inline bool ref_is_ext6(uint8_t nh)
+{
+	return nh == 0 || nh == 43 || nh == 60 || nh == 51 || nh == 44;
+}
+
+static inline int ref_ext6(const uint8_t *d, uint32_t len, struct ref_pkt *p,
+			   uint8_t nh)
+{
+	uint32_t off = p->l4_off;
+
+	for (int i = 0; i < PI_MAX_EXTHDRS && ref_is_ext6(nh); i++) {
+		const uint8_t *h = d + off;
+
+		if (off + 8 > p->l3_end || off + 8 > len)
+			return p->frag == REF_FRAG_FIRST ? REF_FRAG_TINY :
+							   REF_MALFORMED;
+		if (nh == 44) {
+			uint16_t fo = ref_be16(h + 2);
+
+			memcpy(&p->frag_id, h + 4, 4);
+			nh = h[0];
+			off += 8;
+			if (fo & 0xfff8) {
+				p->frag = REF_FRAG_LATER;
+				break;
+			}
+			/* offset 0 without more: an atomic fragment, whole */
+			if (fo & 1)
+				p->frag = REF_FRAG_FIRST;
+			continue;
+		}
+		/* the length of the header stepped over, in its own units:
+		 * AH counts 4-byte words less two (RFC 4302), the others
+		 * 8-byte words less one (RFC 8200) */
+		if (nh == 51)
+			off += ((uint32_t)h[1] + 2) * 4;
+		else
+			off += ((uint32_t)h[1] + 1) * 8;
+		nh = h[0];
+	}
+	if (p->frag != REF_FRAG_LATER && ref_is_ext6(nh))
+		return REF_MALFORMED;
+	p->proto = nh;
+	p->l4_off = off;
+	return REF_OK;
+}
+
+static inline int ref_parse(const struct ref_node *n, const uint8_t *d,
+			    uint32_t len, struct ref_pkt *p)
+{
+	uint16_t proto;
+
+	memset(p, 0, sizeof(*p));
+	if (len < 14)
+		return REF_MALFORMED;
+	proto = ref_be16(d + 12);
+	if (proto == 0x0800) {
+		const uint8_t *ip = d + 14;
+		uint32_t ihl, tot;
+		uint16_t fo;
+
+		if (len < 34)
+			return REF_MALFORMED;
+		ihl = (ip[0] & 15) * 4;
+		tot = ref_be16(ip + 2);
+		if (ip[0] >> 4 != 4 || ihl < 20)
+			return REF_MALFORMED;
+		if (tot < ihl || tot > len - 14)
+			return REF_MALFORMED;
+		p->family = AF_INET;
+		memcpy(&p->saddr.a[0], ip + 12, 4);
+		memcpy(&p->daddr.a[0], ip + 16, 4);
+		p->proto = ip[9];
+		p->l4_off = 14 + ihl;
+		p->l3_end = 14 + tot;
+		fo = ref_be16(ip + 6);
+		if (fo & 0x1fff)
+			p->frag = REF_FRAG_LATER;
+		else if (fo & 0x2000)
+			p->frag = REF_FRAG_FIRST;
+		if (p->frag)
+			memcpy(&p->frag_id, ip + 4, 2);
+		return ref_l4(n, d, len, p);
+	}
+	if (proto == 0x86DD) {
+		const uint8_t *ip6 = d + 14;
+		int ret;
+
+		if (len < 54)
+			return REF_MALFORMED;
+		if (ip6[0] >> 4 != 6)
+			return REF_MALFORMED;
+		if (ref_be16(ip6 + 4) > len - 54)
+			return REF_MALFORMED;
+		p->family = AF_INET6;
+		memcpy(p->saddr.a, ip6 + 8, 16);
+		memcpy(p->daddr.a, ip6 + 24, 16);
+		p->l4_off = 54;
+		p->l3_end = 54 + ref_be16(ip6 + 4);
+		ret = ref_ext6(d, len, p, ip6[6]);
+		if (ret != REF_OK)
+			return ret;
+		return ref_l4(n, d, len, p);
+	}
+	if (proto == 0x0806) {
+		const uint8_t *h = d + 14;
+
+		if (len < 14 + 28)
+			return REF_MALFORMED;
+		if (h[0] != 0 || h[1] != 1 || h[2] != 8 || h[3] != 0 ||
+		    h[4] != 6 || h[5] != 4)
+			return REF_MALFORMED;
+		memcpy(&p->saddr.a[0], h + 14, 4);
+		memcpy(&p->daddr.a[0], h + 24, 4);
+		return REF_ARP;
+	}
+	if (proto == 0x8100 || proto == 0x88A8)
+		return REF_VLAN;
+	return REF_UNSUPPORTED;
+}
+
+static inline bool ref_addr_eq(const struct pi_addr *a, const struct pi_addr *b)
+{
+	return !memcmp(a, b, sizeof(*a));
+}
+
+static inline bool ref_link_local(const struct pi_addr *a)
+{
+	const uint8_t *b = (const uint8_t *)a->a;
+
+	return b[0] == 0xfe && (b[1] & 0xc0) == 0x80;
+}
+
+static inline bool ref_unspecified(const struct pi_addr *a)
+{
+	return !(a->a[0] | a->a[1] | a->a[2] | a->a[3]);
+}
+
+static inline bool ref_multicast(const struct pi_addr *a)
+{
+	return ((const uint8_t *)a->a)[0] == 0xff;
+}
+
+/* The first rule that matches decides; none allows. Its id is noted. */
+static inline int ref_policy(const struct ref_pod *pod, uint32_t dir,
+			     const struct ref_pkt *p, struct ref_out *o)
+{
+	const struct pi_addr *peer = dir == PI_DIR_EGRESS ? &p->daddr : &p->saddr;
+
+	for (uint32_t i = 0; i < pod->nrules[dir]; i++) {
+		const struct pi_rule *r = &pod->rules[dir][i];
+
+		if (!pi_rule_matches(r, p->family, peer, p->proto,
+				     p->has_ports, p->dport))
+			continue;
+		if (!r->action)
+			return PI_ALLOW;
+		o->rule_hit[dir == PI_DIR_EGRESS ? 0 : 1] = r->id;
+		return r->action;
+	}
+	return PI_ALLOW;
+}
+
+static inline int ref_drop(struct ref_out *o, uint32_t pod, int reason)
+{
+	o->verdict = PI_DROP;
+	o->drop_pod = pod;
+	o->drop_reason = reason;
+	return PI_DROP;
+}
+
+static inline const struct ref_pod *ref_endpoint(const struct ref_node *n,
+						 uint32_t family,
+						 const struct pi_addr *a)
+{
+	for (int i = 0; i < 2; i++) {
+		const struct ref_pod *pod = &n->pod[i];
+		struct pi_addr v4 = { .a = { pod->ip4 } };
+
+		if (family == AF_INET && ref_addr_eq(a, &v4))
+			return pod;
+		if (family == AF_INET6 && ref_addr_eq(a, &pod->ip6))
+			return pod;
+	}
+	return NULL;
+}
+
+static inline int ref_deliver(struct ref_node *n, const struct ref_pkt *p,
+			      const struct ref_pod *to, struct ref_out *o)
+{
+	if (ref_policy(to, PI_DIR_INGRESS, p, o) == PI_DENY)
+		return ref_drop(o, to->id, PI_DROP_INGRESS_POLICY);
+	ref_frag_note(n, p);
+	o->ingress_pod = to->id;
+	o->redirect_ifindex = to->ifindex;
+	return o->verdict = PI_REDIRECT;
+}
+
+static inline int ref_nd_check(const uint8_t *d, uint32_t len,
+			       const struct ref_pod *pod,
+			       const struct ref_pkt *p)
+{
+	uint32_t off = p->l4_off;
+	const uint8_t *h;
+
+	if (off + 4 > len)
+		return PI_DROP_MALFORMED;
+	h = d + off;
+	if (h[0] == 134 || h[0] == 137)
+		return PI_DROP_ROUTER;
+	if (h[0] == 136) {
+		struct pi_addr t;
+
+		if (off + 8 + 16 > len)
+			return PI_DROP_MALFORMED;
+		memcpy(&t, d + off + 8, 16);
+		if (!ref_link_local(&t) && !ref_addr_eq(&t, &pod->ip6))
+			return PI_DROP_ND_SPOOFED;
+	}
+	if (h[0] == 133)
+		off += 8;
+	else if (h[0] == 135 || h[0] == 136)
+		off += 24;
+	else
+		return PI_DROP_NONE;
+	for (int i = 0; i < 4; i++) {
+		if (off + 8 > p->l3_end)
+			break;
+		if (off + 8 > len)
+			return PI_DROP_MALFORMED;
+		h = d + off;
+		if (!h[1])
+			return PI_DROP_MALFORMED;
+		if ((h[0] == 1 || h[0] == 2) && memcmp(h + 2, pod->mac, 6))
+			return PI_DROP_ND_SPOOFED;
+		off += (uint32_t)h[1] * 8;
+	}
+	return PI_DROP_NONE;
+}
+
+static inline void ref_out_init(struct ref_out *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->drop_pod = o->drop_reason = -1;
+	o->egress_pod = o->ingress_pod = -1;
+}
+
+/* pod_egress on the host side of `pod` */
+static inline int ref_pod_egress(struct ref_node *n, const struct ref_pod *pod,
+				 const uint8_t *d, uint32_t len,
+				 struct ref_out *o)
+{
+	const struct ref_pod *to;
+	bool link_scope = false;
+	struct ref_pkt p;
+	int ret, why;
+
+	ref_out_init(o);
+	ret = ref_parse(n, d, len, &p);
+	if (ret == REF_VLAN)
+		return ref_drop(o, pod->id, PI_DROP_VLAN);
+	if (ret == REF_ARP) {
+		if (p.saddr.a[0] && p.saddr.a[0] != pod->ip4)
+			return ref_drop(o, pod->id, PI_DROP_ND_SPOOFED);
+		return o->verdict = PI_PASS;
+	}
+	if (ret == REF_UNSUPPORTED)
+		return ref_drop(o, pod->id, PI_DROP_UNSUPPORTED);
+	if (ret == REF_MALFORMED)
+		return ref_drop(o, pod->id, PI_DROP_MALFORMED);
+	if (p.family == AF_INET) {
+		if (p.saddr.a[0] != pod->ip4)
+			return ref_drop(o, pod->id, PI_DROP_SPOOFED);
+	} else if (!ref_addr_eq(&p.saddr, &pod->ip6)) {
+		if (!ref_link_local(&p.saddr) && !ref_unspecified(&p.saddr))
+			return ref_drop(o, pod->id, PI_DROP_SPOOFED);
+		if (!ref_link_local(&p.daddr) && !ref_multicast(&p.daddr))
+			return ref_drop(o, pod->id, PI_DROP_SPOOFED);
+		link_scope = true;
+	}
+	if (ret == REF_FRAG_TINY)
+		return ref_drop(o, pod->id, PI_DROP_FRAG_TINY);
+	if (ret == REF_FRAG_ORPHAN)
+		return ref_drop(o, pod->id, PI_DROP_FRAG_ORPHAN);
+	if (p.family == AF_INET6 && p.proto == 58 && p.frag == REF_FRAG_NONE) {
+		why = ref_nd_check(d, len, pod, &p);
+		if (why != PI_DROP_NONE)
+			return ref_drop(o, pod->id, why);
+	}
+	if (ref_policy(pod, PI_DIR_EGRESS, &p, o) == PI_DENY)
+		return ref_drop(o, pod->id, PI_DROP_POLICY);
+	ref_frag_note(n, &p);
+	if (link_scope)
+		return o->verdict = PI_PASS;
+	o->egress_pod = pod->id;
+	to = ref_endpoint(n, p.family, &p.daddr);
+	if (to)
+		return ref_deliver(n, &p, to, o);
+	return o->verdict = PI_PASS;	/* no uplink configured */
+}
+
+/* pod_ingress on the host side of `pod` */
+static inline int ref_pod_ingress(struct ref_node *n, const struct ref_pod *pod,
+				  const uint8_t *d, uint32_t len,
+				  struct ref_out *o)
+{
+	struct ref_pkt p;
+	int ret;
+
+	ref_out_init(o);
+	ret = ref_parse(n, d, len, &p);
+	if (ret == REF_ARP)
+		return o->verdict = PI_PASS;
+	if (ret == REF_FRAG_TINY)
+		return ref_drop(o, pod->id, PI_DROP_FRAG_TINY);
+	if (ret == REF_FRAG_ORPHAN)
+		return ref_drop(o, pod->id, PI_DROP_FRAG_ORPHAN);
+	if (ret != REF_OK)
+		return o->verdict = PI_NEXT;
+	if (ref_policy(pod, PI_DIR_INGRESS, &p, o) == PI_DENY)
+		return ref_drop(o, pod->id, PI_DROP_INGRESS_POLICY);
+	ref_frag_note(n, &p);
+	o->ingress_pod = pod->id;
+	return o->verdict = PI_PASS;
+}
+
+static inline int ref_uplink_ingress(struct ref_node *n, const uint8_t *d,
+				     uint32_t len, struct ref_out *o)
+{
+	const struct ref_pod *from, *to;
+	struct ref_pkt p;
+	int ret;
+
+	ref_out_init(o);
+	ret = ref_parse(n, d, len, &p);
+	if (ret != REF_OK && ret != REF_FRAG_TINY && ret != REF_FRAG_ORPHAN)
+		return o->verdict = PI_NEXT;
+	from = ref_endpoint(n, p.family, &p.saddr);
+	if (from)
+		return ref_drop(o, from->id, PI_DROP_UPLINK_SPOOFED);
+	to = ref_endpoint(n, p.family, &p.daddr);
+	if (!to)
+		return o->verdict = PI_NEXT;
+	if (ret == REF_FRAG_TINY)
+		return ref_drop(o, to->id, PI_DROP_FRAG_TINY);
+	if (ret == REF_FRAG_ORPHAN)
+		return ref_drop(o, to->id, PI_DROP_FRAG_ORPHAN);
+	return ref_deliver(n, &p, to, o);
+}
+
+#endif
