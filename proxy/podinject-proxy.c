@@ -250,13 +250,22 @@ static void client_put(struct client *c)
 	free(c);
 }
 
+/* At most a few lines a second: a flood of refused datagrams must not
+ * become a flood of log lines. */
 static void refuse_log(const char *what, const struct sockaddr_storage *ss,
 		       const char *why)
 {
+	static long long second;
+	static int lines;
+	long long now = now_ms() / 1000;
 	char a[64];
 
 	refused++;
-	if (verbose)
+	if (now != second) {
+		second = now;
+		lines = 0;
+	}
+	if (verbose && lines++ < 10)
 		fprintf(stderr, "refused %s from %s: %s\n", what,
 			addr_str(ss, a, sizeof(a)), why);
 }
