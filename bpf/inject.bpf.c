@@ -252,8 +252,13 @@ int pod_reply(struct __sk_buff *skb)
 		return PI_NEXT;
 	if (probe_take(skb, &p))
 		return PI_DROP;
-	if (!p.has_ports)
+	if (!p.has_ports) {
+		/* an ICMP error quoting an upstream flow: the proxy's */
+		if (icmp_error_flow(skb, &p, &k) &&
+		    bpf_map_lookup_elem(&proxy_upstream, &k))
+			return redirect_peer(skb->ifindex, 0);
 		return PI_NEXT;
+	}
 	flow_key(&k, &p, false);
 	if (!bpf_map_lookup_elem(&proxy_upstream, &k))
 		return PI_NEXT;

@@ -442,6 +442,47 @@ static int guard_attach(struct inject_state *s, const struct pi_pod_info *pod)
 	return err;
 }
 
+/*
+ * In the node's namespace, for a guard in place. The CNI may have replaced
+ * its egress program since the guard took it (a link update, or a detach
+ * and a new attach): the slot then still holds the old program, which the
+ * kernel keeps alive for it. So the program at the peer hook is looked up
+ * again and the slot follows it. When the hook has none, or several, the
+ * slot is emptied: the guard then drops injected packets (counted in
+ * `missing`) rather than run them through a program the CNI gave up.
+ */
+static int guard_follow(struct inject_state *s, const struct pi_pod_info *pod,
+			const struct pi_netkit_guard *g)
+{
+	uint32_t old = 0, now;
+	int cni, err = 0;
+
+	bpf_map_lookup_elem(s->maps[IM_NETKIT_PEER_PROGS], &g->slot, &old);
+	cni = netkit_peer_program(s, pod);
+	if (cni < 0) {
+		bpf_map_delete_elem(s->maps[IM_NETKIT_PEER_PROGS], &g->slot);
+		pr_err("netkit pod '%s': the guard no longer runs any egress program; injected packets are dropped until it has exactly one",
+		       pod->name);
+		return cni;
+	}
+	now = prog_id(cni);
+	if (now != old) {
+		if (bpf_map_update_elem(s->maps[IM_NETKIT_PEER_PROGS], &g->slot,
+					&cni, BPF_ANY)) {
+			err = -errno;
+			bpf_map_delete_elem(s->maps[IM_NETKIT_PEER_PROGS],
+					    &g->slot);
+			pr_err("netkit pod '%s': its egress program changed (id %u to %u) and the guard cannot run the new one: %s; injected packets are dropped",
+			       pod->name, old, now, strerror(-err));
+		} else {
+			pr_info("netkit pod '%s': its egress program changed (id %u to %u); the guard follows",
+				pod->name, old, now);
+		}
+	}
+	close(cni);
+	return err;
+}
+
 static int guard_set(const struct pi_node *n, struct inject_state *s,
 		     const struct pi_pod_info *pod, bool wanted)
 {
@@ -451,12 +492,14 @@ static int guard_set(const struct pi_node *n, struct inject_state *s,
 
 	present = !bpf_map_lookup_elem(s->maps[IM_NETKIT_GUARDS],
 				       &pod->ifindex, &g);
-	if (wanted == present)
+	if (!wanted && !present)
 		return 0;
 	err = node_enter(n, &saved);
 	if (err)
 		return err;
-	if (wanted) {
+	if (wanted && present) {
+		err = guard_follow(s, pod, &g);
+	} else if (wanted) {
 		err = guard_attach(s, pod);
 		if (err)
 			guard_detach(s, pod);
@@ -555,6 +598,19 @@ static void netkit_tag(const struct inject_state *s, char *buf, size_t len)
 	}
 	snprintf(buf, len, "%02x:%02x:%02x:%02x:%02x:%02x", t[0], t[1], t[2],
 		 t[3], t[4], t[5]);
+}
+
+/* A netkit pod's guard follows the CNI's program at the peer hook. */
+static int inject_feature_check(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	struct inject_state s;
+	int err;
+
+	if (!(pod->flags & PI_POD_NETKIT) || inject_open(n, &s, false))
+		return 0;
+	err = netkit_guard_sync(n, &s, pod);
+	inject_close(&s);
+	return err;
 }
 
 int inject_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
@@ -831,4 +887,5 @@ static void inject_feature_forget(struct pi_node *n, const struct pi_pod_info *p
 const struct pi_feature inject_feature = {
 	.name = "inject",
 	.forget_pod = inject_feature_forget,
+	.check_pod = inject_feature_check,
 };

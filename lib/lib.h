@@ -21,6 +21,9 @@
 struct pi_feature {
 	const char *name;
 	void (*forget_pod)(struct pi_node *n, const struct pi_pod_info *pod);
+	/* pod check: brings what the feature keeps for the pod up to date
+	 * with what is attached now, 0 or -errno (reported). May be NULL. */
+	int (*check_pod)(struct pi_node *n, const struct pi_pod_info *pod);
 };
 
 /* In teardown order: first what refers to the pod from elsewhere. */

@@ -805,5 +805,12 @@ int pi_pod_check(struct pi_node *n, const struct pi_pod_info *pod)
 		}
 		close(fd);
 	}
+	for (int i = 0; pi_features[i]; i++) {
+		int ferr = pi_features[i]->check_pod ?
+				   pi_features[i]->check_pod(n, pod) : 0;
+
+		if (ferr && !err)
+			err = ferr;
+	}
 	return err;
 }

@@ -20,7 +20,15 @@
  * upstream socket bound to the client's address and a reply socket bound
  * to the destination's.
  *
- *   podinject-proxy [-v] [--connect-timeout MS] [--udp-idle MS] PORT
+ * Under abuse (docs/proxy.md): at the open files limit a connection is
+ * accepted on a reserve descriptor and dropped, so the listener does not
+ * stay readable; connections and UDP sessions idle longer than their
+ * timeout are closed; each client address has a cap on its concurrent
+ * connections and sessions; sessions are found by hash, and each event
+ * reads a bounded batch, so one flooding client cannot hold the loop.
+ *
+ *   podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]
+ *                   [--client-max N] PORT
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,11 +52,26 @@
 #define PIPE_BYTES	(1 << 20)
 #define MAX_EVENTS	256
 #define UDP_MAX		65536
+#define NOFILE_WANTED	(1 << 20)
+#define FDS_PER_CONN	6	/* client, upstream, two pipes */
+#define FDS_PER_SESSION	2	/* upstream, reply */
+#define FDS_SPARE	64	/* listeners, epoll, signalfd, reserve, stdio */
+#define BATCH		64	/* datagrams or accepts per event */
+#define SESSION_BUCKETS	16384
+#define CLIENT_BUCKETS	4096
+#define BACKOFF_MS	100
+#define EXPIRE_EVERY_MS	100
 
 static bool verbose;
 static int connect_timeout_ms = 5000;
+static int idle_ms = 600000;
 static int udp_idle_ms = 30000;
+static long client_max = 512;
+static long conn_max, session_max;	/* from the open files limit */
 static int ep;
+/* Kept open to be given up at the open files limit: with it, a pending
+ * connection can still be accepted, and dropped. */
+static int reserve_fd = -1;
 
 enum kind { K_LISTEN_TCP, K_LISTEN_UDP, K_SIGNAL, K_CLIENT, K_UPSTREAM,
 	    K_UDP_UP };
@@ -61,10 +84,19 @@ struct tag {
 /* One direction of a TCP connection: from `in` through the pipe to `out`. */
 struct half {
 	int pipe[2];
+	size_t cap;		/* what the pipe holds: as set, not as asked */
 	size_t queued;		/* bytes in the pipe */
+	bool full;		/* the pipe took nothing more: until it drains */
 	bool eof;		/* `in` said EOF */
 	bool shut;		/* `out` got SHUT_WR */
 	unsigned long long bytes;
+};
+
+/* What one client address holds, against client_max. */
+struct client {
+	struct sockaddr_storage addr;	/* port 0 */
+	long tcp, udp;
+	struct client *next;
 };
 
 struct conn {
@@ -73,6 +105,8 @@ struct conn {
 	bool connected;
 	struct half up, down;	/* up: client -> upstream */
 	long long deadline;	/* connect deadline, ms */
+	long long last;		/* last byte moved, ms */
+	struct client *who;
 	struct sockaddr_storage peer, orig;
 	bool dead;		/* closed; freed after the event batch */
 	struct conn *prev, *next;
@@ -83,13 +117,18 @@ struct udp_session {
 	int up, reply;
 	struct tag tag;
 	long long last;
-	struct udp_session *next;
+	struct client *who;
+	struct udp_session *next;	/* all sessions, for expiry */
+	struct udp_session *hnext;	/* its hash bucket */
 };
 
 static struct conn *conns, *graveyard;
 static struct udp_session *sessions;
+static struct udp_session *session_hash[SESSION_BUCKETS];
+static struct client *client_hash[CLIENT_BUCKETS];
 static int udp_listeners[2] = { -1, -1 };
-static long nconns;
+static long nconns, nsessions;
+static unsigned long long shed, refused;
 
 static long long now_ms(void)
 {
@@ -125,6 +164,110 @@ static socklen_t ss_len(const struct sockaddr_storage *ss)
 {
 	return ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) :
 					  sizeof(struct sockaddr_in6);
+}
+
+/* FNV-1a over the address (and port, when `port`) of ss. */
+static uint32_t ss_hash(const struct sockaddr_storage *ss, bool port,
+			uint32_t h)
+{
+	const uint8_t *a, *pt;
+	size_t len;
+
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *s = (const void *)ss;
+
+		a = (const void *)&s->sin_addr;
+		len = 4;
+		pt = (const void *)&s->sin_port;
+	} else {
+		const struct sockaddr_in6 *s = (const void *)ss;
+
+		a = (const void *)&s->sin6_addr;
+		len = 16;
+		pt = (const void *)&s->sin6_port;
+	}
+	if (!h)
+		h = 2166136261u;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ a[i]) * 16777619u;
+	for (int i = 0; port && i < 2; i++)
+		h = (h ^ pt[i]) * 16777619u;
+	return h;
+}
+
+static bool same_host(const struct sockaddr_storage *a,
+		      const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+}
+
+/* The client entry of addr's host, made when `create`. */
+static struct client *client_of(const struct sockaddr_storage *addr,
+				bool create)
+{
+	struct client **head = &client_hash[ss_hash(addr, false, 0) %
+					    CLIENT_BUCKETS];
+	struct client *c;
+
+	for (c = *head; c; c = c->next)
+		if (same_host(&c->addr, addr))
+			return c;
+	if (!create)
+		return NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->addr.ss_family = addr->ss_family;
+	if (addr->ss_family == AF_INET)
+		((struct sockaddr_in *)&c->addr)->sin_addr =
+			((const struct sockaddr_in *)addr)->sin_addr;
+	else
+		((struct sockaddr_in6 *)&c->addr)->sin6_addr =
+			((const struct sockaddr_in6 *)addr)->sin6_addr;
+	c->next = *head;
+	*head = c;
+	return c;
+}
+
+/* Gone once it holds nothing. */
+static void client_put(struct client *c)
+{
+	struct client **pp;
+
+	if (!c || c->tcp || c->udp)
+		return;
+	pp = &client_hash[ss_hash(&c->addr, false, 0) % CLIENT_BUCKETS];
+	while (*pp && *pp != c)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = c->next;
+	free(c);
+}
+
+/* At most a few lines a second: a flood of refused datagrams must not
+ * become a flood of log lines. */
+static void refuse_log(const char *what, const struct sockaddr_storage *ss,
+		       const char *why)
+{
+	static long long second;
+	static int lines;
+	long long now = now_ms() / 1000;
+	char a[64];
+
+	refused++;
+	if (now != second) {
+		second = now;
+		lines = 0;
+	}
+	if (verbose && lines++ < 10)
+		fprintf(stderr, "refused %s from %s: %s\n", what,
+			addr_str(ss, a, sizeof(a)), why);
 }
 
 static int set_transparent(int fd, int family)
@@ -214,14 +357,32 @@ fail:
 	return -1;
 }
 
+/* A pipe may hold less than asked (fs.pipe-max-size, or the user's pipe
+ * pages, for a proxy without CAP_SYS_RESOURCE): the direction is sized by
+ * what it holds, else it would wait to read into a full pipe forever and
+ * epoll would wake it for that, again and again. */
 static int half_init(struct half *h)
 {
+	int sz;
+
 	memset(h, 0, sizeof(*h));
 	h->pipe[0] = h->pipe[1] = -1;
 	if (pipe2(h->pipe, O_NONBLOCK | O_CLOEXEC))
 		return -1;
-	fcntl(h->pipe[1], F_SETPIPE_SZ, PIPE_BYTES);
+	sz = fcntl(h->pipe[1], F_SETPIPE_SZ, PIPE_BYTES);
+	if (sz < 0)
+		sz = fcntl(h->pipe[1], F_GETPIPE_SZ);
+	if (sz <= 0)
+		return -1;
+	h->cap = sz;
 	return 0;
+}
+
+/* Room to read into: the pipe's size, and not while a read found it full
+ * (a pipe counts pages, so small segments fill it before its size). */
+static bool half_room(const struct half *h)
+{
+	return !h->eof && !h->full && h->queued < h->cap;
 }
 
 static void conn_free(struct conn *c, bool reset, const char *why)
@@ -254,6 +415,11 @@ static void conn_free(struct conn *c, bool reset, const char *why)
 		conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	if (c->who) {
+		c->who->tcp--;
+		client_put(c->who);
+		c->who = NULL;
+	}
 	/* Later events of this batch may still name it. */
 	c->dead = true;
 	c->next = graveyard;
@@ -267,9 +433,9 @@ static int pump(struct half *h, int in, int out)
 	ssize_t n;
 
 	for (;;) {
-		if (!h->eof && h->queued < PIPE_BYTES) {
+		if (half_room(h)) {
 			n = splice(in, NULL, h->pipe[1], NULL,
-				   PIPE_BYTES - h->queued,
+				   h->cap - h->queued,
 				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n > 0)
 				h->queued += n;
@@ -277,6 +443,10 @@ static int pump(struct half *h, int in, int out)
 				h->eof = true;
 			else if (errno != EAGAIN)
 				return -1;
+			else if (h->queued)
+				/* no data, or no room: either way nothing
+				 * more to read until the pipe drains */
+				h->full = true;
 		}
 		if (!h->queued)
 			break;
@@ -285,6 +455,7 @@ static int pump(struct half *h, int in, int out)
 		if (n > 0) {
 			h->queued -= n;
 			h->bytes += n;
+			h->full = false;
 			continue;
 		}
 		if (n < 0 && errno != EAGAIN)
@@ -302,13 +473,17 @@ static int pump(struct half *h, int in, int out)
  * wait for writability only while something is queued for it. */
 static void conn_rearm(struct conn *c)
 {
-	uint32_t ce = EPOLLRDHUP, ue = EPOLLRDHUP;
+	/* RDHUP is level-triggered: once a side's EOF is known, asking for
+	 * it again would wake the loop for nothing until the other
+	 * direction ends (HUP and ERR still come). */
+	uint32_t ce = c->up.eof ? 0 : EPOLLRDHUP;
+	uint32_t ue = c->down.eof ? 0 : EPOLLRDHUP;
 
-	if (!c->up.eof && c->up.queued < PIPE_BYTES)
+	if (half_room(&c->up))
 		ce |= EPOLLIN;
 	if (c->down.queued)
 		ce |= EPOLLOUT;
-	if (!c->down.eof && c->down.queued < PIPE_BYTES)
+	if (half_room(&c->down))
 		ue |= EPOLLIN;
 	if (c->up.queued)
 		ue |= EPOLLOUT;
@@ -347,11 +522,18 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 			return;
 		}
 		c->connected = true;
+		c->last = now_ms();
 	}
-	if (pump(&c->up, c->client, c->upstream) ||
-	    pump(&c->down, c->upstream, c->client)) {
-		conn_free(c, true, "reset");
-		return;
+	{
+		unsigned long long before = c->up.bytes + c->down.bytes;
+
+		if (pump(&c->up, c->client, c->upstream) ||
+		    pump(&c->down, c->upstream, c->client)) {
+			conn_free(c, true, "reset");
+			return;
+		}
+		if (c->up.bytes + c->down.bytes != before)
+			c->last = now_ms();
 	}
 	if (c->up.shut && c->down.shut) {
 		conn_free(c, false, "done");
@@ -360,24 +542,114 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 	conn_rearm(c);
 }
 
-static void accept_tcp(int lfd)
+/* A listener whose accept cannot take a descriptor stays readable: it is
+ * out of epoll until then. */
+struct listener {
+	int fd;
+	struct tag tag;
+	long long paused_until;		/* 0: in epoll */
+};
+
+static struct listener listeners[4];
+
+static void drop_now(int fd)
 {
-	for (;;) {
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(fd);
+}
+
+/*
+ * accept4 found no descriptor (EMFILE, ENFILE) or no memory. The pending
+ * connections are taken with the reserve descriptor and dropped with a
+ * reset, so the client fails at once and the listener is not left
+ * readable (which would wake the loop at once, again and again). Should
+ * that not work either (the system's table is full), the listener leaves
+ * epoll for BACKOFF_MS.
+ */
+static void shed_pending(struct listener *l, int err)
+{
+	static long long last_log;
+	long long now = now_ms();
+	int fd, n = 0;
+
+	if (reserve_fd >= 0) {
+		close(reserve_fd);
+		reserve_fd = -1;
+		while (n < BATCH && (fd = accept4(l->fd, NULL, NULL,
+						  SOCK_CLOEXEC)) >= 0) {
+			drop_now(fd);
+			n++;
+		}
+		reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	shed += n;
+	if (!n || reserve_fd < 0) {
+		ep_set(l->fd, &l->tag, 0, false);
+		l->paused_until = now + BACKOFF_MS;
+	}
+	if (now - last_log >= 1000) {
+		last_log = now;
+		fprintf(stderr, "podinject-proxy: accept: %s with %ld connections; %llu dropped so far\n",
+			strerror(err), nconns, shed);
+	}
+}
+
+static void listeners_resume(void)
+{
+	long long now = now_ms();
+
+	for (int i = 0; i < 4; i++) {
+		struct listener *l = &listeners[i];
+
+		if (l->paused_until && now >= l->paused_until) {
+			l->paused_until = 0;
+			ep_set(l->fd, &l->tag, EPOLLIN, false);
+		}
+	}
+}
+
+static void accept_tcp(struct listener *l)
+{
+	for (int i = 0; i < BATCH; i++) {
 		struct sockaddr_storage peer, orig;
 		socklen_t plen = sizeof(peer), olen = sizeof(orig);
+		struct client *who;
 		struct conn *c;
 		int fd, one = 1;
 
-		fd = accept4(lfd, (void *)&peer, &plen,
+		fd = accept4(l->fd, (void *)&peer, &plen,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				shed_pending(l, errno);
+			else if (errno == ECONNABORTED || errno == EINTR ||
+				 errno == EPROTO)
+				continue;
 			return;
+		}
+		if (nconns >= conn_max) {
+			refuse_log("connection", &peer, "open files limit");
+			drop_now(fd);
+			continue;
+		}
+		who = client_of(&peer, true);
+		if (!who || who->tcp >= client_max) {
+			refuse_log("connection", &peer, "client-max");
+			drop_now(fd);
+			continue;
+		}
 		c = calloc(1, sizeof(*c));
 		if (!c || getsockname(fd, (void *)&orig, &olen)) {
 			free(c);
-			close(fd);
+			client_put(who);
+			drop_now(fd);
 			continue;
 		}
+		who->tcp++;
+		c->who = who;
 		c->client = fd;
 		c->upstream = -1;
 		c->up.pipe[0] = c->up.pipe[1] = -1;
@@ -386,7 +658,8 @@ static void accept_tcp(int lfd)
 		c->orig = orig;
 		c->ctag = (struct tag){ K_CLIENT, c };
 		c->utag = (struct tag){ K_UPSTREAM, c };
-		c->deadline = now_ms() + connect_timeout_ms;
+		c->last = now_ms();
+		c->deadline = c->last + connect_timeout_ms;
 		c->next = conns;
 		if (conns)
 			conns->prev = c;
@@ -423,18 +696,37 @@ static bool same_addr(const struct sockaddr_storage *a,
 	       !memcmp(a, b, ss_len(a));
 }
 
+static struct udp_session **session_bucket(const struct sockaddr_storage *client,
+					   const struct sockaddr_storage *orig)
+{
+	return &session_hash[ss_hash(orig, true, ss_hash(client, true, 0)) %
+			     SESSION_BUCKETS];
+}
+
 static struct udp_session *udp_session(const struct sockaddr_storage *client,
 				       const struct sockaddr_storage *orig)
 {
-	struct udp_session *s;
+	struct udp_session **head = session_bucket(client, orig), *s;
+	struct client *who;
 	int oport;
 
-	for (s = sessions; s; s = s->next)
+	for (s = *head; s; s = s->hnext)
 		if (same_addr(&s->client, client) && same_addr(&s->orig, orig))
 			return s;
-	s = calloc(1, sizeof(*s));
-	if (!s)
+	if (nsessions >= session_max) {
+		refuse_log("udp session", client, "open files limit");
 		return NULL;
+	}
+	who = client_of(client, true);
+	if (!who || who->udp >= client_max) {
+		refuse_log("udp session", client, "client-max");
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		client_put(who);
+		return NULL;
+	}
 	s->client = *client;
 	s->orig = *orig;
 	oport = ntohs(orig->ss_family == AF_INET ?
@@ -449,12 +741,18 @@ static struct udp_session *udp_session(const struct sockaddr_storage *client,
 		if (s->reply >= 0)
 			close(s->reply);
 		free(s);
+		client_put(who);
 		return NULL;
 	}
+	who->udp++;
+	s->who = who;
 	s->tag = (struct tag){ K_UDP_UP, s };
 	ep_set(s->up, &s->tag, EPOLLIN, true);
 	s->next = sessions;
 	sessions = s;
+	s->hnext = *head;
+	*head = s;
+	nsessions++;
 	if (verbose) {
 		char a[64], b[64];
 
@@ -465,11 +763,37 @@ static struct udp_session *udp_session(const struct sockaddr_storage *client,
 	return s;
 }
 
+/* Out of the hash and closed; the caller unlinks it from `sessions`. */
+static void session_free(struct udp_session *s, const char *why)
+{
+	struct udp_session **pp = session_bucket(&s->client, &s->orig);
+
+	while (*pp && *pp != s)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = s->hnext;
+	if (verbose) {
+		char a[64], b[64];
+
+		fprintf(stderr, "udp %s -> %s %s\n",
+			addr_str(&s->client, a, sizeof(a)),
+			addr_str(&s->orig, b, sizeof(b)), why);
+	}
+	close(s->up);
+	close(s->reply);
+	s->who->udp--;
+	client_put(s->who);
+	nsessions--;
+	free(s);
+}
+
 static void recv_udp(int lfd)
 {
 	static char buf[UDP_MAX];
 
-	for (;;) {
+	/* A bounded batch: under a flood the listener never runs dry, and
+	 * the other sessions' replies wait for this loop to end. */
+	for (int i = 0; i < BATCH; i++) {
 		struct sockaddr_storage client, orig = { 0 };
 		char cbuf[256];
 		struct iovec iov = { buf, sizeof(buf) };
@@ -507,36 +831,100 @@ static void udp_reply(struct udp_session *s)
 	static char buf[UDP_MAX];
 	ssize_t n;
 
-	while ((n = recv(s->up, buf, sizeof(buf), 0)) >= 0) {
+	for (int i = 0; i < BATCH && (n = recv(s->up, buf, sizeof(buf), 0)) >= 0;
+	     i++) {
 		s->last = now_ms();
 		sendto(s->reply, buf, n, 0, (void *)&s->client,
 		       ss_len(&s->client));
 	}
 }
 
+/* Connect timeouts, and connections and sessions idle too long (a
+ * silent client holds nothing for ever). */
 static void expire(void)
 {
+	static long long last_run;
 	long long now = now_ms();
 	struct udp_session **pp = &sessions;
 	struct conn *c, *next;
 
+	if (now - last_run < EXPIRE_EVERY_MS)
+		return;
+	last_run = now;
 	for (c = conns; c; c = next) {
 		next = c->next;
 		if (!c->connected && now > c->deadline)
 			conn_free(c, true, "connect timeout");
+		else if (c->connected && now - c->last > idle_ms)
+			conn_free(c, true, "idle");
 	}
 	while (*pp) {
 		struct udp_session *s = *pp;
 
 		if (now - s->last > udp_idle_ms) {
 			*pp = s->next;
-			close(s->up);
-			close(s->reply);
-			free(s);
+			session_free(s, "idle");
 			continue;
 		}
 		pp = &s->next;
 	}
+}
+
+/*
+ * Thousands of connections: six descriptors each. The limit is raised as
+ * far as allowed (a proxy without CAP_SYS_RESOURCE gets its hard limit at
+ * most), said when it is less than wanted, and the connection and session
+ * counts are held to what it leaves room for, so that the descriptors run
+ * out on those caps, not in the middle of setting a connection up.
+ */
+static int raise_nofile(void)
+{
+	struct rlimit rl = { NOFILE_WANTED, NOFILE_WANTED };
+	int err = 0;
+
+	if (setrlimit(RLIMIT_NOFILE, &rl)) {
+		err = errno;
+		if (getrlimit(RLIMIT_NOFILE, &rl)) {
+			fprintf(stderr, "podinject-proxy: getrlimit: %s\n",
+				strerror(errno));
+			return -1;
+		}
+		if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < NOFILE_WANTED)
+			rl.rlim_cur = rl.rlim_max;
+		else
+			rl.rlim_cur = NOFILE_WANTED;
+		if (setrlimit(RLIMIT_NOFILE, &rl)) {
+			fprintf(stderr, "podinject-proxy: setrlimit: %s\n",
+				strerror(errno));
+			getrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
+	if (rl.rlim_cur <= FDS_SPARE + FDS_PER_CONN + FDS_PER_SESSION) {
+		fprintf(stderr, "podinject-proxy: open files limit %llu is too small\n",
+			(unsigned long long)rl.rlim_cur);
+		return -1;
+	}
+	/* room for both kinds at once: half the descriptors each */
+	conn_max = (rl.rlim_cur - FDS_SPARE) / 2 / FDS_PER_CONN;
+	session_max = (rl.rlim_cur - FDS_SPARE) / 2 / FDS_PER_SESSION;
+	if (err)
+		fprintf(stderr, "podinject-proxy: open files limit %llu, not %d (%s): at most %ld connections and %ld udp sessions\n",
+			(unsigned long long)rl.rlim_cur, NOFILE_WANTED,
+			strerror(err), conn_max, session_max);
+	return 0;
+}
+
+/* Whole-string decimal number in [min, max], or -1. */
+static long number(const char *s, long min, long max)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -1;
+	return v;
 }
 
 int main(int argc, char **argv)
@@ -544,34 +932,42 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "connect-timeout", required_argument, NULL, 't' },
+		{ "idle", required_argument, NULL, 'i' },
 		{ "udp-idle", required_argument, NULL, 'u' },
+		{ "client-max", required_argument, NULL, 'm' },
 		{ 0 },
 	};
-	struct tag ltags[4], sigtag = { K_SIGNAL, NULL };
-	struct rlimit rl = { 1 << 20, 1 << 20 };
+	struct tag sigtag = { K_SIGNAL, NULL };
 	struct epoll_event evs[MAX_EVENTS];
-	int lfds[4], port, sfd, c;
+	int lfds[4], sfd, c;
+	long port, v = 0;
 	sigset_t mask;
 	bool running = true;
 
-	while ((c = getopt_long(argc, argv, "vt:u:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "vt:i:u:m:", opts, NULL)) != -1) {
+		if (c != 'v' && c != '?' &&
+		    (v = number(optarg, 1, c == 'm' ? 1000000 : INT32_MAX)) < 0) {
+			fprintf(stderr, "podinject-proxy: bad value '%s'\n",
+				optarg);
+			goto usage;
+		}
 		switch (c) {
 		case 'v': verbose = true; break;
-		case 't': connect_timeout_ms = atoi(optarg); break;
-		case 'u': udp_idle_ms = atoi(optarg); break;
+		case 't': connect_timeout_ms = v; break;
+		case 'i': idle_ms = v; break;
+		case 'u': udp_idle_ms = v; break;
+		case 'm': client_max = v; break;
 		default: goto usage;
 		}
 	}
 	if (optind != argc - 1)
 		goto usage;
-	port = atoi(argv[optind]);
-	if (port <= 0 || port > 65535)
+	port = number(argv[optind], 1, 65535);
+	if (port < 0)
 		goto usage;
-	/* thousands of connections: six descriptors each */
-	if (setrlimit(RLIMIT_NOFILE, &rl)) {
-		rl.rlim_cur = rl.rlim_max = 65536;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
+	if (raise_nofile())
+		return 1;
+	reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -586,24 +982,26 @@ int main(int argc, char **argv)
 	lfds[2] = udp_listeners[0] = listen_on(AF_INET, SOCK_DGRAM, port);
 	lfds[3] = udp_listeners[1] = listen_on(AF_INET6, SOCK_DGRAM, port);
 	if (lfds[0] < 0 || lfds[2] < 0) {
-		fprintf(stderr, "podinject-proxy: cannot listen on %d: %s\n",
+		fprintf(stderr, "podinject-proxy: cannot listen on %ld: %s\n",
 			port, strerror(errno));
 		return 1;
 	}
 	for (int i = 0; i < 4; i++) {
-		if (lfds[i] < 0)
+		struct listener *l = &listeners[i];
+
+		l->fd = lfds[i];
+		if (l->fd < 0)
 			continue;	/* no IPv6 here is fine */
-		ltags[i] = (struct tag){ i < 2 ? K_LISTEN_TCP : K_LISTEN_UDP,
-					 (void *)(long)lfds[i] };
-		ep_set(lfds[i], &ltags[i], EPOLLIN, true);
+		l->tag = (struct tag){ i < 2 ? K_LISTEN_TCP : K_LISTEN_UDP, l };
+		ep_set(l->fd, &l->tag, EPOLLIN, true);
 	}
 	if (verbose)
-		fprintf(stderr, "podinject-proxy: listening on %d\n", port);
-	fprintf(stdout, "ready %d\n", port);
+		fprintf(stderr, "podinject-proxy: listening on %ld\n", port);
+	fprintf(stdout, "ready %ld\n", port);
 	fflush(stdout);
 
 	while (running) {
-		int n = epoll_wait(ep, evs, MAX_EVENTS, 200);
+		int n = epoll_wait(ep, evs, MAX_EVENTS, EXPIRE_EVERY_MS);
 
 		for (int i = 0; i < n; i++) {
 			struct tag *t = evs[i].data.ptr;
@@ -613,10 +1011,10 @@ int main(int argc, char **argv)
 				running = false;
 				break;
 			case K_LISTEN_TCP:
-				accept_tcp((int)(long)t->owner);
+				accept_tcp(t->owner);
 				break;
 			case K_LISTEN_UDP:
-				recv_udp((int)(long)t->owner);
+				recv_udp(((struct listener *)t->owner)->fd);
 				break;
 			case K_CLIENT:
 			case K_UPSTREAM:
@@ -631,6 +1029,7 @@ int main(int argc, char **argv)
 			}
 		}
 		expire();
+		listeners_resume();
 		while (graveyard) {
 			struct conn *g = graveyard;
 
@@ -644,17 +1043,17 @@ int main(int argc, char **argv)
 		struct udp_session *s = sessions;
 
 		sessions = s->next;
-		close(s->up);
-		close(s->reply);
-		free(s);
+		session_free(s, "shutdown");
 	}
 	for (int i = 0; i < 4; i++)
 		if (lfds[i] >= 0)
 			close(lfds[i]);
 	if (verbose)
-		fprintf(stderr, "podinject-proxy: stopped\n");
+		fprintf(stderr, "podinject-proxy: stopped (%llu dropped at the open files limit, %llu refused)\n",
+			shed, refused);
 	return 0;
 usage:
-	fprintf(stderr, "usage: podinject-proxy [-v] [--connect-timeout MS] [--udp-idle MS] PORT\n");
+	fprintf(stderr, "usage: podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]\n"
+		"                       [--client-max N] PORT\n");
 	return 2;
 }

@@ -274,6 +274,81 @@ static __always_inline bool from_own_address(const struct pi_proxy_rule *r,
 	return t && t->target_ifindex == ifindex;
 }
 
+#define ICMP_DEST_UNREACH_PX	3
+#define ICMP_TIME_EXCEEDED_PX	11
+#define ICMP_PARAMETERPROB_PX	12
+#define ICMPV6_DEST_UNREACH_PX	1
+#define ICMPV6_PKT_TOOBIG_PX	2
+#define ICMPV6_TIME_EXCEED_PX	3
+#define ICMPV6_PARAMPROB_PX	4
+
+/*
+ * An ICMP or ICMPv6 error (unreachable, fragmentation needed, packet too
+ * big, time exceeded, parameter problem) addressed to a pod quotes the
+ * packet that caused it: when that packet was the proxy's upstream
+ * connection, made with the pod's address, the error belongs to the
+ * proxy's socket as the flow's replies do. Without it a path MTU smaller
+ * than the link's is a black hole for every proxied flow. Fills `k` with
+ * the quoted flow as the pod sees it (pod = the quoted source, which must
+ * be the error's destination). Only a whole ICMP packet with a TCP or UDP
+ * header right after the quoted IP header (no IPv6 extension headers, an
+ * IPv4 first fragment or whole packet) is read.
+ */
+static __always_inline bool icmp_error_flow(struct __sk_buff *skb,
+					    const struct pkt *p,
+					    struct pi_flow_key *k)
+{
+	__u32 off = p->l4_off;
+	__u8 h[2];
+	__u16 ports[2];
+
+	if (p->frag != PKT_FRAG_NONE || off > 128 ||
+	    bpf_skb_load_bytes(skb, off, h, 2))
+		return false;
+	__builtin_memset(k, 0, sizeof(*k));
+	k->family = p->family;
+	if (p->family == AF_INET && p->proto == IPPROTO_ICMP) {
+		struct iphdr in;
+
+		if (h[0] != ICMP_DEST_UNREACH_PX &&
+		    h[0] != ICMP_TIME_EXCEEDED_PX &&
+		    h[0] != ICMP_PARAMETERPROB_PX)
+			return false;
+		if (bpf_skb_load_bytes(skb, off + 8, &in, sizeof(in)) ||
+		    in.version != 4 || in.ihl < 5 ||
+		    (in.frag_off & bpf_htons(0x1fff)) ||
+		    bpf_skb_load_bytes(skb, off + 8 + in.ihl * 4, ports, 4))
+			return false;
+		k->proto = in.protocol;
+		k->pod.a[0] = in.saddr;
+		k->dst.a[0] = in.daddr;
+	} else if (p->family == AF_INET6 && p->proto == IPPROTO_ICMPV6_) {
+		struct ipv6hdr in;
+
+		if (h[0] != ICMPV6_DEST_UNREACH_PX &&
+		    h[0] != ICMPV6_PKT_TOOBIG_PX &&
+		    h[0] != ICMPV6_TIME_EXCEED_PX &&
+		    h[0] != ICMPV6_PARAMPROB_PX)
+			return false;
+		if (bpf_skb_load_bytes(skb, off + 8, &in, sizeof(in)) ||
+		    in.version != 6 ||
+		    bpf_skb_load_bytes(skb, off + 8 + sizeof(in), ports, 4))
+			return false;
+		k->proto = in.nexthdr;
+		__builtin_memcpy(k->pod.a, &in.saddr, 16);
+		__builtin_memcpy(k->dst.a, &in.daddr, 16);
+	} else {
+		return false;
+	}
+	if (k->proto != IPPROTO_TCP && k->proto != IPPROTO_UDP)
+		return false;
+	if (!addr_eq(&k->pod, &p->daddr))
+		return false;
+	k->pod_port = ports[0];
+	k->dst_port = ports[1];
+	return true;
+}
+
 /* Steering at a pod's egress hook (the head program). Returns a verdict,
  * or PI_NEXT to go on with injection handling and the CNI's programs. */
 static __always_inline int proxy_steer(struct __sk_buff *skb,
@@ -284,8 +359,18 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	struct pi_flow *f, nf;
 	__u32 ifindex = skb->ifindex;
 
-	if (!p->has_ports)
+	/* an ICMP error about an upstream flow, bounced here from POD's
+	 * eth0 like the flow's replies: to the proxy, whose stack finds the
+	 * upstream socket by the quoted header */
+	if (!p->has_ports) {
+		if (!bpf_map_lookup_elem(&proxy_rules, &ifindex) ||
+		    !icmp_error_flow(skb, p, &k))
+			return PI_NEXT;
+		f = bpf_map_lookup_elem(&proxy_upstream, &k);
+		if (f && f->pod_ifindex == ifindex)
+			return to_proxy(skb, f);
 		return PI_NEXT;
+	}
 
 	/* client side: the proxy answering POD as D */
 	flow_key(&k, p, false);

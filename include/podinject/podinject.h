@@ -168,7 +168,10 @@ int pi_pod_counters(struct pi_node *node, const struct pi_pod_info *pod,
 int pi_pod_xdp(struct pi_node *node, const struct pi_pod_info *pod,
 	       uint32_t *prog_id, struct pi_xdp_stats *stats);
 /* Are all of the pod's programs attached where they belong? 0 when they
- * are, -ENOLINK (with a log line naming what is missing) when not. */
+ * are, -ENOLINK (with a log line naming what is missing) when not. On a
+ * netkit pod with an injection guard, the guard is brought to the egress
+ * program now at the pod's peer hook (the CNI may have replaced it); an
+ * error when the hook has none or several (the guard then drops). */
 int pi_pod_check(struct pi_node *node, const struct pi_pod_info *pod);
 
 /* ---- policy ----------------------------------------------------------- */

@@ -14,7 +14,7 @@
 # injected, on every path (fast; the netkit fallback with its guard).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=85
+EXPECT=90
 PREFIX=nk-
 N=nk-n
 T=10.244.0.10
@@ -178,6 +178,22 @@ in_ns nk-i "$PINET" tcp-syn --bind $T --timeout 200 $D 9 7 >/dev/null 2>&1
 sleep 0.5
 expect_num netkit_fallback_syn_egress_once "$(sub "$(stat nk-t .egress_packets)" "$eg0")" 7
 expect_num netkit_fallback_syn_reached "$(sub "$(tcp_in nk-d)" "$ig0")" 7
+
+# The CNI replaces its egress program in place (a link update, as an
+# agent's upgrade does). The guard follows at the next inject change: it
+# runs the new program for injected packets, not the old one, which its
+# prog array would otherwise keep alive and running.
+rp=/sys/fs/bpf/${PREFIX}replaced
+link=/sys/fs/bpf/podinject/$N/link_pod_$(in_ns $N cat /sys/class/net/pi-nk-t/ifindex)_egress
+old=$("$BUILD/tcx-attach" update "$link" "$BUILD/foreign.bpf.o" foreign_count $rp)
+expect_eq replaced_chain "$(chain nk-t peer)" "netkit_untag foreign_count"
+check replaced_followed pi -N $N inject allow nk-i --as nk-t --path fallback
+udp nk-i $T $D 9003 20 >/dev/null
+expect_num replaced_runs_the_new_program "$("$BUILD/tcx-attach" counter $rp)" 20
+"$BUILD/tcx-attach" update-id "$link" "$old" >/dev/null
+check restored_followed pi -N $N inject allow nk-i --as nk-t --path fallback
+expect_eq restored_delivered "$(udp nk-i $T $D 9004 10)" 10
+rm -rf $rp
 
 # The fast path, forced: delivers once with BPF_F_EGRESS, refused without.
 check allow_fast pi -N $N inject allow nk-i --as nk-t --path fast

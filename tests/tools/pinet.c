@@ -3,8 +3,9 @@
  * pinet: the traffic tool of podinject's tests. One file, libc only.
  *
  *   pinet udp-recv [-6] PORT COUNT TIMEOUT_MS
- *   pinet udp-send [-6] [--bind SRC] DST PORT COUNT [SIZE]
+ *   pinet udp-send [-6] [--bind SRC] [--ports N] DST PORT COUNT [SIZE]
  *   pinet tcp-server [-6] PORT [--count N] [--echo] [--sink] [--timeout MS]
+ *                    [--delay MS]
  *   pinet tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS] DST PORT
  *                     [--send BYTES] [--expect-echo] [--wait-eof]
  *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
@@ -14,10 +15,15 @@
  *   pinet router-adv DEV COUNT
  *   pinet neigh-adv DEV TARGET COUNT
  *   pinet arp-announce DEV IP COUNT
+ *   pinet icmp-too-big SRC DST SPORT DPORT MTU
  *
  * Options may appear anywhere after the subcommand. An IPv6 DST implies -6;
  * a link-local one takes its device as ADDR%DEV. udp-send --hopopts puts
- * an IPv6 hop-by-hop options header (one PadN) on every datagram.
+ * an IPv6 hop-by-hop options header (one PadN) on every datagram;
+ * udp-send --ports N sends to PORT, PORT+1, ... PORT+N-1 in turn (a
+ * client opening many flows). tcp-server --delay MS waits that long after
+ * each accept before it reads (a slow server: the sender meets
+ * backpressure).
  * Listening -6 sockets are IPv6-only (no ::ffff:a.b.c.d peers).
  * --bind binds transparently (IP_TRANSPARENT + IP_FREEBIND, or the IPV6_
  * ones), so SRC may be an address this namespace does not own: that is how
@@ -67,6 +73,11 @@
  *                "sent N".
  *   arp-announce COUNT gratuitous ARP requests for IP with DEV's MAC,
  *                written whole to DEV (AF_PACKET). "sent N".
+ *   icmp-too-big an ICMP "fragmentation needed" (IPv4) or ICMPv6 "packet
+ *                too big" with MTU, sent to SRC from this namespace,
+ *                quoting a UDP datagram SRC:SPORT -> DST:DPORT: what a
+ *                router on the way to DST sends when the datagram does not
+ *                fit. "sent 1".
  * Diagnostics go to stderr. Exit status: 0 success, 1 failure, 2 usage.
  *
  * Checksums are 64-bit FNV-1a, printed as 16 hex digits.
@@ -117,6 +128,8 @@ enum {
 	OPT_SPORT	= 1 << 8,
 	OPT_WAIT_EOF	= 1 << 9,
 	OPT_HOPOPTS	= 1 << 10,
+	OPT_DELAY	= 1 << 11,
+	OPT_PORTS	= 1 << 12,
 };
 
 struct opts {
@@ -127,6 +140,8 @@ struct opts {
 	long count;
 	long send;
 	long sport;
+	long delay_ms;
+	long ports;
 	const char *pos[8];
 	int npos;
 };
@@ -137,9 +152,10 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: %s udp-recv [-6] PORT COUNT TIMEOUT_MS\n"
-		"       %s udp-send [-6] [--bind SRC] [--hopopts] DST PORT COUNT [SIZE]\n"
+		"       %s udp-send [-6] [--bind SRC] [--hopopts] [--ports N] DST PORT\n"
+		"                COUNT [SIZE]\n"
 		"       %s tcp-server [-6] PORT [--count N] [--echo] [--sink]\n"
-		"                  [--timeout MS]\n"
+		"                  [--timeout MS] [--delay MS]\n"
 		"       %s tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS]\n"
 		"                   DST PORT [--send BYTES] [--expect-echo] [--wait-eof]\n"
 		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
@@ -148,9 +164,10 @@ static int usage(void)
 		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]\n"
 		"       %s router-adv DEV COUNT\n"
 		"       %s neigh-adv DEV TARGET COUNT\n"
-		"       %s arp-announce DEV IP COUNT\n",
+		"       %s arp-announce DEV IP COUNT\n"
+		"       %s icmp-too-big SRC DST SPORT DPORT MTU\n",
 		prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
-		prog);
+		prog, prog);
 	return EXIT_USAGE;
 }
 
@@ -204,6 +221,10 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 			bit = OPT_WAIT_EOF;
 		else if (!strcmp(a, "--hopopts"))
 			bit = OPT_HOPOPTS;
+		else if (!strcmp(a, "--delay"))
+			bit = OPT_DELAY;
+		else if (!strcmp(a, "--ports"))
+			bit = OPT_PORTS;
 		else if (a[0] == '-' && a[1])
 			return -1;
 		else {
@@ -215,7 +236,7 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 		if (!(allowed & bit))
 			return -1;
 		if (bit & (OPT_BIND | OPT_TIMEOUT | OPT_COUNT | OPT_SEND |
-			   OPT_SPORT)) {
+			   OPT_SPORT | OPT_DELAY | OPT_PORTS)) {
 			if (++i == argc)
 				return -1;
 			val = argv[i];
@@ -246,6 +267,16 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 		case OPT_SPORT:
 			o->sport = number(val, 1, 65535);
 			if (o->sport < 0)
+				return -1;
+			break;
+		case OPT_DELAY:
+			o->delay_ms = number(val, 0, 86400000);
+			if (o->delay_ms < 0)
+				return -1;
+			break;
+		case OPT_PORTS:
+			o->ports = number(val, 1, 65535);
+			if (o->ports < 0)
 				return -1;
 			break;
 		}
@@ -528,11 +559,15 @@ static int cmd_udp_send(int argc, char **argv)
 	union sa dst;
 	struct opts o;
 
-	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_HOPOPTS, &o) ||
+	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_HOPOPTS | OPT_PORTS, &o) ||
 	    o.npos < 3 || o.npos > 4)
 		return usage();
 	family = family_of(&o, o.pos[0]);
 	port = number(o.pos[1], 1, 65535);
+	if (!o.ports)
+		o.ports = 1;
+	if (port + o.ports - 1 > 65535)
+		return usage();
 	count = number(o.pos[2], 0, 100000000);
 	if (o.npos == 4)
 		size = number(o.pos[3], 0, family == AF_INET6 ? 65527 : 65507);
@@ -564,6 +599,12 @@ static int cmd_udp_send(int argc, char **argv)
 		}
 	}
 	for (i = 0; i < count; i++) {
+		uint16_t p = htons(port + i % o.ports);
+
+		if (family == AF_INET6)
+			dst.in6.sin6_port = p;
+		else
+			dst.in.sin_port = p;
 		if (sendto(fd, buf, size, 0, &dst.sa, sa_len(&dst)) < 0) {
 			if (errno == EINTR) {
 				i--;
@@ -655,7 +696,7 @@ static int cmd_tcp_server(int argc, char **argv)
 	struct opts o;
 
 	if (parse(argc, argv, OPT_6 | OPT_COUNT | OPT_ECHO | OPT_SINK |
-		  OPT_TIMEOUT, &o) || o.npos != 1)
+		  OPT_TIMEOUT | OPT_DELAY, &o) || o.npos != 1)
 		return usage();
 	port = number(o.pos[0], 1, 65535);
 	if (port < 0)
@@ -695,6 +736,8 @@ static int cmd_tcp_server(int argc, char **argv)
 		       sa_port(&peer), sa_addr(&local, lbuf, sizeof(lbuf)),
 		       sa_port(&local));
 		fflush(stdout);
+		if (o.delay_ms)
+			poll(NULL, 0, o.delay_ms);
 		ret = serve(cfd, &o);
 		fflush(stdout);
 		close(cfd);
@@ -1273,6 +1316,77 @@ static int cmd_arp_announce(int argc, char **argv)
 	return sent == count ? 0 : 1;
 }
 
+static int cmd_icmp_too_big(int argc, char **argv)
+{
+	uint8_t m[8 + 40 + 8] = { 0 }, *in = m + 8, *udp;
+	long sport, dport, mtu;
+	int family, fd, len;
+	union sa to;
+
+	if (argc != 5)
+		return usage();
+	family = strchr(argv[0], ':') ? AF_INET6 : AF_INET;
+	sport = number(argv[2], 1, 65535);
+	dport = number(argv[3], 1, 65535);
+	mtu = number(argv[4], 68, 65535);
+	if (sport < 0 || dport < 0 || mtu < 0 ||
+	    make_sa(family, argv[0], 0, &to) < 0)
+		return usage();
+	if (family == AF_INET) {
+		m[0] = 3;		/* destination unreachable */
+		m[1] = 4;		/* fragmentation needed */
+		m[6] = mtu >> 8;
+		m[7] = mtu & 0xff;
+		in[0] = 0x45;
+		in[2] = 1500 >> 8;
+		in[3] = 1500 & 0xff;
+		in[6] = 0x40;		/* DF */
+		in[8] = 64;
+		in[9] = IPPROTO_UDP;
+		if (inet_pton(AF_INET, argv[0], in + 12) != 1 ||
+		    inet_pton(AF_INET, argv[1], in + 16) != 1)
+			return usage();
+		memcpy(in + 10, &(uint16_t){ ip_csum(in, 20) }, 2);
+		udp = in + 20;
+	} else {
+		m[0] = 2;		/* packet too big */
+		m[4] = mtu >> 24;
+		m[5] = mtu >> 16;
+		m[6] = mtu >> 8;
+		m[7] = mtu & 0xff;
+		in[0] = 0x60;
+		in[4] = (1500 - 40) >> 8;
+		in[5] = (1500 - 40) & 0xff;
+		in[6] = IPPROTO_UDP;
+		in[7] = 64;
+		if (inet_pton(AF_INET6, argv[0], in + 8) != 1 ||
+		    inet_pton(AF_INET6, argv[1], in + 24) != 1)
+			return usage();
+		udp = in + 40;
+	}
+	udp[0] = sport >> 8;
+	udp[1] = sport & 0xff;
+	udp[2] = dport >> 8;
+	udp[3] = dport & 0xff;
+	udp[4] = (1500 - (family == AF_INET ? 20 : 40)) >> 8;
+	udp[5] = (1500 - (family == AF_INET ? 20 : 40)) & 0xff;
+	len = udp + 8 - m;
+	/* the ICMPv6 checksum is the kernel's on these sockets */
+	if (family == AF_INET)
+		memcpy(m + 2, &(uint16_t){ ip_csum(m, len) }, 2);
+	fd = socket(family, SOCK_RAW | SOCK_CLOEXEC,
+		    family == AF_INET ? IPPROTO_ICMP : IPPROTO_ICMPV6);
+	if (fd < 0 || sendto(fd, m, len, 0, &to.sa, sa_len(&to)) != len) {
+		fprintf(stderr, "%s: icmp: %s\n", prog, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	close(fd);
+	printf("sent 1\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -1304,5 +1418,7 @@ int main(int argc, char **argv)
 		return cmd_neigh_adv(argc, argv);
 	if (!strcmp(cmd, "arp-announce"))
 		return cmd_arp_announce(argc, argv);
+	if (!strcmp(cmd, "icmp-too-big"))
+		return cmd_icmp_too_big(argc, argv);
 	return usage();
 }

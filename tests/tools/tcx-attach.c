@@ -11,6 +11,12 @@
  *       the same with a clsact cls_bpf filter at PRIO (kernels without tcx)
  *   tcx-attach counter PIN_DIR
  *       prints the u64 at key 0 of the pinned map
+ *   tcx-attach update LINK_PIN OBJ.o PROG PIN_DIR
+ *       replaces the program of the pinned link with PROG (an agent
+ *       upgrading its program in place), pins the object's first map at
+ *       PIN_DIR/map, prints the id of the program it replaced
+ *   tcx-attach update-id LINK_PIN PROG_ID
+ *       puts the program with that id back on the link
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -95,6 +101,37 @@ int main(int argc, char **argv)
 		if (fd < 0 || bpf_map_lookup_elem(fd, &zero, &v))
 			return 1;
 		printf("%llu\n", v);
+		return 0;
+	}
+	if ((argc == 6 && !strcmp(argv[1], "update")) ||
+	    (argc == 4 && !strcmp(argv[1], "update-id"))) {
+		struct bpf_link_info li = {};
+		__u32 len = sizeof(li);
+		int fd, lfd = bpf_obj_get(argv[2]);
+
+		if (lfd < 0 || bpf_obj_get_info_by_fd(lfd, &li, &len)) {
+			fprintf(stderr, "%s: %s\n", argv[2], strerror(errno));
+			return 1;
+		}
+		if (argc == 4) {
+			fd = bpf_prog_get_fd_by_id(atoi(argv[3]));
+		} else {
+			obj = bpf_object__open_file(argv[3], NULL);
+			if (!obj || bpf_object__load(obj))
+				return 1;
+			prog = bpf_object__find_program_by_name(obj, argv[4]);
+			if (!prog)
+				return 1;
+			fd = bpf_program__fd(prog);
+			snprintf(path, sizeof(path), "%s/map", argv[5]);
+			if (bpf_map__pin(bpf_object__next_map(obj, NULL), path))
+				return 1;
+		}
+		if (fd < 0 || bpf_link_update(lfd, fd, NULL)) {
+			fprintf(stderr, "update: %s\n", strerror(errno));
+			return 1;
+		}
+		printf("%u\n", li.prog_id);
 		return 0;
 	}
 	if (argc == 5 && !strcmp(argv[1], "query"))

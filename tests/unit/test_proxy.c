@@ -219,6 +219,97 @@ UNIT_TEST(proxy_upstream_and_replies)
 	inject_bpf__destroy(fx.skel);
 }
 
+/* An ICMP error (type, code) from `from` to `to`, quoting `inner`. */
+static int icmp_error(uint8_t *pkt, int family, const char *from,
+		      const char *to, uint8_t type, uint8_t code,
+		      const uint8_t *inner, int ilen)
+{
+	int l4 = family == AF_INET ? 34 : 54;
+	int len = pkt_build(pkt, &(struct pkt_spec){ family, from, to,
+		IPPROTO_ICMP, 0, 0, 0, (uint16_t)(ilen - 14) });
+
+	pkt[l4] = type;
+	pkt[l4 + 1] = code;
+	if (type == 3 && code == 4)
+		pkt[l4 + 7] = 1280 & 0xff, pkt[l4 + 6] = 1280 >> 8;
+	memcpy(pkt + l4 + 8, inner + 14, ilen - 14);
+	return len;
+}
+
+/* Issue #14, finding 7: "fragmentation needed" and "packet too big" about
+ * the proxy's upstream flows went to the pod, which has no socket for
+ * them: a path-MTU black hole. They take the path of the flow's replies. */
+UNIT_TEST(proxy_harden_icmp_errors_to_the_proxy)
+{
+	struct pi_proxy_rule r = {};
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX], out[PKT_MAX], inner[PKT_MAX];
+	int len, ilen;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	/* the proxy's upstream TCP connection 10.0.0.1:50000 -> 10.0.0.2:80
+	 * and UDP session [fd00::1]:50002 -> [fd00::2]:53, made as the pod */
+	ilen = syn(inner, "10.0.0.2", 50000, 80, 0x10);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, inner, ilen,
+		      NULL), PI_REDIRECT, "upstream injected");
+	len = icmp_error(pkt, AF_INET, "10.0.0.254", "10.0.0.1", 3, 4, inner,
+			 ilen);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_REDIRECT, "v4 frag needed: pod_reply takes it");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_other, "to eth0's peer");
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, out),
+		  PI_REDIRECT, "v4 frag needed: on to the proxy");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_proxy, "the proxy");
+	ASSERT_TRUE(!memcmp(out, PROXY_POD_MAC, 6), "dst mac: proxy's eth0");
+	ASSERT_TRUE(!memcmp(out + 14, pkt + 14, len - 14), "L3 untouched");
+	ASSERT_EQ(run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len,
+		      NULL), PI_NEXT, "the proxy's stack finds the socket");
+	/* the same error from another device is not that flow's */
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len,
+		      NULL), PI_NEXT, "another device: not steered");
+	len = icmp_error(pkt, AF_INET, "10.0.0.254", "10.0.0.1", 11, 0, inner,
+			 ilen);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_REDIRECT, "v4 time exceeded");
+	/* errors about flows that are not the proxy's stay the pod's */
+	ilen = syn(inner, "10.0.0.2", 50001, 80, 0x10);
+	len = icmp_error(pkt, AF_INET, "10.0.0.254", "10.0.0.1", 3, 4, inner,
+			 ilen);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_NEXT, "v4 error about another flow");
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_NEXT, "v4 error about another flow, at the hook");
+	ilen = syn(inner, "10.0.0.2", 50000, 80, 0x10);
+	len = icmp_error(pkt, AF_INET, "10.0.0.254", "10.0.0.9", 3, 4, inner,
+			 ilen);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_NEXT, "quoted source is not the destination");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.254",
+		"10.0.0.1", IPPROTO_ICMP });
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_NEXT, "an echo request is no error");
+
+	ilen = pkt_build(inner, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd00::2", IPPROTO_UDP, 50002, 53 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, inner, ilen,
+		      NULL), PI_REDIRECT, "v6 upstream injected");
+	len = icmp_error(pkt, AF_INET6, "fd00::fe", "fd00::1", 2, 0, inner,
+			 ilen);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_REDIRECT, "v6 packet too big: pod_reply takes it");
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, out),
+		  PI_REDIRECT, "v6 packet too big: on to the proxy");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_proxy, "the proxy (v6)");
+	ilen = pkt_build(inner, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd00::2", IPPROTO_UDP, 50003, 53 });
+	len = icmp_error(pkt, AF_INET6, "fd00::fe", "fd00::1", 2, 0, inner,
+			 ilen);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_NEXT, "v6 error about another flow");
+	inject_bpf__destroy(fx.skel);
+}
+
 UNIT_TEST(proxy_reset_when_no_proxy_listens)
 {
 	struct pi_proxy_rule r = {};

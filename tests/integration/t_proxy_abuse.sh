@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# podinject-proxy under abuse (issue #14, finding 7), with real pods,
+# connections and datagrams:
+#
+#   pa-c 10.244.0.10 fd00::a  proxied client (the abuser)
+#   pa-d 10.244.0.11 fd00::b  proxied client (the other one)
+#   pa-p 10.244.0.12 fd00::c  podinject-proxy :15001 for pa-c and pa-d
+#   pa-s 10.244.0.13 fd00::d  server
+#
+# The proxy at its open files limit, a half-closed client, pipes smaller
+# than asked for, silent clients, one client over its cap, a UDP flood,
+# and ICMP errors about the proxy's upstream flows. CPU is read from
+# /proc/PID/stat in ticks of 10 ms: a proxy spinning on a readable socket
+# burns every tick, one waiting burns none.
+. "$(dirname "$0")/lib.sh"
+require_root
+EXPECT=30
+PREFIX=pa-
+X=pa-x
+C=10.244.0.10
+D=10.244.0.11
+S=10.244.0.13
+T=/tmp/pa$$
+PX=
+PIPE_MAX=$(cat /proc/sys/fs/pipe-max-size)
+
+check up node_up $X
+in_ns $X sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
+pi -N $X pod add pa-c --ip $C --ip6 fd00::a >/dev/null
+pi -N $X pod add pa-d --ip $D --ip6 fd00::b >/dev/null
+pi -N $X pod add pa-p --ip 10.244.0.12 --ip6 fd00::c >/dev/null
+pi -N $X pod add pa-s --ip $S --ip6 fd00::d >/dev/null
+check proxy_add_c pi -N $X proxy add pa-p --port 15001 --for pa-c
+check proxy_add_d pi -N $X proxy add pa-p --port 15001 --for pa-d
+
+stop_proxy() {
+	[ -n "$PX" ] && kill "$PX" 2>/dev/null && wait "$PX" 2>/dev/null
+	PX=
+}
+trap 'echo "$PIPE_MAX" >/proc/sys/fs/pipe-max-size; stop_proxy; rm -f $T.*; cleanup_all' EXIT
+
+# start_proxy [--restricted] [ARGS...]: podinject-proxy -v ARGS 15001 in
+# pa-p; restricted: without CAP_SYS_RESOURCE and with a hard open files
+# limit of 4096, as a proxy run as a plain user would be
+start_proxy() {
+	stop_proxy
+	rm -f $T.px $T.pxlog	# an old "ready" must not answer for the new one
+	if [ "${1:-}" = --restricted ]; then
+		shift
+		(ulimit -Sn 1024 && ulimit -Hn 4096 &&
+		 exec ip netns exec pa-p setpriv --bounding-set=-sys_resource \
+			"$BUILD/podinject-proxy" -v "$@" 15001) >$T.px 2>$T.pxlog </dev/null &
+	else
+		ip netns exec pa-p "$BUILD/podinject-proxy" -v "$@" 15001 >$T.px 2>$T.pxlog </dev/null &
+	fi
+	PX=$!
+	for _ in $(seq 50); do grep -q ready $T.px 2>/dev/null && return 0; sleep 0.1; done
+	return 1
+}
+proxy_ready() { grep -q ready $T.px || { tail -n 1 $T.pxlog; return 1; }; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+nfds() { ls "/proc/$1/fd" | wc -l; }
+# the lowest descriptor number not in use: with RLIMIT_NOFILE there, every
+# new descriptor fails (the limit is on numbers, and fds inherited from
+# the shell may leave gaps above)
+first_free() { local i=0; while [ -e "/proc/$1/fd/$i" ]; do i=$((i + 1)); done; echo $i; }
+# server PORT ARGS...: a TCP server in pa-s (its pid in SRV)
+server() {
+	local port=$1
+	shift
+	ip netns exec pa-s "$PINET" tcp-server "$port" "$@" >$T.srv$port 2>&1 &
+	SRV=$!
+	wait_tcp_listen pa-s "$port" >/dev/null
+}
+# proxied_send CLIENT PORT BYTES: BYTES through the proxy to a sink on
+# PORT of pa-s; the sink's checksum is the client's
+proxied_send() {
+	local out sent got
+	server "$2" --count 1 --sink --timeout 10000
+	out=$(ip netns exec "$1" "$PINET" tcp-connect --timeout 10000 $S "$2" --send "$3" 2>&1) || { kill $SRV; echo "$out"; return 1; }
+	wait $SRV
+	sent=$(awk '/^done/ {print $NF}' <<<"$out")
+	got=$(awk '/^conn-done/ {print $NF}' $T.srv$2)
+	[ -n "$sent" ] && [ "$sent" = "$got" ] || { echo "checksum '$sent' != '$got'"; return 1; }
+}
+# closed_fast CLIENT PORT MS: a connection that waits for the other end to
+# close; prints its last line and how long it took (ms)
+closed_fast() {
+	local t0 out
+	t0=$(now_ms)
+	out=$(ip netns exec "$1" "$PINET" tcp-connect --timeout "$3" $S "$2" --wait-eof 2>&1 | tail -n 1)
+	echo "$out $(sub "$(now_ms)" "$t0")"
+}
+# dropped "LINE MS" LIMIT: the connection was closed by the other end
+# (EOF or reset, not its own timeout) within LIMIT ms
+dropped() {
+	local line=$1 ms=${1##* }
+	[[ $line == "error ECONNRESET"* || $line == "eof"* ]] || { echo "got '$line'"; return 1; }
+	[ "$(sub "$ms" "$2")" -lt 0 ] || { echo "took $ms ms"; return 1; }
+}
+
+# ---- accept4 at the open files limit: the pending connection is taken
+# with the reserve descriptor and dropped; the listener does not stay
+# readable (the loop spun on it before)
+start_proxy
+check fd_proxy proxy_ready
+server 8080 --count 50 --sink --timeout 20000
+HOLD_SRV=$SRV
+base=$(nfds $PX)
+held=()
+for i in 1 2 3; do
+	ip netns exec pa-c "$PINET" tcp-connect --timeout 20000 $S 8080 --wait-eof >$T.held$i 2>&1 &
+	held+=($!)
+done
+for _ in $(seq 50); do [ "$(nfds $PX)" -ge $((base + 18)) ] && break; sleep 0.1; done
+n=$(nfds $PX)
+lim=$(first_free $PX)
+prlimit --pid $PX --nofile=$lim:$lim
+extra=()
+for i in 4 5; do
+	ip netns exec pa-c "$PINET" tcp-connect --timeout 4000 $S 8080 --wait-eof >$T.held$i 2>&1 &
+	extra+=($!)
+done
+sleep 0.5
+c0=$(cpu_ticks $PX); sleep 2; c1=$(cpu_ticks $PX)
+expect_lt fdlimit_no_spin "$(sub "$c1" "$c0")" 40
+wait "${extra[@]}"
+check fdlimit_pending_dropped sh -c "grep -q -E '^(error ECONNRESET|eof)' $T.held4 && grep -q -E '^(error ECONNRESET|eof)' $T.held5"
+check fdlimit_said sh -c "grep -q 'accept: Too many open files' $T.pxlog || { echo 'limit $lim, $n open:' \$(tail -n 1 $T.pxlog); false; }"
+kill "${held[@]}" 2>/dev/null
+wait "${held[@]}" 2>/dev/null
+for _ in $(seq 50); do [ "$(nfds $PX)" -lt "$n" ] && break; sleep 0.1; done
+check fdlimit_serves_again proxied_send pa-c 8081 100000
+kill $HOLD_SRV 2>/dev/null; wait $HOLD_SRV 2>/dev/null
+
+# ---- a client that half-closed while its server is slow: EOF is known,
+# and RDHUP (level-triggered) must not be asked for again
+server 8082 --count 1 --sink --delay 4000 --timeout 10000
+ip netns exec pa-c "$PINET" tcp-connect --timeout 10000 $S 8082 --send 1000 >$T.c8082 2>&1 &
+cl=$!
+sleep 0.5
+c0=$(cpu_ticks $PX); sleep 1; c1=$(cpu_ticks $PX)
+expect_lt halfclose_no_spin "$(sub "$c1" "$c0")" 20
+wait $cl; wait $SRV
+check halfclose_completes grep -q '^done sent 1000 ' $T.c8082
+
+# ---- no CAP_SYS_RESOURCE: the open files limit goes to the hard limit
+# (the unchecked fallback left it at 1024), and pipes are as small as
+# fs.pipe-max-size says: the relay is sized by the pipe it got
+start_proxy --restricted
+check rlimit_proxy proxy_ready
+expect_eq rlimit_raised_to_hard "$(awk '/^Max open files/ {print $4, $5}' /proc/$PX/limits)" "4096 4096"
+check rlimit_said grep -q 'open files limit 4096, not 1048576' $T.pxlog
+server 8083 --count 1 --sink --delay 4000 --timeout 10000
+echo 4096 >/proc/sys/fs/pipe-max-size
+ip netns exec pa-c "$PINET" tcp-connect --timeout 10000 $S 8083 --send 4194304 >$T.c8083 2>&1 &
+cl=$!
+sleep 0.5
+echo "$PIPE_MAX" >/proc/sys/fs/pipe-max-size
+c0=$(cpu_ticks $PX); sleep 1; c1=$(cpu_ticks $PX)
+expect_lt pipe_small_no_spin "$(sub "$c1" "$c0")" 20
+wait $cl; wait $SRV
+sent=$(awk '/^done/ {print $NF}' $T.c8083)
+expect_eq pipe_small_transfer_complete "$sent" "$(awk '/^conn-done bytes 4194304 / {print $NF}' $T.srv8083)"
+
+# ---- silent clients are closed after the idle timeout
+start_proxy --idle 1000 --udp-idle 1000
+check idle_proxy proxy_ready
+server 8084 --count 1 --sink --timeout 10000
+r=$(closed_fast pa-c 8084 5000)
+check idle_tcp_silent_client_closed dropped "$r" 3500
+kill $SRV 2>/dev/null; wait $SRV 2>/dev/null
+check idle_tcp_said grep -q "conn $C:[0-9]* -> $S:8084 .* idle" $T.pxlog
+in_ns pa-c "$PINET" udp-send $S 9001 1 >/dev/null
+sleep 0.3
+expect_eq idle_udp_session_open "$(in_ns pa-p ss -Hun dst $S:9001 | wc -l)" 1
+sleep 1.5
+expect_eq idle_udp_session_closed "$(in_ns pa-p ss -Hun dst $S:9001 | wc -l)" 0
+
+# ---- one client over its cap is refused, another is served
+start_proxy --client-max 4
+check cap_proxy proxy_ready
+server 8085 --count 20 --sink --timeout 20000
+HOLD_SRV=$SRV
+held=()
+for i in 1 2 3 4; do
+	ip netns exec pa-c "$PINET" tcp-connect --timeout 20000 $S 8085 --wait-eof >$T.cap$i 2>&1 &
+	held+=($!)
+done
+up4() { [ "$(in_ns pa-p ss -Htn state established src $C dst $S:8085 | wc -l)" = 4 ]; }
+for _ in $(seq 50); do up4 && break; sleep 0.1; done
+check cap_four_held up4
+r=$(closed_fast pa-c 8085 3000)
+check cap_fifth_refused dropped "$r" 2000
+check cap_other_client_served proxied_send pa-d 8086 100000
+check cap_refusal_said grep -q "refused connection from $C:[0-9]*: client-max" $T.pxlog
+in_ns pa-c "$PINET" udp-send --ports 10 $S 9010 10 >/dev/null
+sleep 0.3
+expect_eq cap_udp_sessions "$(in_ns pa-p ss -Hun src $C | wc -l)" 4
+kill "${held[@]}" $HOLD_SRV 2>/dev/null
+wait "${held[@]}" $HOLD_SRV 2>/dev/null
+
+# ---- a UDP flood from one client over many ports: the other client's
+# session still gets its answers
+start_proxy
+check flood_proxy proxy_ready
+ip netns exec pa-s "$PINET" udp-echo 9100 1000 20000 >/dev/null 2>&1 &
+echo_pid=$!
+wait_udp_listen pa-s 9100 >/dev/null
+ip netns exec pa-c "$PINET" udp-send --ports 2000 $S 20000 2000000 >/dev/null 2>&1 &
+flood=$!
+sleep 0.5
+rr=$(in_ns pa-d "$PINET" udp-rr $S 9100 20 300 | awk '/^replies/ {print $2}')
+flooding=no
+kill -0 $flood 2>/dev/null && flooding=yes
+kill $flood $echo_pid 2>/dev/null
+wait $flood $echo_pid 2>/dev/null
+expect_eq flood_other_client_answered "$flooding $([ "${rr:-0}" -ge 15 ] && echo "15+" || echo "${rr:-none}")" "yes 15+"
+
+# ---- ICMP "fragmentation needed" / "packet too big" about the proxy's
+# upstream session reach the proxy's socket: its path MTU to the server
+# changes (it went to pa-d, which has no socket for it, before)
+upstream_port() { in_ns pa-p ss -Hun dst "$1" | awk '{print $(NF - 1)}' | sed 's/.*://' | head -n 1; }
+in_ns pa-d "$PINET" udp-send $S 9200 1 >/dev/null
+in_ns pa-d "$PINET" udp-send fd00::d 9200 1 >/dev/null
+sleep 0.3
+in_ns pa-s "$PINET" icmp-too-big $D $S "$(upstream_port $S:9200)" 9200 1280 >/dev/null
+in_ns pa-s "$PINET" icmp-too-big fd00::b fd00::d "$(upstream_port "[fd00::d]:9200")" 9200 1280 >/dev/null
+sleep 0.3
+expect_eq icmp_frag_needed_reaches_the_proxy "$(in_ns pa-p ip route get $S | grep -o 'mtu [0-9]*')" "mtu 1280"
+expect_eq icmp6_too_big_reaches_the_proxy "$(in_ns pa-p ip -6 route get fd00::d | grep -o 'mtu [0-9]*')" "mtu 1280"
+stop_proxy
