@@ -108,7 +108,7 @@ static void dst_addr(int fam, int d, struct sockaddr_storage *ss)
 	}
 }
 
-static bool same_host(const struct sockaddr_storage *a,
+static bool fz_same_host(const struct sockaddr_storage *a,
 		      const struct sockaddr_storage *b)
 {
 	if (a->ss_family != b->ss_family)
@@ -123,7 +123,7 @@ static bool same_host(const struct sockaddr_storage *a,
 static bool same_endpoint(const struct sockaddr_storage *a,
 			  const struct sockaddr_storage *b)
 {
-	return same_host(a, b) &&
+	return fz_same_host(a, b) &&
 	       (a->ss_family == AF_INET ?
 		((struct sockaddr_in *)a)->sin_port ==
 		((struct sockaddr_in *)b)->sin_port :
@@ -193,7 +193,7 @@ static void check_sessions(void)
 		}
 		len = sizeof(a);
 		CHECK(!getsockname(s->up, (void *)&a, &len) &&
-		      same_host(&a, &s->client),
+		      fz_same_host(&a, &s->client),
 		      "a session's upstream socket is not bound to its client's address");
 		len = sizeof(a);
 		CHECK(!getpeername(s->up, (void *)&a, &len) &&
@@ -325,6 +325,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	/* fd00::/64 local, as 127/8 is */
 	CHECK(!system("ip -6 route add local fd00::/64 dev lo"), "local fd00::/64");
 	signal(SIGPIPE, SIG_IGN);
+	/* as the proxy's main: its limits on connections and sessions come
+	 * from the open files limit it gets */
+	CHECK(!raise_nofile(), "open files limit");
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	listener[0] = udp_listeners[0] = listen_on(AF_INET, SOCK_DGRAM, PORT);
 	listener[1] = udp_listeners[1] = listen_on(AF_INET6, SOCK_DGRAM, PORT);
