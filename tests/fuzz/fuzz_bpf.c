@@ -15,8 +15,11 @@
  *
  * Per-flow state: the fragment table is emptied before each input (a
  * frame sequence inside one input may use it); every other hash map the
- * object has besides pods and endpoints is emptied before each frame, so
- * each frame is judged as the first of its flow.
+ * object has besides pods and endpoints (the connection tracker's table
+ * among them) is emptied before each frame, so each frame is judged as
+ * the first of its flow, and so is the reference's. Within a frame the
+ * tracker's state counts: a pod's packet to itself meets its own ingress
+ * check after its egress check opened the flow.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -296,6 +299,7 @@ static void run_frame(int prog, uint8_t *f, uint32_t len)
 
 	memcpy(frame, f, len);
 	reset_flows(false);
+	node.ct.n = 0;
 	for (uint32_t id = 0; id < 2; id++)
 		zero_percpu(skel->maps.pod_stats, id, sizeof(struct pi_pod_stats));
 	for (uint32_t d = 0; d < 2; d++)
