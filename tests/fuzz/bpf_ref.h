@@ -561,11 +561,25 @@ static inline bool ref_ttl_expired(const uint8_t *d, const struct ref_pkt *p)
 	return (p->family == AF_INET ? d[14 + 8] : d[14 + 7]) <= 1;
 }
 
-/* A time exceeded can be made of the packet: its IP header (IPv4 without
- * options) and 8 more bytes are there to quote. */
+/* A time exceeded may be made of the packet: it is no ICMP error and no
+ * fragment after the first (no ICMP error answers those), and its IP
+ * header (IPv4 without options) and 8 more bytes are there to quote. */
 static inline bool ref_time_exceeded_ok(const uint8_t *d, uint32_t len,
 					const struct ref_pkt *p)
 {
+	if (p->frag == REF_FRAG_LATER)
+		return false;
+	if (ref_icmp(p->family, p->proto)) {
+		uint8_t type;
+
+		if (p->l4_off >= len)
+			return false;
+		type = d[p->l4_off];
+		if (p->family == AF_INET ? type == 3 || type == 4 ||
+					   type == 5 || type == 11 || type == 12 :
+					   type < 128)
+			return false;
+	}
 	if (p->family == AF_INET)
 		return len >= 14 + 28 && d[14] == 0x45;
 	return len >= 14 + 48;
