@@ -167,6 +167,7 @@ static void clear_map(struct bpf_map *m)
  * fragment table only when `frags`). */
 static void reset_flows(bool frags)
 {
+	struct pi_ct_key key;
 	struct bpf_map *m;
 
 	bpf_object__for_each_map(m, skel->obj) {
@@ -182,6 +183,9 @@ static void reset_flows(bool frags)
 			continue;
 		clear_map(m);
 	}
+	/* the reference starts each frame with no flow: so must the kernel */
+	if (!bpf_map_get_next_key(bpf_map__fd(skel->maps.ct), NULL, &key))
+		die("the connection table was not emptied");
 }
 
 static void zero_percpu(struct bpf_map *m, uint32_t key, size_t vsize)
