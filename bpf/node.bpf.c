@@ -91,13 +91,15 @@ static __always_inline int deliver_via_host_dev(struct __sk_buff *skb,
 /* The pod `pod_id` sent a packet the node would route with no TTL or hop
  * limit left: it is turned into the ICMP time exceeded and handed back to
  * the pod's eth0 (a netkit pod's is dropped: its programs cannot hand a
- * packet back to the peer). */
+ * packet back to the peer; so is an ICMP error or a later fragment, which
+ * no ICMP error may answer). */
 static __always_inline int ttl_expired(struct __sk_buff *skb,
 				       const struct pkt *p, __u32 pod_id,
 				       bool in_netkit)
 {
 	count_drop(pod_id, PI_DROP_TTL);
-	if (in_netkit || ttl_time_exceeded(skb, p->family))
+	if (in_netkit || !ttl_may_answer(skb, p) ||
+	    ttl_time_exceeded(skb, p->family))
 		return PI_DROP;
 	return redirect_peer(skb->ifindex, 0);
 }

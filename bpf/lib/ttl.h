@@ -50,6 +50,27 @@ static __always_inline int ttl_dec(struct __sk_buff *skb, const struct pkt *p)
 	return bpf_skb_store_bytes(skb, 14 + 7, h, 1, 0) ? 1 : 0;
 }
 
+/* Whether the node may answer the packet with an ICMP error at all: not
+ * one about an ICMP error, nor about a fragment after the first (RFC 1122
+ * 3.2.2, RFC 4443 2.4 (e)), as the kernel's own forwarding does not. */
+static __always_inline bool ttl_may_answer(struct __sk_buff *skb,
+					   const struct pkt *p)
+{
+	__u8 type;
+
+	if (p->frag == PKT_FRAG_LATER)
+		return false;
+	if (p->family == AF_INET ? p->proto != IPPROTO_ICMP :
+				   p->proto != IPPROTO_ICMPV6_)
+		return true;
+	if (bpf_skb_load_bytes(skb, p->l4_off, &type, 1))
+		return false;
+	if (p->family == AF_INET)
+		return type != 3 && type != 4 && type != 5 && type != 11 &&
+		       type != 12;
+	return type >= 128;	/* ICMPv6 errors are types 0-127 */
+}
+
 static __always_inline __u16 csum_fold32(__s64 s)
 {
 	__u32 c = (__u32)s;

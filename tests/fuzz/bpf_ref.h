@@ -5,7 +5,11 @@
  * (bpf/node.bpf.c: pod_egress, pod_ingress, uplink_ingress) written again
  * from their specification, in plain C over a byte buffer. The rule
  * matcher is the shared one (include/podinject_rule.h) walked linearly,
- * first match decides, as the first packet of a flow is judged. The
+ * first match decides, behind a model of the connection tracker
+ * (bpf/lib/ct.h: which packets it tracks under which key, a flow's entry
+ * opened on an allowed first packet, later packets and replies passing
+ * on it, ICMP errors passing with the flow they quote); TTL and hop
+ * limit on routed packets (bpf/lib/ttl.h) as the programs apply them. The
  * differential fuzzer (fuzz_bpf.c) runs the real programs with
  * BPF_PROG_TEST_RUN and compares. A change of the datapath's decisions
  * changes this file too.
@@ -31,7 +35,7 @@ struct ref_pkt {
 	uint32_t family;
 	struct pi_addr saddr, daddr;
 	uint16_t sport, dport;
-	uint8_t proto, has_ports, frag;
+	uint8_t proto, has_ports, frag, tcp_flags;
 	uint32_t l4_off, l3_end, frag_id;
 };
 
@@ -54,9 +58,22 @@ struct ref_pod {
 	uint32_t nrules[2];
 };
 
+#define REF_MAX_CT 8
+
+/* The connection tracker's table (bpf/lib/ct.h): flows let open, named
+ * from the pod's side. No timeouts (a frame's checks are microseconds
+ * apart) and no revisions (the fuzzer's policy has one). */
+struct ref_ct {
+	int n;
+	struct pi_ct_key key[REF_MAX_CT];
+	uint32_t rule_id[REF_MAX_CT];
+	uint8_t dir[REF_MAX_CT], state[REF_MAX_CT], flags[REF_MAX_CT];
+};
+
 struct ref_node {
 	struct ref_pod pod[2];		/* pod ids 0 and 1 */
 	struct ref_frags frags;
+	struct ref_ct ct;
 };
 
 /* What a program did: its verdict, the one counter it moved. */
@@ -137,6 +154,8 @@ static inline int ref_l4(const struct ref_node *n, const uint8_t *d,
 		return p->frag == REF_FRAG_FIRST ? REF_FRAG_TINY : REF_MALFORMED;
 	p->sport = ref_be16(d + p->l4_off);
 	p->dport = ref_be16(d + p->l4_off + 2);
+	if (p->proto == 6)
+		p->tcp_flags = d[p->l4_off + 13];
 	p->has_ports = 1;
 	return REF_OK;
 }
@@ -284,12 +303,15 @@ static inline bool ref_multicast(const struct pi_addr *a)
 	return ((const uint8_t *)a->a)[0] == 0xff;
 }
 
-/* The first rule that matches decides; none allows. Its id is noted. */
-static inline int ref_policy(const struct ref_pod *pod, uint32_t dir,
-			     const struct ref_pkt *p, struct ref_out *o)
+/* The first rule that matches decides; none allows. Its id is noted
+ * (and given in *rule_id, 0 when none matched). */
+static inline int ref_walk(const struct ref_pod *pod, uint32_t dir,
+			   const struct ref_pkt *p, struct ref_out *o,
+			   uint32_t *rule_id)
 {
 	const struct pi_addr *peer = dir == PI_DIR_EGRESS ? &p->daddr : &p->saddr;
 
+	*rule_id = 0;
 	for (uint32_t i = 0; i < pod->nrules[dir]; i++) {
 		const struct pi_rule *r = &pod->rules[dir][i];
 
@@ -299,9 +321,268 @@ static inline int ref_policy(const struct ref_pod *pod, uint32_t dir,
 		if (!r->action)
 			return PI_ALLOW;
 		o->rule_hit[dir == PI_DIR_EGRESS ? 0 : 1] = r->id;
+		*rule_id = r->id;
 		return r->action;
 	}
 	return PI_ALLOW;
+}
+
+enum ref_ct_kind { REF_CT_UNTRACKED, REF_CT_FLOW, REF_CT_RELATED };
+
+static inline bool ref_icmp(uint32_t family, uint8_t proto)
+{
+	return family == AF_INET ? proto == 1 : proto == 58;
+}
+
+static inline bool ref_icmp_echo(uint32_t family, uint8_t type)
+{
+	return family == AF_INET ? type == 8 || type == 0 :
+				   type == 128 || type == 129;
+}
+
+static inline bool ref_icmp_error(uint32_t family, uint8_t type)
+{
+	return family == AF_INET ? type == 3 || type == 11 || type == 12 :
+				   type >= 1 && type <= 4;
+}
+
+/* The key of flow pod `from_pod` names with `src`/`dst` as the packet
+ * names them: the pod's end is the source on egress, the destination on
+ * ingress. */
+static inline void ref_ct_key_of(struct pi_ct_key *k, uint32_t family,
+				 uint8_t proto, uint32_t dir,
+				 const struct pi_addr *src,
+				 const struct pi_addr *dst, uint16_t sport,
+				 uint16_t dport)
+{
+	memset(k, 0, sizeof(*k));
+	k->family = family;
+	k->proto = proto;
+	k->pod = dir == PI_DIR_EGRESS ? *src : *dst;
+	k->peer = dir == PI_DIR_EGRESS ? *dst : *src;
+	k->pod_port = dir == PI_DIR_EGRESS ? sport : dport;
+	k->peer_port = dir == PI_DIR_EGRESS ? dport : sport;
+}
+
+/* The flow an ICMP error quotes (its IP header at `off`, then 8 bytes),
+ * as the pod at `dir` names it: on ingress the pod sent the quoted packet,
+ * on egress it received it. False when nothing trackable is quoted. */
+static inline bool ref_ct_quoted(const uint8_t *d, uint32_t len,
+				 const struct ref_pkt *p, uint32_t dir,
+				 uint32_t off, struct pi_ct_key *k)
+{
+	struct pi_addr src = {}, dst = {};
+	uint16_t sport = 0, dport = 0;
+	uint32_t l4off;
+	uint8_t proto;
+
+	if (p->family == AF_INET) {
+		if (off + 20 > len || d[off] >> 4 != 4 || (d[off] & 15) < 5)
+			return false;
+		proto = d[off + 9];
+		memcpy(&src.a[0], d + off + 12, 4);
+		memcpy(&dst.a[0], d + off + 16, 4);
+		l4off = off + (d[off] & 15) * 4;
+	} else {
+		if (off + 40 > len || d[off] >> 4 != 6)
+			return false;
+		proto = d[off + 6];
+		memcpy(src.a, d + off + 8, 16);
+		memcpy(dst.a, d + off + 24, 16);
+		l4off = off + 40;
+	}
+	if (l4off + 8 > len)
+		return false;
+	if (proto == 6 || proto == 17) {
+		sport = ref_be16(d + l4off);
+		dport = ref_be16(d + l4off + 2);
+	} else if (ref_icmp(p->family, proto)) {
+		if (!ref_icmp_echo(p->family, d[l4off]))
+			return false;
+		/* the identifier is the pod's end of an echo flow */
+		sport = dport = ref_be16(d + l4off + 4);
+		if (dir == PI_DIR_INGRESS)
+			dport = 0;
+		else
+			sport = 0;
+	}
+	/* the quoted packet went the other way: its source is the pod's
+	 * end on ingress */
+	ref_ct_key_of(k, p->family, proto,
+		      dir == PI_DIR_INGRESS ? PI_DIR_EGRESS : PI_DIR_INGRESS,
+		      &src, &dst, sport, dport);
+	return true;
+}
+
+/* What the tracker makes of the packet at `dir`, and its key. */
+static inline int ref_ct_classify(const uint8_t *d, uint32_t len,
+				  const struct ref_pkt *p, uint32_t dir,
+				  struct pi_ct_key *k)
+{
+	uint16_t sport = p->sport, dport = p->dport;
+
+	if (ref_icmp(p->family, p->proto)) {
+		uint8_t type;
+
+		/* 8 bytes of ICMP header, read from the frame */
+		if (p->frag == REF_FRAG_LATER || p->l4_off + 8 > len)
+			return REF_CT_UNTRACKED;
+		type = d[p->l4_off];
+		if (ref_icmp_error(p->family, type))
+			return ref_ct_quoted(d, len, p, dir, p->l4_off + 8, k) ?
+			       REF_CT_RELATED : REF_CT_UNTRACKED;
+		if (!ref_icmp_echo(p->family, type))
+			return REF_CT_UNTRACKED;
+		/* the identifier names the pod's end, in both directions */
+		sport = dport = ref_be16(d + p->l4_off + 4);
+		if (dir == PI_DIR_EGRESS)
+			dport = 0;
+		else
+			sport = 0;
+	} else if ((p->proto == 6 || p->proto == 17) && !p->has_ports) {
+		return REF_CT_UNTRACKED;
+	} else if (p->proto != 6 && p->proto != 17) {
+		sport = dport = 0;
+	}
+	ref_ct_key_of(k, p->family, p->proto, dir, &p->saddr, &p->daddr,
+		      sport, dport);
+	return REF_CT_FLOW;
+}
+
+static inline int ref_ct_find(const struct ref_node *n,
+			      const struct pi_ct_key *k)
+{
+	for (int i = 0; i < n->ct.n; i++)
+		if (!memcmp(&n->ct.key[i], k, sizeof(*k)))
+			return i;
+	return -1;
+}
+
+static inline void ref_ct_forget(struct ref_node *n, int i)
+{
+	int last = --n->ct.n;
+
+	n->ct.key[i] = n->ct.key[last];
+	n->ct.rule_id[i] = n->ct.rule_id[last];
+	n->ct.dir[i] = n->ct.dir[last];
+	n->ct.state[i] = n->ct.state[last];
+	n->ct.flags[i] = n->ct.flags[last];
+}
+
+/* A packet of flow i in `dir`: its state moves on. */
+static inline void ref_ct_seen(struct ref_node *n, int i, uint32_t dir,
+			       const struct ref_pkt *p)
+{
+	uint8_t *state = &n->ct.state[i], *flags = &n->ct.flags[i];
+
+	if (dir != n->ct.dir[i])
+		*flags |= PI_CT_REPLIED;
+	if (n->ct.key[i].proto != 6) {
+		if (dir != n->ct.dir[i])
+			*state = PI_CT_ESTABLISHED;
+		return;
+	}
+	if (p->tcp_flags & 0x04) {
+		*state = PI_CT_CLOSING;
+		return;
+	}
+	if (p->tcp_flags & 0x01)
+		*flags |= dir == PI_DIR_EGRESS ? PI_CT_FIN_POD : PI_CT_FIN_PEER;
+	if ((*flags & (PI_CT_FIN_POD | PI_CT_FIN_PEER)) ==
+	    (PI_CT_FIN_POD | PI_CT_FIN_PEER))
+		*state = PI_CT_CLOSING;
+	else if (*state == PI_CT_OPENING && dir != n->ct.dir[i])
+		*state = PI_CT_ESTABLISHED;
+}
+
+/* The pod's policy in `dir` with connection tracking: a tracked flow's
+ * later packets and replies pass on its entry (counted against the rule
+ * that let it open, in the direction that opened it), an ICMP error
+ * quoting one passes with it, a flow's first packet is decided by the
+ * rules and, allowed, opens an entry; the rest is decided packet by
+ * packet. */
+static inline int ref_policy(struct ref_node *n, const struct ref_pod *pod,
+			     uint32_t dir, const uint8_t *d, uint32_t len,
+			     const struct ref_pkt *p, struct ref_out *o)
+{
+	struct pi_ct_key k;
+	uint32_t rule_id;
+	int kind, i = -1, action;
+
+	kind = ref_ct_classify(d, len, p, dir, &k);
+	k.pod_id = pod->id;
+	if (kind != REF_CT_UNTRACKED)
+		i = ref_ct_find(n, &k);
+	if (kind == REF_CT_RELATED && i >= 0)
+		return PI_ALLOW;
+	if (kind == REF_CT_FLOW && i >= 0 && p->proto == 6 &&
+	    n->ct.state[i] == PI_CT_CLOSING &&
+	    (p->tcp_flags & 0x12) == 0x02) {
+		/* a new SYN on a closed flow's ports opens anew */
+		ref_ct_forget(n, i);
+		i = -1;
+	}
+	if (kind == REF_CT_FLOW && i >= 0) {
+		if (n->ct.dir[i] == dir && n->ct.rule_id[i])
+			o->rule_hit[dir == PI_DIR_EGRESS ? 0 : 1] =
+				n->ct.rule_id[i];
+		ref_ct_seen(n, i, dir, p);
+		return PI_ALLOW;
+	}
+	/* The first packet as the key names it decides: the same peer,
+	 * protocol and destination port as the packet's own. */
+	action = ref_walk(pod, dir, p, o, &rule_id);
+	if (kind != REF_CT_FLOW || action == PI_DENY ||
+	    n->ct.n == REF_MAX_CT)
+		return action;
+	i = n->ct.n++;
+	n->ct.key[i] = k;
+	n->ct.rule_id[i] = rule_id;
+	n->ct.dir[i] = dir;
+	n->ct.flags[i] = 0;
+	if (k.proto != 6)
+		n->ct.state[i] = PI_CT_ESTABLISHED;
+	else if (p->tcp_flags & 0x04)
+		n->ct.state[i] = PI_CT_CLOSING;
+	else if ((p->tcp_flags & 0x12) == 0x02)
+		n->ct.state[i] = PI_CT_OPENING;
+	else
+		n->ct.state[i] = PI_CT_ESTABLISHED;
+	if (k.proto == 6 && (p->tcp_flags & 0x01))
+		n->ct.flags[i] |= dir == PI_DIR_EGRESS ? PI_CT_FIN_POD :
+							 PI_CT_FIN_PEER;
+	return action;
+}
+
+/* The TTL (IPv4) or hop limit (IPv6) the node would route with is gone:
+ * one or none left. */
+static inline bool ref_ttl_expired(const uint8_t *d, const struct ref_pkt *p)
+{
+	return (p->family == AF_INET ? d[14 + 8] : d[14 + 7]) <= 1;
+}
+
+/* A time exceeded may be made of the packet: it is no ICMP error and no
+ * fragment after the first (no ICMP error answers those), and its IP
+ * header (IPv4 without options) and 8 more bytes are there to quote. */
+static inline bool ref_time_exceeded_ok(const uint8_t *d, uint32_t len,
+					const struct ref_pkt *p)
+{
+	if (p->frag == REF_FRAG_LATER)
+		return false;
+	if (ref_icmp(p->family, p->proto)) {
+		uint8_t type;
+
+		if (p->l4_off >= len)
+			return false;
+		type = d[p->l4_off];
+		if (p->family == AF_INET ? type == 3 || type == 4 ||
+					   type == 5 || type == 11 || type == 12 :
+					   type < 128)
+			return false;
+	}
+	if (p->family == AF_INET)
+		return len >= 14 + 28 && d[14] == 0x45;
+	return len >= 14 + 48;
 }
 
 static inline int ref_drop(struct ref_out *o, uint32_t pod, int reason)
@@ -328,10 +609,11 @@ static inline const struct ref_pod *ref_endpoint(const struct ref_node *n,
 	return NULL;
 }
 
-static inline int ref_deliver(struct ref_node *n, const struct ref_pkt *p,
+static inline int ref_deliver(struct ref_node *n, const uint8_t *d,
+			      uint32_t len, const struct ref_pkt *p,
 			      const struct ref_pod *to, struct ref_out *o)
 {
-	if (ref_policy(to, PI_DIR_INGRESS, p, o) == PI_DENY)
+	if (ref_policy(n, to, PI_DIR_INGRESS, d, len, p, o) == PI_DENY)
 		return ref_drop(o, to->id, PI_DROP_INGRESS_POLICY);
 	ref_frag_note(n, p);
 	o->ingress_pod = to->id;
@@ -430,16 +712,27 @@ static inline int ref_pod_egress(struct ref_node *n, const struct ref_pod *pod,
 		if (why != PI_DROP_NONE)
 			return ref_drop(o, pod->id, why);
 	}
-	if (ref_policy(pod, PI_DIR_EGRESS, &p, o) == PI_DENY)
+	if (ref_policy(n, pod, PI_DIR_EGRESS, d, len, &p, o) == PI_DENY)
 		return ref_drop(o, pod->id, PI_DROP_POLICY);
 	ref_frag_note(n, &p);
 	if (link_scope)
 		return o->verdict = PI_PASS;
 	o->egress_pod = pod->id;
 	to = ref_endpoint(n, p.family, &p.daddr);
-	if (to)
-		return ref_deliver(n, &p, to, o);
-	return o->verdict = PI_PASS;	/* no uplink configured */
+	if (!to)
+		return o->verdict = PI_PASS;	/* no uplink configured */
+	/* routed to a pod: with no TTL left, a time exceeded goes back to
+	 * the sender's eth0 (dropped when none can be made), counted as a
+	 * drop of reason ttl either way */
+	if (ref_ttl_expired(d, &p)) {
+		o->drop_pod = pod->id;
+		o->drop_reason = PI_DROP_TTL;
+		if (!ref_time_exceeded_ok(d, len, &p))
+			return o->verdict = PI_DROP;
+		o->redirect_ifindex = pod->ifindex;
+		return o->verdict = PI_REDIRECT;
+	}
+	return ref_deliver(n, d, len, &p, to, o);
 }
 
 /* pod_ingress on the host side of `pod` */
@@ -460,7 +753,7 @@ static inline int ref_pod_ingress(struct ref_node *n, const struct ref_pod *pod,
 		return ref_drop(o, pod->id, PI_DROP_FRAG_ORPHAN);
 	if (ret != REF_OK)
 		return o->verdict = PI_NEXT;
-	if (ref_policy(pod, PI_DIR_INGRESS, &p, o) == PI_DENY)
+	if (ref_policy(n, pod, PI_DIR_INGRESS, d, len, &p, o) == PI_DENY)
 		return ref_drop(o, pod->id, PI_DROP_INGRESS_POLICY);
 	ref_frag_note(n, &p);
 	o->ingress_pod = pod->id;
@@ -488,7 +781,10 @@ static inline int ref_uplink_ingress(struct ref_node *n, const uint8_t *d,
 		return ref_drop(o, to->id, PI_DROP_FRAG_TINY);
 	if (ret == REF_FRAG_ORPHAN)
 		return ref_drop(o, to->id, PI_DROP_FRAG_ORPHAN);
-	return ref_deliver(n, &p, to, o);
+	/* routed from the wire into the pod: no TTL left, dropped */
+	if (ref_ttl_expired(d, &p))
+		return ref_drop(o, to->id, PI_DROP_TTL);
+	return ref_deliver(n, d, len, &p, to, o);
 }
 
 #endif

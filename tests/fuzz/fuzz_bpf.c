@@ -15,8 +15,11 @@
  *
  * Per-flow state: the fragment table is emptied before each input (a
  * frame sequence inside one input may use it); every other hash map the
- * object has besides pods and endpoints is emptied before each frame, so
- * each frame is judged as the first of its flow.
+ * object has besides pods and endpoints (the connection tracker's table
+ * among them) is emptied before each frame, so each frame is judged as
+ * the first of its flow, and so is the reference's. Within a frame the
+ * tracker's state counts: a pod's packet to itself meets its own ingress
+ * check after its egress check opened the flow.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -164,6 +167,7 @@ static void clear_map(struct bpf_map *m)
  * fragment table only when `frags`). */
 static void reset_flows(bool frags)
 {
+	struct pi_ct_key key;
 	struct bpf_map *m;
 
 	bpf_object__for_each_map(m, skel->obj) {
@@ -179,6 +183,9 @@ static void reset_flows(bool frags)
 			continue;
 		clear_map(m);
 	}
+	/* the reference starts each frame with no flow: so must the kernel */
+	if (!bpf_map_get_next_key(bpf_map__fd(skel->maps.ct), NULL, &key))
+		die("the connection table was not emptied");
 }
 
 static void zero_percpu(struct bpf_map *m, uint32_t key, size_t vsize)
@@ -296,6 +303,7 @@ static void run_frame(int prog, uint8_t *f, uint32_t len)
 
 	memcpy(frame, f, len);
 	reset_flows(false);
+	node.ct.n = 0;
 	for (uint32_t id = 0; id < 2; id++)
 		zero_percpu(skel->maps.pod_stats, id, sizeof(struct pi_pod_stats));
 	for (uint32_t d = 0; d < 2; d++)

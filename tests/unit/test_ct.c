@@ -670,3 +670,47 @@ UNIT_TEST(ttl_exceeded_answers_the_sender)
 	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0, "B got nothing");
 	fx_teardown(&fx);
 }
+
+/* No ICMP error answers an ICMP error or a fragment after the first
+ * (RFC 1122 3.2.2, RFC 4443 2.4 (e)): those are only dropped and counted;
+ * an echo request with TTL 1 (above) and a first fragment are answered. */
+UNIT_TEST(ttl_exceeded_not_for_errors_or_later_fragments)
+{
+	uint8_t pkt[PKT_MAX], out[PKT_MAX];
+	struct ct_fx fx;
+	uint32_t olen;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	len = echo(pkt, AF_INET, "10.0.0.1", "10.0.0.2", false, 90);
+	icmp_set(pkt, AF_INET, 11, 0);
+	pkt[22] = 1;
+	ip4_csum(pkt);
+	ASSERT_EQ(run_out(&fx, fx.if_a, pkt, len, out, &olen), PI_DROP,
+		  "v4: a time exceeded with TTL 1 is not answered");
+	len = echo(pkt, AF_INET6, "fd00::1", "fd00::2", false, 91);
+	icmp_set(pkt, AF_INET6, 1, 0);
+	pkt[21] = 1;
+	ASSERT_EQ(run_out(&fx, fx.if_a, pkt, len, out, &olen), PI_DROP,
+		  "v6: a destination unreachable with hop limit 1 is not answered");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 5000, 53 });
+	pkt_frag4(pkt, 0, 1, 4242);
+	ip4_csum(pkt);
+	ASSERT_EQ(run_out(&fx, fx.if_a, pkt, len, out, &olen), PI_REDIRECT,
+		  "v4: first fragment to B");
+	pkt_frag4(pkt, 8, 0, 4242);
+	pkt[22] = 1;
+	ip4_csum(pkt);
+	ASSERT_EQ(run_out(&fx, fx.if_a, pkt, len, out, &olen), PI_DROP,
+		  "v4: a later fragment with TTL 1 is not answered");
+	pkt_frag4(pkt, 0, 1, 4243);
+	ip4_csum(pkt);
+	ASSERT_EQ(run_out(&fx, fx.if_a, pkt, len, out, &olen), PI_REDIRECT,
+		  "v4: a first fragment with TTL 1 is answered");
+	ASSERT_EQ(out[34], 11, "v4: with a time exceeded");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_TTL], 4, "all counted as ttl");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, 1, "B got the first fragment only");
+	fx_teardown(&fx);
+}
