@@ -128,6 +128,7 @@ static struct udp_session *session_hash[SESSION_BUCKETS];
 static struct client *client_hash[CLIENT_BUCKETS];
 static int udp_listeners[2] = { -1, -1 };
 static long nconns, nsessions;
+static long long expire_last;	/* when expire() last ran, ms */
 static unsigned long long shed, refused;
 
 static long long now_ms(void)
@@ -843,14 +844,13 @@ static void udp_reply(struct udp_session *s)
  * silent client holds nothing for ever). */
 static void expire(void)
 {
-	static long long last_run;
 	long long now = now_ms();
 	struct udp_session **pp = &sessions;
 	struct conn *c, *next;
 
-	if (now - last_run < EXPIRE_EVERY_MS)
+	if (now - expire_last < EXPIRE_EVERY_MS)
 		return;
-	last_run = now;
+	expire_last = now;
 	for (c = conns; c; c = next) {
 		next = c->next;
 		if (!c->connected && now > c->deadline)

@@ -12,10 +12,20 @@
  *   datagram  a client (one of 16, IPv4 or IPv6) sends to a destination
  *             (one of 8 local addresses on the proxy's port)
  *   reply     the destination of a session answers it
- *   expire    every session idle (all go) or none idle (all stay)
+ *   expire    every session idle (all go) or none idle (all stay), with
+ *             the proxy's clock past its expiry interval or not (then
+ *             expire() may do nothing: it runs once an interval)
+ *
+ * The proxy's per-client cap is set low (CLIENT_MAX sessions per client
+ * address) so that inputs reach it: a datagram of a new pair of a client
+ * address at its cap makes no session and goes nowhere.
  *
  * Invariants after each event: one session per (client, destination)
- * pair seen and not expired, no other; a session's upstream socket is
+ * pair seen, admitted and not expired, no other; nsessions is the length
+ * of the session list; each session is in its hash bucket, and the
+ * buckets hold nothing else; each client address with sessions has one
+ * client entry, in its bucket, counting exactly its sessions (and no
+ * connections), and no other entry is left; a session's upstream socket is
  * bound to its client's address and connected to the destination, its
  * reply socket bound to the destination; a datagram reaches the
  * destination unchanged, a reply reaches the client unchanged, from the
@@ -49,6 +59,7 @@
 #define NDSTS		8
 #define MAX_EVENTS_IN	32
 #define PAYLOAD_MAX	1400
+#define CLIENT_MAX	5	/* sessions per client address (4 per family) */
 
 static int listener[2];		/* AF_INET, AF_INET6 */
 static struct steer_bpf *skel;
@@ -56,6 +67,29 @@ static struct bpf_link *steer_link;
 
 /* The model: which pairs have a session. */
 static bool has_session[2][NCLIENTS][NDSTS];
+
+/* The model's sessions of client c's address (4 clients, by port, share
+ * one) and in all. */
+static int host_sessions(int f, int c)
+{
+	int n = 0;
+
+	for (int o = c / 4 * 4; o < c / 4 * 4 + 4; o++)
+		for (int d = 0; d < NDSTS; d++)
+			n += has_session[f][o][d];
+	return n;
+}
+
+static int model_sessions(void)
+{
+	int n = 0;
+
+	for (int f = 0; f < 2; f++)
+		for (int c = 0; c < NCLIENTS; c++)
+			for (int d = 0; d < NDSTS; d++)
+				n += has_session[f][c][d];
+	return n;
+}
 
 static int count_fds(void)
 {
@@ -174,6 +208,61 @@ static struct udp_session *find(const struct sockaddr_storage *c,
 	return found;
 }
 
+/* The session hash and the client entries against the session list. */
+static void check_hashes(int total)
+{
+	int hashed = 0, clients = 0, hosts = 0;
+
+	for (int b = 0; b < SESSION_BUCKETS; b++) {
+		for (struct udp_session *h = session_hash[b]; h; h = h->hnext) {
+			struct udp_session *s;
+
+			hashed++;
+			CHECK(session_bucket(&h->client, &h->orig) ==
+			      &session_hash[b],
+			      "a session in hash bucket %d, not its own", b);
+			for (s = sessions; s && s != h; s = s->next)
+				;
+			CHECK(s, "a hashed session is not in the session list");
+			CHECK(hashed <= total, "the hash holds more sessions than the list");
+		}
+	}
+	CHECK(hashed == total, "%d sessions hashed, %d listed", hashed, total);
+	for (struct udp_session *s = sessions; s; s = s->next) {
+		struct udp_session *h = *session_bucket(&s->client, &s->orig);
+
+		while (h && h != s)
+			h = h->hnext;
+		CHECK(h, "a listed session is not in its hash bucket");
+		CHECK(s->who && s->who == client_of(&s->client, false),
+		      "a session's client entry is not its address's");
+	}
+	for (int b = 0; b < CLIENT_BUCKETS; b++) {
+		for (struct client *c = client_hash[b]; c; c = c->next) {
+			long n = 0;
+
+			clients++;
+			CHECK(&client_hash[ss_hash(&c->addr, false, 0) %
+					   CLIENT_BUCKETS] == &client_hash[b],
+			      "a client entry in bucket %d, not its own", b);
+			for (struct udp_session *s = sessions; s; s = s->next)
+				n += s->who == c;
+			CHECK(c->udp == n, "a client entry counts %ld sessions, it has %ld",
+			      c->udp, n);
+			CHECK(c->tcp == 0, "a client entry counts %ld connections, there are none",
+			      c->tcp);
+			CHECK(n > 0, "a client entry holding nothing is left");
+			CHECK(n <= client_max, "a client has %ld sessions, over its cap of %ld",
+			      n, client_max);
+		}
+	}
+	for (int f = 0; f < 2; f++)
+		for (int h = 0; h < NCLIENTS / 4; h++)
+			hosts += host_sessions(f, h * 4) > 0;
+	CHECK(clients == hosts, "%d client entries, %d client addresses with sessions",
+	      clients, hosts);
+}
+
 static void check_sessions(void)
 {
 	int total = 0, want = 0;
@@ -219,6 +308,9 @@ static void check_sessions(void)
 				CHECK(n == 1, "%d sessions for one pair", n);
 			}
 	CHECK(total == want, "%d sessions, %d pairs", total, want);
+	CHECK(nsessions == total, "nsessions %ld, %d sessions listed",
+	      nsessions, total);
+	check_hashes(total);
 }
 
 static void datagram(int f, int c, int d, const uint8_t *pl, size_t n)
@@ -229,17 +321,38 @@ static void datagram(int f, int c, int d, const uint8_t *pl, size_t n)
 	ssize_t r;
 	int fd, cnt;
 
+	bool admitted;
+	struct pollfd lp = { .fd = listener[f], .events = POLLIN };
+
 	client_addr(f, c, &cs);
 	dst_addr(f, d, &ds);
+	/* a new pair gets a session if its client address is under its cap
+	 * and the proxy under its open files limit */
+	admitted = has_session[f][c][d] ||
+		   (host_sessions(f, c) < client_max &&
+		    model_sessions() < session_max);
 	fd = our_socket(&cs);
 	CHECK(sendto(fd, pl, n, 0, (void *)&ds, ss_len(&ds)) == (ssize_t)n,
 	      "send to the proxy: %s", strerror(errno));
 	CHECK(wait_readable(&listener[f], 1),
 	      "the datagram never reached the proxy's listener");
-	recv_udp(listener[f]);
+	/* as the event loop: the listener is read while it is readable
+	 * (recv_udp() takes a bounded batch per call) */
+	do
+		recv_udp(listener[f]);
+	while (poll(&lp, 1, 0) > 0);
 	close(fd);
-	has_session[f][c][d] = true;
 	s = find(&cs, &ds, &cnt);
+	if (!admitted) {
+		CHECK(!s, "a session past the client's cap of %ld", client_max);
+		/* dropped: nothing reached the destination */
+		for (struct udp_session *o = sessions; o; o = o->next)
+			if (same_endpoint(&o->orig, &ds))
+				CHECK(recv(o->reply, got, sizeof(got), MSG_DONTWAIT) < 0,
+				      "a datagram refused a session reached its destination");
+		return;
+	}
+	has_session[f][c][d] = true;
 	CHECK(s && cnt == 1, "%d sessions after a datagram", cnt);
 	/* The destination is local: the datagram waits at a reply socket
 	 * bound to it (of this session or of another client's session with
@@ -300,15 +413,32 @@ static void reply(int f, int c, int d, const uint8_t *pl, size_t n)
 	close(dfd);
 }
 
-static void expire_all(bool all)
+/* expire() runs at most once an interval (EXPIRE_EVERY_MS): `due` stands
+ * for the clock having moved an interval on since its last run; else the
+ * real clock says whether it may run. */
+static void expire_all(bool all, bool due)
 {
-	int idle = udp_idle_ms;
+	int idle = udp_idle_ms, before = model_sessions();
+	long long last = expire_last, t0, t1;
+	bool ran;
 
+	if (due)
+		expire_last -= EXPIRE_EVERY_MS;
+	last = expire_last;
 	udp_idle_ms = all ? -1 : 1 << 30;
+	t0 = now_ms();
 	expire();
+	t1 = now_ms();
 	udp_idle_ms = idle;
-	if (all)
+	ran = expire_last != last;
+	CHECK(!(t0 - last >= EXPIRE_EVERY_MS) || ran,
+	      "expire() did not run %lld ms after its last run", t0 - last);
+	CHECK(!(t1 - last < EXPIRE_EVERY_MS) || !ran,
+	      "expire() ran %lld ms after its last run", t1 - last);
+	if (all && ran)
 		memset(has_session, 0, sizeof(has_session));
+	CHECK(!(all && ran) || !sessions,
+	      "sessions left after expiry of all %d", before);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -325,9 +455,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	/* fd00::/64 local, as 127/8 is */
 	CHECK(!system("ip -6 route add local fd00::/64 dev lo"), "local fd00::/64");
 	signal(SIGPIPE, SIG_IGN);
-	/* as the proxy's main: its limits on connections and sessions come
-	 * from the open files limit it gets */
-	CHECK(!raise_nofile(), "open files limit");
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	listener[0] = udp_listeners[0] = listen_on(AF_INET, SOCK_DGRAM, PORT);
 	listener[1] = udp_listeners[1] = listen_on(AF_INET6, SOCK_DGRAM, PORT);
@@ -373,6 +500,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			close(fds[i]);
 		free(seen);
 	}
+	/* as the proxy's main: its limits on connections and sessions come
+	 * from the open files limit it gets */
+	CHECK(!raise_nofile(), "open files limit");
+	client_max = CLIENT_MAX;
 	return 0;
 }
 
@@ -402,13 +533,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			reply(f, c, d, data + off, n);
 			break;
 		case 3:
-			expire_all(e[2] & 0x80);
+			expire_all(e[2] & 0x80, !(e[2] & 0x40));
 			break;
 		}
 		off += n;
 		check_sessions();
 	}
-	expire_all(true);
+	expire_all(true, true);
 	check_sessions();
 	fds = count_fds();
 	/* before and after this input: libFuzzer's own files (a merge's
