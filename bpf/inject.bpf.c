@@ -386,17 +386,15 @@ int proxy_assign(struct __sk_buff *skb)
 		tuple.ipv4.dport = bpf_htons(f->proxy_port);
 	else
 		tuple.ipv6.dport = bpf_htons(f->proxy_port);
-	if (p.proto == IPPROTO_TCP)
+	if (takeover) {
+		/* A lookup of its own: the takeover reads the listener's
+		 * state, and one load reached by a TCP and a UDP socket
+		 * pointer is refused by older verifiers (6.1: "same insn
+		 * cannot be used with different pointers"). */
 		sk = (struct bpf_sock *)bpf_skc_lookup_tcp(skb, &tuple, tlen,
 							   BPF_F_CURRENT_NETNS, 0);
-	else
-		sk = bpf_sk_lookup_udp(skb, &tuple, tlen, BPF_F_CURRENT_NETNS, 0);
-	/* No proxy listening: a SYN is answered with a reset so that the
-	 * client fails fast. The stack cannot answer itself: the reset's
-	 * source (D) is no address of the proxy's. UDP is dropped. */
-	if (!sk)
-		return p.proto == IPPROTO_TCP ? reflect_rst(skb, &p) : PI_DROP;
-	if (takeover) {
+		if (!sk)
+			return reflect_rst(skb, &p);
 		/* The stack's TIME_WAIT path asks for a listener on D's port;
 		 * proxy_lookup answers with this one from proxy_listeners.
 		 * Put there once: a closed listener leaves the map by itself.
@@ -413,6 +411,16 @@ int proxy_assign(struct __sk_buff *skb)
 		bpf_sk_release(sk);
 		return PI_PASS;
 	}
+	if (p.proto == IPPROTO_TCP)
+		sk = (struct bpf_sock *)bpf_skc_lookup_tcp(skb, &tuple, tlen,
+							   BPF_F_CURRENT_NETNS, 0);
+	else
+		sk = bpf_sk_lookup_udp(skb, &tuple, tlen, BPF_F_CURRENT_NETNS, 0);
+	/* No proxy listening: a SYN is answered with a reset so that the
+	 * client fails fast. The stack cannot answer itself: the reset's
+	 * source (D) is no address of the proxy's. UDP is dropped. */
+	if (!sk)
+		return p.proto == IPPROTO_TCP ? reflect_rst(skb, &p) : PI_DROP;
 assign:
 	err = bpf_sk_assign(skb, sk, 0);
 	bpf_sk_release(sk);
