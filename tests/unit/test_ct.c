@@ -556,27 +556,6 @@ out:
 
 /* ---- TTL and hop limit of routed pod traffic ---- */
 
-static uint16_t csum16(const uint8_t *b, int len, uint32_t sum)
-{
-	for (int i = 0; i + 1 < len; i += 2)
-		sum += (b[i] << 8) | b[i + 1];
-	if (len & 1)
-		sum += b[len - 1] << 8;
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return ~sum & 0xffff;
-}
-
-static void ip4_csum(uint8_t *pkt)
-{
-	uint16_t c;
-
-	pkt[24] = pkt[25] = 0;
-	c = csum16(pkt + 14, 20, 0);
-	pkt[24] = c >> 8;
-	pkt[25] = c & 0xff;
-}
-
 static uint16_t icmp6_csum(const uint8_t *pkt, int len)
 {
 	uint32_t sum = 0;
