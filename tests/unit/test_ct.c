@@ -27,29 +27,10 @@ struct ct_fx {
 static void add_pod(struct ct_fx *fx, uint32_t id, int ifindex,
 		    const char *ip4, const char *ip6, uint8_t m)
 {
-	struct pi_pod pod = { .id = id, .ifindex = ifindex,
-			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
-	struct pi_endpoint ep = { .kind = PI_EP_POD, .pod_ifindex = ifindex,
-				  .pod_id = id };
-	struct pi_endpoint_key k = { .family = AF_INET };
 	uint8_t mac[6] = { 0x02, m, 0, 0, 0, 1 }, hmac[6] = { 0x02, m, 0, 0, 0, 0xfe };
 
-	inet_pton(AF_INET, ip4, &pod.ip4);
-	inet_pton(AF_INET6, ip6, pod.ip6);
-	memcpy(pod.pod_mac, mac, 6);
-	memcpy(pod.host_mac, hmac, 6);
-	memcpy(ep.pod_mac, mac, 6);
-	memcpy(ep.host_mac, hmac, 6);
-	bpf_map__update_elem(fx->skel->maps.pods, &ifindex, 4, &pod,
-			     sizeof(pod), 0);
-	k.addr.a[0] = pod.ip4;
-	bpf_map__update_elem(fx->skel->maps.endpoints, &k, sizeof(k), &ep,
-			     sizeof(ep), 0);
-	memset(&k, 0, sizeof(k));
-	k.family = AF_INET6;
-	memcpy(k.addr.a, pod.ip6, 16);
-	bpf_map__update_elem(fx->skel->maps.endpoints, &k, sizeof(k), &ep,
-			     sizeof(ep), 0);
+	fixture_add_pod(fx->skel->maps.pods, fx->skel->maps.endpoints, id,
+			ifindex, ip4, ip6, mac, hmac);
 }
 
 static bool fx_setup(struct ct_fx *fx)
