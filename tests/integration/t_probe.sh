@@ -133,7 +133,8 @@ check no_reply_hooks sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_
 # a probe and during a matrix. Compared with the node as it is now.
 INJ=/sys/fs/bpf/podinject/$X/inject
 node_pins() { find /sys/fs/bpf/podinject/$X | sort; }
-new_pins() { comm -13 <(echo "$pins0") <(node_pins) | tr '\n' ' '; }
+# (grep, not comm: the lab's image has no comm)
+new_pins() { node_pins | grep -vxF -f <(echo "$pins0") | tr '\n' ' '; }
 probe_devs() { ip -n $X -o link show | grep -c 'pi[-_]probe'; }
 # the probe's authorisations: those of injectors other than the pod `probe`
 auths() { "$PI" -N $X -j inject list | jq '[.[] | select(.injector != "probe")] | length'; }
