@@ -13,8 +13,8 @@
 # Environment:
 #   PODINJECT_CACHE  cache directory (default ~/.cache/podinject)
 #   LAB_OUT          where initramfs images and console logs go (default build/lab)
-#   LAB_TIMEOUT      seconds per boot (default 1800: a stock kernel's full
-#                    suite takes 11-13 minutes under TCG on a shared host)
+#   LAB_TIMEOUT      seconds per boot (default 3600: debian-6.1's full
+#                    suite took 41 minutes under TCG on a shared host)
 #   LAB_MEM, LAB_SMP QEMU memory (default 2G) and CPUs (default 2)
 #   LAB_ACCEL        QEMU accelerator (default tcg; /dev/kvm here is not usable)
 #   LAB_SUITE        command run inside the VM (see lab/mkinitramfs.sh)
@@ -24,7 +24,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 LAB_OUT=${LAB_OUT:-$ROOT/build/lab}
-LAB_TIMEOUT=${LAB_TIMEOUT:-1800}
+LAB_TIMEOUT=${LAB_TIMEOUT:-3600}
 LAB_MEM=${LAB_MEM:-2G}
 LAB_SMP=${LAB_SMP:-2}
 LAB_ACCEL=${LAB_ACCEL:-tcg}

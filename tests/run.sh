@@ -4,6 +4,8 @@
 # tests make themselves, then the lab-only tests (which SKIP outside the
 # lab). One PASS/FAIL/SKIP line per test; the last line counts them.
 #   tests/run.sh [-t FILTER[,FILTER...]]   (a test runs when any matches)
+# SUITE_TIMEOUT: seconds an integration suite may take (600; the lab, under
+# emulation, gives t_scale's 1 024 pods more)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${PODINJECT_BUILD:-$ROOT/build}
@@ -99,7 +101,7 @@ else
 	for t in "$ROOT"/tests/integration/t_*.sh; do
 		name=$(basename "$t" .sh)
 		wanted "$name" || continue
-		run "$name" "$t" timeout 600 bash "$t"
+		run "$name" "$t" timeout "${SUITE_TIMEOUT:-600}" bash "$t"
 	done
 	if [ -x "$ROOT/tests/lab/run-lab-tests.sh" ] &&
 	   wanted lab; then
