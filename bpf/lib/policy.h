@@ -1,16 +1,21 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Ordered allow/deny rules. The first rule that matches decides; with no
- * match the packet is allowed. The rules are walked with bpf_loop() so that
- * a policy of thousands of rules costs no verifier time and one program
- * serves every policy size. The matcher itself is shared with userspace
- * (include/podinject_rule.h).
+ * match the packet is allowed. A packet is decided by the classifier the
+ * library compiles from the pod's rules (include/podinject_abi.h, lib/cls.c):
+ * an LPM trie lookup gives the rules whose CIDR covers the peer's address,
+ * a hash lookup and a binary search over port intervals the rules whose
+ * protocol and ports match, and the lowest position set in both vectors
+ * is the first matching rule. Its cost grows with the policy's size only
+ * by one AND per 1024 rules. The lookup steps on the vectors are shared
+ * with userspace (include/podinject_cls.h), and so is the rule matcher that
+ * defines what the classifier computes (include/podinject_rule.h).
  */
 #ifndef PODINJECT_BPF_POLICY_H
 #define PODINJECT_BPF_POLICY_H
 
 #include "parse.h"
-#include "podinject_rule.h"
+#include "podinject_cls.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -33,6 +38,74 @@ struct {
 	__type(value, struct pi_rule_stats);
 } rule_stats SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PI_MAX_RULES + 1);
+	__type(key, __u32);
+	__type(value, struct pi_cls_head);
+} cls_heads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, PI_CLS_ADDRS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct pi_cls_addr_key);
+	__type(value, __u32);
+} cls_addrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PI_CLS_L4S);
+	__type(key, struct pi_cls_l4_key);
+	__type(value, struct pi_cls_l4);
+} cls_l4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PI_CLS_PORTS);
+	__type(key, __u32);
+	__type(value, struct pi_cls_port);
+} cls_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PI_CLS_CLASSES);
+	__type(key, __u32);
+	__type(value, struct pi_cls_class);
+} cls_classes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PI_CLS_CHUNKS);
+	__type(key, __u32);
+	__type(value, struct pi_cls_chunk);
+} cls_chunks SEC(".maps");
+
+/* The classifier's lookup keys: off the stack, which the callbacks'
+ * frames on top of the programs' leave too small for them. */
+struct cls_keys {
+	struct pi_cls_addr_key addr;
+	struct pi_cls_l4_key l4;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cls_keys);
+} cls_scratch SEC(".maps");
+
+/* The state of both loops of a lookup, one struct: the stack is short. */
+struct cls_state {
+	__u32 aclass;		/* the address class */
+	__u32 lclass;		/* the L4 class */
+	__u32 pos;		/* the first position set in both, or ~0 */
+	__u32 off;		/* the port search: intervals [off + lo, off + hi) */
+	__u32 lo;
+	__u32 hi;
+	__u32 port;
+};
+
 struct policy_walk {
 	struct pi_addr peer;	/* destination (egress) or source (ingress) */
 	__u32 family;
@@ -43,23 +116,128 @@ struct policy_walk {
 	__u8 action;		/* of the matching rule, 0 = none matched */
 	__u8 pad[3];
 	__u32 rule_id;
+	/* in the walk, on the program's stack: the callback that looks up
+	 * has little of its own left */
+	struct cls_state cls;
 };
 
-static long policy_walk_one(__u32 i, void *ctx)
-{
-	struct policy_walk *w = ctx;
-	__u32 slot = w->start + i;
-	struct pi_rule *r;
+/* A binary search for the port interval holding `port`: the last start
+ * not above it. At most 2 * 32768 + 1 intervals: 17 steps. */
+#define CLS_PORT_STEPS	17
 
+
+static long cls_port_step(__u32 i, void *ctx)
+{
+	struct cls_state *s = ctx;
+	struct pi_cls_port *iv;
+	__u32 mid, key;
+
+	if (s->hi - s->lo <= 1)
+		return 1;
+	mid = s->lo + (s->hi - s->lo) / 2;
+	key = s->off + mid;
+	iv = bpf_map_lookup_elem(&cls_ports, &key);
+	if (!iv)
+		return 1;
+	if (iv->start <= s->port)
+		s->lo = mid;
+	else
+		s->hi = mid;
+	return 0;
+}
+
+/* Chunk k of both vectors: skipped when either is the empty chunk. */
+static long cls_scan_one(__u32 k, void *ctx)
+{
+	struct cls_state *c = ctx;
+	struct pi_cls_class *ca, *cl;
+	struct pi_cls_chunk *a, *b;
+	__u32 ia, ib;
+	int bit;
+
+	ca = bpf_map_lookup_elem(&cls_classes, &c->aclass);
+	cl = bpf_map_lookup_elem(&cls_classes, &c->lclass);
+	if (!ca || !cl)
+		return 1;
+	ia = ca->chunk[k & (PI_CLS_MAX_CHUNKS - 1)];
+	ib = cl->chunk[k & (PI_CLS_MAX_CHUNKS - 1)];
+	if (!ia || !ib)
+		return 0;
+	a = bpf_map_lookup_elem(&cls_chunks, &ia);
+	b = bpf_map_lookup_elem(&cls_chunks, &ib);
+	if (!a || !b)
+		return 1;
+	bit = pi_cls_chunk_first(a, b);
+	if (bit < 0)
+		return 0;
+	c->pos = k * PI_CLS_CHUNK_RULES + bit;
+	return 1;
+}
+
+/* The first rule of the policy whose rules start at `start` that matches
+ * the walk's packet: w->action and w->rule_id, left 0 when none does. A
+ * policy without its compiled form (never published so) denies. */
+static __always_inline void cls_decide(__u32 start, struct policy_walk *w)
+{
+	struct cls_state *c = &w->cls;
+	struct pi_cls_head *h;
+	struct pi_cls_l4 *l4;
+	struct cls_keys *k;
+	struct pi_rule *r;
+	__u32 *aclass, nchunks, slot = 0;
+
+	c->pos = ~0U;
+	c->lo = 0;
+	k = bpf_map_lookup_elem(&cls_scratch, &slot);
+	if (!k)
+		return;
+	h = bpf_map_lookup_elem(&cls_heads, &start);
+	if (!h || !h->nchunks) {
+		w->action = PI_DENY;
+		return;
+	}
+	k->addr.prefixlen = 64 + 128;
+	k->addr.gen = h->gen;
+	k->addr.family = w->family;
+	k->addr.addr = w->peer;
+	k->l4.gen = h->gen;
+	k->l4.proto = pi_cls_proto_key(w->proto);
+	nchunks = h->nchunks;
+	aclass = bpf_map_lookup_elem(&cls_addrs, &k->addr);
+	if (!aclass)
+		return;
+	l4 = bpf_map_lookup_elem(&cls_l4, &k->l4);
+	if (!l4) {
+		k->l4.proto = PI_CLS_PROTO_OTHER;
+		l4 = bpf_map_lookup_elem(&cls_l4, &k->l4);
+		if (!l4)
+			return;
+	}
+	c->aclass = *aclass;
+	if (w->has_ports) {
+		struct pi_cls_port *iv;
+
+		c->off = l4->port_off;
+		c->hi = l4->nports;
+		c->port = w->port;
+		bpf_loop(CLS_PORT_STEPS, cls_port_step, c, 0);
+		slot = c->off + c->lo;
+		iv = bpf_map_lookup_elem(&cls_ports, &slot);
+		if (!iv)
+			return;
+		c->lclass = iv->cls;
+	} else {
+		c->lclass = l4->noport_class;
+	}
+	bpf_loop(nchunks, cls_scan_one, c, 0);
+	if (c->pos == ~0U)
+		return;
+	slot = start + c->pos;
 	r = bpf_map_lookup_elem(&rules, &slot);
 	if (!r)
-		return 1;
-	if (!pi_rule_matches(r, w->family, &w->peer, w->proto, w->has_ports,
-			     w->port))
-		return 0;
+		return;
 	w->action = r->action;
 	w->rule_id = r->id;
-	return 1;
 }
 
 /* The pod's reference in `dir`, read as one 8-byte value: an edit flips
@@ -136,7 +314,7 @@ static long policy_try_one(__u32 i, void *ctx)
 	t->w.action = 0;
 	t->w.rule_id = 0;
 	if (u.ref.count)
-		bpf_loop(u.ref.count, policy_walk_one, &t->w, 0);
+		cls_decide(u.ref.start, &t->w);
 	if (__sync_fetch_and_add((__u64 *)ref, 0) != u.word)
 		return 0;
 	t->stable = 1;
@@ -148,8 +326,9 @@ static long policy_try_one(__u32 i, void *ctx)
  * peer is `peer`, `proto`, destination `port`. The deciding rule's counters
  * are updated by `len` (when len is non-zero).
  *
- * A range is free for reuse from the moment the reference no longer points
- * at it, which may be while this walk still reads it. So the reference is
+ * A range (rules, classes, chunks, ports) is free for reuse from the moment
+ * the reference no longer points at it, which may be while this lookup
+ * still reads it. So the reference is
  * read again after the walk, with an atomic (ordered after the slot loads):
  * unchanged (the revision never repeats), the range stayed live for the
  * whole walk and no slot read can belong to another edit; changed, the

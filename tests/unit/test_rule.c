@@ -278,24 +278,18 @@ UNIT_TEST(rule_matcher_agrees_with_pod_egress)
 	for (int set = 0; set < SETS && ok; set++) {
 		struct pi_rule rules[MAX_SET];
 		uint64_t want[MAX_SET] = { 0 }, want_bytes[MAX_SET] = { 0 };
-		uint32_t key = POD_ID * 2 + PI_DIR_EGRESS;
-		struct pi_policy_ref ref;
+		uint32_t start = below(PI_MAX_RULES - MAX_SET);
 		int n = 1 + below(MAX_SET);
 
-		/* fresh ids and a random range of the node's rule array */
-		ref.start = below(PI_MAX_RULES - MAX_SET);
-		ref.count = n;
-		ref.rev = set + 1;	/* a new policy, as lib/policy.c makes */
-		for (int i = 0; i < n; i++) {
-			uint32_t slot = ref.start + i;
-
+		/* fresh ids and a random range of the node's rule array,
+		 * published as lib/policy.c publishes an edit */
+		for (int i = 0; i < n; i++)
 			rules[i] = random_rule(base + i);
-			bpf_map__update_elem(skel->maps.rules, &slot, 4,
-					     &rules[i], sizeof(rules[i]), 0);
-		}
 		base += n;
-		bpf_map__update_elem(skel->maps.policy_refs, &key, 4, &ref,
-				     sizeof(ref), 0);
+		if (!ASSERT_OK(fixture_set_policy(skel->obj, POD_ID,
+						  PI_DIR_EGRESS, rules, n,
+						  start), "policy published"))
+			break;
 
 		for (int k = 0; k < PKTS_PER_SET && ok; k++) {
 			uint8_t buf[PKT_MAX];
