@@ -38,6 +38,7 @@ suite_progcost() {
 		[ "$r" = 1 ] && unit=rule
 		ratio "first packet, $r $unit / no policy" ns_per_packet "pod_egress, first packet, $r $unit" "pod_egress, no policy"
 	done
+	ratio "first packet, 10000 rules, CIDR covers / no policy" ns_per_packet "pod_egress, first packet, 10000 rules, CIDR covers" "pod_egress, no policy"
 	ratio "flow table full / no policy" ns_per_packet "pod_egress, no policy, flow table full" "pod_egress, no policy"
 	ratio "inject (redirect) / pod_egress" ns_per_packet "inject_egress, authorised (fallback redirect)" "pod_egress, no policy"
 	ratio "probe answer / other packet" ns_per_packet "pod_reply, probe answer taken (ring buffer)" "pod_reply, other packet (pass on)"
