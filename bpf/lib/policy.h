@@ -81,22 +81,15 @@ struct {
 	__type(value, struct pi_cls_chunk);
 } cls_chunks SEC(".maps");
 
-/* The classifier's lookup keys: off the stack, which the callbacks'
- * frames on top of the programs' leave too small for them. */
-struct cls_keys {
+/* A lookup's state and keys, in a per-CPU scratch value rather than on
+ * the stack: the programs' frames (the tracker's among them) leave the
+ * callbacks too little of the 512 bytes on 6.1, which counts every frame
+ * of the chain in 32-byte steps. A program runs to its end on its CPU
+ * (migration disabled), and the lookup holds nothing across a helper that
+ * could run another program. */
+struct cls_work {
 	struct pi_cls_addr_key addr;
 	struct pi_cls_l4_key l4;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct cls_keys);
-} cls_scratch SEC(".maps");
-
-/* The state of both loops of a lookup, one struct: the stack is short. */
-struct cls_state {
 	__u32 aclass;		/* the address class */
 	__u32 lclass;		/* the L4 class */
 	__u32 pos;		/* the first position set in both, or ~0 */
@@ -104,7 +97,20 @@ struct cls_state {
 	__u32 lo;
 	__u32 hi;
 	__u32 port;
+	__u32 ia;		/* the two classes' chunks being ANDed */
+	__u32 ib;
+	__u32 slot;		/* a key */
 };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cls_work);
+} cls_scratch SEC(".maps");
+
+/* the scratch's key, off the stack too */
+static const __u32 cls_zero = 0;
 
 struct policy_walk {
 	struct pi_addr peer;	/* destination (egress) or source (ingress) */
@@ -116,55 +122,52 @@ struct policy_walk {
 	__u8 action;		/* of the matching rule, 0 = none matched */
 	__u8 pad[3];
 	__u32 rule_id;
-	/* in the walk, on the program's stack: the callback that looks up
-	 * has little of its own left */
-	struct cls_state cls;
 };
 
 /* A binary search for the port interval holding `port`: the last start
  * not above it. At most 2 * 32768 + 1 intervals: 17 steps. */
 #define CLS_PORT_STEPS	17
 
-
 static long cls_port_step(__u32 i, void *ctx)
 {
-	struct cls_state *s = ctx;
+	struct cls_work *c = bpf_map_lookup_elem(&cls_scratch, &cls_zero);
 	struct pi_cls_port *iv;
-	__u32 mid, key;
+	__u32 mid;
 
-	if (s->hi - s->lo <= 1)
+	if (!c || c->hi - c->lo <= 1)
 		return 1;
-	mid = s->lo + (s->hi - s->lo) / 2;
-	key = s->off + mid;
-	iv = bpf_map_lookup_elem(&cls_ports, &key);
+	mid = c->lo + (c->hi - c->lo) / 2;
+	c->slot = c->off + mid;
+	iv = bpf_map_lookup_elem(&cls_ports, &c->slot);
 	if (!iv)
 		return 1;
-	if (iv->start <= s->port)
-		s->lo = mid;
+	if (iv->start <= c->port)
+		c->lo = mid;
 	else
-		s->hi = mid;
+		c->hi = mid;
 	return 0;
 }
 
 /* Chunk k of both vectors: skipped when either is the empty chunk. */
 static long cls_scan_one(__u32 k, void *ctx)
 {
-	struct cls_state *c = ctx;
+	struct cls_work *c = bpf_map_lookup_elem(&cls_scratch, &cls_zero);
 	struct pi_cls_class *ca, *cl;
 	struct pi_cls_chunk *a, *b;
-	__u32 ia, ib;
 	int bit;
 
+	if (!c)
+		return 1;
 	ca = bpf_map_lookup_elem(&cls_classes, &c->aclass);
 	cl = bpf_map_lookup_elem(&cls_classes, &c->lclass);
 	if (!ca || !cl)
 		return 1;
-	ia = ca->chunk[k & (PI_CLS_MAX_CHUNKS - 1)];
-	ib = cl->chunk[k & (PI_CLS_MAX_CHUNKS - 1)];
-	if (!ia || !ib)
+	c->ia = ca->chunk[k & (PI_CLS_MAX_CHUNKS - 1)];
+	c->ib = cl->chunk[k & (PI_CLS_MAX_CHUNKS - 1)];
+	if (!c->ia || !c->ib)
 		return 0;
-	a = bpf_map_lookup_elem(&cls_chunks, &ia);
-	b = bpf_map_lookup_elem(&cls_chunks, &ib);
+	a = bpf_map_lookup_elem(&cls_chunks, &c->ia);
+	b = bpf_map_lookup_elem(&cls_chunks, &c->ib);
 	if (!a || !b)
 		return 1;
 	bit = pi_cls_chunk_first(a, b);
@@ -174,42 +177,39 @@ static long cls_scan_one(__u32 k, void *ctx)
 	return 1;
 }
 
-/* The first rule of the policy whose rules start at `start` that matches
+/* The first rule of the policy whose rules start at w->start that matches
  * the walk's packet: w->action and w->rule_id, left 0 when none does. A
  * policy without its compiled form (never published so) denies. */
-static __always_inline void cls_decide(__u32 start, struct policy_walk *w)
+static __always_inline void cls_decide(struct policy_walk *w)
 {
-	struct cls_state *c = &w->cls;
+	struct cls_work *c = bpf_map_lookup_elem(&cls_scratch, &cls_zero);
 	struct pi_cls_head *h;
 	struct pi_cls_l4 *l4;
-	struct cls_keys *k;
 	struct pi_rule *r;
-	__u32 *aclass, nchunks, slot = 0;
+	__u32 *aclass, nchunks;
 
-	c->pos = ~0U;
-	c->lo = 0;
-	k = bpf_map_lookup_elem(&cls_scratch, &slot);
-	if (!k)
+	if (!c)
 		return;
-	h = bpf_map_lookup_elem(&cls_heads, &start);
+	h = bpf_map_lookup_elem(&cls_heads, &w->start);
 	if (!h || !h->nchunks) {
 		w->action = PI_DENY;
 		return;
 	}
-	k->addr.prefixlen = 64 + 128;
-	k->addr.gen = h->gen;
-	k->addr.family = w->family;
-	k->addr.addr = w->peer;
-	k->l4.gen = h->gen;
-	k->l4.proto = pi_cls_proto_key(w->proto);
+	c->pos = ~0U;
+	c->addr.prefixlen = 64 + 128;
+	c->addr.gen = h->gen;
+	c->addr.family = w->family;
+	c->addr.addr = w->peer;
+	c->l4.gen = h->gen;
+	c->l4.proto = pi_cls_proto_key(w->proto);
 	nchunks = h->nchunks;
-	aclass = bpf_map_lookup_elem(&cls_addrs, &k->addr);
+	aclass = bpf_map_lookup_elem(&cls_addrs, &c->addr);
 	if (!aclass)
 		return;
-	l4 = bpf_map_lookup_elem(&cls_l4, &k->l4);
+	l4 = bpf_map_lookup_elem(&cls_l4, &c->l4);
 	if (!l4) {
-		k->l4.proto = PI_CLS_PROTO_OTHER;
-		l4 = bpf_map_lookup_elem(&cls_l4, &k->l4);
+		c->l4.proto = PI_CLS_PROTO_OTHER;
+		l4 = bpf_map_lookup_elem(&cls_l4, &c->l4);
 		if (!l4)
 			return;
 	}
@@ -218,22 +218,23 @@ static __always_inline void cls_decide(__u32 start, struct policy_walk *w)
 		struct pi_cls_port *iv;
 
 		c->off = l4->port_off;
+		c->lo = 0;
 		c->hi = l4->nports;
 		c->port = w->port;
-		bpf_loop(CLS_PORT_STEPS, cls_port_step, c, 0);
-		slot = c->off + c->lo;
-		iv = bpf_map_lookup_elem(&cls_ports, &slot);
+		bpf_loop(CLS_PORT_STEPS, cls_port_step, NULL, 0);
+		c->slot = c->off + c->lo;
+		iv = bpf_map_lookup_elem(&cls_ports, &c->slot);
 		if (!iv)
 			return;
 		c->lclass = iv->cls;
 	} else {
 		c->lclass = l4->noport_class;
 	}
-	bpf_loop(nchunks, cls_scan_one, c, 0);
+	bpf_loop(nchunks, cls_scan_one, NULL, 0);
 	if (c->pos == ~0U)
 		return;
-	slot = start + c->pos;
-	r = bpf_map_lookup_elem(&rules, &slot);
+	c->slot = w->start + c->pos;
+	r = bpf_map_lookup_elem(&rules, &c->slot);
 	if (!r)
 		return;
 	w->action = r->action;
@@ -296,7 +297,7 @@ struct policy_try {
 	__u32 pad;
 };
 
-static long policy_try_one(__u32 i, void *ctx)
+static __always_inline long policy_try_one(__u32 i, void *ctx)
 {
 	union {
 		struct pi_policy_ref ref;
@@ -314,7 +315,7 @@ static long policy_try_one(__u32 i, void *ctx)
 	t->w.action = 0;
 	t->w.rule_id = 0;
 	if (u.ref.count)
-		cls_decide(u.ref.start, &t->w);
+		cls_decide(&t->w);
 	if (__sync_fetch_and_add((__u64 *)ref, 0) != u.word)
 		return 0;
 	t->stable = 1;
@@ -359,7 +360,11 @@ static __always_inline void policy_decide(__u32 pod_id, __u32 dir,
 	t.w.port = port;
 	t.w.proto = proto;
 	t.w.has_ports = has_ports;
-	bpf_loop(POLICY_WALK_TRIES, policy_try_one, &t, 0);
+	/* a loop in this frame, not a callback's: the lookup's callbacks
+	 * are a frame deeper already */
+	for (__u32 i = 0; i < POLICY_WALK_TRIES; i++)
+		if (policy_try_one(i, &t))
+			break;
 	if (!t.stable) {
 		v->action = PI_DENY;
 		return;
