@@ -269,6 +269,7 @@ struct pi_cls_port {
 };
 
 struct pi_cls_class {
+	__u32 mask;			/* bit k: chunk k is not empty */
 	__u32 chunk[PI_CLS_MAX_CHUNKS];	/* in cls_chunks; 0: empty */
 };
 
@@ -592,7 +593,7 @@ _Static_assert(sizeof(struct pi_cls_addr_key) == 28, "size of pi_cls_addr_key");
 _Static_assert(sizeof(struct pi_cls_l4_key) == 8, "size of pi_cls_l4_key");
 _Static_assert(sizeof(struct pi_cls_l4) == 16, "size of pi_cls_l4");
 _Static_assert(sizeof(struct pi_cls_port) == 8, "size of pi_cls_port");
-_Static_assert(sizeof(struct pi_cls_class) == 128, "size of pi_cls_class");
+_Static_assert(sizeof(struct pi_cls_class) == 132, "size of pi_cls_class");
 _Static_assert(sizeof(struct pi_cls_chunk) == 136, "size of pi_cls_chunk");
 _Static_assert(sizeof(struct pi_pod_stats) == 152, "size of pi_pod_stats");
 _Static_assert(sizeof(struct pi_proxy_rule) == 104, "size of pi_proxy_rule");

@@ -132,8 +132,10 @@ static int chunk_of(struct builder *b, const uint64_t *bm, uint32_t k,
 	}
 	if (!ch.summary) {
 		cl->chunk[k] = 0;
+		cl->mask &= ~(1u << k);
 		return 0;
 	}
+	cl->mask |= 1u << k;
 	return blob_intern(&b->chunks, &ch, &cl->chunk[k]);
 }
 
@@ -454,13 +456,13 @@ int cls_lookup(const struct cls_policy *c, uint32_t family,
 	} else {
 		lcls = l4->v.noport_class;
 	}
-	for (uint32_t k = 0; k < c->nchunks; k++) {
+	for (uint32_t both = c->classes[best->cls].mask & c->classes[lcls].mask;
+	     both; both &= both - 1) {
+		uint32_t k = pi_cls_ctz(both);
 		uint32_t ia = c->classes[best->cls].chunk[k];
 		uint32_t ib = c->classes[lcls].chunk[k];
 		int bit;
 
-		if (!ia || !ib)
-			continue;
 		bit = pi_cls_chunk_first(&c->chunks[ia], &c->chunks[ib]);
 		if (bit >= 0)
 			return (int)(k * PI_CLS_CHUNK_RULES + bit);
@@ -661,10 +663,12 @@ static int write_compiled(const struct cls_maps *m, const struct cls_policy *c,
 	struct pi_cls_port *pt = calloc(c->nports ? c->nports : 1, sizeof(*pt));
 	int err = !cl || !pt ? -ENOMEM : 0;
 
-	for (uint32_t i = 0; !err && i < c->nclasses; i++)
+	for (uint32_t i = 0; !err && i < c->nclasses; i++) {
+		cl[i].mask = c->classes[i].mask;
 		for (uint32_t k = 0; k < PI_CLS_MAX_CHUNKS; k++)
 			cl[i].chunk[k] = c->classes[i].chunk[k] ?
 					 h->chunk_off + c->classes[i].chunk[k] - 1 : 0;
+	}
 	for (uint32_t i = 0; !err && i < c->nports; i++)
 		pt[i] = (struct pi_cls_port){ c->ports[i].start,
 					      h->class_off + c->ports[i].cls };
@@ -828,12 +832,11 @@ int cls_lookup_maps(const struct cls_maps *m, uint32_t start, uint32_t family,
 	if (bpf_map_lookup_elem(m->classes, &acls, &ca) ||
 	    bpf_map_lookup_elem(m->classes, &l4.noport_class, &cl))
 		return -errno;
-	for (uint32_t k = 0; k < h.nchunks && k < PI_CLS_MAX_CHUNKS; k++) {
+	for (uint32_t both = ca.mask & cl.mask; both; both &= both - 1) {
+		uint32_t k = pi_cls_ctz(both);
 		struct pi_cls_chunk a, b;
 		int bit;
 
-		if (!ca.chunk[k] || !cl.chunk[k])
-			continue;
 		if (bpf_map_lookup_elem(m->chunks, &ca.chunk[k], &a) ||
 		    bpf_map_lookup_elem(m->chunks, &cl.chunk[k], &b))
 			return -errno;

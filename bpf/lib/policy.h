@@ -97,6 +97,7 @@ struct cls_work {
 	__u32 lo;
 	__u32 hi;
 	__u32 port;
+	__u32 both;		/* chunks not empty in both classes, not yet seen */
 	__u32 ia;		/* the two classes' chunks being ANDed */
 	__u32 ib;
 	__u32 slot;		/* a key */
@@ -148,24 +149,26 @@ static long cls_port_step(__u32 i, void *ctx)
 	return 0;
 }
 
-/* Chunk k of both vectors: skipped when either is the empty chunk. */
-static long cls_scan_one(__u32 k, void *ctx)
+/* The lowest chunk not empty in both classes, ANDed; called once per such
+ * chunk at most, lowest first. */
+static long cls_scan_one(__u32 i, void *ctx)
 {
 	struct cls_work *c = bpf_map_lookup_elem(&cls_scratch, &cls_zero);
 	struct pi_cls_class *ca, *cl;
 	struct pi_cls_chunk *a, *b;
+	__u32 k;
 	int bit;
 
-	if (!c)
+	if (!c || !c->both)
 		return 1;
+	k = pi_cls_ctz(c->both) & (PI_CLS_MAX_CHUNKS - 1);
+	c->both &= c->both - 1;
 	ca = bpf_map_lookup_elem(&cls_classes, &c->aclass);
 	cl = bpf_map_lookup_elem(&cls_classes, &c->lclass);
 	if (!ca || !cl)
 		return 1;
-	c->ia = ca->chunk[k & (PI_CLS_MAX_CHUNKS - 1)];
-	c->ib = cl->chunk[k & (PI_CLS_MAX_CHUNKS - 1)];
-	if (!c->ia || !c->ib)
-		return 0;
+	c->ia = ca->chunk[k];
+	c->ib = cl->chunk[k];
 	a = bpf_map_lookup_elem(&cls_chunks, &c->ia);
 	b = bpf_map_lookup_elem(&cls_chunks, &c->ib);
 	if (!a || !b)
@@ -183,6 +186,7 @@ static long cls_scan_one(__u32 k, void *ctx)
 static __always_inline void cls_decide(struct policy_walk *w)
 {
 	struct cls_work *c = bpf_map_lookup_elem(&cls_scratch, &cls_zero);
+	struct pi_cls_class *ca, *cl;
 	struct pi_cls_head *h;
 	struct pi_cls_l4 *l4;
 	struct pi_rule *r;
@@ -230,7 +234,13 @@ static __always_inline void cls_decide(struct policy_walk *w)
 	} else {
 		c->lclass = l4->noport_class;
 	}
-	bpf_loop(nchunks, cls_scan_one, NULL, 0);
+	ca = bpf_map_lookup_elem(&cls_classes, &c->aclass);
+	cl = bpf_map_lookup_elem(&cls_classes, &c->lclass);
+	if (!ca || !cl)
+		return;
+	c->both = ca->mask & cl->mask;
+	if (c->both)
+		bpf_loop(nchunks, cls_scan_one, NULL, 0);
 	if (c->pos == ~0U)
 		return;
 	c->slot = w->start + c->pos;
