@@ -563,3 +563,88 @@ out:
 	free(rules);
 	free(want);
 }
+
+static uint32_t trie_entries(int fd)
+{
+	struct pi_cls_addr_key k, next;
+	uint32_t n = 0;
+	void *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		k = next;
+		prev = &k;
+		n++;
+	}
+	return n;
+}
+
+/* A policy whose compiled form does not fit the node's pools is refused
+ * with ENOSPC and a reason, and leaves everything as it was: the reference
+ * (revision included), the old policy deciding, no trie entry behind. */
+UNIT_TEST(rule_classifier_refuses_what_does_not_fit)
+{
+	const uint32_t n = PI_MAX_RULES / 2;
+	struct pi_rule *rules = calloc(n, sizeof(*rules));
+	struct pi_rule deny_all = { .id = 1, .action = PI_DENY };
+	struct pi_pod pod = { .id = POD_ID, .flags = PI_POD_HAS_V4 };
+	struct pi_policy_ref before, after;
+	uint32_t key = POD_ID * 2 + PI_DIR_EGRESS, entries;
+	struct node_bpf *skel = NULL;
+	const char *why = NULL;
+	struct cls_maps m;
+	uint8_t buf[PKT_MAX];
+	int ifindex, len;
+
+	rng_state = 20261203;
+	if (!ASSERT_TRUE(rules, "memory") ||
+	    !ASSERT_OK(fixture_netns(), "private netns"))
+		goto out;
+	ifindex = fixture_dev("rf");
+	skel = node_bpf__open_and_load();
+	if (!ASSERT_TRUE(ifindex > 1 && skel, "load node_bpf"))
+		goto out;
+	pod.ifindex = ifindex;
+	inet_pton(AF_INET, "10.0.0.1", &pod.ip4);
+	bpf_map__update_elem(skel->maps.pods, &ifindex, 4, &pod, sizeof(pod),
+			     0);
+	m = (struct cls_maps){
+		.rules = bpf_map__fd(skel->maps.rules),
+		.refs = bpf_map__fd(skel->maps.policy_refs),
+		.heads = bpf_map__fd(skel->maps.cls_heads),
+		.addrs = bpf_map__fd(skel->maps.cls_addrs),
+		.l4 = bpf_map__fd(skel->maps.cls_l4),
+		.ports = bpf_map__fd(skel->maps.cls_ports),
+		.classes = bpf_map__fd(skel->maps.cls_classes),
+		.chunks = bpf_map__fd(skel->maps.cls_chunks),
+	};
+	if (!ASSERT_OK(cls_publish(&m, POD_ID, PI_DIR_EGRESS, &deny_all, 1,
+				   0, NULL), "a policy of one rule"))
+		goto out;
+	/* every range of ports of its own: about three chunks per rule */
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t lo = below(65536), hi = lo + below(30000);
+
+		rules[i] = (struct pi_rule){ .id = i + 2, .action = PI_ALLOW,
+			.proto = IPPROTO_TCP, .family = AF_INET,
+			.prefixlen = below(33), .port_lo = lo,
+			.port_hi = hi > 65535 ? 65535 : hi };
+		rules[i].addr.a[0] = (uint32_t)rnd();
+	}
+	entries = trie_entries(m.addrs);
+	bpf_map_lookup_elem(m.refs, &key, &before);
+	ASSERT_EQ(cls_publish(&m, POD_ID, PI_DIR_EGRESS, rules, n, 16, &why),
+		  -ENOSPC, "32 768 rules of their own port ranges refused");
+	ASSERT_TRUE(why && strstr(why, "pool is full"), "with a reason");
+	bpf_map_lookup_elem(m.refs, &key, &after);
+	ASSERT_TRUE(!memcmp(&before, &after, sizeof(before)),
+		    "the reference unchanged");
+	ASSERT_EQ(trie_entries(m.addrs), entries, "no trie entry left behind");
+	len = pkt_build(buf, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"192.0.2.1", IPPROTO_TCP, 40000, 80 });
+	ASSERT_EQ(fixture_run(bpf_program__fd(skel->progs.pod_egress), ifindex,
+			      buf, len, NULL), PI_DROP,
+		  "the old policy still decides");
+out:
+	node_bpf__destroy(skel);
+	free(rules);
+}
