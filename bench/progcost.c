@@ -115,11 +115,11 @@ static void add_pod(struct node_bpf *skel, __u32 id, int ifindex,
 }
 
 /* `count` rules for pod `id`'s egress at slot `start`, none of which
- * matches the test packet: the walk goes through all of them, then the
- * default (allow) decides. The worst case of first-match-wins. With
- * `deny_last`, the last of them denies everything: the walk goes through
- * all, and the packet is denied, so no flow entry is made and every run
- * is a flow's first packet. */
+ * matches the test packet (deny tcp 192.0.2.0/24 port 1000+i): the
+ * default (allow) decides, after the rule walk went through all of them
+ * before the classifier. With `deny_last`, the last of them denies
+ * everything, so no flow entry is made and every run is a flow's first
+ * packet. */
 static int set_rules_last(struct node_bpf *skel, __u32 id, __u32 count,
 			  __u32 start, bool deny_last);
 
