@@ -177,7 +177,9 @@ static void reset_flows(bool frags)
 		    t != BPF_MAP_TYPE_PERCPU_HASH &&
 		    t != BPF_MAP_TYPE_LRU_PERCPU_HASH)
 			continue;
-		if (m == skel->maps.pods || m == skel->maps.endpoints)
+		/* the node's configuration: pods, and the policy's classifier */
+		if (m == skel->maps.pods || m == skel->maps.endpoints ||
+		    m == skel->maps.cls_l4)
 			continue;
 		if (m == skel->maps.frags && !frags)
 			continue;
