@@ -84,9 +84,9 @@ struct {
 /* A lookup's state and keys, in a per-CPU scratch value rather than on
  * the stack: the programs' frames (the tracker's among them) leave the
  * callbacks too little of the 512 bytes on 6.1, which counts every frame
- * of the chain in 32-byte steps. A program runs to its end on its CPU
- * (migration disabled), and the lookup holds nothing across a helper that
- * could run another program. */
+ * of the chain in 32-byte steps. tc and XDP programs do not interleave on
+ * one CPU (softirq, or bottom halves disabled), so one lookup at a time
+ * uses it (docs/datapath.md). */
 struct cls_work {
 	struct pi_cls_addr_key addr;
 	struct pi_cls_l4_key l4;
