@@ -222,7 +222,7 @@ struct pi_policy_ref {
 #define PI_CLS_CHUNK_RULES	(PI_CLS_WORDS * 64)
 #define PI_CLS_MAX_CHUNKS	(PI_MAX_RULES / 2 / PI_CLS_CHUNK_RULES)
 #define PI_CLS_CLASSES		65536	/* class pool of a node */
-#define PI_CLS_CHUNKS		65536	/* chunk pool of a node */
+#define PI_CLS_CHUNKS		65536	/* chunk pool of a node: 16-bit indices */
 #define PI_CLS_PORTS		131072	/* port interval starts of a node */
 #define PI_CLS_ADDRS		(2 * PI_MAX_RULES + 8 * PI_MAX_PODS)
 #define PI_CLS_L4S		16384
@@ -270,7 +270,7 @@ struct pi_cls_port {
 
 struct pi_cls_class {
 	__u32 mask;			/* bit k: chunk k is not empty */
-	__u32 chunk[PI_CLS_MAX_CHUNKS];	/* in cls_chunks; 0: empty */
+	__u16 chunk[PI_CLS_MAX_CHUNKS];	/* in cls_chunks; 0: empty */
 };
 
 struct pi_cls_chunk {
@@ -593,7 +593,8 @@ _Static_assert(sizeof(struct pi_cls_addr_key) == 28, "size of pi_cls_addr_key");
 _Static_assert(sizeof(struct pi_cls_l4_key) == 8, "size of pi_cls_l4_key");
 _Static_assert(sizeof(struct pi_cls_l4) == 16, "size of pi_cls_l4");
 _Static_assert(sizeof(struct pi_cls_port) == 8, "size of pi_cls_port");
-_Static_assert(sizeof(struct pi_cls_class) == 132, "size of pi_cls_class");
+_Static_assert(sizeof(struct pi_cls_class) == 68, "size of pi_cls_class");
+_Static_assert(PI_CLS_CHUNKS <= 65536, "a class names chunks in 16 bits");
 _Static_assert(sizeof(struct pi_cls_chunk) == 136, "size of pi_cls_chunk");
 _Static_assert(sizeof(struct pi_pod_stats) == 152, "size of pi_pod_stats");
 _Static_assert(sizeof(struct pi_proxy_rule) == 104, "size of pi_proxy_rule");

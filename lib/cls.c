@@ -124,6 +124,8 @@ static int chunk_of(struct builder *b, const uint64_t *bm, uint32_t k,
 		    struct pi_cls_class *cl)
 {
 	struct pi_cls_chunk ch = { 0 };
+	uint32_t idx;
+	int err;
 
 	for (uint32_t j = 0; j < PI_CLS_WORDS; j++) {
 		ch.w[j] = bm[k * PI_CLS_WORDS + j];
@@ -135,8 +137,16 @@ static int chunk_of(struct builder *b, const uint64_t *bm, uint32_t k,
 		cl->mask &= ~(1u << k);
 		return 0;
 	}
+	err = blob_intern(&b->chunks, &ch, &idx);
+	if (err)
+		return err;
+	/* a class names its chunks in 16 bits, as many as the node's pool
+	 * holds: a policy of more distinct chunks could never be placed */
+	if (idx >= PI_CLS_CHUNKS)
+		return -ENOSPC;
 	cl->mask |= 1u << k;
-	return blob_intern(&b->chunks, &ch, &cl->chunk[k]);
+	cl->chunk[k] = idx;
+	return 0;
 }
 
 /* ---- compile --------------------------------------------------------- */
@@ -747,6 +757,8 @@ int cls_publish(const struct cls_maps *m, uint32_t pod_id, uint32_t dir,
 		err = cls_compile(rules, count, &c);
 		if (err == -E2BIG)
 			*why = "a policy holds at most 32768 rules";
+		if (err == -ENOSPC)
+			*why = "the node's classifier chunk pool is full";
 		if (!err)
 			err = place(m, &c, &h, why);
 		if (!err && bpf_map_lookup_elem(m->heads, &lastk, &last))
@@ -833,12 +845,12 @@ int cls_lookup_maps(const struct cls_maps *m, uint32_t start, uint32_t family,
 	    bpf_map_lookup_elem(m->classes, &l4.noport_class, &cl))
 		return -errno;
 	for (uint32_t both = ca.mask & cl.mask; both; both &= both - 1) {
-		uint32_t k = pi_cls_ctz(both);
+		uint32_t k = pi_cls_ctz(both), ia = ca.chunk[k], ib = cl.chunk[k];
 		struct pi_cls_chunk a, b;
 		int bit;
 
-		if (bpf_map_lookup_elem(m->chunks, &ca.chunk[k], &a) ||
-		    bpf_map_lookup_elem(m->chunks, &cl.chunk[k], &b))
+		if (bpf_map_lookup_elem(m->chunks, &ia, &a) ||
+		    bpf_map_lookup_elem(m->chunks, &ib, &b))
 			return -errno;
 		bit = pi_cls_chunk_first(&a, &b);
 		if (bit >= 0)

@@ -56,6 +56,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, PI_CLS_L4S);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct pi_cls_l4_key);
 	__type(value, struct pi_cls_l4);
 } cls_l4 SEC(".maps");

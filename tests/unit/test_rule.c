@@ -355,7 +355,7 @@ out:
 
 /* ---- the classifier against the walk, at every policy size ---- */
 
-#define SCALE_PKTS	600
+#define SCALE_PKTS	400
 
 /* Rules as large policies have them: mostly narrow CIDRs of both families
  * (a third nested in an earlier rule's), a few wide ones, protocols, port
