@@ -55,6 +55,11 @@ pb_teardown() {
 		ip netns del "$n" 2>/dev/null
 	done
 	rm -rf "$PB_PINS"
+	# a suite that set the kernel's RCU knob for a variant (cni) and
+	# was stopped in that round: the machine gets its own value back
+	if [ -n "${PB_RCU_EXPEDITED:-}" ]; then
+		echo "$PB_RCU_EXPEDITED" >/sys/kernel/rcu_expedited 2>/dev/null
+	fi
 }
 
 # pb_alive NETNS...: all still there? Other work on a shared machine has

@@ -19,7 +19,8 @@
  *
  * xdp_uplink: frames from other nodes for a local pod whose eth0 runs the
  * ACL go to the pod's host-side veth with XDP_REDIRECT, no skb until the
- * pod; everything else (and frames still waiting for their checksum, see
+ * pod, their TTL or hop limit one less as routed; everything else (frames
+ * with no TTL left to give, frames still waiting for their checksum, see
  * csum_pending) goes on with XDP_PASS to the tc uplink_ingress.
  * It decides no policy: the ACL on eth0 does, once.
  */
@@ -146,6 +147,45 @@ static __always_inline bool csum_pending(struct xdp_md *ctx,
 	return *field == (__u16)sum;
 }
 
+/*
+ * The node routes what it redirects from the uplink to a pod, so the TTL
+ * or hop limit goes down by one here as on the tc way (lib/ttl.h). A frame
+ * with none left to give goes the tc way, which drops it, counts it and
+ * answers the sender with a time exceeded: XDP has no skb to answer from.
+ * Returns whether the frame was decremented. IPv4's header checksum
+ * follows the 16-bit word that holds the TTL (RFC 1624: the old word out,
+ * the new one in).
+ */
+static __always_inline bool xdp_ttl_dec(struct xdp_md *ctx,
+					const struct pkt *p)
+{
+	void *data = xdp_data(ctx), *data_end = xdp_data_end(ctx);
+
+	if (p->family == AF_INET) {
+		struct iphdr *iph = data + sizeof(struct ethhdr);
+		__u16 old, new;
+		__u32 sum;
+
+		if ((void *)(iph + 1) > data_end || iph->ttl <= 1)
+			return false;
+		old = bpf_htons(((__u16)iph->ttl << 8) | iph->protocol);
+		new = bpf_htons(((__u16)(iph->ttl - 1) << 8) | iph->protocol);
+		iph->ttl--;
+		sum = (__u16)~iph->check + (__u16)~old + new;
+		sum = (sum & 0xffff) + (sum >> 16);
+		sum = (sum & 0xffff) + (sum >> 16);
+		iph->check = ~sum;
+		return true;
+	} else {
+		struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
+
+		if ((void *)(ip6 + 1) > data_end || ip6->hop_limit <= 1)
+			return false;
+		ip6->hop_limit--;
+		return true;
+	}
+}
+
 SEC("xdp")
 int xdp_uplink(struct xdp_md *ctx)
 {
@@ -172,6 +212,8 @@ int xdp_uplink(struct xdp_md *ctx)
 		return XDP_PASS;
 	if (csum_pending(ctx, &p))
 		return XDP_PASS;
+	if (!xdp_ttl_dec(ctx, &p))
+		return XDP_PASS;
 
 	/* The header the pod's eth0 accepts, as deliver_to_pod writes it. */
 	eth = xdp_data(ctx);
@@ -184,6 +226,7 @@ int xdp_uplink(struct xdp_md *ctx)
 	if (xs)
 		xs->uplink_redirects++;
 	/* Should the entry go away meanwhile, XDP_PASS hands the frame to
-	 * uplink_ingress, which delivers it the tc way. */
+	 * uplink_ingress, which delivers it the tc way (its TTL then goes
+	 * down twice: a pod being deleted, one frame at most per CPU). */
 	return redirect_map(&xdp_ports, ifindex, XDP_PASS);
 }

@@ -93,7 +93,7 @@ for t in bash ip nstat jq; do
 	command -v "$t" >/dev/null || die "host program $t is needed (lab/deps.sh)"
 	copy_tool "$t"
 done
-for t in tc bpftool iperf3 ethtool nsenter unshare ss flock ${LAB_EXTRA_TOOLS:-}; do
+for t in tc bpftool iperf3 ethtool nsenter unshare ss flock setpriv prlimit ${LAB_EXTRA_TOOLS:-}; do
 	copy_tool "$t"
 done
 # coreutils where busybox's applet differs from what the tests expect:

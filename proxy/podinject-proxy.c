@@ -474,11 +474,12 @@ static int pump(struct half *h, int in, int out)
  * wait for writability only while something is queued for it. */
 static void conn_rearm(struct conn *c)
 {
-	/* RDHUP is level-triggered: once a side's EOF is known, asking for
-	 * it again would wake the loop for nothing until the other
-	 * direction ends (HUP and ERR still come). */
-	uint32_t ce = c->up.eof ? 0 : EPOLLRDHUP;
-	uint32_t ue = c->down.eof ? 0 : EPOLLRDHUP;
+	/* No RDHUP: a FIN makes the socket readable, so EPOLLIN sees it
+	 * while the side is read. While it is not (its EOF known, or its
+	 * pipe full with the FIN queued behind data), RDHUP, level-
+	 * triggered, would wake the loop for nothing until the pipe drains
+	 * or the other direction ends. HUP and ERR still come. */
+	uint32_t ce = 0, ue = 0;
 
 	if (half_room(&c->up))
 		ce |= EPOLLIN;

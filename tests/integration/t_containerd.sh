@@ -45,7 +45,8 @@ cleanup() {
 	# address), the sandboxes' processes (ours by their namespaces, which
 	# are ours by inode) and those namespaces, the mounts under $T.
 	pkill -f "containerd-shim-runc-v2 .*-address $SOCK" 2>/dev/null
-	for p in $(pgrep -f "^/bin/busybox sleep 2147483647$"); do
+	[ ${#NS_INO[@]} = 0 ] ||	# none made: skipped, or before the first sandbox
+	for p in $(pgrep -f "^/bin/busybox sleep 2147483647$" 2>/dev/null); do
 		for n in "${!NS_INO[@]}"; do
 			[ "$(stat -L -c %i /proc/$p/ns/net 2>/dev/null)" = "${NS_INO[$n]}" ] && kill -9 "$p"
 		done

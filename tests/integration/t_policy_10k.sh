@@ -19,6 +19,13 @@ N=pl-n
 A=10.244.0.10
 B=10.244.0.11
 
+if [ -n "${PODINJECT_LAB:-}" ]; then
+	# one CLI process per rule: under emulation 10 000 of them outlast
+	# the suite's 10 minutes; the unit tests load 10 000 rules on every
+	# kernel of the lab
+	skip all "10 000 CLI calls take longer than the suite's timeout under emulation (the host runs it)"
+	exit 0
+fi
 check up node_up $N ${NODE_ARGS:-}
 in_ns $N sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
 check pod_a pi -N $N pod add pl-a --ip $A

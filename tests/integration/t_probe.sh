@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=85
+EXPECT=88
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -102,8 +102,6 @@ expect_eq burst_1000_answered "$(jq .summary.answered <<<"$out")" 1000
 check burst_rtt_plausible sh -c "echo '$out' | jq -e '.summary.rtt_ms.min > 0 and .summary.rtt_ms.p99 < 1000'"
 
 # The matrix over 4 pods, one pair blocked by policy: exactly that pair.
-# (TCP to port 8080; since the connection tracker a rule on ICMP would no
-# longer stop the blocked pod's echo replies to the other one either.)
 id=$(pi -N $X -j policy add tq-c deny to 10.244.0.13/32 proto tcp port 8080 | jq .id)
 out=$(pi -N $X -j probe matrix --proto tcp --port 8080 --timeout 1500)
 expect_eq matrix_pairs "$(jq '[.results[] | select(.verdict != "self")] | length' <<<"$out")" 12
@@ -114,6 +112,17 @@ expect_eq matrix_server_answers "$(jq -r '[.results[] | select(.to == "10.244.0.
 pi -N $X probe matrix --proto tcp --port 8080 --timeout 1500 >/tmp/tq$$.m
 check matrix_table grep -q "^tq-c .*policy#$id" /tmp/tq$$.m
 rm -f /tmp/tq$$.m
+pi -N $X policy del tq-c egress "$id" >/dev/null
+
+# The same over ICMP: tq-c may not ping 10.244.0.13, and still answers its
+# pings (the reply of a flow the other pod opened), so exactly one pair.
+id=$(pi -N $X -j policy add tq-c deny to 10.244.0.13/32 proto icmp | jq .id)
+out=$(pi -N $X -j probe matrix --proto icmp --timeout 1500)
+expect_eq matrix_icmp_blocked_pair "$(jq -r '[.results[] | select(.verdict == "dropped-by-policy") | .from + ">" + .to + "#" + (.rule|tostring)] | join(",")' <<<"$out")" \
+	"tq-c>10.244.0.13#$id"
+expect_eq matrix_icmp_others_answered "$(jq '[.results[] | select(.verdict == "answered")] | length' <<<"$out")" 11
+expect_eq matrix_icmp_blocked_answers_back "$(jq -r '[.results[] | select(.from == "tq-d" and .to == "10.244.0.12") | .verdict] | join(",")' <<<"$out")" answered
+pi -N $X policy del tq-c egress "$id" >/dev/null
 
 # Nothing of the probes stays behind.
 check no_probe_device sh -c "! ip -n $X -o link show | grep -q 'pi[-_]probe'"
@@ -124,7 +133,8 @@ check no_reply_hooks sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_
 # a probe and during a matrix. Compared with the node as it is now.
 INJ=/sys/fs/bpf/podinject/$X/inject
 node_pins() { find /sys/fs/bpf/podinject/$X | sort; }
-new_pins() { comm -13 <(echo "$pins0") <(node_pins) | tr '\n' ' '; }
+# (grep, not comm: the lab's image has no comm)
+new_pins() { node_pins | grep -vxF -f <(echo "$pins0") | tr '\n' ' '; }
 probe_devs() { ip -n $X -o link show | grep -c 'pi[-_]probe'; }
 # the probe's authorisations: those of injectors other than the pod `probe`
 auths() { "$PI" -N $X -j inject list | jq '[.[] | select(.injector != "probe")] | length'; }

@@ -16,7 +16,7 @@
 # must take the tc way (last part).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=62
+EXPECT=68
 PREFIX=xp-
 X=xp-x
 Y=xp-y
@@ -84,6 +84,18 @@ check ping_local in_ns xp-b ping -c 1 -W 2 $A4
 check ping_uplink_v4 in_ns xp-r ping -c 1 -W 2 $A4
 check ping_uplink_v6 in_ns xp-r ping -6 -c 1 -W 2 $A6
 check ping_stack in_ns $X ping -c 1 -W 2 -I $NODE4 $A4
+
+# The XDP way routes too: xp-y takes one off the TTL, xp-x's xdp_uplink
+# another, so 2 arrives with none left and goes the tc way, which drops
+# it as ttl; 3 reaches the pod through XDP_REDIRECT.
+xdp_ttl() { pi -N $X -j pod show xp-a | jq .xdp.uplink_redirects; }
+t0=$(pod_stat $X xp-a .drops.ttl); u0=$(xdp_ttl)
+check ttl_2_not_delivered_v4 sh -c "! ip netns exec xp-r ping -c 1 -W 1 -t 2 $A4 >/dev/null"
+check ttl_2_not_delivered_v6 sh -c "! ip netns exec xp-r ping -6 -c 1 -W 1 -t 2 $A6 >/dev/null"
+expect_num ttl_2_dropped_as_ttl "$(sub "$(pod_stat $X xp-a .drops.ttl)" "$t0")" 2
+check ttl_3_delivered_v4 in_ns xp-r ping -c 1 -W 2 -t 3 $A4
+check ttl_3_delivered_v6 in_ns xp-r ping -6 -c 1 -W 2 -t 3 $A6
+expect_num ttl_3_xdp_redirected "$(sub "$(xdp_ttl)" "$u0")" 2
 
 rule() {	# rule ARGS...: adds an ingress rule to xp-a, prints its id
 	pi -N $X -j policy add xp-a ingress "$@" | jq .id

@@ -20,6 +20,15 @@ int fixture_run(int prog_fd, int ifindex, const void *pkt, int len,
  * after reading. */
 struct pi_redirect_record fixture_last_redirect(int map_fd);
 
+struct bpf_map;
+
+/* A pod of the reference datapath as the library writes it, in the maps
+ * `pods` and `endpoints` of a loaded node program: pod id `id` on host-side
+ * device `ifindex`, v4 and v6 addresses, its eth0's MAC and its host side's. */
+void fixture_add_pod(const struct bpf_map *pods, const struct bpf_map *endpoints,
+		     uint32_t id, int ifindex, const char *ip4, const char *ip6,
+		     const uint8_t *mac, const uint8_t *hmac);
+
 /* What the running kernel is known to have (tests/kernels.txt, read by
  * tests/known-features.sh under $PODINJECT_ROOT, default the current
  * directory): FEATURE's value as "true"/"false"/..., or -1 when the kernel

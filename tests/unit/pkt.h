@@ -155,4 +155,28 @@ static inline void pkt_frag4(uint8_t *buf, int offset, int more, uint16_t id)
 	ip->id = htons(id);
 }
 
+/* The Internet checksum of len bytes at b, on top of sum (a pseudo-header's
+ * words, or 0), complemented: 0 over a header that carries its own. */
+static inline uint16_t csum16(const uint8_t *b, int len, uint32_t sum)
+{
+	for (int i = 0; i + 1 < len; i += 2)
+		sum += (b[i] << 8) | b[i + 1];
+	if (len & 1)
+		sum += b[len - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum & 0xffff;
+}
+
+/* Fills the header checksum of the IPv4 frame pkt_build made (no options). */
+static inline void ip4_csum(uint8_t *pkt)
+{
+	uint16_t c;
+
+	pkt[24] = pkt[25] = 0;
+	c = csum16(pkt + 14, 20, 0);
+	pkt[24] = c >> 8;
+	pkt[25] = c & 0xff;
+}
+
 #endif

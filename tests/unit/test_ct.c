@@ -27,29 +27,10 @@ struct ct_fx {
 static void add_pod(struct ct_fx *fx, uint32_t id, int ifindex,
 		    const char *ip4, const char *ip6, uint8_t m)
 {
-	struct pi_pod pod = { .id = id, .ifindex = ifindex,
-			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
-	struct pi_endpoint ep = { .kind = PI_EP_POD, .pod_ifindex = ifindex,
-				  .pod_id = id };
-	struct pi_endpoint_key k = { .family = AF_INET };
 	uint8_t mac[6] = { 0x02, m, 0, 0, 0, 1 }, hmac[6] = { 0x02, m, 0, 0, 0, 0xfe };
 
-	inet_pton(AF_INET, ip4, &pod.ip4);
-	inet_pton(AF_INET6, ip6, pod.ip6);
-	memcpy(pod.pod_mac, mac, 6);
-	memcpy(pod.host_mac, hmac, 6);
-	memcpy(ep.pod_mac, mac, 6);
-	memcpy(ep.host_mac, hmac, 6);
-	bpf_map__update_elem(fx->skel->maps.pods, &ifindex, 4, &pod,
-			     sizeof(pod), 0);
-	k.addr.a[0] = pod.ip4;
-	bpf_map__update_elem(fx->skel->maps.endpoints, &k, sizeof(k), &ep,
-			     sizeof(ep), 0);
-	memset(&k, 0, sizeof(k));
-	k.family = AF_INET6;
-	memcpy(k.addr.a, pod.ip6, 16);
-	bpf_map__update_elem(fx->skel->maps.endpoints, &k, sizeof(k), &ep,
-			     sizeof(ep), 0);
+	fixture_add_pod(fx->skel->maps.pods, fx->skel->maps.endpoints, id,
+			ifindex, ip4, ip6, mac, hmac);
 }
 
 static bool fx_setup(struct ct_fx *fx)
@@ -546,27 +527,6 @@ out:
 }
 
 /* ---- TTL and hop limit of routed pod traffic ---- */
-
-static uint16_t csum16(const uint8_t *b, int len, uint32_t sum)
-{
-	for (int i = 0; i + 1 < len; i += 2)
-		sum += (b[i] << 8) | b[i + 1];
-	if (len & 1)
-		sum += b[len - 1] << 8;
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return ~sum & 0xffff;
-}
-
-static void ip4_csum(uint8_t *pkt)
-{
-	uint16_t c;
-
-	pkt[24] = pkt[25] = 0;
-	c = csum16(pkt + 14, 20, 0);
-	pkt[24] = c >> 8;
-	pkt[25] = c & 0xff;
-}
 
 static uint16_t icmp6_csum(const uint8_t *pkt, int len)
 {

@@ -32,28 +32,8 @@ static void add_pod(struct node_fx *fx, uint32_t id, int ifindex,
 		    const char *ip4, const char *ip6, const uint8_t *mac,
 		    const uint8_t *hmac)
 {
-	struct pi_pod pod = { .id = id, .ifindex = ifindex,
-			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
-	struct pi_endpoint ep = { .kind = PI_EP_POD, .pod_ifindex = ifindex,
-				  .pod_id = id };
-	struct pi_endpoint_key k = { .family = AF_INET };
-
-	inet_pton(AF_INET, ip4, &pod.ip4);
-	inet_pton(AF_INET6, ip6, pod.ip6);
-	memcpy(pod.pod_mac, mac, 6);
-	memcpy(pod.host_mac, hmac, 6);
-	memcpy(ep.pod_mac, mac, 6);
-	memcpy(ep.host_mac, hmac, 6);
-	bpf_map__update_elem(fx->skel->maps.pods, &ifindex, 4, &pod,
-			     sizeof(pod), 0);
-	k.addr.a[0] = pod.ip4;
-	bpf_map__update_elem(fx->skel->maps.endpoints, &k, sizeof(k), &ep,
-			     sizeof(ep), 0);
-	memset(&k, 0, sizeof(k));
-	k.family = AF_INET6;
-	memcpy(k.addr.a, pod.ip6, 16);
-	bpf_map__update_elem(fx->skel->maps.endpoints, &k, sizeof(k), &ep,
-			     sizeof(ep), 0);
+	fixture_add_pod(fx->skel->maps.pods, fx->skel->maps.endpoints, id,
+			ifindex, ip4, ip6, mac, hmac);
 }
 
 static bool fx_setup(struct node_fx *fx)

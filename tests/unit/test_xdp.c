@@ -39,28 +39,8 @@ static void add_pod(struct xdp_fx *fx, uint32_t id, int ifindex,
 		    const char *ip4, const char *ip6, const uint8_t *mac,
 		    const uint8_t *hmac)
 {
-	struct pi_pod pod = { .id = id, .ifindex = ifindex,
-			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
-	struct pi_endpoint ep = { .kind = PI_EP_POD, .pod_ifindex = ifindex,
-				  .pod_id = id };
-	struct pi_endpoint_key k = { .family = AF_INET };
-
-	inet_pton(AF_INET, ip4, &pod.ip4);
-	inet_pton(AF_INET6, ip6, pod.ip6);
-	memcpy(pod.pod_mac, mac, 6);
-	memcpy(pod.host_mac, hmac, 6);
-	memcpy(ep.pod_mac, mac, 6);
-	memcpy(ep.host_mac, hmac, 6);
-	bpf_map__update_elem(fx->node->maps.pods, &ifindex, 4, &pod,
-			     sizeof(pod), 0);
-	k.addr.a[0] = pod.ip4;
-	bpf_map__update_elem(fx->node->maps.endpoints, &k, sizeof(k), &ep,
-			     sizeof(ep), 0);
-	memset(&k, 0, sizeof(k));
-	k.family = AF_INET6;
-	memcpy(k.addr.a, pod.ip6, 16);
-	bpf_map__update_elem(fx->node->maps.endpoints, &k, sizeof(k), &ep,
-			     sizeof(ep), 0);
+	fixture_add_pod(fx->node->maps.pods, fx->node->maps.endpoints, id,
+			ifindex, ip4, ip6, mac, hmac);
 }
 
 static void set_pod_flags(struct xdp_fx *fx, int ifindex, uint32_t set,
@@ -485,6 +465,7 @@ UNIT_TEST(xdp_uplink_redirects_to_pods_with_the_acl)
 	set_policy(&fx, POD_B, PI_DIR_INGRESS, &deny, 1, 400);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.1.0.5",
 		"10.0.0.2", IPPROTO_TCP, 1, 80 });
+	ip4_csum(pkt);
 	memcpy(orig, pkt, len);
 
 	/* not in the devmap yet: left to tc, untouched */
@@ -504,6 +485,11 @@ UNIT_TEST(xdp_uplink_redirects_to_pods_with_the_acl)
 	ASSERT_EQ(rd.flags, XDP_PASS, "fallback verdict");
 	ASSERT_TRUE(!memcmp(out, MAC_B, 6), "dst mac is B's eth0");
 	ASSERT_TRUE(!memcmp(out + 6, HOST_B, 6), "src mac is B's host side");
+	ASSERT_EQ(out[22], 63, "routed: TTL 64 leaves as 63");
+	ASSERT_EQ(csum16(out + 14, 20, 0), 0, "IPv4 header checksum");
+	out[22] = orig[22];
+	out[24] = orig[24];
+	out[25] = orig[25];
 	ASSERT_TRUE(!memcmp(out + 12, orig + 12, len - 12), "rest untouched");
 
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd01::5",
@@ -530,6 +516,59 @@ UNIT_TEST(xdp_uplink_redirects_to_pods_with_the_acl)
 	ASSERT_EQ(run_xdp(fx.uplink->progs.xdp_uplink, pkt, 60, NULL),
 		  XDP_PASS, "arp");
 	ASSERT_EQ(xdp_stats(&fx, POD_B).uplink_redirects, 2, "only B's");
+	fx_teardown(&fx);
+}
+
+/* The uplink's XDP way routes as the tc way does: the TTL or hop limit
+ * one less, and a frame with none left to give is tc's, which answers it. */
+UNIT_TEST(xdp_uplink_decrements_ttl)
+{
+	uint8_t pkt[PKT_MAX], out[PKT_MAX], orig[PKT_MAX];
+	struct xdp_fx fx;
+	uint32_t key;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	key = fx.if_b;
+	ASSERT_OK(bpf_map__update_elem(fx.uplink->maps.xdp_ports, &key, 4,
+				       &key, 4, 0), "devmap entry");
+	/* TTL 2 and 255 too: the checksum's carry, both ends of the byte */
+	for (int ttl = 2; ttl <= 255; ttl += 253) {
+		len = pkt_build(pkt, &(struct pkt_spec){ AF_INET,
+			"10.1.0.5", "10.0.0.2", IPPROTO_UDP, 7, 53 });
+		pkt[22] = ttl;
+		ip4_csum(pkt);
+		ASSERT_EQ(run_xdp(fx.uplink->progs.xdp_uplink, pkt, len, out),
+			  XDP_REDIRECT, "v4 redirected");
+		ASSERT_EQ(out[22], ttl - 1, "v4 TTL one less");
+		ASSERT_EQ(csum16(out + 14, 20, 0), 0, "v4 header checksum");
+	}
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.1.0.5",
+		"10.0.0.2", IPPROTO_UDP, 7, 53 });
+	pkt[22] = 1;
+	ip4_csum(pkt);
+	memcpy(orig, pkt, len);
+	ASSERT_EQ(run_xdp(fx.uplink->progs.xdp_uplink, pkt, len, out),
+		  XDP_PASS, "v4 TTL 1: the tc way answers it");
+	ASSERT_TRUE(!memcmp(out, orig, len), "v4 TTL 1: untouched");
+	pkt[22] = 0;
+	ip4_csum(pkt);
+	ASSERT_EQ(run_xdp(fx.uplink->progs.xdp_uplink, pkt, len, NULL),
+		  XDP_PASS, "v4 TTL 0: the tc way");
+
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd01::5",
+		"fd00::2", IPPROTO_UDP, 7, 53 });
+	ASSERT_EQ(run_xdp(fx.uplink->progs.xdp_uplink, pkt, len, out),
+		  XDP_REDIRECT, "v6 redirected");
+	ASSERT_EQ(out[21], 63, "v6 hop limit one less");
+	pkt[21] = 1;
+	memcpy(orig, pkt, len);
+	ASSERT_EQ(run_xdp(fx.uplink->progs.xdp_uplink, pkt, len, out),
+		  XDP_PASS, "v6 hop limit 1: the tc way answers it");
+	ASSERT_TRUE(!memcmp(out, orig, len), "v6 hop limit 1: untouched");
+	ASSERT_EQ(xdp_stats(&fx, POD_B).uplink_redirects, 3,
+		  "only the decremented ones redirected");
 	fx_teardown(&fx);
 }
 
