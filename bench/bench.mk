@@ -36,9 +36,9 @@ $(OUT)/pbload: bench/pbload.c $(OUT)/bench.skel.h
 	@printf '  %-8s %s\n' CC $@
 	@$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-$(OUT)/progcost: bench/progcost.c $(BUILD)/node.skel.h $(BUILD)/inject.skel.h include/podinject_abi.h | $(OUT)
+$(OUT)/progcost: bench/progcost.c lib/cls.c lib/cls.h $(BUILD)/node.skel.h $(BUILD)/inject.skel.h include/podinject_abi.h include/podinject_cls.h | $(OUT)
 	@printf '  %-8s %s\n' CC $@
-	@$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+	@$(CC) $(CFLAGS) -Ilib bench/progcost.c lib/cls.c -o $@ $(LDLIBS)
 
 $(OUT)/transparent.so: bench/transparent.c | $(OUT)
 	@printf '  %-8s %s\n' CC $@

@@ -28,6 +28,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "podinject_abi.h"
+#include "cls.h"
 #include "node.skel.h"
 #include "inject.skel.h"
 
@@ -114,11 +115,11 @@ static void add_pod(struct node_bpf *skel, __u32 id, int ifindex,
 }
 
 /* `count` rules for pod `id`'s egress at slot `start`, none of which
- * matches the test packet: the walk goes through all of them, then the
- * default (allow) decides. The worst case of first-match-wins. With
- * `deny_last`, the last of them denies everything: the walk goes through
- * all, and the packet is denied, so no flow entry is made and every run
- * is a flow's first packet. */
+ * matches the test packet (deny tcp 192.0.2.0/24 port 1000+i): the
+ * default (allow) decides, after the rule walk went through all of them
+ * before the classifier. With `deny_last`, the last of them denies
+ * everything, so no flow entry is made and every run is a flow's first
+ * packet. */
 static int set_rules_last(struct node_bpf *skel, __u32 id, __u32 count,
 			  __u32 start, bool deny_last);
 
@@ -131,31 +132,39 @@ static int set_rules(struct node_bpf *skel, __u32 id, __u32 count,
 static int set_rules_last(struct node_bpf *skel, __u32 id, __u32 count,
 			  __u32 start, bool deny_last)
 {
-	struct pi_policy_ref ref = { .start = start, .count = count }, old;
-	__u32 key = id * 2 + PI_DIR_EGRESS;
+	struct cls_maps m = {
+		.rules = bpf_map__fd(skel->maps.rules),
+		.refs = bpf_map__fd(skel->maps.policy_refs),
+		.heads = bpf_map__fd(skel->maps.cls_heads),
+		.addrs = bpf_map__fd(skel->maps.cls_addrs),
+		.l4 = bpf_map__fd(skel->maps.cls_l4),
+		.ports = bpf_map__fd(skel->maps.cls_ports),
+		.classes = bpf_map__fd(skel->maps.cls_classes),
+		.chunks = bpf_map__fd(skel->maps.cls_chunks),
+	};
+	struct pi_rule *rules = calloc(count, sizeof(*rules));
+	int err;
 
-	if (!bpf_map__lookup_elem(skel->maps.policy_refs, &key, 4, &old,
-				  sizeof(old), 0))
-		ref.rev = old.rev + 1;
-
+	if (!rules)
+		return -ENOMEM;
 	for (__u32 i = 0; i < count; i++) {
 		struct pi_rule r = { .id = start + i + 1, .action = PI_DENY,
 				     .proto = IPPROTO_TCP, .family = AF_INET,
 				     .prefixlen = 24,
 				     .port_lo = 1000 + i % 50000,
 				     .port_hi = 1000 + i % 50000 };
-		__u32 slot = start + i;
 
 		inet_pton(AF_INET, "192.0.2.0", &r.addr.a[0]);
 		if (deny_last && i == count - 1)
 			r = (struct pi_rule){ .id = start + i + 1,
 					      .action = PI_DENY };
-		if (bpf_map__update_elem(skel->maps.rules, &slot, 4, &r,
-					 sizeof(r), 0))
-			return -errno;
+		rules[i] = r;
 	}
-	return bpf_map__update_elem(skel->maps.policy_refs, &key, 4, &ref,
-				    sizeof(ref), 0) ? -errno : 0;
+	/* as the library publishes an edit: rules, their classifier, the
+	 * reference flipped (lib/cls.c) */
+	err = cls_publish(&m, id, PI_DIR_EGRESS, rules, count, start, NULL);
+	free(rules);
+	return err;
 }
 
 static int run_case(struct tcase *c, unsigned int repeat, double *ns)
@@ -336,6 +345,10 @@ int main(int argc, char **argv)
 		snprintf(ip, sizeof(ip), "10.0.2.%d", i + 1);
 		ADD(first[i], egress, iff[i], ip, "10.0.0.1", PI_DROP);
 	}
+	/* the peer inside every rule's CIDR: the address class holds all
+	 * 10 000 rules, only the port tells them from the last */
+	ADD("pod_egress, first packet, 10000 rules, CIDR covers", egress,
+	    iff[3], "10.0.2.4", "192.0.2.7", PI_DROP);
 	ADD("pod_egress, no policy, flow table full",
 	    bpf_program__fd(full->progs.pod_egress), ifz, "10.0.3.1",
 	    "10.0.0.1", PI_REDIRECT);

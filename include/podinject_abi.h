@@ -15,7 +15,7 @@
  * another version is refused (node_open), never read: its maps may not
  * mean what this build thinks. Bump it with any change to a struct below,
  * to a map's size or to the set of pinned objects. */
-#define PI_ABI_VERSION		3
+#define PI_ABI_VERSION		4
 
 #define PI_NAME_LEN		32
 #define PI_MAX_PODS		1024
@@ -203,6 +203,80 @@ struct pi_policy_ref {
 /* A pod's policy holds at most this many rules in one direction (the
  * reference's count is 16 bits wide). */
 #define PI_MAX_POD_RULES	(PI_MAX_RULES / 2)
+
+/*
+ * The rule classifier (bpf/lib/cls.h, lib/cls.c): each pod's policy in one
+ * direction compiled into bit vectors, so that a packet is decided by a few
+ * lookups instead of a walk. Bit i of a vector stands for the rule at
+ * position i of the policy. The address class (an LPM trie lookup) holds
+ * the rules whose CIDR covers the address, the L4 class (protocol, then a
+ * binary search over port interval starts) the rules whose protocol and
+ * ports match; the first bit set in both is the deciding rule.
+ *
+ * A vector is cut into chunks of PI_CLS_CHUNK_RULES rules, each with a
+ * summary word (bit j: word j is not zero); a class lists its chunks by
+ * index in the node's chunk pool, where identical chunks are stored once
+ * and index 0 is the empty chunk, never written.
+ */
+#define PI_CLS_WORDS		16
+#define PI_CLS_CHUNK_RULES	(PI_CLS_WORDS * 64)
+#define PI_CLS_MAX_CHUNKS	(PI_MAX_RULES / 2 / PI_CLS_CHUNK_RULES)
+#define PI_CLS_CLASSES		65536	/* class pool of a node */
+#define PI_CLS_CHUNKS		65536	/* chunk pool of a node: 16-bit indices */
+#define PI_CLS_PORTS		131072	/* port interval starts of a node */
+#define PI_CLS_ADDRS		(2 * PI_MAX_RULES + 8 * PI_MAX_PODS)
+#define PI_CLS_L4S		16384
+#define PI_CLS_PROTO_OTHER	256	/* L4 key of protocols no rule names */
+
+/* cls_heads[start]: the compiled form of the policy whose rules start at
+ * slot `start` of `rules` (a live range's start is unique, so the pod's
+ * reference flip switches rules and classifier together). Entry
+ * PI_MAX_RULES holds the last generation handed out. */
+struct pi_cls_head {
+	__u32 gen;		/* keys its cls_addrs and cls_l4 entries */
+	__u32 nchunks;		/* chunks per vector: rules / 1024, rounded up */
+	__u32 class_off;	/* its range in cls_classes */
+	__u32 nclasses;
+	__u32 chunk_off;	/* its range in cls_chunks (the empty one apart) */
+	__u32 nchunk;
+	__u32 port_off;		/* its range in cls_ports */
+	__u32 nports;
+};
+
+struct pi_cls_addr_key {
+	__u32 prefixlen;	/* 64 + the CIDR's */
+	__u32 gen;
+	__u32 family;
+	struct pi_addr addr;
+};
+
+struct pi_cls_l4_key {
+	__u32 gen;
+	__u32 proto;		/* ICMPv6 as ICMP; PI_CLS_PROTO_OTHER */
+};
+
+struct pi_cls_l4 {
+	__u32 noport_class;	/* packets whose ports were not read */
+	__u32 port_off;		/* its first port interval in cls_ports */
+	__u32 nports;		/* intervals; the first starts at port 0 */
+	__u32 pad;
+};
+
+/* A port interval: from `start` to the next interval's start. */
+struct pi_cls_port {
+	__u32 start;
+	__u32 cls;		/* its L4 class */
+};
+
+struct pi_cls_class {
+	__u32 mask;			/* bit k: chunk k is not empty */
+	__u16 chunk[PI_CLS_MAX_CHUNKS];	/* in cls_chunks; 0: empty */
+};
+
+struct pi_cls_chunk {
+	__u64 summary;
+	__u64 w[PI_CLS_WORDS];
+};
 
 struct pi_rule_stats {
 	__u64 packets;
@@ -514,6 +588,14 @@ _Static_assert(sizeof(struct pi_pod_meta) == 680, "size of pi_pod_meta");
 _Static_assert(sizeof(struct pi_rule) == 28, "size of pi_rule");
 _Static_assert(sizeof(struct pi_policy_ref) == 8, "size of pi_policy_ref");
 _Static_assert(sizeof(struct pi_rule_stats) == 16, "size of pi_rule_stats");
+_Static_assert(sizeof(struct pi_cls_head) == 32, "size of pi_cls_head");
+_Static_assert(sizeof(struct pi_cls_addr_key) == 28, "size of pi_cls_addr_key");
+_Static_assert(sizeof(struct pi_cls_l4_key) == 8, "size of pi_cls_l4_key");
+_Static_assert(sizeof(struct pi_cls_l4) == 16, "size of pi_cls_l4");
+_Static_assert(sizeof(struct pi_cls_port) == 8, "size of pi_cls_port");
+_Static_assert(sizeof(struct pi_cls_class) == 68, "size of pi_cls_class");
+_Static_assert(PI_CLS_CHUNKS <= 65536, "a class names chunks in 16 bits");
+_Static_assert(sizeof(struct pi_cls_chunk) == 136, "size of pi_cls_chunk");
 _Static_assert(sizeof(struct pi_pod_stats) == 152, "size of pi_pod_stats");
 _Static_assert(sizeof(struct pi_proxy_rule) == 104, "size of pi_proxy_rule");
 _Static_assert(sizeof(struct pi_flow) == 64, "size of pi_flow");

@@ -9,6 +9,7 @@
 #define PODINJECT_LIB_H
 
 #include "state.h"
+#include "cls.h"
 
 #define POD_DEV_PREFIX	"pi-"
 #define POD_NAME_MAX	12	/* "pi-" + name fits IFNAMSIZ */
@@ -35,5 +36,7 @@ int pod_remove(struct pi_node *n, const struct pi_pod_info *pod);
 
 /* Drops a pod's policy in both directions (a new pod starts clean). */
 int policy_clear_pod(struct pi_node *n, uint32_t pod_id);
+/* The node's maps the classifier is published into and read from. */
+struct cls_maps policy_cls_maps(const struct pi_node *n);
 
 #endif

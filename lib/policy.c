@@ -16,6 +16,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "lib.h"
+#include "cls.h"
 
 static int read_ref(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 		    struct pi_policy_ref *ref)
@@ -27,88 +28,19 @@ static int read_ref(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 	       -errno : 0;
 }
 
-/* `count` consecutive elements of an array map from key `first`, in as
- * few syscalls as the kernel allows (a batch lookup; slot by slot where
- * batches are refused). An edit reads and writes whole rule lists: one
- * syscall per rule made `policy add` of the 10 000th rule cost 10 000. */
-static int array_read(int fd, uint32_t first, uint32_t count, void *out,
-		      size_t vsize)
-{
-	DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
-	uint32_t *keys, done = 0;
-	int err = 0;
-
-	if (!count)
-		return 0;
-	keys = calloc(count, sizeof(*keys));
-	if (!keys)
-		return -ENOMEM;
-	while (done < count) {
-		/* the batch starts after the key in_batch names */
-		uint32_t in = first + done - 1, next, n = count - done;
-
-		err = bpf_map_lookup_batch(fd, first + done ? &in : NULL, &next,
-					   keys, (char *)out + done * vsize,
-					   &n, &opts) ? -errno : 0;
-		if (err && err != -ENOENT)
-			break;
-		if (!n) {
-			err = err ? err : -EIO;
-			break;
-		}
-		done += n;
-		err = 0;
-	}
-	free(keys);
-	if (!err)
-		return 0;
-	for (uint32_t i = 0; i < count; i++) {
-		uint32_t k = first + i;
-
-		if (bpf_map_lookup_elem(fd, &k, (char *)out + i * vsize))
-			return -errno;
-	}
-	return 0;
-}
-
-static int array_write(int fd, uint32_t first, uint32_t count,
-		       const void *vals, size_t vsize)
-{
-	DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
-	uint32_t *keys, n = count;
-	int err;
-
-	if (!count)
-		return 0;
-	keys = calloc(count, sizeof(*keys));
-	if (!keys)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < count; i++)
-		keys[i] = first + i;
-	err = bpf_map_update_batch(fd, keys, vals, &n, &opts) ? -errno : 0;
-	free(keys);
-	if (!err)
-		return 0;
-	for (uint32_t i = 0; i < count; i++) {
-		uint32_t k = first + i;
-
-		if (bpf_map_update_elem(fd, &k, (const char *)vals + i * vsize, 0))
-			return -errno;
-	}
-	return 0;
-}
-
 static int read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
 		      struct pi_rule *out)
 {
-	return array_read(n->maps[M_RULES], ref->start, ref->count, out,
+	/* in batches: one syscall per rule made `policy add` of the
+	 * 10 000th rule cost 10 000 */
+	return cls_array_read(n->maps[M_RULES], ref->start, ref->count, out,
 			  sizeof(*out));
 }
 
 /* Every pod's references, both directions. */
 static int read_all_refs(const struct pi_node *n, struct pi_policy_ref *refs)
 {
-	return array_read(n->maps[M_POLICY_REFS], 0, PI_MAX_PODS * 2, refs,
+	return cls_array_read(n->maps[M_POLICY_REFS], 0, PI_MAX_PODS * 2, refs,
 			  sizeof(*refs));
 }
 
@@ -189,35 +121,37 @@ static int alloc_rule_id(const struct pi_node *n, uint32_t *id)
 	return -ENOSPC;
 }
 
-/* Publishes `rules` as the pod's policy in `dir`. */
+struct cls_maps policy_cls_maps(const struct pi_node *n)
+{
+	return (struct cls_maps){
+		.rules = n->maps[M_RULES],
+		.refs = n->maps[M_POLICY_REFS],
+		.heads = n->maps[M_CLS_HEADS],
+		.addrs = n->maps[M_CLS_ADDRS],
+		.l4 = n->maps[M_CLS_L4],
+		.ports = n->maps[M_CLS_PORTS],
+		.classes = n->maps[M_CLS_CLASSES],
+		.chunks = n->maps[M_CLS_CHUNKS],
+	};
+}
+
+/* Publishes `rules` as the pod's policy in `dir`: into a free range of
+ * `rules`, compiled into the classifier's pools (lib/cls.c). */
 static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 			const struct pi_rule *rules, uint32_t count)
 {
-	struct pi_policy_ref ref = { .count = count }, old;
-	uint32_t key = pod_id * 2 + dir;
-	int err;
+	struct cls_maps m = policy_cls_maps(n);
+	const char *why = NULL;
+	uint32_t start = 0;
+	int err = 0;
 
-	/* The revision moves with every edit: flows decided before it are
-	 * decided again (bpf/lib/ct.h), walks that read the old range see
-	 * that it may have been reused (bpf/lib/policy.h). */
-	err = read_ref(n, pod_id, dir, &old);
-	if (err)
-		return err;
-	ref.rev = old.rev + 1;
-	if (count) {
-		uint32_t start;
-
+	if (count)
 		err = find_free_range(n, count, &start);
-		if (err)
-			return err;
-		ref.start = start;
-		err = array_write(n->maps[M_RULES], start, count, rules,
-				  sizeof(*rules));
-		if (err)
-			return err;
-	}
-	return bpf_map_update_elem(n->maps[M_POLICY_REFS], &key, &ref, 0) ?
-	       -errno : 0;
+	if (!err)
+		err = cls_publish(&m, pod_id, dir, rules, count, start, &why);
+	if (err && why)
+		pr_err("%s; the policy is unchanged", why);
+	return err;
 }
 
 int policy_clear_pod(struct pi_node *n, uint32_t pod_id)

@@ -38,6 +38,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "cls.h"
 #include "inject.h"
 #include "lib.h"
 #include "nl.h"
@@ -223,31 +224,31 @@ static int send_frame(struct session *ss, const uint8_t *buf, int len)
 /* ---- the pod's policy, as the node datapath evaluates it --------------- */
 
 /* The deny rule that decides this probe in the pod's egress policy, or 0:
- * the pod's rules walked as pod_egress walks them, with the datapath's own
- * matcher, on the packet the probe sends. */
+ * the datapath's classifier lookup (lib/cls.c) on the maps pod_egress
+ * reads, for the packet the probe sends. */
 static uint32_t policy_deny_rule(const struct pi_node *n, const struct probe *pr)
 {
+	struct cls_maps m = policy_cls_maps(n);
 	struct pi_policy_ref ref;
-	uint32_t key = pr->pod->id * 2 + PI_DIR_EGRESS;
+	uint32_t key = pr->pod->id * 2 + PI_DIR_EGRESS, slot;
 	uint8_t proto = pr->proto;
 	bool ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
 	struct pi_rule r;
+	int pos;
 
 	if (pr->family == AF_INET6 && proto == IPPROTO_ICMP)
 		proto = IPPROTO_ICMPV6;	/* what build_frame puts on the wire */
-	if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &key, &ref))
+	if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &key, &ref) ||
+	    !ref.count)
 		return 0;
-	for (uint32_t i = 0; i < ref.count; i++) {
-		uint32_t slot = ref.start + i;
-
-		if (bpf_map_lookup_elem(n->maps[M_RULES], &slot, &r))
-			return 0;
-		if (!pi_rule_matches(&r, pr->family, &pr->dst, proto, ports,
-				     ports ? pr->dport : 0))
-			continue;
-		return r.action == PI_DENY ? r.id : 0;
-	}
-	return 0;
+	pos = cls_lookup_maps(&m, ref.start, pr->family, &pr->dst, proto,
+			      ports, ports ? pr->dport : 0);
+	if (pos < 0)
+		return 0;
+	slot = ref.start + pos;
+	if (bpf_map_lookup_elem(n->maps[M_RULES], &slot, &r))
+		return 0;
+	return r.action == PI_DENY ? r.id : 0;
 }
 
 static uint64_t rule_packets(const struct pi_node *n, uint32_t id)

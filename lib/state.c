@@ -28,6 +28,12 @@ const char *const node_map_names[M__COUNT] = {
 	[M_POLICY_REFS] = "policy_refs",
 	[M_RULE_STATS] = "rule_stats",
 	[M_CT] = "ct",
+	[M_CLS_HEADS] = "cls_heads",
+	[M_CLS_ADDRS] = "cls_addrs",
+	[M_CLS_L4] = "cls_l4",
+	[M_CLS_PORTS] = "cls_ports",
+	[M_CLS_CLASSES] = "cls_classes",
+	[M_CLS_CHUNKS] = "cls_chunks",
 };
 
 const char *const node_prog_names[P__COUNT] = {

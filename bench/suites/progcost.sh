@@ -2,9 +2,10 @@
 # Suite "progcost": ns per packet of podinject's own programs, from
 # BPF_PROG_TEST_RUN with `repeat` (bench/progcost.c): pod_egress with no
 # policy; an established flow (the connection tracker's entry decides) and
-# a flow's first packet (every rule walked: the last one denies, so no
-# entry is made and every run is a first packet) at 1, 100, 1000 and
-# 10 000 rules; no policy with the flow table full (65 536 flows); the
+# a flow's first packet (decided by the rule classifier: the last rule
+# denies, so no entry is made and every run is a first packet) at 1, 100,
+# 1000 and 10 000 rules, and at 10 000 with the peer inside every rule's
+# CIDR; no policy with the flow table full (65 536 flows); the
 # spoof drop, pod_ingress,
 # uplink_ingress, the injection decision (authorised: redirect; the
 # injector's own traffic: passed on), and the probe reply match at a probed
@@ -38,6 +39,7 @@ suite_progcost() {
 		[ "$r" = 1 ] && unit=rule
 		ratio "first packet, $r $unit / no policy" ns_per_packet "pod_egress, first packet, $r $unit" "pod_egress, no policy"
 	done
+	ratio "first packet, 10000 rules, CIDR covers / no policy" ns_per_packet "pod_egress, first packet, 10000 rules, CIDR covers" "pod_egress, no policy"
 	ratio "flow table full / no policy" ns_per_packet "pod_egress, no policy, flow table full" "pod_egress, no policy"
 	ratio "inject (redirect) / pod_egress" ns_per_packet "inject_egress, authorised (fallback redirect)" "pod_egress, no policy"
 	ratio "probe answer / other packet" ns_per_packet "pod_reply, probe answer taken (ring buffer)" "pod_reply, other packet (pass on)"

@@ -55,10 +55,10 @@ $(FUZZ_BUILD)/fuzz_proxy: tests/fuzz/fuzz_proxy.c proxy/podinject-proxy.c $(FUZZ
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(FUZZ_BUILD) tests/fuzz/fuzz_proxy.c -o $@ -lbpf -lelf -lz
 
 # The real node programs, through the skeleton of the main build.
-$(FUZZ_BUILD)/fuzz_bpf: tests/fuzz/fuzz_bpf.c tests/fuzz/bpf_ref.h tests/unit/fixture.c lib/nl.c $(BUILD)/node.skel.h $(HEADERS) | $(FUZZ_BUILD)
+$(FUZZ_BUILD)/fuzz_bpf: tests/fuzz/fuzz_bpf.c tests/fuzz/bpf_ref.h tests/unit/fixture.c lib/nl.c lib/cls.c $(BUILD)/node.skel.h $(HEADERS) | $(FUZZ_BUILD)
 	$(call msg,FUZZ,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fno-sanitize=alignment -I$(BUILD) -Itests/unit \
-		tests/fuzz/fuzz_bpf.c tests/unit/fixture.c lib/nl.c -o $@ -lbpf -lelf -lz -lmnl
+		tests/fuzz/fuzz_bpf.c tests/unit/fixture.c lib/nl.c lib/cls.c -o $@ -lbpf -lelf -lz -lmnl
 
 # make test runs them briefly (tests/integration/t_fuzz.sh)
 test: fuzz-build

@@ -177,7 +177,9 @@ static void reset_flows(bool frags)
 		    t != BPF_MAP_TYPE_PERCPU_HASH &&
 		    t != BPF_MAP_TYPE_LRU_PERCPU_HASH)
 			continue;
-		if (m == skel->maps.pods || m == skel->maps.endpoints)
+		/* the node's configuration: pods, and the policy's classifier */
+		if (m == skel->maps.pods || m == skel->maps.endpoints ||
+		    m == skel->maps.cls_l4)
 			continue;
 		if (m == skel->maps.frags && !frags)
 			continue;
@@ -227,17 +229,7 @@ static uint64_t rule_packets(uint32_t id)
 
 static void set_policy(uint32_t dir, uint32_t count, uint32_t start)
 {
-	struct pi_policy_ref ref = { .start = start, .count = count };
-	uint32_t key = 0 * 2 + dir;
-
-	for (uint32_t i = 0; i < count; i++) {
-		uint32_t slot = start + i;
-
-		bpf_map__update_elem(skel->maps.rules, &slot, 4,
-				     &rules[dir][i], sizeof(rules[dir][i]), 0);
-	}
-	bpf_map__update_elem(skel->maps.policy_refs, &key, 4, &ref,
-			     sizeof(ref), 0);
+	fixture_set_policy(skel->obj, 0, dir, rules[dir], count, start);
 	node.pod[0].rules[dir] = rules[dir];
 	node.pod[0].nrules[dir] = count;
 }

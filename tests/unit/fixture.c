@@ -8,6 +8,7 @@
 #include <string.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "cls.h"
 #include "fixture.h"
 #include "nl.h"
 
@@ -81,6 +82,29 @@ int fixture_known(const char *feature, char *val, int len)
 	val[n] = 0;
 	rc = pclose(f);
 	return rc == 0 && n > 0 ? 0 : -1;
+}
+
+int fixture_set_policy(struct bpf_object *obj, uint32_t pod, uint32_t dir,
+		       const struct pi_rule *rules, uint32_t count,
+		       uint32_t start)
+{
+	struct cls_maps m = {
+		.rules = bpf_object__find_map_fd_by_name(obj, "rules"),
+		.refs = bpf_object__find_map_fd_by_name(obj, "policy_refs"),
+		.heads = bpf_object__find_map_fd_by_name(obj, "cls_heads"),
+		.addrs = bpf_object__find_map_fd_by_name(obj, "cls_addrs"),
+		.l4 = bpf_object__find_map_fd_by_name(obj, "cls_l4"),
+		.ports = bpf_object__find_map_fd_by_name(obj, "cls_ports"),
+		.classes = bpf_object__find_map_fd_by_name(obj, "cls_classes"),
+		.chunks = bpf_object__find_map_fd_by_name(obj, "cls_chunks"),
+	};
+	const char *why = NULL;
+	int err = cls_publish(&m, pod, dir, rules, count, start, &why);
+
+	if (err)
+		fprintf(stderr, "fixture_set_policy: %s: %s\n", strerror(-err),
+			why ? why : "");
+	return err;
 }
 
 void fixture_add_pod(const struct bpf_map *pods, const struct bpf_map *endpoints,

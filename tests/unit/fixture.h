@@ -36,4 +36,13 @@ void fixture_add_pod(const struct bpf_map *pods, const struct bpf_map *endpoints
  * expectation from the probe would compare the probe with itself. */
 int fixture_known(const char *feature, char *val, int len);
 
+struct bpf_object;
+/* Publishes `rules` as pod `pod`'s policy in `dir` at rule slot `start`
+ * of the object's maps, as the library publishes an edit (lib/cls.c:
+ * rules, the compiled classifier, a reference flip with a new revision).
+ * 0 or -errno. */
+int fixture_set_policy(struct bpf_object *obj, uint32_t pod, uint32_t dir,
+		       const struct pi_rule *rules, uint32_t count,
+		       uint32_t start);
+
 #endif

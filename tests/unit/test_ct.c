@@ -97,20 +97,7 @@ static void set_policy(struct ct_fx *fx, uint32_t id, uint32_t dir,
 		       const struct pi_rule *rules, uint32_t count,
 		       uint32_t start)
 {
-	struct pi_policy_ref ref = { .start = start, .count = count }, old;
-	uint32_t key = id * 2 + dir;
-
-	if (!bpf_map__lookup_elem(fx->skel->maps.policy_refs, &key, 4, &old,
-				  sizeof(old), 0))
-		ref.rev = old.rev + 1;
-	for (uint32_t i = 0; i < count; i++) {
-		uint32_t slot = start + i;
-
-		bpf_map__update_elem(fx->skel->maps.rules, &slot, 4, &rules[i],
-				     sizeof(rules[i]), 0);
-	}
-	bpf_map__update_elem(fx->skel->maps.policy_refs, &key, 4, &ref,
-			     sizeof(ref), 0);
+	fixture_set_policy(fx->skel->obj, id, dir, rules, count, start);
 }
 
 static struct pi_rule deny_proto(uint32_t id, uint8_t proto)
@@ -444,6 +431,7 @@ UNIT_TEST(ct_tcp_close_and_reopen)
  * that slot after it was reused would let A's packet through. Every one
  * of A's packets must be dropped. */
 #define CHURN_RULES	3000
+#define CHURN_IDLE_POD	7
 
 struct churn {
 	struct ct_fx *fx;
@@ -498,8 +486,11 @@ UNIT_TEST(policy_walk_survives_range_reuse)
 					     .proto = IPPROTO_TCP,
 					     .port_lo = 1, .port_hi = 1 };
 	rules[CHURN_RULES - 1] = (struct pi_rule){ .id = 2, .action = PI_DENY };
+	/* both ranges compiled and live (the second as an idle pod's), so
+	 * that the editor's flips of A's reference between them stand for
+	 * edits */
 	set_policy(&fx, 0, PI_DIR_EGRESS, rules, CHURN_RULES, CHURN_RULES);
-	set_policy(&fx, 0, PI_DIR_EGRESS, rules, CHURN_RULES, 0);
+	set_policy(&fx, CHURN_IDLE_POD, PI_DIR_EGRESS, rules, CHURN_RULES, 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_UDP, 5000, 53 });
 	ctx.ifindex = fx.if_a;

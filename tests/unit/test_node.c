@@ -114,21 +114,7 @@ static void set_policy(struct node_fx *fx, uint32_t id, uint32_t dir,
 		       const struct pi_rule *rules, uint32_t count,
 		       uint32_t start)
 {
-	struct pi_policy_ref ref = { .start = start, .count = count }, old;
-	uint32_t key = id * 2 + dir;
-
-	/* as lib/policy.c publishes an edit: a new revision */
-	if (!bpf_map__lookup_elem(fx->skel->maps.policy_refs, &key, 4, &old, sizeof(old), 0))
-		ref.rev = old.rev + 1;
-
-	for (uint32_t i = 0; i < count; i++) {
-		uint32_t slot = start + i;
-
-		bpf_map__update_elem(fx->skel->maps.rules, &slot, 4, &rules[i],
-				     sizeof(rules[i]), 0);
-	}
-	bpf_map__update_elem(fx->skel->maps.policy_refs, &key, 4, &ref,
-			     sizeof(ref), 0);
+	fixture_set_policy(fx->skel->obj, id, dir, rules, count, start);
 }
 
 static struct pi_rule rule(uint32_t id, uint8_t action, const char *cidr,

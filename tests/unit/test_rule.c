@@ -19,6 +19,7 @@
 #include "pkt.h"
 #include "unit.h"
 #include "fixture.h"
+#include "cls.h"
 
 #define SETS		250
 #define PKTS_PER_SET	16
@@ -278,24 +279,18 @@ UNIT_TEST(rule_matcher_agrees_with_pod_egress)
 	for (int set = 0; set < SETS && ok; set++) {
 		struct pi_rule rules[MAX_SET];
 		uint64_t want[MAX_SET] = { 0 }, want_bytes[MAX_SET] = { 0 };
-		uint32_t key = POD_ID * 2 + PI_DIR_EGRESS;
-		struct pi_policy_ref ref;
+		uint32_t start = below(PI_MAX_RULES - MAX_SET);
 		int n = 1 + below(MAX_SET);
 
-		/* fresh ids and a random range of the node's rule array */
-		ref.start = below(PI_MAX_RULES - MAX_SET);
-		ref.count = n;
-		ref.rev = set + 1;	/* a new policy, as lib/policy.c makes */
-		for (int i = 0; i < n; i++) {
-			uint32_t slot = ref.start + i;
-
+		/* fresh ids and a random range of the node's rule array,
+		 * published as lib/policy.c publishes an edit */
+		for (int i = 0; i < n; i++)
 			rules[i] = random_rule(base + i);
-			bpf_map__update_elem(skel->maps.rules, &slot, 4,
-					     &rules[i], sizeof(rules[i]), 0);
-		}
 		base += n;
-		bpf_map__update_elem(skel->maps.policy_refs, &key, 4, &ref,
-				     sizeof(ref), 0);
+		if (!ASSERT_OK(fixture_set_policy(skel->obj, POD_ID,
+						  PI_DIR_EGRESS, rules, n,
+						  start), "policy published"))
+			break;
 
 		for (int k = 0; k < PKTS_PER_SET && ok; k++) {
 			uint8_t buf[PKT_MAX];
@@ -356,4 +351,300 @@ out:
 	node_bpf__destroy(skel);
 	free(per_rule);
 	free(per_pod);
+}
+
+/* ---- the classifier against the walk, at every policy size ---- */
+
+#define SCALE_PKTS	400
+
+/* Rules as large policies have them: mostly narrow CIDRs of both families
+ * (a third nested in an earlier rule's), a few wide ones, protocols, port
+ * ranges of every width; rarely a rule that takes everything, so that
+ * first matches fall anywhere in the list. */
+static struct pi_rule scale_rule(const struct pi_rule *earlier, uint32_t n,
+				 uint32_t total, uint32_t id)
+{
+	bool late = n >= total - total / 10;	/* where wide rules may go */
+	bool wide;
+	static const uint8_t protos[] = { 0, 0, IPPROTO_TCP, IPPROTO_TCP,
+		IPPROTO_TCP, IPPROTO_UDP, IPPROTO_UDP, IPPROTO_ICMP,
+		IPPROTO_ICMPV6, 132 };
+	struct pi_rule r = { .id = id };
+	uint32_t max;
+
+	r.action = chance(50) ? PI_ALLOW : PI_DENY;
+	r.family = late && chance(2) ? 0 : chance(55) ? AF_INET : AF_INET6;
+	max = r.family == AF_INET6 ? 128 : 32;
+	if (r.family && n && chance(35) && earlier[below(n)].family == r.family) {
+		const struct pi_rule *p = &earlier[below(n)];
+
+		while (p->family != r.family)
+			p = &earlier[below(n)];
+		r.addr = p->addr;
+		r.prefixlen = p->prefixlen + below(max - p->prefixlen + 1);
+		if (r.prefixlen > p->prefixlen && chance(50))
+			flip_bit(&r.addr, p->prefixlen + below(r.prefixlen -
+							       p->prefixlen));
+	} else if (r.family) {
+		random_addr(r.family, &r.addr);
+		r.prefixlen = chance(5) ? below(max / 2) :
+			      max / 2 + below(max / 2 + 1);
+	}
+	/* a wide CIDR early in the list names a port of one protocol */
+	wide = r.prefixlen < max / 2 && !late;
+	r.proto = wide ? IPPROTO_TCP : protos[below(sizeof(protos))];
+	if (late && chance(3))
+		r.proto = 0, r.prefixlen = chance(50) ? 0 : r.prefixlen;
+	if ((r.proto == IPPROTO_TCP || r.proto == IPPROTO_UDP || !r.proto) &&
+	    (wide || chance(60))) {
+		uint32_t lo = below(65536);
+		uint32_t hi = lo + (chance(40) || wide ? 0 :
+				     below(chance(10) ? 30000 : 300));
+
+		r.port_lo = lo;
+		r.port_hi = hi > 65535 ? 65535 : hi;
+	}
+	return r;
+}
+
+/*
+ * For random policies of 1 to 10 000 rules and packets aimed at their
+ * rules' edges: the position the classifier finds in memory (lib/cls.c)
+ * and on the node's maps (the datapath's lookup from userspace, as the
+ * probe runs it), and pod_egress's verdict and the rule it counts, must
+ * all be the first rule pi_rule_matches() takes in a walk of the list.
+ */
+UNIT_TEST(rule_classifier_agrees_with_walk_at_scale)
+{
+	static const uint32_t sizes[] = { 1, 10, 100, 1000, 10000,
+					  1, 10, 100, 1000, 10000 };
+	const uint32_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
+	uint64_t seed = 20261202;
+	int ncpu = libbpf_num_possible_cpus(), ifindex, prog;
+	int packets = 0, deep = 0, none = 0;
+	struct pi_rule_stats *per_rule = calloc(ncpu, sizeof(*per_rule));
+	struct pi_rule *rules = calloc(10000, sizeof(*rules));
+	uint64_t *want = calloc(10000 + 1, sizeof(*want));
+	struct pi_pod pod = { .id = POD_ID,
+			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
+	struct node_bpf *skel = NULL;
+	struct cls_maps m;
+	bool ok = true;
+
+	if (getenv("PODINJECT_RULE_SEED"))
+		seed = strtoull(getenv("PODINJECT_RULE_SEED"), NULL, 0);
+	rng_state = seed;
+	if (!ASSERT_TRUE(per_rule && rules && want, "memory") ||
+	    !ASSERT_OK(fixture_netns(), "private netns"))
+		goto out;
+	ifindex = fixture_dev("rc");
+	if (!ASSERT_TRUE(ifindex > 1, "fixture device"))
+		goto out;
+	skel = node_bpf__open_and_load();
+	if (!ASSERT_TRUE(skel, "load node_bpf"))
+		goto out;
+	pod.ifindex = ifindex;
+	inet_pton(AF_INET, "10.0.0.1", &pod.ip4);
+	inet_pton(AF_INET6, "fd00::1", pod.ip6);
+	bpf_map__update_elem(skel->maps.pods, &ifindex, 4, &pod, sizeof(pod),
+			     0);
+	prog = bpf_program__fd(skel->progs.pod_egress);
+	m = (struct cls_maps){
+		.rules = bpf_map__fd(skel->maps.rules),
+		.refs = bpf_map__fd(skel->maps.policy_refs),
+		.heads = bpf_map__fd(skel->maps.cls_heads),
+		.addrs = bpf_map__fd(skel->maps.cls_addrs),
+		.l4 = bpf_map__fd(skel->maps.cls_l4),
+		.ports = bpf_map__fd(skel->maps.cls_ports),
+		.classes = bpf_map__fd(skel->maps.cls_classes),
+		.chunks = bpf_map__fd(skel->maps.cls_chunks),
+	};
+
+	for (uint32_t s = 0; s < nsizes && ok; s++) {
+		uint32_t n = sizes[s], start = s % 2 ? 0 : 20000;
+		struct cls_policy c;
+		char what[200];
+
+		for (uint32_t i = 0; i < n; i++)
+			rules[i] = scale_rule(rules, i, n, i + 1);
+		memset(want, 0, (n + 1) * sizeof(*want));
+		/* fresh counters: ids 1..n are reused from set to set */
+		for (uint32_t i = 0; i < n; i++) {
+			memset(per_rule, 0, ncpu * sizeof(*per_rule));
+			bpf_map__update_elem(skel->maps.rule_stats, &rules[i].id,
+					     4, per_rule,
+					     ncpu * sizeof(*per_rule), 0);
+		}
+		snprintf(what, sizeof(what), "seed %" PRIu64 ", %u rules: compiled",
+			 seed, n);
+		if (!ASSERT_OK(cls_compile(rules, n, &c), what))
+			break;
+		snprintf(what, sizeof(what), "seed %" PRIu64 ", %u rules: published",
+			 seed, n);
+		if (!ASSERT_OK(fixture_set_policy(skel->obj, POD_ID,
+						  PI_DIR_EGRESS, rules, n,
+						  start), what)) {
+			cls_policy_free(&c);
+			break;
+		}
+		for (int k = 0; k < SCALE_PKTS && ok; k++) {
+			uint8_t buf[PKT_MAX];
+			struct tpkt t;
+			bool ports;
+			int len, verdict, idx, mem, maps;
+
+			random_packet(rules, n, &t);
+			ports = tpkt_has_ports(&t);
+			len = frame(&t, buf);
+			idx = user_decides(rules, n, &t);
+			mem = cls_lookup(&c, t.family, &t.dst, t.proto, ports,
+					 ports ? t.dport : 0);
+			maps = cls_lookup_maps(&m, start, t.family, &t.dst,
+					       t.proto, ports,
+					       ports ? t.dport : 0);
+			verdict = fixture_run(prog, ifindex, buf, len, NULL);
+			packets++;
+			deep += idx >= (int)n / 2 && n >= 100;
+			none += idx < 0;
+			if (idx >= 0)
+				want[idx]++;
+			snprintf(what, sizeof(what),
+				 "seed %" PRIu64 ", %u rules, packet %d: classifier in memory",
+				 seed, n, k);
+			ok = ASSERT_EQ(mem, idx, what);
+			snprintf(what, sizeof(what),
+				 "seed %" PRIu64 ", %u rules, packet %d: classifier on the maps",
+				 seed, n, k);
+			ok = ok && ASSERT_EQ(maps, idx, what);
+			snprintf(what, sizeof(what),
+				 "seed %" PRIu64 ", %u rules, packet %d: pod_egress verdict",
+				 seed, n, k);
+			ok = ok && ASSERT_EQ(verdict, idx >= 0 &&
+					     rules[idx].action == PI_DENY ?
+					     PI_DROP : PI_PASS, what);
+			if (ok && idx >= 0) {
+				struct pi_rule_stats st = rule_counter(
+					skel, rules[idx].id, per_rule, ncpu);
+
+				snprintf(what, sizeof(what),
+					 "seed %" PRIu64 ", %u rules, packet %d: counter of the deciding rule %d",
+					 seed, n, k, idx);
+				ok = ASSERT_EQ(st.packets, want[idx], what);
+			}
+			if (!ok && n <= MAX_SET)
+				describe(seed, (int)s, k, rules, n, &t);
+			else if (!ok)
+				fprintf(stderr, "  packet family %d proto %u dport %u; walk: %d, in memory: %d, maps: %d\n",
+					t.family, t.proto, t.dport, idx, mem, maps);
+		}
+		/* no other rule was counted */
+		for (uint32_t i = 0; i < n && ok; i++) {
+			struct pi_rule_stats st = rule_counter(skel, rules[i].id,
+							       per_rule, ncpu);
+
+			snprintf(what, sizeof(what),
+				 "seed %" PRIu64 ", %u rules: counter of rule %u",
+				 seed, n, i);
+			ok = ASSERT_EQ(st.packets, want[i], what);
+		}
+		cls_policy_free(&c);
+	}
+	if (!ok)
+		goto out;
+	if (getenv("UNIT_VERBOSE"))
+		fprintf(stderr, "seed %" PRIu64 ": %d packets, %d decided in the second half of a list of 100 or more, %d by none\n",
+			seed, packets, deep, none);
+	ASSERT_EQ(packets, SCALE_PKTS * (int)nsizes, "packets run");
+	ASSERT_TRUE(deep > packets / 8, "many decided deep in large lists");
+	ASSERT_TRUE(none > packets / 20, "some matched no rule");
+out:
+	node_bpf__destroy(skel);
+	free(per_rule);
+	free(rules);
+	free(want);
+}
+
+static uint32_t trie_entries(int fd)
+{
+	struct pi_cls_addr_key k, next;
+	uint32_t n = 0;
+	void *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		k = next;
+		prev = &k;
+		n++;
+	}
+	return n;
+}
+
+/* A policy whose compiled form does not fit the node's pools is refused
+ * with ENOSPC and a reason, and leaves everything as it was: the reference
+ * (revision included), the old policy deciding, no trie entry behind. */
+UNIT_TEST(rule_classifier_refuses_what_does_not_fit)
+{
+	const uint32_t n = PI_MAX_RULES / 2;
+	struct pi_rule *rules = calloc(n, sizeof(*rules));
+	struct pi_rule deny_all = { .id = 1, .action = PI_DENY };
+	struct pi_pod pod = { .id = POD_ID, .flags = PI_POD_HAS_V4 };
+	struct pi_policy_ref before, after;
+	uint32_t key = POD_ID * 2 + PI_DIR_EGRESS, entries;
+	struct node_bpf *skel = NULL;
+	const char *why = NULL;
+	struct cls_maps m;
+	uint8_t buf[PKT_MAX];
+	int ifindex, len;
+
+	rng_state = 20261203;
+	if (!ASSERT_TRUE(rules, "memory") ||
+	    !ASSERT_OK(fixture_netns(), "private netns"))
+		goto out;
+	ifindex = fixture_dev("rf");
+	skel = node_bpf__open_and_load();
+	if (!ASSERT_TRUE(ifindex > 1 && skel, "load node_bpf"))
+		goto out;
+	pod.ifindex = ifindex;
+	inet_pton(AF_INET, "10.0.0.1", &pod.ip4);
+	bpf_map__update_elem(skel->maps.pods, &ifindex, 4, &pod, sizeof(pod),
+			     0);
+	m = (struct cls_maps){
+		.rules = bpf_map__fd(skel->maps.rules),
+		.refs = bpf_map__fd(skel->maps.policy_refs),
+		.heads = bpf_map__fd(skel->maps.cls_heads),
+		.addrs = bpf_map__fd(skel->maps.cls_addrs),
+		.l4 = bpf_map__fd(skel->maps.cls_l4),
+		.ports = bpf_map__fd(skel->maps.cls_ports),
+		.classes = bpf_map__fd(skel->maps.cls_classes),
+		.chunks = bpf_map__fd(skel->maps.cls_chunks),
+	};
+	if (!ASSERT_OK(cls_publish(&m, POD_ID, PI_DIR_EGRESS, &deny_all, 1,
+				   0, NULL), "a policy of one rule"))
+		goto out;
+	/* every range of ports of its own: about three chunks per rule */
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t lo = below(65536), hi = lo + below(30000);
+
+		rules[i] = (struct pi_rule){ .id = i + 2, .action = PI_ALLOW,
+			.proto = IPPROTO_TCP, .family = AF_INET,
+			.prefixlen = below(33), .port_lo = lo,
+			.port_hi = hi > 65535 ? 65535 : hi };
+		rules[i].addr.a[0] = (uint32_t)rnd();
+	}
+	entries = trie_entries(m.addrs);
+	bpf_map_lookup_elem(m.refs, &key, &before);
+	ASSERT_EQ(cls_publish(&m, POD_ID, PI_DIR_EGRESS, rules, n, 16, &why),
+		  -ENOSPC, "32 768 rules of their own port ranges refused");
+	ASSERT_TRUE(why && strstr(why, "pool is full"), "with a reason");
+	bpf_map_lookup_elem(m.refs, &key, &after);
+	ASSERT_TRUE(!memcmp(&before, &after, sizeof(before)),
+		    "the reference unchanged");
+	ASSERT_EQ(trie_entries(m.addrs), entries, "no trie entry left behind");
+	len = pkt_build(buf, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"192.0.2.1", IPPROTO_TCP, 40000, 80 });
+	ASSERT_EQ(fixture_run(bpf_program__fd(skel->progs.pod_egress), ifindex,
+			      buf, len, NULL), PI_DROP,
+		  "the old policy still decides");
+out:
+	node_bpf__destroy(skel);
+	free(rules);
 }
