@@ -4,8 +4,8 @@
 # tests make themselves, then the lab-only tests (which SKIP outside the
 # lab). One PASS/FAIL/SKIP line per test; the last line counts them.
 #   tests/run.sh [-t FILTER[,FILTER...]]   (a test runs when any matches)
-# SUITE_TIMEOUT: seconds an integration suite may take (600; the lab, under
-# emulation, gives t_scale's 1 024 pods more)
+# SUITE_TIMEOUT: seconds an integration suite may take (600), UNIT_TIMEOUT
+# the BPF unit tests (300); the lab, under emulation, gives both more
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${PODINJECT_BUILD:-$ROOT/build}
@@ -90,7 +90,7 @@ if [ "$(id -u)" != 0 ]; then
 	echo "FAIL all: the tests load BPF programs and make namespaces; run as root" | tee -a "$out"
 else
 	if wanted unit; then
-		run unit "" env PODINJECT_ROOT="$ROOT" timeout 300 "$BUILD/unit_tests"
+		run unit "" env PODINJECT_ROOT="$ROOT" timeout "${UNIT_TIMEOUT:-300}" "$BUILD/unit_tests"
 	fi
 	if wanted nl_check; then
 		run nl_check "" timeout 120 "$BUILD/nl_check"
