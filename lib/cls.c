@@ -549,6 +549,57 @@ int cls_array_write(int fd, uint32_t first, uint32_t count, const void *vals,
 	return 0;
 }
 
+/* ---- the address trie in batches -------------------------------------- */
+
+/* Writes n keys and values into a hash-like map (the trie): one
+ * BPF_MAP_UPDATE_BATCH where the kernel has it for the map (6.12 has it
+ * for LPM tries), else one call per entry. A policy of 10 000 prefixes is
+ * rewritten on each edit, and the calls were most of an edit's time. */
+static int keyed_write(int fd, const void *keys, size_t ksize,
+		       const void *vals, size_t vsize, uint32_t n)
+{
+	DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	uint32_t done = n;
+
+	if (!bpf_map_update_batch(fd, keys, vals, &done, &opts))
+		return 0;
+	/* the kernel's "no batch for this map" (ENOTSUPP, 524, is not in
+	 * user space's errno.h): what it took stays, the rest one by one */
+	if (errno != EINVAL && errno != EOPNOTSUPP && errno != 524)
+		return -errno;
+	if (done > n)
+		done = 0;
+	for (; done < n; done++)
+		if (bpf_map_update_elem(fd, (const char *)keys + done * ksize,
+					(const char *)vals + done * vsize, 0))
+			return -errno;
+	return 0;
+}
+
+/* Deletes n keys, some of which may be missing or named twice (rules that
+ * share a prefix): a batch stops at the first missing key, so it goes on
+ * after it. */
+static void keyed_delete(int fd, const void *keys, size_t ksize, uint32_t n)
+{
+	DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	uint32_t done = 0, cnt;
+
+	while (done < n) {
+		cnt = n - done;
+		if (!bpf_map_delete_batch(fd, (const char *)keys + done * ksize,
+					  &cnt, &opts))
+			return;
+		done += cnt;
+		if (errno == ENOENT) {
+			done++;
+			continue;
+		}
+		break;
+	}
+	for (; done < n; done++)
+		bpf_map_delete_elem(fd, (const char *)keys + done * ksize);
+}
+
 /* ---- publish --------------------------------------------------------- */
 
 struct span {
@@ -589,21 +640,33 @@ static void delete_keys(const struct cls_maps *m, uint32_t gen,
 			const struct pi_rule *rules, uint32_t count)
 {
 	uint32_t *keys = calloc(count + 1, sizeof(*keys)), nkeys;
+	struct pi_cls_addr_key *ak = calloc((count + 1) * ADDR_FAMILIES,
+					    sizeof(*ak));
+	uint32_t na = 0;
 
 	for (uint32_t f = 0; f < ADDR_FAMILIES; f++) {
 		struct pi_cls_addr_key k = { .prefixlen = 64, .gen = gen,
 					     .family = families[f] };
 
-		bpf_map_delete_elem(m->addrs, &k);
+		if (ak)
+			ak[na++] = k;
+		else
+			bpf_map_delete_elem(m->addrs, &k);
 		for (uint32_t i = 0; i < count; i++) {
 			if (rules[i].family && rules[i].family != families[f])
 				continue;
 			k.prefixlen = 64 + rule_plen(&rules[i]);
 			k.addr = rules[i].addr;
 			mask_addr(&k.addr, rule_plen(&rules[i]));
-			bpf_map_delete_elem(m->addrs, &k);
+			if (ak)
+				ak[na++] = k;
+			else
+				bpf_map_delete_elem(m->addrs, &k);
 		}
 	}
+	if (ak)
+		keyed_delete(m->addrs, ak, sizeof(*ak), na);
+	free(ak);
 	if (!keys)
 		return;
 	nkeys = l4_keys(rules, count, keys);
@@ -704,17 +767,27 @@ static int write_compiled(const struct cls_maps *m, const struct cls_policy *c,
 			*why = "the node's classifier L4 table is full";
 		}
 	}
-	for (uint32_t i = 0; !err && i < c->naddrs; i++) {
-		const struct cls_addr *a = &c->addrs[i];
-		struct pi_cls_addr_key k = { .prefixlen = 64 + a->plen,
-					     .gen = h->gen, .family = a->family,
-					     .addr = a->addr };
-		uint32_t v = h->class_off + a->cls;
+	if (!err && c->naddrs) {
+		struct pi_cls_addr_key *ks = calloc(c->naddrs, sizeof(*ks));
+		uint32_t *vs = calloc(c->naddrs, sizeof(*vs));
 
-		if (bpf_map_update_elem(m->addrs, &k, &v, 0)) {
-			err = -errno;
-			*why = "the node's classifier address trie is full";
+		if (!ks || !vs)
+			err = -ENOMEM;
+		for (uint32_t i = 0; !err && i < c->naddrs; i++) {
+			const struct cls_addr *a = &c->addrs[i];
+
+			ks[i] = (struct pi_cls_addr_key){ .prefixlen = 64 + a->plen,
+				.gen = h->gen, .family = a->family, .addr = a->addr };
+			vs[i] = h->class_off + a->cls;
 		}
+		if (!err) {
+			err = keyed_write(m->addrs, ks, sizeof(*ks), vs,
+					  sizeof(*vs), c->naddrs);
+			if (err)
+				*why = "the node's classifier address trie is full";
+		}
+		free(ks);
+		free(vs);
 	}
 	return err;
 }
