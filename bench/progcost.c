@@ -132,16 +132,7 @@ static int set_rules(struct node_bpf *skel, __u32 id, __u32 count,
 static int set_rules_last(struct node_bpf *skel, __u32 id, __u32 count,
 			  __u32 start, bool deny_last)
 {
-	struct cls_maps m = {
-		.rules = bpf_map__fd(skel->maps.rules),
-		.refs = bpf_map__fd(skel->maps.policy_refs),
-		.heads = bpf_map__fd(skel->maps.cls_heads),
-		.addrs = bpf_map__fd(skel->maps.cls_addrs),
-		.l4 = bpf_map__fd(skel->maps.cls_l4),
-		.ports = bpf_map__fd(skel->maps.cls_ports),
-		.classes = bpf_map__fd(skel->maps.cls_classes),
-		.chunks = bpf_map__fd(skel->maps.cls_chunks),
-	};
+	struct cls_maps m = CLS_MAPS_OF(skel);
 	struct pi_rule *rules = calloc(count, sizeof(*rules));
 	int err;
 

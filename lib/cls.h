@@ -22,6 +22,19 @@ struct cls_maps {
 	int chunks;
 };
 
+/* The classifier's maps of a loaded skeleton that has the node program's
+ * maps (node_bpf in the unit tests and the bench). */
+#define CLS_MAPS_OF(skel) ((struct cls_maps){				\
+	.rules = bpf_map__fd((skel)->maps.rules),			\
+	.refs = bpf_map__fd((skel)->maps.policy_refs),			\
+	.heads = bpf_map__fd((skel)->maps.cls_heads),			\
+	.addrs = bpf_map__fd((skel)->maps.cls_addrs),			\
+	.l4 = bpf_map__fd((skel)->maps.cls_l4),				\
+	.ports = bpf_map__fd((skel)->maps.cls_ports),			\
+	.classes = bpf_map__fd((skel)->maps.cls_classes),		\
+	.chunks = bpf_map__fd((skel)->maps.cls_chunks),			\
+})
+
 struct cls_addr {
 	uint32_t family;
 	uint32_t plen;

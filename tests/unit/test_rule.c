@@ -449,16 +449,7 @@ UNIT_TEST(rule_classifier_agrees_with_walk_at_scale)
 	bpf_map__update_elem(skel->maps.pods, &ifindex, 4, &pod, sizeof(pod),
 			     0);
 	prog = bpf_program__fd(skel->progs.pod_egress);
-	m = (struct cls_maps){
-		.rules = bpf_map__fd(skel->maps.rules),
-		.refs = bpf_map__fd(skel->maps.policy_refs),
-		.heads = bpf_map__fd(skel->maps.cls_heads),
-		.addrs = bpf_map__fd(skel->maps.cls_addrs),
-		.l4 = bpf_map__fd(skel->maps.cls_l4),
-		.ports = bpf_map__fd(skel->maps.cls_ports),
-		.classes = bpf_map__fd(skel->maps.cls_classes),
-		.chunks = bpf_map__fd(skel->maps.cls_chunks),
-	};
+	m = CLS_MAPS_OF(skel);
 
 	for (uint32_t s = 0; s < nsizes && ok; s++) {
 		uint32_t n = sizes[s], start = s % 2 ? 0 : 20000;
@@ -607,16 +598,7 @@ UNIT_TEST(rule_classifier_refuses_what_does_not_fit)
 	inet_pton(AF_INET, "10.0.0.1", &pod.ip4);
 	bpf_map__update_elem(skel->maps.pods, &ifindex, 4, &pod, sizeof(pod),
 			     0);
-	m = (struct cls_maps){
-		.rules = bpf_map__fd(skel->maps.rules),
-		.refs = bpf_map__fd(skel->maps.policy_refs),
-		.heads = bpf_map__fd(skel->maps.cls_heads),
-		.addrs = bpf_map__fd(skel->maps.cls_addrs),
-		.l4 = bpf_map__fd(skel->maps.cls_l4),
-		.ports = bpf_map__fd(skel->maps.cls_ports),
-		.classes = bpf_map__fd(skel->maps.cls_classes),
-		.chunks = bpf_map__fd(skel->maps.cls_chunks),
-	};
+	m = CLS_MAPS_OF(skel);
 	if (!ASSERT_OK(cls_publish(&m, POD_ID, PI_DIR_EGRESS, &deny_all, 1,
 				   0, NULL), "a policy of one rule"))
 		goto out;
