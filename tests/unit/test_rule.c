@@ -244,6 +244,34 @@ static void describe(uint64_t seed, int set, int pkt, const struct pi_rule *rule
 		describe_rule(stderr, i, &rules[i]);
 }
 
+/* A node program loaded in the test's namespace with pod POD_ID on a new
+ * device `dev` (10.0.0.1, fd00::1); the seed from PODINJECT_RULE_SEED if
+ * set. NULL when any of it failed (said by the assertion). */
+static struct node_bpf *rule_node(const char *dev, uint64_t *seed,
+				  int *ifindex)
+{
+	struct pi_pod pod = { .id = POD_ID,
+			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
+	struct node_bpf *skel;
+
+	if (getenv("PODINJECT_RULE_SEED"))
+		*seed = strtoull(getenv("PODINJECT_RULE_SEED"), NULL, 0);
+	rng_state = *seed;
+	if (!ASSERT_OK(fixture_netns(), "private netns"))
+		return NULL;
+	*ifindex = fixture_dev(dev);
+	if (!ASSERT_TRUE(*ifindex > 1, "fixture device"))
+		return NULL;
+	skel = node_bpf__open_and_load();
+	if (!ASSERT_TRUE(skel, "load node_bpf"))
+		return NULL;
+	pod.ifindex = *ifindex;
+	inet_pton(AF_INET, "10.0.0.1", &pod.ip4);
+	inet_pton(AF_INET6, "fd00::1", pod.ip6);
+	bpf_map__update_elem(skel->maps.pods, ifindex, 4, &pod, sizeof(pod), 0);
+	return skel;
+}
+
 UNIT_TEST(rule_matcher_agrees_with_pod_egress)
 {
 	uint64_t seed = 20261201, want_drops = 0;
@@ -251,29 +279,15 @@ UNIT_TEST(rule_matcher_agrees_with_pod_egress)
 	int decided[3] = { 0 };	/* by an allow rule, a deny rule, none */
 	struct pi_rule_stats *per_rule = calloc(ncpu, sizeof(*per_rule));
 	struct pi_pod_stats *per_pod = calloc(ncpu, sizeof(*per_pod));
-	struct pi_pod pod = { .id = POD_ID,
-			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
 	struct node_bpf *skel = NULL;
 	uint32_t base = 1;
 	bool ok = true;
 
-	if (getenv("PODINJECT_RULE_SEED"))
-		seed = strtoull(getenv("PODINJECT_RULE_SEED"), NULL, 0);
-	rng_state = seed;
-	if (!ASSERT_TRUE(per_rule && per_pod, "memory") ||
-	    !ASSERT_OK(fixture_netns(), "private netns"))
+	if (!ASSERT_TRUE(per_rule && per_pod, "memory"))
 		goto out;
-	ifindex = fixture_dev("rm");
-	if (!ASSERT_TRUE(ifindex > 1, "fixture device"))
+	skel = rule_node("rm", &seed, &ifindex);
+	if (!skel)
 		goto out;
-	skel = node_bpf__open_and_load();
-	if (!ASSERT_TRUE(skel, "load node_bpf"))
-		goto out;
-	pod.ifindex = ifindex;
-	inet_pton(AF_INET, "10.0.0.1", &pod.ip4);
-	inet_pton(AF_INET6, "fd00::1", pod.ip6);
-	bpf_map__update_elem(skel->maps.pods, &ifindex, 4, &pod, sizeof(pod),
-			     0);
 	prog = bpf_program__fd(skel->progs.pod_egress);
 
 	for (int set = 0; set < SETS && ok; set++) {
@@ -425,29 +439,15 @@ UNIT_TEST(rule_classifier_agrees_with_walk_at_scale)
 	struct pi_rule_stats *per_rule = calloc(ncpu, sizeof(*per_rule));
 	struct pi_rule *rules = calloc(10000, sizeof(*rules));
 	uint64_t *want = calloc(10000 + 1, sizeof(*want));
-	struct pi_pod pod = { .id = POD_ID,
-			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
 	struct node_bpf *skel = NULL;
 	struct cls_maps m;
 	bool ok = true;
 
-	if (getenv("PODINJECT_RULE_SEED"))
-		seed = strtoull(getenv("PODINJECT_RULE_SEED"), NULL, 0);
-	rng_state = seed;
-	if (!ASSERT_TRUE(per_rule && rules && want, "memory") ||
-	    !ASSERT_OK(fixture_netns(), "private netns"))
+	if (!ASSERT_TRUE(per_rule && rules && want, "memory"))
 		goto out;
-	ifindex = fixture_dev("rc");
-	if (!ASSERT_TRUE(ifindex > 1, "fixture device"))
+	skel = rule_node("rc", &seed, &ifindex);
+	if (!skel)
 		goto out;
-	skel = node_bpf__open_and_load();
-	if (!ASSERT_TRUE(skel, "load node_bpf"))
-		goto out;
-	pod.ifindex = ifindex;
-	inet_pton(AF_INET, "10.0.0.1", &pod.ip4);
-	inet_pton(AF_INET6, "fd00::1", pod.ip6);
-	bpf_map__update_elem(skel->maps.pods, &ifindex, 4, &pod, sizeof(pod),
-			     0);
 	prog = bpf_program__fd(skel->progs.pod_egress);
 	m = CLS_MAPS_OF(skel);
 
