@@ -215,6 +215,47 @@ void pi_node_close(struct pi_node *n)
 	free(n);
 }
 
+/* The pin directory `node up` makes: a host node's is keyed by the
+ * namespace it is made in, a named node's by its name. Either is refused
+ * where a command would find another node of that name first: the host
+ * node of this namespace, or one pinned before the keying whose namespace
+ * is this one. */
+static int node_up_dir(const char *name, bool host, char *path, size_t len)
+{
+	char plain[PATH_MAX];
+	uint64_t ino;
+	struct stat own;
+	int err;
+
+	err = node_host_dir(name, path, len);
+	if (err) {
+		pr_err("cannot read this network namespace's cookie: %s",
+		       strerror(-err));
+		return err;
+	}
+	if (!access(path, F_OK)) {
+		pr_err("node '%s' is already up (the host node of this namespace)",
+		       name);
+		return -EALREADY;
+	}
+	snprintf(plain, sizeof(plain), "%s/%s", PI_PIN_ROOT, name);
+	if (!host) {
+		snprintf(path, len, "%s", plain);
+		if (!access(path, F_OK)) {
+			pr_err("node '%s' is already up", name);
+			return -EALREADY;
+		}
+		return 0;
+	}
+	if (!access(plain, F_OK) && !stat(HOST_NETNS_PATH, &own) &&
+	    !node_dir_host_netns(plain, &ino) && ino == own.st_ino) {
+		pr_err("node '%s' is already up (the host node of this namespace, at %s)",
+		       name, plain);
+		return -EALREADY;
+	}
+	return 0;
+}
+
 int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 	       struct pi_node_info *info)
 {
@@ -228,7 +269,7 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 	struct pi_node n;
 	bool made_ns = false, made_dir = false;
 	int saved = -1, err, lock_fd = -1;
-	char path[PATH_MAX];
+	char path[PATH_MAX], dir[PATH_MAX];
 
 	if (!o)
 		o = &none;
@@ -254,11 +295,10 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 		pr_err("cannot mount bpffs at /sys/fs/bpf: %s", strerror(-err));
 		return err;
 	}
-	snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, name);
-	if (!access(path, F_OK)) {
-		pr_err("node '%s' is already up", name);
-		return -EALREADY;
-	}
+	node_sweep_stale();
+	err = node_up_dir(name, o->host, path, sizeof(path));
+	if (err)
+		return err;
 	err = probe_features(&feat);
 	if (err) {
 		pr_err("cannot probe kernel features: %s", strerror(-err));
@@ -279,6 +319,7 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 		return -EOPNOTSUPP;
 	}
 
+	snprintf(dir, sizeof(dir), "%s", path);
 	err = make_pin_dir(path);
 	if (err == -EEXIST) {
 		pr_err("node '%s' is already up", name);
@@ -335,7 +376,7 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 		goto out;
 	}
 
-	err = node_open(&n, name, NODE_LOCK_HELD, 0);
+	err = node_open_dir(&n, name, dir, NODE_LOCK_HELD, 0, NULL);
 	if (err)
 		goto out;
 	err = node_enter(&n, &saved);
@@ -392,18 +433,18 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 out_node:
 	if (err && (n.cfg.flags & PI_NODE_XDP))
 		xdp_node_teardown(&n);
-	if (saved >= 0)
-		netns_restore(saved);
-	if (err && n.cfg.uplink_ifindex)
+	/* The uplink's ifindex names it in the node's namespace only. */
+	if (err && n.cfg.uplink_ifindex && saved >= 0)
 		detach_prog(n.cfg.uplink_ifindex, PI_HOOK_INGRESS,
 			    node_attach_mode(&n), PI_PRIO_DATAPATH, path);
+	if (saved >= 0)
+		netns_restore(saved);
 	node_close(&n);
 out:
 	node_bpf__destroy(skel);
 	if (err) {
-		snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, name);
 		if (made_dir)
-			rm_tree(path);
+			rm_tree(dir);
 		rmdir(PI_PIN_ROOT);	/* only when no other node is left */
 		if (made_ns)
 			netns_delete(name);
@@ -431,13 +472,14 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 	char path[PATH_MAX];
 	struct pi_node n;
 	int err = 0, saved, lock_fd;
+	bool broken = false;
 
 	if (!pi_valid_name(name, 15)) {
 		pr_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
 		       name ? name : "");
 		return -EINVAL;
 	}
-	snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, name);
+	node_find_dir(name, path, sizeof(path));
 	lock_fd = node_lock_dir(path, NODE_LOCK_EXCLUSIVE, timeout_ms);
 	if (lock_fd == -ENOENT) {
 		pr_err("node '%s' is not up", name);
@@ -452,15 +494,20 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 			       strerror(-lock_fd));
 		return lock_fd;
 	}
-	err = node_open(&n, name, NODE_LOCK_HELD, 0);
+	err = node_open_dir(&n, name, path, NODE_LOCK_HELD, 0, &broken);
 	if (err) {
+		bool stale = false;
 		int rm;
 
-		/* Another build's node is left alone unless forced: its pods
-		 * are in maps this build cannot read. A node that is broken
-		 * (its namespace deleted under it) still has pins; take them
-		 * away so the name can be used again. */
-		if (err == -EPROTO && !force) {
+		/* Pins go only with a node that is provably broken (a pin
+		 * missing, its named namespace deleted, a host node whose
+		 * namespace is gone), or with another build's node when
+		 * forced: its pods are in maps this build cannot read. An
+		 * error that says nothing of the node (out of files or
+		 * memory, another namespace's host node) leaves it alone. */
+		if (!broken && !(err == -EPROTO && force))
+			stale = node_host_stale(path);
+		if (!broken && !stale && !(err == -EPROTO && force)) {
 			close(lock_fd);
 			return err;
 		}
@@ -470,6 +517,11 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 		if (rm) {
 			pr_err("cannot remove %s: %s", path, strerror(-rm));
 			return rm;
+		}
+		if (stale) {
+			pr_info("node '%s' was the host node of a network namespace that is gone; its pins are removed",
+				name);
+			return 0;
 		}
 		if (force)
 			return 0;
