@@ -242,7 +242,7 @@ for s in a b c; do
 	check stop_$s cri stop "${SB[$s]}"
 done
 expect_eq stop_no_pods "$("$PI" -N $NODE -j pod list | jq length)" 0
-expect_eq stop_no_pod_pins "$(ls /sys/fs/bpf/podinject/$NODE | grep -c '^link_pod_')" 0
+expect_eq stop_no_pod_pins "$(ls "$(node_pin_dir $NODE)" | grep -c '^link_pod_')" 0
 expect_eq stop_no_links "$(links_of_progs $ids)" 0
 expect_eq stop_no_rules "$("$PI" -N $NODE -j policy list 2>/dev/null | jq length)" 0
 for s in a b c; do cri remove "${SB[$s]}" && unset "SB[$s]"; done
