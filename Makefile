@@ -63,7 +63,7 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
-all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/nl_check $(TOOLS) $(TEST_BPF)
+all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/nl_check $(BUILD)/mknetkit $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
@@ -139,6 +139,10 @@ $(BUILD)/lib_tests: $(wildcard tests/lib/*.c) $(LIBPI)
 $(BUILD)/nl_check: tests/nlcheck/nl_check.c lib/nl.c lib/nl.h | $(BUILD)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) tests/nlcheck/nl_check.c lib/nl.c -o $@ -lmnl
+
+$(BUILD)/mknetkit: tests/nlcheck/mknetkit.c lib/nl.c lib/nl.h | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $(LIB_CFLAGS) tests/nlcheck/mknetkit.c lib/nl.c -o $@ -lmnl
 
 # Test tools stand in for other programs: no sanitizers there.
 $(BUILD)/%: tests/tools/%.c | $(BUILD)
