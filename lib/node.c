@@ -5,6 +5,7 @@
  * and optionally an uplink device inside it.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -456,6 +457,118 @@ out:
 	return err;
 }
 
+#define NODE_MAX_PROGS	256
+
+struct prog_ids {
+	uint32_t id[NODE_MAX_PROGS];
+	int cnt;
+};
+
+/* The ids of every program pinned below `dir` (prog_* pins): the node's
+ * own and its features'. Read without the node's maps, so that a node of
+ * any ABI gives them. */
+static void collect_prog_ids(const char *dir, struct prog_ids *ids)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) && ids->cnt < NODE_MAX_PROGS) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		char path[PATH_MAX];
+		struct stat st;
+		int fd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (lstat(path, &st))
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			collect_prog_ids(path, ids);
+			continue;
+		}
+		if (strncmp(de->d_name, "prog_", 5))
+			continue;
+		fd = bpf_obj_get(path);
+		if (fd < 0)
+			continue;
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.id)
+			ids->id[ids->cnt++] = info.id;
+		close(fd);
+	}
+	closedir(d);
+}
+
+static bool has_id(const struct prog_ids *ids, uint32_t id)
+{
+	for (int i = 0; i < ids->cnt; i++)
+		if (ids->id[i] == id)
+			return true;
+	return false;
+}
+
+/* Deletes the cls_bpf filters of the calling thread's namespace that run
+ * one of `ids`, at the priorities podinject uses. Program ids are unique
+ * on the machine, so no one else's filter can match. */
+static void detach_filters_here(const struct prog_ids *ids)
+{
+	static const uint32_t prios[] = { PI_PRIO_HEAD, PI_PRIO_DATAPATH };
+	static const enum bpf_tc_attach_point points[] = {
+		BPF_TC_INGRESS, BPF_TC_EGRESS,
+	};
+	struct if_nameindex *all = if_nameindex(), *i;
+
+	if (!all)
+		return;
+	for (i = all; i->if_index; i++) {
+		for (size_t p = 0; p < 2; p++) {
+			for (size_t q = 0; q < 2; q++) {
+				DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook,
+						    .ifindex = i->if_index,
+						    .attach_point = points[p]);
+				DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts,
+						    .handle = 1,
+						    .priority = prios[q]);
+
+				if (bpf_tc_query(&hook, &opts) ||
+				    !has_id(ids, opts.prog_id))
+					continue;
+				opts.prog_id = 0;
+				opts.prog_fd = 0;
+				opts.flags = 0;
+				bpf_tc_detach(&hook, &opts);
+			}
+		}
+	}
+	if_freenameindex(all);
+}
+
+/* What removing a node's pins does not undo: in clsact mode its programs
+ * run as filters on devices, which hold them loaded. Taken off every device
+ * of the namespaces the node can have (the caller's, and the one named
+ * after it); a pod's own namespace is not searched. */
+static void detach_node_filters(const char *dir, const char *name)
+{
+	struct prog_ids ids = { .cnt = 0 };
+	int fd, saved;
+
+	collect_prog_ids(dir, &ids);
+	if (!ids.cnt)
+		return;
+	detach_filters_here(&ids);
+	fd = netns_open(name);
+	if (fd < 0)
+		return;
+	if (!netns_enter(fd, &saved)) {
+		detach_filters_here(&ids);
+		netns_restore(saved);
+	}
+	close(fd);
+}
+
 static int remove_pod_cb(const struct pi_node *n, const struct pi_pod_info *pod,
 			 void *ctx)
 {
@@ -511,6 +624,8 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 			close(lock_fd);
 			return err;
 		}
+		if (!stale)	/* a gone namespace took its devices along */
+			detach_node_filters(path, name);
 		rm = rm_tree(path);
 		close(lock_fd);
 		rmdir(PI_PIN_ROOT);
