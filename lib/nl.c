@@ -651,7 +651,7 @@ int nl_addr_add(int ifindex, int family, const void *addr, int prefixlen)
 	err = nl_request(nlh, NULL, NULL);
 	if (err || family != AF_INET6)
 		return err;
-	return addr6_wait_local(addr, 2000);
+	return addr6_wait_local(addr, NL_READY_TIMEOUT_MS);
 }
 
 static struct rtmsg *route_msg(struct nlmsghdr *nlh, int family, int plen)
