@@ -32,7 +32,7 @@ DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	libmnl-dev iproute2 iputils-ping iperf3 jq procps ethtool \
 	libjansson-dev containernetworking-plugins podman runc busybox-static \
 	catatonit buildah haproxy containerd protobuf-compiler python3-grpcio \
-	python3-protobuf libclang-rt-14-dev
+	python3-protobuf libclang-rt-14-dev libmicrohttpd-dev prometheus
 
 ifeq ($(V),1)
 Q :=
@@ -107,7 +107,16 @@ $(LIBPI): $(LIB_OBJS)
 
 $(BUILD)/podinject: $(CLI_OBJS) $(LIBPI)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lmicrohttpd
+
+# The version `podinject metrics` reports (podinject_build_info): git's
+# description of the tree, the file rewritten only when it changes.
+PI_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/version.h: FORCE | $(BUILD)
+	$(Q)echo '#define PODINJECT_VERSION "$(PI_VERSION)"' >$@.tmp
+	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(BUILD)/obj/metrics.o: $(BUILD)/version.h
+FORCE:
 
 $(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
 	$(call msg,CC,$@)

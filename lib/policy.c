@@ -284,23 +284,23 @@ static void rule_counters(const struct pi_node *n, uint32_t id,
 	free(per);
 }
 
-int pi_policy_list(struct pi_node *n, const char *pod_name,
-		   struct pi_rule_info **out)
+/* The rules of pod `pod_id`, both directions; the list buffer is sized by
+ * the pod's own rules: a scrape of every pod calls this once each. */
+static int policy_list_id(struct pi_node *n, uint32_t pod_id,
+			  struct pi_rule_info **out)
 {
 	struct pi_rule_info *all = NULL;
 	struct pi_policy_ref ref[2];
-	struct pi_pod_info pod;
 	struct pi_rule *list;
-	int err, cnt = 0;
+	uint32_t most;
+	int cnt = 0;
 
 	*out = NULL;
-	err = pod_lookup(n, pod_name, &pod);
-	if (err)
-		return err;
 	for (uint32_t dir = 0; dir < 2; dir++)
-		if (read_ref(n, pod.id, dir, &ref[dir]))
+		if (read_ref(n, pod_id, dir, &ref[dir]))
 			ref[dir].count = 0;
-	list = calloc(PI_MAX_RULES, sizeof(*list));
+	most = ref[0].count > ref[1].count ? ref[0].count : ref[1].count;
+	list = calloc(most + 1, sizeof(*list));
 	all = calloc(ref[0].count + ref[1].count + 1, sizeof(*all));
 	if (!list || !all) {
 		free(list);
@@ -308,7 +308,7 @@ int pi_policy_list(struct pi_node *n, const char *pod_name,
 		return -ENOMEM;
 	}
 	for (uint32_t dir = 0; dir < 2; dir++) {
-		if (read_rules(n, &ref[dir], list))
+		if (!ref[dir].count || read_rules(n, &ref[dir], list))
 			continue;
 		for (uint32_t i = 0; i < ref[dir].count; i++) {
 			struct pi_rule_info *ri = &all[cnt++];
@@ -322,6 +322,25 @@ int pi_policy_list(struct pi_node *n, const char *pod_name,
 	free(list);
 	*out = all;
 	return cnt;
+}
+
+int pi_policy_list(struct pi_node *n, const char *pod_name,
+		   struct pi_rule_info **out)
+{
+	struct pi_pod_info pod;
+	int err;
+
+	*out = NULL;
+	err = pod_lookup(n, pod_name, &pod);
+	if (err)
+		return err;
+	return policy_list_id(n, pod.id, out);
+}
+
+int pi_policy_list_pod(struct pi_node *n, const struct pi_pod_info *pod,
+		       struct pi_rule_info **out)
+{
+	return policy_list_id(n, pod->id, out);
 }
 
 static void policy_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)

@@ -193,6 +193,10 @@ int pi_policy_del(struct pi_node *node, const char *pod, uint32_t dir,
 /* The pod's rules, both directions, malloc()ed; returns the count. */
 int pi_policy_list(struct pi_node *node, const char *pod,
 		   struct pi_rule_info **rules);
+/* The same for a pod already in hand (from pi_pod_list): no lookup by
+ * name, which walks every pod. */
+int pi_policy_list_pod(struct pi_node *node, const struct pi_pod_info *pod,
+		       struct pi_rule_info **rules);
 
 /* ---- connection tracking ---------------------------------------------- */
 
@@ -219,6 +223,10 @@ int pi_ct_flush(struct pi_node *node, const char *pod);
 /* The pod's live flows, counted by state. */
 int pi_ct_counts(struct pi_node *node, const struct pi_pod_info *pod,
 		 struct pi_ct_counts *out);
+/* Every pod's, in one walk of the table: out[id] for pod ids below nout
+ * (PI_MAX_PODS covers them all). */
+int pi_ct_counts_all(struct pi_node *node, struct pi_ct_counts *out,
+		     uint32_t nout);
 /* Idle timeouts in seconds, by enum pi_ct_timeout; the node's setting or
  * the default. Setting 0 restores the default. */
 int pi_ct_timeouts(struct pi_node *node, uint32_t out[PI_CT_TO_MAX]);
