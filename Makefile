@@ -135,9 +135,9 @@ $(BUILD)/podinject-cni: $(CNI_SRCS) cni/cni.h $(HEADERS) $(LIBPI) | $(BUILD)
 image: all
 	@./scripts/build-image.sh $(BUILD)/podinject-image.tar
 
-$(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h) $(HEADERS)
+$(BUILD)/unit_tests: $(UNIT_SRCS) src/prom.c src/prom.h $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h) $(HEADERS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) $(UNIT_CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) $(LIB_OBJS) -o $@ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) $(UNIT_CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) src/prom.c $(LIB_OBJS) -o $@ $(LDLIBS)
 
 # The API's own tests link the library as any other program would.
 $(BUILD)/lib_tests: $(wildcard tests/lib/*.c) $(LIBPI)

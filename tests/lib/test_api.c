@@ -173,6 +173,25 @@ int main(void)
 	      "policy_list", "count %d", cnt);
 	if (cnt > 0)
 		free(rules);
+	cnt = pi_policy_list_pod(n, &pod, &rules);
+	check(cnt == 1 && rules[0].rule.id == id && rules[0].dir == PI_DIR_EGRESS,
+	      "policy_list_pod", "count %d", cnt);
+	if (cnt > 0)
+		free(rules);
+	/* a's flow to b (ICMP): the one-walk count of every pod agrees with
+	 * the pod's own */
+	sh("ip netns exec la-a ping -c 1 -W 2 10.244.0.11 >/dev/null");
+	{
+		static struct pi_ct_counts all[PI_MAX_PODS];
+		struct pi_ct_counts one;
+
+		CHECK_RC("ct_counts_all", pi_ct_counts_all(n, all, PI_MAX_PODS), 0);
+		pi_ct_counts(n, &pod, &one);
+		check(one.entries >= 1 && all[pod.id].entries == one.entries &&
+		      all[pod.id].by_state[PI_CT_ESTABLISHED] ==
+		      one.by_state[PI_CT_ESTABLISHED], "ct_counts_all_by_pod",
+		      "all[a] %u, pod a %u", all[pod.id].entries, one.entries);
+	}
 	CHECK_RC("policy_del_missing", pi_policy_del(n, "la-a", PI_DIR_EGRESS, id + 100), -ESRCH);
 	CHECK_RC("policy_del", pi_policy_del(n, "la-a", PI_DIR_EGRESS, id), 0);
 
