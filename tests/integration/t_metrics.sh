@@ -14,7 +14,7 @@
 #   c 10.244.0.12 --+                  prometheus      127.0.0.1:PPORT
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=44
+EXPECT=46
 PREFIX=mt-
 N=${PREFIX}n
 TMP=$(mktemp -d /tmp/mt-metrics.XXXXXX)
@@ -208,6 +208,16 @@ expect_eq injected_known "$(echo "$want" | awk '{print $4}')" 5
 
 abi=$(sed -n 's/^#define PI_ABI_VERSION[[:space:]]*\([0-9]*\).*/\1/p' "$ROOT/include/podinject_abi.h")
 expect_eq build_info_and_pods "$(pq "podinject_build_info{abi=\"$abi\"}")/$(pq "podinject_node_pods{node=\"$N\"}")" "1/3"
+
+# the same text on stdout without --listen
+expect_eq stdout_mode "$(pi -N $N metrics | grep '^podinject_pod_drops_total{node="'$N'",pod="'${PREFIX}c'",reason="spoofed"}')" \
+	"podinject_pod_drops_total{node=\"$N\",pod=\"${PREFIX}c\",reason=\"spoofed\"} 10"
+
+# A node gone under a running server: 503 and why, not a stale answer
+pi -N $N node down >/dev/null
+expect_eq node_gone_503 "$(curl -s -w ' %{http_code}' http://127.0.0.1:$MPORT/metrics)" \
+	"node '$N' cannot be read: No such file or directory
+ 503"
 
 # --- SIGTERM: the server stops, says so, exits 0, the port is free --------
 
