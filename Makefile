@@ -21,7 +21,7 @@ CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation 
 # The library's own headers are for the library and its unit tests; the
 # CLI sees the public header only.
 LIB_CFLAGS := -Ilib
-LDLIBS    := -lbpf -lelf -lz -lmnl
+LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	      -Iinclude -Ibpf -I$(BUILD)
 
