@@ -287,77 +287,102 @@ static int parse_port_value(json_t *v, uint16_t *lo, uint16_t *hi)
 	return -EINVAL;
 }
 
-static int parse_rule(struct apply *a, json_t *o, uint32_t dir,
-		      const char *where, struct pi_rule *r)
+/* Where a rule is, formatted only when it is refused: 10 000 rules would
+ * otherwise format 10 000 paths nobody reads. */
+struct rule_at {
+	const char *pod_where;
+	uint32_t dir;
+	size_t idx;
+};
+
+static int rule_refuse(struct apply *a, int code, const struct rule_at *at,
+		       const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static int rule_refuse(struct apply *a, int code, const struct rule_at *at,
+		       const char *field, const char *fmt, ...)
 {
-	static const char *const keys[] = { "action", "to", "from", "proto",
-					    "port", NULL };
-	const char *addr_key = dir == PI_DIR_EGRESS ? "to" : "from";
-	const char *wrong_key = dir == PI_DIR_EGRESS ? "from" : "to";
-	char at[600];
+	char where[700], reason[256];
+	va_list ap;
+
+	snprintf(where, sizeof(where), "%s.%s[%zu]%s%s", at->pod_where,
+		 dir_names[at->dir], at->idx, field ? "." : "",
+		 field ? field : "");
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	return refuse(a, code, where, "%s", reason);
+}
+
+static int parse_rule(struct apply *a, json_t *o, const struct rule_at *at,
+		      struct pi_rule *r)
+{
+	const char *addr_key = at->dir == PI_DIR_EGRESS ? "to" : "from";
+	const char *wrong_key = at->dir == PI_DIR_EGRESS ? "from" : "to";
+	const char *k;
 	json_t *v;
-	int ret = 0;
 
 	memset(r, 0, sizeof(*r));
 	if (!json_is_object(o))
-		return refuse(a, -EINVAL, where,
-			      "a rule is an object: {\"action\": \"allow\"|\"deny\", ...}");
-	if (!only_keys(a, o, where, keys, &ret))
-		return ret;
-	v = json_object_get(o, "action");
-	if (!v)
-		return refuse(a, -EINVAL, where, "'action' is missing (allow or deny)");
-	snprintf(at, sizeof(at), "%s.action", where);
-	if (json_is_string(v) && !strcmp(json_string_value(v), "allow"))
-		r->action = PI_ALLOW;
-	else if (json_is_string(v) && !strcmp(json_string_value(v), "deny"))
-		r->action = PI_DENY;
-	else
-		return refuse(a, -EINVAL, at, "want allow or deny");
-	if (json_object_get(o, wrong_key)) {
-		snprintf(at, sizeof(at), "%s.%s", where, wrong_key);
-		return refuse(a, -EINVAL, at, "%s rules match '%s', not '%s'",
-			      dir_names[dir], addr_key, wrong_key);
-	}
-	v = json_object_get(o, addr_key);
-	if (v) {
-		int family, plen;
+		return rule_refuse(a, -EINVAL, at, NULL,
+				   "a rule is an object: {\"action\": \"allow\"|\"deny\", ...}");
+	json_object_foreach(o, k, v) {
+		if (!strcmp(k, "action")) {
+			const char *s = json_is_string(v) ? json_string_value(v) : "";
 
-		snprintf(at, sizeof(at), "%s.%s", where, addr_key);
-		if (!json_is_string(v) ||
-		    pi_parse_prefix(json_string_value(v), &family, &r->addr, &plen))
-			return refuse(a, -EINVAL, at, "invalid CIDR %s%s%s",
-				      json_is_string(v) ? "'" : "",
-				      json_is_string(v) ? json_string_value(v) :
-							  "(not a string)",
-				      json_is_string(v) ? "'" : "");
-		r->family = family;
-		r->prefixlen = plen;
+			if (!strcmp(s, "allow"))
+				r->action = PI_ALLOW;
+			else if (!strcmp(s, "deny"))
+				r->action = PI_DENY;
+			else
+				return rule_refuse(a, -EINVAL, at, k,
+						   "want allow or deny");
+		} else if (!strcmp(k, addr_key)) {
+			int family, plen;
+
+			if (!json_is_string(v) ||
+			    pi_parse_prefix(json_string_value(v), &family,
+					    &r->addr, &plen))
+				return rule_refuse(a, -EINVAL, at, k,
+					"invalid CIDR %s%s%s",
+					json_is_string(v) ? "'" : "",
+					json_is_string(v) ? json_string_value(v) :
+							    "(not a string)",
+					json_is_string(v) ? "'" : "");
+			r->family = family;
+			r->prefixlen = plen;
+		} else if (!strcmp(k, wrong_key)) {
+			return rule_refuse(a, -EINVAL, at, k,
+					   "%s rules match '%s', not '%s'",
+					   dir_names[at->dir], addr_key, wrong_key);
+		} else if (!strcmp(k, "proto")) {
+			if (!json_is_string(v) ||
+			    pi_parse_proto(json_string_value(v), &r->proto))
+				return rule_refuse(a, -EINVAL, at, k,
+						   "want tcp, udp, icmp or any");
+		} else if (!strcmp(k, "port")) {
+			if (parse_port_value(v, &r->port_lo, &r->port_hi))
+				return rule_refuse(a, -EINVAL, at, k,
+						   "want N or \"N-M\" within 1-65535");
+		} else {
+			return rule_refuse(a, -EINVAL, at, NULL,
+					   "unknown field '%s'", k);
+		}
 	}
-	v = json_object_get(o, "proto");
-	if (v) {
-		snprintf(at, sizeof(at), "%s.proto", where);
-		if (!json_is_string(v) ||
-		    pi_parse_proto(json_string_value(v), &r->proto))
-			return refuse(a, -EINVAL, at, "want tcp, udp, icmp or any");
-	}
-	v = json_object_get(o, "port");
-	if (v) {
-		snprintf(at, sizeof(at), "%s.port", where);
-		if (parse_port_value(v, &r->port_lo, &r->port_hi))
-			return refuse(a, -EINVAL, at,
-				      "want N or \"N-M\" within 1-65535");
-		if (r->proto != IPPROTO_TCP && r->proto != IPPROTO_UDP)
-			return refuse(a, -EINVAL, at, "'port' needs proto tcp or udp");
-	}
+	if (!r->action)
+		return rule_refuse(a, -EINVAL, at, NULL,
+				   "'action' is missing (allow or deny)");
+	if (r->port_hi && r->proto != IPPROTO_TCP && r->proto != IPPROTO_UDP)
+		return rule_refuse(a, -EINVAL, at, "port",
+				   "'port' needs proto tcp or udp");
 	return 0;
 }
 
 static int parse_rules(struct apply *a, struct apod *p, json_t *arr,
 		       uint32_t dir, const char *pod_where)
 {
+	struct rule_at at = { pod_where, dir, 0 };
 	char where[600];
-	size_t i;
 	json_t *v;
 
 	snprintf(where, sizeof(where), "%s.%s", pod_where, dir_names[dir]);
@@ -370,12 +395,9 @@ static int parse_rules(struct apply *a, struct apod *p, json_t *arr,
 	p->want[dir] = calloc(json_array_size(arr) + 1, sizeof(struct pi_rule));
 	if (!p->want[dir])
 		return -ENOMEM;
-	json_array_foreach(arr, i, v) {
-		char at[600];
-		int err;
+	json_array_foreach(arr, at.idx, v) {
+		int err = parse_rule(a, v, &at, &p->want[dir][at.idx]);
 
-		snprintf(at, sizeof(at), "%s[%zu]", where, i);
-		err = parse_rule(a, v, dir, at, &p->want[dir][i]);
 		if (err)
 			return err;
 	}
