@@ -31,6 +31,7 @@
 #include <sys/socket.h>
 #include <bpf/bpf.h>
 #include <jansson.h>
+#include <yaml.h>
 #include "inject.h"
 #include "lib.h"
 
@@ -1152,6 +1153,155 @@ static void apply_free(struct apply *a)
 	free(a->undo);
 }
 
+/* ---- YAML: the same document, read by libyaml into jansson's tree ------ */
+
+/* Aliases let a small YAML document name one subtree many times: the
+ * tree made from it is bounded, so that such a document cannot grow
+ * without end. */
+#define YAML_MAX_NODES	(1024 * 1024)
+#define YAML_MAX_DEPTH	64
+
+struct ytree {
+	yaml_document_t *doc;
+	size_t made;
+	char where[64], reason[256];
+};
+
+static json_t *yaml_scalar(const yaml_node_t *node)
+{
+	const char *v = (const char *)node->data.scalar.value;
+	size_t len = node->data.scalar.length;
+
+	/* Plain scalars are typed as YAML 1.2's core schema types them;
+	 * quoted ones are strings. */
+	if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+		char *end;
+		long long x;
+
+		if (!len || !strcmp(v, "~") || !strcmp(v, "null") ||
+		    !strcmp(v, "Null") || !strcmp(v, "NULL"))
+			return json_null();
+		if (!strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "TRUE"))
+			return json_true();
+		if (!strcmp(v, "false") || !strcmp(v, "False") ||
+		    !strcmp(v, "FALSE"))
+			return json_false();
+		if ((*v >= '0' && *v <= '9') ||
+		    ((*v == '-' || *v == '+') && v[1] >= '0' && v[1] <= '9')) {
+			errno = 0;
+			x = strtoll(v, &end, 10);
+			if (!errno && !*end)
+				return json_integer(x);
+		}
+	}
+	return json_stringn(v, len);
+}
+
+static json_t *yaml_node_json(struct ytree *t, yaml_node_t *node, int depth)
+{
+	json_t *out = NULL;
+
+	if (!node)
+		return NULL;
+	if (++t->made > YAML_MAX_NODES || depth > YAML_MAX_DEPTH) {
+		snprintf(t->where, sizeof(t->where), "line %zu",
+			 node->start_mark.line + 1);
+		snprintf(t->reason, sizeof(t->reason),
+			 "the document is too large or too deep");
+		return NULL;
+	}
+	switch (node->type) {
+	case YAML_SCALAR_NODE:
+		out = yaml_scalar(node);
+		break;
+	case YAML_SEQUENCE_NODE:
+		out = json_array();
+		for (yaml_node_item_t *i = node->data.sequence.items.start;
+		     out && i < node->data.sequence.items.top; i++) {
+			json_t *v = yaml_node_json(t, yaml_document_get_node(t->doc, *i),
+						   depth + 1);
+
+			if (!v || json_array_append_new(out, v)) {
+				json_decref(out);
+				out = NULL;
+			}
+		}
+		break;
+	case YAML_MAPPING_NODE:
+		out = json_object();
+		for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+		     out && p < node->data.mapping.pairs.top; p++) {
+			yaml_node_t *k = yaml_document_get_node(t->doc, p->key);
+			json_t *v;
+
+			if (!k || k->type != YAML_SCALAR_NODE) {
+				snprintf(t->where, sizeof(t->where), "line %zu",
+					 node->start_mark.line + 1);
+				snprintf(t->reason, sizeof(t->reason),
+					 "a key is a plain name");
+				json_decref(out);
+				return NULL;
+			}
+			if (json_object_get(out, (const char *)k->data.scalar.value)) {
+				snprintf(t->where, sizeof(t->where), "line %zu",
+					 k->start_mark.line + 1);
+				snprintf(t->reason, sizeof(t->reason),
+					 "duplicate key '%s'", k->data.scalar.value);
+				json_decref(out);
+				return NULL;
+			}
+			v = yaml_node_json(t, yaml_document_get_node(t->doc, p->value),
+					   depth + 1);
+			if (!v || json_object_set_new(out,
+					(const char *)k->data.scalar.value, v)) {
+				json_decref(out);
+				out = NULL;
+			}
+		}
+		break;
+	default:
+		snprintf(t->where, sizeof(t->where), "line %zu",
+			 node->start_mark.line + 1);
+		snprintf(t->reason, sizeof(t->reason), "an empty node");
+		break;
+	}
+	return out;
+}
+
+static json_t *yaml_load(struct apply *a, const char *doc, size_t len, int *ret)
+{
+	struct ytree t = { 0 };
+	yaml_parser_t parser;
+	yaml_document_t ydoc;
+	json_t *root = NULL;
+
+	*ret = 0;
+	if (!yaml_parser_initialize(&parser))
+		return *ret = -ENOMEM, NULL;
+	yaml_parser_set_input_string(&parser, (const unsigned char *)doc, len);
+	if (!yaml_parser_load(&parser, &ydoc)) {
+		char where[64];
+
+		snprintf(where, sizeof(where), "line %zu column %zu",
+			 parser.problem_mark.line + 1,
+			 parser.problem_mark.column + 1);
+		*ret = refuse(a, -EINVAL, where, "%s%s%s",
+			      parser.problem ? parser.problem : "not YAML",
+			      parser.context ? " " : "",
+			      parser.context ? parser.context : "");
+		yaml_parser_delete(&parser);
+		return NULL;
+	}
+	t.doc = &ydoc;
+	root = yaml_node_json(&t, yaml_document_get_root_node(&ydoc), 0);
+	if (!root)
+		*ret = refuse(a, -EINVAL, t.where[0] ? t.where : "$", "%s",
+			      t.reason[0] ? t.reason : "an empty document");
+	yaml_document_delete(&ydoc);
+	yaml_parser_delete(&parser);
+	return root;
+}
+
 int pi_apply(struct pi_node *n, const char *doc, size_t len, uint32_t flags,
 	     pi_plan_fn fn, void *ctx, struct pi_apply_error *err)
 {
@@ -1163,7 +1313,13 @@ int pi_apply(struct pi_node *n, const char *doc, size_t len, uint32_t flags,
 
 	if (err)
 		memset(err, 0, sizeof(*err));
-	root = json_loadb(doc, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (flags & PI_APPLY_YAML) {
+		root = yaml_load(&a, doc, len, &ret);
+		if (!root)
+			return ret ? ret : -EINVAL;
+	} else {
+		root = json_loadb(doc, len, JSON_REJECT_DUPLICATES, &jerr);
+	}
 	if (!root) {
 		char where[64];
 

@@ -14,10 +14,11 @@ static const char *const path_names[] = PI_PATH_NAMES;
 static int apply_help(int argc, char **argv)
 {
 	fprintf(stderr,
-		"Usage: podinject [-N NODE] [-j] apply -f FILE|- [--dry-run]\n"
+		"Usage: podinject [-N NODE] [-j] apply -f FILE|- [--dry-run] [--format json|yaml]\n"
 		"       podinject [-N NODE] export\n"
 		"\n"
-		"apply brings the node to the state FILE declares (JSON, '-' for stdin):\n"
+		"apply brings the node to the state FILE declares (JSON, or YAML for\n"
+		"FILE.yaml, FILE.yml or --format yaml; '-' for stdin):\n"
 		"each pod's ordered egress and ingress rules, injection grants and\n"
 		"proxy rule, and the tracker's timeouts. The file is the whole state:\n"
 		"what it leaves out is empty (or the default). Pods must exist (pod add\n"
@@ -163,13 +164,19 @@ static void on_step(const struct pi_plan_step *st, void *ctx)
 
 static int apply_cmd(int argc, char **argv)
 {
-	const char *file = NULL;
+	static const struct opt_choice formats[] = {
+		{ "json", 1 }, { "yaml", 2 }, { 0 },
+	};
+	const char *file = NULL, *ext;
 	bool dry = false;
+	int format = 0;
 	const struct opt fo[] = {
 		OPT_STR("-f", &file, "a file, or - for stdin"),
 		OPT_FLAG("--dry-run", &dry),
+		OPT_CHOICE("--format", &format, formats),
 		{ 0 },
 	};
+	uint32_t flags;
 	struct pi_apply_error where;
 	struct steps steps = { 0 };
 	struct pi_node *n;
@@ -183,6 +190,10 @@ static int apply_cmd(int argc, char **argv)
 		return err;
 	if (!file)
 		return usage_err("apply needs -f FILE (or -f - for stdin)");
+	ext = strrchr(file, '.');
+	if (!format)
+		format = ext && (!strcmp(ext, ".yaml") || !strcmp(ext, ".yml")) ? 2 : 1;
+	flags = (dry ? PI_APPLY_DRY_RUN : 0) | (format == 2 ? PI_APPLY_YAML : 0);
 	doc = read_all(file, &len);
 	if (!doc) {
 		p_err("cannot read '%s': %s", file, strerror(errno));
@@ -205,8 +216,7 @@ static int apply_cmd(int argc, char **argv)
 		json_init(&steps.j, mem);
 		json_arr_open(&steps.j);
 	}
-	err = pi_apply(n, doc, len, dry ? PI_APPLY_DRY_RUN : 0, on_step, &steps,
-		       &where);
+	err = pi_apply(n, doc, len, flags, on_step, &steps, &where);
 	pi_node_close(n);
 	free(doc);
 	if (mem) {

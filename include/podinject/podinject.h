@@ -325,9 +325,11 @@ struct pi_apply_error {
 
 enum pi_apply_flags {
 	PI_APPLY_DRY_RUN = 1 << 0,	/* plan only: nothing changes */
+	PI_APPLY_YAML = 1 << 1,		/* doc is YAML (libyaml), not JSON */
 };
 
-/* Brings the node to the state `doc` (JSON text, len bytes) declares.
+/* Brings the node to the state `doc` (JSON text, or YAML with
+ * PI_APPLY_YAML; len bytes) declares.
  * Everything is checked before anything changes: a document that cannot
  * be applied is refused whole (-EINVAL: bad value or field, -ESRCH: no
  * such pod), with *err (when not NULL) saying where and why. Then each
