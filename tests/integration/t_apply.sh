@@ -12,7 +12,7 @@
 #   node ta-n
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=50
+EXPECT=54
 PREFIX=ta-
 N=ta-n
 A=10.244.21.10
@@ -196,6 +196,43 @@ expect_eq rollback_rules_decide "$(connect ta-a $B 7201)" timeout
 echo '{"apiVersion": "podinject/v1"}' >"$T/empty.json"
 check apply_empty pi -N $N apply -f "$T/empty.json"
 expect_eq empty_state "$(pi -N $N -j policy list | jq length) $(pi -N $N -j inject list | jq length) $(pi -N $N -j pod list | jq length)" "0 0 4"
+
+# ---- YAML: the same document ----------------------------------------------
+cat >"$T/state3.yaml" <<EOF
+apiVersion: podinject/v1
+pods:
+  ta-a:
+    egress:
+      - {action: deny, to: $B/32, proto: tcp, port: 7201}
+      - action: allow
+        to: 10.244.0.0/16
+        port: "7000-7999"
+        proto: udp
+    inject:
+      - as: ta-b
+        path: fallback
+  ns/ta-x:
+    ingress: [{action: allow, from: 10.244.21.0/24}]
+conntrack:
+  timeouts:
+    icmp: 12
+EOF
+cat >"$T/state3.json" <<EOF
+{"apiVersion": "podinject/v1", "pods": {
+  "ta-a": {"egress": [{"action": "deny", "to": "$B/32", "proto": "tcp", "port": 7201},
+                      {"action": "allow", "to": "10.244.0.0/16", "port": "7000-7999", "proto": "udp"}],
+           "inject": [{"as": "ta-b", "path": "fallback"}]},
+  "ns/ta-x": {"ingress": [{"action": "allow", "from": "10.244.21.0/24"}]}},
+ "conntrack": {"timeouts": {"icmp": 12}}}
+EOF
+check yaml_apply pi -N $N apply -f "$T/state3.yaml"
+from_yaml=$(export_of)
+pi -N $N apply -f "$T/empty.json" >/dev/null
+pi -N $N apply -f "$T/state3.json" >/dev/null
+expect_eq yaml_same_as_json "$from_yaml" "$(export_of)"
+expect_eq yaml_rules "$(rules_of ta-a)" "egress 1 deny $B/32 tcp 7201; egress 2 allow 10.244.0.0/16 udp 7000-7999"
+sed 's|10.244.0.0/16|10.244.0.0/33|' "$T/state3.yaml" >"$T/bad.yaml"
+bad bad_yaml_cidr "$T/bad.yaml" "pods[\"ta-a\"].egress[1].to: invalid CIDR '10.244.0.0/33'"
 
 check down pi -N $N node down
 rm -rf "$T"
