@@ -109,12 +109,13 @@ static int refuse(struct apply *a, int code, const char *where,
 
 /* ---- pods by name and device ----------------------------------------- */
 
-static struct apply *sort_ctx;
-
-static int name_cmp(const void *x, const void *y)
+/* qsort_r: the library keeps no global state, not even for a sort */
+static int name_cmp(const void *x, const void *y, void *ctx)
 {
-	return strcmp(sort_ctx->pods[*(const int *)x].info.name,
-		      sort_ctx->pods[*(const int *)y].info.name);
+	const struct apply *a = ctx;
+
+	return strcmp(a->pods[*(const int *)x].info.name,
+		      a->pods[*(const int *)y].info.name);
 }
 
 static int pod_index(const struct apply *a, const char *name)
@@ -196,9 +197,7 @@ static int read_node(struct apply *a)
 	free(refs);
 	if (err)
 		return err;
-	sort_ctx = a;
-	qsort(a->by_name, a->npods, sizeof(*a->by_name), name_cmp);
-	sort_ctx = NULL;
+	qsort_r(a->by_name, a->npods, sizeof(*a->by_name), name_cmp, a);
 
 	a->gcur = calloc(PI_MAX_INJECT + 1, sizeof(*a->gcur));
 	if (!a->gcur)
@@ -690,12 +689,11 @@ static int rule_cmp(const struct pi_rule *x, const struct pi_rule *y)
 	return memcmp(&a, &b, sizeof(a));
 }
 
-static const struct pi_rule *sort_rules;
-
-static int rule_idx_cmp(const void *x, const void *y)
+static int rule_idx_cmp(const void *x, const void *y, void *ctx)
 {
+	const struct pi_rule *rules = ctx;
 	uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
-	int c = rule_cmp(&sort_rules[i], &sort_rules[j]);
+	int c = rule_cmp(&rules[i], &rules[j]);
 
 	return c ? c : (i > j) - (i < j);
 }
@@ -715,9 +713,7 @@ static void match_ids(struct apod *p, uint32_t d)
 	}
 	for (uint32_t i = 0; i < n; i++)
 		idx[i] = i;
-	sort_rules = p->cur[d];
-	qsort(idx, n, sizeof(*idx), rule_idx_cmp);
-	sort_rules = NULL;
+	qsort_r(idx, n, sizeof(*idx), rule_idx_cmp, p->cur[d]);
 	for (uint32_t w = 0; w < p->nwant[d]; w++) {
 		const struct pi_rule *r = &p->want[d][w];
 		uint32_t lo = 0, hi = n;
@@ -955,7 +951,7 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 
 	if (!gafter)
 		return -ENOMEM;
-	a->undo = calloc(a->npods * 6 + a->ngcur + a->ngwant + 8,
+	a->undo = calloc(a->npods * 7 + a->ngcur + a->ngwant + 8,
 			 sizeof(*a->undo));
 	if (!a->undo) {
 		free(gafter);
@@ -1054,9 +1050,13 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 			.pod = pname(a, g->injector), .other = pname(a, g->target),
 			.path = g->path };
 
+		/* the proxy rule made below brings its own grant (its path
+		 * is set after it, when the document names one) */
+		if (a->pods[g->target].proxy_add &&
+		    a->pods[g->target].proxy_want == g->injector)
+			continue;
 		if (g->from_proxy) {
-			/* the proxy rule made below brings its own */
-			if (now || a->pods[g->target].proxy_add)
+			if (now)
 				continue;
 			st.path = stored_path(a, 0, g->target);
 		} else if (now && now->path == g->path) {
@@ -1077,6 +1077,7 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 	/* 5. proxy rules that come */
 	for (int i = 0; !err && i < a->npods; i++) {
 		struct apod *p = &a->pods[i];
+		struct grant *ex;
 		struct pi_plan_step st = { .what = PI_PLAN_PROXY_ADD,
 			.pod = p->info.name, .proxy = &p->prule_want };
 
@@ -1093,6 +1094,22 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 		}
 		report(a, fn, ctx, &st);
 		changes++;
+		ex = grant_find(a->gwant, a->ngwant, p->proxy_want, i);
+		if (ex && !ex->from_proxy && ex->path != stored_path(a, 0, i)) {
+			struct pi_plan_step gs = { .what = PI_PLAN_GRANT_ADD,
+				.pod = st.other, .other = p->info.name,
+				.path = ex->path };
+
+			if (!dry) {
+				err = grant_allow(a, p->proxy_want, i, ex->path);
+				if (err)
+					break;
+				push_undo(a, (struct undo){ U_GRANT_CHANGED,
+					p->proxy_want, i, 0, stored_path(a, 0, i) });
+			}
+			report(a, fn, ctx, &gs);
+			changes++;
+		}
 	}
 
 	/* 6. the tracker's timeouts, compared as the datapath uses them */
@@ -1453,9 +1470,11 @@ int pi_export(struct pi_node *n, pi_write_fn write, void *ctx)
 			const struct grant *gr = &a.gcur[g];
 			json_t *e;
 
-			/* a proxy's grant is written as the proxy rule */
+			/* a proxy's grant is written as the proxy rule, unless
+			 * its path is not the one the rule brings */
 			if (gr->injector != i ||
-			    a.pods[gr->target].proxy_cur == i)
+			    (a.pods[gr->target].proxy_cur == i &&
+			     gr->path == stored_path(&a, 0, gr->target)))
 				continue;
 			e = json_object();
 			json_object_set_new(e, "as", json_string(pname(&a, gr->target)));

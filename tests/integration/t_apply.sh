@@ -12,7 +12,7 @@
 #   node ta-n
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=54
+EXPECT=57
 PREFIX=ta-
 N=ta-n
 A=10.244.21.10
@@ -196,6 +196,16 @@ expect_eq rollback_rules_decide "$(connect ta-a $B 7201)" timeout
 echo '{"apiVersion": "podinject/v1"}' >"$T/empty.json"
 check apply_empty pi -N $N apply -f "$T/empty.json"
 expect_eq empty_state "$(pi -N $N -j policy list | jq length) $(pi -N $N -j inject list | jq length) $(pi -N $N -j pod list | jq length)" "0 0 4"
+
+# ---- a proxy whose grant the document also names, with a path ------------------
+# (the proxy rule brings a grant on the kernel's path; the document's path
+# is set after it, and stays on the next apply and through export)
+jq '.pods["ta-b"].proxy = {"by": "ta-p", "port": 15001} | .pods["ta-p"] = {"inject": [{"as": "ta-b", "path": "fast"}]}' \
+	"$T/empty.json" >"$T/proxy.json"
+check proxy_and_grant_apply pi -N $N apply -f "$T/proxy.json"
+expect_eq proxy_grant_path "$(pi -N $N -j inject list | jq -r '[.[] | "\(.injector)>\(.as) \(.path)"] | join(" ")') $(pi -N $N -j proxy list | jq length)" "ta-p>ta-b fast 1"
+out=$(pi -N $N apply -f "$T/proxy.json" 2>&1; pi -N $N export | pi -N $N apply -f - 2>&1)
+expect_eq proxy_grant_reapply_noop "$out" ""
 
 # ---- YAML: the same document ----------------------------------------------
 cat >"$T/state3.yaml" <<EOF
