@@ -138,7 +138,9 @@ suite_apply() {
 	ratio "$pods pods x 10 rules: apply again / apply" wall_ms "$pods pods x 10 rules: apply again" "$pods pods x 10 rules: apply"
 	ratio "$adds rules: apply again / apply" wall_ms "$adds rules, one pod: apply again" "$adds rules, one pod: apply"
 	ratio "$adds rules: policy add x $adds / apply" wall_ms "$adds rules, one pod: policy add x $adds" "$adds rules, one pod: apply"
-	ratio "10 000 rules: policy add x 10 000 / apply (round 1)" wall_ms "10 000 rules, one pod: policy add x 10 000 (round 1 only)" "10 000 rules, one pod: apply"
+	if [ "${PB_APPLY_ADDS_10K:-0}" = 1 ]; then
+		ratio "10 000 rules: policy add x 10 000 / apply (round 1)" wall_ms "10 000 rules, one pod: policy add x 10 000 (round 1 only)" "10 000 rules, one pod: apply"
+	fi
 	note "goals (issue 21): 10 000 rules on one pod <= 1000 ms; $pods pods x 10 rules <= 5000 ms; the same file again <= 10 % of the first apply"
 	rm -rf "$d"
 	suite_end
