@@ -177,7 +177,7 @@ static void test_apply(struct pi_node *n)
 	cnt = pi_policy_list(n, "la-a", &rules);
 	check(cnt == 0 && steps == 3, "apply_dry_run_changes_nothing",
 	      "%d rules, %d steps reported", cnt, steps);
-	if (cnt > 0)
+	if (cnt >= 0)
 		free(rules);
 	CHECK_RC("apply", apply_str(n, doc, 0, &steps, NULL), 3);
 	cnt = pi_policy_list(n, "la-a", &rules);
@@ -186,7 +186,7 @@ static void test_apply(struct pi_node *n)
 	      rules[0].rule.port_lo == 7000 && rules[1].rule.action == PI_ALLOW &&
 	      to[PI_CT_TO_UDP] == 33 && steps == 3, "apply_result",
 	      "%d rules, udp timeout %u, %d steps", cnt, to[PI_CT_TO_UDP], steps);
-	if (cnt > 0)
+	if (cnt >= 0)
 		free(rules);
 	CHECK_RC("apply_again_changes_nothing", apply_str(n, doc, 0, &steps, NULL), 0);
 	check(steps == 0, "apply_again_reports_nothing", "%d steps", steps);
@@ -199,7 +199,7 @@ static void test_apply(struct pi_node *n)
 	      "apply_unknown_pod_where", "rc %d where %s", rc, where.where);
 	cnt = pi_policy_list(n, "la-a", &rules);
 	check(cnt == 2, "apply_refused_changes_nothing", "%d rules", cnt);
-	if (cnt > 0)
+	if (cnt >= 0)
 		free(rules);
 	CHECK_RC("export", pi_export(n, to_mem, &m), 0);
 	check(m.buf && strstr(m.buf, "\"apiVersion\": \"podinject/v1\""),
@@ -212,7 +212,7 @@ static void test_apply(struct pi_node *n)
 	pi_ct_timeouts(n, to);
 	check(cnt == 0 && to[PI_CT_TO_UDP] == 60, "apply_empty_result",
 	      "%d rules, udp timeout %u", cnt, to[PI_CT_TO_UDP]);
-	if (cnt > 0)
+	if (cnt >= 0)
 		free(rules);
 }
 
