@@ -21,7 +21,7 @@ CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation 
 # The library's own headers are for the library and its unit tests; the
 # CLI sees the public header only.
 LIB_CFLAGS := -Ilib
-LDLIBS    := -lbpf -lelf -lz -lmnl
+LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson -lyaml
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	      -Iinclude -Ibpf -I$(BUILD)
 
@@ -32,7 +32,8 @@ DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	libmnl-dev iproute2 iputils-ping iperf3 jq procps ethtool \
 	libjansson-dev containernetworking-plugins podman runc busybox-static \
 	catatonit buildah haproxy containerd protobuf-compiler python3-grpcio \
-	python3-protobuf libclang-rt-14-dev libmicrohttpd-dev prometheus
+	python3-protobuf libclang-rt-14-dev libmicrohttpd-dev prometheus \
+	libyaml-dev
 
 ifeq ($(V),1)
 Q :=

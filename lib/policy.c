@@ -154,6 +154,47 @@ static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 	return err;
 }
 
+/* The bulk path (lib/apply.c): a pod direction's whole rule list, ids
+ * given by the caller, compiled once and switched with one flip. */
+int policy_replace(struct pi_node *n, uint32_t pod_id, uint32_t dir,
+		   const struct pi_rule *rules, uint32_t count)
+{
+	return write_policy(n, pod_id, dir, rules, count);
+}
+
+int policy_read_all(const struct pi_node *n, struct pi_policy_ref *refs)
+{
+	return read_all_refs(n, refs);
+}
+
+int policy_read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
+		      struct pi_rule *out)
+{
+	return read_rules(n, ref, out);
+}
+
+/* New ids start from zero, as alloc_rule_id() starts them: an id a rule
+ * deleted long ago had keeps its counters until it is handed out again. */
+int policy_zero_counters(const struct pi_node *n, const uint32_t *ids,
+			 uint32_t count)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	void *zero = calloc(ncpu > 0 ? ncpu : 1, sizeof(struct pi_rule_stats));
+
+	if (!zero)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < count; i++) {
+		if (bpf_map_update_elem(n->maps[M_RULE_STATS], &ids[i], zero, 0)) {
+			int err = -errno;
+
+			free(zero);
+			return err;
+		}
+	}
+	free(zero);
+	return 0;
+}
+
 int policy_clear_pod(struct pi_node *n, uint32_t pod_id)
 {
 	int err = write_policy(n, pod_id, PI_DIR_EGRESS, NULL, 0);
