@@ -57,8 +57,9 @@ int main(int argc, char **argv)
 		{ "proxy", do_proxy },
 		{ "probe", do_probe },
 		{ "features", do_features },
-		"OBJECT := node | pod | policy | ct | inject | proxy | probe | features |\n"
-		"          metrics | apply | export | help\n"
+		{ "metrics", do_metrics },
+		{ "apply", do_apply },
+		{ "export", do_export },
 		{ "help", main_help },
 		{ 0 },
 	};
