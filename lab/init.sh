@@ -5,6 +5,7 @@
 # /etc/podinject-modules in order, runs the suite in /podinject and prints
 # marker lines lab/run.sh looks for on the console:
 #   PODINJECT-LAB-INIT uptime=<s> release=<uname -r>
+#   PODINJECT-LAB-CLOCK current=<clocksource> available=<list>
 #   PODINJECT-LAB-BEGIN
 #   ... the suite's output ...
 #   PODINJECT-LAB-END rc=<exit code> uptime=<s>
@@ -29,6 +30,10 @@ mkdir -p /run/netns
 # a fresh line: the firmware leaves terminal escapes on the current one
 echo
 echo "PODINJECT-LAB-INIT uptime=$(cut -d' ' -f1 /proc/uptime) release=$(uname -r)"
+# The clock every timestamp of the suite is read from (a coarse one gives
+# RTTs of 0): the clocksource in use and those the kernel has.
+cs=/sys/devices/system/clocksource/clocksource0
+echo "PODINJECT-LAB-CLOCK current=$(cat $cs/current_clocksource 2>/dev/null) available=$(cat $cs/available_clocksource 2>/dev/null | tr ' ' ,)"
 
 . /etc/podinject-lab.env
 export PODINJECT_LAB
