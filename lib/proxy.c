@@ -188,6 +188,15 @@ void reply_hook_release(const struct pi_node *n, const struct inject_state *s,
 	detach_in_pod(n, s, pod, "reply");
 }
 
+void reply_hook_unpin(const struct inject_state *s,
+		      const struct pi_pod_info *gone)
+{
+	char path[PATH_MAX];
+
+	pin_of(s, path, sizeof(path), "reply", gone);
+	unlink(path);
+}
+
 static int proxy_serves(const struct inject_state *s, uint32_t proxy_ifindex,
 			uint32_t except)
 {
