@@ -392,6 +392,7 @@ static int parse_conf(json_t *root, struct cni_conf *c, struct cni_err *e)
 	c->root = root;
 	c->node = CNI_DEFAULT_NODE;
 	c->lock_timeout_ms = PI_LOCK_TIMEOUT_MS;
+	c->ipam_timeout_ms = CNI_IPAM_TIMEOUT_MS;
 	c->log_level = -1;
 	if (get_str(root, "cniVersion", &c->cni_version, e))
 		return -1;
@@ -461,6 +462,14 @@ static int parse_conf(json_t *root, struct cni_conf *c, struct cni_err *e)
 			return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
 					"lockTimeoutMs: 0-3600000");
 		c->lock_timeout_ms = json_integer_value(v);
+	}
+	v = json_object_get(root, "ipamTimeoutMs");
+	if (v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 3600 * 1000)
+			return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+					"ipamTimeoutMs: 1-3600000");
+		c->ipam_timeout_ms = json_integer_value(v);
 	}
 	v = json_object_get(root, "prevResult");
 	if (v && !json_is_null(v)) {
@@ -755,8 +764,15 @@ static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
 
 	if (conf->prev_result)
 		cni_log(PI_LOG_WARN, "main mode ignores the prevResult it was given");
-	if (cni_ipam_exec(conf, env, "ADD", &ipam_res, e))
+	if (cni_ipam_exec(conf, env, "ADD", &ipam_res, e)) {
+		/* The plugin ran (and may hold an address it never reported,
+		 * timed out or cut off): it gets its DEL. */
+		if (e->code == CNI_ERR_IPAM &&
+		    cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
+			cni_log(PI_LOG_ERROR, "cannot undo IPAM: %s: %s",
+				ignore.msg, ignore.details);
 		return -1;
+	}
 	if (prev_addresses(ipam_res, -1, &ip4, &has4, &ip6, &has6, e))
 		goto out;
 	if (!has4 && !has6) {
