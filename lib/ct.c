@@ -151,6 +151,8 @@ int pi_ct_flush(struct pi_node *n, const char *pod_name)
 	struct pi_pod_info pod;
 	int err;
 
+	if (node_require_write(n, "ct flush"))
+		return -EBADF;
 	err = pod_lookup(n, pod_name, &pod);
 	if (err)
 		return err;
@@ -178,6 +180,8 @@ int pi_ct_set_timeout(struct pi_node *n, uint32_t kind, uint32_t seconds)
 	uint32_t old;
 	int err;
 
+	if (node_require_write(n, "ct timeout"))
+		return -EBADF;
 	if (kind >= PI_CT_TO_MAX) {
 		pr_err("no such conntrack timeout %u", kind);
 		return -EINVAL;

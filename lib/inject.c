@@ -681,6 +681,8 @@ int pi_inject_allow(struct pi_node *n, const char *injector,
 	int nkeys = 0, created = 0, err;
 	bool new_link = false;
 
+	if (node_require_write(n, "inject allow"))
+		return -EBADF;
 	inject_open_none(&s);
 	err = find_pods(n, &injector, 1, &inj);
 	if (!err)
@@ -747,6 +749,8 @@ int pi_inject_deny(struct pi_node *n, const char *injector,
 	struct inject_state s;
 	int err, removed = 0;
 
+	if (node_require_write(n, "inject deny"))
+		return -EBADF;
 	err = find_pods(n, &injector, 1, &inj);
 	if (!err)
 		err = find_pods(n, as, nas, targets);

@@ -294,8 +294,10 @@ int nl_link_index(const char *name)
 {
 	unsigned int idx = if_nametoindex(name);
 
+	/* a device named by the caller that is not there: the API's
+	 * -ENXIO (include/podinject/podinject.h), not the kernel's ENODEV */
 	if (!idx)
-		return errno ? -errno : -ENODEV;
+		return !errno || errno == ENODEV ? -ENXIO : -errno;
 	return (int)idx;
 }
 

@@ -196,6 +196,8 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 	struct pi_pod_info pod;
 	int err;
 
+	if (node_require_write(n, "policy add"))
+		return -EBADF;
 	if (dir > PI_DIR_INGRESS || (r.action != PI_ALLOW && r.action != PI_DENY)) {
 		pr_err("a rule needs a direction and allow or deny");
 		return -EINVAL;
@@ -240,6 +242,8 @@ int pi_policy_del(struct pi_node *n, const char *pod_name, uint32_t dir,
 	uint32_t kept = 0;
 	int err;
 
+	if (node_require_write(n, "policy del"))
+		return -EBADF;
 	if (dir > PI_DIR_INGRESS)
 		return -EINVAL;
 	err = load_policy(n, pod_name, dir, &pod, &ref, &list);

@@ -259,16 +259,20 @@ static uint32_t policy_deny_rule(const struct pi_node *n, const struct probe *pr
 	uint8_t proto = pr->proto;
 	bool ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
 	struct pi_rule r;
-	int pos;
+	uint32_t pos;
+	int found;
 
 	if (pr->family == AF_INET6 && proto == IPPROTO_ICMP)
 		proto = IPPROTO_ICMPV6;	/* what build_frame puts on the wire */
 	if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &key, &ref) ||
 	    !ref.count)
 		return 0;
-	pos = cls_lookup_maps(&m, ref.start, pr->family, &pr->dst, proto,
-			      ports, ports ? pr->dport : 0);
-	if (pos < 0)
+	found = cls_lookup_maps(&m, ref.start, pr->family, &pr->dst, proto,
+				ports, ports ? pr->dport : 0, &pos);
+	if (found < 0)
+		pr_warn("pod '%s': cannot read its policy (%s); a drop by it is reported as no answer",
+			pr->pod->name, strerror(-found));
+	if (found <= 0)
 		return 0;
 	slot = ref.start + pos;
 	if (bpf_map_lookup_elem(n->maps[M_RULES], &slot, &r))
@@ -728,6 +732,8 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 	int err;
 
 	*out = NULL;
+	if (node_require_write(n, "probe"))
+		return -EBADF;
 	if (!proto)
 		proto = spec->port ? IPPROTO_TCP : IPPROTO_ICMP;
 	if ((proto != IPPROTO_ICMP && !spec->port) ||
@@ -824,6 +830,8 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 
 	*out = NULL;
 	*rows = *cols = 0;
+	if (node_require_write(n, "probe matrix"))
+		return -EBADF;
 	if ((proto != IPPROTO_ICMP && !spec->port) || spec->nextra > 16 ||
 	    spec->nextra < 0) {
 		pr_err("%s probes need a port; at most 16 more addresses",

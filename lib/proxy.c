@@ -328,6 +328,8 @@ int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 	int nkeys = 0, created, err;
 	bool ruled = false;
 
+	if (node_require_write(n, "proxy add"))
+		return -EBADF;
 	err = two_pods(n, proxy_name, pod_name, &proxy, &pod);
 	if (err)
 		return err;
@@ -402,6 +404,8 @@ int pi_proxy_del(struct pi_node *n, const char *proxy_name,
 	struct inject_state s;
 	int err;
 
+	if (node_require_write(n, "proxy del"))
+		return -EBADF;
 	err = two_pods(n, proxy_name, pod_name, &proxy, &pod);
 	if (err)
 		return err;
