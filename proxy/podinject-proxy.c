@@ -280,11 +280,22 @@ static int set_transparent(int fd, int family)
 	return setsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &one, sizeof(one));
 }
 
-static void ep_set(int fd, struct tag *tag, uint32_t events, bool add)
+static int ep_set(int fd, struct tag *tag, uint32_t events, bool add)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = tag };
 
-	epoll_ctl(ep, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
+	return epoll_ctl(ep, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
+}
+
+/* A descriptor the proxy cannot run without, at its start: named, and
+ * the proxy ends (a proxy without its signal fd could not be stopped
+ * cleanly, one without epoll could serve nothing). */
+static int need_fd(int fd, const char *what)
+{
+	if (fd < 0)
+		fprintf(stderr, "podinject-proxy: %s: %s\n", what,
+			strerror(errno));
+	return fd;
 }
 
 static int listen_on(int family, int type, int port)
@@ -968,15 +979,23 @@ int main(int argc, char **argv)
 		goto usage;
 	if (raise_nofile())
 		return 1;
-	reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	/* the descriptor given up to accept() a connection over the limit */
+	reserve_fd = need_fd(open("/dev/null", O_RDONLY | O_CLOEXEC),
+			     "the reserve descriptor (/dev/null)");
+	if (reserve_fd < 0)
+		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	ep_set(sfd, &sigtag, EPOLLIN, true);
+	sfd = need_fd(signalfd(-1, &mask, SFD_CLOEXEC), "signalfd");
+	if (sfd < 0)
+		return 1;
+	ep = need_fd(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
+	if (ep < 0 || need_fd(ep_set(sfd, &sigtag, EPOLLIN, true),
+			      "epoll_ctl (signalfd)") < 0)
+		return 1;
 
 	lfds[0] = listen_on(AF_INET, SOCK_STREAM, port);
 	lfds[1] = listen_on(AF_INET6, SOCK_STREAM, port);
@@ -994,7 +1013,9 @@ int main(int argc, char **argv)
 		if (l->fd < 0)
 			continue;	/* no IPv6 here is fine */
 		l->tag = (struct tag){ i < 2 ? K_LISTEN_TCP : K_LISTEN_UDP, l };
-		ep_set(l->fd, &l->tag, EPOLLIN, true);
+		if (need_fd(ep_set(l->fd, &l->tag, EPOLLIN, true),
+			    "epoll_ctl (listener)") < 0)
+			return 1;
 	}
 	if (verbose)
 		fprintf(stderr, "podinject-proxy: listening on %ld\n", port);
