@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include "podinject_util.h"
 #include "cni.h"
 
 static int find_plugin(const char *cni_path, const char *type, char *out,
@@ -40,14 +41,6 @@ static int find_plugin(const char *cni_path, const char *type, char *out,
 	return -ENOENT;
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 /* Ends the plugin and whatever it started (its own process group), then
  * reaps it: nothing of it outlives the call. */
 static void end_plugin(pid_t pid, int *status)
@@ -68,7 +61,7 @@ static int reap_by(pid_t pid, int *status, long long deadline)
 			return 1;
 		if (r < 0 && errno != EINTR)
 			return 1;	/* not ours to wait for: ECHILD */
-		if (now_ms() >= deadline)
+		if (pi_mono_ms() >= deadline)
 			return 0;
 		usleep(2000);
 	}
@@ -97,7 +90,7 @@ static enum run_end run_io(struct run *r, long long deadline)
 			{ .fd = r->from_child, .events = POLLIN },
 			{ .fd = r->to_child, .events = POLLOUT },
 		};
-		long long left = deadline - now_ms();
+		long long left = deadline - pi_mono_ms();
 		ssize_t n;
 
 		if (left <= 0)
@@ -187,7 +180,7 @@ int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
 	/* a plugin that closes its stdin early makes a write fail (EPIPE),
 	 * not end this process */
 	signal(SIGPIPE, SIG_IGN);
-	deadline = now_ms() + conf->ipam_timeout_ms;
+	deadline = pi_mono_ms() + conf->ipam_timeout_ms;
 	pid = fork();
 	if (pid < 0) {
 		err = cni_fail(e, CNI_ERR_IO, "cannot run the IPAM plugin", "fork: %s",

@@ -25,6 +25,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "cls.h"
+#include "podinject_util.h"
 
 #define ADDR_FAMILIES	2
 static const uint32_t families[ADDR_FAMILIES] = { AF_INET, AF_INET6 };
@@ -41,12 +42,7 @@ struct blobset {
 
 static uint64_t blob_hash(const void *p, size_t n)
 {
-	const uint8_t *b = p;
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ULL;
-	return h;
+	return pi_fnv64(PI_FNV64_BASIS, p, n);
 }
 
 static int blob_rehash(struct blobset *s, uint32_t slots)

@@ -11,17 +11,9 @@
 #include <time.h>
 #include <bpf/bpf.h>
 #include "lib.h"
+#include "podinject_util.h"
 
 static const uint32_t ct_defaults[PI_CT_TO_MAX] = PI_CT_TIMEOUT_DEFAULTS;
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	/* bpf_ktime_get_ns() is CLOCK_MONOTONIC */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 static uint32_t timeout_s(const struct pi_node *n, const struct pi_ct_key *k,
 			  const struct pi_ct_entry *e)
@@ -49,7 +41,7 @@ static int ct_walk(struct pi_node *n, uint32_t pod_id, bool forget,
 {
 	int fd = n->maps[M_CT], err = 0, ndel = 0, cap = 0;
 	struct pi_ct_key k, next, *del = NULL;
-	uint64_t now = mono_ns();
+	uint64_t now = (uint64_t)pi_mono_ns();
 	bool first = true;
 
 	while (!err && !bpf_map_get_next_key(fd, first ? NULL : &k, &next)) {

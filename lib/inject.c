@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "inject.h"
+#include "percpu.h"
 #include "lib.h"
 #include "inject.skel.h"
 #include "kernel_features.h"
@@ -832,20 +833,15 @@ int pi_inject_list(struct pi_node *n, struct pi_inject_auth_info **out)
 int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **out)
 {
 	struct pi_inject_stats_key key, next, *prev = NULL;
-	int ncpu = libbpf_num_possible_cpus();
 	struct pi_inject_stat_info *all;
-	struct pi_inject_stats *per;
+	struct pi_inject_stats sum;
 	struct inject_state s;
 	int cnt = 0;
 
 	*out = NULL;
-	per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per));
 	all = calloc(PI_MAX_INJECT + 1, sizeof(*all));
-	if (!per || !all) {
-		free(per);
-		free(all);
+	if (!all)
 		return -ENOMEM;
-	}
 	if (!inject_open(n, &s, false)) {
 		while (cnt < PI_MAX_INJECT &&
 		       !bpf_map_get_next_key(s.maps[IM_STATS], prev, &next)) {
@@ -853,14 +849,13 @@ int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **out)
 
 			key = next;
 			prev = &key;
-			if (bpf_map_lookup_elem(s.maps[IM_STATS], &key, per))
+			if (percpu_sum(s.maps[IM_STATS], &key, &sum,
+				       sizeof(sum)))
 				continue;
-			for (int c = 0; c < ncpu; c++) {
-				st->packets += per[c].packets;
-				st->bytes += per[c].bytes;
-				for (int r = 0; r < PI_INJ_DROP_MAX; r++)
-					st->drops[r] += per[c].drops[r];
-			}
+			st->packets = sum.packets;
+			st->bytes = sum.bytes;
+			for (int r = 0; r < PI_INJ_DROP_MAX; r++)
+				st->drops[r] = sum.drops[r];
 			pod_name_by_ifindex(n, key.injector_ifindex, st->injector,
 					    sizeof(st->injector));
 			pod_name_by_ifindex(n, key.target_ifindex, st->as,
@@ -878,7 +873,6 @@ int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **out)
 		}
 		inject_close(&s);
 	}
-	free(per);
 	*out = all;
 	return cnt;
 }

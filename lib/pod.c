@@ -21,6 +21,7 @@
 #include "attach.h"
 #include "kernel_features.h"
 #include "lib.h"
+#include "percpu.h"
 #include "nl.h"
 #include "xdp.h"
 
@@ -199,16 +200,7 @@ static void del_endpoints(const struct pi_node *n, const struct pi_pod_info *pod
 
 static void reset_pod_stats(const struct pi_node *n, uint32_t id)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	void *zero;
-
-	if (ncpu <= 0)
-		return;
-	zero = calloc(ncpu, sizeof(struct pi_pod_stats));
-	if (!zero)
-		return;
-	bpf_map_update_elem(n->maps[M_POD_STATS], &id, zero, 0);
-	free(zero);
+	percpu_zero(n->maps[M_POD_STATS], &id, sizeof(struct pi_pod_stats));
 }
 
 static int attach_pod(const struct pi_node *n, const struct pi_pod_info *pod)

@@ -43,8 +43,10 @@
 #include "cls.h"
 #include "inject.h"
 #include "lib.h"
+#include "percpu.h"
 #include "nl.h"
 #include "podinject_rule.h"
+#include "podinject_util.h"
 
 #define V_PENDING	PI_PROBE_PENDING
 #define V_ANSWERED	PI_PROBE_ANSWERED
@@ -89,14 +91,6 @@ struct session {
 static bool stopped(const struct session *ss)
 {
 	return ss->stop && *ss->stop;
-}
-
-static long long mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 /* Probe ids and TCP sequence numbers need only differ from run to run:
@@ -282,15 +276,10 @@ static uint32_t policy_deny_rule(const struct pi_node *n, const struct probe *pr
 
 static uint64_t rule_packets(const struct pi_node *n, uint32_t id)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	struct pi_rule_stats *per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per));
-	uint64_t sum = 0;
+	struct pi_rule_stats sum;
 
-	if (per && !bpf_map_lookup_elem(n->maps[M_RULE_STATS], &id, per))
-		for (int c = 0; c < ncpu; c++)
-			sum += per[c].packets;
-	free(per);
-	return sum;
+	percpu_sum(n->maps[M_RULE_STATS], &id, &sum, sizeof(sum));
+	return sum.packets;
 }
 
 /* ---- session ----------------------------------------------------------- */
@@ -644,7 +633,7 @@ static int probe_send(struct session *ss, struct probe *pr)
 		return err;
 	}
 	len = build_frame(pr, buf, false, 0);
-	pr->sent_ns = mono_ns();
+	pr->sent_ns = pi_mono_ns();
 	err = send_frame(ss, buf, len);
 	if (err)
 		pr_err("cannot send the probe from '%s' to %s on " PI_PROBE_TX_DEV ": %s",
@@ -663,7 +652,7 @@ static void wait_answers(struct session *ss, int from, int to,
 
 		for (int i = from; i < to && !pending; i++)
 			pending = ss->probes[i].verdict == V_PENDING;
-		left = (until - mono_ns()) / 1000000;
+		left = (until - pi_mono_ns()) / 1000000;
 		if (!pending || left <= 0 || stopped(ss))
 			break;
 		ring_buffer__poll(ss->rb, left > 50 ? 50 : (int)left);
@@ -777,7 +766,7 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 	}
 	unlocked = !unlock_for_wait(n);
 	for (; sent < count && !stopped(&ss); sent++) {
-		long long next = mono_ns() + spec->interval_ms * 1000000LL;
+		long long next = pi_mono_ns() + spec->interval_ms * 1000000LL;
 
 		/* a probe that did not leave is no "no answer" */
 		err = probe_send(&ss, &ss.probes[sent]);
@@ -788,11 +777,11 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 		}
 		/* answers of this and earlier probes arrive meanwhile */
 		wait_answers(&ss, sent, sent + 1, next);
-		while (mono_ns() < next && sent + 1 < count && !stopped(&ss))
+		while (pi_mono_ns() < next && sent + 1 < count && !stopped(&ss))
 			ring_buffer__poll(ss.rb, 10);
 	}
 	{
-		long long until = mono_ns();
+		long long until = pi_mono_ns();
 
 		for (uint32_t i = 0; i < sent; i++) {
 			long long d = ss.probes[i].sent_ns + timeout * 1000000LL;
@@ -907,7 +896,7 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 			relock_for_teardown(n, spec->lock_timeout_ms);
 		goto out;
 	}
-	wait_answers(&ss, 0, np, mono_ns() + timeout * 1000000LL);
+	wait_answers(&ss, 0, np, pi_mono_ns() + timeout * 1000000LL);
 	finalize(&ss, 0, np);
 	if (unlocked)
 		relock_for_teardown(n, spec->lock_timeout_ms);

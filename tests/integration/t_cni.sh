@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=177
+EXPECT=178
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -339,6 +339,7 @@ expect_code bad_node_name 7 bad_add "$(podconf 1.0.0 "$prev" '{"node": "No Such/
 expect_code bad_prevresult_type 7 bad_add "$(podconf 1.0.0 '"text"')"
 expect_code bad_no_prevresult 7 bad_add "$(podconf 1.0.0)"
 expect_code bad_main_without_ipam 7 bad_add "$(podconf 1.0.0 "" '{"mode": "main"}')"
+expect_code bad_ipam_timeout 7 bad_add "$(podconf 1.0.0 "$prev" '{"ipamTimeoutMs": 0}')"
 conf=$(podconf 1.0.0 "$prev")
 env_run() { echo "$conf" | env -i PATH=/usr/bin:/bin "$@" "$CNI" 2>>"$T/stderr"; }
 expect_code env_no_command 4 env_run CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0
