@@ -21,7 +21,7 @@ CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation 
 # The library's own headers are for the library and its unit tests; the
 # CLI sees the public header only.
 LIB_CFLAGS := -Ilib
-LDLIBS    := -lbpf -lelf -lz -lmnl
+LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson -lyaml
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	      -Iinclude -Ibpf -I$(BUILD)
 
@@ -32,7 +32,8 @@ DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	libmnl-dev iproute2 iputils-ping iperf3 jq procps ethtool \
 	libjansson-dev containernetworking-plugins podman runc busybox-static \
 	catatonit buildah haproxy containerd protobuf-compiler python3-grpcio \
-	python3-protobuf libclang-rt-14-dev
+	python3-protobuf libclang-rt-14-dev libmicrohttpd-dev prometheus \
+	libyaml-dev
 
 ifeq ($(V),1)
 Q :=
@@ -63,7 +64,7 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
-all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/nl_check $(TOOLS) $(TEST_BPF)
+all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/nl_check $(BUILD)/mknetkit $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
@@ -107,7 +108,16 @@ $(LIBPI): $(LIB_OBJS)
 
 $(BUILD)/podinject: $(CLI_OBJS) $(LIBPI)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lmicrohttpd
+
+# The version `podinject metrics` reports (podinject_build_info): git's
+# description of the tree, the file rewritten only when it changes.
+PI_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/version.h: FORCE | $(BUILD)
+	$(Q)echo '#define PODINJECT_VERSION "$(PI_VERSION)"' >$@.tmp
+	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(BUILD)/obj/metrics.o: $(BUILD)/version.h
+FORCE:
 
 $(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
 	$(call msg,CC,$@)
@@ -126,9 +136,9 @@ $(BUILD)/podinject-cni: $(CNI_SRCS) cni/cni.h $(HEADERS) $(LIBPI) | $(BUILD)
 image: all
 	@./scripts/build-image.sh $(BUILD)/podinject-image.tar
 
-$(BUILD)/unit_tests: $(UNIT_SRCS) $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h) $(HEADERS)
+$(BUILD)/unit_tests: $(UNIT_SRCS) src/prom.c src/prom.h $(LIB_OBJS) $(SKELS) $(wildcard tests/unit/*.h) $(HEADERS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) $(UNIT_CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) $(LIB_OBJS) -o $@ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) $(UNIT_CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) src/prom.c $(LIB_OBJS) -o $@ $(LDLIBS)
 
 # The API's own tests link the library as any other program would.
 $(BUILD)/lib_tests: $(wildcard tests/lib/*.c) $(LIBPI)
@@ -139,6 +149,10 @@ $(BUILD)/lib_tests: $(wildcard tests/lib/*.c) $(LIBPI)
 $(BUILD)/nl_check: tests/nlcheck/nl_check.c lib/nl.c lib/nl.h | $(BUILD)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) tests/nlcheck/nl_check.c lib/nl.c -o $@ -lmnl
+
+$(BUILD)/mknetkit: tests/nlcheck/mknetkit.c lib/nl.c lib/nl.h | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $(LIB_CFLAGS) tests/nlcheck/mknetkit.c lib/nl.c -o $@ -lmnl
 
 # Test tools stand in for other programs: no sanitizers there.
 $(BUILD)/%: tests/tools/%.c | $(BUILD)

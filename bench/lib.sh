@@ -30,7 +30,10 @@ PB_DATE=${PB_DATE:-$(date +%Y-%m-%d)}
 PB_TAG=${PB_TAG:-}			# in the file names: DATE-TAG-SUITE (the lab: lab-KERNEL)
 
 KERNEL=$(uname -r)
-PB_PREFIX=pb
+# Namespaces, nodes and pods of a run start with "$PB_PREFIX-", and the
+# teardown removes all of those: two runs at once on a shared machine need
+# two prefixes, or each one's teardown removes the other's topology.
+PB_PREFIX=${PB_PREFIX:-pb}
 PB_PINS=/sys/fs/bpf/pb-bench
 
 # --- namespaces and teardown -------------------------------------------

@@ -3,6 +3,7 @@
 # podinject's benchmarks (`make bench`; never part of `make test`).
 #
 #   bench/run.sh [SUITE...]      SUITE: injection redirect xdp progcost proxy cni
+#                                metrics apply
 #                                (default: all, in that order)
 #
 # Each suite writes bench/results/DATE-SUITE.{json,md,png}. Every figure is
@@ -19,7 +20,7 @@ for s in "$ROOT"/bench/suites/*.sh; do
 	. "$s"
 done
 
-ALL="injection redirect xdp progcost proxy cni"
+ALL="injection redirect xdp progcost proxy cni metrics apply"
 suites=${*:-$ALL}
 for s in $suites; do
 	case " $ALL " in

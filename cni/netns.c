@@ -22,6 +22,7 @@ struct link_attrs {
 	int ifindex;
 	int link;		/* IFLA_LINK: the peer's ifindex */
 	bool has_link;
+	bool has_link_netnsid;	/* the peer is in another namespace */
 	char name[IFNAMSIZ];
 	char kind[16];
 	uint8_t mac[6];
@@ -50,6 +51,9 @@ static int parse_attr(const struct nlattr *attr, void *data)
 		la->link = mnl_attr_get_u32(attr);
 		la->has_link = true;
 		break;
+	case IFLA_LINK_NETNSID:
+		la->has_link_netnsid = true;
+		break;
 	case IFLA_ADDRESS:
 		if (mnl_attr_get_payload_len(attr) == 6)
 			memcpy(la->mac, mnl_attr_get_payload(attr), 6);
@@ -68,6 +72,13 @@ static int link_cb(const struct nlmsghdr *nlh, void *data)
 
 	la->ifindex = ifm->ifi_index;
 	mnl_attr_parse(nlh, sizeof(*ifm), parse_attr, la);
+	/* The kernel leaves IFLA_LINK out when the peer's ifindex is the
+	 * device's own, which two ends in two namespaces may well have (both
+	 * 2 in a runtime's fresh namespace and a new sandbox's). */
+	if (!la->has_link && la->has_link_netnsid) {
+		la->link = la->ifindex;
+		la->has_link = true;
+	}
 	return MNL_CB_OK;
 }
 
@@ -145,7 +156,7 @@ int cni_find_pair(const char *netns, const char *ifname,
 	close(self);
 	if (err)
 		return err;
-	if (!pod.has_link || pod.link == 0 || pod.link == pod.ifindex) {
+	if (!pod.has_link || pod.link == 0) {
 		cni_log(PI_LOG_ERROR, "%s in %s has no peer device", ifname,
 			netns);
 		return -ENXIO;

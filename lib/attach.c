@@ -86,6 +86,17 @@ int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
 	}
 
 	fd = link_create(prog_fd, ifindex, hook_attach_type(hook), head);
+	/* A link whose pin was just removed (detach_prog) is released by
+	 * the kernel's deferred work, not by the unlink itself: until then
+	 * the hook still holds the program, and tcx refuses it a second
+	 * time. A detach and an attach in one process (pi_apply, or a
+	 * program calling pi_inject_deny then pi_inject_allow) meet that
+	 * window; wait for the release, up to half a second. */
+	for (int waited = 0; fd == -EEXIST && access(pin_path, F_OK) &&
+	     waited < 500; waited++) {
+		usleep(1000);
+		fd = link_create(prog_fd, ifindex, hook_attach_type(hook), head);
+	}
 	if (fd < 0)
 		return fd;
 	err = bpf_obj_pin(fd, pin_path) ? -errno : 0;

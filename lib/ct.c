@@ -32,7 +32,10 @@ static uint32_t timeout_s(const struct pi_node *n, const struct pi_ct_key *k,
 					 ct_defaults[kind];
 }
 
-/* Calls fn on every live entry of pod `pod_id`; frees expired ones. With
+#define CT_ALL_PODS	UINT32_MAX
+
+/* Calls fn on every live entry of pod `pod_id` (of every pod with
+ * CT_ALL_PODS); frees expired ones. With
  * `forget`, deletes each one fn was called on. Deletions wait for the end
  * of the walk: a hash map's next key after a deleted one is its first. */
 static int ct_walk(struct pi_node *n, uint32_t pod_id, bool forget,
@@ -51,7 +54,7 @@ static int ct_walk(struct pi_node *n, uint32_t pod_id, bool forget,
 
 		first = false;
 		k = next;
-		if (next.pod_id != pod_id)
+		if (pod_id != CT_ALL_PODS && next.pod_id != pod_id)
 			continue;
 		if (bpf_map_lookup_elem(fd, &next, &ci.entry))
 			continue;	/* gone meanwhile */
@@ -157,6 +160,29 @@ int pi_ct_counts(struct pi_node *n, const struct pi_pod_info *pod,
 {
 	memset(out, 0, sizeof(*out));
 	return ct_walk(n, pod->id, false, ct_tally, out);
+}
+
+struct ct_all_ctx {
+	struct pi_ct_counts *out;
+	uint32_t nout;
+};
+
+static int ct_tally_by_pod(const struct pi_ct_info *ci, void *ctx)
+{
+	struct ct_all_ctx *a = ctx;
+
+	if (ci->key.pod_id < a->nout)
+		ct_tally(ci, &a->out[ci->key.pod_id]);
+	return 0;
+}
+
+int pi_ct_counts_all(struct pi_node *n, struct pi_ct_counts *out,
+		     uint32_t nout)
+{
+	struct ct_all_ctx a = { .out = out, .nout = nout };
+
+	memset(out, 0, nout * sizeof(*out));
+	return ct_walk(n, CT_ALL_PODS, false, ct_tally_by_pod, &a);
 }
 
 int pi_ct_timeouts(struct pi_node *n, uint32_t out[PI_CT_TO_MAX])

@@ -308,10 +308,24 @@ static bool netkit_fallback_wanted(const struct inject_state *s,
 	return false;
 }
 
+/* By ifindex, as every pod's pin: a pod's name may hold a '/' (an adopted
+ * Kubernetes namespace/name) or be longer than a path component. */
 static void guard_pin(const struct inject_state *s, const char *what,
 		      const struct pi_pod_info *pod, char *buf, size_t len)
 {
+	snprintf(buf, len, "%s/link_%s_%u", s->dir, what, pod->ifindex);
+}
+
+/* The name a guard's pin had before (ABI 4 and earlier), for a guard a
+ * node made then: false where that name could not be a pin. */
+static bool guard_pin_by_name(const struct inject_state *s, const char *what,
+			      const struct pi_pod_info *pod, char *buf,
+			      size_t len)
+{
+	if (strchr(pod->name, '/'))
+		return false;
 	snprintf(buf, len, "%s/link_%s_%s", s->dir, what, pod->name);
+	return !access(buf, F_OK);
 }
 
 static uint32_t prog_id(int fd)
@@ -393,6 +407,12 @@ static void guard_detach(struct inject_state *s, const struct pi_pod_info *pod)
 	guard_pin(s, "untag", pod, path, sizeof(path));
 	detach_prog(pod->ifindex, PI_HOOK_NETKIT_PEER, PI_ATTACH_TCX,
 		    PI_PRIO_HEAD, path);
+	if (guard_pin_by_name(s, "guard", pod, path, sizeof(path)))
+		detach_prog(pod->ifindex, PI_HOOK_INGRESS, PI_ATTACH_TCX,
+			    PI_PRIO_HEAD, path);
+	if (guard_pin_by_name(s, "untag", pod, path, sizeof(path)))
+		detach_prog(pod->ifindex, PI_HOOK_NETKIT_PEER, PI_ATTACH_TCX,
+			    PI_PRIO_HEAD, path);
 	if (!bpf_map_lookup_elem(s->maps[IM_NETKIT_GUARDS], &pod->ifindex, &g)) {
 		bpf_map_delete_elem(s->maps[IM_NETKIT_PEER_PROGS], &g.slot);
 		bpf_map_delete_elem(s->maps[IM_NETKIT_GUARDS], &pod->ifindex);

@@ -41,6 +41,18 @@ int node_require_write(const struct pi_node *n, const char *what);
 
 /* Drops a pod's policy in both directions (a new pod starts clean). */
 int policy_clear_pod(struct pi_node *n, uint32_t pod_id);
+/* The bulk path of apply (lib/apply.c): `rules`, ids included, become the
+ * pod's policy in `dir` in one compile and one reference flip. */
+int policy_replace(struct pi_node *n, uint32_t pod_id, uint32_t dir,
+		   const struct pi_rule *rules, uint32_t count);
+/* Every pod's references (PI_MAX_PODS * 2, key pod_id * 2 + dir), and the
+ * rules one of them names. */
+int policy_read_all(const struct pi_node *n, struct pi_policy_ref *refs);
+int policy_read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
+		      struct pi_rule *out);
+/* Sets the counters of rule ids about to be handed out to zero. */
+int policy_zero_counters(const struct pi_node *n, const uint32_t *ids,
+			 uint32_t count);
 /* The node's maps the classifier is published into and read from. */
 struct cls_maps policy_cls_maps(const struct pi_node *n);
 

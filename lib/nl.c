@@ -466,6 +466,11 @@ static int link_reply_cb(const struct nlmsghdr *nlh, void *data)
 	mnl_attr_parse(nlh, sizeof(struct ifinfomsg), link_attr_cb, tb);
 	if (tb[IFLA_LINK])
 		r->link = mnl_attr_get_u32(tb[IFLA_LINK]);
+	/* The kernel leaves IFLA_LINK out when the peer's ifindex is the
+	 * device's own: a pair's two ends in two fresh namespaces often both
+	 * have 2. A peer in another namespace still shows as its netnsid. */
+	else if (tb[IFLA_LINK_NETNSID])
+		r->link = ((struct ifinfomsg *)mnl_nlmsg_get_payload(nlh))->ifi_index;
 	r->carrier = tb[IFLA_CARRIER] ? mnl_attr_get_u8(tb[IFLA_CARRIER]) : -1;
 	if (tb[IFLA_ADDRESS] && mnl_attr_get_payload_len(tb[IFLA_ADDRESS]) == 6) {
 		memcpy(r->mac, mnl_attr_get_payload(tb[IFLA_ADDRESS]), 6);
@@ -641,7 +646,7 @@ int nl_addr_add(int ifindex, int family, const void *addr, int prefixlen)
 	err = nl_request(nlh, NULL, NULL);
 	if (err || family != AF_INET6)
 		return err;
-	return addr6_wait_local(addr, 2000);
+	return addr6_wait_local(addr, NL_READY_TIMEOUT_MS);
 }
 
 static struct rtmsg *route_msg(struct nlmsghdr *nlh, int family, int plen)

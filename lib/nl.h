@@ -55,6 +55,12 @@ int nl_link_set_netns(int ifindex, int netns_fd);
  * instance because the peer is down). Call it on both ends after setting
  * them up, before sending anything. */
 int nl_link_wait_running(int ifindex, int timeout_ms);
+/* How long a new device or address may take to work. The kernel's
+ * linkwatch, which activates a device, needs RTNL, and on a loaded node
+ * (a runtime starting many pods, each tcx attach holding RTNL across two
+ * RCU grace periods) it can wait for seconds: too short a bound fails a
+ * pod start at random. */
+#define NL_READY_TIMEOUT_MS	10000
 
 /* Addresses, routes and neighbours. Addresses are in network byte order:
  * 4 bytes for AF_INET, 16 for AF_INET6. */

@@ -5,6 +5,7 @@
  * and optionally an uplink device inside it.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -215,6 +216,47 @@ void pi_node_close(struct pi_node *n)
 	free(n);
 }
 
+/* The pin directory `node up` makes: a host node's is keyed by the
+ * namespace it is made in, a named node's by its name. Either is refused
+ * where a command would find another node of that name first: the host
+ * node of this namespace, or one pinned before the keying whose namespace
+ * is this one. */
+static int node_up_dir(const char *name, bool host, char *path, size_t len)
+{
+	char plain[PATH_MAX];
+	uint64_t ino;
+	struct stat own;
+	int err;
+
+	err = node_host_dir(name, path, len);
+	if (err) {
+		pr_err("cannot read this network namespace's cookie: %s",
+		       strerror(-err));
+		return err;
+	}
+	if (!access(path, F_OK)) {
+		pr_err("node '%s' is already up (the host node of this namespace)",
+		       name);
+		return -EALREADY;
+	}
+	snprintf(plain, sizeof(plain), "%s/%s", PI_PIN_ROOT, name);
+	if (!host) {
+		snprintf(path, len, "%s", plain);
+		if (!access(path, F_OK)) {
+			pr_err("node '%s' is already up", name);
+			return -EALREADY;
+		}
+		return 0;
+	}
+	if (!access(plain, F_OK) && !stat(HOST_NETNS_PATH, &own) &&
+	    !node_dir_host_netns(plain, &ino) && ino == own.st_ino) {
+		pr_err("node '%s' is already up (the host node of this namespace, at %s)",
+		       name, plain);
+		return -EALREADY;
+	}
+	return 0;
+}
+
 int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 	       struct pi_node_info *info)
 {
@@ -228,7 +270,7 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 	struct pi_node n;
 	bool made_ns = false, made_dir = false;
 	int saved = -1, err, lock_fd = -1;
-	char path[PATH_MAX];
+	char path[PATH_MAX], dir[PATH_MAX];
 
 	if (!o)
 		o = &none;
@@ -254,11 +296,10 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 		pr_err("cannot mount bpffs at /sys/fs/bpf: %s", strerror(-err));
 		return err;
 	}
-	snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, name);
-	if (!access(path, F_OK)) {
-		pr_err("node '%s' is already up", name);
-		return -EALREADY;
-	}
+	node_sweep_stale();
+	err = node_up_dir(name, o->host, path, sizeof(path));
+	if (err)
+		return err;
 	err = probe_features(&feat);
 	if (err) {
 		pr_err("cannot probe kernel features: %s", strerror(-err));
@@ -279,6 +320,7 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 		return -EOPNOTSUPP;
 	}
 
+	snprintf(dir, sizeof(dir), "%s", path);
 	err = make_pin_dir(path);
 	if (err == -EEXIST) {
 		pr_err("node '%s' is already up", name);
@@ -335,7 +377,7 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 		goto out;
 	}
 
-	err = node_open(&n, name, NODE_LOCK_HELD, 0);
+	err = node_open_dir(&n, name, dir, NODE_LOCK_HELD, 0, NULL);
 	if (err)
 		goto out;
 	err = node_enter(&n, &saved);
@@ -392,18 +434,18 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 out_node:
 	if (err && (n.cfg.flags & PI_NODE_XDP))
 		xdp_node_teardown(&n);
-	if (saved >= 0)
-		netns_restore(saved);
-	if (err && n.cfg.uplink_ifindex)
+	/* The uplink's ifindex names it in the node's namespace only. */
+	if (err && n.cfg.uplink_ifindex && saved >= 0)
 		detach_prog(n.cfg.uplink_ifindex, PI_HOOK_INGRESS,
 			    node_attach_mode(&n), PI_PRIO_DATAPATH, path);
+	if (saved >= 0)
+		netns_restore(saved);
 	node_close(&n);
 out:
 	node_bpf__destroy(skel);
 	if (err) {
-		snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, name);
 		if (made_dir)
-			rm_tree(path);
+			rm_tree(dir);
 		rmdir(PI_PIN_ROOT);	/* only when no other node is left */
 		if (made_ns)
 			netns_delete(name);
@@ -413,6 +455,118 @@ out:
 	if (lock_fd >= 0)
 		close(lock_fd);
 	return err;
+}
+
+#define NODE_MAX_PROGS	256
+
+struct prog_ids {
+	uint32_t id[NODE_MAX_PROGS];
+	int cnt;
+};
+
+/* The ids of every program pinned below `dir` (prog_* pins): the node's
+ * own and its features'. Read without the node's maps, so that a node of
+ * any ABI gives them. */
+static void collect_prog_ids(const char *dir, struct prog_ids *ids)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) && ids->cnt < NODE_MAX_PROGS) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		char path[PATH_MAX];
+		struct stat st;
+		int fd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (lstat(path, &st))
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			collect_prog_ids(path, ids);
+			continue;
+		}
+		if (strncmp(de->d_name, "prog_", 5))
+			continue;
+		fd = bpf_obj_get(path);
+		if (fd < 0)
+			continue;
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.id)
+			ids->id[ids->cnt++] = info.id;
+		close(fd);
+	}
+	closedir(d);
+}
+
+static bool has_id(const struct prog_ids *ids, uint32_t id)
+{
+	for (int i = 0; i < ids->cnt; i++)
+		if (ids->id[i] == id)
+			return true;
+	return false;
+}
+
+/* Deletes the cls_bpf filters of the calling thread's namespace that run
+ * one of `ids`, at the priorities podinject uses. Program ids are unique
+ * on the machine, so no one else's filter can match. */
+static void detach_filters_here(const struct prog_ids *ids)
+{
+	static const uint32_t prios[] = { PI_PRIO_HEAD, PI_PRIO_DATAPATH };
+	static const enum bpf_tc_attach_point points[] = {
+		BPF_TC_INGRESS, BPF_TC_EGRESS,
+	};
+	struct if_nameindex *all = if_nameindex(), *i;
+
+	if (!all)
+		return;
+	for (i = all; i->if_index; i++) {
+		for (size_t p = 0; p < 2; p++) {
+			for (size_t q = 0; q < 2; q++) {
+				DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook,
+						    .ifindex = i->if_index,
+						    .attach_point = points[p]);
+				DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts,
+						    .handle = 1,
+						    .priority = prios[q]);
+
+				if (bpf_tc_query(&hook, &opts) ||
+				    !has_id(ids, opts.prog_id))
+					continue;
+				opts.prog_id = 0;
+				opts.prog_fd = 0;
+				opts.flags = 0;
+				bpf_tc_detach(&hook, &opts);
+			}
+		}
+	}
+	if_freenameindex(all);
+}
+
+/* What removing a node's pins does not undo: in clsact mode its programs
+ * run as filters on devices, which hold them loaded. Taken off every device
+ * of the namespaces the node can have (the caller's, and the one named
+ * after it); a pod's own namespace is not searched. */
+static void detach_node_filters(const char *dir, const char *name)
+{
+	struct prog_ids ids = { .cnt = 0 };
+	int fd, saved;
+
+	collect_prog_ids(dir, &ids);
+	if (!ids.cnt)
+		return;
+	detach_filters_here(&ids);
+	fd = netns_open(name);
+	if (fd < 0)
+		return;
+	if (!netns_enter(fd, &saved)) {
+		detach_filters_here(&ids);
+		netns_restore(saved);
+	}
+	close(fd);
 }
 
 static int remove_pod_cb(const struct pi_node *n, const struct pi_pod_info *pod,
@@ -431,13 +585,14 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 	char path[PATH_MAX];
 	struct pi_node n;
 	int err = 0, saved, lock_fd;
+	bool broken = false;
 
 	if (!pi_valid_name(name, 15)) {
 		pr_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
 		       name ? name : "");
 		return -EINVAL;
 	}
-	snprintf(path, sizeof(path), "%s/%s", PI_PIN_ROOT, name);
+	node_find_dir(name, path, sizeof(path));
 	lock_fd = node_lock_dir(path, NODE_LOCK_EXCLUSIVE, timeout_ms);
 	if (lock_fd == -ENOENT) {
 		pr_err("node '%s' is not up", name);
@@ -452,24 +607,36 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 			       strerror(-lock_fd));
 		return lock_fd;
 	}
-	err = node_open(&n, name, NODE_LOCK_HELD, 0);
+	err = node_open_dir(&n, name, path, NODE_LOCK_HELD, 0, &broken);
 	if (err) {
+		bool stale = false;
 		int rm;
 
-		/* Another build's node is left alone unless forced: its pods
-		 * are in maps this build cannot read. A node that is broken
-		 * (its namespace deleted under it) still has pins; take them
-		 * away so the name can be used again. */
-		if (err == -EPROTO && !force) {
+		/* Pins go only with a node that is provably broken (a pin
+		 * missing, its named namespace deleted, a host node whose
+		 * namespace is gone), or with another build's node when
+		 * forced: its pods are in maps this build cannot read. An
+		 * error that says nothing of the node (out of files or
+		 * memory, another namespace's host node) leaves it alone. */
+		if (!broken && !(err == -EPROTO && force))
+			stale = node_host_stale(path);
+		if (!broken && !stale && !(err == -EPROTO && force)) {
 			close(lock_fd);
 			return err;
 		}
+		if (!stale)	/* a gone namespace took its devices along */
+			detach_node_filters(path, name);
 		rm = rm_tree(path);
 		close(lock_fd);
 		rmdir(PI_PIN_ROOT);
 		if (rm) {
 			pr_err("cannot remove %s: %s", path, strerror(-rm));
 			return rm;
+		}
+		if (stale) {
+			pr_info("node '%s' was the host node of a network namespace that is gone; its pins are removed",
+				name);
+			return 0;
 		}
 		if (force)
 			return 0;

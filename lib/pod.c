@@ -499,11 +499,11 @@ int pi_pod_add(struct pi_node *n, const struct pi_pod_spec *spec,
 	/* Both ends up is not yet both ends passing traffic; a pod that
 	 * sends at once would lose its first packets. */
 	if (!err)
-		err = nl_link_wait_running(pod.ifindex, 2000);
+		err = nl_link_wait_running(pod.ifindex, NL_READY_TIMEOUT_MS);
 	if (!err) {
 		err = netns_enter(pod_ns, &saved2);
 		if (!err) {
-			err = nl_link_wait_running(pod.peer_ifindex, 2000);
+			err = nl_link_wait_running(pod.peer_ifindex, NL_READY_TIMEOUT_MS);
 			netns_restore(saved2);
 		}
 	}

@@ -150,6 +150,47 @@ static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 	return err;
 }
 
+/* The bulk path (lib/apply.c): a pod direction's whole rule list, ids
+ * given by the caller, compiled once and switched with one flip. */
+int policy_replace(struct pi_node *n, uint32_t pod_id, uint32_t dir,
+		   const struct pi_rule *rules, uint32_t count)
+{
+	return write_policy(n, pod_id, dir, rules, count);
+}
+
+int policy_read_all(const struct pi_node *n, struct pi_policy_ref *refs)
+{
+	return read_all_refs(n, refs);
+}
+
+int policy_read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
+		      struct pi_rule *out)
+{
+	return read_rules(n, ref, out);
+}
+
+/* New ids start from zero, as alloc_rule_id() starts them: an id a rule
+ * deleted long ago had keeps its counters until it is handed out again. */
+int policy_zero_counters(const struct pi_node *n, const uint32_t *ids,
+			 uint32_t count)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	void *zero = calloc(ncpu > 0 ? ncpu : 1, sizeof(struct pi_rule_stats));
+
+	if (!zero)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < count; i++) {
+		if (bpf_map_update_elem(n->maps[M_RULE_STATS], &ids[i], zero, 0)) {
+			int err = -errno;
+
+			free(zero);
+			return err;
+		}
+	}
+	free(zero);
+	return 0;
+}
+
 int policy_clear_pod(struct pi_node *n, uint32_t pod_id)
 {
 	int err = write_policy(n, pod_id, PI_DIR_EGRESS, NULL, 0);
@@ -275,23 +316,23 @@ static void rule_counters(const struct pi_node *n, uint32_t id,
 	*bytes = sum.bytes;
 }
 
-int pi_policy_list(struct pi_node *n, const char *pod_name,
-		   struct pi_rule_info **out)
+/* The rules of pod `pod_id`, both directions; the list buffer is sized by
+ * the pod's own rules: a scrape of every pod calls this once each. */
+static int policy_list_id(struct pi_node *n, uint32_t pod_id,
+			  struct pi_rule_info **out)
 {
 	struct pi_rule_info *all = NULL;
 	struct pi_policy_ref ref[2];
-	struct pi_pod_info pod;
 	struct pi_rule *list;
-	int err, cnt = 0;
+	uint32_t most;
+	int cnt = 0;
 
 	*out = NULL;
-	err = pod_lookup(n, pod_name, &pod);
-	if (err)
-		return err;
 	for (uint32_t dir = 0; dir < 2; dir++)
-		if (read_ref(n, pod.id, dir, &ref[dir]))
+		if (read_ref(n, pod_id, dir, &ref[dir]))
 			ref[dir].count = 0;
-	list = calloc(PI_MAX_RULES, sizeof(*list));
+	most = ref[0].count > ref[1].count ? ref[0].count : ref[1].count;
+	list = calloc(most + 1, sizeof(*list));
 	all = calloc(ref[0].count + ref[1].count + 1, sizeof(*all));
 	if (!list || !all) {
 		free(list);
@@ -299,7 +340,7 @@ int pi_policy_list(struct pi_node *n, const char *pod_name,
 		return -ENOMEM;
 	}
 	for (uint32_t dir = 0; dir < 2; dir++) {
-		if (read_rules(n, &ref[dir], list))
+		if (!ref[dir].count || read_rules(n, &ref[dir], list))
 			continue;
 		for (uint32_t i = 0; i < ref[dir].count; i++) {
 			struct pi_rule_info *ri = &all[cnt++];
@@ -313,6 +354,25 @@ int pi_policy_list(struct pi_node *n, const char *pod_name,
 	free(list);
 	*out = all;
 	return cnt;
+}
+
+int pi_policy_list(struct pi_node *n, const char *pod_name,
+		   struct pi_rule_info **out)
+{
+	struct pi_pod_info pod;
+	int err;
+
+	*out = NULL;
+	err = pod_lookup(n, pod_name, &pod);
+	if (err)
+		return err;
+	return policy_list_id(n, pod.id, out);
+}
+
+int pi_policy_list_pod(struct pi_node *n, const struct pi_pod_info *pod,
+		       struct pi_rule_info **out)
+{
+	return policy_list_id(n, pod->id, out);
 }
 
 static void policy_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)

@@ -6,8 +6,10 @@
 #include <string.h>
 #include <fcntl.h>
 #include <time.h>
+#include <dirent.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -18,6 +20,14 @@
 #include "internal.h"
 
 #define BPF_FS_MAGIC	0xcafe4a11
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE	71
+#endif
+/* bpf_link_info types whose first union member is the device's ifindex
+ * (0 once the device, or its whole namespace, is gone). */
+#define PI_LINK_TYPE_XDP	6
+#define PI_LINK_TYPE_TCX	11
+#define PI_LINK_TYPE_NETKIT	13
 
 const char *const node_map_names[M__COUNT] = {
 	[M_PODS] = "pods",
@@ -130,6 +140,20 @@ int node_lock_dir(const char *dir, enum node_lock lock, int timeout_ms)
 	}
 }
 
+/* A pin of the node could not be opened: missing (-ENOENT, the node is
+ * broken), or out of files or memory (which says nothing of the node). */
+static int incomplete(const struct pi_node *n, const char *path)
+{
+	int err = -errno;
+
+	if (err == -ENOENT)
+		pr_err("node '%s' is incomplete: %s is missing", n->name, path);
+	else
+		pr_err("node '%s': cannot open %s: %s", n->name, path,
+		       strerror(-err));
+	return err;
+}
+
 static int check_abi(struct pi_node *n)
 {
 	struct bpf_map_info info = {};
@@ -140,14 +164,16 @@ static int check_abi(struct pi_node *n)
 
 	node_pin_path(n, path, sizeof(path), "%s", node_map_names[M_NODE_CONFIG]);
 	fd = bpf_obj_get(path);
-	if (fd < 0) {
+	if (fd < 0)
+		return incomplete(n, path);
+	if (bpf_obj_get_info_by_fd(fd, &info, &len)) {
 		err = -errno;
-		pr_err("node '%s' is incomplete: %s: %s", n->name, path,
-		      strerror(errno));
+		pr_err("node '%s': cannot read %s: %s", n->name, path,
+		       strerror(-err));
+		close(fd);
 		return err;
 	}
-	if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
-	    info.value_size != sizeof(n->cfg) ||
+	if (info.value_size != sizeof(n->cfg) ||
 	    bpf_map_lookup_elem(fd, &zero, &n->cfg) ||
 	    n->cfg.abi != PI_ABI_VERSION) {
 		pr_err("node '%s' was set up by another podinject build (node ABI %u, this build uses %u): "
@@ -162,15 +188,58 @@ static int check_abi(struct pi_node *n)
 	return err;
 }
 
+int netns_cookie_self(uint64_t *cookie)
+{
+	socklen_t len = sizeof(*cookie);
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, cookie, &len))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+int node_host_dir(const char *name, char *buf, size_t len)
+{
+	uint64_t cookie;
+	int err = netns_cookie_self(&cookie);
+
+	if (err)
+		return err;
+	snprintf(buf, len, "%s/%s@%llu", PI_PIN_ROOT, name,
+		 (unsigned long long)cookie);
+	return 0;
+}
+
+void node_find_dir(const char *name, char *buf, size_t len)
+{
+	if (!node_host_dir(name, buf, len) && !access(buf, F_OK))
+		return;
+	snprintf(buf, len, "%s/%s", PI_PIN_ROOT, name);
+}
+
 int node_open(struct pi_node *n, const char *name, enum node_lock lock,
 	      int timeout_ms)
 {
+	char dir[PATH_MAX];
+
+	node_find_dir(name, dir, sizeof(dir));
+	return node_open_dir(n, name, dir, lock, timeout_ms, NULL);
+}
+
+int node_open_dir(struct pi_node *n, const char *name, const char *dir,
+		  enum node_lock lock, int timeout_ms, bool *broken)
+{
 	char path[PATH_MAX];
+	bool gone = false;
 	int err;
 
 	node_reset(n);
 	snprintf(n->name, sizeof(n->name), "%s", name);
-	snprintf(n->pin_dir, sizeof(n->pin_dir), "%s/%s", PI_PIN_ROOT, name);
+	snprintf(n->pin_dir, sizeof(n->pin_dir), "%s", dir);
 	err = ensure_bpffs();
 	if (err) {
 		pr_err("cannot mount bpffs at /sys/fs/bpf: %s", strerror(-err));
@@ -205,24 +274,24 @@ int node_open(struct pi_node *n, const char *name, enum node_lock lock,
 		return err;
 	}
 	err = check_abi(n);
-	if (err)
+	if (err) {
+		gone = err == -ENOENT;
 		goto fail;
+	}
 	for (int i = 0; i < M__COUNT; i++) {
 		node_pin_path(n, path, sizeof(path), "%s", node_map_names[i]);
 		n->maps[i] = bpf_obj_get(path);
 		if (n->maps[i] < 0) {
-			err = -errno;
-			pr_err("node '%s' is incomplete: %s: %s", name,
-			      path, strerror(errno));
+			err = incomplete(n, path);
+			gone = err == -ENOENT;
 			goto fail;
 		}
 	}
 	node_pin_path(n, path, sizeof(path), PI_POD_META_PIN);
 	n->meta_map = bpf_obj_get(path);
 	if (n->meta_map < 0) {
-		err = -errno;
-		pr_err("node '%s' is incomplete: %s: %s", name, path,
-		      strerror(errno));
+		err = incomplete(n, path);
+		gone = err == -ENOENT;
 		goto fail;
 	}
 	for (int i = 0; i < P__COUNT; i++) {
@@ -230,32 +299,223 @@ int node_open(struct pi_node *n, const char *name, enum node_lock lock,
 			      node_prog_names[i]);
 		n->progs[i] = bpf_obj_get(path);
 		if (n->progs[i] < 0) {
-			err = -errno;
-			pr_err("node '%s' is incomplete: %s: %s", name,
-			      path, strerror(errno));
+			err = incomplete(n, path);
+			gone = err == -ENOENT;
 			goto fail;
 		}
 	}
 	err = netns_open_any(node_netns(n));
 	if (err < 0) {
-		pr_err("node '%s': namespace is gone: %s", name, strerror(-err));
+		/* Only a named namespace can be deleted under its node: the
+		 * host's own is the caller's, and fails to open only for want
+		 * of files or memory. */
+		gone = err == -ENOENT && !(n->cfg.flags & PI_NODE_HOST);
+		pr_err("node '%s': cannot open its namespace: %s", name,
+		       strerror(-err));
 		goto fail;
 	}
 	n->netns_fd = err;
 	if (n->cfg.flags & PI_NODE_HOST) {
 		struct stat st;
 
-		if (fstat(n->netns_fd, &st) || st.st_ino != n->cfg.netns_ino) {
-			pr_err("node '%s' is the host namespace net:[%llu]; run podinject in that namespace",
-			      name, (unsigned long long)n->cfg.netns_ino);
-			err = -EXDEV;
+		if (fstat(n->netns_fd, &st)) {
+			err = -errno;
+			goto fail;
+		}
+		/* A host node pinned before its directory was keyed by its
+		 * namespace, and seen from another: not this namespace's. */
+		if (st.st_ino != n->cfg.netns_ino) {
+			pr_err("node '%s' is not up in this network namespace (net:[%llu]); a host node of that name belongs to net:[%llu]",
+			      name, (unsigned long long)st.st_ino,
+			      (unsigned long long)n->cfg.netns_ino);
+			err = -ENOENT;
 			goto fail;
 		}
 	}
 	return 0;
 fail:
+	if (broken)
+		*broken = gone;
 	node_close(n);
 	return err;
+}
+
+/* Is any thread of any process in the namespace with inode `ino`? */
+static bool netns_has_thread(uint64_t ino)
+{
+	DIR *procs = opendir("/proc");
+	struct dirent *p;
+	bool found = false;
+
+	if (!procs)
+		return true;	/* cannot tell: say alive */
+	while (!found && (p = readdir(procs))) {
+		char path[PATH_MAX];
+		struct dirent *t;
+		DIR *tasks;
+
+		if (p->d_name[0] < '0' || p->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/task", p->d_name);
+		tasks = opendir(path);
+		if (!tasks)
+			continue;	/* exited meanwhile */
+		while (!found && (t = readdir(tasks))) {
+			struct stat st;
+
+			if (t->d_name[0] < '0' || t->d_name[0] > '9')
+				continue;
+			snprintf(path, sizeof(path), "/proc/%s/task/%s/ns/net",
+				 p->d_name, t->d_name);
+			found = !stat(path, &st) && st.st_ino == ino;
+		}
+		closedir(tasks);
+	}
+	closedir(procs);
+	return found;
+}
+
+/* Does a mount of this mount namespace hold it (`ip netns add` makes one
+ * in /run/netns, runtimes make their own)? mountinfo's fourth field of an
+ * nsfs mount is "net:[INO]". */
+static bool netns_has_mount(uint64_t ino)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096], want[48];
+	bool found = false;
+
+	if (!f)
+		return true;	/* cannot tell: say alive */
+	snprintf(want, sizeof(want), " net:[%llu] ", (unsigned long long)ino);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, want) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* Is any link pinned below `dir` still attached to a device? A tcx,
+ * netkit or XDP link reports ifindex 0 once its device is gone, and every
+ * device goes with its namespace. */
+static bool pins_have_live_link(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	bool live = false;
+
+	if (!d)
+		return false;
+	while (!live && (de = readdir(d))) {
+		struct bpf_link_info info;
+		__u32 len = sizeof(info);
+		char path[PATH_MAX];
+		struct stat st;
+		int fd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (lstat(path, &st))
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			live = pins_have_live_link(path);
+			continue;
+		}
+		if (strncmp(de->d_name, "link_", 5))
+			continue;
+		fd = bpf_obj_get(path);
+		if (fd < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len))
+			live = true;	/* cannot tell: say alive */
+		else if (info.type == PI_LINK_TYPE_XDP ||
+			 info.type == PI_LINK_TYPE_TCX ||
+			 info.type == PI_LINK_TYPE_NETKIT)
+			/* ifindex is the first member of each of their
+			 * union parts (the installed header may know XDP's
+			 * only) */
+			live = info.xdp.ifindex != 0;
+		close(fd);
+	}
+	closedir(d);
+	return live;
+}
+
+/* A host node of another namespace, or a pre-keyed one whose namespace is
+ * not ours, that nothing holds any more. Called with its lock held. */
+int node_dir_host_netns(const char *dir, uint64_t *ino)
+{
+	struct pi_node_config cfg;
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	char path[PATH_MAX];
+	uint32_t zero = 0;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir,
+		 node_map_names[M_NODE_CONFIG]);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return -errno;
+	/* Another build's node is read only where its layout is this
+	 * build's. */
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		err = -errno;
+	else if (info.value_size != sizeof(cfg))
+		err = -EPROTO;
+	else if (bpf_map_lookup_elem(fd, &zero, &cfg))
+		err = -errno;
+	else if (!(cfg.flags & PI_NODE_HOST) || !cfg.netns_ino)
+		err = -ENOTTY;
+	else
+		*ino = cfg.netns_ino;
+	close(fd);
+	return err;
+}
+
+bool node_host_stale(const char *dir)
+{
+	struct stat own;
+	uint64_t ino;
+
+	if (stat(HOST_NETNS_PATH, &own) || node_dir_host_netns(dir, &ino) ||
+	    ino == own.st_ino)
+		return false;
+	return !netns_has_thread(ino) && !netns_has_mount(ino) &&
+	       !pins_have_live_link(dir);
+}
+
+void node_sweep_stale(void)
+{
+	DIR *root = opendir(PI_PIN_ROOT);
+	struct dirent *de;
+
+	if (!root)
+		return;
+	while ((de = readdir(root))) {
+		char dir[PATH_MAX];
+		int fd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(dir, sizeof(dir), "%s/%s", PI_PIN_ROOT, de->d_name);
+		/* A node someone works on is not taken from under them. */
+		fd = node_lock_dir(dir, NODE_LOCK_EXCLUSIVE, 0);
+		if (fd < 0)
+			continue;
+		if (node_host_stale(dir)) {
+			int err = rm_tree(dir);
+
+			if (err)
+				pr_warn("cannot remove stale host node %s: %s",
+					dir, strerror(-err));
+			else
+				pr_info("removed host node %s: its network namespace is gone",
+					dir);
+		}
+		close(fd);
+	}
+	closedir(root);
 }
 
 int node_unlock(struct pi_node *n)

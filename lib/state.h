@@ -58,8 +58,10 @@ enum pi_node_flags_ext {
 
 /* A host node's namespace is the one `node up --host` ran in, known by
  * its inode (PID 1's may be out of reach); commands on the node must run
- * there too. */
-#define HOST_NETNS_PATH	"/proc/self/ns/net"
+ * there too. Its pin directory is keyed by that namespace's cookie
+ * (NAME@COOKIE, see node_host_dir()), so runtimes in different namespaces
+ * of one machine each have their own node of one name. */
+#define HOST_NETNS_PATH	"/proc/thread-self/ns/net"
 
 /* The node's namespace, as netns_open_any() takes it. */
 static inline const char *node_netns(const struct pi_node *n)
@@ -73,12 +75,41 @@ static inline enum pi_attach_mode node_attach_mode(const struct pi_node *n)
 }
 
 int ensure_bpffs(void);
+/* The calling thread's network namespace cookie: unique for the boot and
+ * never reused, unlike the namespace's inode number. */
+int netns_cookie_self(uint64_t *cookie);
+/* The pin directory a host node `name` of the calling thread's namespace
+ * has: PI_PIN_ROOT/NAME@COOKIE. */
+int node_host_dir(const char *name, char *buf, size_t len);
+/* Where node `name` is, seen from the calling thread's namespace: its host
+ * node there if it has one, else the named node's PI_PIN_ROOT/NAME (which
+ * may not exist). */
+void node_find_dir(const char *name, char *buf, size_t len);
 /* Opens the node `name` that is up: takes its lock (waiting up to
  * timeout_ms, then -EBUSY), checks its ABI version (-EPROTO when another
  * build made it), opens maps, programs, namespace. Reports its own errors;
- * returns 0 or -errno (-ENOENT: not up). */
+ * returns 0 or -errno (-ENOENT: not up here, which a host node of another
+ * namespace is). */
 int node_open(struct pi_node *n, const char *name, enum node_lock lock,
 	      int timeout_ms);
+/* node_open of the node whose pin directory is `dir`. *broken (may be
+ * NULL) is set when the open failed because the node is provably broken:
+ * a pin missing, or the namespace of a named node deleted. Every other
+ * failure (another build's node, out of memory or files, another
+ * namespace's host node) says nothing against the node. */
+int node_open_dir(struct pi_node *n, const char *name, const char *dir,
+		  enum node_lock lock, int timeout_ms, bool *broken);
+/* Host nodes whose namespace is gone: removes their pins (which detaches
+ * their links) and says so. A node is gone only when no thread of any
+ * process is in its namespace, no mount of this mount namespace holds it,
+ * and none of its pinned links is attached to a device. */
+void node_sweep_stale(void);
+/* The namespace inode of the host node pinned at `dir`: 0, or -ENOTTY for
+ * a named node, -EPROTO for another layout, -errno when unreadable. */
+int node_dir_host_netns(const char *dir, uint64_t *ino);
+/* Is the node pinned at `dir` a host node of another namespace that is
+ * gone (see node_sweep_stale())? The caller holds its lock. */
+bool node_host_stale(const char *dir);
 /* Takes the lock of the pin directory `dir`; the fd, or -errno. */
 int node_lock_dir(const char *dir, enum node_lock lock, int timeout_ms);
 void node_close(struct pi_node *n);

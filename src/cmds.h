@@ -10,6 +10,9 @@ int do_inject(int argc, char **argv);
 int do_features(int argc, char **argv);
 int do_proxy(int argc, char **argv);
 int do_probe(int argc, char **argv);
+int do_metrics(int argc, char **argv);
+int do_apply(int argc, char **argv);
+int do_export(int argc, char **argv);
 
 #define POD_NAME_MAX	12	/* pods podinject names pi-NAME: IFNAMSIZ */
 

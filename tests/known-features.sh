@@ -12,7 +12,15 @@ if [ -n "${PODINJECT_LAB:-}" ]; then
 else
 	kernel=$(uname -r)
 fi
-line=$(awk -v k="$kernel" '$1 == k' "$table" | tail -n 1)
+# The first field is a release or a shell pattern of releases (a line of
+# kernels, e.g. 6.18.*-fc-*: a new build of a known line is known); the
+# last line that matches wins.
+line=
+while read -r key rest; do
+	case $key in '' | '#'*) continue ;; esac
+	# shellcheck disable=SC2053 # the key is a pattern
+	[[ $kernel == $key ]] && line="$key $rest"
+done <"$table"
 [ -n "$line" ] || exit 1
 if [ $# = 0 ]; then
 	echo "$line"

@@ -20,7 +20,8 @@
  *                or is not what it must be (an uplink of pi_node_up too)
  *   -EBADF       a call that changes the node (pod add/adopt/del/check,
  *                policy add/del, inject allow/deny, proxy add/del, probes,
- *                ct flush and timeouts) on a handle opened PI_OPEN_READ
+ *                ct flush and timeouts, apply but for a dry run) on a
+ *                handle opened PI_OPEN_READ
  *   -EALREADY    pi_node_up: the node is up already
  * Calls that change a node hold its lock (a flock on its pin directory)
  * for their whole transaction; reads hold it shared.
@@ -196,6 +197,10 @@ int pi_policy_del(struct pi_node *node, const char *pod, uint32_t dir,
 /* The pod's rules, both directions, malloc()ed; returns the count. */
 int pi_policy_list(struct pi_node *node, const char *pod,
 		   struct pi_rule_info **rules);
+/* The same for a pod already in hand (from pi_pod_list): no lookup by
+ * name, which walks every pod. */
+int pi_policy_list_pod(struct pi_node *node, const struct pi_pod_info *pod,
+		       struct pi_rule_info **rules);
 
 /* ---- connection tracking ---------------------------------------------- */
 
@@ -222,6 +227,10 @@ int pi_ct_flush(struct pi_node *node, const char *pod);
 /* The pod's live flows, counted by state. */
 int pi_ct_counts(struct pi_node *node, const struct pi_pod_info *pod,
 		 struct pi_ct_counts *out);
+/* Every pod's, in one walk of the table: out[id] for pod ids below nout
+ * (PI_MAX_PODS covers them all). */
+int pi_ct_counts_all(struct pi_node *node, struct pi_ct_counts *out,
+		     uint32_t nout);
 /* Idle timeouts in seconds, by enum pi_ct_timeout; the node's setting or
  * the default. Setting 0 restores the default. */
 int pi_ct_timeouts(struct pi_node *node, uint32_t out[PI_CT_TO_MAX]);
@@ -284,6 +293,73 @@ struct pi_proxy_info {
 };
 
 int pi_proxy_list(struct pi_node *node, struct pi_proxy_info **proxies);
+
+/* ---- desired state: apply and export --------------------------------- */
+
+/* A node's state as a document (docs/operations.md, "Desired state: apply
+ * and export"): {"apiVersion": "podinject/v1", "pods": {NAME: {"egress":
+ * [RULE...], "ingress": [RULE...], "inject": [{"as": POD, "path": P}],
+ * "proxy": {"by": POD, "port": N, ...}}}, "conntrack": {"timeouts":
+ * {KIND: SECONDS}}}. The document is the whole state: a pod of the node
+ * that it leaves out, or a part of a pod it leaves out, is empty. */
+#define PI_STATE_API_VERSION	"podinject/v1"
+
+/* One change of an apply, in the order it is made. */
+enum pi_plan_kind {
+	PI_PLAN_POLICY,		/* a pod's rules in one direction replaced */
+	PI_PLAN_GRANT_DEL,	/* injector may no longer inject as `other` */
+	PI_PLAN_GRANT_ADD,	/* injector may inject as `other` on `path` */
+	PI_PLAN_PROXY_DEL,	/* `pod` is no longer proxied by `other` */
+	PI_PLAN_PROXY_ADD,	/* `pod` is proxied by `other` */
+	PI_PLAN_TIMEOUT,	/* a tracker timeout: `kind`, `from` -> `to` s */
+};
+
+struct pi_plan_step {
+	enum pi_plan_kind what;
+	const char *pod;	/* the policy's, the injector, the proxied pod */
+	const char *other;	/* the target of a grant, the proxy */
+	uint32_t dir;		/* PI_PLAN_POLICY */
+	uint32_t before, after;	/* rules before and after */
+	uint32_t kept;		/* rules that stay, with their ids and counters */
+	uint32_t path;		/* PI_PLAN_GRANT_*: enum pi_inject_path */
+	const struct pi_proxy_rule *proxy;	/* PI_PLAN_PROXY_* */
+	uint32_t kind, from, to;	/* PI_PLAN_TIMEOUT: seconds */
+};
+
+typedef void (*pi_plan_fn)(const struct pi_plan_step *step, void *ctx);
+
+/* Where a document was refused: a JSON path such as pods["a"].egress[3]
+ * (indices from 0), or "line L column C" for text that is no JSON. */
+struct pi_apply_error {
+	char where[512];
+	char reason[256];
+};
+
+enum pi_apply_flags {
+	PI_APPLY_DRY_RUN = 1 << 0,	/* plan only: nothing changes */
+	PI_APPLY_YAML = 1 << 1,		/* doc is YAML (libyaml), not JSON */
+};
+
+/* Brings the node to the state `doc` (JSON text, or YAML with
+ * PI_APPLY_YAML; len bytes) declares.
+ * Everything is checked before anything changes: a document that cannot
+ * be applied is refused whole (-EINVAL: bad value or field, -ESRCH: no
+ * such pod), with *err (when not NULL) saying where and why. Then each
+ * change is made, and reported to `plan` (when not NULL) as it is made; a
+ * change that fails undoes those made before it. A pod direction whose
+ * rules are unchanged is not touched; rules that stay keep their ids and
+ * counters, and each changed direction is compiled once and switched with
+ * one reference flip. With PI_APPLY_DRY_RUN the changes are reported and
+ * none is made (a read lock is enough). Returns the number of changes. */
+int pi_apply(struct pi_node *node, const char *doc, size_t len,
+	     uint32_t flags, pi_plan_fn plan, void *ctx,
+	     struct pi_apply_error *err);
+
+/* Writes the node's state as a document pi_apply takes (applying it
+ * changes nothing); `write` is called with pieces of the text and returns
+ * 0, or -1 to stop. */
+typedef int (*pi_write_fn)(const char *buf, size_t len, void *ctx);
+int pi_export(struct pi_node *node, pi_write_fn write, void *ctx);
 
 /* ---- probes: synthetic flows ----------------------------------------- */
 

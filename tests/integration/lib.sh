@@ -122,8 +122,9 @@ cleanup_all() {
 	local n
 	# Without a prefix the patterns below would match everyone's.
 	[ -n "${PREFIX:-}" ] || return 0
+	# A host node's pins are NAME@COOKIE (its namespace's cookie).
 	for n in $(ls /sys/fs/bpf/podinject 2>/dev/null | grep "^$PREFIX"); do
-		"$PI" -N "$n" node down >/dev/null 2>&1
+		"$PI" -N "${n%@*}" node down >/dev/null 2>&1
 	done
 	for n in $(ip netns list | awk '{print $1}' | grep "^$PREFIX" || true); do
 		ip netns del "$n" 2>/dev/null
@@ -163,12 +164,21 @@ make_wire() {
 	ip -n "$b" -6 route add fd00:0::/64 via fd77::1
 }
 
+# node_pin_dir NODE: where the node's pins are (a host node's are keyed by
+# its namespace)
+node_pin_dir() {
+	local d
+	d=$("$PI" -N "$1" -j node show 2>/dev/null | jq -r .pin_dir)
+	echo "${d:-/sys/fs/bpf/podinject/$1}"
+}
+
 # The ids of a node's programs (datapath and injection), for checking after
 # `node down` that nothing of theirs is left attached; other tests' do not
 # count.
 node_prog_ids() {
-	local f
-	for f in /sys/fs/bpf/podinject/$1/prog_* /sys/fs/bpf/podinject/$1/inject/prog_*; do
+	local f d
+	d=$(node_pin_dir "$1")
+	for f in $d/prog_* $d/inject/prog_*; do
 		[ -e "$f" ] && bpftool prog show pinned "$f" -j | jq .id
 	done
 }

@@ -271,7 +271,7 @@ ifx=$(pod_json ck | jq -r .host_ifindex)
 # Take podinject's programs off the device behind its back: unpin its tcx
 # links, or delete its clsact filters.
 if [ "$("$PI" -N $NODE -j node show | jq -r .attach)" = tcx ]; then
-	for f in /sys/fs/bpf/podinject/$NODE/*; do
+	for f in "$(node_pin_dir $NODE)"/*; do
 		case $(basename "$f") in *link*_${ifx} | *link*_${ifx}_*) rm -f "$f" ;; esac
 	done
 else
@@ -373,7 +373,7 @@ mkns ${PREFIX}busy
 id=$(cid 70)
 prev=$(echo "$(jq -c '.plugins[0] + {cniVersion: "1.0.0", name: "ci-ptp"}' "$T/ptp10.conflist")" |
 	plugin ADD ptp "$id" /run/netns/${PREFIX}busy eth0 "")
-flock -x /sys/fs/bpf/podinject/$NODE -c 'sleep 3' &
+flock -x "$(node_pin_dir $NODE)" -c 'sleep 3' &
 holder=$!
 sleep 0.3
 out=$(pi_direct ADD "$(podconf 1.0.0 "$prev" '{"lockTimeoutMs": 300}')" "$id" /run/netns/${PREFIX}busy eth0 K8S_POD_NAME=busy)
@@ -382,7 +382,7 @@ out=$(pi_direct DEL "$(podconf 1.0.0 "" '{"lockTimeoutMs": 300}')" "$id" "")
 expect_eq busy_del_code_11 "$(code_of "$out")" 11
 wait $holder
 expect_eq busy_nothing_made "$(pod_name busy)" ""
-flock -x /sys/fs/bpf/podinject/$NODE -c 'sleep 1' &
+flock -x "$(node_pin_dir $NODE)" -c 'sleep 1' &
 sleep 0.2
 pi_direct ADD "$(podconf 1.0.0 "$prev" '{"lockTimeoutMs": 5000}')" "$id" /run/netns/${PREFIX}busy eth0 K8S_POD_NAME=busy >/dev/null
 expect_eq busy_waits_then_adds $? 0

@@ -18,7 +18,7 @@
 source "$(dirname "$0")/lib.sh"
 require_root
 EXPECT=31
-PREFIX=cd-
+PREFIX=${PREFIX:-cd-}
 NODE=${PREFIX}cni
 NET=${PREFIX}net
 CNI=$BUILD/podinject-cni
@@ -29,6 +29,22 @@ FWD=$(cat /proc/sys/net/ipv4/ip_forward)
 CD_PID=
 declare -A SB=()
 declare -A NS_INO=()	# the sandboxes' namespaces: path -> inode
+
+# RUNTIME_NETNS (t_containerd_netns.sh): containerd runs in a network
+# namespace of its own, as in a kind node, after a host node of the same
+# name was made in the root namespace. Every podinject command of the suite
+# then runs in the runtime's namespace; the root namespace's node must see
+# none of it.
+RUN=
+PI_ROOT=$PI
+if [ -n "${RUNTIME_NETNS:-}" ]; then
+	ip netns add "$RUNTIME_NETNS"
+	ip -n "$RUNTIME_NETNS" link set lo up
+	RUN="nsenter --net=/run/netns/$RUNTIME_NETNS"
+	printf '#!/bin/sh\nexec %s %s "$@"\n' "$RUN" "$PI" >"$T/pi-in-runtime"
+	chmod +x "$T/pi-in-runtime"
+	PI=$T/pi-in-runtime
+fi
 
 cri() { CRI_PB_DIR=$T/pb "$PY" "$ROOT/tests/tools/cri/cri.py" "$SOCK" "$@"; }
 cleanup() {
@@ -56,6 +72,7 @@ cleanup() {
 	done
 	grep " $T/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
 	rm -f /var/lib/cni/results/$NET-*
+	[ -n "$RUN" ] && "$PI_ROOT" -N $NODE node down >/dev/null 2>&1
 	cleanup_all
 	echo "$FWD" >/proc/sys/net/ipv4/ip_forward
 	[ -n "${CD_TEST_KEEP:-}" ] && echo "kept $T" || rm -rf "$T"
@@ -147,7 +164,11 @@ state = "$T/state"
     conf_dir = "$T/net.d"
     max_conf_num = 1
 EOF
-containerd --config "$T/config.toml" >"$T/containerd.log" 2>&1 </dev/null &
+if [ -n "$RUN" ]; then
+	check root_node_up "$PI_ROOT" -N $NODE node up --host
+	root_dir=$(PI=$PI_ROOT node_pin_dir $NODE)
+fi
+$RUN containerd --config "$T/config.toml" >"$T/containerd.log" 2>&1 </dev/null &
 CD_PID=$!
 for _ in $(seq 100); do
 	cri version >/dev/null 2>&1 && break
@@ -231,7 +252,10 @@ expect_eq policy_other_port "$(udp_count c a "$ip_a" 7404 5)" 5
 # A probe from one sandbox to another
 in_sb b "$PINET" tcp-server 7405 --count 2 --timeout 8000 >/dev/null &
 rpid=$!
-sleep 0.3
+for _ in $(seq 100); do	# listening, however loaded the machine is
+	[ -n "$(in_sb b ss -Hntl "( sport = :7405 )")" ] && break
+	sleep 0.05
+done
 check probe_answered sh -c "$PI -N $NODE -j probe --from ${PREFIX}ns/a --to $ip_b:7405 --count 2 | jq -e '.summary.answered == 2'"
 wait $rpid
 
@@ -242,10 +266,18 @@ for s in a b c; do
 	check stop_$s cri stop "${SB[$s]}"
 done
 expect_eq stop_no_pods "$("$PI" -N $NODE -j pod list | jq length)" 0
-expect_eq stop_no_pod_pins "$(ls /sys/fs/bpf/podinject/$NODE | grep -c '^link_pod_')" 0
+expect_eq stop_no_pod_pins "$(ls "$(node_pin_dir $NODE)" | grep -c '^link_pod_')" 0
 expect_eq stop_no_links "$(links_of_progs $ids)" 0
 expect_eq stop_no_rules "$("$PI" -N $NODE -j policy list 2>/dev/null | jq length)" 0
 for s in a b c; do cri remove "${SB[$s]}" && unset "SB[$s]"; done
 expect_eq remove_netns_gone "$(test -e "$ns_a" && echo present || echo gone)" gone
 expect_eq remove_ipam_freed "$(ls "$T/ipam/$NET" 2>/dev/null | grep -c '^10\.')" 0
+if [ -n "$RUN" ]; then
+	check runtime_node_own_dir test "$(node_pin_dir $NODE)" != "$root_dir"
+fi
 check node_down "$PI" -N $NODE node down
+if [ -n "$RUN" ]; then
+	# The root namespace's node saw none of it, and is still whole.
+	expect_eq root_node_untouched "$("$PI_ROOT" -N $NODE -j node show | jq -c '[.pods, .pin_dir]')" "[0,\"$root_dir\"]"
+	check root_node_down "$PI_ROOT" -N $NODE node down
+fi

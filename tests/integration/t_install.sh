@@ -10,7 +10,7 @@
 # The manifest is checked offline.
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=44
+EXPECT=47
 PREFIX=in-
 NODE=${PREFIX}cni
 T=$(mktemp -d /tmp/${PREFIX}install.XXXXXX)
@@ -23,6 +23,7 @@ PM() {
 }
 cleanup() {
 	PM rm -f -t 0 ${PREFIX}inst >/dev/null 2>&1
+	PM rm -f -t 0 ${PREFIX}metrics >/dev/null 2>&1
 	cleanup_all
 	echo "$FWD" >/proc/sys/net/ipv4/ip_forward
 	[ -n "${CNI_TEST_KEEP:-}" ] && echo "kept $T" || rm -rf "$T"
@@ -48,6 +49,9 @@ if command -v yq >/dev/null; then
 		'["/etc/cni/net.d","/opt/cni/bin","/run/netns","/sys/fs/bpf","/var/lib/cni","/var/log"]'
 	expect_eq manifest_mounts_bound "$(jq '[.spec.template.spec.volumes[].name] - [.spec.template.spec.containers[0].volumeMounts[].name] | length' <<<"$ds")" 0
 	expect_eq manifest_bpffs_propagation "$(jq -r '.spec.template.spec.containers[0].volumeMounts[] | select(.mountPath == "/sys/fs/bpf") | .mountPropagation' <<<"$ds")" Bidirectional
+	expect_eq manifest_metrics_port "$(jq -r '.spec.template.metadata.annotations as $a |
+		[$a["prometheus.io/scrape"], $a["prometheus.io/port"],
+		 (.spec.template.spec.containers[] | select(.name == "metrics") | .ports[0].containerPort | tostring)] | join(" ")' <<<"$ds")" "true 9464 9464"
 else
 	skip manifest "no yq to read YAML"
 fi
@@ -127,6 +131,33 @@ expect_eq adopt_existing_device "$("$PI" -N $NODE -j pod show early | jq -r .hos
 	"$(jq -r '.interfaces[] | select(.sandbox == null) | .name' <<<"$res")"
 check adopt_existing_rerun install_once
 expect_eq adopt_existing_once "$(npods)" 1
+
+# ---- the DaemonSet's metrics container: its command from the manifest, with
+# this test's node and a free port of 127.0.0.1; serves, stops on SIGTERM --------
+if [ -n "${ds:-}" ]; then
+	mport=$((20000 + RANDOM % 20000))
+	margs=$(jq -r '.spec.template.spec.containers[] | select(.name == "metrics") | .args[0]' <<<"$ds")
+	margs=${margs//-N cni /-N $NODE }
+	margs=${margs//'$(NODE_IP):9464'/127.0.0.1:$mport}
+	# command: replaces the image's entrypoint, as in Kubernetes
+	mcmd=($(jq -r '.spec.template.spec.containers[] | select(.name == "metrics") | .command[]' <<<"$ds"))
+	PM run -d --name ${PREFIX}metrics --network host --privileged -v /sys/fs/bpf:/sys/fs/bpf \
+		--entrypoint "${mcmd[0]}" $IMG "${mcmd[@]:1}" "$margs" >/dev/null
+	got=
+	for _ in $(seq 50); do
+		got=$(curl -s http://127.0.0.1:$mport/metrics | grep "^podinject_node_pods{node=\"$NODE\"}")
+		[ -n "$got" ] && break
+		sleep 0.2
+	done
+	[ -n "$got" ] || got="no answer; its log: $(PM logs ${PREFIX}metrics 2>&1 | tail -n 3 | tr '\n' ' ')"
+	expect_eq image_metrics_serves "$got" "podinject_node_pods{node=\"$NODE\"} 1"
+	PM stop -t 5 ${PREFIX}metrics >/dev/null 2>&1
+	expect_eq image_metrics_sigterm "$(PM inspect ${PREFIX}metrics --format '{{.State.ExitCode}}' 2>&1)" 0
+	PM rm -f -t 0 ${PREFIX}metrics >/dev/null 2>&1
+else
+	skip image_metrics_serves "no yq to read the manifest"
+	skip image_metrics_sigterm "no yq to read the manifest"
+fi
 # the runtime's DEL, now with podinject in the chain
 jq -c --argjson r "$res" '.plugins[1] + {cniVersion, name, prevResult: $r}' "$T/net.d/10-ptp.conflist" |
 	env -i CNI_COMMAND=DEL CNI_CONTAINERID=$cid CNI_NETNS=/run/netns/${PREFIX}early CNI_IFNAME=eth0 \

@@ -14,7 +14,7 @@
 # injected, on every path (fast; the netkit fallback with its guard).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=90
+EXPECT=97
 PREFIX=nk-
 N=nk-n
 T=10.244.0.10
@@ -233,6 +233,19 @@ wait
 # Proxying is built for veth pods only: refused, nothing left.
 out=$(pi -N $N proxy add nk-i --port 15001 --for nk-t 2>&1); rc=$?
 expect_eq proxy_netkit_refused "$rc:$(grep -c '^error: .*netkit' <<<"$out")" "2:1"
+
+# An adopted netkit pod named as Kubernetes names it (namespace/name):
+# its guard's pins are named by ifindex, so the fallback is served.
+ip netns add nk-sl
+check slash_pair in_ns $N "$BUILD/mknetkit" nk-sl0 eth0 nk-sl
+in_ns nk-sl ip addr add 10.244.0.16/32 dev eth0
+check slash_adopt pi -N $N pod adopt default/web-nk --netns nk-sl --dev nk-sl0 --ip 10.244.0.16
+check slash_fallback pi -N $N inject allow nk-i --as default/web-nk --path fallback
+expect_eq slash_guard "$("$BUILD/tcx-attach" query $N nk-sl0 ingress)" netkit_guard
+check slash_deny pi -N $N inject deny nk-i --as default/web-nk
+expect_eq slash_guard_gone "$("$BUILD/tcx-attach" query $N nk-sl0 ingress)" ""
+check slash_del pi -N $N pod del default/web-nk
+ip netns del nk-sl
 
 # deny and del leave no guard behind.
 check deny_all pi -N $N inject deny nk-i

@@ -10,7 +10,7 @@
 # suite's prefix (ni-, or nc- when t_node_clsact.sh runs it).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=54
+EXPECT=55
 PREFIX=${PREFIX:-ni-}
 N=${PREFIX}n
 
@@ -117,10 +117,14 @@ check json_node_show sh -c "$PI -N $N -j node show | jq -e '.pods == 3'"
 check json_policy_list sh -c "$PI -N $N -j policy list | jq -e 'length == 0'"
 
 # pod del and node down leave nothing behind
+# Pins are named by the host side's ifindex: seen before, gone after.
+c_ifx=$(pi -N $N -j pod show ${PREFIX}c | jq -r .host_ifindex)
+c_pins() { ls /sys/fs/bpf/podinject/$N | grep -c "_${c_ifx}\(_\|$\)"; }
+check pod_del_pins_before test "$(c_pins)" -gt 0
 check pod_del pi -N $N pod del ${PREFIX}c
 check pod_del_netns_gone sh -c "! ip netns list | grep -qw ${PREFIX}c"
 check pod_del_dev_gone sh -c "! ip -n $N link show pi-${PREFIX}c 2>/dev/null"
-check pod_del_pins_gone sh -c "! ls /sys/fs/bpf/podinject/$N | grep -q ${PREFIX}c"
+expect_eq pod_del_pins_gone "$(c_pins)" 0
 check pod_del_endpoint_gone sh -c "$PI -N $N -j pod list | jq -e 'length == 2'"
 # pod del took c's programs off its host side; node down takes the rest.
 # Links (tcx) and cls_bpf filters (clsact) are both counted, and first

@@ -185,10 +185,11 @@ PM stop -t 0 ${PREFIX}m >/dev/null 2>&1
 check rm PM rm ${PREFIX}a ${PREFIX}b ${PREFIX}c ${PREFIX}p
 PM rm ${PREFIX}m >/dev/null 2>&1
 expect_eq stop_no_pods "$("$PI" -N $NODE -j pod list | jq length)" 0
-expect_eq stop_no_pod_pins "$(ls /sys/fs/bpf/podinject/$NODE | grep -c '^link_pod_')" 0
+node_dir=$(node_pin_dir $NODE)
+expect_eq stop_no_pod_pins "$(ls "$node_dir" | grep -c '^link_pod_')" 0
 expect_eq stop_no_injection "$("$PI" -N $NODE -j inject list | jq length)" 0
 expect_eq stop_no_links "$(links_of_progs $ids)" 0
 expect_eq stop_no_main_device "$(ip -o link show | grep -c ': pi[0-9a-f]\{11\}[@:]')" 0
 expect_eq stop_ipam_freed "$(ls "$T/ipam/$NET" "$T/ipam/$NETM" 2>/dev/null | grep -c '^10\.')" 0
 check node_down "$PI" -N $NODE node down
-check node_down_no_pins test ! -e /sys/fs/bpf/podinject/$NODE
+check node_down_no_pins test ! -e "$node_dir"

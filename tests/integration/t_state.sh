@@ -8,7 +8,7 @@
 # last commit before the version existed), when git history is at hand.
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=24
+EXPECT=32
 PREFIX=st-
 N=${PREFIX}n
 OLD_COMMIT=eabdf44
@@ -42,12 +42,17 @@ refused() {
 	fi
 }
 
+# rewrite_abi NODE: node_config's version field (bytes 44-47) set to 1
+rewrite_abi() {
+	local cfg=/sys/fs/bpf/podinject/$1/node_config val
+	val=$(bpftool map lookup pinned $cfg key 0 0 0 0 -j | jq -r '.value | .[:44] + ["0x01", "0", "0", "0"] + .[48:] | join(" ")')
+	bpftool map update pinned $cfg key 0 0 0 0 value $val
+}
+
 check up pi -N $N node up
 check pod pi -N $N pod add ${PREFIX}a --ip 10.244.0.10
-# The version field is bytes 44-47 of node_config's value.
-cfg=/sys/fs/bpf/podinject/$N/node_config
-val=$(bpftool map lookup pinned $cfg key 0 0 0 0 -j | jq -r '.value | .[:44] + ["0x01", "0", "0", "0"] + .[48:] | join(" ")')
-check rewrite_version bpftool map update pinned $cfg key 0 0 0 0 value $val
+ids=$(node_prog_ids $N)
+check rewrite_version rewrite_abi $N
 refused abi_pod_list $N pod list
 refused abi_pod_add $N pod add ${PREFIX}b --ip 10.244.0.11
 refused abi_pod_del $N pod del ${PREFIX}a
@@ -57,11 +62,26 @@ refused abi_node_down $N node down
 check abi_pod_netns_kept ip netns pids ${PREFIX}a
 check force_down pi -N $N node down --force
 check force_pins_gone test ! -e /sys/fs/bpf/podinject/$N
+expect_unhooked force_unhooked $ids
 check force_leaves_pod_netns ip netns pids ${PREFIX}a
 ip netns del ${PREFIX}a
 ip netns del $N 2>/dev/null
 check up_again pi -N $N node up
 check down_again pi -N $N node down
+
+# The same in clsact mode, where the programs run as filters on the
+# devices and removing the pins alone left them running.
+C=${PREFIX}k
+check clsact_up pi -N $C node up --attach clsact
+check clsact_pod pi -N $C pod add ${PREFIX}e --ip 10.244.0.14
+ids=$(node_prog_ids $C)
+expect_hooked clsact_hooked_before clsact $ids
+check clsact_rewrite_version rewrite_abi $C
+check clsact_force_down pi -N $C node down --force
+check clsact_force_pins_gone test ! -e /sys/fs/bpf/podinject/$C
+expect_unhooked clsact_force_unhooked $ids
+ip netns del ${PREFIX}e
+ip netns del $C 2>/dev/null
 
 # A node made by a real build from before the version.
 OLD_CHECKS="old_build old_up old_pod old_abi_pod_list old_abi_pod_add old_abi_node_down old_still_works_for_its_build old_down_by_its_build old_gone"

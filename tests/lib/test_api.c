@@ -141,6 +141,107 @@ static void *probe_in_own_netns(void *arg)
 	return NULL;
 }
 
+static void count_step(const struct pi_plan_step *st, void *ctx)
+{
+	(*(int *)ctx)++;
+}
+
+struct membuf {
+	char *buf;
+	size_t len, cap;
+};
+
+static int to_mem(const char *buf, size_t len, void *ctx)
+{
+	struct membuf *m = ctx;
+
+	if (m->len + len + 1 > m->cap) {
+		size_t cap = (m->len + len + 1) * 2;
+		char *b = realloc(m->buf, cap);
+
+		if (!b)
+			return -1;
+		m->buf = b;
+		m->cap = cap;
+	}
+	memcpy(m->buf + m->len, buf, len);
+	m->len += len;
+	m->buf[m->len] = 0;
+	return 0;
+}
+
+static int apply_str(struct pi_node *n, const char *doc, uint32_t flags,
+		     int *steps, struct pi_apply_error *err)
+{
+	*steps = 0;
+	return pi_apply(n, doc, strlen(doc), flags, count_step, steps, err);
+}
+
+/* pi_apply and pi_export on pods la-a and la-b. */
+static void test_apply(struct pi_node *n)
+{
+	const char *doc =
+		"{\"apiVersion\": \"podinject/v1\", \"pods\": {\"la-a\": {"
+		"\"egress\": [{\"action\": \"deny\", \"to\": \"10.244.0.11/32\","
+		" \"proto\": \"udp\", \"port\": 7000}, {\"action\": \"allow\"}],"
+		"\"inject\": [{\"as\": \"la-b\"}]}},"
+		"\"conntrack\": {\"timeouts\": {\"udp\": 33}}}";
+	const char *bad_cidr =
+		"{\"apiVersion\": \"podinject/v1\", \"pods\": {\"la-a\": {"
+		"\"egress\": [{\"action\": \"allow\"}, {\"action\": \"deny\","
+		" \"to\": \"10.244.0.300/32\"}]}}}";
+	const char *no_pod =
+		"{\"apiVersion\": \"podinject/v1\", \"pods\": {\"la-zz\": {}}}";
+	const char *empty = "{\"apiVersion\": \"podinject/v1\"}";
+	struct pi_apply_error where;
+	struct pi_rule_info *rules;
+	struct membuf m = { 0 };
+	uint32_t to[PI_CT_TO_MAX];
+	int steps, cnt, rc;
+
+	CHECK_RC("apply_dry_run", apply_str(n, doc, PI_APPLY_DRY_RUN, &steps, NULL), 3);
+	cnt = pi_policy_list(n, "la-a", &rules);
+	check(cnt == 0 && steps == 3, "apply_dry_run_changes_nothing",
+	      "%d rules, %d steps reported", cnt, steps);
+	if (cnt >= 0)
+		free(rules);
+	CHECK_RC("apply", apply_str(n, doc, 0, &steps, NULL), 3);
+	cnt = pi_policy_list(n, "la-a", &rules);
+	pi_ct_timeouts(n, to);
+	check(cnt == 2 && rules[0].rule.action == PI_DENY &&
+	      rules[0].rule.port_lo == 7000 && rules[1].rule.action == PI_ALLOW &&
+	      to[PI_CT_TO_UDP] == 33 && steps == 3, "apply_result",
+	      "%d rules, udp timeout %u, %d steps", cnt, to[PI_CT_TO_UDP], steps);
+	if (cnt >= 0)
+		free(rules);
+	CHECK_RC("apply_again_changes_nothing", apply_str(n, doc, 0, &steps, NULL), 0);
+	check(steps == 0, "apply_again_reports_nothing", "%d steps", steps);
+	rc = apply_str(n, bad_cidr, 0, &steps, &where);
+	check(rc == -EINVAL && !strcmp(where.where, "pods[\"la-a\"].egress[1].to") &&
+	      strstr(where.reason, "10.244.0.300/32"), "apply_bad_cidr_where",
+	      "rc %d where %s reason %s", rc, where.where, where.reason);
+	rc = apply_str(n, no_pod, 0, &steps, &where);
+	check(rc == -ESRCH && !strcmp(where.where, "pods[\"la-zz\"]"),
+	      "apply_unknown_pod_where", "rc %d where %s", rc, where.where);
+	cnt = pi_policy_list(n, "la-a", &rules);
+	check(cnt == 2, "apply_refused_changes_nothing", "%d rules", cnt);
+	if (cnt >= 0)
+		free(rules);
+	CHECK_RC("export", pi_export(n, to_mem, &m), 0);
+	check(m.buf && strstr(m.buf, "\"apiVersion\": \"podinject/v1\""),
+	      "export_has_version", "%s", m.buf ? m.buf : "(nothing)");
+	CHECK_RC("export_applied_changes_nothing",
+		 m.buf ? apply_str(n, m.buf, 0, &steps, NULL) : -1, 0);
+	free(m.buf);
+	CHECK_RC("apply_empty_clears", apply_str(n, empty, 0, &steps, NULL), 3);
+	cnt = pi_policy_list(n, "la-a", &rules);
+	pi_ct_timeouts(n, to);
+	check(cnt == 0 && to[PI_CT_TO_UDP] == 60, "apply_empty_result",
+	      "%d rules, udp timeout %u", cnt, to[PI_CT_TO_UDP]);
+	if (cnt >= 0)
+		free(rules);
+}
+
 int main(void)
 {
 	struct pi_node_up_opts up = { .lock_timeout_ms = 5000 };
@@ -212,6 +313,25 @@ int main(void)
 	      "policy_list", "count %d", cnt);
 	if (cnt > 0)
 		free(rules);
+	cnt = pi_policy_list_pod(n, &pod, &rules);
+	check(cnt == 1 && rules[0].rule.id == id && rules[0].dir == PI_DIR_EGRESS,
+	      "policy_list_pod", "count %d", cnt);
+	if (cnt > 0)
+		free(rules);
+	/* a's flow to b (ICMP): the one-walk count of every pod agrees with
+	 * the pod's own */
+	sh("ip netns exec la-a ping -c 1 -W 2 10.244.0.11 >/dev/null");
+	{
+		static struct pi_ct_counts all[PI_MAX_PODS];
+		struct pi_ct_counts one;
+
+		CHECK_RC("ct_counts_all", pi_ct_counts_all(n, all, PI_MAX_PODS), 0);
+		pi_ct_counts(n, &pod, &one);
+		check(one.entries >= 1 && all[pod.id].entries == one.entries &&
+		      all[pod.id].by_state[PI_CT_ESTABLISHED] ==
+		      one.by_state[PI_CT_ESTABLISHED], "ct_counts_all_by_pod",
+		      "all[a] %u, pod a %u", all[pod.id].entries, one.entries);
+	}
 	CHECK_RC("policy_del_missing", pi_policy_del(n, "la-a", PI_DIR_EGRESS, id + 100), -ESRCH);
 	CHECK_RC("policy_del", pi_policy_del(n, "la-a", PI_DIR_EGRESS, id), 0);
 
@@ -224,6 +344,21 @@ int main(void)
 	      !strcmp(auths[0].as, "la-b"), "inject_list", "count %d", cnt);
 	free(auths);
 	CHECK_RC("inject_deny", pi_inject_deny(n, "la-a", NULL, 0), 1);
+	/* The head program's link went with the deny; the kernel releases
+	 * it after the unlink, and an allow right behind must wait for
+	 * that rather than fail with -EEXIST. */
+	{
+		int bad = 0, rc = 0;
+
+		for (int i = 0; i < 20 && !bad; i++) {
+			rc = pi_inject_allow(n, "la-a", &as_b, 1, 0, NULL);
+			bad = rc || pi_inject_deny(n, "la-a", NULL, 0) != 1;
+		}
+		check(!bad, "inject_allow_after_deny",
+		      "allow after deny returned %d; log: %s", rc, last_error);
+	}
+
+	test_apply(n);
 
 	/* An adopted pod, with a Kubernetes-style name. */
 	sh("ip netns add la-x && ip -n " NODE " link add la-xh type veth peer name net1 netns la-x && "
@@ -294,6 +429,7 @@ int main(void)
 		struct pi_proxy_rule pr = { .port = 15001 };
 		struct pi_probe_result *res = NULL;
 		uint32_t to[PI_CT_TO_MAX], to_after[PI_CT_TO_MAX];
+		int steps;
 
 		last_error[0] = 0;
 		CHECK_RC("read_only_pod_add", pi_pod_add(n, &c, NULL), -EBADF);
@@ -315,6 +451,13 @@ int main(void)
 		CHECK_RC("read_only_proxy_del", pi_proxy_del(n, "la-b", "la-a"), -EBADF);
 		CHECK_RC("read_only_probe", pi_probe_run(n, &ps, &res), -EBADF);
 		free(res);
+		CHECK_RC("read_only_apply",
+			 apply_str(n, "{\"apiVersion\": \"podinject/v1\"}", 0,
+				   &steps, NULL), -EBADF);
+		check(apply_str(n, "{\"apiVersion\": \"podinject/v1\"}",
+				PI_APPLY_DRY_RUN, &steps, NULL) >= 0,
+		      "read_only_apply_dry_run", "a dry run only reads: %s",
+		      last_error);
 		CHECK_RC("read_only_ct_flush", pi_ct_flush(n, "la-a"), -EBADF);
 		pi_ct_timeouts(n, to);
 		CHECK_RC("read_only_ct_timeout",

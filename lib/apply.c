@@ -1,0 +1,1511 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Desired state: a node's policies, injection grants, proxy rules and
+ * tracker timeouts declared in one document and applied as a whole
+ * (pi_apply), and the node's state written as such a document (pi_export).
+ *
+ * An apply reads the document and the node, checks every line of the
+ * document before it changes anything, and then makes the difference in
+ * an order that never leaves a proxy without its grant:
+ *   1. proxy rules that go or change are removed
+ *   2. grants that go are removed
+ *   3. each changed pod direction gets its whole new rule list, compiled
+ *      once and switched with one reference flip (policy_replace)
+ *   4. grants that come (or change path) are made
+ *   5. proxy rules that come are made
+ *   6. the tracker's timeouts are saved
+ * Each step made is logged with what undoes it; a step that fails undoes
+ * the steps before it, newest first, so the node is left as it was (bar
+ * the flows a removed proxy rule was carrying, which the datapath forgets
+ * with the rule).
+ *
+ * Rules that stay keep their ids, so their counters go on; a direction
+ * whose list is unchanged is not published at all.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <bpf/bpf.h>
+#include <jansson.h>
+#include <yaml.h>
+#include "inject.h"
+#include "lib.h"
+
+static const char *const timeout_names[PI_CT_TO_MAX] = PI_CT_TIMEOUT_NAMES;
+static const uint32_t timeout_defaults[PI_CT_TO_MAX] = PI_CT_TIMEOUT_DEFAULTS;
+static const char *const dir_names[2] = { "egress", "ingress" };
+
+#define TIMEOUT_MAX	(7 * 86400)	/* as `ct timeout` takes them */
+
+/* A pod of the node, as it is and as the document wants it. */
+struct apod {
+	struct pi_pod_info info;
+	struct pi_rule *cur[2];
+	uint32_t ncur[2];
+	struct pi_rule *want[2];	/* ids assigned by plan_policy() */
+	uint32_t nwant[2];
+	uint32_t kept[2];
+	bool changed[2];
+	int proxy_cur, proxy_want;	/* the proxy pod's index, -1: none */
+	struct pi_proxy_rule prule_cur, prule_want;
+	bool proxy_del, proxy_add;
+};
+
+/* An authorisation of injector to inject as target (pod indices). */
+struct grant {
+	int injector, target;
+	uint32_t path;		/* as stored; 0 in a wish: whatever a proxy made */
+	bool from_proxy;	/* wanted because target is proxied by injector */
+};
+
+enum undo_kind { U_POLICY, U_GRANT_ADDED, U_GRANT_CHANGED, U_GRANT_REMOVED,
+		 U_PROXY_ADDED, U_PROXY_REMOVED, U_TIMEOUTS };
+
+struct undo {
+	enum undo_kind kind;
+	int pod, other;
+	uint32_t dir, path;
+};
+
+struct apply {
+	struct pi_node *n;
+	struct apod *pods;
+	int npods;
+	int *by_name;		/* pod indices in name order */
+	struct grant *gcur, *gwant;
+	int ngcur, ngwant;
+	uint32_t to_want[PI_CT_TO_MAX];	/* raw, 0 = default */
+	struct pi_apply_error *err;
+	int auto_path;		/* inject_path_auto(), probed once */
+	struct undo *undo;
+	int nundo;
+};
+
+/* ---- errors --------------------------------------------------------- */
+
+static int refuse(struct apply *a, int code, const char *where,
+		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static int refuse(struct apply *a, int code, const char *where,
+		  const char *fmt, ...)
+{
+	char reason[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	if (a->err) {
+		snprintf(a->err->where, sizeof(a->err->where), "%s", where);
+		snprintf(a->err->reason, sizeof(a->err->reason), "%s", reason);
+	}
+	pr_err("%s: %s", where, reason);
+	return code;
+}
+
+/* ---- pods by name and device ----------------------------------------- */
+
+/* qsort_r: the library keeps no global state, not even for a sort */
+static int name_cmp(const void *x, const void *y, void *ctx)
+{
+	const struct apply *a = ctx;
+
+	return strcmp(a->pods[*(const int *)x].info.name,
+		      a->pods[*(const int *)y].info.name);
+}
+
+static int pod_index(const struct apply *a, const char *name)
+{
+	int lo = 0, hi = a->npods;
+
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		int c = strcmp(a->pods[a->by_name[mid]].info.name, name);
+
+		if (!c)
+			return a->by_name[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+static int pod_index_by_ifindex(const struct apply *a, uint32_t ifindex)
+{
+	for (int i = 0; i < a->npods; i++)
+		if (a->pods[i].info.ifindex == ifindex)
+			return i;
+	return -1;
+}
+
+/* ---- the node as it is ----------------------------------------------- */
+
+static bool grant_pair_known(const struct grant *g, int n, int injector,
+			     int target)
+{
+	for (int i = 0; i < n; i++)
+		if (g[i].injector == injector && g[i].target == target)
+			return true;
+	return false;
+}
+
+static int read_node(struct apply *a)
+{
+	struct pi_policy_ref *refs = calloc(PI_MAX_PODS * 2, sizeof(*refs));
+	struct pi_pod_info *infos = NULL;
+	struct inject_state s;
+	int cnt, err = 0;
+
+	if (!refs)
+		return -ENOMEM;
+	cnt = pi_pod_list(a->n, &infos);
+	if (cnt < 0) {
+		free(refs);
+		return cnt;
+	}
+	a->npods = cnt;
+	a->pods = calloc(cnt + 1, sizeof(*a->pods));
+	a->by_name = calloc(cnt + 1, sizeof(*a->by_name));
+	if (!a->pods || !a->by_name)
+		err = -ENOMEM;
+	if (!err)
+		err = policy_read_all(a->n, refs);
+	for (int i = 0; !err && i < cnt; i++) {
+		struct apod *p = &a->pods[i];
+
+		p->info = infos[i];
+		p->proxy_cur = p->proxy_want = -1;
+		a->by_name[i] = i;
+		for (uint32_t d = 0; !err && d < 2; d++) {
+			const struct pi_policy_ref *r = &refs[p->info.id * 2 + d];
+
+			p->ncur[d] = r->count;
+			p->cur[d] = calloc(r->count + 1, sizeof(struct pi_rule));
+			if (!p->cur[d])
+				err = -ENOMEM;
+			else if (r->count)
+				err = policy_read_rules(a->n, r, p->cur[d]);
+		}
+	}
+	free(infos);
+	free(refs);
+	if (err)
+		return err;
+	qsort_r(a->by_name, a->npods, sizeof(*a->by_name), name_cmp, a);
+
+	a->gcur = calloc(PI_MAX_INJECT + 1, sizeof(*a->gcur));
+	if (!a->gcur)
+		return -ENOMEM;
+	if (inject_open(a->n, &s, false))
+		return 0;	/* nothing injects on this node yet */
+	{
+		struct pi_inject_key key, next, *prev = NULL;
+		struct pi_inject_target t;
+
+		while (a->ngcur < PI_MAX_INJECT &&
+		       !bpf_map_get_next_key(s.maps[IM_AUTH], prev, &next)) {
+			int inj, tgt;
+
+			key = next;
+			prev = &key;
+			if (bpf_map_lookup_elem(s.maps[IM_AUTH], &key, &t))
+				continue;
+			inj = pod_index_by_ifindex(a, key.injector_ifindex);
+			tgt = pod_index_by_ifindex(a, t.target_ifindex);
+			/* a probe's own device is no pod: its grants live
+			 * for one probe and are none of the state */
+			if (inj < 0 || tgt < 0 ||
+			    grant_pair_known(a->gcur, a->ngcur, inj, tgt))
+				continue;
+			a->gcur[a->ngcur++] = (struct grant){ inj, tgt, t.path,
+							      false };
+		}
+	}
+	{
+		uint32_t key, next, *prev = NULL;
+		struct pi_proxy_rule r;
+
+		while (!bpf_map_get_next_key(s.maps[IM_PROXY_RULES], prev, &next)) {
+			int pod, proxy;
+
+			key = next;
+			prev = &key;
+			if (bpf_map_lookup_elem(s.maps[IM_PROXY_RULES], &key, &r))
+				continue;
+			pod = pod_index_by_ifindex(a, key);
+			proxy = pod_index_by_ifindex(a, r.proxy_ifindex);
+			if (pod < 0 || proxy < 0)
+				continue;
+			a->pods[pod].proxy_cur = proxy;
+			a->pods[pod].prule_cur = r;
+		}
+	}
+	inject_close(&s);
+	return 0;
+}
+
+/* ---- the document ---------------------------------------------------- */
+
+static bool only_keys(struct apply *a, json_t *obj, const char *where,
+		      const char *const *keys, int *ret)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(obj, k, v) {
+		int i;
+
+		for (i = 0; keys[i]; i++)
+			if (!strcmp(keys[i], k))
+				break;
+		if (!keys[i]) {
+			*ret = refuse(a, -EINVAL, where, "unknown field '%s'", k);
+			return false;
+		}
+	}
+	return true;
+}
+
+static int parse_port_value(json_t *v, uint16_t *lo, uint16_t *hi)
+{
+	if (json_is_integer(v)) {
+		json_int_t p = json_integer_value(v);
+
+		if (p < 1 || p > 65535)
+			return -EINVAL;
+		*lo = *hi = p;
+		return 0;
+	}
+	if (json_is_string(v))
+		return pi_parse_port_range(json_string_value(v), lo, hi);
+	return -EINVAL;
+}
+
+/* Where a rule is, formatted only when it is refused: 10 000 rules would
+ * otherwise format 10 000 paths nobody reads. */
+struct rule_at {
+	const char *pod_where;
+	uint32_t dir;
+	size_t idx;
+};
+
+static int rule_refuse(struct apply *a, int code, const struct rule_at *at,
+		       const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static int rule_refuse(struct apply *a, int code, const struct rule_at *at,
+		       const char *field, const char *fmt, ...)
+{
+	char where[700], reason[256];
+	va_list ap;
+
+	snprintf(where, sizeof(where), "%s.%s[%zu]%s%s", at->pod_where,
+		 dir_names[at->dir], at->idx, field ? "." : "",
+		 field ? field : "");
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	return refuse(a, code, where, "%s", reason);
+}
+
+static int parse_rule(struct apply *a, json_t *o, const struct rule_at *at,
+		      struct pi_rule *r)
+{
+	const char *addr_key = at->dir == PI_DIR_EGRESS ? "to" : "from";
+	const char *wrong_key = at->dir == PI_DIR_EGRESS ? "from" : "to";
+	const char *k;
+	json_t *v;
+
+	memset(r, 0, sizeof(*r));
+	if (!json_is_object(o))
+		return rule_refuse(a, -EINVAL, at, NULL,
+				   "a rule is an object: {\"action\": \"allow\"|\"deny\", ...}");
+	json_object_foreach(o, k, v) {
+		if (!strcmp(k, "action")) {
+			const char *s = json_is_string(v) ? json_string_value(v) : "";
+
+			if (!strcmp(s, "allow"))
+				r->action = PI_ALLOW;
+			else if (!strcmp(s, "deny"))
+				r->action = PI_DENY;
+			else
+				return rule_refuse(a, -EINVAL, at, k,
+						   "want allow or deny");
+		} else if (!strcmp(k, addr_key)) {
+			int family, plen;
+
+			if (!json_is_string(v) ||
+			    pi_parse_prefix(json_string_value(v), &family,
+					    &r->addr, &plen))
+				return rule_refuse(a, -EINVAL, at, k,
+					"invalid CIDR %s%s%s",
+					json_is_string(v) ? "'" : "",
+					json_is_string(v) ? json_string_value(v) :
+							    "(not a string)",
+					json_is_string(v) ? "'" : "");
+			r->family = family;
+			r->prefixlen = plen;
+		} else if (!strcmp(k, wrong_key)) {
+			return rule_refuse(a, -EINVAL, at, k,
+					   "%s rules match '%s', not '%s'",
+					   dir_names[at->dir], addr_key, wrong_key);
+		} else if (!strcmp(k, "proto")) {
+			if (!json_is_string(v) ||
+			    pi_parse_proto(json_string_value(v), &r->proto))
+				return rule_refuse(a, -EINVAL, at, k,
+						   "want tcp, udp, icmp or any");
+		} else if (!strcmp(k, "port")) {
+			if (parse_port_value(v, &r->port_lo, &r->port_hi))
+				return rule_refuse(a, -EINVAL, at, k,
+						   "want N or \"N-M\" within 1-65535");
+		} else {
+			return rule_refuse(a, -EINVAL, at, NULL,
+					   "unknown field '%s'", k);
+		}
+	}
+	if (!r->action)
+		return rule_refuse(a, -EINVAL, at, NULL,
+				   "'action' is missing (allow or deny)");
+	if (r->port_hi && r->proto != IPPROTO_TCP && r->proto != IPPROTO_UDP)
+		return rule_refuse(a, -EINVAL, at, "port",
+				   "'port' needs proto tcp or udp");
+	return 0;
+}
+
+static int parse_rules(struct apply *a, struct apod *p, json_t *arr,
+		       uint32_t dir, const char *pod_where)
+{
+	struct rule_at at = { pod_where, dir, 0 };
+	char where[600];
+	json_t *v;
+
+	snprintf(where, sizeof(where), "%s.%s", pod_where, dir_names[dir]);
+	if (!json_is_array(arr))
+		return refuse(a, -EINVAL, where, "a list of rules");
+	if (json_array_size(arr) > PI_MAX_POD_RULES)
+		return refuse(a, -EINVAL, where,
+			      "%zu rules: a pod holds at most %u in a direction",
+			      json_array_size(arr), PI_MAX_POD_RULES);
+	p->want[dir] = calloc(json_array_size(arr) + 1, sizeof(struct pi_rule));
+	if (!p->want[dir])
+		return -ENOMEM;
+	json_array_foreach(arr, at.idx, v) {
+		int err = parse_rule(a, v, &at, &p->want[dir][at.idx]);
+
+		if (err)
+			return err;
+	}
+	p->nwant[dir] = json_array_size(arr);
+	return 0;
+}
+
+static int parse_path(json_t *v, uint32_t *path)
+{
+	const char *s = json_is_string(v) ? json_string_value(v) : "";
+
+	if (!strcmp(s, "auto"))
+		*path = 0;
+	else if (!strcmp(s, "fast"))
+		*path = PI_PATH_FAST;
+	else if (!strcmp(s, "fallback"))
+		*path = PI_PATH_FALLBACK;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* A grant's path as the node stores it: auto is what the kernel offers,
+ * and the fallback onto a netkit pod is the netkit fallback. */
+static uint32_t stored_path(struct apply *a, uint32_t path, int target)
+{
+	if (!path) {
+		if (!a->auto_path)
+			a->auto_path = inject_path_auto();
+		path = a->auto_path;
+	}
+	if (path == PI_PATH_FALLBACK &&
+	    (a->pods[target].info.flags & PI_POD_NETKIT))
+		path = PI_PATH_NETKIT_FALLBACK;
+	return path;
+}
+
+static int parse_grants(struct apply *a, int inj, json_t *arr,
+			const char *pod_where)
+{
+	static const char *const keys[] = { "as", "path", NULL };
+	char where[600];
+	size_t i;
+	json_t *v;
+
+	snprintf(where, sizeof(where), "%s.inject", pod_where);
+	if (!json_is_array(arr))
+		return refuse(a, -EINVAL, where,
+			      "a list of {\"as\": POD, \"path\": fast|fallback|auto}");
+	json_array_foreach(arr, i, v) {
+		char at[600], fat[640];
+		json_t *as, *path;
+		uint32_t pv = 0;
+		int tgt, ret = 0;
+
+		snprintf(at, sizeof(at), "%s[%zu]", where, i);
+		if (!json_is_object(v))
+			return refuse(a, -EINVAL, at,
+				      "a grant is an object: {\"as\": POD}");
+		if (!only_keys(a, v, at, keys, &ret))
+			return ret;
+		as = json_object_get(v, "as");
+		snprintf(fat, sizeof(fat), "%s.as", at);
+		if (!json_is_string(as))
+			return refuse(a, -EINVAL, as ? fat : at,
+				      "'as' names the pod to inject as");
+		tgt = pod_index(a, json_string_value(as));
+		if (tgt < 0)
+			return refuse(a, -ESRCH, fat, "no pod '%s' on node %s",
+				      json_string_value(as), a->n->name);
+		if (tgt == inj)
+			return refuse(a, -EINVAL, fat,
+				      "pod '%s' cannot inject as itself",
+				      a->pods[inj].info.name);
+		path = json_object_get(v, "path");
+		snprintf(fat, sizeof(fat), "%s.path", at);
+		if (path && parse_path(path, &pv))
+			return refuse(a, -EINVAL, fat, "want fast, fallback or auto");
+		if (grant_pair_known(a->gwant, a->ngwant, inj, tgt))
+			return refuse(a, -EINVAL, at, "pod '%s' is granted twice",
+				      json_string_value(as));
+		if (a->ngwant >= PI_MAX_INJECT)
+			return refuse(a, -EINVAL, at, "more than %d grants",
+				      PI_MAX_INJECT);
+		a->gwant[a->ngwant++] = (struct grant){ inj, tgt,
+			stored_path(a, pv, tgt), false };
+	}
+	return 0;
+}
+
+static int parse_proxy(struct apply *a, int pod, json_t *o,
+		       const char *pod_where)
+{
+	static const char *const keys[] = { "by", "port", "match", "dports",
+					    "dst", NULL };
+	struct pi_proxy_rule *r = &a->pods[pod].prule_want;
+	char where[600], at[640];
+	json_t *v;
+	int proxy, ret = 0;
+
+	snprintf(where, sizeof(where), "%s.proxy", pod_where);
+	if (json_is_null(o))
+		return 0;
+	if (!json_is_object(o))
+		return refuse(a, -EINVAL, where,
+			      "an object: {\"by\": POD, \"port\": N, ...}");
+	if (!only_keys(a, o, where, keys, &ret))
+		return ret;
+	v = json_object_get(o, "by");
+	snprintf(at, sizeof(at), "%s.by", where);
+	if (!json_is_string(v))
+		return refuse(a, -EINVAL, v ? at : where,
+			      "'by' names the proxy pod");
+	proxy = pod_index(a, json_string_value(v));
+	if (proxy < 0)
+		return refuse(a, -ESRCH, at, "no pod '%s' on node %s",
+			      json_string_value(v), a->n->name);
+	if (proxy == pod)
+		return refuse(a, -EINVAL, at, "a pod cannot be its own proxy");
+	if ((a->pods[proxy].info.flags | a->pods[pod].info.flags) & PI_POD_NETKIT)
+		return refuse(a, -EINVAL, at,
+			      "proxying is built for veth pods only");
+	v = json_object_get(o, "port");
+	snprintf(at, sizeof(at), "%s.port", where);
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > 65535)
+		return refuse(a, -EINVAL, v ? at : where,
+			      "'port', the proxy's listening port, 1-65535");
+	r->port = json_integer_value(v);
+	v = json_object_get(o, "match");
+	snprintf(at, sizeof(at), "%s.match", where);
+	if (v && json_is_string(v) && !strcmp(json_string_value(v), "tcp"))
+		r->proto = IPPROTO_TCP;
+	else if (v && json_is_string(v) && !strcmp(json_string_value(v), "udp"))
+		r->proto = IPPROTO_UDP;
+	else if (v)
+		return refuse(a, -EINVAL, at, "want tcp or udp");
+	v = json_object_get(o, "dports");
+	snprintf(at, sizeof(at), "%s.dports", where);
+	if (v) {
+		size_t i;
+		json_t *e;
+
+		if (!r->proto)
+			return refuse(a, -EINVAL, at, "'dports' needs 'match'");
+		if (!json_is_array(v) || !json_array_size(v) ||
+		    json_array_size(v) > PI_PROXY_MAX_PORTS)
+			return refuse(a, -EINVAL, at,
+				      "a list of 1 to %d ports or \"N-M\" ranges",
+				      PI_PROXY_MAX_PORTS);
+		json_array_foreach(v, i, e) {
+			char eat[660];
+
+			snprintf(eat, sizeof(eat), "%s[%zu]", at, i);
+			if (parse_port_value(e, &r->dport_lo[i], &r->dport_hi[i]))
+				return refuse(a, -EINVAL, eat,
+					      "want N or \"N-M\" within 1-65535");
+		}
+		r->nports = json_array_size(v);
+	}
+	v = json_object_get(o, "dst");
+	snprintf(at, sizeof(at), "%s.dst", where);
+	if (v) {
+		int family, plen;
+
+		if (!r->proto)
+			return refuse(a, -EINVAL, at, "'dst' needs 'match'");
+		if (!json_is_string(v) ||
+		    pi_parse_prefix(json_string_value(v), &family, &r->dst, &plen))
+			return refuse(a, -EINVAL, at, "invalid CIDR");
+		r->dst_family = family;
+		r->dst_plen = plen;
+	}
+	a->pods[pod].proxy_want = proxy;
+	return 0;
+}
+
+static int parse_pod(struct apply *a, const char *name, json_t *o)
+{
+	static const char *const keys[] = { "egress", "ingress", "inject",
+					    "proxy", NULL };
+	char where[600];
+	json_t *v;
+	int idx, err, ret = 0;
+
+	snprintf(where, sizeof(where), "pods[\"%s\"]", name);
+	if (!pi_valid_pod_name(name))
+		return refuse(a, -EINVAL, where, "invalid pod name");
+	idx = pod_index(a, name);
+	if (idx < 0)
+		return refuse(a, -ESRCH, where,
+			      "no pod '%s' on node %s (apply does not make pods)",
+			      name, a->n->name);
+	if (!json_is_object(o))
+		return refuse(a, -EINVAL, where,
+			      "a pod is an object: {\"egress\": [...], ...}");
+	if (!only_keys(a, o, where, keys, &ret))
+		return ret;
+	for (uint32_t d = 0; d < 2; d++) {
+		v = json_object_get(o, dir_names[d]);
+		if (v && (err = parse_rules(a, &a->pods[idx], v, d, where)))
+			return err;
+	}
+	v = json_object_get(o, "inject");
+	if (v && (err = parse_grants(a, idx, v, where)))
+		return err;
+	v = json_object_get(o, "proxy");
+	if (v && (err = parse_proxy(a, idx, v, where)))
+		return err;
+	return 0;
+}
+
+static int parse_doc(struct apply *a, json_t *root)
+{
+	static const char *const keys[] = { "apiVersion", "pods", "conntrack",
+					    NULL };
+	const char *k;
+	json_t *v, *pods;
+	int err, ret = 0;
+
+	if (!json_is_object(root))
+		return refuse(a, -EINVAL, "$", "the document is an object");
+	if (!only_keys(a, root, "$", keys, &ret))
+		return ret;
+	v = json_object_get(root, "apiVersion");
+	if (!json_is_string(v) || strcmp(json_string_value(v), PI_STATE_API_VERSION))
+		return refuse(a, -EINVAL, "apiVersion", "want \"%s\"",
+			      PI_STATE_API_VERSION);
+	a->gwant = calloc(PI_MAX_INJECT + PI_MAX_PODS + 1, sizeof(*a->gwant));
+	if (!a->gwant)
+		return -ENOMEM;
+	pods = json_object_get(root, "pods");
+	if (pods && !json_is_object(pods))
+		return refuse(a, -EINVAL, "pods", "an object of pods by name");
+	json_object_foreach(pods, k, v) {
+		err = parse_pod(a, k, v);
+		if (err)
+			return err;
+	}
+	v = json_object_get(root, "conntrack");
+	if (v) {
+		static const char *const ckeys[] = { "timeouts", NULL };
+		json_t *tos, *secs;
+
+		if (!json_is_object(v))
+			return refuse(a, -EINVAL, "conntrack", "an object");
+		if (!only_keys(a, v, "conntrack", ckeys, &ret))
+			return ret;
+		tos = json_object_get(v, "timeouts");
+		if (tos && !json_is_object(tos))
+			return refuse(a, -EINVAL, "conntrack.timeouts",
+				      "an object of seconds by kind");
+		json_object_foreach(tos, k, secs) {
+			char at[128];
+			int kind;
+
+			snprintf(at, sizeof(at), "conntrack.timeouts[\"%s\"]", k);
+			for (kind = 0; kind < PI_CT_TO_MAX; kind++)
+				if (!strcmp(k, timeout_names[kind]))
+					break;
+			if (kind == PI_CT_TO_MAX)
+				return refuse(a, -EINVAL, at,
+					      "no such timeout (tcp-opening, tcp-established, tcp-closing, udp, icmp)");
+			if (!json_is_integer(secs) || json_integer_value(secs) < 1 ||
+			    json_integer_value(secs) > TIMEOUT_MAX)
+				return refuse(a, -EINVAL, at,
+					      "seconds, 1 to %d", TIMEOUT_MAX);
+			a->to_want[kind] = json_integer_value(secs);
+		}
+	}
+	return 0;
+}
+
+/* ---- the difference --------------------------------------------------- */
+
+static bool rule_same(const struct pi_rule *x, const struct pi_rule *y)
+{
+	return x->action == y->action && x->proto == y->proto &&
+	       x->family == y->family && x->prefixlen == y->prefixlen &&
+	       x->port_lo == y->port_lo && x->port_hi == y->port_hi &&
+	       !memcmp(&x->addr, &y->addr, sizeof(x->addr));
+}
+
+static int rule_cmp(const struct pi_rule *x, const struct pi_rule *y)
+{
+	struct pi_rule a = *x, b = *y;
+
+	a.id = b.id = 0;
+	return memcmp(&a, &b, sizeof(a));
+}
+
+static int rule_idx_cmp(const void *x, const void *y, void *ctx)
+{
+	const struct pi_rule *rules = ctx;
+	uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
+	int c = rule_cmp(&rules[i], &rules[j]);
+
+	return c ? c : (i > j) - (i < j);
+}
+
+/* Gives each wanted rule of a changed direction an id: the id of an
+ * equal rule it replaces (its counters go on), else a new one. */
+static void match_ids(struct apod *p, uint32_t d)
+{
+	uint32_t n = p->ncur[d], *idx = calloc(n + 1, sizeof(*idx));
+	bool *taken = calloc(n + 1, sizeof(*taken));
+
+	p->kept[d] = 0;
+	if (!idx || !taken) {
+		free(idx);
+		free(taken);
+		return;		/* every rule gets a new id: correct, slower */
+	}
+	for (uint32_t i = 0; i < n; i++)
+		idx[i] = i;
+	qsort_r(idx, n, sizeof(*idx), rule_idx_cmp, p->cur[d]);
+	for (uint32_t w = 0; w < p->nwant[d]; w++) {
+		const struct pi_rule *r = &p->want[d][w];
+		uint32_t lo = 0, hi = n;
+
+		while (lo < hi) {
+			uint32_t mid = (lo + hi) / 2;
+
+			if (rule_cmp(&p->cur[d][idx[mid]], r) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (; lo < n && rule_same(&p->cur[d][idx[lo]], r); lo++) {
+			if (taken[lo])
+				continue;
+			taken[lo] = true;
+			p->want[d][w].id = p->cur[d][idx[lo]].id;
+			p->kept[d]++;
+			break;
+		}
+	}
+	free(idx);
+	free(taken);
+}
+
+static bool proxy_rule_same(const struct pi_proxy_rule *x,
+			    const struct pi_proxy_rule *y)
+{
+	if (x->port != y->port || x->proto != y->proto ||
+	    x->nports != y->nports || x->dst_family != y->dst_family ||
+	    x->dst_plen != y->dst_plen ||
+	    memcmp(&x->dst, &y->dst, sizeof(x->dst)))
+		return false;
+	for (int i = 0; i < x->nports && i < PI_PROXY_MAX_PORTS; i++)
+		if (x->dport_lo[i] != y->dport_lo[i] ||
+		    x->dport_hi[i] != y->dport_hi[i])
+			return false;
+	return true;
+}
+
+static struct grant *grant_find(struct grant *g, int n, int injector,
+				int target)
+{
+	for (int i = 0; i < n; i++)
+		if (g[i].injector == injector && g[i].target == target)
+			return &g[i];
+	return NULL;
+}
+
+/* Decides what changes; new rule ids are handed out here, so that an
+ * apply that cannot get them fails before anything changes. */
+static int plan(struct apply *a, uint32_t **new_ids, uint32_t *nnew)
+{
+	uint8_t *used = calloc(PI_MAX_RULE_IDS, 1);
+	uint64_t total = 0;
+	uint32_t next = 1, cap = 0;
+	int err = 0;
+
+	*new_ids = NULL;
+	*nnew = 0;
+	if (!used)
+		return -ENOMEM;
+	for (int i = 0; i < a->npods; i++)
+		for (uint32_t d = 0; d < 2; d++)
+			for (uint32_t r = 0; r < a->pods[i].ncur[d]; r++)
+				if (a->pods[i].cur[d][r].id < PI_MAX_RULE_IDS)
+					used[a->pods[i].cur[d][r].id] = 1;
+	for (int i = 0; !err && i < a->npods; i++) {
+		struct apod *p = &a->pods[i];
+
+		for (uint32_t d = 0; !err && d < 2; d++) {
+			bool same = p->nwant[d] == p->ncur[d];
+
+			total += p->nwant[d];
+			for (uint32_t r = 0; same && r < p->nwant[d]; r++)
+				same = rule_same(&p->want[d][r], &p->cur[d][r]);
+			if (same) {
+				for (uint32_t r = 0; r < p->nwant[d]; r++)
+					p->want[d][r].id = p->cur[d][r].id;
+				p->kept[d] = p->ncur[d];
+				continue;
+			}
+			p->changed[d] = true;
+			match_ids(p, d);
+			for (uint32_t r = 0; !err && r < p->nwant[d]; r++) {
+				if (p->want[d][r].id)
+					continue;
+				/* Ids of rules this apply removes are not
+				 * handed out again: an undo puts them back. */
+				while (next < PI_MAX_RULE_IDS && used[next])
+					next++;
+				if (next >= PI_MAX_RULE_IDS) {
+					err = -ENOSPC;
+					break;
+				}
+				if (*nnew == cap) {
+					uint32_t *m;
+
+					cap = cap ? cap * 2 : 1024;
+					m = realloc(*new_ids, cap * sizeof(*m));
+					if (!m) {
+						err = -ENOMEM;
+						break;
+					}
+					*new_ids = m;
+				}
+				used[next] = 1;
+				(*new_ids)[(*nnew)++] = next;
+				p->want[d][r].id = next;
+			}
+		}
+		if (p->proxy_cur >= 0 &&
+		    (p->proxy_want != p->proxy_cur ||
+		     !proxy_rule_same(&p->prule_cur, &p->prule_want)))
+			p->proxy_del = true;
+		if (p->proxy_want >= 0 && (p->proxy_del || p->proxy_cur < 0))
+			p->proxy_add = true;
+	}
+	free(used);
+	if (err == -ENOSPC)
+		return refuse(a, err, "pods",
+			      "the node has no rule ids left for the new rules");
+	if (!err && total > PI_MAX_RULES)
+		return refuse(a, -ENOSPC, "pods",
+			      "%llu rules: a node holds at most %u",
+			      (unsigned long long)total, PI_MAX_RULES);
+	if (err)
+		return err;
+
+	/* A proxy's grant is the proxy's: wanted with it, whatever its path. */
+	for (int i = 0; i < a->npods; i++) {
+		struct apod *p = &a->pods[i];
+
+		if (p->proxy_want >= 0 &&
+		    !grant_find(a->gwant, a->ngwant, p->proxy_want, i))
+			a->gwant[a->ngwant++] = (struct grant){ p->proxy_want, i,
+								0, true };
+	}
+	return 0;
+}
+
+/* ---- making it so ---------------------------------------------------- */
+
+static void report(struct apply *a, pi_plan_fn fn, void *ctx,
+		   const struct pi_plan_step *st)
+{
+	if (fn)
+		fn(st, ctx);
+}
+
+static int push_undo(struct apply *a, struct undo u)
+{
+	a->undo[a->nundo++] = u;
+	return 0;
+}
+
+static const char *pname(const struct apply *a, int i)
+{
+	return a->pods[i].info.name;
+}
+
+/* A grant as `inject allow` takes it back: the netkit fallback is asked
+ * for as the fallback. */
+static uint32_t allow_path(uint32_t stored)
+{
+	return stored == PI_PATH_NETKIT_FALLBACK ? PI_PATH_FALLBACK : stored;
+}
+
+static int grant_allow(struct apply *a, int inj, int tgt, uint32_t path)
+{
+	const char *as = pname(a, tgt);
+
+	return pi_inject_allow(a->n, pname(a, inj), &as, 1, allow_path(path),
+			       NULL);
+}
+
+static int grant_deny(struct apply *a, int inj, int tgt)
+{
+	const char *as = pname(a, tgt);
+	int err = pi_inject_deny(a->n, pname(a, inj), &as, 1);
+
+	return err < 0 ? err : 0;
+}
+
+static void undo_all(struct apply *a)
+{
+	int failed = 0;
+
+	for (int i = a->nundo - 1; i >= 0; i--) {
+		const struct undo *u = &a->undo[i];
+		struct apod *p = &a->pods[u->pod];
+		int err = 0;
+
+		switch (u->kind) {
+		case U_POLICY:
+			err = policy_replace(a->n, p->info.id, u->dir,
+					     p->cur[u->dir], p->ncur[u->dir]);
+			break;
+		case U_GRANT_ADDED:
+			err = grant_deny(a, u->pod, u->other);
+			break;
+		case U_GRANT_CHANGED:
+		case U_GRANT_REMOVED:
+			err = grant_allow(a, u->pod, u->other, u->path);
+			break;
+		case U_PROXY_ADDED:
+			err = pi_proxy_del(a->n, pname(a, u->other), p->info.name);
+			break;
+		case U_PROXY_REMOVED:
+			err = pi_proxy_add(a->n, pname(a, u->other), p->info.name,
+					   &p->prule_cur);
+			break;
+		case U_TIMEOUTS:
+			break;	/* saved last: nothing is ever undone after it */
+		}
+		if (err) {
+			failed++;
+			pr_err("undoing a change of pod '%s' failed: %s",
+			       p->info.name, strerror(-err));
+		}
+	}
+	if (failed)
+		pr_err("%d of %d changes could not be undone", failed, a->nundo);
+	else if (a->nundo)
+		pr_info("%d changes undone; the node is as it was", a->nundo);
+}
+
+static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
+		   const uint32_t *new_ids, uint32_t nnew)
+{
+	struct grant *gafter = calloc(a->ngcur + 1, sizeof(*gafter));
+	int ngafter = 0, changes = 0, err = 0;
+	uint32_t to_cur[PI_CT_TO_MAX];
+	bool to_change = false;
+
+	if (!gafter)
+		return -ENOMEM;
+	a->undo = calloc(a->npods * 7 + a->ngcur + a->ngwant + 8,
+			 sizeof(*a->undo));
+	if (!a->undo) {
+		free(gafter);
+		return -ENOMEM;
+	}
+
+	/* 1. proxy rules that go or change (their grant goes with them) */
+	for (int i = 0; !err && i < a->npods; i++) {
+		struct apod *p = &a->pods[i];
+		struct pi_plan_step st = { .what = PI_PLAN_PROXY_DEL,
+			.pod = p->info.name, .proxy = &p->prule_cur };
+
+		if (!p->proxy_del)
+			continue;
+		st.other = pname(a, p->proxy_cur);
+		if (!dry) {
+			err = pi_proxy_del(a->n, st.other, p->info.name);
+			if (err)
+				break;
+			push_undo(a, (struct undo){ U_PROXY_REMOVED, i,
+						    p->proxy_cur, 0, 0 });
+		}
+		report(a, fn, ctx, &st);
+		changes++;
+	}
+	for (int i = 0; i < a->ngcur; i++) {
+		const struct grant *g = &a->gcur[i];
+
+		if (a->pods[g->target].proxy_del &&
+		    a->pods[g->target].proxy_cur == g->injector)
+			continue;
+		gafter[ngafter++] = *g;
+	}
+
+	/* 2. grants that go */
+	for (int i = 0; !err && i < ngafter; i++) {
+		const struct grant *g = &gafter[i];
+		struct pi_plan_step st = { .what = PI_PLAN_GRANT_DEL,
+			.pod = pname(a, g->injector), .other = pname(a, g->target),
+			.path = g->path };
+
+		if (grant_find(a->gwant, a->ngwant, g->injector, g->target))
+			continue;
+		if (!dry) {
+			err = grant_deny(a, g->injector, g->target);
+			if (err)
+				break;
+			push_undo(a, (struct undo){ U_GRANT_REMOVED, g->injector,
+						    g->target, 0, g->path });
+		}
+		report(a, fn, ctx, &st);
+		changes++;
+	}
+
+	/* 3. policies: each changed direction in one compile and one flip */
+	if (!err && !dry && nnew)
+		err = policy_zero_counters(a->n, new_ids, nnew);
+	for (int i = 0; !err && i < a->npods; i++) {
+		struct apod *p = &a->pods[i];
+
+		for (uint32_t d = 0; !err && d < 2; d++) {
+			struct pi_plan_step st = { .what = PI_PLAN_POLICY,
+				.pod = p->info.name, .dir = d,
+				.before = p->ncur[d], .after = p->nwant[d],
+				.kept = p->kept[d] };
+
+			if (!p->changed[d])
+				continue;
+			if (!dry) {
+				err = policy_replace(a->n, p->info.id, d,
+						     p->want[d], p->nwant[d]);
+				if (err) {
+					char where[600];
+
+					snprintf(where, sizeof(where),
+						 "pods[\"%s\"].%s", p->info.name,
+						 dir_names[d]);
+					refuse(a, err, where,
+					       "%u rules cannot be published: %s",
+					       p->nwant[d], strerror(-err));
+					break;
+				}
+				push_undo(a, (struct undo){ U_POLICY, i, -1, d, 0 });
+			}
+			report(a, fn, ctx, &st);
+			changes++;
+		}
+	}
+
+	/* 4. grants that come, or change path */
+	for (int i = 0; !err && i < a->ngwant; i++) {
+		const struct grant *g = &a->gwant[i];
+		struct grant *now = grant_find(gafter, ngafter, g->injector,
+					       g->target);
+		struct pi_plan_step st = { .what = PI_PLAN_GRANT_ADD,
+			.pod = pname(a, g->injector), .other = pname(a, g->target),
+			.path = g->path };
+
+		/* the proxy rule made below brings its own grant (its path
+		 * is set after it, when the document names one) */
+		if (a->pods[g->target].proxy_add &&
+		    a->pods[g->target].proxy_want == g->injector)
+			continue;
+		if (g->from_proxy) {
+			if (now)
+				continue;
+			st.path = stored_path(a, 0, g->target);
+		} else if (now && now->path == g->path) {
+			continue;
+		}
+		if (!dry) {
+			err = grant_allow(a, g->injector, g->target, st.path);
+			if (err)
+				break;
+			push_undo(a, (struct undo){
+				now ? U_GRANT_CHANGED : U_GRANT_ADDED,
+				g->injector, g->target, 0, now ? now->path : 0 });
+		}
+		report(a, fn, ctx, &st);
+		changes++;
+	}
+
+	/* 5. proxy rules that come */
+	for (int i = 0; !err && i < a->npods; i++) {
+		struct apod *p = &a->pods[i];
+		struct grant *ex;
+		struct pi_plan_step st = { .what = PI_PLAN_PROXY_ADD,
+			.pod = p->info.name, .proxy = &p->prule_want };
+
+		if (!p->proxy_add)
+			continue;
+		st.other = pname(a, p->proxy_want);
+		if (!dry) {
+			err = pi_proxy_add(a->n, st.other, p->info.name,
+					   &p->prule_want);
+			if (err)
+				break;
+			push_undo(a, (struct undo){ U_PROXY_ADDED, i,
+						    p->proxy_want, 0, 0 });
+		}
+		report(a, fn, ctx, &st);
+		changes++;
+		ex = grant_find(a->gwant, a->ngwant, p->proxy_want, i);
+		if (ex && !ex->from_proxy && ex->path != stored_path(a, 0, i)) {
+			struct pi_plan_step gs = { .what = PI_PLAN_GRANT_ADD,
+				.pod = st.other, .other = p->info.name,
+				.path = ex->path };
+
+			if (!dry) {
+				err = grant_allow(a, p->proxy_want, i, ex->path);
+				if (err)
+					break;
+				push_undo(a, (struct undo){ U_GRANT_CHANGED,
+					p->proxy_want, i, 0, stored_path(a, 0, i) });
+			}
+			report(a, fn, ctx, &gs);
+			changes++;
+		}
+	}
+
+	/* 6. the tracker's timeouts, compared as the datapath uses them */
+	pi_ct_timeouts(a->n, to_cur);
+	for (int k = 0; k < PI_CT_TO_MAX; k++) {
+		uint32_t want = a->to_want[k] ? a->to_want[k] : timeout_defaults[k];
+		struct pi_plan_step st = { .what = PI_PLAN_TIMEOUT, .kind = k,
+			.from = to_cur[k], .to = want };
+
+		if (err || want == to_cur[k])
+			continue;
+		to_change = true;
+		if (dry) {
+			report(a, fn, ctx, &st);
+			changes++;
+		}
+	}
+	if (!err && to_change && !dry) {
+		struct pi_node_config saved = a->n->cfg;
+
+		memcpy(a->n->cfg.ct_timeout, a->to_want, sizeof(a->to_want));
+		err = node_save_config(a->n);
+		if (err) {
+			a->n->cfg = saved;
+			pr_err("cannot save the tracker's timeouts: %s",
+			       strerror(-err));
+		}
+		for (int k = 0; !err && k < PI_CT_TO_MAX; k++) {
+			uint32_t want = a->to_want[k] ? a->to_want[k] :
+							timeout_defaults[k];
+			struct pi_plan_step st = { .what = PI_PLAN_TIMEOUT,
+				.kind = k, .from = to_cur[k], .to = want };
+
+			if (want != to_cur[k]) {
+				report(a, fn, ctx, &st);
+				changes++;
+			}
+		}
+	}
+
+	if (err)
+		undo_all(a);
+	free(gafter);
+	return err ? err : changes;
+}
+
+static void apply_free(struct apply *a)
+{
+	for (int i = 0; a->pods && i < a->npods; i++)
+		for (int d = 0; d < 2; d++) {
+			free(a->pods[i].cur[d]);
+			free(a->pods[i].want[d]);
+		}
+	free(a->pods);
+	free(a->by_name);
+	free(a->gcur);
+	free(a->gwant);
+	free(a->undo);
+}
+
+/* ---- YAML: the same document, read by libyaml into jansson's tree ------ */
+
+/* Aliases let a small YAML document name one subtree many times: the
+ * tree made from it is bounded, so that such a document cannot grow
+ * without end. */
+#define YAML_MAX_NODES	(1024 * 1024)
+#define YAML_MAX_DEPTH	64
+
+struct ytree {
+	yaml_document_t *doc;
+	size_t made;
+	char where[64], reason[256];
+};
+
+static json_t *yaml_scalar(const yaml_node_t *node)
+{
+	const char *v = (const char *)node->data.scalar.value;
+	size_t len = node->data.scalar.length;
+
+	/* Plain scalars are typed as YAML 1.2's core schema types them;
+	 * quoted ones are strings. */
+	if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+		char *end;
+		long long x;
+
+		if (!len || !strcmp(v, "~") || !strcmp(v, "null") ||
+		    !strcmp(v, "Null") || !strcmp(v, "NULL"))
+			return json_null();
+		if (!strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "TRUE"))
+			return json_true();
+		if (!strcmp(v, "false") || !strcmp(v, "False") ||
+		    !strcmp(v, "FALSE"))
+			return json_false();
+		if ((*v >= '0' && *v <= '9') ||
+		    ((*v == '-' || *v == '+') && v[1] >= '0' && v[1] <= '9')) {
+			errno = 0;
+			x = strtoll(v, &end, 10);
+			if (!errno && !*end)
+				return json_integer(x);
+		}
+	}
+	return json_stringn(v, len);
+}
+
+static json_t *yaml_node_json(struct ytree *t, yaml_node_t *node, int depth)
+{
+	json_t *out = NULL;
+
+	if (!node)
+		return NULL;
+	if (++t->made > YAML_MAX_NODES || depth > YAML_MAX_DEPTH) {
+		snprintf(t->where, sizeof(t->where), "line %zu",
+			 node->start_mark.line + 1);
+		snprintf(t->reason, sizeof(t->reason),
+			 "the document is too large or too deep");
+		return NULL;
+	}
+	switch (node->type) {
+	case YAML_SCALAR_NODE:
+		out = yaml_scalar(node);
+		break;
+	case YAML_SEQUENCE_NODE:
+		out = json_array();
+		for (yaml_node_item_t *i = node->data.sequence.items.start;
+		     out && i < node->data.sequence.items.top; i++) {
+			json_t *v = yaml_node_json(t, yaml_document_get_node(t->doc, *i),
+						   depth + 1);
+
+			if (!v || json_array_append_new(out, v)) {
+				json_decref(out);
+				out = NULL;
+			}
+		}
+		break;
+	case YAML_MAPPING_NODE:
+		out = json_object();
+		for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
+		     out && p < node->data.mapping.pairs.top; p++) {
+			yaml_node_t *k = yaml_document_get_node(t->doc, p->key);
+			json_t *v;
+
+			if (!k || k->type != YAML_SCALAR_NODE) {
+				snprintf(t->where, sizeof(t->where), "line %zu",
+					 node->start_mark.line + 1);
+				snprintf(t->reason, sizeof(t->reason),
+					 "a key is a plain name");
+				json_decref(out);
+				return NULL;
+			}
+			if (json_object_get(out, (const char *)k->data.scalar.value)) {
+				snprintf(t->where, sizeof(t->where), "line %zu",
+					 k->start_mark.line + 1);
+				snprintf(t->reason, sizeof(t->reason),
+					 "duplicate key '%s'", k->data.scalar.value);
+				json_decref(out);
+				return NULL;
+			}
+			v = yaml_node_json(t, yaml_document_get_node(t->doc, p->value),
+					   depth + 1);
+			if (!v || json_object_set_new(out,
+					(const char *)k->data.scalar.value, v)) {
+				json_decref(out);
+				out = NULL;
+			}
+		}
+		break;
+	default:
+		snprintf(t->where, sizeof(t->where), "line %zu",
+			 node->start_mark.line + 1);
+		snprintf(t->reason, sizeof(t->reason), "an empty node");
+		break;
+	}
+	return out;
+}
+
+static json_t *yaml_load(struct apply *a, const char *doc, size_t len, int *ret)
+{
+	struct ytree t = { 0 };
+	yaml_parser_t parser;
+	yaml_document_t ydoc;
+	json_t *root = NULL;
+
+	*ret = 0;
+	if (!yaml_parser_initialize(&parser))
+		return *ret = -ENOMEM, NULL;
+	yaml_parser_set_input_string(&parser, (const unsigned char *)doc, len);
+	if (!yaml_parser_load(&parser, &ydoc)) {
+		char where[64];
+
+		snprintf(where, sizeof(where), "line %zu column %zu",
+			 parser.problem_mark.line + 1,
+			 parser.problem_mark.column + 1);
+		*ret = refuse(a, -EINVAL, where, "%s%s%s",
+			      parser.problem ? parser.problem : "not YAML",
+			      parser.context ? " " : "",
+			      parser.context ? parser.context : "");
+		yaml_parser_delete(&parser);
+		return NULL;
+	}
+	t.doc = &ydoc;
+	root = yaml_node_json(&t, yaml_document_get_root_node(&ydoc), 0);
+	if (!root)
+		*ret = refuse(a, -EINVAL, t.where[0] ? t.where : "$", "%s",
+			      t.reason[0] ? t.reason : "an empty document");
+	yaml_document_delete(&ydoc);
+	yaml_parser_delete(&parser);
+	return root;
+}
+
+int pi_apply(struct pi_node *n, const char *doc, size_t len, uint32_t flags,
+	     pi_plan_fn fn, void *ctx, struct pi_apply_error *err)
+{
+	struct apply a = { .n = n, .err = err };
+	uint32_t *new_ids = NULL, nnew = 0;
+	json_error_t jerr;
+	json_t *root;
+	int ret;
+
+	if (err)
+		memset(err, 0, sizeof(*err));
+	/* a dry run only reads: a read-only handle will do */
+	if (!(flags & PI_APPLY_DRY_RUN) && node_require_write(n, "apply"))
+		return -EBADF;
+	if (flags & PI_APPLY_YAML) {
+		root = yaml_load(&a, doc, len, &ret);
+		if (!root)
+			return ret ? ret : -EINVAL;
+	} else {
+		root = json_loadb(doc, len, JSON_REJECT_DUPLICATES, &jerr);
+	}
+	if (!root) {
+		char where[64];
+
+		snprintf(where, sizeof(where), "line %d column %d", jerr.line,
+			 jerr.column);
+		return refuse(&a, -EINVAL, where, "%s", jerr.text);
+	}
+	ret = read_node(&a);
+	if (ret)
+		pr_err("cannot read the node's state: %s", strerror(-ret));
+	if (!ret)
+		ret = parse_doc(&a, root);
+	json_decref(root);
+	if (!ret)
+		ret = plan(&a, &new_ids, &nnew);
+	if (!ret)
+		ret = execute(&a, flags & PI_APPLY_DRY_RUN, fn, ctx, new_ids,
+			      nnew);
+	free(new_ids);
+	apply_free(&a);
+	return ret;
+}
+
+/* ---- export ------------------------------------------------------------ */
+
+static json_t *rule_json(const struct pi_rule *r, uint32_t dir)
+{
+	json_t *o = json_object();
+	char buf[64];
+
+	json_object_set_new(o, "action",
+			    json_string(r->action == PI_DENY ? "deny" : "allow"));
+	if (r->family)
+		json_object_set_new(o, dir == PI_DIR_EGRESS ? "to" : "from",
+				    json_string(pi_fmt_addr(r->family, &r->addr,
+							    r->prefixlen, buf,
+							    sizeof(buf))));
+	if (r->proto)
+		json_object_set_new(o, "proto", json_string(pi_proto_name(r->proto)));
+	if (r->port_hi && r->port_lo == r->port_hi)
+		json_object_set_new(o, "port", json_integer(r->port_lo));
+	else if (r->port_hi) {
+		snprintf(buf, sizeof(buf), "%u-%u", r->port_lo, r->port_hi);
+		json_object_set_new(o, "port", json_string(buf));
+	}
+	return o;
+}
+
+static json_t *port_json(uint16_t lo, uint16_t hi)
+{
+	char buf[16];
+
+	if (lo == hi)
+		return json_integer(lo);
+	snprintf(buf, sizeof(buf), "%u-%u", lo, hi);
+	return json_string(buf);
+}
+
+static json_t *proxy_json(const struct apply *a, const struct apod *p)
+{
+	const struct pi_proxy_rule *r = &p->prule_cur;
+	json_t *o = json_object();
+	char buf[64];
+
+	json_object_set_new(o, "by", json_string(pname(a, p->proxy_cur)));
+	json_object_set_new(o, "port", json_integer(r->port));
+	if (r->proto)
+		json_object_set_new(o, "match",
+				    json_string(r->proto == IPPROTO_TCP ? "tcp" : "udp"));
+	if (r->nports) {
+		json_t *arr = json_array();
+
+		for (int i = 0; i < r->nports && i < PI_PROXY_MAX_PORTS; i++)
+			json_array_append_new(arr, port_json(r->dport_lo[i],
+							     r->dport_hi[i]));
+		json_object_set_new(o, "dports", arr);
+	}
+	if (r->dst_family)
+		json_object_set_new(o, "dst",
+				    json_string(pi_fmt_addr(r->dst_family, &r->dst,
+							    r->dst_plen, buf,
+							    sizeof(buf))));
+	return o;
+}
+
+struct dump_ctx {
+	pi_write_fn write;
+	void *ctx;
+};
+
+static int dump_cb(const char *buf, size_t len, void *data)
+{
+	struct dump_ctx *d = data;
+
+	return d->write(buf, len, d->ctx) ? -1 : 0;
+}
+
+int pi_export(struct pi_node *n, pi_write_fn write, void *ctx)
+{
+	struct apply a = { .n = n };
+	json_t *root, *pods, *tos, *ct;
+	struct dump_ctx d = { write, ctx };
+	uint32_t to[PI_CT_TO_MAX];
+	int err;
+
+	err = read_node(&a);
+	if (err) {
+		pr_err("cannot read the node's state: %s", strerror(-err));
+		apply_free(&a);
+		return err;
+	}
+	root = json_object();
+	pods = json_object();
+	json_object_set_new(root, "apiVersion", json_string(PI_STATE_API_VERSION));
+	json_object_set_new(root, "pods", pods);
+	for (int i = 0; i < a.npods; i++) {
+		const struct apod *p = &a.pods[i];
+		json_t *o = json_object(), *grants = json_array();
+
+		for (uint32_t dir = 0; dir < 2; dir++) {
+			json_t *arr;
+
+			if (!p->ncur[dir])
+				continue;
+			arr = json_array();
+			for (uint32_t r = 0; r < p->ncur[dir]; r++)
+				json_array_append_new(arr, rule_json(&p->cur[dir][r], dir));
+			json_object_set_new(o, dir_names[dir], arr);
+		}
+		for (int g = 0; g < a.ngcur; g++) {
+			const struct grant *gr = &a.gcur[g];
+			json_t *e;
+
+			/* a proxy's grant is written as the proxy rule, unless
+			 * its path is not the one the rule brings */
+			if (gr->injector != i ||
+			    (a.pods[gr->target].proxy_cur == i &&
+			     gr->path == stored_path(&a, 0, gr->target)))
+				continue;
+			e = json_object();
+			json_object_set_new(e, "as", json_string(pname(&a, gr->target)));
+			json_object_set_new(e, "path",
+					    json_string(gr->path == PI_PATH_FAST ?
+							"fast" : "fallback"));
+			json_array_append_new(grants, e);
+		}
+		if (json_array_size(grants))
+			json_object_set_new(o, "inject", grants);
+		else
+			json_decref(grants);
+		if (p->proxy_cur >= 0)
+			json_object_set_new(o, "proxy", proxy_json(&a, p));
+		json_object_set_new(pods, p->info.name, o);
+	}
+	ct = json_object();
+	tos = json_object();
+	pi_ct_timeouts(n, to);
+	for (int k = 0; k < PI_CT_TO_MAX; k++)
+		json_object_set_new(tos, timeout_names[k], json_integer(to[k]));
+	json_object_set_new(ct, "timeouts", tos);
+	json_object_set_new(root, "conntrack", ct);
+	err = json_dump_callback(root, dump_cb, &d,
+				 JSON_INDENT(2) | JSON_PRESERVE_ORDER) ? -EIO : 0;
+	if (!err)
+		err = write("\n", 1, ctx) ? -EIO : 0;
+	json_decref(root);
+	apply_free(&a);
+	return err;
+}

@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Desired state from a file: `apply -f FILE` sets rules, grants, a proxy
+# rule and the tracker's timeouts as the file says (the list commands and
+# real traffic agree), `export | apply -f -` and a second apply change
+# nothing (counters go on), a bad line is refused with its place and
+# reason and changes nothing, --dry-run changes nothing, and a change that
+# fails half-way (the second pod's rules do not fit the classifier's
+# pools) undoes the first pod's.
+#
+#   ta-a 10.244.21.10  ta-b .11  ta-p .12 (a proxy)  adopted ns/ta-x .50
+#   node ta-n
+. "$(dirname "$0")/lib.sh"
+require_root
+EXPECT=57
+PREFIX=ta-
+N=ta-n
+A=10.244.21.10
+B=10.244.21.11
+P=10.244.21.12
+X=10.244.21.50
+T=$(mktemp -d /tmp/ta.XXXXXX)
+
+cleanup_all
+check up node_up $N ${NODE_ARGS:-}
+check pod_add_a pi -N $N pod add ta-a --ip $A
+check pod_add_b pi -N $N pod add ta-b --ip $B
+check pod_add_p pi -N $N pod add ta-p --ip $P
+ip netns add ta-x
+ip -n $N link add ta-xh type veth peer name eth0 netns ta-x
+ip -n ta-x addr add $X/32 dev eth0
+ip -n ta-x link set eth0 up
+ip -n ta-x link set lo up
+ip -n $N link set ta-xh up
+# as a CNI leaves it: a gateway route with a permanent neighbour
+ip -n ta-x neigh add 169.254.1.1 lladdr "$(ip -n $N -j link show ta-xh | jq -r '.[0].address')" dev eth0 nud permanent
+ip -n ta-x route add default via 169.254.1.1 dev eth0 onlink
+check pod_adopt_x pi -N $N pod adopt ns/ta-x --netns ta-x --dev ta-xh
+
+cat >"$T/state1.json" <<EOF
+{
+  "apiVersion": "podinject/v1",
+  "pods": {
+    "ta-a": {
+      "egress": [
+        {"action": "deny", "to": "$B/32", "proto": "tcp", "port": 7201},
+        {"action": "allow", "to": "$B/32", "proto": "tcp", "port": "7200-7210"},
+        {"action": "deny", "to": "$P/32", "proto": "icmp"}
+      ],
+      "ingress": [
+        {"action": "deny", "from": "10.99.0.0/16"}
+      ],
+      "inject": [{"as": "ta-b", "path": "fallback"}]
+    },
+    "ta-b": {
+      "ingress": [{"action": "deny", "from": "$X/32", "proto": "tcp", "port": 7205}],
+      "proxy": {"by": "ta-p", "port": 15001, "match": "tcp", "dports": [7300, "7400-7401"]}
+    },
+    "ns/ta-x": {
+      "egress": [{"action": "allow", "proto": "any"}]
+    }
+  },
+  "conntrack": {"timeouts": {"udp": 33, "tcp-closing": 7}}
+}
+EOF
+
+rules_of() {	# rules_of POD: "dir pos action addr proto port" lines, one line
+	pi -N $N -j policy list "$1" | jq -r '[.[] | "\(.direction) \(.position) \(.action) \(.to // .from) \(.proto) \(.port)"] | join("; ")'
+}
+rule_field() {	# rule_field POD DIR POS FIELD
+	pi -N $N -j policy list "$1" | jq -r ".[] | select(.direction == \"$2\" and .position == $3) | .$4"
+}
+export_of() { pi -N $N export; }
+connect() {	# connect FROM-NS DST PORT: "ok" or what pinet said
+	local out
+	in_ns ta-b "$PINET" tcp-server "$3" --count 1 --timeout 3000 >/dev/null 2>&1 &
+	wait_tcp_listen ta-b "$3" >/dev/null || { echo "no listener"; return; }
+	out=$(in_ns "$1" "$PINET" tcp-connect --timeout 1000 "$2" "$3" 2>&1)
+	wait 2>/dev/null
+	case $out in *done*|*connected*) echo ok ;; *) echo "${out:-nothing}" ;; esac
+}
+
+# ---- apply --------------------------------------------------------------
+check apply_state1 pi -N $N apply -f "$T/state1.json"
+expect_eq rules_a "$(rules_of ta-a)" "egress 1 deny $B/32 tcp 7201; egress 2 allow $B/32 tcp 7200-7210; egress 3 deny $P/32 icmp any; ingress 1 deny 10.99.0.0/16 any any"
+expect_eq rules_b "$(rules_of ta-b)" "ingress 1 deny $X/32 tcp 7205"
+expect_eq rules_adopted_x "$(rules_of ns/ta-x)" "egress 1 allow any any any"
+expect_eq grants "$(pi -N $N -j inject list | jq -r '[.[] | "\(.injector)>\(.as) \(.path)"] | sort | join(" ")')" "ta-a>ta-b fallback ta-p>ta-b fallback"
+expect_eq proxy_rule "$(pi -N $N -j proxy list | jq -r '.[] | "\(.pod) \(.proxy) \(.port) \(.proto) \(.dports)"')" "ta-b ta-p 15001 tcp 7300,7400-7401"
+expect_eq timeouts "$(pi -N $N -j ct timeout | jq -c '[.udp, ."tcp-closing", ."tcp-opening"]')" "[33,7,60]"
+
+# the rules decide real traffic as the file says
+expect_eq tcp_7201_denied "$(connect ta-a $B 7201)" timeout
+expect_eq tcp_7202_allowed "$(connect ta-a $B 7202)" ok
+check_fails ping_p_denied in_ns ta-a ping -c 1 -W 1 $P
+check ping_b_allowed in_ns ta-a ping -c 1 -W 2 $B
+expect_eq adopted_x_tcp_7205_denied_at_b "$(connect ta-x $B 7205)" timeout
+# counters: the ICMP deny to ta-p saw one ping
+deny_pk=$(rule_field ta-a egress 3 packets)
+deny_id=$(rule_field ta-a egress 3 id)
+expect_num deny_rule_counted "$deny_pk" 1
+
+# ---- export | apply, and the same file again, change nothing --------------
+before=$(export_of)
+out=$(pi -N $N export | pi -N $N apply -f - 2>&1); rc=$?
+expect_eq export_apply_noop "$rc:$out" "0:"
+expect_eq export_apply_node_unchanged "$(export_of)" "$before"
+out=$(pi -N $N apply -f "$T/state1.json" 2>&1); rc=$?
+expect_eq reapply_noop "$rc:$out" "0:"
+expect_eq reapply_keeps_rule_id "$(rule_field ta-a egress 3 id)" "$deny_id"
+expect_eq reapply_keeps_counter "$(rule_field ta-a egress 3 packets)" "$deny_pk"
+check_fails ping_p_still_denied in_ns ta-a ping -c 1 -W 1 $P
+expect_eq counter_continues "$(rule_field ta-a egress 3 packets)" "$((deny_pk + 1))"
+deny_pk=$(rule_field ta-a egress 3 packets)
+
+# ---- a changed file: only what differs changes ------------------------------
+# ta-a: rule 2 goes, a rule comes in front; the deny stays (its id and
+# counter with it); ingress, ta-b, the adopted pod's rules are unchanged;
+# the grant changes path, the proxy goes, udp's timeout goes back
+jq --arg p "$P/32" '.pods["ta-a"].egress = [{"action": "deny", "to": "10.98.0.0/16"}, .pods["ta-a"].egress[0], .pods["ta-a"].egress[2]]
+	| .pods["ta-a"].inject = [{"as": "ta-p", "path": "fallback"}]
+	| del(.pods["ta-b"].proxy) | del(.conntrack.timeouts.udp)' "$T/state1.json" >"$T/state2.json"
+before=$(export_of)
+plan=$(pi -N $N apply -f "$T/state2.json" --dry-run 2>&1); rc=$?
+expect_eq dry_run_plan "$rc:$(grep -c '^[~+-] ' <<<"$plan"):$(grep -c 'pod ta-a egress: 3 rules -> 3 (2 kept, 1 new, 1 removed)' <<<"$plan")" "0:5:1"
+expect_eq dry_run_changes_nothing "$(export_of)" "$before"
+out=$(pi -N $N apply -f "$T/state2.json" 2>&1); rc=$?
+expect_eq apply_state2 "$rc:$(tail -n 1 <<<"$out")" "0:5 changes applied"
+expect_eq state2_rules_a "$(rules_of ta-a)" "egress 1 deny 10.98.0.0/16 any any; egress 2 deny $B/32 tcp 7201; egress 3 deny $P/32 icmp any; ingress 1 deny 10.99.0.0/16 any any"
+expect_eq state2_kept_id_and_counter "$(rule_field ta-a egress 3 id) $(rule_field ta-a egress 3 packets)" "$deny_id $deny_pk"
+expect_eq state2_grants "$(pi -N $N -j inject list | jq -r '[.[] | "\(.injector)>\(.as)"] | sort | join(" ")')" "ta-a>ta-p"
+expect_eq state2_no_proxy "$(pi -N $N -j proxy list | jq length)" 0
+expect_eq state2_timeouts "$(pi -N $N -j ct timeout | jq -c '[.udp, ."tcp-closing"]')" "[60,7]"
+expect_eq state2_tcp_7202_allowed_by_default "$(connect ta-a $B 7202)" ok
+
+# ---- bad lines: refused with their place and reason, nothing changes ---------
+bad() {	# bad NAME FILE WHERE-AND-REASON
+	local err rc before
+	before=$(export_of)
+	err=$(pi -N $N apply -f "$2" 2>&1 >/dev/null); rc=$?
+	if [ $rc != 2 ]; then
+		fail "$1" "exit $rc, want 2 ($err)"
+	elif ! grep -qF -- "$3" <<<"$err"; then
+		fail "$1" "error '$err' does not say '$3'"
+	elif [ "$(export_of)" != "$before" ]; then
+		fail "$1" "the node changed"
+	else
+		pass "$1"
+	fi
+}
+jq '.pods["ta-zz"] = {"egress": []}' "$T/state2.json" >"$T/bad1.json"
+bad bad_unknown_pod "$T/bad1.json" "pods[\"ta-zz\"]: no pod 'ta-zz' on node $N"
+jq '.pods["ta-a"].egress[2].to = "10.244.21.300/32"' "$T/state1.json" >"$T/bad2.json"
+bad bad_cidr_position "$T/bad2.json" "pods[\"ta-a\"].egress[2].to: invalid CIDR '10.244.21.300/32'"
+jq '.pods["ta-b"].ingress[0].dport = 80' "$T/state1.json" >"$T/bad3.json"
+bad bad_field "$T/bad3.json" "pods[\"ta-b\"].ingress[0]: unknown field 'dport'"
+jq '.pods["ta-a"].egress[1].port = 80 | .pods["ta-a"].egress[1].proto = "icmp"' "$T/state1.json" >"$T/bad4.json"
+bad bad_port_without_tcp "$T/bad4.json" "pods[\"ta-a\"].egress[1].port: 'port' needs proto tcp or udp"
+jq '.pods["ta-a"].inject = [{"as": "ta-nope"}]' "$T/state1.json" >"$T/bad5.json"
+bad bad_grant_target "$T/bad5.json" "pods[\"ta-a\"].inject[0].as: no pod 'ta-nope'"
+printf '{"apiVersion": "podinject/v1", "pods": {\n "ta-a": {"egress": [}\n' >"$T/bad6.json"
+bad bad_json_line "$T/bad6.json" "line 2 column"
+jq '.apiVersion = "podinject/v9"' "$T/state1.json" >"$T/bad7.json"
+bad bad_version "$T/bad7.json" 'apiVersion: want "podinject/v1"'
+
+# ---- a failure half-way is undone ------------------------------------------
+# ta-a's egress (the first pod) changes, then ta-b's 32 768 rules of their
+# own port ranges and prefixes outgrow the classifier's chunk pool
+# (ENOSPC, after ta-a's flip): ta-a's change is undone, with its ids
+awk -v a="$B" 'BEGIN {
+	srand(20261203)
+	printf "{\"apiVersion\": \"podinject/v1\", \"pods\": {\"ta-a\": {\"egress\": [{\"action\": \"deny\", \"to\": \"%s/32\"}]},\n", a
+	printf "\"ta-b\": {\"egress\": ["
+	for (i = 0; i < 32768; i++) {
+		lo = int(rand() * 65535) + 1; hi = lo + int(rand() * 30000); if (hi > 65535) hi = 65535
+		plen = int(rand() * 9) + 24
+		o3 = int(rand() * 256); o4 = plen == 32 ? int(rand() * 256) : 0
+		printf "%s{\"action\": \"allow\", \"to\": \"10.%d.%d.%d/%d\", \"proto\": \"tcp\", \"port\": \"%d-%d\"}", i ? "," : "", int(rand() * 256), o3, o4, plen, lo, hi
+	}
+	printf "]}}}\n"
+}' | jq --slurpfile s "$T/state2.json" '.conntrack = $s[0].conntrack' >"$T/big.json"
+# (CIDRs under /24 with host bits clear: only /32 gets a fourth octet)
+before=$(export_of)
+ids_before=$(pi -N $N -j policy list | jq -c '[.[] | [.pod, .direction, .id, .packets]]')
+out=$(pi -N $N apply -f "$T/big.json" 2>"$T/err"); rc=$?
+err=$(cat "$T/err")
+expect_eq rollback_fails "$rc" 1
+expect_eq rollback_says_where "$(grep -c 'pods\["ta-b"\].egress: 32768 rules cannot be published' <<<"$err") $(grep -c 'pool is full' <<<"$err")" "1 1"
+# (the first pod's change was made, and reported, before the failure)
+expect_eq rollback_first_pod_was_changed "$(grep -c '^~ pod ta-a egress' <<<"$out") $(grep -c 'undone' <<<"$err")" "1 1"
+expect_eq rollback_node_unchanged "$(export_of)" "$before"
+expect_eq rollback_ids_and_counters "$(pi -N $N -j policy list | jq -c '[.[] | [.pod, .direction, .id, .packets]]')" "$ids_before"
+expect_eq rollback_rules_decide "$(connect ta-a $B 7201)" timeout
+
+# ---- an empty document clears the node's state (pods stay) -----------------
+echo '{"apiVersion": "podinject/v1"}' >"$T/empty.json"
+check apply_empty pi -N $N apply -f "$T/empty.json"
+expect_eq empty_state "$(pi -N $N -j policy list | jq length) $(pi -N $N -j inject list | jq length) $(pi -N $N -j pod list | jq length)" "0 0 4"
+
+# ---- a proxy whose grant the document also names, with a path ------------------
+# (the proxy rule brings a grant on the kernel's path; the document's path
+# is set after it, and stays on the next apply and through export)
+jq '.pods["ta-b"].proxy = {"by": "ta-p", "port": 15001} | .pods["ta-p"] = {"inject": [{"as": "ta-b", "path": "fast"}]}' \
+	"$T/empty.json" >"$T/proxy.json"
+check proxy_and_grant_apply pi -N $N apply -f "$T/proxy.json"
+expect_eq proxy_grant_path "$(pi -N $N -j inject list | jq -r '[.[] | "\(.injector)>\(.as) \(.path)"] | join(" ")') $(pi -N $N -j proxy list | jq length)" "ta-p>ta-b fast 1"
+out=$(pi -N $N apply -f "$T/proxy.json" 2>&1; pi -N $N export | pi -N $N apply -f - 2>&1)
+expect_eq proxy_grant_reapply_noop "$out" ""
+
+# ---- YAML: the same document ----------------------------------------------
+cat >"$T/state3.yaml" <<EOF
+apiVersion: podinject/v1
+pods:
+  ta-a:
+    egress:
+      - {action: deny, to: $B/32, proto: tcp, port: 7201}
+      - action: allow
+        to: 10.244.0.0/16
+        port: "7000-7999"
+        proto: udp
+    inject:
+      - as: ta-b
+        path: fallback
+  ns/ta-x:
+    ingress: [{action: allow, from: 10.244.21.0/24}]
+conntrack:
+  timeouts:
+    icmp: 12
+EOF
+cat >"$T/state3.json" <<EOF
+{"apiVersion": "podinject/v1", "pods": {
+  "ta-a": {"egress": [{"action": "deny", "to": "$B/32", "proto": "tcp", "port": 7201},
+                      {"action": "allow", "to": "10.244.0.0/16", "port": "7000-7999", "proto": "udp"}],
+           "inject": [{"as": "ta-b", "path": "fallback"}]},
+  "ns/ta-x": {"ingress": [{"action": "allow", "from": "10.244.21.0/24"}]}},
+ "conntrack": {"timeouts": {"icmp": 12}}}
+EOF
+check yaml_apply pi -N $N apply -f "$T/state3.yaml"
+from_yaml=$(export_of)
+pi -N $N apply -f "$T/empty.json" >/dev/null
+pi -N $N apply -f "$T/state3.json" >/dev/null
+expect_eq yaml_same_as_json "$from_yaml" "$(export_of)"
+expect_eq yaml_rules "$(rules_of ta-a)" "egress 1 deny $B/32 tcp 7201; egress 2 allow 10.244.0.0/16 udp 7000-7999"
+sed 's|10.244.0.0/16|10.244.0.0/33|' "$T/state3.yaml" >"$T/bad.yaml"
+bad bad_yaml_cidr "$T/bad.yaml" "pods[\"ta-a\"].egress[1].to: invalid CIDR '10.244.0.0/33'"
+
+check down pi -N $N node down
+rm -rf "$T"
+cleanup_all
