@@ -174,20 +174,13 @@ int policy_read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
 int policy_zero_counters(const struct pi_node *n, const uint32_t *ids,
 			 uint32_t count)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	void *zero = calloc(ncpu > 0 ? ncpu : 1, sizeof(struct pi_rule_stats));
-
-	if (!zero)
-		return -ENOMEM;
 	for (uint32_t i = 0; i < count; i++) {
-		if (bpf_map_update_elem(n->maps[M_RULE_STATS], &ids[i], zero, 0)) {
-			int err = -errno;
+		int err = percpu_zero(n->maps[M_RULE_STATS], &ids[i],
+				      sizeof(struct pi_rule_stats));
 
-			free(zero);
+		if (err)
 			return err;
-		}
 	}
-	free(zero);
 	return 0;
 }
 
