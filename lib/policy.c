@@ -370,7 +370,14 @@ int pi_policy_list_pod(struct pi_node *n, const struct pi_pod_info *pod,
 
 static void policy_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
 {
-	policy_clear_pod(n, pod->id);
+	int err = policy_clear_pod(n, pod->id);
+
+	/* Said, not returned: a feature's teardown has no result (struct
+	 * pi_feature). The next pod given this id clears them before it is
+	 * recorded, or is refused (pod_enter_datapath). */
+	if (err)
+		pr_err("pod '%s': cannot remove its rules: %s", pod->name,
+		       strerror(-err));
 }
 
 const struct pi_feature policy_feature = {
