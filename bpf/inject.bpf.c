@@ -280,7 +280,8 @@ static __always_inline int reflect_rst(struct __sk_buff *skb,
 	__u32 alen = p->family == AF_INET ? 8 : 32;
 	__u32 aoff = p->family == AF_INET ? l3 + 12 : l3 + 8;
 
-	if ((p->tcp_flags & 0x12) != 0x02 || off > 128)
+	if ((p->tcp_flags & (TCP_SYN | TCP_ACK)) != TCP_SYN ||
+	    off > PKT_L4_OFF_MAX)
 		return PI_DROP;
 	if (bpf_skb_load_bytes(skb, off, &ports, 4) ||
 	    bpf_skb_load_bytes(skb, off + 4, &seq, 4) ||
@@ -290,7 +291,7 @@ static __always_inline int reflect_rst(struct __sk_buff *skb,
 		return PI_DROP;
 	ack = bpf_htonl(bpf_ntohl(seq) + 1);
 	/* byte 12 is the data offset, kept; byte 13 the flags: RST|ACK */
-	rst = (word & bpf_htons(0xff00)) | bpf_htons(0x0014);
+	rst = (word & bpf_htons(0xff00)) | bpf_htons(TCP_RST | TCP_ACK);
 	bpf_l4_csum_replace(skb, csum, seq, zero, 4);
 	bpf_l4_csum_replace(skb, csum, old_ack, ack, 4);
 	bpf_l4_csum_replace(skb, csum, word, rst, 2);

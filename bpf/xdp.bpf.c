@@ -118,9 +118,9 @@ static __always_inline bool csum_pending(struct xdp_md *ctx,
 
 	if (!p->has_ports)
 		return false;
-	off = p->l4_off + (p->proto == IPPROTO_TCP ? 16 : 6);
-	if (off > 200)
+	if (p->l4_off > PKT_L4_OFF_MAX)
 		return false;
+	off = p->l4_off + (p->proto == IPPROTO_TCP ? 16 : 6);
 	field = data + off;
 	if ((void *)(field + 1) > data_end)
 		return false;

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "podinject_util.h"
 #include "cni.h"
 
 static void log_cb(enum pi_log_level level, const char *msg, void *ctx)
@@ -38,14 +39,6 @@ void cni_backend_init(void)
 	pi_set_log(log_cb, NULL);
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 /* Opens the node for writing; with bring_up, a node that is not up yet is
  * made first (node up --host). Plugins racing to make it: the loser gets
  * -EALREADY and opens it; until the winner has pinned all of it, opening
@@ -60,7 +53,7 @@ int cni_pi_open(const struct cni_conf *conf, bool bring_up,
 		.attach = conf->attach,
 		.lock_timeout_ms = conf->lock_timeout_ms,
 	};
-	long long deadline = now_ms() + (conf->lock_timeout_ms > 1000 ?
+	long long deadline = pi_mono_ms() + (conf->lock_timeout_ms > 1000 ?
 					 conf->lock_timeout_ms : 1000);
 	int err;
 
@@ -77,7 +70,7 @@ int cni_pi_open(const struct cni_conf *conf, bool bring_up,
 		}
 		if (err != -EALREADY && err != -EEXIST)
 			return err;
-		if (now_ms() > deadline)
+		if (pi_mono_ms() > deadline)
 			return -EBUSY;
 		usleep(50 * 1000);
 	}

@@ -25,6 +25,7 @@
 #include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include "podinject_util.h"
 #include "cni.h"
 
 #define CNI_DEFAULT_NODE	"cni"
@@ -224,24 +225,20 @@ static int check_args(const char *args, struct cni_err *e)
 
 static uint32_t fnv1a(const char *s, uint32_t h)
 {
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 16777619u;
-	}
-	return h;
+	return pi_fnv32(h, s, strlen(s));
 }
 
 /* The attachment's id in the node: the network, the container, the
  * interface. A container id too long for it is hashed. */
 static void make_attach_id(struct cni_env *env, const char *net)
 {
-	uint32_t nh = fnv1a(net, 2166136261u);
+	uint32_t nh = fnv1a(net, PI_FNV32_BASIS);
 	int n;
 
 	n = snprintf(env->attach_id, sizeof(env->attach_id), ATTACH_PREFIX "%08x:%s:%s",
 		     nh, env->container_id, env->ifname);
 	if (n >= (int)sizeof(env->attach_id)) {
-		uint32_t h1 = fnv1a(env->container_id, 2166136261u);
+		uint32_t h1 = fnv1a(env->container_id, PI_FNV32_BASIS);
 		uint32_t h2 = fnv1a(env->container_id, 0x9e3779b9u);
 
 		snprintf(env->attach_id, sizeof(env->attach_id),
@@ -282,8 +279,8 @@ static void make_pod_name(struct cni_env *env)
 		 * name is made of their hashes. */
 		if (!pi_valid_pod_name(name))
 			snprintf(name, sizeof(name), "cni-%08x-%08x",
-				 fnv1a(env->container_id, 2166136261u),
-				 fnv1a(env->ifname, 2166136261u));
+				 fnv1a(env->container_id, PI_FNV32_BASIS),
+				 fnv1a(env->ifname, PI_FNV32_BASIS));
 	}
 	snprintf(env->pod_name, sizeof(env->pod_name), "%s", name);
 }
@@ -368,6 +365,23 @@ static int get_str(json_t *o, const char *key, const char **out,
 	return 0;
 }
 
+/* A duration in milliseconds, min to an hour; *out is left as it is when
+ * the key is absent. */
+static int get_ms(json_t *o, const char *key, int min, int *out,
+		  struct cni_err *e)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < min ||
+	    json_integer_value(v) > 3600 * 1000)
+		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+				"%s: %d-3600000", key, min);
+	*out = json_integer_value(v);
+	return 0;
+}
+
 static int read_stdin(json_t **root, struct cni_err *e)
 {
 	json_error_t jerr;
@@ -392,6 +406,7 @@ static int parse_conf(json_t *root, struct cni_conf *c, struct cni_err *e)
 	c->root = root;
 	c->node = CNI_DEFAULT_NODE;
 	c->lock_timeout_ms = PI_LOCK_TIMEOUT_MS;
+	c->ipam_timeout_ms = CNI_IPAM_TIMEOUT_MS;
 	c->log_level = -1;
 	if (get_str(root, "cniVersion", &c->cni_version, e))
 		return -1;
@@ -454,14 +469,9 @@ static int parse_conf(json_t *root, struct cni_conf *c, struct cni_err *e)
 		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
 				"xdp must be true or false");
 	c->xdp = json_is_true(v);
-	v = json_object_get(root, "lockTimeoutMs");
-	if (v) {
-		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		    json_integer_value(v) > 3600 * 1000)
-			return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
-					"lockTimeoutMs: 0-3600000");
-		c->lock_timeout_ms = json_integer_value(v);
-	}
+	if (get_ms(root, "lockTimeoutMs", 0, &c->lock_timeout_ms, e) ||
+	    get_ms(root, "ipamTimeoutMs", 1, &c->ipam_timeout_ms, e))
+		return -1;
 	v = json_object_get(root, "prevResult");
 	if (v && !json_is_null(v)) {
 		if (!json_is_object(v))
@@ -684,7 +694,7 @@ out:
  * attachment, as ptp's "veth" and 8 hex digits. */
 static void main_hostdev(const struct cni_env *env, char *buf, size_t len)
 {
-	snprintf(buf, len, "pi%08x%03x", fnv1a(env->attach_id, 2166136261u),
+	snprintf(buf, len, "pi%08x%03x", fnv1a(env->attach_id, PI_FNV32_BASIS),
 		 fnv1a(env->attach_id, 0x9e3779b9u) & 0xfff);
 }
 
@@ -755,8 +765,15 @@ static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
 
 	if (conf->prev_result)
 		cni_log(PI_LOG_WARN, "main mode ignores the prevResult it was given");
-	if (cni_ipam_exec(conf, env, "ADD", &ipam_res, e))
+	if (cni_ipam_exec(conf, env, "ADD", &ipam_res, e)) {
+		/* The plugin ran (and may hold an address it never reported,
+		 * timed out or cut off): it gets its DEL. */
+		if (e->code == CNI_ERR_IPAM &&
+		    cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
+			cni_log(PI_LOG_ERROR, "cannot undo IPAM: %s: %s",
+				ignore.msg, ignore.details);
 		return -1;
+	}
 	if (prev_addresses(ipam_res, -1, &ip4, &has4, &ip6, &has6, e))
 		goto out;
 	if (!has4 && !has6) {
@@ -910,7 +927,7 @@ static int cmd_gc(const struct cni_conf *conf, struct cni_err *e)
 	if (err)
 		return pi_fail(e, err, "cannot open the node", conf);
 	snprintf(prefix, sizeof(prefix), ATTACH_PREFIX "%08x:",
-		 fnv1a(conf->name, 2166136261u));
+		 fnv1a(conf->name, PI_FNV32_BASIS));
 	n = cni_pi_list(node, &pods);
 	for (int i = 0; i < n; i++) {
 		bool keep = false;

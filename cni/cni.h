@@ -44,6 +44,7 @@ struct cni_conf {
 	enum pi_attach_choice attach;
 	bool xdp;
 	int lock_timeout_ms;
+	int ipam_timeout_ms;		/* main mode: the IPAM plugin's run */
 	json_t *prev_result;		/* NULL when not given */
 	json_t *ipam;			/* main mode */
 	const char *log_file;
@@ -88,7 +89,12 @@ int cni_find_pair(const char *netns, const char *ifname,
 		  struct cni_pair *pair);
 
 /* ipam.c: runs plugin `type` from CNI_PATH with our environment, command
- * `cmd`, the network config on stdin; *result (ADD) is its parsed stdout. */
+ * `cmd`, the network config on stdin; *result (ADD) is its parsed stdout.
+ * A plugin that runs longer than conf->ipam_timeout_ms or prints more
+ * than CNI_IPAM_OUT_MAX bytes is killed with what it started (its process
+ * group) and reaped: an error, code CNI_ERR_IPAM. */
+#define CNI_IPAM_OUT_MAX	(1 << 20)
+#define CNI_IPAM_TIMEOUT_MS	60000
 int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
 		  const char *cmd, json_t **result, struct cni_err *e);
 

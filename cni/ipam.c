@@ -2,17 +2,22 @@
 /*
  * Main mode's IPAM: the plugin named by ipam.type, found in CNI_PATH, run
  * as a runtime runs a plugin (our environment with CNI_COMMAND replaced,
- * the network config on stdin, the result or an error on stdout).
+ * the network config on stdin, the result or an error on stdout), for at
+ * most ipamTimeoutMs and CNI_IPAM_OUT_MAX bytes of output.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include "podinject_util.h"
 #include "cni.h"
 
 static int find_plugin(const char *cni_path, const char *type, char *out,
@@ -36,30 +41,122 @@ static int find_plugin(const char *cni_path, const char *type, char *out,
 	return -ENOENT;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
+/* Ends the plugin and whatever it started (its own process group), then
+ * reaps it: nothing of it outlives the call. */
+static void end_plugin(pid_t pid, int *status)
 {
-	while (len) {
-		ssize_t n = write(fd, buf, len);
+	kill(-pid, SIGKILL);
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+}
 
-		if (n < 0) {
+/* Waits for the plugin to exit until `deadline`: a plugin that closed
+ * its stdout is not done yet. 1 exited, 0 still running at the deadline. */
+static int reap_by(pid_t pid, int *status, long long deadline)
+{
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+
+		if (r == pid)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return 1;	/* not ours to wait for: ECHILD */
+		if (pi_mono_ms() >= deadline)
+			return 0;
+		usleep(2000);
+	}
+}
+
+enum run_end { RUN_DONE, RUN_TIMEOUT, RUN_TOO_BIG, RUN_NOMEM, RUN_IO };
+
+struct run {
+	int to_child, from_child;
+	const char *in;
+	size_t in_len, in_off;
+	char *out;
+	size_t out_len, out_cap;
+	int write_err;		/* the plugin did not take all its config */
+	int io_err;		/* poll or read failed */
+};
+
+/* Feeds the config and takes the output at once, until the plugin closes
+ * its stdout or `deadline`: a plugin that writes before it reads cannot
+ * block against us, and one that never stops writing, or never closes,
+ * is cut off. */
+static enum run_end run_io(struct run *r, long long deadline)
+{
+	while (r->from_child >= 0) {
+		struct pollfd p[2] = {
+			{ .fd = r->from_child, .events = POLLIN },
+			{ .fd = r->to_child, .events = POLLOUT },
+		};
+		long long left = deadline - pi_mono_ms();
+		ssize_t n;
+
+		if (left <= 0)
+			return RUN_TIMEOUT;
+		if (poll(p, 2, left > INT_MAX ? INT_MAX : (int)left) < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			r->io_err = -errno;
+			return RUN_IO;
 		}
-		buf += n;
-		len -= n;
+		if (r->to_child >= 0 && p[1].revents) {
+			n = write(r->to_child, r->in + r->in_off,
+				  r->in_len - r->in_off);
+			if (n < 0 && errno != EINTR && errno != EAGAIN)
+				r->write_err = -errno;
+			if (n > 0)
+				r->in_off += n;
+			if (r->write_err || r->in_off == r->in_len) {
+				close(r->to_child);
+				r->to_child = -1;
+			}
+		}
+		if (!p[0].revents)
+			continue;
+		if (r->out_len == r->out_cap) {
+			size_t cap = r->out_cap ? r->out_cap * 2 : 65536;
+			char *nb;
+
+			if (r->out_cap >= CNI_IPAM_OUT_MAX)
+				return RUN_TOO_BIG;
+			if (cap > CNI_IPAM_OUT_MAX)
+				cap = CNI_IPAM_OUT_MAX;
+			nb = realloc(r->out, cap + 1);
+			if (!nb)
+				return RUN_NOMEM;
+			r->out = nb;
+			r->out_cap = cap;
+		}
+		n = read(r->from_child, r->out + r->out_len,
+			 r->out_cap - r->out_len);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n < 0) {
+			r->io_err = -errno;
+			return RUN_IO;
+		}
+		if (!n) {
+			close(r->from_child);
+			r->from_child = -1;
+			break;
+		}
+		r->out_len += n;
 	}
-	return 0;
+	return RUN_DONE;
 }
 
 int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
 		  const char *cmd, json_t **result, struct cni_err *e)
 {
 	const char *type = json_string_value(json_object_get(conf->ipam, "type"));
-	char path[PATH_MAX], *in = NULL, *out = NULL;
-	size_t out_len = 0, out_cap = 0;
 	int to_child[2] = { -1, -1 }, from_child[2] = { -1, -1 };
-	int status, err;
+	struct run r = { .to_child = -1, .from_child = -1 };
+	char path[PATH_MAX], *in = NULL;
+	long long deadline;
+	enum run_end end;
+	int status = 0, err;
 	pid_t pid;
 	json_t *res;
 
@@ -80,6 +177,10 @@ int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
 			       strerror(errno));
 		goto out;
 	}
+	/* a plugin that closes its stdin early makes a write fail (EPIPE),
+	 * not end this process */
+	signal(SIGPIPE, SIG_IGN);
+	deadline = pi_mono_ms() + conf->ipam_timeout_ms;
 	pid = fork();
 	if (pid < 0) {
 		err = cni_fail(e, CNI_ERR_IO, "cannot run the IPAM plugin", "fork: %s",
@@ -87,43 +188,55 @@ int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
 		goto out;
 	}
 	if (pid == 0) {
+		/* its own group, so that a timeout ends what it started too;
+		 * and it goes when we are killed (a runtime's own timeout) */
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(to_child[0], 0);
 		dup2(from_child[1], 1);
 		setenv("CNI_COMMAND", cmd, 1);
 		execl(path, type, (char *)NULL);
 		_exit(127);
 	}
+	setpgid(pid, pid);	/* both sides: whichever runs first */
 	close(to_child[0]);
 	close(from_child[1]);
 	to_child[0] = from_child[1] = -1;
-	signal(SIGPIPE, SIG_IGN);
-	err = write_all(to_child[1], in, strlen(in));
-	close(to_child[1]);
-	to_child[1] = -1;
-	for (;;) {
-		ssize_t n;
-
-		if (out_len + 4096 > out_cap) {
-			char *nb = realloc(out, out_cap + 65536);
-
-			if (!nb)
-				break;
-			out = nb;
-			out_cap += 65536;
-		}
-		n = read(from_child[0], out + out_len, out_cap - out_len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		out_len += n;
+	r.to_child = to_child[1];
+	r.from_child = from_child[0];
+	to_child[1] = from_child[0] = -1;
+	fcntl(r.to_child, F_SETFL, O_NONBLOCK);
+	r.in = in;
+	r.in_len = strlen(in);
+	end = run_io(&r, deadline);
+	if (end == RUN_DONE && !reap_by(pid, &status, deadline))
+		end = RUN_TIMEOUT;
+	/* it exited before it read all of its config */
+	if (end == RUN_DONE && r.to_child >= 0 && !r.write_err)
+		r.write_err = -EPIPE;
+	if (end != RUN_DONE) {
+		end_plugin(pid, &status);
+		if (end == RUN_TIMEOUT)
+			err = cni_fail(e, CNI_ERR_IPAM, "IPAM plugin timed out",
+				       "%s %s did not finish within %d ms (ipamTimeoutMs); it was killed",
+				       type, cmd, conf->ipam_timeout_ms);
+		else if (end == RUN_TOO_BIG)
+			err = cni_fail(e, CNI_ERR_IPAM, "IPAM plugin output too large",
+				       "%s %s printed more than %d bytes; it was killed",
+				       type, cmd, CNI_IPAM_OUT_MAX);
+		else if (end == RUN_NOMEM)
+			err = cni_fail(e, CNI_ERR_INTERNAL, "out of memory",
+				       "reading the output of %s %s", type, cmd);
+		else
+			err = cni_fail(e, CNI_ERR_IO, "cannot run the IPAM plugin",
+				       "reading from %s %s: %s", type, cmd,
+				       strerror(-r.io_err));
+		goto out;
 	}
-	if (out)
-		out[out_len] = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	if (r.out)
+		r.out[r.out_len] = 0;
 	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		json_t *ej = out ? json_loads(out, 0, NULL) : NULL;
+		json_t *ej = r.out ? json_loads(r.out, 0, NULL) : NULL;
 		const char *m = json_string_value(json_object_get(ej, "msg"));
 		const char *d = json_string_value(json_object_get(ej, "details"));
 
@@ -135,9 +248,17 @@ int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
 		json_decref(ej);
 		goto out;
 	}
+	/* It exited 0 without its whole config: what it printed answers
+	 * some other question. */
+	if (r.write_err) {
+		err = cni_fail(e, CNI_ERR_IPAM, "IPAM plugin did not take its config",
+			       "writing the network config to %s %s: %s", type,
+			       cmd, strerror(-r.write_err));
+		goto out;
+	}
 	err = 0;
 	if (result) {
-		res = out ? json_loads(out, 0, NULL) : NULL;
+		res = r.out ? json_loads(r.out, 0, NULL) : NULL;
 		if (!json_is_object(res)) {
 			json_decref(res);
 			err = cni_fail(e, CNI_ERR_IPAM, "IPAM plugin returned no result",
@@ -153,7 +274,11 @@ out:
 		if (from_child[i] >= 0)
 			close(from_child[i]);
 	}
+	if (r.to_child >= 0)
+		close(r.to_child);
+	if (r.from_child >= 0)
+		close(r.from_child);
 	free(in);
-	free(out);
+	free(r.out);
 	return err;
 }

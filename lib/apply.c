@@ -1330,6 +1330,9 @@ int pi_apply(struct pi_node *n, const char *doc, size_t len, uint32_t flags,
 
 	if (err)
 		memset(err, 0, sizeof(*err));
+	/* a dry run only reads: a read-only handle will do */
+	if (!(flags & PI_APPLY_DRY_RUN) && node_require_write(n, "apply"))
+		return -EBADF;
 	if (flags & PI_APPLY_YAML) {
 		root = yaml_load(&a, doc, len, &ret);
 		if (!root)

@@ -25,6 +25,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "cls.h"
+#include "podinject_util.h"
 
 #define ADDR_FAMILIES	2
 static const uint32_t families[ADDR_FAMILIES] = { AF_INET, AF_INET6 };
@@ -41,12 +42,7 @@ struct blobset {
 
 static uint64_t blob_hash(const void *p, size_t n)
 {
-	const uint8_t *b = p;
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ULL;
-	return h;
+	return pi_fnv64(PI_FNV64_BASIS, p, n);
 }
 
 static int blob_rehash(struct blobset *s, uint32_t slots)
@@ -817,14 +813,21 @@ int cls_publish(const struct cls_maps *m, uint32_t pod_id, uint32_t dir,
 	ref.rev = old.rev + 1;
 	if (!count)
 		ref.start = 0;
-	have_old = old.count && !bpf_map_lookup_elem(m->heads, &(uint32_t){ old.start },
-						     &oldh);
+	/* The old policy's rules name its trie and L4 keys, deleted once the
+	 * reference has moved: unread, they would stay for good. */
+	have_old = old.count != 0;
 	if (have_old) {
 		old_rules = calloc(old.count, sizeof(*old_rules));
-		if (!old_rules ||
-		    cls_array_read(m->rules, old.start, old.count, old_rules,
-				   sizeof(*old_rules)))
-			have_old = false;
+		err = !old_rules ? -ENOMEM :
+		      bpf_map_lookup_elem(m->heads, &(uint32_t){ old.start },
+					  &oldh) ? -errno :
+		      cls_array_read(m->rules, old.start, old.count,
+				     old_rules, sizeof(*old_rules));
+		if (err) {
+			*why = "the current policy cannot be read";
+			free(old_rules);
+			return err;
+		}
 	}
 	if (count) {
 		err = cls_compile(rules, count, &c);
@@ -874,7 +877,7 @@ out:
 
 int cls_lookup_maps(const struct cls_maps *m, uint32_t start, uint32_t family,
 		    const struct pi_addr *peer, uint8_t proto,
-		    uint8_t has_ports, uint16_t port)
+		    uint8_t has_ports, uint16_t port, uint32_t *pos)
 {
 	struct pi_cls_addr_key ak = { .prefixlen = 64 + 128, .family = family,
 				      .addr = *peer };
@@ -888,12 +891,15 @@ int cls_lookup_maps(const struct cls_maps *m, uint32_t start, uint32_t family,
 	if (bpf_map_lookup_elem(m->heads, &start, &h))
 		return -errno;
 	ak.gen = lk.gen = h.gen;
+	/* no address or protocol class of the policy's: no rule matches */
 	if (bpf_map_lookup_elem(m->addrs, &ak, &acls))
-		return -1;
+		return errno == ENOENT ? 0 : -errno;
 	if (bpf_map_lookup_elem(m->l4, &lk, &l4)) {
+		if (errno != ENOENT)
+			return -errno;
 		lk.proto = PI_CLS_PROTO_OTHER;
 		if (bpf_map_lookup_elem(m->l4, &lk, &l4))
-			return -1;
+			return errno == ENOENT ? 0 : -errno;
 	}
 	if (has_ports) {
 		uint32_t lo = 0, hi = l4.nports, k;
@@ -926,8 +932,10 @@ int cls_lookup_maps(const struct cls_maps *m, uint32_t start, uint32_t family,
 		    bpf_map_lookup_elem(m->chunks, &ib, &b))
 			return -errno;
 		bit = pi_cls_chunk_first(&a, &b);
-		if (bit >= 0)
-			return (int)(k * PI_CLS_CHUNK_RULES + bit);
+		if (bit >= 0) {
+			*pos = k * PI_CLS_CHUNK_RULES + bit;
+			return 1;
+		}
 	}
-	return -1;
+	return 0;
 }

@@ -75,11 +75,12 @@ int cls_lookup(const struct cls_policy *c, uint32_t family,
 	       uint16_t port);
 
 /* The datapath's lookup on the maps, run from userspace, for the policy
- * whose rules start at `start`: the position of the first rule that
- * matches, -1 for none, or -errno. */
+ * whose rules start at `start`: 1 with *pos the position of the first
+ * rule that matches, 0 when none matches, or -errno when the maps could
+ * not be read (never mistaken for "no match"). */
 int cls_lookup_maps(const struct cls_maps *m, uint32_t start, uint32_t family,
 		    const struct pi_addr *peer, uint8_t proto,
-		    uint8_t has_ports, uint16_t port);
+		    uint8_t has_ports, uint16_t port, uint32_t *pos);
 
 /* Publishes `rules` as pod `pod_id`'s policy in `dir`: the rules at slot
  * `start` of the rules map (a free range), the compiled form beside them,

@@ -11,17 +11,9 @@
 #include <time.h>
 #include <bpf/bpf.h>
 #include "lib.h"
+#include "podinject_util.h"
 
 static const uint32_t ct_defaults[PI_CT_TO_MAX] = PI_CT_TIMEOUT_DEFAULTS;
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	/* bpf_ktime_get_ns() is CLOCK_MONOTONIC */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 static uint32_t timeout_s(const struct pi_node *n, const struct pi_ct_key *k,
 			  const struct pi_ct_entry *e)
@@ -52,7 +44,7 @@ static int ct_walk(struct pi_node *n, uint32_t pod_id, bool forget,
 {
 	int fd = n->maps[M_CT], err = 0, ndel = 0, cap = 0;
 	struct pi_ct_key k, next, *del = NULL;
-	uint64_t now = mono_ns();
+	uint64_t now = (uint64_t)pi_mono_ns();
 	bool first = true;
 
 	while (!err && !bpf_map_get_next_key(fd, first ? NULL : &k, &next)) {
@@ -154,6 +146,8 @@ int pi_ct_flush(struct pi_node *n, const char *pod_name)
 	struct pi_pod_info pod;
 	int err;
 
+	if (node_require_write(n, "ct flush"))
+		return -EBADF;
 	err = pod_lookup(n, pod_name, &pod);
 	if (err)
 		return err;
@@ -204,6 +198,8 @@ int pi_ct_set_timeout(struct pi_node *n, uint32_t kind, uint32_t seconds)
 	uint32_t old;
 	int err;
 
+	if (node_require_write(n, "ct timeout"))
+		return -EBADF;
 	if (kind >= PI_CT_TO_MAX) {
 		pr_err("no such conntrack timeout %u", kind);
 		return -EINVAL;

@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "inject.h"
+#include "percpu.h"
 #include "lib.h"
 #include "inject.skel.h"
 #include "kernel_features.h"
@@ -701,6 +702,8 @@ int pi_inject_allow(struct pi_node *n, const char *injector,
 	int nkeys = 0, created = 0, err;
 	bool new_link = false;
 
+	if (node_require_write(n, "inject allow"))
+		return -EBADF;
 	inject_open_none(&s);
 	err = find_pods(n, &injector, 1, &inj);
 	if (!err)
@@ -767,6 +770,8 @@ int pi_inject_deny(struct pi_node *n, const char *injector,
 	struct inject_state s;
 	int err, removed = 0;
 
+	if (node_require_write(n, "inject deny"))
+		return -EBADF;
 	err = find_pods(n, &injector, 1, &inj);
 	if (!err)
 		err = find_pods(n, as, nas, targets);
@@ -848,20 +853,15 @@ int pi_inject_list(struct pi_node *n, struct pi_inject_auth_info **out)
 int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **out)
 {
 	struct pi_inject_stats_key key, next, *prev = NULL;
-	int ncpu = libbpf_num_possible_cpus();
 	struct pi_inject_stat_info *all;
-	struct pi_inject_stats *per;
+	struct pi_inject_stats sum;
 	struct inject_state s;
 	int cnt = 0;
 
 	*out = NULL;
-	per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per));
 	all = calloc(PI_MAX_INJECT + 1, sizeof(*all));
-	if (!per || !all) {
-		free(per);
-		free(all);
+	if (!all)
 		return -ENOMEM;
-	}
 	if (!inject_open(n, &s, false)) {
 		while (cnt < PI_MAX_INJECT &&
 		       !bpf_map_get_next_key(s.maps[IM_STATS], prev, &next)) {
@@ -869,14 +869,13 @@ int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **out)
 
 			key = next;
 			prev = &key;
-			if (bpf_map_lookup_elem(s.maps[IM_STATS], &key, per))
+			if (percpu_sum(s.maps[IM_STATS], &key, &sum,
+				       sizeof(sum)))
 				continue;
-			for (int c = 0; c < ncpu; c++) {
-				st->packets += per[c].packets;
-				st->bytes += per[c].bytes;
-				for (int r = 0; r < PI_INJ_DROP_MAX; r++)
-					st->drops[r] += per[c].drops[r];
-			}
+			st->packets = sum.packets;
+			st->bytes = sum.bytes;
+			for (int r = 0; r < PI_INJ_DROP_MAX; r++)
+				st->drops[r] = sum.drops[r];
 			pod_name_by_ifindex(n, key.injector_ifindex, st->injector,
 					    sizeof(st->injector));
 			pod_name_by_ifindex(n, key.target_ifindex, st->as,
@@ -894,7 +893,6 @@ int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **out)
 		}
 		inject_close(&s);
 	}
-	free(per);
 	*out = all;
 	return cnt;
 }

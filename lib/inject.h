@@ -65,6 +65,10 @@ int reply_hook_attach(const struct pi_node *n, const struct inject_state *s,
 		      const struct pi_pod_info *pod);
 void reply_hook_release(const struct pi_node *n, const struct inject_state *s,
 			const struct pi_pod_info *pod);
+/* Removes the reply hook's pin of a pod that is gone, device and all,
+ * without entering any namespace. */
+void reply_hook_unpin(const struct inject_state *s,
+		      const struct pi_pod_info *gone);
 int attach_in_pod(const struct pi_node *n, const struct inject_state *s,
 		  const struct pi_pod_info *pod, int prog, const char *what);
 void detach_in_pod(const struct pi_node *n, const struct inject_state *s,

@@ -34,6 +34,11 @@ extern const struct pi_feature *const pi_features[];
  * Keeps going past errors and returns the first. */
 int pod_remove(struct pi_node *n, const struct pi_pod_info *pod);
 
+/* 0 when handle `n` may change the node (it holds the node's lock
+ * alone), else -EBADF, logged as refused for `what`: every public call
+ * that changes a node begins with it. */
+int node_require_write(const struct pi_node *n, const char *what);
+
 /* Drops a pod's policy in both directions (a new pod starts clean). */
 int policy_clear_pod(struct pi_node *n, uint32_t pod_id);
 /* The bulk path of apply (lib/apply.c): `rules`, ids included, become the

@@ -28,6 +28,7 @@
 #include <linux/fib_rules.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
+#include "podinject_util.h"
 
 #include "nl.h"
 
@@ -294,8 +295,10 @@ int nl_link_index(const char *name)
 {
 	unsigned int idx = if_nametoindex(name);
 
+	/* a device named by the caller that is not there: the API's
+	 * -ENXIO (include/podinject/podinject.h), not the kernel's ENODEV */
 	if (!idx)
-		return errno ? -errno : -ENODEV;
+		return !errno || errno == ENODEV ? -ENXIO : -errno;
 	return (int)idx;
 }
 
@@ -538,14 +541,6 @@ int nl_link_kind(int ifindex, char kind[16])
 	return 0;
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 /*
  * A link that gets its carrier (a veth or netkit whose peer just came up)
  * keeps the noop qdisc on its tx queues until the kernel's linkwatch work
@@ -556,7 +551,7 @@ static long long now_ms(void)
  */
 int nl_link_wait_running(int ifindex, int timeout_ms)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = pi_mono_ms() + timeout_ms;
 	struct timespec pause = { .tv_nsec = 2 * 1000 * 1000 };
 	struct link_reply r;
 	int err;
@@ -572,7 +567,7 @@ int nl_link_wait_running(int ifindex, int timeout_ms)
 		 * is what the pair's other end being up sets. */
 		if ((r.flags & IFF_RUNNING) && r.carrier != 0)
 			return nl_link_set_up(ifindex);
-		if (now_ms() >= deadline)
+		if (pi_mono_ms() >= deadline)
 			return -ETIMEDOUT;
 		nanosleep(&pause, NULL);
 	}
@@ -610,14 +605,14 @@ static int route_get_type(int family, const void *addr, int *type)
  */
 static int addr6_wait_local(const void *addr, int timeout_ms)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = pi_mono_ms() + timeout_ms;
 	struct timespec pause = { .tv_nsec = 1000 * 1000 };
 	int type;
 
 	for (;;) {
 		if (!route_get_type(AF_INET6, addr, &type) && type == RTN_LOCAL)
 			return 0;
-		if (now_ms() >= deadline)
+		if (pi_mono_ms() >= deadline)
 			return -ETIMEDOUT;
 		nanosleep(&pause, NULL);
 	}

@@ -29,7 +29,7 @@ int netns_enter(int fd, int *saved);
 int netns_restore(int saved);		/* setns back and close saved */
 
 /* Links */
-int nl_link_index(const char *name);	/* ifindex, or -ENODEV */
+int nl_link_index(const char *name);	/* ifindex, or -ENXIO: none */
 int nl_link_name(int ifindex, char name[16]);
 int nl_link_set_up(int ifindex);
 int nl_link_get_mac(int ifindex, uint8_t mac[6]);

@@ -21,6 +21,7 @@
 #include "attach.h"
 #include "kernel_features.h"
 #include "lib.h"
+#include "percpu.h"
 #include "nl.h"
 #include "xdp.h"
 
@@ -199,16 +200,7 @@ static void del_endpoints(const struct pi_node *n, const struct pi_pod_info *pod
 
 static void reset_pod_stats(const struct pi_node *n, uint32_t id)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	void *zero;
-
-	if (ncpu <= 0)
-		return;
-	zero = calloc(ncpu, sizeof(struct pi_pod_stats));
-	if (!zero)
-		return;
-	bpf_map_update_elem(n->maps[M_POD_STATS], &id, zero, 0);
-	free(zero);
+	percpu_zero(n->maps[M_POD_STATS], &id, sizeof(struct pi_pod_stats));
 }
 
 static int attach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
@@ -264,7 +256,14 @@ static int pod_enter_datapath(const struct pi_node *n, struct pi_pod_info *pod,
 	int err;
 
 	reset_pod_stats(n, pod->id);
-	policy_clear_pod((struct pi_node *)n, pod->id);
+	/* The id may be a deleted pod's: its rules must not become this
+	 * pod's. */
+	err = policy_clear_pod((struct pi_node *)n, pod->id);
+	if (err) {
+		pr_err("cannot clear the policy of pod id %u for '%s': %s",
+		       pod->id, pod->name, strerror(-err));
+		return err;
+	}
 	pod->flags &= ~PI_POD_XDP;
 	err = pod_store(n, pod, BPF_NOEXIST);
 	if (err) {
@@ -399,6 +398,8 @@ int pi_pod_add(struct pi_node *n, const struct pi_pod_spec *spec,
 	int pod_ns = -1, saved = -1, saved2 = -1, err;
 	bool made_ns = false, made_dev = false;
 
+	if (node_require_write(n, "pod add"))
+		return -EBADF;
 	if (own_netns || !spec->hostdev) {
 		if (!pi_valid_name(spec->name, POD_NAME_MAX)) {
 			pr_err("invalid pod name '%s': use 1-%d of a-z, 0-9, '-'",
@@ -537,6 +538,8 @@ int pi_pod_adopt(struct pi_node *n, const struct pi_adopt_spec *spec,
 	char kind[16] = "";
 	int pod_ns = -1, saved = -1, saved2 = -1, peer, err;
 
+	if (node_require_write(n, "pod adopt"))
+		return -EBADF;
 	if (!pi_valid_pod_name(spec->name)) {
 		pr_err("invalid pod name '%s': use 1-%d of A-Z, a-z, 0-9, '-', '.', '_', '/'",
 		       spec->name ? spec->name : "", PI_POD_NAME_MAX);
@@ -684,8 +687,10 @@ int pod_remove(struct pi_node *n, const struct pi_pod_info *pod)
 int pi_pod_del(struct pi_node *n, const char *name)
 {
 	struct pi_pod_info pod;
-	int err = pod_lookup(n, name, &pod);
+	int err = node_require_write(n, "pod del");
 
+	if (!err)
+		err = pod_lookup(n, name, &pod);
 	if (err)
 		return err;
 	err = pod_remove(n, &pod);
@@ -782,6 +787,9 @@ int pi_pod_check(struct pi_node *n, const struct pi_pod_info *pod)
 	char path[PATH_MAX];
 	int fd, err = 0;
 
+	/* the features bring their state up to date (a netkit guard) */
+	if (node_require_write(n, "pod check"))
+		return -EBADF;
 	for (int i = 0; i < 2; i++) {
 		pod_link_pin(n, pod, hooks[i], path, sizeof(path));
 		fd = bpf_obj_get(path);

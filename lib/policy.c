@@ -16,6 +16,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "lib.h"
+#include "percpu.h"
 #include "cls.h"
 
 static int read_ref(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
@@ -86,8 +87,7 @@ static int alloc_rule_id(const struct pi_node *n, uint32_t *id)
 	struct pi_policy_ref *refs = calloc(PI_MAX_PODS * 2, sizeof(*refs));
 	uint8_t *used = calloc(PI_MAX_RULE_IDS, 1);
 	struct pi_rule *list = calloc(PI_MAX_POD_RULES, sizeof(*list));
-	int ncpu = libbpf_num_possible_cpus(), err;
-	void *zero;
+	int err;
 
 	err = !refs || !used || !list ? -ENOMEM : read_all_refs(n, refs);
 	for (uint32_t k = 0; !err && k < PI_MAX_PODS * 2; k++) {
@@ -110,12 +110,8 @@ static int alloc_rule_id(const struct pi_node *n, uint32_t *id)
 			continue;
 		*id = i;
 		free(used);
-		zero = calloc(ncpu > 0 ? ncpu : 1, sizeof(struct pi_rule_stats));
-		if (!zero)
-			return -ENOMEM;
-		bpf_map_update_elem(n->maps[M_RULE_STATS], id, zero, 0);
-		free(zero);
-		return 0;
+		return percpu_zero(n->maps[M_RULE_STATS], id,
+				   sizeof(struct pi_rule_stats));
 	}
 	free(used);
 	return -ENOSPC;
@@ -178,20 +174,13 @@ int policy_read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
 int policy_zero_counters(const struct pi_node *n, const uint32_t *ids,
 			 uint32_t count)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	void *zero = calloc(ncpu > 0 ? ncpu : 1, sizeof(struct pi_rule_stats));
-
-	if (!zero)
-		return -ENOMEM;
 	for (uint32_t i = 0; i < count; i++) {
-		if (bpf_map_update_elem(n->maps[M_RULE_STATS], &ids[i], zero, 0)) {
-			int err = -errno;
+		int err = percpu_zero(n->maps[M_RULE_STATS], &ids[i],
+				      sizeof(struct pi_rule_stats));
 
-			free(zero);
+		if (err)
 			return err;
-		}
 	}
-	free(zero);
 	return 0;
 }
 
@@ -237,6 +226,8 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 	struct pi_pod_info pod;
 	int err;
 
+	if (node_require_write(n, "policy add"))
+		return -EBADF;
 	if (dir > PI_DIR_INGRESS || (r.action != PI_ALLOW && r.action != PI_DENY)) {
 		pr_err("a rule needs a direction and allow or deny");
 		return -EINVAL;
@@ -281,6 +272,8 @@ int pi_policy_del(struct pi_node *n, const char *pod_name, uint32_t dir,
 	uint32_t kept = 0;
 	int err;
 
+	if (node_require_write(n, "policy del"))
+		return -EBADF;
 	if (dir > PI_DIR_INGRESS)
 		return -EINVAL;
 	err = load_policy(n, pod_name, dir, &pod, &ref, &list);
@@ -309,20 +302,11 @@ int pi_policy_del(struct pi_node *n, const char *pod_name, uint32_t dir,
 static void rule_counters(const struct pi_node *n, uint32_t id,
 			  uint64_t *packets, uint64_t *bytes)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	struct pi_rule_stats *per;
+	struct pi_rule_stats sum;
 
-	*packets = *bytes = 0;
-	per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per));
-	if (!per)
-		return;
-	if (!bpf_map_lookup_elem(n->maps[M_RULE_STATS], &id, per)) {
-		for (int c = 0; c < ncpu; c++) {
-			*packets += per[c].packets;
-			*bytes += per[c].bytes;
-		}
-	}
-	free(per);
+	percpu_sum(n->maps[M_RULE_STATS], &id, &sum, sizeof(sum));
+	*packets = sum.packets;
+	*bytes = sum.bytes;
 }
 
 /* The rules of pod `pod_id`, both directions; the list buffer is sized by
@@ -386,7 +370,14 @@ int pi_policy_list_pod(struct pi_node *n, const struct pi_pod_info *pod,
 
 static void policy_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
 {
-	policy_clear_pod(n, pod->id);
+	int err = policy_clear_pod(n, pod->id);
+
+	/* Said, not returned: a feature's teardown has no result (struct
+	 * pi_feature). The next pod given this id clears them before it is
+	 * recorded, or is refused (pod_enter_datapath). */
+	if (err)
+		pr_err("pod '%s': cannot remove its rules: %s", pod->name,
+		       strerror(-err));
 }
 
 const struct pi_feature policy_feature = {

@@ -33,7 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -41,8 +43,10 @@
 #include "cls.h"
 #include "inject.h"
 #include "lib.h"
+#include "percpu.h"
 #include "nl.h"
 #include "podinject_rule.h"
+#include "podinject_util.h"
 
 #define V_PENDING	PI_PROBE_PENDING
 #define V_ANSWERED	PI_PROBE_ANSWERED
@@ -78,7 +82,9 @@ struct session {
 	int nprobes;
 	uint32_t first_id;
 	struct pi_pod_info *pods;		/* the source pods authorised */
+	struct stat *pod_ns;			/* their namespaces, then */
 	int npods;
+	uint64_t rng;			/* the session's own generator */
 	const volatile int *stop;	/* the caller's: stop waiting */
 };
 
@@ -87,12 +93,25 @@ static bool stopped(const struct session *ss)
 	return ss->stop && *ss->stop;
 }
 
-static long long mono_ns(void)
+/* Probe ids and TCP sequence numbers need only differ from run to run:
+ * a generator of the session's own (splitmix64, seeded from the kernel),
+ * so that the caller's random() sequence is left as it was. */
+static int rng_seed(struct session *ss)
 {
-	struct timespec ts;
+	ssize_t got = getrandom(&ss->rng, sizeof(ss->rng), 0);
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	if (got < 0)
+		return -errno;
+	return got == sizeof(ss->rng) ? 0 : -EIO;
+}
+
+static uint32_t rng_next(struct session *ss)
+{
+	uint64_t z = (ss->rng += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return (uint32_t)((z ^ (z >> 31)) >> 32);
 }
 
 /* ---- packets ---------------------------------------------------------- */
@@ -234,16 +253,20 @@ static uint32_t policy_deny_rule(const struct pi_node *n, const struct probe *pr
 	uint8_t proto = pr->proto;
 	bool ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
 	struct pi_rule r;
-	int pos;
+	uint32_t pos;
+	int found;
 
 	if (pr->family == AF_INET6 && proto == IPPROTO_ICMP)
 		proto = IPPROTO_ICMPV6;	/* what build_frame puts on the wire */
 	if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &key, &ref) ||
 	    !ref.count)
 		return 0;
-	pos = cls_lookup_maps(&m, ref.start, pr->family, &pr->dst, proto,
-			      ports, ports ? pr->dport : 0);
-	if (pos < 0)
+	found = cls_lookup_maps(&m, ref.start, pr->family, &pr->dst, proto,
+				ports, ports ? pr->dport : 0, &pos);
+	if (found < 0)
+		pr_warn("pod '%s': cannot read its policy (%s); a drop by it is reported as no answer",
+			pr->pod->name, strerror(-found));
+	if (found <= 0)
 		return 0;
 	slot = ref.start + pos;
 	if (bpf_map_lookup_elem(n->maps[M_RULES], &slot, &r))
@@ -253,15 +276,10 @@ static uint32_t policy_deny_rule(const struct pi_node *n, const struct probe *pr
 
 static uint64_t rule_packets(const struct pi_node *n, uint32_t id)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	struct pi_rule_stats *per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per));
-	uint64_t sum = 0;
+	struct pi_rule_stats sum;
 
-	if (per && !bpf_map_lookup_elem(n->maps[M_RULE_STATS], &id, per))
-		for (int c = 0; c < ncpu; c++)
-			sum += per[c].packets;
-	free(per);
-	return sum;
+	percpu_sum(n->maps[M_RULE_STATS], &id, &sum, sizeof(sum));
+	return sum.packets;
 }
 
 /* ---- session ----------------------------------------------------------- */
@@ -304,6 +322,73 @@ static void probe_link_pin(const struct session *ss, char *buf, size_t len)
 	snprintf(buf, len, "%s/link_" PI_PROBE_DEV, ss->s.dir);
 }
 
+/* The namespace a pod's hooks live in, by identity: a path may name
+ * another namespace later. */
+static int pod_ns_stat(const struct pi_pod_info *pod, struct stat *st)
+{
+	int fd = pod_netns_open(pod), err = 0;
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, st))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+/* Whether the node's pod at the ifindex session pod `i` had is still that
+ * pod. The wait for answers runs without the node's lock: the pod may
+ * have been deleted meanwhile, and its ifindex, id, name or namespace's
+ * name taken by another pod, whose hooks and guards are not the probe's
+ * to remove. */
+static bool pod_unchanged(const struct session *ss, int i)
+{
+	const struct pi_pod_info *was = &ss->pods[i];
+	struct pi_pod_info now;
+	struct stat st;
+
+	if (pod_by_ifindex(ss->n, was->ifindex, &now))
+		return false;
+	if (now.id != was->id || now.peer_ifindex != was->peer_ifindex ||
+	    now.flags != was->flags || now.ip4 != was->ip4 ||
+	    memcmp(now.ip6, was->ip6, sizeof(now.ip6)) ||
+	    memcmp(now.pod_mac, was->pod_mac, 6) ||
+	    memcmp(now.host_mac, was->host_mac, 6) ||
+	    strcmp(now.name, was->name) || strcmp(now.netns, was->netns) ||
+	    strcmp(now.hostdev, was->hostdev) ||
+	    strcmp(now.attach_id, was->attach_id))
+		return false;
+	return !pod_ns_stat(&now, &st) && st.st_dev == ss->pod_ns[i].st_dev &&
+	       st.st_ino == ss->pod_ns[i].st_ino;
+}
+
+/* Removes the probe's authorisation `k` when it is still the one the
+ * probe wrote: as the source pod `pod`. */
+static void auth_forget(const struct session *ss, struct pi_inject_key *k,
+			const struct pi_pod_info *pod)
+{
+	struct pi_inject_target t;
+
+	if (!bpf_map_lookup_elem(ss->s.maps[IM_AUTH], k, &t) &&
+	    t.target_ifindex == pod->ifindex)
+		bpf_map_delete_elem(ss->s.maps[IM_AUTH], k);
+}
+
+/* A source pod deleted while the probe waited took its device and, with
+ * it, the reply hook on it; its removal dropped the authorisations for
+ * it too. Left is the hook's pin, named by the ifindex: removed without
+ * touching any device, unless another pod holds that ifindex now (then
+ * the name is that pod's). */
+static void forget_gone_pod(const struct session *ss,
+			    const struct pi_pod_info *gone)
+{
+	struct pi_pod_info other;
+
+	if (!pod_by_ifindex(ss->n, gone->ifindex, &other))
+		return;
+	reply_hook_unpin(&ss->s, gone);
+}
+
 static void session_close(struct session *ss)
 {
 	char path[PATH_MAX];
@@ -313,22 +398,27 @@ static void session_close(struct session *ss)
 		bpf_map_delete_elem(ss->s.maps[IM_PROBE_FLOWS],
 				    &ss->probes[i].key);
 	for (int i = 0; i < ss->npods; i++) {
+		const struct pi_pod_info *pod = &ss->pods[i];
 		struct pi_inject_key k = {
 			.injector_ifindex = ss->injector.ifindex,
 		};
 
-		if (ss->pods[i].flags & PI_POD_HAS_V4) {
+		if (pod->flags & PI_POD_HAS_V4) {
 			k.family = AF_INET;
-			k.addr.a[0] = ss->pods[i].ip4;
-			bpf_map_delete_elem(ss->s.maps[IM_AUTH], &k);
+			k.addr.a[0] = pod->ip4;
+			auth_forget(ss, &k, pod);
 		}
-		if (ss->pods[i].flags & PI_POD_HAS_V6) {
+		if (pod->flags & PI_POD_HAS_V6) {
 			k.family = AF_INET6;
-			memcpy(k.addr.a, ss->pods[i].ip6, 16);
-			bpf_map_delete_elem(ss->s.maps[IM_AUTH], &k);
+			memcpy(k.addr.a, pod->ip6, 16);
+			auth_forget(ss, &k, pod);
 		}
-		reply_hook_release(ss->n, &ss->s, &ss->pods[i]);
-		netkit_guard_sync(ss->n, &ss->s, &ss->pods[i]);
+		if (!pod_unchanged(ss, i)) {
+			forget_gone_pod(ss, pod);
+			continue;
+		}
+		reply_hook_release(ss->n, &ss->s, pod);
+		netkit_guard_sync(ss->n, &ss->s, pod);
 	}
 	if (ss->rb)
 		ring_buffer__free(ss->rb);
@@ -342,6 +432,8 @@ static void session_close(struct session *ss)
 		netns_restore(saved);
 	}
 	inject_close(&ss->s);
+	free(ss->pod_ns);
+	ss->pod_ns = NULL;
 }
 
 /* A probe killed without its cleanup (SIGKILL) leaves its device, which
@@ -452,6 +544,9 @@ static int session_open(struct session *ss, struct pi_node *n,
 	memset(ss, 0, sizeof(*ss));
 	ss->n = n;
 	ss->tx_fd = -1;
+	err = rng_seed(ss);
+	if (err)
+		return err;
 	err = inject_open(n, &ss->s, true);
 	if (err < 0)
 		return err;
@@ -459,8 +554,15 @@ static int session_open(struct session *ss, struct pi_node *n,
 	if (err)
 		goto fail;
 	ss->pods = pods;
+	ss->pod_ns = calloc(npods, sizeof(*ss->pod_ns));
+	if (!ss->pod_ns) {
+		err = -ENOMEM;
+		goto fail;
+	}
 	for (int i = 0; i < npods; i++) {
-		err = inject_authorise(n, &ss->s, &ss->injector, &pods[i], 1,
+		err = pod_ns_stat(&pods[i], &ss->pod_ns[i]);
+		if (!err)
+			err = inject_authorise(n, &ss->s, &ss->injector, &pods[i], 1,
 				       0, keys, &nkeys);
 		if (!err)
 			err = reply_hook_attach(n, &ss->s, &pods[i]);
@@ -504,7 +606,7 @@ static void probe_prepare(struct session *ss, struct probe *pr, uint32_t id,
 		pr->sport = PI_PROBE_PORT_LO + id % span;
 		pr->dport = port;
 	}
-	pr->isn = (uint32_t)random();
+	pr->isn = rng_next(ss);
 	pr->key.family = family;
 	pr->key.proto = family == AF_INET6 && proto == IPPROTO_ICMP ?
 			IPPROTO_ICMPV6 : proto;
@@ -513,7 +615,6 @@ static void probe_prepare(struct session *ss, struct probe *pr, uint32_t id,
 	pr->key.pod_port = htons(pr->sport);
 	pr->key.dst_port = htons(pr->dport);
 	pi_fmt_addr(family, dst, -1, pr->to, sizeof(pr->to));
-	(void)ss;
 }
 
 static int probe_send(struct session *ss, struct probe *pr)
@@ -525,13 +626,18 @@ static int probe_send(struct session *ss, struct probe *pr)
 	pr->deny_rule = policy_deny_rule(ss->n, pr);
 	if (pr->deny_rule)
 		pr->deny_before = rule_packets(ss->n, pr->deny_rule);
-	if (bpf_map_update_elem(ss->s.maps[IM_PROBE_FLOWS], &pr->key, &f, 0))
-		return -errno;
+	if (bpf_map_update_elem(ss->s.maps[IM_PROBE_FLOWS], &pr->key, &f, 0)) {
+		err = -errno;
+		pr_err("cannot register the probe from '%s' to %s: %s",
+		       pr->pod->name, pr->to, strerror(-err));
+		return err;
+	}
 	len = build_frame(pr, buf, false, 0);
-	pr->sent_ns = mono_ns();
+	pr->sent_ns = pi_mono_ns();
 	err = send_frame(ss, buf, len);
 	if (err)
-		pr->verdict = V_NOANSWER;
+		pr_err("cannot send the probe from '%s' to %s on " PI_PROBE_TX_DEV ": %s",
+		       pr->pod->name, pr->to, strerror(-err));
 	return err;
 }
 
@@ -546,7 +652,7 @@ static void wait_answers(struct session *ss, int from, int to,
 
 		for (int i = from; i < to && !pending; i++)
 			pending = ss->probes[i].verdict == V_PENDING;
-		left = (until - mono_ns()) / 1000000;
+		left = (until - pi_mono_ns()) / 1000000;
 		if (!pending || left <= 0 || stopped(ss))
 			break;
 		ring_buffer__poll(ss->rb, left > 50 ? 50 : (int)left);
@@ -615,6 +721,8 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 	int err;
 
 	*out = NULL;
+	if (node_require_write(n, "probe"))
+		return -EBADF;
 	if (!proto)
 		proto = spec->port ? IPPROTO_TCP : IPPROTO_ICMP;
 	if ((proto != IPPROTO_ICMP && !spec->port) ||
@@ -632,7 +740,6 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 		       spec->family == AF_INET ? 4 : 6);
 		return -EINVAL;
 	}
-	srandom(mono_ns());
 	err = session_open(&ss, n, &pod, 1);
 	if (err) {
 		session_open_err(n, err);
@@ -645,7 +752,7 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 		err = -ENOMEM;
 		goto out;
 	}
-	ss.first_id = (uint32_t)random() & 0x7fffffff;
+	ss.first_id = rng_next(&ss) & 0x7fffffff;
 	ss.nprobes = count;
 	for (uint32_t i = 0; i < count; i++) {
 		struct probe *pr = &ss.probes[i];
@@ -659,16 +766,22 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 	}
 	unlocked = !unlock_for_wait(n);
 	for (; sent < count && !stopped(&ss); sent++) {
-		long long next = mono_ns() + spec->interval_ms * 1000000LL;
+		long long next = pi_mono_ns() + spec->interval_ms * 1000000LL;
 
-		probe_send(&ss, &ss.probes[sent]);
+		/* a probe that did not leave is no "no answer" */
+		err = probe_send(&ss, &ss.probes[sent]);
+		if (err) {
+			if (unlocked)
+				relock_for_teardown(n, spec->lock_timeout_ms);
+			goto out;
+		}
 		/* answers of this and earlier probes arrive meanwhile */
 		wait_answers(&ss, sent, sent + 1, next);
-		while (mono_ns() < next && sent + 1 < count && !stopped(&ss))
+		while (pi_mono_ns() < next && sent + 1 < count && !stopped(&ss))
 			ring_buffer__poll(ss.rb, 10);
 	}
 	{
-		long long until = mono_ns();
+		long long until = pi_mono_ns();
 
 		for (uint32_t i = 0; i < sent; i++) {
 			long long d = ss.probes[i].sent_ns + timeout * 1000000LL;
@@ -706,6 +819,8 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 
 	*out = NULL;
 	*rows = *cols = 0;
+	if (node_require_write(n, "probe matrix"))
+		return -EBADF;
 	if ((proto != IPPROTO_ICMP && !spec->port) || spec->nextra > 16 ||
 	    spec->nextra < 0) {
 		pr_err("%s probes need a port; at most 16 more addresses",
@@ -728,7 +843,6 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		err = -ESRCH;
 		goto out_pods;
 	}
-	srandom(mono_ns());
 	err = session_open(&ss, n, pl.pods, pl.n);
 	if (err) {
 		session_open_err(n, err);
@@ -742,7 +856,7 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		err = -ENOMEM;
 		goto out;
 	}
-	ss.first_id = (uint32_t)random() & 0x7fffffff;
+	ss.first_id = rng_next(&ss) & 0x7fffffff;
 	ss.nprobes = pl.n * ncols;
 	for (int r = 0; r < pl.n; r++) {
 		for (int c = 0; c < ncols; c++) {
@@ -772,10 +886,17 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 	for (int i = 0; i < np; i++) {
 		if (ss.probes[i].verdict != V_PENDING || stopped(&ss))
 			continue;
-		probe_send(&ss, &ss.probes[i]);
+		err = probe_send(&ss, &ss.probes[i]);
+		if (err)
+			break;
 		nsent++;
 	}
-	wait_answers(&ss, 0, np, mono_ns() + timeout * 1000000LL);
+	if (err) {
+		if (unlocked)
+			relock_for_teardown(n, spec->lock_timeout_ms);
+		goto out;
+	}
+	wait_answers(&ss, 0, np, pi_mono_ns() + timeout * 1000000LL);
 	finalize(&ss, 0, np);
 	if (unlocked)
 		relock_for_teardown(n, spec->lock_timeout_ms);

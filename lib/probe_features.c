@@ -113,7 +113,9 @@ int probe_features(struct features *f)
 	f->redirect_peer_egress = f->redirect_peer_egress_retval == 7;
 	f->bpf_loop = probe_bpf_loop();
 
-	saved = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	/* the calling thread's namespace: unshare() below moves only this
+	 * thread, and in a threaded agent it may differ from the process's */
+	saved = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (saved < 0)
 		return -errno;
 	if (unshare(CLONE_NEWNET)) {

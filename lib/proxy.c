@@ -188,6 +188,15 @@ void reply_hook_release(const struct pi_node *n, const struct inject_state *s,
 	detach_in_pod(n, s, pod, "reply");
 }
 
+void reply_hook_unpin(const struct inject_state *s,
+		      const struct pi_pod_info *gone)
+{
+	char path[PATH_MAX];
+
+	pin_of(s, path, sizeof(path), "reply", gone);
+	unlink(path);
+}
+
 static int proxy_serves(const struct inject_state *s, uint32_t proxy_ifindex,
 			uint32_t except)
 {
@@ -319,6 +328,8 @@ int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 	int nkeys = 0, created, err;
 	bool ruled = false;
 
+	if (node_require_write(n, "proxy add"))
+		return -EBADF;
 	err = two_pods(n, proxy_name, pod_name, &proxy, &pod);
 	if (err)
 		return err;
@@ -393,6 +404,8 @@ int pi_proxy_del(struct pi_node *n, const char *proxy_name,
 	struct inject_state s;
 	int err;
 
+	if (node_require_write(n, "proxy del"))
+		return -EBADF;
 	err = two_pods(n, proxy_name, pod_name, &proxy, &pod);
 	if (err)
 		return err;

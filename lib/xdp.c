@@ -26,6 +26,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "nl.h"
+#include "percpu.h"
 #include "xdp.h"
 #include "xdp.skel.h"
 
@@ -159,16 +160,7 @@ void xdp_node_teardown(const struct pi_node *n)
 
 static void reset_stats(int map, uint32_t id)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	void *zero;
-
-	if (ncpu <= 0)
-		return;
-	zero = calloc(ncpu, sizeof(struct pi_xdp_stats));
-	if (!zero)
-		return;
-	bpf_map_update_elem(map, &id, zero, 0);
-	free(zero);
+	percpu_zero(map, &id, sizeof(struct pi_xdp_stats));
 }
 
 /* Marks the pod as checked in XDP (or not) where the datapath reads it. */
@@ -293,30 +285,13 @@ int xdp_pod_detach(const struct pi_node *n, const struct pi_pod_info *p)
 int xdp_pod_stats(const struct pi_node *n, uint32_t pod_id,
 		  struct pi_xdp_stats *out)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	struct pi_xdp_stats *per;
-	int map, err = 0;
+	int map, err;
 
 	memset(out, 0, sizeof(*out));
-	if (ncpu <= 0)
-		return -EINVAL;
 	map = pin_get(n, "xdp_stats");
 	if (map < 0)
 		return map;
-	per = calloc(ncpu, sizeof(*per));
-	if (!per) {
-		close(map);
-		return -ENOMEM;
-	}
-	if (bpf_map_lookup_elem(map, &pod_id, per))
-		err = -errno;
-	for (int c = 0; c < ncpu && !err; c++) {
-		out->acl_packets += per[c].acl_packets;
-		out->acl_bytes += per[c].acl_bytes;
-		out->acl_drops += per[c].acl_drops;
-		out->uplink_redirects += per[c].uplink_redirects;
-	}
-	free(per);
+	err = percpu_sum(map, &pod_id, out, sizeof(*out));
 	close(map);
 	return err;
 }

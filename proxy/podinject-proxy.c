@@ -48,6 +48,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <podinject_util.h>
 
 #define PIPE_BYTES	(1 << 20)
 #define MAX_EVENTS	256
@@ -131,14 +132,6 @@ static long nconns, nsessions;
 static long long expire_last;	/* when expire() last ran, ms */
 static unsigned long long shed, refused;
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 static const char *addr_str(const struct sockaddr_storage *ss, char *buf,
 			    size_t len)
 {
@@ -188,12 +181,9 @@ static uint32_t ss_hash(const struct sockaddr_storage *ss, bool port,
 		pt = (const void *)&s->sin6_port;
 	}
 	if (!h)
-		h = 2166136261u;
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ a[i]) * 16777619u;
-	for (int i = 0; port && i < 2; i++)
-		h = (h ^ pt[i]) * 16777619u;
-	return h;
+		h = PI_FNV32_BASIS;
+	h = pi_fnv32(h, a, len);
+	return port ? pi_fnv32(h, pt, 2) : h;
 }
 
 static bool same_host(const struct sockaddr_storage *a,
@@ -258,7 +248,7 @@ static void refuse_log(const char *what, const struct sockaddr_storage *ss,
 {
 	static long long second;
 	static int lines;
-	long long now = now_ms() / 1000;
+	long long now = pi_mono_ms() / 1000;
 	char a[64];
 
 	refused++;
@@ -280,11 +270,22 @@ static int set_transparent(int fd, int family)
 	return setsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &one, sizeof(one));
 }
 
-static void ep_set(int fd, struct tag *tag, uint32_t events, bool add)
+static int ep_set(int fd, struct tag *tag, uint32_t events, bool add)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = tag };
 
-	epoll_ctl(ep, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
+	return epoll_ctl(ep, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
+}
+
+/* A descriptor the proxy cannot run without, at its start: named, and
+ * the proxy ends (a proxy without its signal fd could not be stopped
+ * cleanly, one without epoll could serve nothing). */
+static int need_fd(int fd, const char *what)
+{
+	if (fd < 0)
+		fprintf(stderr, "podinject-proxy: %s: %s\n", what,
+			strerror(errno));
+	return fd;
 }
 
 static int listen_on(int family, int type, int port)
@@ -524,7 +525,7 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 			return;
 		}
 		c->connected = true;
-		c->last = now_ms();
+		c->last = pi_mono_ms();
 	}
 	{
 		unsigned long long before = c->up.bytes + c->down.bytes;
@@ -535,7 +536,7 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 			return;
 		}
 		if (c->up.bytes + c->down.bytes != before)
-			c->last = now_ms();
+			c->last = pi_mono_ms();
 	}
 	if (c->up.shut && c->down.shut) {
 		conn_free(c, false, "done");
@@ -573,7 +574,7 @@ static void drop_now(int fd)
 static void shed_pending(struct listener *l, int err)
 {
 	static long long last_log;
-	long long now = now_ms();
+	long long now = pi_mono_ms();
 	int fd, n = 0;
 
 	if (reserve_fd >= 0) {
@@ -600,7 +601,7 @@ static void shed_pending(struct listener *l, int err)
 
 static void listeners_resume(void)
 {
-	long long now = now_ms();
+	long long now = pi_mono_ms();
 
 	for (int i = 0; i < 4; i++) {
 		struct listener *l = &listeners[i];
@@ -660,7 +661,7 @@ static void accept_tcp(struct listener *l)
 		c->orig = orig;
 		c->ctag = (struct tag){ K_CLIENT, c };
 		c->utag = (struct tag){ K_UPSTREAM, c };
-		c->last = now_ms();
+		c->last = pi_mono_ms();
 		c->deadline = c->last + connect_timeout_ms;
 		c->next = conns;
 		if (conns)
@@ -823,7 +824,7 @@ static void recv_udp(int lfd)
 		s = udp_session(&client, &orig);
 		if (!s)
 			continue;
-		s->last = now_ms();
+		s->last = pi_mono_ms();
 		send(s->up, buf, n, 0);
 	}
 }
@@ -835,7 +836,7 @@ static void udp_reply(struct udp_session *s)
 
 	for (int i = 0; i < BATCH && (n = recv(s->up, buf, sizeof(buf), 0)) >= 0;
 	     i++) {
-		s->last = now_ms();
+		s->last = pi_mono_ms();
 		sendto(s->reply, buf, n, 0, (void *)&s->client,
 		       ss_len(&s->client));
 	}
@@ -845,7 +846,7 @@ static void udp_reply(struct udp_session *s)
  * silent client holds nothing for ever). */
 static void expire(void)
 {
-	long long now = now_ms();
+	long long now = pi_mono_ms();
 	struct udp_session **pp = &sessions;
 	struct conn *c, *next;
 
@@ -968,15 +969,23 @@ int main(int argc, char **argv)
 		goto usage;
 	if (raise_nofile())
 		return 1;
-	reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	/* the descriptor given up to accept() a connection over the limit */
+	reserve_fd = need_fd(open("/dev/null", O_RDONLY | O_CLOEXEC),
+			     "the reserve descriptor (/dev/null)");
+	if (reserve_fd < 0)
+		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	ep_set(sfd, &sigtag, EPOLLIN, true);
+	sfd = need_fd(signalfd(-1, &mask, SFD_CLOEXEC), "signalfd");
+	if (sfd < 0)
+		return 1;
+	ep = need_fd(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
+	if (ep < 0 || need_fd(ep_set(sfd, &sigtag, EPOLLIN, true),
+			      "epoll_ctl (signalfd)") < 0)
+		return 1;
 
 	lfds[0] = listen_on(AF_INET, SOCK_STREAM, port);
 	lfds[1] = listen_on(AF_INET6, SOCK_STREAM, port);
@@ -994,7 +1003,9 @@ int main(int argc, char **argv)
 		if (l->fd < 0)
 			continue;	/* no IPv6 here is fine */
 		l->tag = (struct tag){ i < 2 ? K_LISTEN_TCP : K_LISTEN_UDP, l };
-		ep_set(l->fd, &l->tag, EPOLLIN, true);
+		if (need_fd(ep_set(l->fd, &l->tag, EPOLLIN, true),
+			    "epoll_ctl (listener)") < 0)
+			return 1;
 	}
 	if (verbose)
 		fprintf(stderr, "podinject-proxy: listening on %ld\n", port);

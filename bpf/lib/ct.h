@@ -34,11 +34,6 @@ struct {
 	__type(value, struct pi_ct_entry);
 } ct SEC(".maps");
 
-#define TCP_FIN	0x01
-#define TCP_SYN	0x02
-#define TCP_RST	0x04
-#define TCP_ACK	0x10
-
 #define ICMP_ECHOREPLY_		0
 #define ICMP_DEST_UNREACH_	3
 #define ICMP_ECHO_		8

@@ -51,6 +51,25 @@ enum parse_result {
 #define ETH_P_8021Q_		0x8100
 #define ETH_P_8021AD_		0x88A8
 
+/* struct pkt's tcp_flags: byte 13 of the TCP header */
+#define TCP_FIN	0x01
+#define TCP_SYN	0x02
+#define TCP_RST	0x04
+#define TCP_ACK	0x10
+
+/*
+ * The farthest transport header the parser can place (l4_off): Ethernet,
+ * IPv6, then PI_MAX_EXTHDRS extension headers of the longest kind, 8 *
+ * (255 + 1) bytes each (an AH is at most 4 * (255 + 2)). IPv4's is nearer:
+ * 14 + 60. A program that reads at l4_off plus a constant bounds l4_off
+ * by this, so that the verifier knows the offset's range through the
+ * arithmetic (XDP's direct access needs it below 64 KiB); any smaller
+ * bound would send a valid packet with long extension headers down
+ * another path.
+ */
+#define PKT_L4_OFF_MAX	(sizeof(struct ethhdr) + sizeof(struct ipv6hdr) + \
+			 PI_MAX_EXTHDRS * 8 * 256)
+
 /* First fragments let through, by fragment identity (include/podinject_abi.h).
  * Every object that parses has its own; the node's is pinned and shared
  * with the XDP programs. */

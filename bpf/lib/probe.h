@@ -36,7 +36,7 @@ static __always_inline int icmp_flow(struct __sk_buff *skb,
 	__u32 off = p->l4_off;
 	__u8 hdr[8];
 
-	if (off > 128 || bpf_skb_load_bytes(skb, off, hdr, 8))
+	if (off > PKT_L4_OFF_MAX || bpf_skb_load_bytes(skb, off, hdr, 8))
 		return -1;
 	__builtin_memset(k, 0, sizeof(*k));
 	k->family = p->family;
@@ -110,9 +110,10 @@ static __always_inline bool probe_take(struct __sk_buff *skb,
 		flow_key(&k, p, false);
 		if (p->proto == IPPROTO_UDP) {
 			kind = PI_PROBE_DATAGRAM;
-		} else if (p->tcp_flags & 0x04) {
+		} else if (p->tcp_flags & TCP_RST) {
 			kind = PI_PROBE_RST;
-		} else if ((p->tcp_flags & 0x12) == 0x12) {
+		} else if ((p->tcp_flags & (TCP_SYN | TCP_ACK)) ==
+			   (TCP_SYN | TCP_ACK)) {
 			kind = PI_PROBE_SYNACK;
 			if (bpf_skb_load_bytes(skb, p->l4_off + 8, &ack, 4))
 				return false;

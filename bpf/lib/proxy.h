@@ -119,14 +119,14 @@ static __always_inline void flow_touch(struct pi_flow *f, const struct pkt *p)
 	f->last_seen_ns = bpf_ktime_get_ns();
 	if (p->proto != IPPROTO_TCP || p->frag == PKT_FRAG_LATER)
 		return;
-	if (p->tcp_flags & 0x05) {
+	if (p->tcp_flags & (TCP_FIN | TCP_RST)) {
 		/* from then on the shorter timeout: the timer, armed with
 		 * the long one, is brought forward */
 		if (!(f->flags & PI_FLOW_CLOSING)) {
 			f->flags |= PI_FLOW_CLOSING;
 			bpf_timer_start(&f->timer, flow_idle_closing_ns, 0);
 		}
-	} else if ((p->tcp_flags & 0x12) == 0x02)
+	} else if ((p->tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN)
 		f->flags &= ~PI_FLOW_CLOSING;
 }
 
@@ -254,7 +254,7 @@ static __always_inline bool starts_flow(const struct pkt *p)
 {
 	if (p->proto == IPPROTO_UDP)
 		return true;
-	return (p->tcp_flags & 0x12) == 0x02;
+	return (p->tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN;
 }
 
 /* Is `p`'s source an address of the captured pod on `ifindex`? The
@@ -302,7 +302,7 @@ static __always_inline bool icmp_error_flow(struct __sk_buff *skb,
 	__u8 h[2];
 	__u16 ports[2];
 
-	if (p->frag != PKT_FRAG_NONE || off > 128 ||
+	if (p->frag != PKT_FRAG_NONE || off > PKT_L4_OFF_MAX ||
 	    bpf_skb_load_bytes(skb, off, h, 2))
 		return false;
 	__builtin_memset(k, 0, sizeof(*k));

@@ -17,7 +17,11 @@
  *   -EADDRINUSE  an address belongs to another pod of the node
  *   -EINVAL      an argument that cannot be right
  *   -ENXIO       a namespace or device named by the caller does not exist
- *                or is not what it must be
+ *                or is not what it must be (an uplink of pi_node_up too)
+ *   -EBADF       a call that changes the node (pod add/adopt/del/check,
+ *                policy add/del, inject allow/deny, proxy add/del, probes,
+ *                ct flush and timeouts, apply but for a dry run) on a
+ *                handle opened PI_OPEN_READ
  *   -EALREADY    pi_node_up: the node is up already
  * Calls that change a node hold its lock (a flock on its pin directory)
  * for their whole transaction; reads hold it shared.
@@ -89,7 +93,7 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *opts,
 int pi_node_down(const char *name, bool force, int lock_timeout_ms);
 
 enum pi_open_mode {
-	PI_OPEN_READ,		/* shared lock */
+	PI_OPEN_READ,		/* shared lock; changes are refused (-EBADF) */
 	PI_OPEN_WRITE,		/* exclusive lock */
 };
 

@@ -144,6 +144,8 @@ static void check_conf(const struct cni_conf *c)
 	      "accepted node name '%s'", c->node);
 	CHECK(c->lock_timeout_ms >= 0 && c->lock_timeout_ms <= 3600 * 1000,
 	      "accepted lockTimeoutMs %d", c->lock_timeout_ms);
+	CHECK(c->ipam_timeout_ms >= 1 && c->ipam_timeout_ms <= 3600 * 1000,
+	      "accepted ipamTimeoutMs %d", c->ipam_timeout_ms);
 	CHECK(c->mode == CNI_MODE_MAIN ? c->ipam != NULL : c->ipam == NULL,
 	      "mode %d with%s ipam", c->mode, c->ipam ? "" : "out");
 	CHECK(!c->prev_result || json_is_object(c->prev_result),

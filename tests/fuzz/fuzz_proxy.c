@@ -426,9 +426,9 @@ static void expire_all(bool all, bool due)
 		expire_last -= EXPIRE_EVERY_MS;
 	last = expire_last;
 	udp_idle_ms = all ? -1 : 1 << 30;
-	t0 = now_ms();
+	t0 = pi_mono_ms();
 	expire();
-	t1 = now_ms();
+	t1 = pi_mono_ms();
 	udp_idle_ms = idle;
 	ran = expire_last != last;
 	CHECK(!(t0 - last >= EXPIRE_EVERY_MS) || ran,

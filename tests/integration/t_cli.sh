@@ -45,7 +45,7 @@ bad bad_node_name 2 -N BAD_NAME node show
 bad unknown_object 2 -N $N frobnicate
 bad unknown_command 2 -N $N pod frob
 bad no_command 2 -N $N pod
-bad up_missing_uplink 1 -N $N node up --uplink nosuchdev
+bad up_missing_uplink 2 -N $N node up --uplink nosuchdev
 check up_failed_netns_gone sh -c "! ip netns list | grep -qw $N"
 bad up_bad_arg 2 -N $N node up --frob
 

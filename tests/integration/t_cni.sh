@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=161
+EXPECT=178
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -339,6 +339,7 @@ expect_code bad_node_name 7 bad_add "$(podconf 1.0.0 "$prev" '{"node": "No Such/
 expect_code bad_prevresult_type 7 bad_add "$(podconf 1.0.0 '"text"')"
 expect_code bad_no_prevresult 7 bad_add "$(podconf 1.0.0)"
 expect_code bad_main_without_ipam 7 bad_add "$(podconf 1.0.0 "" '{"mode": "main"}')"
+expect_code bad_ipam_timeout 7 bad_add "$(podconf 1.0.0 "$prev" '{"ipamTimeoutMs": 0}')"
 conf=$(podconf 1.0.0 "$prev")
 env_run() { echo "$conf" | env -i PATH=/usr/bin:/bin "$@" "$CNI" 2>>"$T/stderr"; }
 expect_code env_no_command 4 env_run CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0
@@ -500,6 +501,60 @@ check main_failed_add_then_del rt DEL "$T/main100.conflist" "$id" /run/netns/${P
 ip netns del ${PREFIX}mf
 rt DEL "$T/ptp10.conflist" "$(cid 99)" /run/netns/${PREFIX}ptp1 >/dev/null
 ip netns del ${PREFIX}ptp1
+
+# ---- main mode with an IPAM plugin that misbehaves ------------------------------
+# A fake plugin (a script in CNI_PATH; what it does on ADD is in its name)
+# that prints without end, hangs (a child of its own in the background),
+# or shuts its stdin before the config (bigger than a pipe holds) is in
+# and then prints a valid result. Each ADD fails with code 106 and a clear
+# message in bounded time, the plugin and its children are gone, no pod
+# is left, and the plugin got its DEL. (A build before the fix read
+# without end, waited without end, or took the result of a plugin that
+# never got its config: `timeout` bounds those runs.)
+cat >"$T/bin/ipam-fake" <<'EOS'
+#!/bin/sh
+echo "$CNI_COMMAND $(basename "$0")" >>"$(dirname "$0")/../ipam-fake.log"
+case "$CNI_COMMAND:$(basename "$0")" in
+ADD:ipam-endless) exec yes '{"cniVersion":"1.0.0","m":"cni-fake-endless"}' ;;
+ADD:ipam-hang) cat >/dev/null; sleep 613 & wait ;;
+ADD:ipam-noconf) exec 0<&-; sleep 0.3
+	echo '{"cniVersion":"1.0.0","ips":[{"address":"10.123.6.9/24"}]}' ;;
+*) cat >/dev/null ;;
+esac
+EOS
+chmod +x "$T/bin/ipam-fake"
+fake_procs() { pgrep -f 'cni-fake-endless|sleep 613|ipam-(endless|hang|noconf)' | wc -l; }
+declare -A msg
+mkns ${PREFIX}fi
+for kind in endless hang noconf; do
+	ln -s ipam-fake "$T/bin/ipam-$kind"
+	conf=$(jq -cn --arg node "$NODE" --arg log "$LOG" --arg t "ipam-$kind" \
+		'{cniVersion: "1.0.0", name: "ci-fake", type: "podinject",
+		  mode: "main", node: $node, logFile: $log, ipamTimeoutMs: 1000,
+		  pad: ("x" * 200000), ipam: {type: $t}}')
+	before=$(npods)
+	t0=$(now_ms)
+	out=$(echo "$conf" | timeout 20 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		CNI_COMMAND=ADD CNI_CONTAINERID="$(cid 130)" \
+		CNI_NETNS=/run/netns/${PREFIX}fi CNI_IFNAME=eth0 \
+		CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAME=fi" CNI_PATH="$CNI_PATH_DIR" \
+		"$CNI_PATH_DIR/podinject" 2>>"$T/stderr")
+	t1=$(now_ms)
+	expect_eq ipam_${kind}_code "$(code_of "$out")" 106
+	msg[$kind]=$(jq -r .msg <<<"$out" 2>/dev/null)
+	expect_lt ipam_${kind}_bounded "$(sub "$t1" "$t0")" 8000
+	expect_num ipam_${kind}_no_pod "$(npods)" "$before"
+	expect_eq ipam_${kind}_no_process "$(fake_procs)" 0
+	# (a build before the fix left them: out of the way of the next)
+	for p in $(pgrep -f 'cni-fake-endless|sleep 613|ipam-(endless|hang|noconf)'); do
+		kill -KILL "$p"
+	done
+done
+expect_eq ipam_endless_named "${msg[endless]}" "IPAM plugin output too large"
+expect_eq ipam_hang_named "${msg[hang]}" "IPAM plugin timed out"
+expect_eq ipam_noconf_named "${msg[noconf]}" "IPAM plugin did not take its config"
+expect_eq ipam_fake_dels "$(grep -c '^DEL ' "$T/ipam-fake.log")" 3
+ip netns del ${PREFIX}fi
 
 # ---- 32 concurrent ADDs, then 32 concurrent DELs --------------------------------
 # The node is down first: the 32 race to bring it up, and one does.

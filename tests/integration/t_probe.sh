@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=88
+EXPECT=105
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -242,6 +242,22 @@ expect_eq killed_then_removed_probe_runs "$(verdicts <<<"$out")" answered
 left_nothing killed
 scrub
 
+# A probe that cannot leave is an error, not "no-answer": its own transmit
+# device taken down under it (a local send failure), the command fails
+# with the reason, and its teardown still removes what it made.
+set -m
+"$PI" -N $X -j probe --from tq-a --to $B --count 50 --interval 100 >/dev/null 2>/tmp/tq$$.e &
+bg=$!
+set +m
+probing_now
+ip -n $X link set pi_probe_tx down
+wait $bg
+expect_eq send_failure_exit_1 "$?" 1
+check send_failure_named grep -q "cannot send the probe from 'tq-a' to $B on pi_probe_tx: Network is down" /tmp/tq$$.e
+left_nothing send_failure
+scrub
+rm -f /tmp/tq$$.e
+
 # ---- A pod named `probe`: its host device is pi-probe and its head
 # program's pin link_IFINDEX. While another probe runs it is added, injects
 # and is refused probing clearly; then it is probed like any pod, and the
@@ -282,6 +298,34 @@ check probe_pod_link_kept test -e "$INJ/link_$("$PI" -N $X -j pod show probe | j
 expect_eq probe_pod_auth_kept "$("$PI" -N $X -j inject list | jq -r '[.[] | .injector + ">" + .as] | unique | join(",")')" "probe>tq-c"
 expect_eq probe_pod_injects_after "$(udp_from_probe 10)" 10
 rm -f /tmp/tq$$.i /tmp/tq$$.r /tmp/tq$$.bg
+
+# ---- The probe waits without the node's lock. Its source pod deleted
+# meanwhile and a pod of the same name, address and namespace name put in
+# its place and proxied: the probe's teardown leaves the new pod's reply
+# hook (a filter at the same priority on an eth0 in a namespace of the
+# same name, with clsact) and its proxy authorisation alone, and removes
+# the pin it left for the deleted pod's device.
+c_hooks() {
+	echo "$("$BUILD/tcx-attach" query tq-c eth0 ingress 2>/dev/null) $(in_ns tq-c tc filter show dev eth0 ingress | wc -l)"
+}
+old_c=$("$PI" -N $X -j pod show tq-c | jq .host_ifindex)
+set -m
+"$PI" -N $X -j probe --from tq-c --to 10.244.0.99 --timeout 5000 >/tmp/tq$$.g 2>/dev/null &
+bg=$!
+set +m
+probing_now
+check replaced_source_deleted pi -N $X pod del tq-c
+check replaced_source_added pi -N $X pod add tq-c --ip 10.244.0.12
+check replaced_source_proxied pi -N $X proxy add tq-d --port 15001 --for tq-c
+hooks_c=$(c_hooks)
+check replaced_source_hooked test "$hooks_c" != " 0"
+wait $bg
+expect_eq replaced_source_probe_done "$?:$(jq '.probes | length' /tmp/tq$$.g)" 0:1
+expect_eq replaced_source_reply_hook_kept "$(c_hooks)" "$hooks_c"
+expect_eq replaced_source_proxy_auth_kept "$("$PI" -N $X -j inject list | jq -r '[.[] | select(.injector == "tq-d") | .as] | join(",")')" tq-c
+check replaced_source_old_pin_gone test ! -e "$INJ/link_reply_$old_c"
+check replaced_source_unproxied pi -N $X proxy del tq-d --for tq-c
+rm -f /tmp/tq$$.g
 
 kill $srv $srv6 2>/dev/null
 # Both nodes adopted their namespaces (make_wire made them): node down

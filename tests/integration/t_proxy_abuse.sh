@@ -15,7 +15,7 @@
 # burns every tick, one waiting burns none.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=31
+EXPECT=33
 PREFIX=pa-
 X=pa-x
 C=10.244.0.10
@@ -240,3 +240,23 @@ sleep 0.3
 expect_eq icmp_frag_needed_reaches_the_proxy "$(in_ns pa-p ip route get $S | grep -o 'mtu [0-9]*')" "mtu 1280"
 expect_eq icmp6_too_big_reaches_the_proxy "$(in_ns pa-p ip -6 route get fd00::d | grep -o 'mtu [0-9]*')" "mtu 1280"
 stop_proxy
+
+# ---- The descriptors the proxy needs at its start: with none left for its
+# signal fd or its epoll instance it names which and exits 1 (before, it
+# went on without them: no clean stop on SIGTERM, no events, and it failed
+# later on its listeners with "cannot listen"). Its reserve descriptor,
+# opened first, is checked the same way; it cannot be starved from here:
+# the dynamic loader needs that very descriptor to start the program.
+# starved FREE: the proxy with a hard open files limit of 96, no
+# CAP_SYS_RESOURCE to raise it, and all descriptors but the last FREE in
+# use (inherited); prints its exit status and last error line
+starved() {
+	ip netns exec pa-p bash -c '
+		ulimit -n 96
+		for i in $(seq 3 $((95 - $1))); do eval "exec $i</dev/null"; done
+		exec setpriv --bounding-set=-sys_resource "$2" 15002' _ "$1" "$BUILD/podinject-proxy" \
+		</dev/null >/dev/null 2>$T.starved
+	echo "$? $(tail -n 1 $T.starved)"
+}
+expect_eq start_no_signalfd "$(starved 1)" "1 podinject-proxy: signalfd: Too many open files"
+expect_eq start_no_epoll "$(starved 2)" "1 podinject-proxy: epoll_create1: Too many open files"

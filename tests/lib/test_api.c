@@ -10,11 +10,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -113,6 +116,29 @@ static int failing_calls(void)
 	pi_node_close(n);
 	pi_node_open("la-not-up", PI_OPEN_READ, 1000, &n);
 	return 0;
+}
+
+static ino_t thread_netns(void)
+{
+	struct stat st;
+
+	return stat("/proc/thread-self/ns/net", &st) ? 0 : st.st_ino;
+}
+
+/* A thread of an agent in a namespace of its own (the main thread stays
+ * where it was) probes the kernel's features: it is back in its own
+ * namespace afterwards, not in the main thread's. */
+static void *probe_in_own_netns(void *arg)
+{
+	ino_t *ino = arg;
+	struct pi_features f;
+
+	if (unshare(CLONE_NEWNET))
+		return NULL;
+	ino[0] = thread_netns();
+	pi_features_probe(&f);
+	ino[1] = thread_netns();
+	return NULL;
 }
 
 static void count_step(const struct pi_plan_step *st, void *ctx)
@@ -240,6 +266,19 @@ int main(void)
 	}
 	pi_set_log(on_log, NULL);
 	cleanup();
+
+	{
+		ino_t ino[2] = { 0, 0 };
+		pthread_t t;
+
+		if (!pthread_create(&t, NULL, probe_in_own_netns, ino))
+			pthread_join(t, NULL);
+		check(ino[0] && ino[0] != thread_netns() && ino[1] == ino[0],
+		      "features_probe_keeps_thread_netns",
+		      "thread's namespace %lu, after the probe %lu, main thread's %lu",
+		      (unsigned long)ino[0], (unsigned long)ino[1],
+		      (unsigned long)thread_netns());
+	}
 
 	CHECK_RC("node_up", pi_node_up(NODE, &up, &info), 0);
 	check(info.pods == 0 && !strcmp(info.name, NODE), "node_up_info",
@@ -377,6 +416,67 @@ int main(void)
 	log_lines = 0;
 	failing_calls();
 	check(log_lines >= 3, "failures_are_logged", "%d log lines", log_lines);
+
+	/* A handle opened read-only shares the lock with other readers:
+	 * every call that would change the node is refused, -EBADF, and
+	 * changes nothing. */
+	{
+		struct pi_pod_spec c = { .name = "la-c", .has4 = true,
+					 .ip4 = v4("10.244.0.12") };
+		struct pi_probe_spec ps = { .from = "la-a", .family = AF_INET,
+					    .dst = v4("10.244.0.11"),
+					    .timeout_ms = 100 };
+		struct pi_proxy_rule pr = { .port = 15001 };
+		struct pi_probe_result *res = NULL;
+		uint32_t to[PI_CT_TO_MAX], to_after[PI_CT_TO_MAX];
+		int steps;
+
+		last_error[0] = 0;
+		CHECK_RC("read_only_pod_add", pi_pod_add(n, &c, NULL), -EBADF);
+		check(strstr(last_error, "read-only") != NULL,
+		      "read_only_refusal_logged", "last error: %s", last_error);
+		CHECK_RC("read_only_pod_del", pi_pod_del(n, "la-b"), -EBADF);
+		CHECK_RC("read_only_pod_check", pi_pod_get(n, "la-a", &pod) ?:
+			 pi_pod_check(n, &pod), -EBADF);
+		CHECK_RC("read_only_policy_add",
+			 pi_policy_add(n, "la-a", PI_DIR_EGRESS, &deny, 0, &id), -EBADF);
+		CHECK_RC("read_only_policy_del",
+			 pi_policy_del(n, "la-a", PI_DIR_EGRESS, 0), -EBADF);
+		CHECK_RC("read_only_inject_allow",
+			 pi_inject_allow(n, "la-a", &as_b, 1, 0, NULL), -EBADF);
+		CHECK_RC("read_only_inject_deny",
+			 pi_inject_deny(n, "la-a", NULL, 0), -EBADF);
+		CHECK_RC("read_only_proxy_add",
+			 pi_proxy_add(n, "la-b", "la-a", &pr), -EBADF);
+		CHECK_RC("read_only_proxy_del", pi_proxy_del(n, "la-b", "la-a"), -EBADF);
+		CHECK_RC("read_only_probe", pi_probe_run(n, &ps, &res), -EBADF);
+		free(res);
+		CHECK_RC("read_only_apply",
+			 apply_str(n, "{\"apiVersion\": \"podinject/v1\"}", 0,
+				   &steps, NULL), -EBADF);
+		check(apply_str(n, "{\"apiVersion\": \"podinject/v1\"}",
+				PI_APPLY_DRY_RUN, &steps, NULL) >= 0,
+		      "read_only_apply_dry_run", "a dry run only reads: %s",
+		      last_error);
+		CHECK_RC("read_only_ct_flush", pi_ct_flush(n, "la-a"), -EBADF);
+		pi_ct_timeouts(n, to);
+		CHECK_RC("read_only_ct_timeout",
+			 pi_ct_set_timeout(n, 0, to[0] + 7), -EBADF);
+		pi_ct_timeouts(n, to_after);
+		cnt = pi_pod_list(n, &pods);
+		check(cnt == 2 && !pi_pod_get(n, "la-b", &pod) &&
+		      to_after[0] == to[0], "read_only_changed_nothing",
+		      "pods %d, ct timeout %u -> %u", cnt, to[0], to_after[0]);
+		if (cnt > 0)
+			free(pods);
+		cnt = pi_policy_list(n, "la-a", &rules);
+		check(cnt == 0, "read_only_no_rule", "%d rules", cnt);
+		if (cnt > 0)
+			free(rules);
+	}
+	pi_node_close(n);
+	n = NULL;
+	CHECK_RC("open_write_again", pi_node_open(NODE, PI_OPEN_WRITE, 1000, &n), 0);
 	CHECK_RC("pod_del", pi_pod_del(n, "la-a"), 0);
 	CHECK_RC("pod_del_again", pi_pod_del(n, "la-a"), -ESRCH);
 	check(system("ip netns pids la-a >/dev/null 2>&1") != 0, "pod_del_removes_netns",
@@ -389,6 +489,14 @@ int main(void)
 	check(system("ip netns pids la-b >/dev/null 2>&1") != 0, "node_down_removes_pods",
 	      "namespace la-b is still there");
 	CHECK_RC("node_down_not_up", pi_node_down(NODE, false, 100), -ENOENT);
+
+	/* A device named by the caller that does not exist: -ENXIO, as the
+	 * header says, and the failed node up leaves nothing. */
+	up.uplink = "la-nodev";
+	CHECK_RC("node_up_missing_uplink", pi_node_up(NODE, &up, NULL), -ENXIO);
+	check(access("/sys/fs/bpf/podinject/" NODE, F_OK) != 0 &&
+	      system("ip netns pids " NODE " >/dev/null 2>&1") != 0,
+	      "node_up_missing_uplink_left_nothing", "pins or namespace left");
 	cleanup();
 	return failed ? 1 : 0;
 }

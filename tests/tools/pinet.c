@@ -99,6 +99,7 @@
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <podinject_util.h>
 
 #ifndef IP_FREEBIND
 #define IP_FREEBIND		15
@@ -350,30 +351,12 @@ static int family_of(const struct opts *o, const char *dst)
 	return o->family;
 }
 
-static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n)
-{
-	while (n--) {
-		h ^= *p++;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
-#define FNV_INIT	0xcbf29ce484222325ULL
 
 /* The byte at stream offset off of what tcp-connect --send writes. A prime
  * period keeps it from lining up with buffer sizes. */
 static unsigned char pattern(uint64_t off)
 {
 	return (unsigned char)(off % 251);
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
 static int set_int(int fd, int level, int name, int val)
@@ -504,9 +487,9 @@ static int cmd_udp_recv(int argc, char **argv)
 	fd = listen_socket(o.family, SOCK_DGRAM, port);
 	if (fd < 0)
 		return 1;
-	deadline = now_ms() + timeout;
+	deadline = pi_mono_ms() + timeout;
 	while (received < count) {
-		long left = deadline - now_ms();
+		long left = deadline - pi_mono_ms();
 		socklen_t alen;
 		union sa from;
 		ssize_t n;
@@ -654,7 +637,7 @@ static int serve(int cfd, const struct opts *o)
 {
 	static unsigned char buf[IO_CHUNK];
 	bool echo = o->seen & OPT_ECHO, sink = o->seen & OPT_SINK;
-	uint64_t h = FNV_INIT;
+	uint64_t h = PI_FNV64_BASIS;
 	long long bytes = 0;
 
 	if (!echo && !sink)
@@ -676,7 +659,7 @@ static int serve(int cfd, const struct opts *o)
 		if (n == 0)
 			break;
 		bytes += n;
-		h = fnv1a(h, buf, n);
+		h = pi_fnv64(h, buf, n);
 		if (echo && write_all(cfd, buf, n) < 0) {
 			fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
 			return 1;
@@ -812,7 +795,7 @@ static int tcp_exchange(int fd, long long total, long timeout_ms,
 {
 	static unsigned char out[IO_CHUNK], in[IO_CHUNK];
 	long long sent = 0, received = 0;
-	uint64_t h = FNV_INIT;
+	uint64_t h = PI_FNV64_BASIS;
 	bool shut = false, eof = false, mismatch = false;
 
 	for (;;) {
@@ -849,7 +832,7 @@ static int tcp_exchange(int fd, long long total, long timeout_ms,
 				return 1;
 			}
 			if (w > 0) {
-				h = fnv1a(h, out, w);
+				h = pi_fnv64(h, out, w);
 				sent += w;
 			}
 		}
@@ -1000,9 +983,9 @@ static int cmd_udp_echo(int argc, char **argv)
 	fd = listen_socket(o.family, SOCK_DGRAM, port);
 	if (fd < 0)
 		return 1;
-	deadline = now_ms() + timeout;
+	deadline = pi_mono_ms() + timeout;
 	while (echoed < count) {
-		long left = deadline - now_ms();
+		long left = deadline - pi_mono_ms();
 		socklen_t alen = sizeof(from);
 		ssize_t n;
 

@@ -161,3 +161,46 @@ UNIT_TEST(probe_icmp_unreachable_quotes_the_probe)
 	ASSERT_EQ(fx.last.probe_id, 10, "probe id");
 	fx_teardown(&fx);
 }
+
+/* An answer behind IPv6 extension headers is the probe's as well: the
+ * transport header may lie as far as the parser walks (PKT_L4_OFF_MAX),
+ * past the 128 bytes that bounded the ICMP reader before (the reply then
+ * went to the pod as its own). */
+UNIT_TEST(probe_answer_behind_extension_headers)
+{
+	struct pr_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	add_flow(&fx, AF_INET6, IPPROTO_ICMPV6, "fd00::1", "fd00::2", 61003,
+		 5, 10);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::2",
+		"fd00::1", IPPROTO_ICMP });
+	pkt[54] = 129;				/* echo reply */
+	*(uint16_t *)(pkt + 58) = htons(61003);
+	*(uint16_t *)(pkt + 60) = htons(5);
+	len = pkt_ext6(pkt, len, 0, 96, NULL);	/* hop-by-hop */
+	ASSERT_EQ(run(&fx, pkt, len), PI_DROP,
+		  "echo reply at offset 150 (hop-by-hop of 96) taken");
+	ASSERT_EQ(fx.last.probe_id, 10, "probe id");
+	ASSERT_EQ(fx.last.kind, PI_PROBE_ECHO_REPLY, "echo reply");
+
+	/* as many headers as the walk takes, 160 bytes each */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::2",
+		"fd00::1", IPPROTO_ICMP });
+	pkt[54] = 129;
+	*(uint16_t *)(pkt + 58) = htons(61003);
+	*(uint16_t *)(pkt + 60) = htons(5);
+	for (int i = 0; i < PI_MAX_EXTHDRS - 1; i++)
+		len = pkt_ext6(pkt, len, 60, 160, NULL);	/* dstopts */
+	len = pkt_ext6(pkt, len, 0, 160, NULL);
+	fx.events = 0;
+	ASSERT_EQ(run(&fx, pkt, len), PI_DROP,
+		  "echo reply behind 8 headers (offset 1334) taken");
+	ASSERT_EQ(fx.events, 1, "one event");
+	*(uint16_t *)(pkt + 54 + 8 * 160 + 6) = htons(6);
+	ASSERT_EQ(run(&fx, pkt, len), PI_NEXT, "another sequence: the pod's");
+	fx_teardown(&fx);
+}

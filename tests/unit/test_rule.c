@@ -10,7 +10,9 @@
  * picks another) and named in every failure, with the packet and the rules.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "podinject_abi.h"
@@ -482,7 +484,8 @@ UNIT_TEST(rule_classifier_agrees_with_walk_at_scale)
 			uint8_t buf[PKT_MAX];
 			struct tpkt t;
 			bool ports;
-			int len, verdict, idx, mem, maps;
+			int len, verdict, idx, mem, maps, found;
+			uint32_t pos;
 
 			random_packet(rules, n, &t);
 			ports = tpkt_has_ports(&t);
@@ -490,9 +493,11 @@ UNIT_TEST(rule_classifier_agrees_with_walk_at_scale)
 			idx = user_decides(rules, n, &t);
 			mem = cls_lookup(&c, t.family, &t.dst, t.proto, ports,
 					 ports ? t.dport : 0);
-			maps = cls_lookup_maps(&m, start, t.family, &t.dst,
-					       t.proto, ports,
-					       ports ? t.dport : 0);
+			found = cls_lookup_maps(&m, start, t.family, &t.dst,
+						t.proto, ports,
+						ports ? t.dport : 0, &pos);
+			/* an error is neither a rule nor "none" (-1) */
+			maps = found == 1 ? (int)pos : found == 0 ? -1 : INT_MIN;
 			verdict = fixture_run(prog, ifindex, buf, len, NULL);
 			packets++;
 			deep += idx >= (int)n / 2 && n >= 100;
@@ -629,4 +634,80 @@ UNIT_TEST(rule_classifier_refuses_what_does_not_fit)
 out:
 	node_bpf__destroy(skel);
 	free(rules);
+}
+
+/* A descriptor of map `fd` that may write and not read. */
+static int write_only(int fd)
+{
+	struct bpf_map_info info = {};
+	uint32_t len = sizeof(info);
+	LIBBPF_OPTS(bpf_get_fd_by_id_opts, opts, .open_flags = BPF_F_WRONLY);
+
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		return -errno;
+	fd = bpf_map_get_fd_by_id_opts(info.id, &opts);
+	return fd < 0 ? -errno : fd;
+}
+
+/* The userspace lookup on the maps tells a match, no match and a failure
+ * to read apart: a map it may not read (-EPERM, which was -1, "no rule",
+ * before) is an error. And a new policy whose predecessor's rules cannot
+ * be read is refused before anything changes: their trie keys would stay
+ * behind for good. */
+UNIT_TEST(rule_classifier_errors_are_not_results)
+{
+	struct pi_rule deny = { .id = 1, .action = PI_DENY, .family = AF_INET,
+				.prefixlen = 24, .proto = IPPROTO_TCP,
+				.port_lo = 80, .port_hi = 80 };
+	struct pi_rule other = { .id = 2, .action = PI_DENY };
+	uint32_t key = POD_ID * 2 + PI_DIR_EGRESS, pos = 99, entries;
+	struct pi_policy_ref before, after;
+	struct pi_addr hit = {}, miss = {};
+	struct node_bpf *skel = NULL;
+	struct cls_maps m, ro;
+	int wo_addrs = -1, wo_rules = -1;
+
+	inet_pton(AF_INET, "192.0.2.0", &deny.addr.a[0]);
+	inet_pton(AF_INET, "192.0.2.7", &hit.a[0]);
+	inet_pton(AF_INET, "198.51.100.7", &miss.a[0]);
+	if (!ASSERT_OK(fixture_netns(), "private netns"))
+		return;
+	skel = node_bpf__open_and_load();
+	if (!ASSERT_TRUE(skel, "load node_bpf"))
+		return;
+	m = CLS_MAPS_OF(skel);
+	if (!ASSERT_OK(cls_publish(&m, POD_ID, PI_DIR_EGRESS, &deny, 1, 0,
+				   NULL), "a policy of one rule"))
+		goto out;
+	ASSERT_EQ(cls_lookup_maps(&m, 0, AF_INET, &hit, IPPROTO_TCP, 1, 80,
+				  &pos), 1, "its rule matches");
+	ASSERT_EQ(pos, 0, "at position 0");
+	ASSERT_EQ(cls_lookup_maps(&m, 0, AF_INET, &miss, IPPROTO_TCP, 1, 80,
+				  &pos), 0, "another address: no rule");
+	wo_addrs = write_only(m.addrs);
+	wo_rules = write_only(m.rules);
+	if (!ASSERT_TRUE(wo_addrs >= 0 && wo_rules >= 0, "write-only maps"))
+		goto out;
+	ro = m;
+	ro.addrs = wo_addrs;
+	ASSERT_EQ(cls_lookup_maps(&ro, 0, AF_INET, &hit, IPPROTO_TCP, 1, 80,
+				  &pos), -EPERM, "an unreadable trie: -EPERM, no result");
+	ro = m;
+	ro.rules = wo_rules;
+	entries = trie_entries(m.addrs);
+	bpf_map_lookup_elem(m.refs, &key, &before);
+	ASSERT_TRUE(cls_publish(&ro, POD_ID, PI_DIR_EGRESS, &other, 1, 16,
+				NULL) < 0, "old rules unreadable: refused");
+	bpf_map_lookup_elem(m.refs, &key, &after);
+	ASSERT_TRUE(!memcmp(&before, &after, sizeof(before)),
+		    "the reference unchanged");
+	ASSERT_EQ(trie_entries(m.addrs), entries, "the old keys are still the policy's");
+	ASSERT_EQ(cls_lookup_maps(&m, 0, AF_INET, &hit, IPPROTO_TCP, 1, 80,
+				  &pos), 1, "the old policy still decides");
+out:
+	if (wo_addrs >= 0)
+		close(wo_addrs);
+	if (wo_rules >= 0)
+		close(wo_rules);
+	node_bpf__destroy(skel);
 }
