@@ -100,7 +100,7 @@ static int make_veth(struct side *a, void *arg)
 	if (strcmp(kind, "veth"))
 		return fail("kind of nlchk0 is '%s', not veth", kind);
 	/* The peer must not have been left here. */
-	if (nl_link_index("nlchk1") != -ENODEV)
+	if (nl_link_index("nlchk1") != -ENXIO)
 		return fail("peer nlchk1 visible in %s", a->ns);
 	return 0;
 }
@@ -194,11 +194,11 @@ static int move_link(struct side *a, void *arg)
 		return fail("a veth whose peer is down is running");
 	CHECK(idx = nl_link_index("nlchk3"), "index nlchk3");
 	CHECK(nl_link_set_netns(idx, b->fd), "set netns");
-	if (nl_link_index("nlchk3") != -ENODEV)
+	if (nl_link_index("nlchk3") != -ENXIO)
 		return fail("nlchk3 still in %s after set_netns", a->ns);
 	CHECK(idx = nl_link_index("nlchk2"), "index nlchk2");
 	CHECK(nl_link_del(idx), "link del");
-	if (nl_link_index("nlchk2") != -ENODEV)
+	if (nl_link_index("nlchk2") != -ENXIO)
 		return fail("nlchk2 still there after del");
 	return 0;
 }
@@ -206,7 +206,7 @@ static int move_link(struct side *a, void *arg)
 static int moved_gone(struct side *b, void *arg)
 {
 	/* Deleting one end of a veth takes the other with it. */
-	if (nl_link_index("nlchk3") != -ENODEV)
+	if (nl_link_index("nlchk3") != -ENXIO)
 		return fail("nlchk3 survived its peer");
 	return 0;
 }
