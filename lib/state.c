@@ -95,7 +95,7 @@ static long long now_ms(void)
 int node_lock_dir(const char *dir, enum node_lock lock, int timeout_ms)
 {
 	long long deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
-	int op = lock == NODE_LOCK_EXCLUSIVE ? LOCK_EX : LOCK_SH;
+	int op = lock == NODE_LOCK_SHARED ? LOCK_SH : LOCK_EX;
 	int wait_ms = 1;
 
 	for (;;) {
@@ -130,12 +130,18 @@ int node_lock_dir(const char *dir, enum node_lock lock, int timeout_ms)
 	}
 }
 
-static int check_abi(struct pi_node *n)
+/* Reads the node's recorded ABI version whatever the layout of its
+ * configuration: `abi` has been at offset 44 since it exists. n->cfg is
+ * filled only when the layout is this build's. With `any`, any version
+ * is accepted (the upgrader, lib/upgrade.c, decides what to do); else a
+ * node of another version is refused with the way out in the message. */
+static int check_abi(struct pi_node *n, bool any)
 {
 	struct bpf_map_info info = {};
 	__u32 len = sizeof(info);
 	char path[PATH_MAX];
-	uint32_t zero = 0;
+	uint8_t raw[512];
+	uint32_t zero = 0, abi = 0, from;
 	int fd, err = 0;
 
 	node_pin_path(n, path, sizeof(path), "%s", node_map_names[M_NODE_CONFIG]);
@@ -146,20 +152,42 @@ static int check_abi(struct pi_node *n)
 		      strerror(errno));
 		return err;
 	}
-	if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
-	    info.value_size != sizeof(n->cfg) ||
-	    bpf_map_lookup_elem(fd, &zero, &n->cfg) ||
-	    n->cfg.abi != PI_ABI_VERSION) {
-		pr_err("node '%s' was set up by another podinject build (node ABI %u, this build uses %u): "
+	if (!bpf_obj_get_info_by_fd(fd, &info, &len) &&
+	    info.value_size >= 48 && info.value_size <= sizeof(raw) &&
+	    !bpf_map_lookup_elem(fd, &zero, raw))
+		memcpy(&abi, raw + 44, sizeof(abi));
+	close(fd);
+	if (info.value_size == sizeof(n->cfg))
+		memcpy(&n->cfg, raw, sizeof(n->cfg));
+	n->cfg.abi = abi;
+	if (any || (abi == PI_ABI_VERSION && info.value_size == sizeof(n->cfg)))
+		return 0;
+	from = abi & ~PI_ABI_UPGRADING;
+	if (abi & PI_ABI_UPGRADING)
+		pr_err("node '%s' is being upgraded from ABI %u, or its upgrade was interrupted: "
+		      "finish it with 'podinject -N %s node upgrade'", n->name,
+		      from, n->name);
+	else if (abi == PI_ABI_VERSION)
+		pr_err("node '%s' is damaged: its configuration is %u bytes, not %zu; remove it with 'podinject -N %s node down --force'",
+		      n->name, info.value_size, sizeof(n->cfg), n->name);
+	else if (abi > PI_ABI_VERSION)
+		pr_err("node '%s' was set up by another podinject build, a newer one (node ABI %u, this build uses %u): "
+		      "this build does not downgrade a node; use the newer build, or remove the node with "
+		      "'podinject -N %s node down --force'", n->name, abi,
+		      PI_ABI_VERSION, n->name);
+	else if (abi >= PI_ABI_OLDEST_UPGRADE)
+		pr_err("node '%s' was set up by another podinject build, an older one (node ABI %u, this build uses %u): "
+		      "migrate it in place with 'podinject -N %s node upgrade', which keeps its pods, policies, "
+		      "grants, proxy rules and tracked flows (or remove it with 'podinject -N %s node down --force')",
+		      n->name, abi, PI_ABI_VERSION, n->name, n->name);
+	else
+		pr_err("node '%s' was set up by another podinject build (node ABI %u, this build uses %u and upgrades from %u on): "
 		      "take it down with the build that made it ('podinject -N %s node down'), "
 		      "or with 'podinject -N %s node down --force', which removes its pins and links "
 		      "but leaves its pods' namespaces and devices; then 'node up' again",
-		      n->name, info.value_size == sizeof(n->cfg) ? n->cfg.abi : 0,
-		      PI_ABI_VERSION, n->name, n->name);
-		err = -EPROTO;
-	}
-	close(fd);
-	return err;
+		      n->name, abi, PI_ABI_VERSION, PI_ABI_OLDEST_UPGRADE,
+		      n->name, n->name);
+	return -EPROTO;
 }
 
 int node_open(struct pi_node *n, const char *name, enum node_lock lock,
@@ -204,8 +232,8 @@ int node_open(struct pi_node *n, const char *name, enum node_lock lock,
 			pr_err("cannot lock node '%s': %s", name, strerror(-err));
 		return err;
 	}
-	err = check_abi(n);
-	if (err)
+	err = check_abi(n, lock == NODE_LOCK_UPGRADE);
+	if (err || lock == NODE_LOCK_UPGRADE)
 		goto fail;
 	for (int i = 0; i < M__COUNT; i++) {
 		node_pin_path(n, path, sizeof(path), "%s", node_map_names[i]);
@@ -254,6 +282,8 @@ int node_open(struct pi_node *n, const char *name, enum node_lock lock,
 	}
 	return 0;
 fail:
+	if (!err)
+		return 0;	/* NODE_LOCK_UPGRADE: locked, version read */
 	node_close(n);
 	return err;
 }
