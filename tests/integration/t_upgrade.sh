@@ -35,14 +35,19 @@ USEQ=$BUILD/useq
 TCXQ=$BUILD/tcx-attach
 UDP_RATE=25000
 UDP_COUNT=125000	# 5 s at the rate, the upgrade in the middle
-TMP=$(mktemp -d /tmp/${PREFIX}XXXXXX)
-cleanup() {
+cleanup_nodes() {
+	local n
+	# A node left half-upgraded (a failed run) refuses a plain `node down`.
+	for n in $(ls /sys/fs/bpf/podinject 2>/dev/null | grep "^$PREFIX"); do
+		"$PI" -N "$n" node down >/dev/null 2>&1 ||
+			"$PI" -N "$n" node down --force >/dev/null 2>&1
+	done
 	cleanup_all
 	rm -f /sys/fs/bpf/${PREFIX}kept
-	rm -rf "$TMP"
 }
-trap cleanup EXIT
-cleanup_all
+cleanup_nodes
+TMP=$(mktemp -d /tmp/${PREFIX}XXXXXX)
+trap 'cleanup_nodes; rm -rf "$TMP"' EXIT
 
 ALL_CHECKS="old_build old_up old_pods old_rules old_grant old_proxy old_stream_tracked
 old_refused_by_new old_hooked lost_pin upgrade_under_traffic upgrade_said udp_all_through
@@ -318,7 +323,7 @@ rm -f /sys/fs/bpf/${PREFIX}kept
 
 # ---- killed at each phase, finished by the next run ---------------------
 for k in 1 2 3 4 5 6 7; do
-	cleanup_all
+	cleanup_nodes
 	if ! make_old_node || ! old policy add $A egress allow to $IPB/32 proto icmp >/dev/null ||
 	   ! in_ns $A ping -c 2 -i 0.2 -W 1 $IPB >/dev/null; then
 		fail kill${k}_killed "cannot make a v0.1 node"
