@@ -827,7 +827,8 @@ static int stage(struct upgrade *u)
 	err = pods_view_open(u, &pv);
 	if (err)
 		return err;
-	if ((pv.v.cfg.flags & PI_NODE_XDP) && pv.v.cfg.uplink_ifindex)
+	/* pinned by every --xdp node, attached where it has an uplink */
+	if (pv.v.cfg.flags & PI_NODE_XDP)
 		err = stage_xdp_prog(u, -1, "prog_xdp_uplink");
 	for (int i = 0; i < pv.cnt && !err; i++) {
 		if (!(pv.pods[i].flags & PI_POD_XDP))

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "cmds.h"
 #include "util.h"
 
@@ -210,6 +211,11 @@ static int node_show(int argc, char **argv)
 			json_null(jw);
 		}
 		json_ku64(jw, "pods", info.pods);
+		json_key(jw, "upgraded_from_abi");
+		if (info.upgraded_from)
+			json_u64(jw, info.upgraded_from);
+		else
+			json_null(jw);
 		json_key(jw, "node_addresses");
 		json_arr_open(jw);
 	} else {
@@ -225,6 +231,15 @@ static int node_show(int argc, char **argv)
 			       info.uplink_ifindex);
 		else
 			printf("  uplink none (non-pod traffic goes to the stack)\n");
+		if (info.upgraded_from) {
+			time_t t = info.upgraded_ns / 1000000000ULL;
+			char when[32];
+
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC",
+				 gmtime(&t));
+			printf("  upgraded from ABI %u on %s\n",
+			       info.upgraded_from, when);
+		}
 		printf("  pods %d\n  node addresses:", info.pods);
 	}
 	pi_node_addresses(n, print_address, NULL);

@@ -78,6 +78,8 @@ struct pi_node_info {
 	uint32_t uplink_ifindex;
 	char uplink[16];
 	int pods;
+	uint32_t upgraded_from;		/* ABI of the last upgrade's start, 0: none */
+	uint64_t upgraded_ns;		/* its CLOCK_REALTIME */
 };
 
 /* Makes the node `name` (its namespace unless it exists, or the host's

@@ -123,28 +123,33 @@ link_ids() {
 		echo "$(basename $f):$(bpftool link show pinned $f -j | jq .id)"
 	done
 }
-# the program ids running at the pod hooks: tcx links' or clsact filters'
+# the program ids running at the pod hooks: tcx links' or clsact filters',
+# and the pods' XDP ACLs on their eth0
 hook_prog_ids() {
+	local f p ids=""
 	if [ "$MODE" = clsact ]; then
-		in_ns $N bpftool net -j | jq -c '[.[].tc[] | select(.name | sub(":\\[.*"; "") | test("'"$NODE_PROGS"'")) | .id] | sort'
+		ids=$(in_ns $N bpftool net -j | jq -r '.[].tc[] | select(.name | sub(":\\[.*"; "") | test("'"$NODE_PROGS"'")) | .id')
 	else
-		local f ids=""
 		for f in /sys/fs/bpf/podinject/$N/link_pod_*; do
 			ids="$ids $(bpftool link show pinned $f -j | jq .prog_id)"
 		done
-		echo $ids | tr ' ' '\n' | sort -n | jq -sc .
 	fi
+	for p in $A $B $C; do
+		ids="$ids $(ip -n $p -j link show eth0 | jq '.[0].xdp.prog.id // empty')"
+	done
+	echo $ids | tr ' ' '\n' | sort -n | jq -sc .
 }
 pinned_prog_ids() {
 	local f
-	for f in /sys/fs/bpf/podinject/$N/prog_pod_egress /sys/fs/bpf/podinject/$N/prog_pod_ingress; do
-		bpftool prog show pinned $f -j | jq .id
+	for f in /sys/fs/bpf/podinject/$N/prog_pod_egress /sys/fs/bpf/podinject/$N/prog_pod_ingress \
+		 /sys/fs/bpf/podinject/$N/prog_xdp_pod_*; do
+		[ -e "$f" ] && bpftool prog show pinned $f -j | jq .id
 	done | sort -n | jq -sc .
 }
 # what the node holds, without counters; the same through either build
 state() {
 	local pi=$1
-	$pi -N $N -j pod list | jq -c 'map(del(.stats, .conntrack))'
+	$pi -N $N -j pod list | jq -c 'map(del(.stats, .conntrack) | .xdp = (.xdp != null))'
 	$pi -N $N -j policy list | jq -c 'map(del(.packets, .bytes))'
 	$pi -N $N -j inject list | jq -c .
 	$pi -N $N -j proxy list | jq -c .
@@ -267,7 +272,7 @@ if [ "$MODE" = clsact ]; then
 else
 	expect_eq lost_pin_found "$(bpftool link show pinned $LOST -j | jq .id)" "$(bpftool link show pinned /sys/fs/bpf/${PREFIX}kept -j | jq .id)"
 fi
-expect_eq abi_recorded "$(abi)" 5
+expect_eq abi_recorded "$(abi) $("$PI" -N $N -j node show | jq .upgraded_from_abi)" "5 4"
 check no_staging_left test ! -e /sys/fs/bpf/podinject/$N/upgrade
 in_ns $B "$PINET" udp-echo 7200 3 5000 >/dev/null &
 wait_udp_listen $B 7200 >/dev/null
@@ -279,7 +284,8 @@ check_fails refused_by_old old pod list
 before_links=$(link_ids)
 before_progs=$(hook_prog_ids)
 out=$("$PI" -N $N node upgrade 2>&1)
-if [ $? = 0 ] && grep -q "ABI 5, nothing to migrate; 6 hook" <<<"$out"; then
+# 6 tc hooks, and with --xdp the 3 pods' XDP ACLs
+if [ $? = 0 ] && grep -q "ABI 5, nothing to migrate; $((${WANT_XDP:-0} ? 9 : 6)) hook" <<<"$out"; then
 	pass second_upgrade
 else
 	fail second_upgrade "$out"
