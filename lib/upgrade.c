@@ -61,8 +61,10 @@
 #include "state.h"
 #include "node.skel.h"
 #include "xdp.skel.h"
+#include "inject.skel.h"
 
 #define STAGE_DIR	"upgrade"
+#define INJECT_DIR	"inject"
 #define PROGRESS_PIN	"progress"
 #define MAX_IDS		64
 
@@ -73,14 +75,19 @@ enum upgrade_phase {
 	UP_DONE,
 };
 
+struct idset {
+	uint32_t ids[256];
+	int cnt;
+};
+
 struct upgrade {
 	struct pi_node n;		/* locked; only pin_dir, name, cfg.abi */
 	char stage[PATH_MAX];
 	struct pi_upgrade_progress pr;
 	int progress_fd;
 	int netns_fd;			/* the node's */
-	uint32_t map_ids[256];		/* every map of the node, old and new */
-	int nmap_ids;
+	struct idset node_maps;		/* the datapath's maps, old and new */
+	struct idset inject_maps;	/* injection's and the proxy's */
 	const struct pi_node_upgrade_opts *o;
 	struct pi_node_upgrade_info *info;
 };
@@ -264,22 +271,27 @@ static int layout_fits(const struct bpf_map *map, int fd)
 	return 0;
 }
 
-/* Loads `obj` onto the node's maps as the upgrade leaves them; maps the
- * node does not have are made and pinned into staging. */
+/* Loads `obj` onto the node's maps as the upgrade leaves them, found by
+ * name under `prefix` ("" or "inject/"); `config` is an internal map
+ * kept pinned as "config" (injection's read-only data: its netkit tag).
+ * Maps the node does not have are made, and with `pin_made` staged. */
 static int load_onto_node(struct upgrade *u, struct bpf_object *obj,
-			  int (*load)(void *), void *skel)
+			  const char *prefix, const struct bpf_map *config,
+			  bool pin_made, int (*load)(void *), void *skel)
 {
 	bool made[64] = {};
 	struct bpf_map *map;
-	char path[PATH_MAX];
+	char path[PATH_MAX], name[128];
 	int i = 0, fd, err;
 
 	bpf_object__for_each_map(map, obj) {
-		if (bpf_map__is_internal(map) || i >= 64) {
+		if (i >= 64 || (bpf_map__is_internal(map) && map != config)) {
 			i++;
 			continue;
 		}
-		fd = view_get(u, bpf_map__name(map));
+		snprintf(name, sizeof(name), "%s%s", prefix,
+			 map == config ? "config" : bpf_map__name(map));
+		fd = view_get(u, name);
 		if (fd == -ENOENT) {
 			made[i++] = true;
 			continue;
@@ -289,7 +301,7 @@ static int load_onto_node(struct upgrade *u, struct bpf_object *obj,
 		err = layout_fits(map, fd);
 		if (err == -EPROTO)
 			pr_err("node '%s': map %s's layout is not this build's and no migration converts it",
-			       u->n.name, bpf_map__name(map));
+			       u->n.name, name);
 		if (!err)
 			err = bpf_map__reuse_fd(map, fd);
 		close(fd);
@@ -302,8 +314,10 @@ static int load_onto_node(struct upgrade *u, struct bpf_object *obj,
 		return err;
 	i = 0;
 	bpf_object__for_each_map(map, obj) {
-		if (i < 64 && made[i]) {
-			stage_path(u, path, sizeof(path), bpf_map__name(map));
+		if (pin_made && i < 64 && made[i]) {
+			snprintf(name, sizeof(name), "%s%s", prefix,
+				 bpf_map__name(map));
+			stage_path(u, path, sizeof(path), name);
 			if (bpf_map__pin(map, path))
 				return -errno;
 		}
@@ -331,7 +345,8 @@ static int stage_node_progs(struct upgrade *u)
 
 	if (!skel)
 		return errno ? -errno : -EINVAL;
-	err = load_onto_node(u, skel->obj, load_node_skel, skel);
+	err = load_onto_node(u, skel->obj, "", NULL, true, load_node_skel,
+			     skel);
 	bpf_object__for_each_program(prog, skel->obj) {
 		if (err)
 			break;
@@ -358,12 +373,53 @@ static int stage_xdp_prog(struct upgrade *u, int pod_id, const char *pin)
 		skel->rodata->pod_id = pod_id;
 	bpf_object__for_each_program(prog, skel->obj)
 		bpf_program__set_autoload(prog, prog == want);
-	err = load_onto_node(u, skel->obj, load_xdp_skel, skel);
+	err = load_onto_node(u, skel->obj, "", NULL, false, load_xdp_skel,
+			     skel);
 	if (!err) {
 		stage_path(u, path, sizeof(path), pin);
 		err = bpf_program__pin(want, path);
 	}
 	xdp_bpf__destroy(skel);
+	return err;
+}
+
+static int load_inject_skel(void *s)
+{
+	return inject_bpf__load(s);
+}
+
+/* Injection and the proxy (PIN_DIR/inject/, made with the first grant):
+ * their programs loaded onto their own maps and their read-only data (the
+ * node's netkit tag), pinned under staging's inject/. Their private maps
+ * (fragments, redirect trace) are new with the programs, as they are with
+ * each load. */
+static int stage_inject_progs(struct upgrade *u)
+{
+	char path[PATH_MAX], name[64];
+	struct bpf_program *prog;
+	struct inject_bpf *skel;
+	int err;
+
+	snprintf(path, sizeof(path), "%s/" INJECT_DIR, u->n.pin_dir);
+	if (access(path, F_OK))
+		return 0;
+	stage_path(u, path, sizeof(path), INJECT_DIR);
+	if (mkdir(path, 0700) && errno != EEXIST)
+		return -errno;
+	skel = inject_bpf__open();
+	if (!skel)
+		return errno ? -errno : -EINVAL;
+	err = load_onto_node(u, skel->obj, INJECT_DIR "/", skel->maps.rodata,
+			     false, load_inject_skel, skel);
+	bpf_object__for_each_program(prog, skel->obj) {
+		if (err)
+			break;
+		snprintf(name, sizeof(name), INJECT_DIR "/prog_%s",
+			 bpf_program__name(prog));
+		stage_path(u, path, sizeof(path), name);
+		err = bpf_program__pin(prog, path);
+	}
+	inject_bpf__destroy(skel);
 	return err;
 }
 
@@ -428,14 +484,14 @@ fail:
 	return err;
 }
 
-static void collect_map_ids(struct upgrade *u, const char *dir)
+static void collect_map_ids(struct idset *set, const char *dir)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
 
 	if (!d)
 		return;
-	while ((de = readdir(d)) && u->nmap_ids < 256) {
+	while ((de = readdir(d)) && set->cnt < 256) {
 		struct bpf_map_info info = {};
 		__u32 len = sizeof(info);
 		int fd;
@@ -448,7 +504,7 @@ static void collect_map_ids(struct upgrade *u, const char *dir)
 		if (fd < 0)
 			continue;
 		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.id)
-			u->map_ids[u->nmap_ids++] = info.id;
+			set->ids[set->cnt++] = info.id;
 		close(fd);
 	}
 	closedir(d);
@@ -456,7 +512,7 @@ static void collect_map_ids(struct upgrade *u, const char *dir)
 
 /* A program is the node's when it uses one of the node's maps: another
  * node's programs, or anyone else's, never do. */
-static bool prog_is_ours(const struct upgrade *u, uint32_t prog_id)
+static bool prog_uses(const struct idset *set, uint32_t prog_id)
 {
 	uint32_t ids[32];
 	struct bpf_prog_info info = {};
@@ -470,8 +526,8 @@ static bool prog_is_ours(const struct upgrade *u, uint32_t prog_id)
 	info.map_ids = (__u64)(unsigned long)ids;
 	if (!bpf_obj_get_info_by_fd(fd, &info, &len))
 		for (__u32 i = 0; i < info.nr_map_ids && i < 32 && !ours; i++)
-			for (int j = 0; j < u->nmap_ids && !ours; j++)
-				ours = ids[i] == u->map_ids[j];
+			for (int j = 0; j < set->cnt && !ours; j++)
+				ours = ids[i] == set->ids[j];
 	close(fd);
 	return ours;
 }
@@ -554,7 +610,7 @@ static int switch_link(struct upgrade *u, int ifindex, enum pi_hook hook,
 	if (cnt < 0)
 		return cnt;
 	for (int i = 0; i < cnt; i++) {
-		if (!links[i] || !prog_is_ours(u, progs[i]))
+		if (!links[i] || !prog_uses(&u->node_maps, progs[i]))
 			continue;
 		if (!keep || links[i] == pinned) {
 			keep = links[i];
@@ -562,7 +618,7 @@ static int switch_link(struct upgrade *u, int ifindex, enum pi_hook hook,
 		}
 	}
 	for (int i = 0; i < cnt; i++) {
-		if (!links[i] || links[i] == keep || !prog_is_ours(u, progs[i]))
+		if (!links[i] || links[i] == keep || !prog_uses(&u->node_maps, progs[i]))
 			continue;
 		fd = bpf_link_get_fd_by_id(links[i]);
 		if (fd >= 0) {
@@ -634,7 +690,7 @@ static int switch_filter(struct upgrade *u, int ifindex, enum pi_hook hook,
 	if (err)
 		return err;
 	if (q.prog_id != fd_prog_id(prog_fd)) {
-		if (!prog_is_ours(u, q.prog_id)) {
+		if (!prog_uses(&u->node_maps, q.prog_id)) {
 			pr_err("node '%s': device %d has a filter that is not the node's at priority %u",
 			       u->n.name, ifindex, PI_PRIO_DATAPATH);
 			return -EBUSY;
@@ -668,7 +724,7 @@ static int switch_xdp(struct upgrade *u, int ifindex, int prog_fd)
 			u->info->hooks++;
 		return 0;
 	}
-	if (!q.drv_prog_id || !prog_is_ours(u, q.drv_prog_id)) {
+	if (!q.drv_prog_id || !prog_uses(&u->node_maps, q.drv_prog_id)) {
 		pr_err("node '%s': device %d does not run the node's XDP program",
 		       u->n.name, ifindex);
 		return -ENOLINK;
@@ -706,6 +762,9 @@ static int switch_hook(struct upgrade *u, const struct pi_node *v, int ifindex,
 		       u->n.name, pin_name, ifindex, strerror(-err));
 	return err;
 }
+
+static int switch_inject(struct upgrade *u, const struct pods_view *pv,
+			 bool live_only);
 
 /* Points every hook of the node at the programs of `live_only` ? the live
  * pins (the old programs: a rollback) : the view (the new ones). */
@@ -801,10 +860,318 @@ static int switch_all(struct upgrade *u, bool live_only)
 			pr_err("node '%s': cannot re-point pod '%s''s XDP program: %s",
 			       u->n.name, pod->name, strerror(-err));
 	}
+	if (!err)
+		err = switch_inject(u, &pv, live_only);
 	for (int i = 0; i < P__COUNT; i++)
 		if (progs[i] >= 0)
 			close(progs[i]);
 	pods_view_close(&pv);
+	return err;
+}
+
+/* ---- injection's and the proxy's hooks -------------------------------- */
+
+static void collect_all_map_ids(struct upgrade *u)
+{
+	char dir[PATH_MAX];
+
+	collect_map_ids(&u->node_maps, u->n.pin_dir);
+	collect_map_ids(&u->node_maps, u->stage);
+	snprintf(dir, sizeof(dir), "%s/" INJECT_DIR, u->n.pin_dir);
+	collect_map_ids(&u->inject_maps, dir);
+	stage_path(u, dir, sizeof(dir), INJECT_DIR);
+	collect_map_ids(&u->inject_maps, dir);
+}
+
+static int prog_name_of(uint32_t id, char *name, size_t len)
+{
+	struct bpf_prog_info info = {};
+	__u32 ilen = sizeof(info);
+	int fd = bpf_prog_get_fd_by_id(id), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (bpf_obj_get_info_by_fd(fd, &info, &ilen))
+		err = -errno;
+	else
+		snprintf(name, len, "%s", info.name);
+	close(fd);
+	return err;
+}
+
+/* The injection program that replaces the one with id `old`: the one of
+ * the same name, this build's (or with live_only the live one). */
+static int inject_prog_for(struct upgrade *u, uint32_t old, bool live_only)
+{
+	char name[BPF_OBJ_NAME_LEN], pin[64];
+	int err = prog_name_of(old, name, sizeof(name));
+
+	if (err)
+		return err;
+	snprintf(pin, sizeof(pin), INJECT_DIR "/prog_%s", name);
+	return live_only ? get_pin(u->n.pin_dir, pin) : view_get(u, pin);
+}
+
+/* clsact filters are recorded by the program pinned at their link_ path
+ * (attach_prog): the records of the replaced program now name the new. */
+static int repin_records(struct upgrade *u, uint32_t old, int prog_fd)
+{
+	char dir[PATH_MAX], pin[PATH_MAX], tmp[PATH_MAX];
+	struct dirent *de;
+	int err = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/" INJECT_DIR, u->n.pin_dir);
+	d = opendir(dir);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d)) && !err) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd;
+
+		if (strncmp(de->d_name, "link_", 5) || strstr(de->d_name, "_new"))
+			continue;
+		snprintf(pin, sizeof(pin), "%s/%s", dir, de->d_name);
+		fd = bpf_obj_get(pin);
+		if (fd < 0)
+			continue;
+		/* a link's info has no program id where a program's has */
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.id == old &&
+		    info.type) {
+			snprintf(tmp, sizeof(tmp), "%s_new", pin);
+			unlink(tmp);
+			if (bpf_obj_pin(prog_fd, tmp) || rename(tmp, pin))
+				err = -errno;
+		}
+		close(fd);
+	}
+	closedir(d);
+	return err;
+}
+
+/* Every injection or proxy program at the hook (one that uses their maps)
+ * gets its counterpart: tcx links updated in place, the clsact filter at
+ * the head priority replaced. Nothing is attached or detached here: what
+ * is attached where is injection's business, the upgrade only swaps. */
+static int switch_inject_hook(struct upgrade *u, int ifindex, enum pi_hook hook,
+			      bool tcx, bool live_only)
+{
+	uint32_t progs[MAX_IDS] = {}, links[MAX_IDS] = {};
+	int cnt, fd, nfd, err = 0;
+
+	if (!tcx) {
+		DECLARE_LIBBPF_OPTS(bpf_tc_hook, tc_hook, .ifindex = ifindex,
+				    .attach_point = hook == PI_HOOK_INGRESS ?
+						    BPF_TC_INGRESS : BPF_TC_EGRESS);
+		DECLARE_LIBBPF_OPTS(bpf_tc_opts, q, .handle = 1,
+				    .priority = PI_PRIO_HEAD);
+
+		err = bpf_tc_query(&tc_hook, &q);
+		if (err == -ENOENT || err == -EINVAL)
+			return 0;	/* no filter (or no clsact) there */
+		if (err || !prog_uses(&u->inject_maps, q.prog_id))
+			return err;
+		nfd = inject_prog_for(u, q.prog_id, live_only);
+		if (nfd < 0)
+			return nfd;
+		if (fd_prog_id(nfd) != q.prog_id) {
+			DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1,
+					    .priority = PI_PRIO_HEAD,
+					    .prog_fd = nfd,
+					    .flags = BPF_TC_F_REPLACE);
+
+			err = bpf_tc_attach(&tc_hook, &opts);
+			if (!err)
+				err = repin_records(u, q.prog_id, nfd);
+			if (!err && u->info)
+				u->info->inject_hooks++;
+		}
+		close(nfd);
+		return err;
+	}
+	cnt = query_links(ifindex, hook, progs, links);
+	if (cnt == -ENOENT || cnt == -EINVAL)
+		return 0;
+	if (cnt < 0)
+		return cnt;
+	for (int i = 0; i < cnt && !err; i++) {
+		if (!links[i] || !prog_uses(&u->inject_maps, progs[i]))
+			continue;
+		nfd = inject_prog_for(u, progs[i], live_only);
+		if (nfd < 0)
+			return nfd;
+		fd = bpf_link_get_fd_by_id(links[i]);
+		if (fd < 0)
+			err = -errno;
+		if (!err && fd_prog_id(nfd) != progs[i]) {
+			int old = bpf_prog_get_fd_by_id(progs[i]);
+			LIBBPF_OPTS(bpf_link_update_opts, opts,
+				    .flags = old >= 0 ? BPF_F_REPLACE : 0,
+				    .old_prog_fd = old >= 0 ? old : 0);
+
+			err = bpf_link_update(fd, nfd, &opts);
+			if (old >= 0)
+				close(old);
+			if (!err && u->info)
+				u->info->inject_hooks++;
+		}
+		if (fd >= 0)
+			close(fd);
+		close(nfd);
+	}
+	return err;
+}
+
+/* The proxies' socket lookup links live in the proxies' namespaces, whose
+ * query gives no link ids: they are found by their pins. */
+static int switch_lookup_links(struct upgrade *u, bool live_only)
+{
+	char dir[PATH_MAX], pin[PATH_MAX];
+	struct dirent *de;
+	int err = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/" INJECT_DIR, u->n.pin_dir);
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d)) && !err) {
+		struct bpf_link_info info = {};
+		__u32 len = sizeof(info);
+		int fd, nfd;
+
+		if (strncmp(de->d_name, "link_lookup_", 12))
+			continue;
+		snprintf(pin, sizeof(pin), "%s/%s", dir, de->d_name);
+		fd = bpf_obj_get(pin);
+		if (fd < 0)
+			continue;
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
+		    !prog_uses(&u->inject_maps, info.prog_id)) {
+			close(fd);
+			continue;
+		}
+		nfd = inject_prog_for(u, info.prog_id, live_only);
+		if (nfd < 0)
+			err = nfd;
+		else if (fd_prog_id(nfd) != info.prog_id) {
+			int old = bpf_prog_get_fd_by_id(info.prog_id);
+			LIBBPF_OPTS(bpf_link_update_opts, opts,
+				    .flags = old >= 0 ? BPF_F_REPLACE : 0,
+				    .old_prog_fd = old >= 0 ? old : 0);
+
+			err = bpf_link_update(fd, nfd, &opts);
+			if (old >= 0)
+				close(old);
+			if (!err && u->info)
+				u->info->inject_hooks++;
+		}
+		if (nfd >= 0)
+			close(nfd);
+		close(fd);
+	}
+	closedir(d);
+	return err;
+}
+
+/* A netkit guard runs its target's egress program from a prog array slot;
+ * for podinject's own netkit pods that is the node's pod_egress_nk, which
+ * the slot must follow to this build's (an adopted pod's CNI program is
+ * left as it is). */
+static int follow_guards(struct upgrade *u, bool live_only)
+{
+	int guards = -1, slots = -1, nfd = -1, err = 0;
+	uint32_t key, next, *prev = NULL;
+	struct pi_netkit_guard g;
+
+	guards = view_get(u, INJECT_DIR "/netkit_guards");
+	slots = view_get(u, INJECT_DIR "/netkit_peer_progs");
+	if (guards < 0 || slots < 0)
+		goto out;
+	nfd = live_only ? get_pin(u->n.pin_dir, "prog_pod_egress_nk") :
+			  view_get(u, "prog_pod_egress_nk");
+	if (nfd < 0) {
+		err = nfd;
+		goto out;
+	}
+	while (!err && !bpf_map_get_next_key(guards, prev, &next)) {
+		uint32_t id = 0;
+
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(guards, &key, &g) ||
+		    bpf_map_lookup_elem(slots, &g.slot, &id) ||
+		    id == fd_prog_id(nfd) || !prog_uses(&u->node_maps, id))
+			continue;
+		if (bpf_map_update_elem(slots, &g.slot, &nfd, BPF_EXIST))
+			err = -errno;
+	}
+out:
+	if (guards >= 0)
+		close(guards);
+	if (slots >= 0)
+		close(slots);
+	if (nfd >= 0)
+		close(nfd);
+	return err;
+}
+
+/* Every hook where injection or the proxy may run: each pod's egress hook
+ * (the head program; a netkit pod's guard and untag), each pod's eth0
+ * ingress in its namespace (proxy capture and replies), the proxies'
+ * socket lookups; then the guards' slots. */
+static int switch_inject(struct upgrade *u, const struct pods_view *pv,
+			 bool live_only)
+{
+	bool tcx = node_attach_mode(&pv->v) == PI_ATTACH_TCX;
+	char dir[PATH_MAX];
+	int saved = -1, ns, err;
+
+	snprintf(dir, sizeof(dir), "%s/" INJECT_DIR, u->n.pin_dir);
+	if (access(dir, F_OK))
+		return 0;
+	err = netns_enter(u->netns_fd, &saved);
+	for (int i = 0; i < pv->cnt && !err; i++) {
+		const struct pi_pod_info *pod = &pv->pods[i];
+
+		if (pod->flags & PI_POD_NETKIT) {
+			err = switch_inject_hook(u, pod->ifindex,
+						 PI_HOOK_NETKIT_PEER, true,
+						 live_only);
+			if (!err)
+				err = switch_inject_hook(u, pod->ifindex,
+							 PI_HOOK_INGRESS, true,
+							 live_only);
+		} else {
+			err = switch_inject_hook(u, pod->ifindex,
+						 PI_HOOK_INGRESS, tcx,
+						 live_only);
+		}
+	}
+	if (saved >= 0)
+		netns_restore(saved);
+	for (int i = 0; i < pv->cnt && !err; i++) {
+		const struct pi_pod_info *pod = &pv->pods[i];
+
+		ns = pod_netns_open(pod);
+		if (ns < 0)
+			continue;	/* its namespace is gone: nothing runs */
+		err = netns_enter(ns, &saved);
+		close(ns);
+		if (err)
+			break;
+		err = switch_inject_hook(u, pod->peer_ifindex, PI_HOOK_INGRESS,
+					 tcx, live_only);
+		netns_restore(saved);
+	}
+	if (!err)
+		err = switch_lookup_links(u, live_only);
+	if (!err)
+		err = follow_guards(u, live_only);
+	if (err)
+		pr_err("node '%s': cannot re-point the injection and proxy programs: %s",
+		       u->n.name, strerror(-err));
 	return err;
 }
 
@@ -838,37 +1205,60 @@ static int stage(struct upgrade *u)
 		err = stage_xdp_prog(u, pv.pods[i].id, name);
 	}
 	pods_view_close(&pv);
-	if (err)
+	if (err) {
 		pr_err("node '%s': cannot load this build's XDP programs: %s",
+		       u->n.name, strerror(-err));
+		return err;
+	}
+	err = stage_inject_progs(u);
+	if (err)
+		pr_err("node '%s': cannot load this build's injection programs: %s",
 		       u->n.name, strerror(-err));
 	return err;
 }
 
-/* Staged pins over the live ones, the progress record last of all. */
-static int commit(struct upgrade *u)
+/* Staged pins over the live ones (a staged folder's one by one into the
+ * live folder of its name), the progress record last of all. */
+static int commit_dir(struct upgrade *u, const char *sub, bool *first)
 {
-	DIR *d = opendir(u->stage);
-	char from[PATH_MAX], to[PATH_MAX];
+	char sdir[PATH_MAX], ldir[PATH_MAX], from[PATH_MAX], to[PATH_MAX];
 	struct dirent *de;
-	bool first = true;
+	struct stat st;
 	int err = 0;
+	DIR *d;
 
+	snprintf(sdir, sizeof(sdir), "%s%s%s", u->stage, *sub ? "/" : "", sub);
+	snprintf(ldir, sizeof(ldir), "%s%s%s", u->n.pin_dir, *sub ? "/" : "",
+		 sub);
+	d = opendir(sdir);
 	if (!d)
 		return -errno;
 	while ((de = readdir(d)) && !err) {
-		if (de->d_name[0] == '.' || !strcmp(de->d_name, PROGRESS_PIN))
+		if (de->d_name[0] == '.' ||
+		    (!*sub && !strcmp(de->d_name, PROGRESS_PIN)))
 			continue;
-		stage_path(u, from, sizeof(from), de->d_name);
-		snprintf(to, sizeof(to), "%s/%s", u->n.pin_dir, de->d_name);
+		snprintf(from, sizeof(from), "%s/%s", sdir, de->d_name);
+		snprintf(to, sizeof(to), "%s/%s", ldir, de->d_name);
+		if (!*sub && !lstat(from, &st) && S_ISDIR(st.st_mode)) {
+			err = commit_dir(u, de->d_name, first);
+			continue;
+		}
 		if (rename(from, to))
 			err = -errno;
-		if (!err && first) {
+		if (!err && *first) {
 			point(u, PI_UPGRADE_AT_FIRST_RENAME);
-			first = false;
+			*first = false;
 		}
 	}
 	closedir(d);
 	return err;
+}
+
+static int commit(struct upgrade *u)
+{
+	bool first = true;
+
+	return commit_dir(u, "", &first);
 }
 
 static int bump(struct upgrade *u)
@@ -1079,8 +1469,7 @@ int pi_node_upgrade(const char *name, const struct pi_node_upgrade_opts *o,
 			info->from_abi = u.pr.from_abi;
 			info->to_abi = u.pr.to_abi;
 		}
-		collect_map_ids(&u, u.n.pin_dir);
-		collect_map_ids(&u, u.stage);
+		collect_all_map_ids(&u);
 		err = forward(&u, false);
 		goto out;
 	}
@@ -1110,8 +1499,7 @@ int pi_node_upgrade(const char *name, const struct pi_node_upgrade_opts *o,
 		goto out;
 	}
 	point(&u, PI_UPGRADE_AT_STAGED);
-	collect_map_ids(&u, u.n.pin_dir);
-	collect_map_ids(&u, u.stage);
+	collect_all_map_ids(&u);
 	err = forward(&u, true);
 out:
 	if (u.progress_fd >= 0)

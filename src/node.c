@@ -135,15 +135,15 @@ static int node_upgrade(int argc, char **argv)
 	if (err)
 		return exit_code(err);
 	if (info.from_abi != info.to_abi)
-		p_info("node %s upgraded from ABI %u to %u%s: %d migration step(s), %d hook(s) re-pointed",
+		p_info("node %s upgraded from ABI %u to %u%s: %d migration step(s), %d hook(s) re-pointed, %d of injection and proxy",
 		       node_name, info.from_abi, info.to_abi,
 		       info.resumed ? " (an interrupted upgrade finished)" : "",
-		       info.migrations, info.hooks);
+		       info.migrations, info.hooks, info.inject_hooks);
 	else
-		p_info("node %s: ABI %u, nothing to migrate%s; %d hook(s) re-pointed to this build's programs",
+		p_info("node %s: ABI %u, nothing to migrate%s; %d hook(s) re-pointed to this build's programs, %d of injection and proxy",
 		       node_name, info.to_abi,
 		       info.resumed ? " (an interrupted upgrade finished)" : "",
-		       info.hooks);
+		       info.hooks, info.inject_hooks);
 	if (info.rolled_back)
 		p_info("an interrupted upgrade was rolled back first");
 	if (info.attached || info.removed)
@@ -158,6 +158,7 @@ static int node_upgrade(int argc, char **argv)
 		json_kbool(jw, "rolled_back", info.rolled_back);
 		json_ku64(jw, "migrations", info.migrations);
 		json_ku64(jw, "hooks", info.hooks);
+		json_ku64(jw, "inject_hooks", info.inject_hooks);
 		json_ku64(jw, "attached", info.attached);
 		json_ku64(jw, "removed", info.removed);
 		json_obj_close(jw);

@@ -116,6 +116,7 @@ struct pi_node_upgrade_info {
 	bool rolled_back;	/* an interrupted one was undone, then redone */
 	int migrations;		/* ABI steps run */
 	int hooks;		/* hooks re-pointed to this build's programs */
+	int inject_hooks;	/* injection's and the proxy's, besides */
 	int attached;		/* hooks that had lost the node's program */
 	int removed;		/* extra programs of the node taken off hooks */
 };
