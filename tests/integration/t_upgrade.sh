@@ -20,7 +20,7 @@
 # next run finishes.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=62
+EXPECT=64
 PREFIX=${PREFIX:-up-}
 MODE=${WANT_ATTACH:-tcx}
 N=${PREFIX}n
@@ -35,6 +35,8 @@ USEQ=$BUILD/useq
 TCXQ=$BUILD/tcx-attach
 UDP_RATE=25000
 UDP_COUNT=125000	# 5 s at the rate, the upgrade in the middle
+INJ_RATE=5000		# c injecting as a, to b, at the same time
+INJ_COUNT=25000
 cleanup_nodes() {
 	local n
 	# A node left half-upgraded (a failed run) refuses a plain `node down`.
@@ -51,7 +53,7 @@ trap 'cleanup_nodes; rm -rf "$TMP"' EXIT
 
 ALL_CHECKS="old_build old_up old_pods old_rules old_grant old_proxy old_stream_tracked
 old_refused_by_new old_hooked lost_pin upgrade_under_traffic upgrade_said udp_all_through
-udp_none_lost_or_twice tcp_stream_not_reset tcp_stream_every_byte state_kept ct_stream_kept
+udp_none_lost_or_twice injected_none_lost inject_swapped tcp_stream_not_reset tcp_stream_every_byte state_kept ct_stream_kept
 counters_go_on links_kept progs_changed one_per_hook lost_pin_found abi_recorded
 no_staging_left traffic_after refused_by_old second_upgrade second_links_kept
 second_progs_changed downgrade_refused downgrade_message downgrade_nothing_changed
@@ -146,6 +148,35 @@ pinned_prog_ids() {
 		[ -e "$f" ] && bpftool prog show pinned $f -j | jq .id
 	done | sort -n | jq -sc .
 }
+# Injection's and the proxy's attachments, "pin link-id" and the program
+# ids that run there: the links' (tcx, the proxy's socket lookup) or the
+# head filters' in the node's and the pods' namespaces (clsact)
+INJECT_PROGS='^(inject_egress|pod_reply|proxy_assign|netkit_guard|netkit_untag|proxy_lookup)$'
+inject_links() {
+	local f
+	for f in /sys/fs/bpf/podinject/$N/inject/link_*; do
+		bpftool link show pinned $f -j 2>/dev/null | jq -r --arg f $(basename $f) 'select(.id) | "\($f) \(.id)"'
+	done
+}
+inject_prog_ids() {
+	local f ns
+	{
+		for f in /sys/fs/bpf/podinject/$N/inject/link_*; do
+			bpftool link show pinned $f -j 2>/dev/null | jq 'select(.id) | .prog_id'
+		done
+		if [ "$MODE" = clsact ]; then
+			for ns in $N $A $B $C; do
+				in_ns $ns bpftool net -j | jq '.[].tc[] | select(.name | sub(":\\[.*"; "") | test("'"$INJECT_PROGS"'")) | .id'
+			done
+		fi
+	} | sort -n | jq -sc .
+}
+inject_pinned_ids() {
+	local f
+	for f in /sys/fs/bpf/podinject/$N/inject/prog_*; do
+		bpftool prog show pinned $f -j | jq .id
+	done | sort -n | jq -sc .
+}
 # what the node holds, without counters; the same through either build
 state() {
 	local pi=$1
@@ -177,6 +208,7 @@ check old_pods sh -c "$OLD -N $N -j pod list | jq -e 'length == 3'"
 check old_rules sh -c "$OLD -N $N policy add $A ingress deny >/dev/null &&
 	$OLD -N $N policy add $B ingress allow from $IPA/32 proto udp port 7200 >/dev/null &&
 	$OLD -N $N policy add $B ingress allow from $IPA/32 proto tcp port 7300 >/dev/null &&
+	$OLD -N $N policy add $B ingress allow from $IPA/32 proto udp port 7201 >/dev/null &&
 	$OLD -N $N policy add $B ingress deny >/dev/null"
 check old_grant old inject allow $C --as $A
 check old_proxy old proxy add $C --port 15001 --for $B --match tcp dport 9999
@@ -215,6 +247,8 @@ before_state=$(state "$OLD")
 before_flow=$(stream_flow "$OLD")
 before_links=$(link_ids | grep -v "$(basename $LOST)")
 before_progs=$(hook_prog_ids)
+before_inject_links=$(inject_links)
+before_inject_progs=$(inject_prog_ids)
 before_b=$(b_ingress "$OLD")
 before_rule=$(rule_pk "$OLD")
 
@@ -222,19 +256,39 @@ before_rule=$(rule_pk "$OLD")
 in_ns $B "$USEQ" recv 7200 $UDP_COUNT 3000 >$TMP/udp &
 RECV=$!
 wait_udp_listen $B 7200 >/dev/null
+in_ns $B "$USEQ" recv 7201 $INJ_COUNT 3000 >$TMP/inj &
+INJRECV=$!
+wait_udp_listen $B 7201 >/dev/null
 in_ns $A "$USEQ" send $IPB 7200 $UDP_RATE $UDP_COUNT >$TMP/sent &
 SEND=$!
+in_ns $C "$USEQ" send $IPB 7201 $INJ_RATE $INJ_COUNT $IPA >$TMP/injsent &
+INJSEND=$!
 sleep 2
 out=$("$PI" -N $N node upgrade 2>&1)
 rc=$?
 expect_eq upgrade_under_traffic "$rc" 0
 if grep -q "upgraded from ABI 4 to 5" <<<"$out"; then pass upgrade_said; else fail upgrade_said "$out"; fi
-wait $SEND
-wait $RECV
+wait $SEND $INJSEND
+wait $RECV $INJRECV
 expect_eq udp_all_through "$(cat $TMP/sent)" "sent $UDP_COUNT"
 read -r _ got _ missing _ dup _ gap <$TMP/udp
 expect_eq udp_none_lost_or_twice "missing ${missing:-?} duplicated ${dup:-?}" "missing 0 duplicated 0"
 echo "# udp: received ${got:-?} of $UDP_COUNT, longest gap ${gap:-?} ms" >&2
+read -r _ got _ missing _ dup _ gap <$TMP/inj
+expect_eq injected_none_lost "$(cat $TMP/injsent), missing ${missing:-?} duplicated ${dup:-?}" \
+	"sent $INJ_COUNT, missing 0 duplicated 0"
+echo "# injected: received ${got:-?} of $INJ_COUNT, longest gap ${gap:-?} ms" >&2
+after_inject_progs=$(inject_prog_ids)
+# the same links (the proxy's socket lookup in either mode), every program
+# there this build's, none of before
+if [ "$(inject_links)" = "$before_inject_links" ] && [ -n "$before_inject_links" ] &&
+   [ "$(jq -c unique <<<"$after_inject_progs")" = "$(inject_pinned_ids | jq -c --argjson a "$after_inject_progs" '[.[] | select(. as $p | $a | index($p))]')" ] &&
+   [ "$(jq -c unique <<<"$after_inject_progs")" != "[]" ] &&
+   [ -z "$(jq -n --argjson a "$after_inject_progs" --argjson b "$before_inject_progs" '$a - ($a - $b) | .[]')" ]; then
+	pass inject_swapped
+else
+	fail inject_swapped "links $before_inject_links -> $(inject_links), programs $before_inject_progs -> $after_inject_progs, pinned $(inject_pinned_ids)"
+fi
 wait $CLI
 expect_eq tcp_stream_not_reset "$(grep -o '^done sent [0-9]*' $TMP/cli)" "done sent 20000000"
 expect_eq tcp_stream_every_byte "$(grep -o 'conn-done bytes [0-9]*' $TMP/srv)" "conn-done bytes 20000000"

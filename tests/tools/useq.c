@@ -4,8 +4,11 @@
  * and its receiver, which counts every number missing or seen twice. The
  * upgrade test runs it across `node upgrade`. libc only.
  *
- *   useq send DST PORT RATE COUNT      RATE datagrams/s, COUNT in all;
- *                                      prints "sent N"
+ *   useq send DST PORT RATE COUNT [SRC]
+ *                                      RATE datagrams/s, COUNT in all;
+ *                                      prints "sent N". SRC: bound
+ *                                      transparently (an address of
+ *                                      another pod: an injector's flow)
  *   useq recv PORT COUNT IDLE_MS       until COUNT numbers are seen or
  *                                      nothing came for IDLE_MS; prints
  *                                      "received N missing M duplicated D
@@ -17,6 +20,7 @@
  * is retried, so a number the receiver misses was lost on the way.
  */
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,17 +38,27 @@ static uint64_t now_ns(void)
 	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
-static int do_send(const char *dst, int port, uint64_t rate, uint64_t count)
+static int do_send(const char *dst, int port, uint64_t rate, uint64_t count,
+		   const char *src)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_port = htons(port) };
+	struct sockaddr_in from = { .sin_family = AF_INET };
 	uint64_t start, seq = 0;
 	char buf[64] = {};
-	int fd;
+	int fd, one = 1;
 
-	if (inet_pton(AF_INET, dst, &sa.sin_addr) != 1 || !rate)
+	if (inet_pton(AF_INET, dst, &sa.sin_addr) != 1 || !rate ||
+	    (src && inet_pton(AF_INET, src, &from.sin_addr) != 1))
 		return 2;
 	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd >= 0 && src &&
+	    (setsockopt(fd, SOL_IP, IP_TRANSPARENT, &one, sizeof(one)) ||
+	     setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof(one)) ||
+	     bind(fd, (struct sockaddr *)&from, sizeof(from)))) {
+		perror("useq send: bind");
+		return 1;
+	}
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		perror("useq send");
 		return 1;
@@ -140,13 +154,14 @@ static int do_recv(int port, uint64_t count, int idle_ms)
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc == 6 && !strcmp(argv[1], "send"))
+	if ((argc == 6 || argc == 7) && !strcmp(argv[1], "send"))
 		return do_send(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10),
-			       strtoull(argv[5], NULL, 10));
+			       strtoull(argv[5], NULL, 10),
+			       argc == 7 ? argv[6] : NULL);
 	if (argc == 5 && !strcmp(argv[1], "recv"))
 		return do_recv(atoi(argv[2]), strtoull(argv[3], NULL, 10),
 			       atoi(argv[4]));
-	fprintf(stderr, "usage: useq send DST PORT RATE COUNT\n"
+	fprintf(stderr, "usage: useq send DST PORT RATE COUNT [SRC]\n"
 			"       useq recv PORT COUNT IDLE_MS\n");
 	return 2;
 }
