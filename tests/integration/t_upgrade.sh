@@ -9,6 +9,9 @@
 #   - a TCP stream a -> b open across the upgrade, whose ACKs reach a only
 #     because of the tracker (a has `ingress deny`): not reset, every byte
 #     through;
+#   - an injected flow (c as a, to b) with sequence numbers: none lost;
+#   - a TCP connection a -> b:9999 captured to podinject-proxy in c,
+#     open across the upgrade: not reset, every byte through the proxy;
 #   - the state (pods, rules, grants, proxy rules, the stream's tracked
 #     flow) the same after, counters going on from where they were;
 #   - link ids unchanged while program ids change (an update, not a
@@ -20,7 +23,7 @@
 # next run finishes.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=64
+EXPECT=66
 PREFIX=${PREFIX:-up-}
 MODE=${WANT_ATTACH:-tcx}
 N=${PREFIX}n
@@ -49,11 +52,12 @@ cleanup_nodes() {
 }
 cleanup_nodes
 TMP=$(mktemp -d /tmp/${PREFIX}XXXXXX)
-trap 'cleanup_nodes; rm -rf "$TMP"' EXIT
+PROXY=
+trap '[ -n "$PROXY" ] && kill $PROXY; cleanup_nodes; rm -rf "$TMP"' EXIT
 
 ALL_CHECKS="old_build old_up old_pods old_rules old_grant old_proxy old_stream_tracked
 old_refused_by_new old_hooked lost_pin upgrade_under_traffic upgrade_said udp_all_through
-udp_none_lost_or_twice injected_none_lost inject_swapped tcp_stream_not_reset tcp_stream_every_byte state_kept ct_stream_kept
+udp_none_lost_or_twice injected_none_lost inject_swapped tcp_stream_not_reset tcp_stream_every_byte proxied_not_reset proxied_by_proxy state_kept ct_stream_kept
 counters_go_on links_kept progs_changed one_per_hook lost_pin_found abi_recorded
 no_staging_left traffic_after refused_by_old second_upgrade second_links_kept
 second_progs_changed downgrade_refused downgrade_message downgrade_nothing_changed
@@ -208,10 +212,14 @@ check old_pods sh -c "$OLD -N $N -j pod list | jq -e 'length == 3'"
 check old_rules sh -c "$OLD -N $N policy add $A ingress deny >/dev/null &&
 	$OLD -N $N policy add $B ingress allow from $IPA/32 proto udp port 7200 >/dev/null &&
 	$OLD -N $N policy add $B ingress allow from $IPA/32 proto tcp port 7300 >/dev/null &&
+	$OLD -N $N policy add $B ingress allow from $IPA/32 proto tcp port 9999 >/dev/null &&
 	$OLD -N $N policy add $B ingress allow from $IPA/32 proto udp port 7201 >/dev/null &&
 	$OLD -N $N policy add $B ingress deny >/dev/null"
 check old_grant old inject allow $C --as $A
-check old_proxy old proxy add $C --port 15001 --for $B --match tcp dport 9999
+# (for a, whose server b c does not inject as: a proxy's answers to its
+# captured pod carry the server's address, which a grant for the server
+# would send into the server's egress instead)
+check old_proxy old proxy add $C --port 15001 --for $A --match tcp dport 9999
 
 # The TCP stream: b reads only after 4 s, so a's 20 MB wait in full
 # windows across the upgrade; b's ACKs and window updates reach a only
@@ -220,6 +228,15 @@ in_ns $B "$PINET" tcp-server 7300 --count 1 --sink --delay 4000 --timeout 15000 
 wait_tcp_listen $B 7300 >/dev/null
 in_ns $A "$PINET" tcp-connect --timeout 15000 $IPB 7300 --send 20000000 >$TMP/cli &
 CLI=$!
+# a's connection to b:9999, captured to the proxy in c, which connects
+# upstream with a's address; b reads after 4 s as well.
+ip netns exec $C "$BUILD/podinject-proxy" -v --connect-timeout 30000 15001 >$TMP/px 2>$TMP/pxlog </dev/null &
+PROXY=$!
+for _ in $(seq 50); do grep -q ready $TMP/px 2>/dev/null && break; sleep 0.1; done
+in_ns $B "$PINET" tcp-server 9999 --count 1 --sink --delay 4000 --timeout 15000 >$TMP/psrv &
+wait_tcp_listen $B 9999 >/dev/null
+in_ns $A "$PINET" tcp-connect --timeout 15000 $IPB 9999 --send 20000000 >$TMP/pcli &
+PCLI=$!
 for _ in $(seq 50); do [ "$(stream_flow "$OLD")" != "[]" ] && break; sleep 0.05; done
 check old_stream_tracked sh -c "[ '$(stream_flow "$OLD")' != '[]' ]"
 out=$("$PI" -N $N pod list 2>&1)
@@ -266,6 +283,8 @@ INJSEND=$!
 sleep 2
 out=$("$PI" -N $N node upgrade 2>&1)
 rc=$?
+# read while the stream is open (its entry would expire once it closed)
+after_flow=$(stream_flow "$PI")
 expect_eq upgrade_under_traffic "$rc" 0
 if grep -q "upgraded from ABI 4 to 5" <<<"$out"; then pass upgrade_said; else fail upgrade_said "$out"; fi
 wait $SEND $INJSEND
@@ -289,13 +308,23 @@ if [ "$(inject_links)" = "$before_inject_links" ] && [ -n "$before_inject_links"
 else
 	fail inject_swapped "links $before_inject_links -> $(inject_links), programs $before_inject_progs -> $after_inject_progs, pinned $(inject_pinned_ids)"
 fi
-wait $CLI
+wait $CLI $PCLI
+sleep 0.2	# the proxy's log line follows the server's close
+got=$(awk '/^done/ {print $2, $3, $NF}' $TMP/pcli)
+expect_eq proxied_not_reset "$got" "sent 20000000 $(awk '/^conn-done/ {print $NF}' $TMP/psrv)"
+if grep -q "conn $IPA:[0-9]* -> $IPB:9999 up 20000000" $TMP/pxlog; then
+	pass proxied_by_proxy
+else
+	fail proxied_by_proxy "client: $(cat $TMP/pcli), proxy: $(tail -n 2 $TMP/pxlog | tr '\n' ' ')"
+fi
+kill $PROXY
+PROXY=
 expect_eq tcp_stream_not_reset "$(grep -o '^done sent [0-9]*' $TMP/cli)" "done sent 20000000"
 expect_eq tcp_stream_every_byte "$(grep -o 'conn-done bytes [0-9]*' $TMP/srv)" "conn-done bytes 20000000"
 wait
 
 expect_eq state_kept "$(state "$PI")" "$before_state"
-expect_eq ct_stream_kept "$(stream_flow "$PI")" "$before_flow"
+expect_eq ct_stream_kept "$after_flow" "$before_flow"
 after_b=$(b_ingress "$PI")
 after_rule=$(rule_pk "$PI")
 # b received every datagram after the counters were read before
