@@ -158,6 +158,37 @@ static int set_live_abi(const struct upgrade *u, uint32_t abi)
 	return err;
 }
 
+/* The fields of the live configuration every version since the oldest
+ * one migrated from has kept in place (name, uplink, flags, next rule id,
+ * version, host namespace inode: the first 56 bytes): what the upgrader
+ * needs of the node before any migration has run, whatever its layout. */
+#define CONFIG_STABLE_HEAD	56
+_Static_assert(__builtin_offsetof(struct pi_node_config, ct_timeout) ==
+	       CONFIG_STABLE_HEAD, "the stable head of pi_node_config");
+
+static int read_live_head(struct upgrade *u)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	uint8_t raw[512];
+	uint32_t zero = 0, abi = u->n.cfg.abi;
+	int fd, err = 0;
+
+	fd = get_pin(u->n.pin_dir, node_map_names[M_NODE_CONFIG]);
+	if (fd < 0)
+		return fd;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
+	    info.value_size < CONFIG_STABLE_HEAD ||
+	    info.value_size > sizeof(raw) ||
+	    bpf_map_lookup_elem(fd, &zero, raw))
+		err = -EIO;
+	else
+		memcpy(&u->n.cfg, raw, CONFIG_STABLE_HEAD);
+	u->n.cfg.abi = abi;
+	close(fd);
+	return err;
+}
+
 /* ---- the migrations --------------------------------------------------- */
 
 /* ABI 4's configuration, as v0.1 pinned it. */
@@ -1444,6 +1475,12 @@ int pi_node_upgrade(const char *name, const struct pi_node_upgrade_opts *o,
 		err = -EPROTO;
 		goto out;
 	}
+	err = read_live_head(&u);
+	if (err) {
+		pr_err("node '%s': cannot read its configuration: %s", name,
+		       strerror(-err));
+		goto out;
+	}
 	err = netns_open_any(node_netns(&u.n));
 	if (err < 0) {
 		pr_err("node '%s': namespace is gone: %s", name, strerror(-err));
@@ -1451,6 +1488,16 @@ int pi_node_upgrade(const char *name, const struct pi_node_upgrade_opts *o,
 	}
 	u.netns_fd = err;
 	err = 0;
+	if (u.n.cfg.flags & PI_NODE_HOST) {
+		struct stat st;
+
+		if (fstat(u.netns_fd, &st) || st.st_ino != u.n.cfg.netns_ino) {
+			pr_err("node '%s' is the host namespace net:[%llu]; run podinject in that namespace",
+			       name, (unsigned long long)u.n.cfg.netns_ino);
+			err = -EXDEV;
+			goto out;
+		}
+	}
 	if (had == 1 && u.pr.phase < UP_SWITCHING) {
 		/* Interrupted before anything live changed: start over. */
 		err = roll_back(&u);
