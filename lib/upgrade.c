@@ -92,11 +92,20 @@ struct upgrade {
 	struct pi_node_upgrade_info *info;
 };
 
-/* Where the kill-at-a-point test hook is called (pi_node_upgrade_opts). */
-static void point(struct upgrade *u, enum pi_upgrade_point p)
+/* The test hook (pi_node_upgrade_opts.at_point): it may kill the process
+ * there, or return an error that fails the upgrade as a failed step
+ * would. */
+static int point(struct upgrade *u, enum pi_upgrade_point p)
 {
-	if (u->o && u->o->at_point)
-		u->o->at_point(p, u->o->ctx);
+	int err;
+
+	if (!u->o || !u->o->at_point)
+		return 0;
+	err = u->o->at_point(p, u->o->ctx);
+	if (err)
+		pr_err("node '%s': the upgrade fails at point %d, as asked",
+		       u->n.name, p);
+	return err;
 }
 
 static void stage_path(const struct upgrade *u, char *buf, size_t len,
@@ -840,7 +849,7 @@ static int switch_all(struct upgrade *u, bool live_only)
 				  progs[nk ? P_POD_EGRESS_NETKIT : P_POD_EGRESS],
 				  pin);
 		if (first && !err && !live_only) {
-			point(u, PI_UPGRADE_AT_FIRST_HOOK);
+			err = point(u, PI_UPGRADE_AT_FIRST_HOOK);
 			first = false;
 		}
 		snprintf(pin, sizeof(pin), "link_pod_%u_ingress", pod->ifindex);
@@ -1277,7 +1286,7 @@ static int commit_dir(struct upgrade *u, const char *sub, bool *first)
 		if (rename(from, to))
 			err = -errno;
 		if (!err && *first) {
-			point(u, PI_UPGRADE_AT_FIRST_RENAME);
+			err = point(u, PI_UPGRADE_AT_FIRST_RENAME);
 			*first = false;
 		}
 	}
@@ -1381,29 +1390,32 @@ static int forward(struct upgrade *u, bool fresh)
 		err = save_progress(u, UP_SWITCHING);
 		if (!err)
 			err = switch_all(u, false);
+		if (!err)
+			err = point(u, PI_UPGRADE_AT_SWITCHED);
+		if (!err)
+			err = run_steps(u, true);
 		if (err && fresh) {
-			if (!switch_all(u, true))
-				roll_back(u);
+			/* Nothing is committed: every hook back to the old
+			 * programs, then as if the upgrade had not begun. */
+			if (!switch_all(u, true) && !roll_back(u))
+				pr_err("node '%s': the upgrade failed and was rolled back; the node is as it was",
+				       u->n.name);
 			else
-				pr_err("node '%s': some hooks run this build's programs; run 'node upgrade' again",
+				pr_err("node '%s': some hooks may run this build's programs; run 'node upgrade' again",
 				       u->n.name);
 			return err;
 		}
-		if (!err)
-			point(u, PI_UPGRADE_AT_SWITCHED);
-		if (!err)
-			err = run_steps(u, true);
 		if (!err)
 			err = save_progress(u, UP_COMMITTING);
 	}
 	if (!err && u->pr.phase == UP_COMMITTING) {
 		err = commit(u);
 		if (!err)
-			point(u, PI_UPGRADE_AT_COMMITTED);
+			err = point(u, PI_UPGRADE_AT_COMMITTED);
 		if (!err)
 			err = bump(u);
 		if (!err)
-			point(u, PI_UPGRADE_AT_BUMPED);
+			err = point(u, PI_UPGRADE_AT_BUMPED);
 		if (!err)
 			err = save_progress(u, UP_DONE);
 	}
@@ -1539,13 +1551,17 @@ int pi_node_upgrade(const char *name, const struct pi_node_upgrade_opts *o,
 		finish(&u);
 		goto out;
 	}
-	point(&u, PI_UPGRADE_AT_MARKED);
-	err = stage(&u);
+	err = point(&u, PI_UPGRADE_AT_MARKED);
+	if (!err)
+		err = stage(&u);
+	if (!err)
+		err = point(&u, PI_UPGRADE_AT_STAGED);
 	if (err) {
-		roll_back(&u);
+		if (!roll_back(&u))
+			pr_err("node '%s': the upgrade failed and was rolled back; the node is as it was",
+			       name);
 		goto out;
 	}
-	point(&u, PI_UPGRADE_AT_STAGED);
 	collect_all_map_ids(&u);
 	err = forward(&u, true);
 out:

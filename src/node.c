@@ -111,26 +111,32 @@ static int node_down(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* Tests kill the upgrader at a phase boundary (docs/operations.md). */
-static void kill_at(enum pi_upgrade_point point, void *ctx)
+/* Tests kill the upgrader at a phase boundary, or make it fail there
+ * (docs/operations.md). */
+static int kill_or_fail_at(enum pi_upgrade_point point, void *ctx)
 {
-	if ((long)ctx == (long)point)
+	const char *kill_at = getenv("PODINJECT_UPGRADE_KILL_AT");
+	const char *fail_at = getenv("PODINJECT_UPGRADE_FAIL_AT");
+
+	(void)ctx;
+	if (kill_at && atoi(kill_at) == (int)point)
 		raise(SIGKILL);
+	if (fail_at && atoi(fail_at) == (int)point)
+		return -ECANCELED;
+	return 0;
 }
 
 static int node_upgrade(int argc, char **argv)
 {
 	struct pi_node_upgrade_opts o = { .lock_timeout_ms = lock_timeout_ms };
 	struct pi_node_upgrade_info info;
-	const char *at = getenv("PODINJECT_UPGRADE_KILL_AT");
 	int err;
 
 	if (argc > 0)
 		return usage_err("unknown argument '%s'", argv[0]);
-	if (at && *at) {
-		o.at_point = kill_at;
-		o.ctx = (void *)strtol(at, NULL, 10);
-	}
+	if (getenv("PODINJECT_UPGRADE_KILL_AT") ||
+	    getenv("PODINJECT_UPGRADE_FAIL_AT"))
+		o.at_point = kill_or_fail_at;
 	err = pi_node_upgrade(node_name, &o, &info);
 	if (err)
 		return exit_code(err);

@@ -92,7 +92,9 @@ int pi_node_down(const char *name, bool force, int lock_timeout_ms);
 
 /* Where pi_node_upgrade() calls opts->at_point: the boundaries of its
  * phases (lib/upgrade.c), so that a test can kill the upgrader at each
- * and see the next run finish or roll back. */
+ * and see the next run finish or roll back, or return -errno there to
+ * make the upgrade fail as a failed step would (before the commit it is
+ * rolled back, from it on it says to run it again). */
 enum pi_upgrade_point {
 	PI_UPGRADE_AT_MARKED = 1,	/* progress record made, node marked */
 	PI_UPGRADE_AT_STAGED,		/* new maps and programs staged */
@@ -106,7 +108,7 @@ enum pi_upgrade_point {
 
 struct pi_node_upgrade_opts {
 	int lock_timeout_ms;		/* 0: PI_LOCK_TIMEOUT_MS */
-	void (*at_point)(enum pi_upgrade_point point, void *ctx);
+	int (*at_point)(enum pi_upgrade_point point, void *ctx);
 	void *ctx;
 };
 

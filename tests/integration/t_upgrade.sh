@@ -23,7 +23,7 @@
 # next run finishes.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=66
+EXPECT=87
 PREFIX=${PREFIX:-up-}
 MODE=${WANT_ATTACH:-tcx}
 N=${PREFIX}n
@@ -64,6 +64,9 @@ second_progs_changed downgrade_refused downgrade_message downgrade_nothing_chang
 downgrade_refused_by_others"
 for k in 1 2 3 4 5 6 7; do
 	ALL_CHECKS="$ALL_CHECKS kill${k}_killed kill${k}_meanwhile kill${k}_next_run kill${k}_whole"
+done
+for k in 1 2 3 4 5 6 7; do
+	ALL_CHECKS="$ALL_CHECKS fail${k}_said fail${k}_left fail${k}_next_run"
 done
 skip_all() {
 	local c
@@ -449,4 +452,49 @@ for k in 1 2 3 4 5 6 7; do
 		got="$got rules $before_rules -> $after_rules"
 	fi
 	expect_eq kill${k}_whole "$got" "5  $ONE_EACH"
+done
+
+# ---- failing at each phase: rolled back before the commit, finished by
+# the next run from it on -------------------------------------------------
+for k in 1 2 3 4 5 6 7; do
+	cleanup_nodes
+	if ! make_old_node || ! old policy add $A egress allow to $IPB/32 proto icmp >/dev/null ||
+	   ! in_ns $A ping -c 2 -i 0.2 -W 1 $IPB >/dev/null; then
+		fail fail${k}_said "cannot make a v0.1 node"
+		continue
+	fi
+	before_rules=$(old -j policy list | jq -c .)
+	before_progs=$(hook_prog_ids)
+	before_pins=$(ls -R /sys/fs/bpf/podinject/$N)
+	out=$(PODINJECT_UPGRADE_FAIL_AT=$k "$PI" -N $N node upgrade 2>&1)
+	rc=$?
+	if [ $k -le 4 ]; then
+		want="the upgrade failed and was rolled back; the node is as it was"
+	else
+		want="the upgrade could not be finished: Operation canceled; run 'node upgrade' again"
+	fi
+	if [ $rc = 1 ] && grep -qF "$want" <<<"$out"; then
+		pass fail${k}_said
+	else
+		fail fail${k}_said "exit $rc: $out"
+	fi
+	if [ $k -le 4 ]; then
+		# the v0.1 node as it was: its version, its pins, its programs
+		# on every hook, its build's commands, traffic
+		got="$(abi) $(hook_prog_ids) $(old -j policy list | jq -c 'map(del(.packets, .bytes))')"
+		want="4 $before_progs $(jq -c 'map(del(.packets, .bytes))' <<<"$before_rules")"
+		[ "$(ls -R /sys/fs/bpf/podinject/$N)" = "$before_pins" ] || got="$got pins-changed"
+		in_ns $A ping -c 2 -i 0.2 -W 1 $IPB >/dev/null || got="$got no-ping"
+		expect_eq fail${k}_left "$got" "$want"
+	else
+		check fail${k}_left in_ns $A ping -c 2 -i 0.2 -W 1 $IPB
+	fi
+	out=$("$PI" -N $N node upgrade 2>&1)
+	rc=$?
+	got="$rc $(abi) $(test -e /sys/fs/bpf/podinject/$N/upgrade && echo staging-left) $(hook_counts)"
+	in_ns $A ping -c 2 -i 0.2 -W 1 $IPB >/dev/null || got="$got no-ping"
+	if [ $k -ge 5 ] && ! grep -q "interrupted upgrade finished" <<<"$out"; then
+		got="$got not-resumed: $out"
+	fi
+	expect_eq fail${k}_next_run "$got" "0 5  $ONE_EACH"
 done
