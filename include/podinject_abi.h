@@ -14,8 +14,14 @@
 /* The layout of a node's pinned state. A node pinned by a build with
  * another version is refused (node_open), never read: its maps may not
  * mean what this build thinks. Bump it with any change to a struct below,
- * to a map's size or to the set of pinned objects. */
-#define PI_ABI_VERSION		4
+ * to a map's size or to the set of pinned objects, and add the migration
+ * from the version before to lib/upgrade.c (docs/architecture.md). */
+#define PI_ABI_VERSION		5
+/* pi_node_config.abi while `node upgrade` runs: this bit or'ed with the
+ * version the upgrade started from. No build takes it for its own, so
+ * every other command, of either build, leaves the node alone until the
+ * upgrade is finished. */
+#define PI_ABI_UPGRADING	0x80000000u
 
 #define PI_NAME_LEN		32
 #define PI_MAX_PODS		1024
@@ -138,6 +144,20 @@ struct pi_node_config {
 	__u32 abi;		/* PI_ABI_VERSION of the build that made it */
 	__u64 netns_ino;	/* of a node on the host's own namespace */
 	__u32 ct_timeout[PI_CT_TO_MAX];	/* seconds, 0 = default */
+	/* ABI 5: the version the node was last upgraded from (0: made by
+	 * this version) and when (CLOCK_REALTIME ns), for `node show`. */
+	__u32 upgraded_from;
+	__u64 upgraded_ns;
+};
+
+/* `node upgrade`'s progress record: the one entry of the map pinned at
+ * PIN_DIR/upgrade/progress, which exists exactly while an upgrade is
+ * under way (or was interrupted). lib/upgrade.c says what each phase
+ * leaves behind and how the next run goes on from it. */
+struct pi_upgrade_progress {
+	__u32 from_abi;
+	__u32 to_abi;
+	__u32 phase;		/* enum upgrade_phase in lib/upgrade.c */
 	__u32 pad;
 };
 
@@ -578,7 +598,10 @@ _Static_assert(sizeof(struct pi_addr) == 16, "size of pi_addr");
 _Static_assert(sizeof(struct pi_pod) == 48, "size of pi_pod");
 _Static_assert(sizeof(struct pi_endpoint_key) == 20, "size of pi_endpoint_key");
 _Static_assert(sizeof(struct pi_endpoint) == 24, "size of pi_endpoint");
-_Static_assert(sizeof(struct pi_node_config) == 80, "size of pi_node_config");
+_Static_assert(sizeof(struct pi_node_config) == 88, "size of pi_node_config");
+_Static_assert(__builtin_offsetof(struct pi_node_config, upgraded_from) == 76, "pi_node_config.upgraded_from");
+_Static_assert(__builtin_offsetof(struct pi_node_config, upgraded_ns) == 80, "pi_node_config.upgraded_ns");
+_Static_assert(sizeof(struct pi_upgrade_progress) == 16, "size of pi_upgrade_progress");
 _Static_assert(__builtin_offsetof(struct pi_node_config, ct_timeout) == 56, "pi_node_config.ct_timeout");
 _Static_assert(sizeof(struct pi_ct_key) == 48, "size of pi_ct_key");
 _Static_assert(__builtin_offsetof(struct pi_ct_key, pod) == 16, "pi_ct_key.pod");

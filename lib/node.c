@@ -145,6 +145,8 @@ static void fill_info(const struct pi_node *n, struct pi_node_info *info)
 	info->host = n->cfg.flags & PI_NODE_HOST;
 	info->owns_netns = n->cfg.flags & PI_NODE_OWNS_NETNS;
 	info->uplink_ifindex = n->cfg.uplink_ifindex;
+	info->upgraded_from = n->cfg.upgraded_from;
+	info->upgraded_ns = n->cfg.upgraded_ns;
 	if (n->cfg.uplink_ifindex && !node_enter(n, &saved)) {
 		nl_link_name(n->cfg.uplink_ifindex, info->uplink);
 		netns_restore(saved);

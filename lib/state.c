@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,7 +106,7 @@ static long long now_ms(void)
 int node_lock_dir(const char *dir, enum node_lock lock, int timeout_ms)
 {
 	long long deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
-	int op = lock == NODE_LOCK_EXCLUSIVE ? LOCK_EX : LOCK_SH;
+	int op = lock == NODE_LOCK_SHARED ? LOCK_SH : LOCK_EX;
 	int wait_ms = 1;
 
 	for (;;) {
@@ -154,12 +155,18 @@ static int incomplete(const struct pi_node *n, const char *path)
 	return err;
 }
 
-static int check_abi(struct pi_node *n)
+/* Reads the node's recorded ABI version whatever the layout of its
+ * configuration: `abi` has been at offset 44 since it exists. n->cfg is
+ * filled only when the layout is this build's. With `any`, any version
+ * is accepted (the upgrader, lib/upgrade.c, decides what to do); else a
+ * node of another version is refused with the way out in the message. */
+static int check_abi(struct pi_node *n, bool any)
 {
 	struct bpf_map_info info = {};
 	__u32 len = sizeof(info);
 	char path[PATH_MAX];
-	uint32_t zero = 0;
+	uint8_t raw[512];
+	uint32_t zero = 0, abi = 0, from;
 	int fd, err = 0;
 
 	node_pin_path(n, path, sizeof(path), "%s", node_map_names[M_NODE_CONFIG]);
@@ -173,19 +180,41 @@ static int check_abi(struct pi_node *n)
 		close(fd);
 		return err;
 	}
-	if (info.value_size != sizeof(n->cfg) ||
-	    bpf_map_lookup_elem(fd, &zero, &n->cfg) ||
-	    n->cfg.abi != PI_ABI_VERSION) {
-		pr_err("node '%s' was set up by another podinject build (node ABI %u, this build uses %u): "
+	if (info.value_size >= 48 && info.value_size <= sizeof(raw) &&
+	    !bpf_map_lookup_elem(fd, &zero, raw))
+		memcpy(&abi, raw + 44, sizeof(abi));
+	close(fd);
+	if (info.value_size == sizeof(n->cfg))
+		memcpy(&n->cfg, raw, sizeof(n->cfg));
+	n->cfg.abi = abi;
+	if (any || (abi == PI_ABI_VERSION && info.value_size == sizeof(n->cfg)))
+		return 0;
+	from = abi & ~PI_ABI_UPGRADING;
+	if (abi & PI_ABI_UPGRADING)
+		pr_err("node '%s' is being upgraded from ABI %u, or its upgrade was interrupted: "
+		      "finish it with 'podinject -N %s node upgrade'", n->name,
+		      from, n->name);
+	else if (abi == PI_ABI_VERSION)
+		pr_err("node '%s' is damaged: its configuration is %u bytes, not %zu; remove it with 'podinject -N %s node down --force'",
+		      n->name, info.value_size, sizeof(n->cfg), n->name);
+	else if (abi > PI_ABI_VERSION)
+		pr_err("node '%s' was set up by another podinject build, a newer one (node ABI %u, this build uses %u): "
+		      "this build does not downgrade a node; use the newer build, or remove the node with "
+		      "'podinject -N %s node down --force'", n->name, abi,
+		      PI_ABI_VERSION, n->name);
+	else if (abi >= PI_ABI_OLDEST_UPGRADE)
+		pr_err("node '%s' was set up by another podinject build, an older one (node ABI %u, this build uses %u): "
+		      "migrate it in place with 'podinject -N %s node upgrade', which keeps its pods, policies, "
+		      "grants, proxy rules and tracked flows (or remove it with 'podinject -N %s node down --force')",
+		      n->name, abi, PI_ABI_VERSION, n->name, n->name);
+	else
+		pr_err("node '%s' was set up by another podinject build (node ABI %u, this build uses %u and upgrades from %u on): "
 		      "take it down with the build that made it ('podinject -N %s node down'), "
 		      "or with 'podinject -N %s node down --force', which removes its pins and links "
 		      "but leaves its pods' namespaces and devices; then 'node up' again",
-		      n->name, info.value_size == sizeof(n->cfg) ? n->cfg.abi : 0,
-		      PI_ABI_VERSION, n->name, n->name);
-		err = -EPROTO;
-	}
-	close(fd);
-	return err;
+		      n->name, abi, PI_ABI_VERSION, PI_ABI_OLDEST_UPGRADE,
+		      n->name, n->name);
+	return -EPROTO;
 }
 
 int netns_cookie_self(uint64_t *cookie)
@@ -273,8 +302,8 @@ int node_open_dir(struct pi_node *n, const char *name, const char *dir,
 			pr_err("cannot lock node '%s': %s", name, strerror(-err));
 		return err;
 	}
-	err = check_abi(n);
-	if (err) {
+	err = check_abi(n, lock == NODE_LOCK_UPGRADE);
+	if (err || lock == NODE_LOCK_UPGRADE) {
 		gone = err == -ENOENT;
 		goto fail;
 	}
@@ -334,6 +363,8 @@ int node_open_dir(struct pi_node *n, const char *name, const char *dir,
 	}
 	return 0;
 fail:
+	if (!err)
+		return 0;	/* NODE_LOCK_UPGRADE: locked, version read */
 	if (broken)
 		*broken = gone;
 	node_close(n);
@@ -445,10 +476,10 @@ static bool pins_have_live_link(const char *dir)
  * not ours, that nothing holds any more. Called with its lock held. */
 int node_dir_host_netns(const char *dir, uint64_t *ino)
 {
-	struct pi_node_config cfg;
 	struct bpf_map_info info = {};
-	__u32 len = sizeof(info);
+	__u32 len = sizeof(info), flags;
 	char path[PATH_MAX];
+	uint8_t raw[512];
 	uint32_t zero = 0;
 	int fd, err = 0;
 
@@ -457,20 +488,21 @@ int node_dir_host_netns(const char *dir, uint64_t *ino)
 	fd = bpf_obj_get(path);
 	if (fd < 0)
 		return -errno;
-	/* Another build's node is read only where its layout is this
-	 * build's. */
+	/* Any build's node from ABI 2 on: flags and netns_ino have kept
+	 * their offsets (include/podinject_abi.h), whatever came after. */
 	if (bpf_obj_get_info_by_fd(fd, &info, &len))
 		err = -errno;
-	else if (info.value_size != sizeof(cfg))
+	else if (info.value_size < offsetof(struct pi_node_config, netns_ino) + 8 ||
+		 info.value_size > sizeof(raw))
 		err = -EPROTO;
-	else if (bpf_map_lookup_elem(fd, &zero, &cfg))
+	else if (bpf_map_lookup_elem(fd, &zero, raw))
 		err = -errno;
-	else if (!(cfg.flags & PI_NODE_HOST) || !cfg.netns_ino)
-		err = -ENOTTY;
-	else
-		*ino = cfg.netns_ino;
 	close(fd);
-	return err;
+	if (err)
+		return err;
+	memcpy(&flags, raw + offsetof(struct pi_node_config, flags), 4);
+	memcpy(ino, raw + offsetof(struct pi_node_config, netns_ino), 8);
+	return (flags & PI_NODE_HOST) && *ino ? 0 : -ENOTTY;
 }
 
 bool node_host_stale(const char *dir)

@@ -46,7 +46,13 @@ enum node_lock {
 	NODE_LOCK_SHARED,
 	NODE_LOCK_EXCLUSIVE,
 	NODE_LOCK_HELD,		/* the caller holds it already (node up/down) */
+	NODE_LOCK_UPGRADE,	/* exclusive; node_open only reads the recorded
+				 * version (n->cfg.abi), of any build, and opens
+				 * nothing else (lib/upgrade.c) */
 };
+
+/* The oldest node version lib/upgrade.c migrates from (v0.1's). */
+#define PI_ABI_OLDEST_UPGRADE	4
 
 #define NODE_LOCK_TIMEOUT_MS	PI_LOCK_TIMEOUT_MS
 

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* podinject node up|down|show */
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "cmds.h"
 #include "util.h"
 
@@ -12,6 +15,7 @@ static int node_help(int argc, char **argv)
 		"Usage: podinject [-N NODE] node up [--uplink DEV] [--xdp] [--host]\n"
 		"                                   [--attach auto|tcx|clsact]\n"
 		"       podinject [-N NODE] node down [--force]\n"
+		"       podinject [-N NODE] [-j] node upgrade\n"
 		"       podinject [-N NODE] [-j] node show\n"
 		"\n"
 		"A node is the network namespace named NODE (made by 'up' when it\n"
@@ -27,6 +31,12 @@ static int node_help(int argc, char **argv)
 		"its devices are left alone unless named with --uplink.\n"
 		"down --force: remove the pins and links of a node another build\n"
 		"made, leaving its pods' namespaces and devices.\n"
+		"upgrade: bring a node made by the previous release (or another\n"
+		"build of this one) to this build in place, under traffic: its\n"
+		"pods, rules, counters, grants, proxy rules and tracked flows are\n"
+		"kept, programs are replaced atomically on each hook, and an\n"
+		"interrupted upgrade is finished by the next one\n"
+		"(docs/operations.md). A newer node is refused (no downgrade).\n"
 		"--attach: tcx links where the kernel has them (auto, the\n"
 		"default), or clsact qdiscs with cls_bpf filters, as on kernels\n"
 		"without tcx.\n",
@@ -101,6 +111,68 @@ static int node_down(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* Tests kill the upgrader at a phase boundary, or make it fail there
+ * (docs/operations.md). */
+static int kill_or_fail_at(enum pi_upgrade_point point, void *ctx)
+{
+	const char *kill_at = getenv("PODINJECT_UPGRADE_KILL_AT");
+	const char *fail_at = getenv("PODINJECT_UPGRADE_FAIL_AT");
+
+	(void)ctx;
+	if (kill_at && atoi(kill_at) == (int)point)
+		raise(SIGKILL);
+	if (fail_at && atoi(fail_at) == (int)point)
+		return -ECANCELED;
+	return 0;
+}
+
+static int node_upgrade(int argc, char **argv)
+{
+	struct pi_node_upgrade_opts o = { .lock_timeout_ms = lock_timeout_ms };
+	struct pi_node_upgrade_info info;
+	int err;
+
+	if (argc > 0)
+		return usage_err("unknown argument '%s'", argv[0]);
+	if (getenv("PODINJECT_UPGRADE_KILL_AT") ||
+	    getenv("PODINJECT_UPGRADE_FAIL_AT"))
+		o.at_point = kill_or_fail_at;
+	err = pi_node_upgrade(node_name, &o, &info);
+	if (err)
+		return exit_code(err);
+	if (info.from_abi != info.to_abi)
+		p_info("node %s upgraded from ABI %u to %u%s: %d migration step(s), %d hook(s) re-pointed, %d of injection and proxy",
+		       node_name, info.from_abi, info.to_abi,
+		       info.resumed ? " (an interrupted upgrade finished)" : "",
+		       info.migrations, info.hooks, info.inject_hooks);
+	else
+		p_info("node %s: ABI %u, nothing to migrate%s; %d hook(s) re-pointed to this build's programs, %d of injection and proxy",
+		       node_name, info.to_abi,
+		       info.resumed ? " (an interrupted upgrade finished)" : "",
+		       info.hooks, info.inject_hooks);
+	if (info.rolled_back)
+		p_info("an interrupted upgrade was rolled back first");
+	if (info.attached || info.removed)
+		p_info("%d hook(s) had lost the node's program and got it back; %d extra program(s) of the node removed",
+		       info.attached, info.removed);
+	if (json_output) {
+		json_obj_open(jw);
+		json_kstr(jw, "node", node_name);
+		json_ku64(jw, "from_abi", info.from_abi);
+		json_ku64(jw, "to_abi", info.to_abi);
+		json_kbool(jw, "resumed", info.resumed);
+		json_kbool(jw, "rolled_back", info.rolled_back);
+		json_ku64(jw, "migrations", info.migrations);
+		json_ku64(jw, "hooks", info.hooks);
+		json_ku64(jw, "inject_hooks", info.inject_hooks);
+		json_ku64(jw, "attached", info.attached);
+		json_ku64(jw, "removed", info.removed);
+		json_obj_close(jw);
+		json_end(jw);
+	}
+	return EXIT_OK;
+}
+
 static void print_address(int family, const struct pi_addr *a, void *ctx)
 {
 	char buf[64];
@@ -146,6 +218,11 @@ static int node_show(int argc, char **argv)
 			json_null(jw);
 		}
 		json_ku64(jw, "pods", info.pods);
+		json_key(jw, "upgraded_from_abi");
+		if (info.upgraded_from)
+			json_u64(jw, info.upgraded_from);
+		else
+			json_null(jw);
 		json_key(jw, "node_addresses");
 		json_arr_open(jw);
 	} else {
@@ -161,6 +238,15 @@ static int node_show(int argc, char **argv)
 			       info.uplink_ifindex);
 		else
 			printf("  uplink none (non-pod traffic goes to the stack)\n");
+		if (info.upgraded_from) {
+			time_t t = info.upgraded_ns / 1000000000ULL;
+			char when[32];
+
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC",
+				 gmtime(&t));
+			printf("  upgraded from ABI %u on %s\n",
+			       info.upgraded_from, when);
+		}
 		printf("  pods %d\n  node addresses:", info.pods);
 	}
 	pi_node_addresses(n, print_address, NULL);
@@ -181,6 +267,7 @@ int do_node(int argc, char **argv)
 		{ "up", node_up },
 		{ "down", node_down },
 		{ "show", node_show },
+		{ "upgrade", node_upgrade },
 		{ "help", node_help },
 		{ 0 },
 	};

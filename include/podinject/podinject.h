@@ -82,6 +82,8 @@ struct pi_node_info {
 	uint32_t uplink_ifindex;
 	char uplink[16];
 	int pods;
+	uint32_t upgraded_from;		/* ABI of the last upgrade's start, 0: none */
+	uint64_t upgraded_ns;		/* its CLOCK_REALTIME */
 };
 
 /* Makes the node `name` (its namespace unless it exists, or the host's
@@ -91,6 +93,49 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *opts,
 /* Removes all the node made. force: a node of another ABI version loses
  * its pins and links, and its pods' namespaces and devices are left. */
 int pi_node_down(const char *name, bool force, int lock_timeout_ms);
+
+/* Where pi_node_upgrade() calls opts->at_point: the boundaries of its
+ * phases (lib/upgrade.c), so that a test can kill the upgrader at each
+ * and see the next run finish or roll back, or return -errno there to
+ * make the upgrade fail as a failed step would (before the commit it is
+ * rolled back, from it on it says to run it again). */
+enum pi_upgrade_point {
+	PI_UPGRADE_AT_MARKED = 1,	/* progress record made, node marked */
+	PI_UPGRADE_AT_STAGED,		/* new maps and programs staged */
+	PI_UPGRADE_AT_FIRST_HOOK,	/* one hook runs the new program */
+	PI_UPGRADE_AT_SWITCHED,		/* every hook does */
+	PI_UPGRADE_AT_FIRST_RENAME,	/* one staged pin is live */
+	PI_UPGRADE_AT_COMMITTED,	/* all are; version not bumped */
+	PI_UPGRADE_AT_BUMPED,		/* version bumped; record not removed */
+	PI_UPGRADE_POINTS = PI_UPGRADE_AT_BUMPED,
+};
+
+struct pi_node_upgrade_opts {
+	int lock_timeout_ms;		/* 0: PI_LOCK_TIMEOUT_MS */
+	int (*at_point)(enum pi_upgrade_point point, void *ctx);
+	void *ctx;
+};
+
+struct pi_node_upgrade_info {
+	uint32_t from_abi, to_abi;
+	bool resumed;		/* an interrupted upgrade was finished */
+	bool rolled_back;	/* an interrupted one was undone, then redone */
+	int migrations;		/* ABI steps run */
+	int hooks;		/* hooks re-pointed to this build's programs */
+	int inject_hooks;	/* injection's and the proxy's, besides */
+	int attached;		/* hooks that had lost the node's program */
+	int removed;		/* extra programs of the node taken off hooks */
+};
+
+/* Brings the node `name` to this build in place: a node of an older ABI
+ * version (from PI_ABI_VERSION's oldest migration on) is migrated, one of
+ * this version gets this build's programs; pods, policies, counters,
+ * grants, proxy rules and tracked flows are kept, and the programs are
+ * replaced atomically on each hook. An interrupted upgrade is finished or
+ * rolled back. -EPROTO: the node is newer (no downgrade), too old, or
+ * half-way through another build's upgrade; nothing is changed then. */
+int pi_node_upgrade(const char *name, const struct pi_node_upgrade_opts *opts,
+		    struct pi_node_upgrade_info *info);
 
 enum pi_open_mode {
 	PI_OPEN_READ,		/* shared lock; changes are refused (-EBADF) */

@@ -483,6 +483,28 @@ int main(void)
 	      "namespace la-a is still there");
 	pi_node_close(n);
 
+	/* A node of this version: nothing to migrate, la-b's two hooks get
+	 * this build's programs; a node held by another caller is busy. */
+	{
+		struct pi_node_upgrade_opts uo = { .lock_timeout_ms = 100 };
+		struct pi_node_upgrade_info ui;
+
+		CHECK_RC("node_upgrade_current", pi_node_upgrade(NODE, NULL, &ui), 0);
+		check(ui.from_abi == PI_ABI_VERSION && ui.to_abi == PI_ABI_VERSION &&
+		      !ui.migrations && ui.hooks == 2 && !ui.resumed &&
+		      !ui.rolled_back, "node_upgrade_current_info",
+		      "from %u to %u, %d migrations, %d hooks", ui.from_abi,
+		      ui.to_abi, ui.migrations, ui.hooks);
+		CHECK_RC("node_upgrade_bad_name", pi_node_upgrade("Bad Name", NULL, &ui), -EINVAL);
+		CHECK_RC("node_upgrade_not_up", pi_node_upgrade("la-not-up", &uo, &ui), -ENOENT);
+		if (!pi_node_open(NODE, PI_OPEN_READ, 1000, &n)) {
+			CHECK_RC("node_upgrade_busy", pi_node_upgrade(NODE, &uo, &ui), -EBUSY);
+			pi_node_close(n);
+		} else {
+			check(false, "node_upgrade_busy", "cannot open the node");
+		}
+	}
+
 	CHECK_RC("node_down", pi_node_down(NODE, false, 1000), 0);
 	check(access("/sys/fs/bpf/podinject/" NODE, F_OK) != 0, "node_down_pins_gone",
 	      "pins left");

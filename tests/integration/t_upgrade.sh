@@ -1,0 +1,500 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Upgrade in place: a node made by the previous release (v0.1, ABI 4,
+# built from git history and kept under the build dir) with pods, rules,
+# an injection grant, a proxy rule and tracked flows is upgraded by this
+# build while traffic flows:
+#   - a UDP flow a -> b at a fixed rate with sequence numbers: none lost,
+#     none seen twice;
+#   - a TCP stream a -> b open across the upgrade, whose ACKs reach a only
+#     because of the tracker (a has `ingress deny`): not reset, every byte
+#     through;
+#   - an injected flow (c as a, to b) with sequence numbers: none lost;
+#   - a TCP connection a -> b:9999 captured to podinject-proxy in c,
+#     open across the upgrade: not reset, every byte through the proxy;
+#   - the state (pods, rules, grants, proxy rules, the stream's tracked
+#     flow) the same after, counters going on from where they were;
+#   - link ids unchanged while program ids change (an update, not a
+#     re-attach), exactly one node program per hook, a link whose pin was
+#     lost found by asking the hook and pinned again;
+# then: the old build refuses the upgraded node, a second upgrade of a
+# current node re-points its programs, a downgrade is refused with nothing
+# changed, and the upgrader killed at each phase leaves a node that the
+# next run finishes.
+. "$(dirname "$0")/lib.sh"
+require_root
+EXPECT=87
+PREFIX=${PREFIX:-up-}
+MODE=${WANT_ATTACH:-tcx}
+N=${PREFIX}n
+A=${PREFIX}a
+B=${PREFIX}b
+C=${PREFIX}c
+IPA=10.244.31.10
+IPB=10.244.31.11
+IPC=10.244.31.12
+OLD_REV=v0.1
+USEQ=$BUILD/useq
+TCXQ=$BUILD/tcx-attach
+UDP_RATE=25000
+UDP_COUNT=125000	# 5 s at the rate, the upgrade in the middle
+INJ_RATE=5000		# c injecting as a, to b, at the same time
+INJ_COUNT=25000
+cleanup_nodes() {
+	local n
+	# A node left half-upgraded (a failed run) refuses a plain `node down`.
+	for n in $(ls /sys/fs/bpf/podinject 2>/dev/null | grep "^$PREFIX"); do
+		"$PI" -N "$n" node down >/dev/null 2>&1 ||
+			"$PI" -N "$n" node down --force >/dev/null 2>&1
+	done
+	cleanup_all
+	rm -f /sys/fs/bpf/${PREFIX}kept
+}
+cleanup_nodes
+TMP=$(mktemp -d /tmp/${PREFIX}XXXXXX)
+PROXY=
+trap '[ -n "$PROXY" ] && kill $PROXY; cleanup_nodes; rm -rf "$TMP"' EXIT
+
+ALL_CHECKS="old_build old_up old_pods old_rules old_grant old_proxy old_stream_tracked
+old_refused_by_new old_hooked lost_pin upgrade_under_traffic upgrade_said udp_all_through
+udp_none_lost_or_twice injected_none_lost inject_swapped tcp_stream_not_reset tcp_stream_every_byte proxied_not_reset proxied_by_proxy state_kept ct_stream_kept
+counters_go_on links_kept progs_changed one_per_hook lost_pin_found abi_recorded
+no_staging_left traffic_after refused_by_old second_upgrade second_links_kept
+second_progs_changed downgrade_refused downgrade_message downgrade_nothing_changed
+downgrade_refused_by_others"
+for k in 1 2 3 4 5 6 7; do
+	ALL_CHECKS="$ALL_CHECKS kill${k}_killed kill${k}_meanwhile kill${k}_next_run kill${k}_whole"
+done
+for k in 1 2 3 4 5 6 7; do
+	ALL_CHECKS="$ALL_CHECKS fail${k}_said fail${k}_left fail${k}_next_run"
+done
+skip_all() {
+	local c
+	for c in $ALL_CHECKS; do skip "$c" "$1"; done
+	exit 0
+}
+
+# ---- the previous release ---------------------------------------------
+# Built once per commit under the build dir (both attach modes' suites
+# share it, under a lock).
+old_build() {
+	local commit dir=$BUILD/prev-$OLD_REV
+	commit=$(git -C "$ROOT" rev-parse "$OLD_REV^{commit}" 2>/dev/null) || return 1
+	(
+		flock 9
+		if [ "$(cat "$dir/.commit" 2>/dev/null)" != "$commit" ] ||
+		   [ ! -x "$dir/build/podinject" ]; then
+			rm -rf "$dir"
+			mkdir -p "$dir"
+			git -C "$ROOT" archive "$commit" | tar -x -C "$dir" &&
+			make -C "$dir" -s -j2 build/podinject >/dev/null 2>&1 &&
+			echo "$commit" >"$dir/.commit"
+		fi
+	) 9>"$BUILD/prev-$OLD_REV.lock"
+	[ -x "$dir/build/podinject" ] && [ -s "$dir/.commit" ] &&
+		echo "$dir/build/podinject"
+}
+if ! git -C "$ROOT" cat-file -e "$OLD_REV^{commit}" 2>/dev/null; then
+	skip_all "no git history with $OLD_REV here"
+fi
+OLD=$(old_build)
+if [ -z "$OLD" ]; then
+	fail old_build "cannot build $OLD_REV"
+	ALL_CHECKS=${ALL_CHECKS#old_build }
+	skip_all "no build of $OLD_REV"
+fi
+pass old_build
+old() { "$OLD" -N $N "$@"; }
+
+NODE_PROGS='^(pod_egress|pod_ingress|uplink_ingress|pod_egress_nk|pod_ingress_nk)$'
+# node programs at each pod hook, "dev/hook=count" for all of them
+hook_counts() {
+	local dev hook out=""
+	for dev in pi-$A pi-$B pi-$C; do
+		for hook in ingress egress; do
+			if [ "$MODE" = clsact ]; then
+				c=$(in_ns $N bpftool net -j | jq --arg d $dev --arg h $hook \
+					'[.[].tc[] | select(.devname == $d and .kind == "clsact/" + $h and
+					  (.name | sub(":\\[.*"; "") | test("'"$NODE_PROGS"'")))] | length')
+			else
+				c=$($TCXQ query $N $dev $hook | tr ' ' '\n' | grep -cE "$NODE_PROGS")
+			fi
+			out="$out $dev/$hook=$c"
+		done
+	done
+	echo $out
+}
+ONE_EACH="pi-$A/ingress=1 pi-$A/egress=1 pi-$B/ingress=1 pi-$B/egress=1 pi-$C/ingress=1 pi-$C/egress=1"
+# "pin:link-id" (tcx) of every pod hook; clsact filters have no link
+link_ids() {
+	local f
+	for f in /sys/fs/bpf/podinject/$N/link_pod_*; do
+		echo "$(basename $f):$(bpftool link show pinned $f -j | jq .id)"
+	done
+}
+# the program ids running at the pod hooks: tcx links' or clsact filters',
+# and the pods' XDP ACLs on their eth0
+hook_prog_ids() {
+	local f p ids=""
+	if [ "$MODE" = clsact ]; then
+		ids=$(in_ns $N bpftool net -j | jq -r '.[].tc[] | select(.name | sub(":\\[.*"; "") | test("'"$NODE_PROGS"'")) | .id')
+	else
+		for f in /sys/fs/bpf/podinject/$N/link_pod_*; do
+			ids="$ids $(bpftool link show pinned $f -j | jq .prog_id)"
+		done
+	fi
+	for p in $A $B $C; do
+		ids="$ids $(ip -n $p -j link show eth0 | jq '.[0].xdp.prog.id // empty')"
+	done
+	echo $ids | tr ' ' '\n' | sort -n | jq -sc .
+}
+pinned_prog_ids() {
+	local f
+	for f in /sys/fs/bpf/podinject/$N/prog_pod_egress /sys/fs/bpf/podinject/$N/prog_pod_ingress \
+		 /sys/fs/bpf/podinject/$N/prog_xdp_pod_*; do
+		[ -e "$f" ] && bpftool prog show pinned $f -j | jq .id
+	done | sort -n | jq -sc .
+}
+# Injection's and the proxy's attachments, "pin link-id" and the program
+# ids that run there: the links' (tcx, the proxy's socket lookup) or the
+# head filters' in the node's and the pods' namespaces (clsact)
+INJECT_PROGS='^(inject_egress|pod_reply|proxy_assign|netkit_guard|netkit_untag|proxy_lookup)$'
+inject_links() {
+	local f
+	for f in /sys/fs/bpf/podinject/$N/inject/link_*; do
+		bpftool link show pinned $f -j 2>/dev/null | jq -r --arg f $(basename $f) 'select(.id) | "\($f) \(.id)"'
+	done
+}
+inject_prog_ids() {
+	local f ns
+	{
+		for f in /sys/fs/bpf/podinject/$N/inject/link_*; do
+			bpftool link show pinned $f -j 2>/dev/null | jq 'select(.id) | .prog_id'
+		done
+		if [ "$MODE" = clsact ]; then
+			for ns in $N $A $B $C; do
+				in_ns $ns bpftool net -j | jq '.[].tc[] | select(.name | sub(":\\[.*"; "") | test("'"$INJECT_PROGS"'")) | .id'
+			done
+		fi
+	} | sort -n | jq -sc .
+}
+inject_pinned_ids() {
+	local f
+	for f in /sys/fs/bpf/podinject/$N/inject/prog_*; do
+		bpftool prog show pinned $f -j | jq .id
+	done | sort -n | jq -sc .
+}
+# what the node holds, without counters; the same through either build
+state() {
+	local pi=$1
+	$pi -N $N -j pod list | jq -c 'map(del(.stats, .conntrack) | .xdp = (.xdp != null))'
+	$pi -N $N -j policy list | jq -c 'map(del(.packets, .bytes))'
+	$pi -N $N -j inject list | jq -c .
+	$pi -N $N -j proxy list | jq -c .
+}
+stream_flow() {	# the TCP stream's entry in a's table
+	$1 -N $N -j ct list $A | jq -c --arg b $IPB '[.[] | select(.proto == "tcp" and .peer_addr == $b and .peer_port == 7300) |
+		{proto, pod_addr, pod_port, peer_addr, peer_port, opened_by}]'
+}
+b_ingress() { $1 -N $N -j pod show $B | jq .stats.ingress_packets; }
+rule_pk() { $1 -N $N -j policy list $B | jq '.[] | select(.port == "7200") | .packets'; }
+abi() {	# the recorded version: bytes 44-47 of node_config's value
+	bpftool map lookup pinned /sys/fs/bpf/podinject/$N/node_config key 0 0 0 0 -j |
+		jq -r '.value[44:48] | reverse | map(ltrimstr("0x")) | join("")' | { read -r h; echo $((16#$h)); }
+}
+
+# ---- a node of the previous release -------------------------------------
+make_old_node() {
+	old node up ${NODE_ARGS:-} >/dev/null &&
+	old pod add $A --ip $IPA >/dev/null &&
+	old pod add $B --ip $IPB >/dev/null &&
+	old pod add $C --ip $IPC >/dev/null
+}
+check old_up make_old_node
+check old_pods sh -c "$OLD -N $N -j pod list | jq -e 'length == 3'"
+check old_rules sh -c "$OLD -N $N policy add $A ingress deny >/dev/null &&
+	$OLD -N $N policy add $B ingress allow from $IPA/32 proto udp port 7200 >/dev/null &&
+	$OLD -N $N policy add $B ingress allow from $IPA/32 proto tcp port 7300 >/dev/null &&
+	$OLD -N $N policy add $B ingress allow from $IPA/32 proto tcp port 9999 >/dev/null &&
+	$OLD -N $N policy add $B ingress allow from $IPA/32 proto udp port 7201 >/dev/null &&
+	$OLD -N $N policy add $B ingress deny >/dev/null"
+check old_grant old inject allow $C --as $A
+# (for a, whose server b c does not inject as: a proxy's answers to its
+# captured pod carry the server's address, which a grant for the server
+# would send into the server's egress instead)
+check old_proxy old proxy add $C --port 15001 --for $A --match tcp dport 9999
+
+# The TCP stream: b reads only after 4 s, so a's 20 MB wait in full
+# windows across the upgrade; b's ACKs and window updates reach a only
+# because the tracker knows the flow a opened.
+in_ns $B "$PINET" tcp-server 7300 --count 1 --sink --delay 4000 --timeout 15000 >$TMP/srv &
+wait_tcp_listen $B 7300 >/dev/null
+in_ns $A "$PINET" tcp-connect --timeout 15000 $IPB 7300 --send 20000000 >$TMP/cli &
+CLI=$!
+# a's connection to b:9999, captured to the proxy in c, which connects
+# upstream with a's address; b reads after 4 s as well.
+ip netns exec $C "$BUILD/podinject-proxy" -v --connect-timeout 30000 15001 >$TMP/px 2>$TMP/pxlog </dev/null &
+PROXY=$!
+for _ in $(seq 50); do grep -q ready $TMP/px 2>/dev/null && break; sleep 0.1; done
+in_ns $B "$PINET" tcp-server 9999 --count 1 --sink --delay 4000 --timeout 15000 >$TMP/psrv &
+wait_tcp_listen $B 9999 >/dev/null
+in_ns $A "$PINET" tcp-connect --timeout 15000 $IPB 9999 --send 20000000 >$TMP/pcli &
+PCLI=$!
+for _ in $(seq 50); do [ "$(stream_flow "$OLD")" != "[]" ] && break; sleep 0.05; done
+check old_stream_tracked sh -c "[ '$(stream_flow "$OLD")' != '[]' ]"
+out=$("$PI" -N $N pod list 2>&1)
+if [ $? = 1 ] && grep -q "older one.*node upgrade" <<<"$out"; then
+	pass old_refused_by_new
+else
+	fail old_refused_by_new "$out"
+fi
+expect_eq old_hooked "$(hook_counts)" "$ONE_EACH"
+
+# A lost pin: the link of b's egress hook is kept alive by another pin
+# only; the upgrade must find it on the hook, not make a second one.
+LOST=/sys/fs/bpf/podinject/$N/link_pod_$(old -j pod show $B | jq .host_ifindex)_egress
+if [ "$MODE" = clsact ]; then
+	check lost_pin sh -c "bpftool prog pin id $(bpftool prog show pinned $LOST -j | jq .id) /sys/fs/bpf/${PREFIX}kept && rm $LOST"
+else
+	check lost_pin sh -c "bpftool link pin id $(bpftool link show pinned $LOST -j | jq .id) /sys/fs/bpf/${PREFIX}kept && rm $LOST"
+fi
+
+# The rule of the UDP flow counts before the upgrade (nobody listens
+# yet: these only count; the first few may go before the neighbours
+# are resolved).
+in_ns $A "$USEQ" send $IPB 7200 1000 100 >/dev/null
+before_state=$(state "$OLD")
+before_flow=$(stream_flow "$OLD")
+before_links=$(link_ids | grep -v "$(basename $LOST)")
+before_progs=$(hook_prog_ids)
+before_inject_links=$(inject_links)
+before_inject_progs=$(inject_prog_ids)
+before_b=$(b_ingress "$OLD")
+before_rule=$(rule_pk "$OLD")
+
+# ---- upgrade under traffic ----------------------------------------------
+in_ns $B "$USEQ" recv 7200 $UDP_COUNT 3000 >$TMP/udp &
+RECV=$!
+wait_udp_listen $B 7200 >/dev/null
+in_ns $B "$USEQ" recv 7201 $INJ_COUNT 3000 >$TMP/inj &
+INJRECV=$!
+wait_udp_listen $B 7201 >/dev/null
+in_ns $A "$USEQ" send $IPB 7200 $UDP_RATE $UDP_COUNT >$TMP/sent &
+SEND=$!
+in_ns $C "$USEQ" send $IPB 7201 $INJ_RATE $INJ_COUNT $IPA >$TMP/injsent &
+INJSEND=$!
+sleep 2
+out=$("$PI" -N $N node upgrade 2>&1)
+rc=$?
+# read while the stream is open (its entry would expire once it closed)
+after_flow=$(stream_flow "$PI")
+expect_eq upgrade_under_traffic "$rc" 0
+if grep -q "upgraded from ABI 4 to 5" <<<"$out"; then pass upgrade_said; else fail upgrade_said "$out"; fi
+wait $SEND $INJSEND
+wait $RECV $INJRECV
+expect_eq udp_all_through "$(cat $TMP/sent)" "sent $UDP_COUNT"
+read -r _ got _ missing _ dup _ gap <$TMP/udp
+expect_eq udp_none_lost_or_twice "missing ${missing:-?} duplicated ${dup:-?}" "missing 0 duplicated 0"
+echo "# udp: received ${got:-?} of $UDP_COUNT, longest gap ${gap:-?} ms" >&2
+read -r _ got _ missing _ dup _ gap <$TMP/inj
+expect_eq injected_none_lost "$(cat $TMP/injsent), missing ${missing:-?} duplicated ${dup:-?}" \
+	"sent $INJ_COUNT, missing 0 duplicated 0"
+echo "# injected: received ${got:-?} of $INJ_COUNT, longest gap ${gap:-?} ms" >&2
+after_inject_progs=$(inject_prog_ids)
+# the same links (the proxy's socket lookup in either mode), every program
+# there this build's, none of before
+if [ "$(inject_links)" = "$before_inject_links" ] && [ -n "$before_inject_links" ] &&
+   [ "$(jq -c unique <<<"$after_inject_progs")" = "$(inject_pinned_ids | jq -c --argjson a "$after_inject_progs" '[.[] | select(. as $p | $a | index($p))]')" ] &&
+   [ "$(jq -c unique <<<"$after_inject_progs")" != "[]" ] &&
+   [ -z "$(jq -n --argjson a "$after_inject_progs" --argjson b "$before_inject_progs" '$a - ($a - $b) | .[]')" ]; then
+	pass inject_swapped
+else
+	fail inject_swapped "links $before_inject_links -> $(inject_links), programs $before_inject_progs -> $after_inject_progs, pinned $(inject_pinned_ids)"
+fi
+wait $CLI $PCLI
+sleep 0.2	# the proxy's log line follows the server's close
+got=$(awk '/^done/ {print $2, $3, $NF}' $TMP/pcli)
+expect_eq proxied_not_reset "$got" "sent 20000000 $(awk '/^conn-done/ {print $NF}' $TMP/psrv)"
+if grep -q "conn $IPA:[0-9]* -> $IPB:9999 up 20000000" $TMP/pxlog; then
+	pass proxied_by_proxy
+else
+	fail proxied_by_proxy "client: $(cat $TMP/pcli), proxy: $(tail -n 2 $TMP/pxlog | tr '\n' ' ')"
+fi
+kill $PROXY
+PROXY=
+expect_eq tcp_stream_not_reset "$(grep -o '^done sent [0-9]*' $TMP/cli)" "done sent 20000000"
+expect_eq tcp_stream_every_byte "$(grep -o 'conn-done bytes [0-9]*' $TMP/srv)" "conn-done bytes 20000000"
+wait
+
+expect_eq state_kept "$(state "$PI")" "$before_state"
+expect_eq ct_stream_kept "$after_flow" "$before_flow"
+after_b=$(b_ingress "$PI")
+after_rule=$(rule_pk "$PI")
+# b received every datagram after the counters were read before
+if is_num "$after_b" && is_num "$before_b" && is_num "$after_rule" && is_num "$before_rule" &&
+   [ $((after_b - before_b)) -ge $UDP_COUNT ] && [ "$before_rule" -gt 0 ] &&
+   [ $((after_rule - before_rule)) -ge $UDP_COUNT ]; then
+	pass counters_go_on
+else
+	fail counters_go_on "b ingress $before_b -> $after_b, rule $before_rule -> $after_rule (want > 0, then +$UDP_COUNT)"
+fi
+if [ "$MODE" = clsact ]; then
+	# Filters have no link: the same filter (priority and handle) now
+	# runs another program, as one_per_hook and progs_changed show.
+	expect_eq links_kept "$(link_ids | grep -c ':null$')" "$(link_ids | wc -l)"
+else
+	expect_eq links_kept "$(link_ids | grep -v "$(basename $LOST)")" "$before_links"
+fi
+after_progs=$(hook_prog_ids)
+if [ "$after_progs" != "$before_progs" ] && [ "$(jq -c 'unique' <<<"$after_progs")" = "$(pinned_prog_ids)" ] &&
+   [ -z "$(jq -n --argjson a "$after_progs" --argjson b "$before_progs" '$a - ($a - $b) | .[]')" ]; then
+	pass progs_changed
+else
+	fail progs_changed "before $before_progs, after $after_progs, pinned $(pinned_prog_ids)"
+fi
+expect_eq one_per_hook "$(hook_counts)" "$ONE_EACH"
+if [ "$MODE" = clsact ]; then
+	expect_eq lost_pin_found "$(bpftool prog show pinned $LOST -j | jq .id)" "$(bpftool prog show pinned /sys/fs/bpf/podinject/$N/prog_pod_egress -j | jq .id)"
+else
+	expect_eq lost_pin_found "$(bpftool link show pinned $LOST -j | jq .id)" "$(bpftool link show pinned /sys/fs/bpf/${PREFIX}kept -j | jq .id)"
+fi
+expect_eq abi_recorded "$(abi) $("$PI" -N $N -j node show | jq .upgraded_from_abi)" "5 4"
+check no_staging_left test ! -e /sys/fs/bpf/podinject/$N/upgrade
+in_ns $B "$PINET" udp-echo 7200 3 5000 >/dev/null &
+wait_udp_listen $B 7200 >/dev/null
+expect_eq traffic_after "$(in_ns $A "$PINET" udp-rr $IPB 7200 3 2000 | head -n 1)" "replies 3"
+wait
+check_fails refused_by_old old pod list
+
+# ---- a node of this version: its programs re-pointed --------------------
+before_links=$(link_ids)
+before_progs=$(hook_prog_ids)
+out=$("$PI" -N $N node upgrade 2>&1)
+# 6 tc hooks, and with --xdp the 3 pods' XDP ACLs
+if [ $? = 0 ] && grep -q "ABI 5, nothing to migrate; $((${WANT_XDP:-0} ? 9 : 6)) hook" <<<"$out"; then
+	pass second_upgrade
+else
+	fail second_upgrade "$out"
+fi
+expect_eq second_links_kept "$(link_ids)" "$before_links"
+after_progs=$(hook_prog_ids)
+if [ "$after_progs" != "$before_progs" ] && [ "$(jq -c 'unique' <<<"$after_progs")" = "$(pinned_prog_ids)" ]; then
+	pass second_progs_changed
+else
+	fail second_progs_changed "before $before_progs, after $after_progs"
+fi
+
+# ---- a downgrade is refused, nothing changed ----------------------------
+snapshot() {
+	ls -R /sys/fs/bpf/podinject/$N
+	hook_prog_ids
+	bpftool map dump pinned /sys/fs/bpf/podinject/$N/node_config
+}
+cfg=/sys/fs/bpf/podinject/$N/node_config
+val=$(bpftool map lookup pinned $cfg key 0 0 0 0 -j | jq -r '.value | .[:44] + ["0x06", "0", "0", "0"] + .[48:] | join(" ")')
+bpftool map update pinned $cfg key 0 0 0 0 value $val
+snap=$(snapshot)
+out=$("$PI" -N $N node upgrade 2>&1)
+expect_eq downgrade_refused "$?" 1
+if grep -q "newer podinject build (node ABI 6, this build uses 5): a downgrade is not supported; nothing was changed" <<<"$out"; then
+	pass downgrade_message
+else
+	fail downgrade_message "$out"
+fi
+expect_eq downgrade_nothing_changed "$(snapshot)" "$snap"
+out=$("$PI" -N $N pod list 2>&1)
+if [ $? = 1 ] && grep -q "a newer one.*does not downgrade" <<<"$out"; then
+	pass downgrade_refused_by_others
+else
+	fail downgrade_refused_by_others "$out"
+fi
+val=$(bpftool map lookup pinned $cfg key 0 0 0 0 -j | jq -r '.value | .[:44] + ["0x05", "0", "0", "0"] + .[48:] | join(" ")')
+bpftool map update pinned $cfg key 0 0 0 0 value $val
+"$PI" -N $N node down >/dev/null 2>&1
+rm -f /sys/fs/bpf/${PREFIX}kept
+
+# ---- killed at each phase, finished by the next run ---------------------
+for k in 1 2 3 4 5 6 7; do
+	cleanup_nodes
+	if ! make_old_node || ! old policy add $A egress allow to $IPB/32 proto icmp >/dev/null ||
+	   ! in_ns $A ping -c 2 -i 0.2 -W 1 $IPB >/dev/null; then
+		fail kill${k}_killed "cannot make a v0.1 node"
+		continue
+	fi
+	before_rules=$(old -j policy list | jq -c .)
+	out=$(PODINJECT_UPGRADE_KILL_AT=$k "$PI" -N $N node upgrade 2>&1)
+	rc=$?
+	msg=$("$PI" -N $N pod list 2>&1)
+	prc=$?
+	# Up to the version bump, every other command is refused and says
+	# what to do; after it (7) the node is this build's already.
+	if [ $rc = 137 ] && { { [ $k = 7 ] && [ $prc = 0 ]; } ||
+	   { [ $prc = 1 ] && grep -q "interrupted: finish it with 'podinject -N $N node upgrade'" <<<"$msg"; }; }; then
+		pass kill${k}_killed
+	else
+		fail kill${k}_killed "upgrade exit $rc ($out), pod list exit $prc: $msg"
+	fi
+	check kill${k}_meanwhile in_ns $A ping -c 2 -i 0.2 -W 1 $IPB
+	out=$("$PI" -N $N node upgrade 2>&1)
+	rc=$?
+	if [ $rc = 0 ] && { { [ $k -le 2 ] && grep -q "rolled back first" <<<"$out"; } ||
+	   { [ $k -ge 3 ] && grep -q "interrupted upgrade finished" <<<"$out"; }; }; then
+		pass kill${k}_next_run
+	else
+		fail kill${k}_next_run "exit $rc: $out"
+	fi
+	got="$(abi) $(test -e /sys/fs/bpf/podinject/$N/upgrade && echo staging-left) $(hook_counts)"
+	in_ns $A ping -c 2 -i 0.2 -W 1 $IPB >/dev/null || got="$got no-ping"
+	after_rules=$("$PI" -N $N -j policy list | jq -c .)
+	# the rule counted the pings before and goes on counting
+	if [ "$(jq -c 'map(del(.packets, .bytes))' <<<"$after_rules")" != "$(jq -c 'map(del(.packets, .bytes))' <<<"$before_rules")" ] ||
+	   [ "$(jq '.[0].packets' <<<"$after_rules")" -le "$(jq '.[0].packets' <<<"$before_rules")" ]; then
+		got="$got rules $before_rules -> $after_rules"
+	fi
+	expect_eq kill${k}_whole "$got" "5  $ONE_EACH"
+done
+
+# ---- failing at each phase: rolled back before the commit, finished by
+# the next run from it on -------------------------------------------------
+for k in 1 2 3 4 5 6 7; do
+	cleanup_nodes
+	if ! make_old_node || ! old policy add $A egress allow to $IPB/32 proto icmp >/dev/null ||
+	   ! in_ns $A ping -c 2 -i 0.2 -W 1 $IPB >/dev/null; then
+		fail fail${k}_said "cannot make a v0.1 node"
+		continue
+	fi
+	before_rules=$(old -j policy list | jq -c .)
+	before_progs=$(hook_prog_ids)
+	before_pins=$(ls -R /sys/fs/bpf/podinject/$N)
+	out=$(PODINJECT_UPGRADE_FAIL_AT=$k "$PI" -N $N node upgrade 2>&1)
+	rc=$?
+	if [ $k -le 4 ]; then
+		want="the upgrade failed and was rolled back; the node is as it was"
+	else
+		want="the upgrade could not be finished: Operation canceled; run 'node upgrade' again"
+	fi
+	if [ $rc = 1 ] && grep -qF "$want" <<<"$out"; then
+		pass fail${k}_said
+	else
+		fail fail${k}_said "exit $rc: $out"
+	fi
+	if [ $k -le 4 ]; then
+		# the v0.1 node as it was: its version, its pins, its programs
+		# on every hook, its build's commands, traffic
+		got="$(abi) $(hook_prog_ids) $(old -j policy list | jq -c 'map(del(.packets, .bytes))')"
+		want="4 $before_progs $(jq -c 'map(del(.packets, .bytes))' <<<"$before_rules")"
+		[ "$(ls -R /sys/fs/bpf/podinject/$N)" = "$before_pins" ] || got="$got pins-changed"
+		in_ns $A ping -c 2 -i 0.2 -W 1 $IPB >/dev/null || got="$got no-ping"
+		expect_eq fail${k}_left "$got" "$want"
+	else
+		check fail${k}_left in_ns $A ping -c 2 -i 0.2 -W 1 $IPB
+	fi
+	out=$("$PI" -N $N node upgrade 2>&1)
+	rc=$?
+	got="$rc $(abi) $(test -e /sys/fs/bpf/podinject/$N/upgrade && echo staging-left) $(hook_counts)"
+	in_ns $A ping -c 2 -i 0.2 -W 1 $IPB >/dev/null || got="$got no-ping"
+	if [ $k -ge 5 ] && ! grep -q "interrupted upgrade finished" <<<"$out"; then
+		got="$got not-resumed: $out"
+	fi
+	expect_eq fail${k}_next_run "$got" "0 5  $ONE_EACH"
+done

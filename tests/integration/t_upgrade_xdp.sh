@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# The upgrade suite on a node made with --xdp: the pods' XDP ACLs on
+# their eth0 are swapped too (XDP_FLAGS_REPLACE naming the program there).
+# (Plain assignments: ones prefixed to `.` would be gone by the time the
+# EXIT trap cleans up by PREFIX.)
+PREFIX=ux-
+EXPECT=87
+NODE_ARGS="--xdp"
+WANT_XDP=1
+. "$(dirname "$0")/t_upgrade.sh"
