@@ -83,6 +83,7 @@ struct apply {
 	int auto_path;		/* inject_path_auto(), probed once */
 	struct undo *undo;
 	int nundo;
+	bool skip_absent;	/* PI_APPLY_SKIP_ABSENT */
 };
 
 /* ---- errors --------------------------------------------------------- */
@@ -465,6 +466,8 @@ static int parse_grants(struct apply *a, int inj, json_t *arr,
 			return refuse(a, -EINVAL, as ? fat : at,
 				      "'as' names the pod to inject as");
 		tgt = pod_index(a, json_string_value(as));
+		if (tgt < 0 && a->skip_absent)
+			continue;	/* not on this node */
 		if (tgt < 0)
 			return refuse(a, -ESRCH, fat, "no pod '%s' on node %s",
 				      json_string_value(as), a->n->name);
@@ -512,6 +515,8 @@ static int parse_proxy(struct apply *a, int pod, json_t *o,
 		return refuse(a, -EINVAL, v ? at : where,
 			      "'by' names the proxy pod");
 	proxy = pod_index(a, json_string_value(v));
+	if (proxy < 0 && a->skip_absent)
+		return 0;	/* no proxy on this node: no capture */
 	if (proxy < 0)
 		return refuse(a, -ESRCH, at, "no pod '%s' on node %s",
 			      json_string_value(v), a->n->name);
@@ -587,6 +592,8 @@ static int parse_pod(struct apply *a, const char *name, json_t *o)
 	if (!pi_valid_pod_name(name))
 		return refuse(a, -EINVAL, where, "invalid pod name");
 	idx = pod_index(a, name);
+	if (idx < 0 && a->skip_absent)
+		return 0;	/* another node's pod */
 	if (idx < 0)
 		return refuse(a, -ESRCH, where,
 			      "no pod '%s' on node %s (apply does not make pods)",
@@ -1322,7 +1329,10 @@ static json_t *yaml_load(struct apply *a, const char *doc, size_t len, int *ret)
 int pi_apply(struct pi_node *n, const char *doc, size_t len, uint32_t flags,
 	     pi_plan_fn fn, void *ctx, struct pi_apply_error *err)
 {
-	struct apply a = { .n = n, .err = err };
+	struct apply a = {
+		.n = n, .err = err,
+		.skip_absent = flags & PI_APPLY_SKIP_ABSENT,
+	};
 	uint32_t *new_ids = NULL, nnew = 0;
 	json_error_t jerr;
 	json_t *root;

@@ -15,7 +15,7 @@ static int node_help(int argc, char **argv)
 		"Usage: podinject [-N NODE] node up [--uplink DEV] [--xdp] [--host]\n"
 		"                                   [--attach auto|tcx|clsact]\n"
 		"       podinject [-N NODE] node down [--force]\n"
-		"       podinject [-N NODE] [-j] node upgrade\n"
+		"       podinject [-N NODE] [-j] node upgrade [--if-up]\n"
 		"       podinject [-N NODE] [-j] node show\n"
 		"\n"
 		"A node is the network namespace named NODE (made by 'up' when it\n"
@@ -37,6 +37,8 @@ static int node_help(int argc, char **argv)
 		"kept, programs are replaced atomically on each hook, and an\n"
 		"interrupted upgrade is finished by the next one\n"
 		"(docs/operations.md). A newer node is refused (no downgrade).\n"
+		"--if-up: a node that is not up is no error (an install step\n"
+		"that upgrades whatever node it finds).\n"
 		"--attach: tcx links where the kernel has them (auto, the\n"
 		"default), or clsact qdiscs with cls_bpf filters, as on kernels\n"
 		"without tcx.\n",
@@ -126,18 +128,68 @@ static int kill_or_fail_at(enum pi_upgrade_point point, void *ctx)
 	return 0;
 }
 
+/* Library messages held back for a moment (node upgrade --if-up). */
+static struct held_msg {
+	enum pi_log_level level;
+	char *msg;
+} held[64];
+static int nheld;
+
+static void held_log(enum pi_log_level level, const char *msg, void *ctx)
+{
+	if (nheld < (int)(sizeof(held) / sizeof(held[0]))) {
+		held[nheld].level = level;
+		held[nheld].msg = strdup(msg);
+		if (held[nheld].msg)
+			nheld++;
+	}
+}
+
+static void held_free(void)
+{
+	while (nheld > 0)
+		free(held[--nheld].msg);
+}
+
+static void held_replay(void)
+{
+	for (int i = 0; i < nheld; i++)
+		cli_log(held[i].level, held[i].msg, NULL);
+	held_free();
+}
+
 static int node_upgrade(int argc, char **argv)
 {
 	struct pi_node_upgrade_opts o = { .lock_timeout_ms = lock_timeout_ms };
 	struct pi_node_upgrade_info info;
+	bool if_up = false;
+	const struct opt opts[] = {
+		OPT_FLAG("--if-up", &if_up),
+		{ 0 },
+	};
 	int err;
 
-	if (argc > 0)
-		return usage_err("unknown argument '%s'", argv[0]);
+	err = parse_opts(opts, argc, argv, 0, NULL, NULL);
+	if (err)
+		return err;
 	if (getenv("PODINJECT_UPGRADE_KILL_AT") ||
 	    getenv("PODINJECT_UPGRADE_FAIL_AT"))
 		o.at_point = kill_or_fail_at;
+	/* With --if-up the library's words wait until its result says
+	 * whether "not up" was all there was to say. */
+	if (if_up)
+		pi_set_log(held_log, NULL);
 	err = pi_node_upgrade(node_name, &o, &info);
+	if (if_up) {
+		pi_set_log(cli_log, NULL);
+		if (err == -ENOENT) {
+			p_info("node %s is not up: nothing to upgrade",
+			       node_name);
+			held_free();
+			return EXIT_OK;
+		}
+		held_replay();
+	}
 	if (err)
 		return exit_code(err);
 	if (info.from_abi != info.to_abi)

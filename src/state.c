@@ -15,6 +15,7 @@ static int apply_help(int argc, char **argv)
 {
 	fprintf(stderr,
 		"Usage: podinject [-N NODE] [-j] apply -f FILE|- [--dry-run] [--format json|yaml]\n"
+		"                                 [--skip-absent]\n"
 		"       podinject [-N NODE] export\n"
 		"\n"
 		"apply brings the node to the state FILE declares (JSON, or YAML for\n"
@@ -26,7 +27,10 @@ static int apply_help(int argc, char **argv)
 		"first: one that cannot be applied fails the apply with its place and\n"
 		"reason, and nothing changes; a change that fails undoes the others.\n"
 		"Unchanged rules keep their ids and counters. --dry-run prints the plan\n"
-		"and changes nothing. export prints the node's state in the same form,\n"
+		"and changes nothing. --skip-absent: what the file says of a pod that\n"
+		"is not on this node (a pod, a grant as it, a proxy rule by it) is\n"
+		"left out instead of refused: one file for a fleet of nodes, as the\n"
+		"DaemonSet applies it. export prints the node's state in the same form,\n"
 		"so 'podinject export | podinject apply -f -' changes nothing.\n"
 		"Format: docs/operations.md, \"Desired state: apply and export\".\n");
 	return EXIT_OK;
@@ -168,11 +172,12 @@ static int apply_cmd(int argc, char **argv)
 		{ "json", 1 }, { "yaml", 2 }, { 0 },
 	};
 	const char *file = NULL, *ext;
-	bool dry = false;
+	bool dry = false, skip_absent = false;
 	int format = 0;
 	const struct opt fo[] = {
 		OPT_STR("-f", &file, "a file, or - for stdin"),
 		OPT_FLAG("--dry-run", &dry),
+		OPT_FLAG("--skip-absent", &skip_absent),
 		OPT_CHOICE("--format", &format, formats),
 		{ 0 },
 	};
@@ -193,7 +198,8 @@ static int apply_cmd(int argc, char **argv)
 	ext = strrchr(file, '.');
 	if (!format)
 		format = ext && (!strcmp(ext, ".yaml") || !strcmp(ext, ".yml")) ? 2 : 1;
-	flags = (dry ? PI_APPLY_DRY_RUN : 0) | (format == 2 ? PI_APPLY_YAML : 0);
+	flags = (dry ? PI_APPLY_DRY_RUN : 0) | (format == 2 ? PI_APPLY_YAML : 0) |
+		(skip_absent ? PI_APPLY_SKIP_ABSENT : 0);
 	doc = read_all(file, &len);
 	if (!doc) {
 		p_err("cannot read '%s': %s", file, strerror(errno));

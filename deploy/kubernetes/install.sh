@@ -2,6 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0
 # podinject-install: the DaemonSet's install step (the image's entrypoint).
 #
+#  0. upgrades the node the plugin serves, in place, before this build's
+#     plugin takes its place (`node upgrade`: a node made by the release
+#     before is migrated, a node of this ABI gets this build's programs),
+#     so that no CNI ADD of the new plugin ever meets a node it cannot
+#     use; no node yet is nothing to do, and a failed upgrade stops here
+#     (the plugin in place keeps serving the node it knows);
 #  1. copies the plugin into the host's CNI bin dir under a temporary name
 #     and renames it into place (a runtime never runs a half-written file),
 #     with the shared libraries the host may lack in podinject.lib/ beside
@@ -12,7 +18,12 @@
 #  3. adopts the pods that exist already (started before the plugin was
 #     installed), from libcni's result cache: the plugin's own ADD with the
 #     cached result as prevResult;
-#  4. keeps watching: the binary and the config are put back when the
+#  4. applies the node's desired state from PODINJECT_STATE (a mounted
+#     ConfigMap: rules, grants, proxy rules, tracker timeouts; pods of
+#     other nodes in it are skipped), at start and whenever the file
+#     changes, and again every STATE_RESYNC_SECONDS to repair drift (a node
+#     wiped and rebuilt by step 3);
+#  5. keeps watching: the binary and the config are put back when the
 #     primary CNI rewrites its file or the binary goes missing.
 # On SIGTERM it stops and leaves the binary and the config in place, so
 # that the DEL of every pod keeps working while the DaemonSet is away.
@@ -23,6 +34,8 @@
 #   PODINJECT_NODE (cni)   PODINJECT_CONF  extra keys for podinject's entry,
 #                                          JSON, e.g. {"attach":"tcx"}
 #   PODINJECT_LOG  (/var/log/podinject-cni.log, a path on the host)
+#   PODINJECT_STATE  the desired-state document (JSON or YAML), optional
+#   STATE_RESYNC_SECONDS (60)   PODINJECT_CLI (podinject)
 #   INSTALL_ONCE=1 install once and exit;  POLL_SECONDS (2)
 set -eu
 BIN=${CNI_BIN_DIR:-/host/opt/cni/bin}
@@ -33,6 +46,9 @@ NODE=${PODINJECT_NODE:-cni}
 EXTRA=${PODINJECT_CONF:-\{\}}
 PLOG=${PODINJECT_LOG:-/var/log/podinject-cni.log}
 POLL=${POLL_SECONDS:-2}
+CLI=${PODINJECT_CLI:-podinject}
+STATE=${PODINJECT_STATE:-}
+RESYNC=${STATE_RESYNC_SECONDS:-60}
 
 log() { echo "podinject-install: $*" >&2; }
 
@@ -141,15 +157,46 @@ adopt_existing() {
 	done
 }
 
+upgrade_node() {
+	if ! "$CLI" -N "$NODE" node upgrade --if-up >&2; then
+		log "cannot upgrade node $NODE: the plugin in place is left as it is"
+		return 1
+	fi
+}
+
+state_sum=
+state_at=0
+apply_state() {
+	# an empty document (the manifest's as shipped) declares nothing
+	[ -n "$STATE" ] && [ -s "$STATE" ] || return 0
+	# no node yet (no pod so far): nothing to apply to, try again later
+	"$CLI" -N "$NODE" node show >/dev/null 2>&1 || return 0
+	sum=$(cksum <"$STATE")
+	now=$(date +%s)
+	if [ "$sum" = "$state_sum" ] && [ $((now - state_at)) -lt "$RESYNC" ]; then
+		return 0
+	fi
+	if "$CLI" -N "$NODE" apply -f "$STATE" --skip-absent >&2; then
+		[ "$sum" = "$state_sum" ] || log "applied $STATE"
+		state_sum=$sum
+		state_at=$now
+	else
+		log "cannot apply $STATE; trying again at the next poll"
+	fi
+}
+
 trap 'log "stopping; the plugin and its config stay"; exit 0' TERM INT
+upgrade_node || exit 1
 install_binary
 if list=$(insert_conf); then
 	adopt_existing "$list"
 fi
+apply_state
 [ "${INSTALL_ONCE:-0}" = 1 ] && exit 0
 while :; do
 	sleep "$POLL" &
 	wait $! || true
 	install_binary
 	insert_conf >/dev/null || true
+	apply_state
 done

@@ -383,6 +383,10 @@ struct pi_apply_error {
 enum pi_apply_flags {
 	PI_APPLY_DRY_RUN = 1 << 0,	/* plan only: nothing changes */
 	PI_APPLY_YAML = 1 << 1,		/* doc is YAML (libyaml), not JSON */
+	/* What the document says of a pod that is not on the node (the
+	 * pod, a grant as it, a proxy rule by it) is left out, not refused
+	 * with -ESRCH: one document for many nodes. */
+	PI_APPLY_SKIP_ABSENT = 1 << 2,
 };
 
 /* Brings the node to the state `doc` (JSON text, or YAML with

@@ -164,6 +164,28 @@ make_wire() {
 	ip -n "$b" -6 route add fd00:0::/64 via fd77::1
 }
 
+# prev_release REV: a build of the release REV (a tag or commit of this
+# repository's history: git archive, make), its CLI and CNI plugin, cached
+# under the build dir per commit (suites running it share it, under a
+# lock); prints the tree's directory, or fails without the history
+prev_release() {
+	local commit dir=$BUILD/prev-$1
+	commit=$(git -C "$ROOT" rev-parse "$1^{commit}" 2>/dev/null) || return 1
+	(
+		flock 9
+		if [ "$(cat "$dir/.commit" 2>/dev/null)" != "$commit" ] ||
+		   [ ! -x "$dir/build/podinject" ] || [ ! -x "$dir/build/podinject-cni" ]; then
+			rm -rf "$dir"
+			mkdir -p "$dir"
+			git -C "$ROOT" archive "$commit" | tar -x -C "$dir" &&
+			make -C "$dir" -s -j2 build/podinject build/podinject-cni >/dev/null 2>&1 &&
+			echo "$commit" >"$dir/.commit"
+		fi
+	) 9>"$BUILD/prev-$1.lock"
+	[ -x "$dir/build/podinject" ] && [ -x "$dir/build/podinject-cni" ] &&
+		[ -s "$dir/.commit" ] && echo "$dir"
+}
+
 # node_pin_dir NODE: where the node's pins are (a host node's are keyed by
 # its namespace)
 node_pin_dir() {

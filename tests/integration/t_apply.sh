@@ -12,7 +12,7 @@
 #   node ta-n
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=57
+EXPECT=60
 PREFIX=ta-
 N=ta-n
 A=10.244.21.10
@@ -162,6 +162,19 @@ printf '{"apiVersion": "podinject/v1", "pods": {\n "ta-a": {"egress": [}\n' >"$T
 bad bad_json_line "$T/bad6.json" "line 2 column"
 jq '.apiVersion = "podinject/v9"' "$T/state1.json" >"$T/bad7.json"
 bad bad_version "$T/bad7.json" 'apiVersion: want "podinject/v1"'
+
+# ---- one document for many nodes: --skip-absent ---------------------------
+# state2 (the node's state now) plus another node's pod, a grant as it and
+# a proxy rule by it: refused as it is, and with --skip-absent the same as
+# state2, so nothing changes
+jq '.pods["ta-zz"] = {"egress": [{"action": "deny"}]}
+	| .pods["ta-a"].inject += [{"as": "ta-zz"}]
+	| .pods["ta-b"].proxy = {"by": "ta-zz", "port": 15001}' "$T/state2.json" >"$T/fleet.json"
+bad skip_absent_needed "$T/fleet.json" "no pod 'ta-zz'"
+before=$(export_of)
+out=$(pi -N $N apply -f "$T/fleet.json" --skip-absent 2>&1); rc=$?
+expect_eq skip_absent_nothing_to_do "$rc:$out" "0:"
+expect_eq skip_absent_node_unchanged "$(export_of)" "$before"
 
 # ---- a failure half-way is undone ------------------------------------------
 # ta-a's egress (the first pod) changes, then ta-b's 32 768 rules of their

@@ -10,7 +10,7 @@
 # The manifest is checked offline.
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=47
+EXPECT=61
 PREFIX=in-
 NODE=${PREFIX}cni
 T=$(mktemp -d /tmp/${PREFIX}install.XXXXXX)
@@ -45,7 +45,7 @@ if command -v yq >/dev/null; then
 	expect_eq manifest_selector "$(jq -r '.spec.selector.matchLabels == .spec.template.metadata.labels' <<<"$ds")" true
 	expect_eq manifest_host_network "$(jq -r .spec.template.spec.hostNetwork <<<"$ds")" true
 	expect_eq manifest_privileged "$(jq -r '.spec.template.spec.containers[0].securityContext.privileged' <<<"$ds")" true
-	expect_eq manifest_mounts "$(jq -c '[.spec.template.spec.volumes[].hostPath.path] | sort' <<<"$ds")" \
+	expect_eq manifest_mounts "$(jq -c '[.spec.template.spec.volumes[].hostPath.path // empty] | sort' <<<"$ds")" \
 		'["/etc/cni/net.d","/opt/cni/bin","/run/netns","/sys/fs/bpf","/var/lib/cni","/var/log"]'
 	expect_eq manifest_mounts_bound "$(jq '[.spec.template.spec.volumes[].name] - [.spec.template.spec.containers[0].volumeMounts[].name] | length' <<<"$ds")" 0
 	expect_eq manifest_bpffs_propagation "$(jq -r '.spec.template.spec.containers[0].volumeMounts[] | select(.mountPath == "/sys/fs/bpf") | .mountPropagation' <<<"$ds")" Bidirectional
@@ -200,4 +200,110 @@ check stop_binary_kept test -x "$T/bin/podinject"
 check stop_config_kept has_podinject "$T/net.d/05-new.conflist"
 check stop_config_kept_10 has_podinject "$T/net.d/10-ptp.conflist"
 PM rm ${PREFIX}inst >/dev/null
+"$PI" -N $NODE node down >/dev/null 2>&1
+
+# ---- an upgrade under traffic, the desired state, a recovery (issue 21) -----
+# Two pods set up by the runtime (ptp, in libcni's cache) and adopted by
+# the previous release's plugin (v0.1, built from git history): its node,
+# pinned where v0.1 pins a host node. The new image's install step, run
+# while a UDP flow with sequence numbers goes from one pod to the other,
+# migrates that node before the new plugin takes its place: not a datagram
+# lost. It then applies PODINJECT_STATE. Wiped (`node down --force`), the
+# node is rebuilt by the next install step alone (adoption from the cache,
+# then the state): the same export, traffic passing.
+UP_CHECKS="up_prev_release up_pods_adopted_by_prev up_old_node up_install up_flow_kept up_migrated_before_rename up_node_migrated up_plugin_replaced up_new_add_works up_state_applied up_state_denies up_rebuilt_pods up_rebuilt_export up_rebuilt_traffic"
+if ! PREV=$(prev_release v0.1); then
+	for c in $UP_CHECKS; do skip "$c" "no git history with v0.1 here"; done
+	exit 0
+fi
+pass up_prev_release
+rm -rf "$T/cache/results" "$T/ipam"
+mkdir -p "$T/cache/results" "$T/ipam" "$T/state"
+cp "$PREV/build/podinject-cni" "$T/bin/podinject"	# the plugin in place
+uprun() {	# uprun NAME CID: a pod as the runtime sets it up, cached
+	local res
+	ip netns add ${PREFIX}$1
+	res=$(env -i CNI_COMMAND=ADD CNI_CONTAINERID=$2 CNI_NETNS=/run/netns/${PREFIX}$1 CNI_IFNAME=eth0 \
+		CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAMESPACE=up;K8S_POD_NAME=$1" CNI_PATH=/usr/lib/cni \
+		/usr/lib/cni/ptp <"$T/ptp.json") || return 1
+	jq -n --arg c $2 --arg n ${PREFIX}net --argjson r "$res" --arg p $1 \
+		'{kind: "cniCacheV1", containerId: $c, ifName: "eth0", networkName: $n,
+		  cniArgs: [["IgnoreUnknown", "1"], ["K8S_POD_NAMESPACE", "up"], ["K8S_POD_NAME", $p]],
+		  result: $r}' >"$T/cache/results/${PREFIX}net-$2-eth0"
+	# the previous release's plugin, chained after ptp as the runtime runs it
+	jq -c --argjson r "$res" '.plugins[] | select(.type == "podinject") + {cniVersion: "1.0.0", name: "'${PREFIX}net'", prevResult: $r}' \
+		"$T/net.d/10-ptp.conflist" |
+		env -i CNI_COMMAND=ADD CNI_CONTAINERID=$2 CNI_NETNS=/run/netns/${PREFIX}$1 CNI_IFNAME=eth0 \
+		CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAMESPACE=up;K8S_POD_NAME=$1" CNI_PATH="$T/bin" \
+		"$T/bin/podinject" >/dev/null
+}
+jq '.plugins[0] + {cniVersion, name}' "$T/net.d/10-ptp.conflist" >"$T/ptp.json"
+ok=0
+uprun ua "$(printf '%064d' 21)" && uprun ub "$(printf '%064d' 22)" && ok=1
+expect_eq up_pods_adopted_by_prev "$ok:$("$PREV/build/podinject" -N $NODE -j pod list 2>/dev/null | jq -c '[.[].name] | sort')" '1:["up/ua","up/ub"]'
+check up_old_node sh -c "'$PI' -N $NODE node show 2>&1 | grep -q 'node upgrade'"
+ipb=$(in_ns ${PREFIX}ub ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1)
+in_ns ${PREFIX}ub "$BUILD/useq" recv 7300 150000 5000 >"$T/useq.recv" &
+urecv=$!
+wait_udp_listen ${PREFIX}ub 7300 >/dev/null
+in_ns ${PREFIX}ua "$BUILD/useq" send "$ipb" 7300 10000 150000 >"$T/useq.sent" &
+usend=$!
+sleep 1
+jq -n --arg b "$ipb/32" '{apiVersion: "podinject/v1",
+	pods: {"up/ua": {egress: [{action: "deny", to: $b, proto: "udp", port: 7301}]},
+	       "up/zz": {egress: [{action: "deny"}]}}}' >"$T/state/state.json"
+PM run --rm "${install_args[@]}" -v "$T/state:/state:ro" -e PODINJECT_STATE=/state/state.json \
+	-e INSTALL_ONCE=1 $IMG >"$T/up.log" 2>&1
+expect_eq up_install "$?" 0
+wait $usend $urecv
+# the flow outlasted the install step (15 s at 10 000/s)
+expect_eq up_flow_kept "$(cat "$T/useq.sent") / $(awk '{print $1, $2, $3, $4, $5, $6}' "$T/useq.recv")" \
+	"sent 150000 / received 150000 missing 0 duplicated 0"
+# the installer's words in order: the upgrade, then the plugin installed
+expect_eq up_migrated_before_rename "$(grep -o 'upgraded from ABI 4\|installed .*/podinject$' "$T/up.log" | tr '\n' ';')" \
+	"upgraded from ABI 4;installed /host/opt/cni/bin/podinject;"
+expect_eq up_node_migrated "$("$PI" -N $NODE -j node show | jq -c '[.upgraded_from_abi, .pods]')" "[4,2]"
+check up_plugin_replaced cmp "$BUILD/podinject-cni" "$T/bin/podinject"
+# a new pod's ADD through the new plugin, on the migrated node
+ip netns add ${PREFIX}uc
+cidc=$(printf '%064d' 23)
+resc=$(env -i CNI_COMMAND=ADD CNI_CONTAINERID=$cidc CNI_NETNS=/run/netns/${PREFIX}uc CNI_IFNAME=eth0 \
+	CNI_PATH=/usr/lib/cni /usr/lib/cni/ptp <"$T/ptp.json")
+jq -c --argjson r "$resc" '.plugins[] | select(.type == "podinject") + {cniVersion: "1.0.0", name: "'${PREFIX}net'", prevResult: $r}' \
+	"$T/net.d/10-ptp.conflist" |
+	env -i CNI_COMMAND=ADD CNI_CONTAINERID=$cidc CNI_NETNS=/run/netns/${PREFIX}uc CNI_IFNAME=eth0 \
+	CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAMESPACE=up;K8S_POD_NAME=uc" CNI_PATH="$T/bin" "$T/bin/podinject" >/dev/null
+expect_eq up_new_add_works "$?:$("$PI" -N $NODE -j pod list | jq length)" "0:3"
+jq -c --argjson r "$resc" '.plugins[] | select(.type == "podinject") + {cniVersion: "1.0.0", name: "'${PREFIX}net'", prevResult: $r}' \
+	"$T/net.d/10-ptp.conflist" |
+	env -i CNI_COMMAND=DEL CNI_CONTAINERID=$cidc CNI_NETNS=/run/netns/${PREFIX}uc CNI_IFNAME=eth0 \
+	CNI_PATH="$T/bin" "$T/bin/podinject" >/dev/null
+env -i CNI_COMMAND=DEL CNI_CONTAINERID=$cidc CNI_NETNS=/run/netns/${PREFIX}uc CNI_IFNAME=eth0 \
+	CNI_PATH=/usr/lib/cni /usr/lib/cni/ptp <"$T/ptp.json" >/dev/null
+ip netns del ${PREFIX}uc
+# the state file: up/ua's rule (up/zz is another node's pod: left out)
+expect_eq up_state_applied "$("$PI" -N $NODE -j policy list up/ua | jq -r '.[] | "\(.action) \(.proto) \(.port)"')" "deny udp 7301"
+in_ns ${PREFIX}ub "$BUILD/useq" recv 7301 5 1500 >"$T/useq.deny" &
+urecv=$!
+wait_udp_listen ${PREFIX}ub 7301 >/dev/null
+in_ns ${PREFIX}ua "$BUILD/useq" send "$ipb" 7301 1000 5 >/dev/null
+wait $urecv
+expect_eq up_state_denies "$(awk '{print $2}' "$T/useq.deny")" 0
+# a wipe, and the install step alone rebuilds the node
+before=$("$PI" -N $NODE export)
+"$PI" -N $NODE node down --force >/dev/null 2>&1
+PM run --rm "${install_args[@]}" -v "$T/state:/state:ro" -e PODINJECT_STATE=/state/state.json -e INSTALL_ONCE=1 $IMG >"$T/rebuild.log" 2>&1
+expect_eq up_rebuilt_pods "$("$PI" -N $NODE -j pod list 2>/dev/null | jq -c '[.[].name] | sort')" '["up/ua","up/ub"]'
+expect_eq up_rebuilt_export "$("$PI" -N $NODE export 2>&1)" "$before"
+in_ns ${PREFIX}ub "$BUILD/useq" recv 7300 100 2000 >"$T/useq.after" &
+urecv=$!
+wait_udp_listen ${PREFIX}ub 7300 >/dev/null
+in_ns ${PREFIX}ua "$BUILD/useq" send "$ipb" 7300 1000 100 >/dev/null
+wait $urecv
+expect_eq up_rebuilt_traffic "$(awk '{print $1, $2, $3, $4}' "$T/useq.after")" "received 100 missing 0"
+for p in ua ub; do
+	env -i CNI_COMMAND=DEL CNI_CONTAINERID=$(printf '%064d' $([ $p = ua ] && echo 21 || echo 22)) \
+		CNI_NETNS=/run/netns/${PREFIX}$p CNI_IFNAME=eth0 CNI_PATH=/usr/lib/cni /usr/lib/cni/ptp <"$T/ptp.json" >/dev/null
+	ip netns del ${PREFIX}$p
+done
 "$PI" -N $NODE node down >/dev/null 2>&1

@@ -74,25 +74,10 @@ skip_all() {
 	exit 0
 }
 
-# ---- the previous release ---------------------------------------------
-# Built once per commit under the build dir (both attach modes' suites
-# share it, under a lock).
+# ---- the previous release (prev_release in lib.sh) --------------------
 old_build() {
-	local commit dir=$BUILD/prev-$OLD_REV
-	commit=$(git -C "$ROOT" rev-parse "$OLD_REV^{commit}" 2>/dev/null) || return 1
-	(
-		flock 9
-		if [ "$(cat "$dir/.commit" 2>/dev/null)" != "$commit" ] ||
-		   [ ! -x "$dir/build/podinject" ]; then
-			rm -rf "$dir"
-			mkdir -p "$dir"
-			git -C "$ROOT" archive "$commit" | tar -x -C "$dir" &&
-			make -C "$dir" -s -j2 build/podinject >/dev/null 2>&1 &&
-			echo "$commit" >"$dir/.commit"
-		fi
-	) 9>"$BUILD/prev-$OLD_REV.lock"
-	[ -x "$dir/build/podinject" ] && [ -s "$dir/.commit" ] &&
-		echo "$dir/build/podinject"
+	local dir
+	dir=$(prev_release "$OLD_REV") && echo "$dir/build/podinject"
 }
 if ! git -C "$ROOT" cat-file -e "$OLD_REV^{commit}" 2>/dev/null; then
 	skip_all "no git history with $OLD_REV here"
