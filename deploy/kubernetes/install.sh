@@ -171,7 +171,8 @@ apply_state() {
 	[ -n "$STATE" ] && [ -s "$STATE" ] || return 0
 	# no node yet (no pod so far): nothing to apply to, try again later
 	"$CLI" -N "$NODE" node show >/dev/null 2>&1 || return 0
-	sum=$(cksum <"$STATE")
+	# (the image's tools are busybox's: md5sum, no cksum)
+	sum=$(md5sum <"$STATE")
 	now=$(date +%s)
 	if [ "$sum" = "$state_sum" ] && [ $((now - state_at)) -lt "$RESYNC" ]; then
 		return 0
