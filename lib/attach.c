@@ -20,7 +20,7 @@ struct link_create_attr {
 	uint64_t expected_revision;
 };
 
-static int hook_attach_type(enum pi_hook hook)
+int hook_attach_type(enum pi_hook hook)
 {
 	switch (hook) {
 	case PI_HOOK_INGRESS: return PI_BPF_TCX_INGRESS;

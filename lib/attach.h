@@ -46,6 +46,8 @@ int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
 /* Undoes attach_prog; a device that is already gone is not an error. */
 int detach_prog(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
 		uint32_t prio, const char *pin_path);
+/* The kernel's attach type of a hook (tcx or netkit), -1 for none. */
+int hook_attach_type(enum pi_hook hook);
 /* Program ids at a tcx hook in chain order; returns the count or -errno. */
 int query_tcx(int ifindex, enum pi_hook hook, uint32_t *ids, uint32_t max);
 

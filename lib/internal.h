@@ -18,5 +18,10 @@ void pi_log(enum pi_log_level level, const char *fmt, ...)
 
 /* Removes a folder (of pins) and everything below it. */
 int rm_tree(const char *path);
+/* Calls fn for every pin (not folder) below dir, depth first, with its
+ * path and name, until fn returns non-zero; returns that, or 0. */
+int pin_tree_walk(const char *dir,
+		  int (*fn)(const char *path, const char *name, void *ctx),
+		  void *ctx);
 
 #endif

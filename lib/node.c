@@ -466,42 +466,25 @@ struct prog_ids {
 	int cnt;
 };
 
-/* The ids of every program pinned below `dir` (prog_* pins): the node's
+/* A program pinned below the node's directory (prog_* pins): the node's
  * own and its features'. Read without the node's maps, so that a node of
  * any ABI gives them. */
-static void collect_prog_ids(const char *dir, struct prog_ids *ids)
+static int add_prog_id(const char *path, const char *name, void *ctx)
 {
-	DIR *d = opendir(dir);
-	struct dirent *de;
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+	struct prog_ids *ids = ctx;
+	int fd;
 
-	if (!d)
-		return;
-	while ((de = readdir(d)) && ids->cnt < NODE_MAX_PROGS) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-		char path[PATH_MAX];
-		struct stat st;
-		int fd;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (lstat(path, &st))
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			collect_prog_ids(path, ids);
-			continue;
-		}
-		if (strncmp(de->d_name, "prog_", 5))
-			continue;
-		fd = bpf_obj_get(path);
-		if (fd < 0)
-			continue;
-		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.id)
-			ids->id[ids->cnt++] = info.id;
-		close(fd);
-	}
-	closedir(d);
+	if (strncmp(name, "prog_", 5))
+		return 0;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return 0;
+	if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.id)
+		ids->id[ids->cnt++] = info.id;
+	close(fd);
+	return ids->cnt == NODE_MAX_PROGS;
 }
 
 static bool has_id(const struct prog_ids *ids, uint32_t id)
@@ -557,7 +540,7 @@ static void detach_node_filters(const char *dir, const char *name)
 	struct prog_ids ids = { .cnt = 0 };
 	int fd, saved;
 
-	collect_prog_ids(dir, &ids);
+	pin_tree_walk(dir, add_prog_id, &ids);
 	if (!ids.cnt)
 		return;
 	detach_filters_here(&ids);

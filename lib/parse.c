@@ -171,6 +171,32 @@ const char *pi_fmt_mac(const uint8_t m[6], char buf[18])
 	return buf;
 }
 
+int pin_tree_walk(const char *dir,
+		  int (*fn)(const char *path, const char *name, void *ctx),
+		  void *ctx)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int ret = 0;
+
+	if (!d)
+		return 0;
+	while (!ret && (de = readdir(d))) {
+		char path[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (lstat(path, &st))
+			continue;
+		ret = S_ISDIR(st.st_mode) ? pin_tree_walk(path, fn, ctx) :
+					    fn(path, de->d_name, ctx);
+	}
+	closedir(d);
+	return ret;
+}
+
 /* Removes a pin folder and everything below it. */
 int rm_tree(const char *path)
 {

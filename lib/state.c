@@ -424,56 +424,39 @@ static bool netns_has_mount(uint64_t ino)
 	return found;
 }
 
-/* Is any link pinned below `dir` still attached to a device? A tcx,
- * netkit or XDP link reports ifindex 0 once its device is gone, and every
- * device goes with its namespace. */
-static bool pins_have_live_link(const char *dir)
+/* A link pinned below a node's directory that is still attached to a
+ * device: a tcx, netkit or XDP link reports ifindex 0 once its device is
+ * gone, and every device goes with its namespace. 1 for such a link (or
+ * one that cannot be read: then say alive). */
+static int link_is_live(const char *path, const char *name, void *ctx)
 {
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	bool live = false;
+	struct bpf_link_info info;
+	__u32 len = sizeof(info);
+	int fd, live = 0;
 
-	if (!d)
-		return false;
-	while (!live && (de = readdir(d))) {
-		struct bpf_link_info info;
-		__u32 len = sizeof(info);
-		char path[PATH_MAX];
-		struct stat st;
-		int fd;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (lstat(path, &st))
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			live = pins_have_live_link(path);
-			continue;
-		}
-		if (strncmp(de->d_name, "link_", 5))
-			continue;
-		fd = bpf_obj_get(path);
-		if (fd < 0)
-			continue;
-		memset(&info, 0, sizeof(info));
-		if (bpf_obj_get_info_by_fd(fd, &info, &len))
-			live = true;	/* cannot tell: say alive */
-		else if (info.type == PI_LINK_TYPE_XDP ||
-			 info.type == PI_LINK_TYPE_TCX ||
-			 info.type == PI_LINK_TYPE_NETKIT)
-			/* ifindex is the first member of each of their
-			 * union parts (the installed header may know XDP's
-			 * only) */
-			live = info.xdp.ifindex != 0;
-		close(fd);
-	}
-	closedir(d);
+	if (strncmp(name, "link_", 5))
+		return 0;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return 0;
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		live = 1;
+	else if (info.type == PI_LINK_TYPE_XDP ||
+		 info.type == PI_LINK_TYPE_TCX ||
+		 info.type == PI_LINK_TYPE_NETKIT)
+		/* ifindex is the first member of each of their union parts
+		 * (the installed header may know XDP's only) */
+		live = info.xdp.ifindex != 0;
+	close(fd);
 	return live;
 }
 
-/* A host node of another namespace, or a pre-keyed one whose namespace is
- * not ours, that nothing holds any more. Called with its lock held. */
+static bool pins_have_live_link(const char *dir)
+{
+	return pin_tree_walk(dir, link_is_live, NULL) == 1;
+}
+
 int node_dir_host_netns(const char *dir, uint64_t *ino)
 {
 	struct bpf_map_info info = {};

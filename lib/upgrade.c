@@ -588,17 +588,6 @@ static uint32_t fd_link_id(int fd)
 	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
 }
 
-static int hook_attach_type(enum pi_hook hook)
-{
-	switch (hook) {
-	case PI_HOOK_INGRESS: return PI_BPF_TCX_INGRESS;
-	case PI_HOOK_EGRESS: return PI_BPF_TCX_EGRESS;
-	case PI_HOOK_NETKIT_PEER: return PI_BPF_NETKIT_PEER;
-	case PI_HOOK_NETKIT_PRIMARY: return PI_BPF_NETKIT_PRIMARY;
-	}
-	return -1;
-}
-
 /* BPF_PROG_QUERY with link ids, as the kernel lays it out for tcx and
  * netkit (newer than libbpf 1.1's). */
 struct prog_query_attr {
@@ -994,6 +983,28 @@ static int repin_records(struct upgrade *u, uint32_t old, int prog_fd)
  * gets its counterpart: tcx links updated in place, the clsact filter at
  * the head priority replaced. Nothing is attached or detached here: what
  * is attached where is injection's business, the upgrade only swaps. */
+
+/* Points an injection or proxy link at nfd, naming the program it runs
+ * now (old_id) so that a concurrent change is refused, not overwritten;
+ * nothing when it runs nfd's program already. */
+static int link_swap(struct upgrade *u, int link_fd, int nfd, uint32_t old_id)
+{
+	int old, err;
+
+	if (fd_prog_id(nfd) == old_id)
+		return 0;
+	old = bpf_prog_get_fd_by_id(old_id);
+	LIBBPF_OPTS(bpf_link_update_opts, opts,
+		    .flags = old >= 0 ? BPF_F_REPLACE : 0,
+		    .old_prog_fd = old >= 0 ? old : 0);
+	err = bpf_link_update(link_fd, nfd, &opts);
+	if (old >= 0)
+		close(old);
+	if (!err && u->info)
+		u->info->inject_hooks++;
+	return err;
+}
+
 static int switch_inject_hook(struct upgrade *u, int ifindex, enum pi_hook hook,
 			      bool tcx, bool live_only)
 {
@@ -1044,18 +1055,8 @@ static int switch_inject_hook(struct upgrade *u, int ifindex, enum pi_hook hook,
 		fd = bpf_link_get_fd_by_id(links[i]);
 		if (fd < 0)
 			err = -errno;
-		if (!err && fd_prog_id(nfd) != progs[i]) {
-			int old = bpf_prog_get_fd_by_id(progs[i]);
-			LIBBPF_OPTS(bpf_link_update_opts, opts,
-				    .flags = old >= 0 ? BPF_F_REPLACE : 0,
-				    .old_prog_fd = old >= 0 ? old : 0);
-
-			err = bpf_link_update(fd, nfd, &opts);
-			if (old >= 0)
-				close(old);
-			if (!err && u->info)
-				u->info->inject_hooks++;
-		}
+		if (!err)
+			err = link_swap(u, fd, nfd, progs[i]);
 		if (fd >= 0)
 			close(fd);
 		close(nfd);
@@ -1095,18 +1096,8 @@ static int switch_lookup_links(struct upgrade *u, bool live_only)
 		nfd = inject_prog_for(u, info.prog_id, live_only);
 		if (nfd < 0)
 			err = nfd;
-		else if (fd_prog_id(nfd) != info.prog_id) {
-			int old = bpf_prog_get_fd_by_id(info.prog_id);
-			LIBBPF_OPTS(bpf_link_update_opts, opts,
-				    .flags = old >= 0 ? BPF_F_REPLACE : 0,
-				    .old_prog_fd = old >= 0 ? old : 0);
-
-			err = bpf_link_update(fd, nfd, &opts);
-			if (old >= 0)
-				close(old);
-			if (!err && u->info)
-				u->info->inject_hooks++;
-		}
+		else
+			err = link_swap(u, fd, nfd, info.prog_id);
 		if (nfd >= 0)
 			close(nfd);
 		close(fd);
