@@ -62,6 +62,8 @@ echo "PODINJECT-LAB-BEGIN lab=$PODINJECT_LAB suite=$LAB_SUITE"
 # bash runs the suite; its stderr goes to the console too
 /usr/bin/bash -c "$LAB_SUITE" < /dev/null 2>&1
 rc=$?
+# the clock again: a clocksource found unstable during the suite is gone now
+echo "PODINJECT-LAB-CLOCK current=$(cat $cs/current_clocksource 2>/dev/null) (after the suite)"
 echo "PODINJECT-LAB-END rc=$rc uptime=$(cut -d' ' -f1 /proc/uptime)"
 sync
 

@@ -677,6 +677,17 @@ static void finalize(struct session *ss, int from, int to)
 }
 
 
+/* CLOCK_MONOTONIC's step: what clock_getres() says (a tick when the
+ * kernel runs on jiffies, as a guest whose TSC was found unstable does). */
+static uint64_t clock_resolution_ns(void)
+{
+	struct timespec res;
+
+	if (clock_getres(CLOCK_MONOTONIC, &res))
+		return 1;
+	return res.tv_sec * 1000000000ULL + res.tv_nsec ?: 1;
+}
+
 static void to_result(const struct probe *pr, struct pi_probe_result *r)
 {
 	memset(r, 0, sizeof(*r));
@@ -689,6 +700,7 @@ static void to_result(const struct probe *pr, struct pi_probe_result *r)
 	r->rule = pr->verdict == V_POLICY ? pr->deny_rule : 0;
 	r->rtt_ns = (pr->verdict == V_ANSWERED || pr->verdict == V_REFUSED) ?
 		    pr->reply_ns - pr->sent_ns : -1;
+	r->rtt_resolution_ns = clock_resolution_ns();
 }
 
 /* The probe's own state (its device, authorisations, flows, the reply

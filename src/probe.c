@@ -92,6 +92,15 @@ static double rtt_ms(const struct pi_probe_result *pr)
 	return pr->rtt_ns / 1e6;
 }
 
+/* An RTT under the clock's step reads as 0 (or one step): printed as
+ * no figure (null), never as a measured 0. */
+static bool rtt_measured(const struct pi_probe_result *pr)
+{
+	return (pr->verdict == PI_PROBE_ANSWERED ||
+		pr->verdict == PI_PROBE_REFUSED) &&
+	       pr->rtt_ns >= (int64_t)pr->rtt_resolution_ns && pr->rtt_ns > 0;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -101,7 +110,7 @@ static int cmp_double(const void *a, const void *b)
 
 static void print_probe(const struct pi_probe_result *pr, int seq)
 {
-	bool rtt = pr->verdict == PI_PROBE_ANSWERED || pr->verdict == PI_PROBE_REFUSED;
+	bool rtt = rtt_measured(pr);
 
 	if (json_output) {
 		json_obj_open(jw);
@@ -138,16 +147,20 @@ static void print_probe(const struct pi_probe_result *pr, int seq)
 
 static void print_summary(const struct pi_probe_result *pr, int n)
 {
-	int counts[6] = { 0 }, nr = 0, all = n;
+	int counts[6] = { 0 }, nr = 0, all = n, under = 0;
 	double *r = calloc(n ? n : 1, sizeof(double)), sum = 0;
+	uint64_t res = all ? pr[0].rtt_resolution_ns : 1;
 
 	for (int i = 0; i < all; i++) {
 		counts[pr[i].verdict]++;
 		if (pr[i].verdict == PI_PROBE_SELF)
 			n--;
-		if (pr[i].verdict == PI_PROBE_ANSWERED || pr[i].verdict == PI_PROBE_REFUSED) {
+		if (rtt_measured(&pr[i])) {
 			r[nr] = rtt_ms(&pr[i]);
 			sum += r[nr++];
+		} else if (pr[i].verdict == PI_PROBE_ANSWERED ||
+			   pr[i].verdict == PI_PROBE_REFUSED) {
+			under++;
 		}
 	}
 	qsort(r, nr, sizeof(double), cmp_double);
@@ -162,6 +175,10 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 		json_key(jw, "loss_pct");
 		json_f64(jw, n ? 100.0 * (counts[PI_PROBE_POLICY] +
 					  counts[PI_PROBE_NOANSWER]) / n : 0);
+		/* the clock's step, and the answers faster than it (their
+		 * rtt_ms is null) */
+		json_ku64(jw, "rtt_resolution_ns", res);
+		json_ku64(jw, "rtt_under_resolution", under);
 		if (nr) {
 			json_key(jw, "rtt_ms");
 			json_obj_open(jw);
@@ -185,6 +202,9 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 			printf("rtt min/avg/p50/p99 = %.3f/%.3f/%.3f/%.3f ms\n",
 			       r[0], sum / nr, r[(nr - 1) / 2],
 			       r[(nr * 99 - 1) / 100]);
+		if (under)
+			printf("%d answers came faster than the clock's step of %.3f ms: no RTT for them\n",
+			       under, res / 1e6);
 	}
 	free(r);
 }
@@ -216,7 +236,10 @@ static const char *cell(const struct pi_probe_result *pr, char *buf, size_t len)
 {
 	switch (pr->verdict) {
 	case PI_PROBE_ANSWERED:
-		snprintf(buf, len, "ok %.2fms", rtt_ms(pr));
+		if (rtt_measured(pr))
+			snprintf(buf, len, "ok %.2fms", rtt_ms(pr));
+		else
+			snprintf(buf, len, "ok");
 		break;
 	case PI_PROBE_POLICY:
 		snprintf(buf, len, "policy#%u", pr->rule);

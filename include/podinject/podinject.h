@@ -430,6 +430,12 @@ struct pi_probe_result {
 	enum pi_probe_verdict verdict;
 	uint32_t rule;			/* PI_PROBE_POLICY: the rule */
 	int64_t rtt_ns;			/* answered or refused, else -1 */
+	/* The step of the clock both ends of rtt_ns are read from
+	 * (CLOCK_MONOTONIC: the send in user space, the answer in the
+	 * datapath's bpf_ktime_get_ns()): 1 on a high-resolution clock,
+	 * a tick (4 ms at HZ=250) where the kernel fell back to jiffies. An
+	 * rtt_ns below it is no measurement: the RTT was under one step. */
+	uint64_t rtt_resolution_ns;
 };
 
 /* Probes from pod `from` to dst[:port], sent into the pod's egress
