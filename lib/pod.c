@@ -271,7 +271,7 @@ static int features_enter(struct pi_node *n, struct pi_pod_info *pod,
 		if (!err)
 			continue;
 		while (i-- > 0)
-			if (pi_features[i]->enter_pod)
+			if (pi_features[i]->enter_pod && pi_features[i]->leave_pod)
 				pi_features[i]->leave_pod(n, pod);
 		return err;
 	}
@@ -595,15 +595,8 @@ out:
 	return err;
 }
 
-int pi_pod_adopt(struct pi_node *n, const struct pi_adopt_spec *spec,
-		 struct pi_pod_info *out)
+static int adopt_spec_check(const struct pi_adopt_spec *spec)
 {
-	struct pi_pod_info pod = {}, other;
-	char kind[16] = "";
-	int pod_ns = -1, saved = -1, saved2 = -1, peer, err;
-
-	if (node_require_write(n, "pod adopt"))
-		return -EBADF;
 	if (!pi_valid_pod_name(spec->name)) {
 		pr_err("invalid pod name '%s': use 1-%d of A-Z, a-z, 0-9, '-', '.', '_', '/'",
 		       spec->name ? spec->name : "", PI_POD_NAME_MAX);
@@ -627,6 +620,84 @@ int pi_pod_adopt(struct pi_node *n, const struct pi_adopt_spec *spec,
 		       PI_ATTACH_ID_MAX - 1);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* Inside the node's namespace: the pair another tool made, read into
+ * `pod` (its host side here, its pod side and addresses in pod_ns), with
+ * the spec's addresses over those it has. */
+static int read_adopted(const struct pi_node *n, const struct pi_adopt_spec *spec,
+			struct pi_pod_info *pod, int pod_ns)
+{
+	char kind[16] = "";
+	int saved, peer, err;
+
+	err = nl_link_index(spec->hostdev);
+	if (err <= 0 || nl_link_kind(err, kind) ||
+	    (strcmp(kind, "veth") && strcmp(kind, "netkit"))) {
+		pr_err(err <= 0 ? "no device '%s' on node '%s'" :
+		       "device '%s' on node '%s' is not a veth or netkit device",
+		       spec->hostdev, n->name);
+		return -ENXIO;
+	}
+	pod->ifindex = err;
+	if (!strcmp(kind, "netkit"))
+		pod->flags |= PI_POD_NETKIT;
+	peer = nl_link_peer(pod->ifindex);
+	err = nl_link_get_mac(pod->ifindex, pod->host_mac);
+	if (err == -ENODATA && (pod->flags & PI_POD_NETKIT))
+		err = 0;
+	if (!err)
+		err = netns_enter(pod_ns, &saved);
+	if (err) {
+		pr_err("cannot read device '%s': %s", spec->hostdev,
+		       strerror(-err));
+		return err;
+	}
+	err = find_pod_side(spec->ifname, pod->ifindex, peer, pod);
+	if (err == -ENODATA && (pod->flags & PI_POD_NETKIT))
+		err = 0;
+	if (!err)
+		err = read_pod_addresses(pod, !spec->has4, !spec->has6);
+	netns_restore(saved);
+	if (err == -ENODEV) {
+		pr_err("%s in namespace '%s' is not the peer of '%s'",
+		       spec->ifname ? spec->ifname : "no device",
+		       spec->netns, spec->hostdev);
+		return -ENXIO;
+	}
+	if (err) {
+		pr_err("cannot read the pod side of '%s': %s",
+		       spec->hostdev, strerror(-err));
+		return err;
+	}
+	if (spec->has4) {
+		pod->ip4 = spec->ip4.a[0];
+		pod->flags |= PI_POD_HAS_V4;
+	}
+	if (spec->has6) {
+		memcpy(pod->ip6, spec->ip6.a, 16);
+		pod->flags |= PI_POD_HAS_V6;
+	}
+	if (!(pod->flags & (PI_POD_HAS_V4 | PI_POD_HAS_V6))) {
+		pr_err("%s in namespace '%s' has no address; give one",
+		       pod->ifname, spec->netns);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int pi_pod_adopt(struct pi_node *n, const struct pi_adopt_spec *spec,
+		 struct pi_pod_info *out)
+{
+	struct pi_pod_info pod = {}, other;
+	int pod_ns, saved = -1, err;
+
+	if (node_require_write(n, "pod adopt"))
+		return -EBADF;
+	err = adopt_spec_check(spec);
+	if (err)
+		return err;
 	copy_name(pod.name, sizeof(pod.name), spec->name);
 	copy_name(pod.netns, sizeof(pod.netns), spec->netns);
 	copy_name(pod.hostdev, sizeof(pod.hostdev), spec->hostdev);
@@ -643,77 +714,21 @@ int pi_pod_adopt(struct pi_node *n, const struct pi_adopt_spec *spec,
 		pr_err("cannot enter the namespace of node '%s'", n->name);
 		goto out;
 	}
-	err = nl_link_index(spec->hostdev);
-	if (err <= 0 || nl_link_kind(err, kind) ||
-	    (strcmp(kind, "veth") && strcmp(kind, "netkit"))) {
-		pr_err(err <= 0 ? "no device '%s' on node '%s'" :
-		       "device '%s' on node '%s' is not a veth or netkit device",
-		       spec->hostdev, n->name);
-		err = -ENXIO;
-		goto out;
-	}
-	pod.ifindex = err;
-	if (!strcmp(kind, "netkit"))
-		pod.flags |= PI_POD_NETKIT;
-	peer = nl_link_peer(pod.ifindex);
-	err = nl_link_get_mac(pod.ifindex, pod.host_mac);
-	if (err == -ENODATA && (pod.flags & PI_POD_NETKIT))
-		err = 0;
-	if (!err)
-		err = netns_enter(pod_ns, &saved2);
-	if (err) {
-		pr_err("cannot read device '%s': %s", spec->hostdev,
-		       strerror(-err));
-		goto out;
-	}
-	err = find_pod_side(spec->ifname, pod.ifindex, peer, &pod);
-	if (err == -ENODATA && (pod.flags & PI_POD_NETKIT))
-		err = 0;
-	if (!err)
-		err = read_pod_addresses(&pod, !spec->has4, !spec->has6);
-	netns_restore(saved2);
-	if (err) {
-		if (err == -ENODEV) {
-			pr_err("%s in namespace '%s' is not the peer of '%s'",
-			       spec->ifname ? spec->ifname : "no device",
-			       spec->netns, spec->hostdev);
-			err = -ENXIO;
-		} else {
-			pr_err("cannot read the pod side of '%s': %s",
-			       spec->hostdev, strerror(-err));
-		}
-		goto out;
-	}
-	if (spec->has4) {
-		pod.ip4 = spec->ip4.a[0];
-		pod.flags |= PI_POD_HAS_V4;
-	}
-	if (spec->has6) {
-		memcpy(pod.ip6, spec->ip6.a, 16);
-		pod.flags |= PI_POD_HAS_V6;
-	}
-	if (!(pod.flags & (PI_POD_HAS_V4 | PI_POD_HAS_V6))) {
-		pr_err("%s in namespace '%s' has no address; give one",
-		       pod.ifname, spec->netns);
-		err = -EINVAL;
-		goto out;
-	}
-	if (!pod_by_ifindex(n, pod.ifindex, &other)) {
+	err = read_adopted(n, spec, &pod, pod_ns);
+	if (!err && !pod_by_ifindex(n, pod.ifindex, &other)) {
 		pr_err("device '%s' is pod '%s' of node '%s' already",
 		       spec->hostdev, other.name, n->name);
 		err = -EEXIST;
-		goto out;
 	}
-	err = pod_admissible(n, &pod);
+	if (!err)
+		err = pod_admissible(n, &pod);
 	if (!err)
 		err = pod_enter_datapath(n, &pod, pod_ns);
 	if (!err && out)
 		*out = pod;
+	netns_restore(saved);
 out:
-	if (saved >= 0)
-		netns_restore(saved);
-	if (pod_ns >= 0)
-		close(pod_ns);
+	close(pod_ns);
 	return err;
 }
 

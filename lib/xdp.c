@@ -343,11 +343,14 @@ static int xdp_reset_pod(struct pi_node *n, const struct pi_pod_info *pod)
 	int ports, stats, err = 0;
 	char path[PATH_MAX];
 
+	/* A node made without --xdp has neither map. */
 	ports = pin_get(n, "xdp_ports");
 	if (ports >= 0) {
 		if (bpf_map_delete_elem(ports, &pod->ifindex) && errno != ENOENT)
 			err = -errno;
 		close(ports);
+	} else if (ports != -ENOENT) {
+		err = ports;
 	}
 	stats = pin_get(n, "xdp_stats");
 	if (stats >= 0) {
@@ -356,6 +359,8 @@ static int xdp_reset_pod(struct pi_node *n, const struct pi_pod_info *pod)
 		if (e && !err)
 			err = e;
 		close(stats);
+	} else if (stats != -ENOENT && !err) {
+		err = stats;
 	}
 	pod_prog_pin(n, pod, path, sizeof(path));
 	if (unlink(path) && errno != ENOENT && !err)
@@ -371,7 +376,6 @@ static int xdp_enter_pod(struct pi_node *n, struct pi_pod_info *pod, int pod_ns)
 {
 	int err;
 
-	pod->flags &= ~PI_POD_XDP;
 	if (!(n->cfg.flags & PI_NODE_XDP) || (pod->flags & PI_POD_NETKIT))
 		return 0;
 	err = xdp_pod_attach(n, pod, pod_ns);
