@@ -220,7 +220,23 @@ static void ct_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
 	ct_walk(n, pod->id, true, NULL, NULL);
 }
 
+/* The sweep of a pod's removal can be overtaken by a packet of the pod
+ * still in flight, which tracks a flow under the id again (an adopted
+ * pod keeps its device, and its programs, until the sweep is done): the
+ * next pod given the id must not find it open, allowed by a rule it never
+ * had. */
+static int ct_reset_pod(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	int err = ct_walk(n, pod->id, true, NULL, NULL);
+
+	if (err)
+		pr_err("cannot clear the tracked flows of pod id %u for '%s': %s",
+		       pod->id, pod->name, strerror(-err));
+	return err;
+}
+
 const struct pi_feature ct_feature = {
 	.name = "conntrack",
-	.forget_pod = ct_forget_pod,
+	.reset_pod = ct_reset_pod,
+	.leave_pod = ct_forget_pod,
 };

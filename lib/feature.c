@@ -1,22 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* The features a pod's removal runs, and the kernel's features. */
+/* The features a pod's joining and removal run, and the kernel's features. */
 #include <string.h>
 #include "kernel_features.h"
 #include "lib.h"
 #include "xdp.h"
 
-extern const struct pi_feature proxy_feature, inject_feature, policy_feature,
-	ct_feature;
-
-static void xdp_forget(struct pi_node *n, const struct pi_pod_info *pod)
-{
-	xdp_pod_detach(n, pod);
-}
-
-static const struct pi_feature xdp_feature = {
-	.name = "xdp",
-	.forget_pod = xdp_forget,
-};
+extern const struct pi_feature proxy_feature, inject_feature, xdp_feature,
+	policy_feature, ct_feature;
 
 /* Proxying first: it refers to injection (the proxy is the pod's
  * injector) and releases the head program injection may still need. */

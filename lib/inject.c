@@ -904,6 +904,6 @@ static void inject_feature_forget(struct pi_node *n, const struct pi_pod_info *p
 
 const struct pi_feature inject_feature = {
 	.name = "inject",
-	.forget_pod = inject_feature_forget,
+	.leave_pod = inject_feature_forget,
 	.check_pod = inject_feature_check,
 };

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * What the library's parts call of each other. Pods are the core; the
- * features (policy, injection, proxy, XDP) each register one teardown in
- * lib/feature.c, and pod removal, for a pod deleted or a failed add, runs
- * them all through one path: the pod code names no feature.
+ * features (policy, conntrack, injection, proxy, XDP) each register their
+ * part of a pod's joining and leaving in lib/feature.c, and pod add, adopt
+ * and removal (a pod deleted or a failed add) run them all through one
+ * path: the pod code names no feature.
  */
 #ifndef PODINJECT_LIB_H
 #define PODINJECT_LIB_H
@@ -16,14 +17,29 @@
 #define GW4		"169.254.1.1"
 #define GW6		"fe80::1"
 
-/* A feature's part of a pod's removal: whatever it holds for the pod (its
- * programs, map entries naming the pod, other pods' state about it) goes.
- * Must tolerate a pod whose devices or namespace are gone. */
+/* A feature's part of a pod's life on the node. A pod joins (added or
+ * adopted) by reset_pod, then its records and the datapath's programs,
+ * then enter_pod; it goes by leave_pod, then its programs and records.
+ * Any hook may be NULL. */
 struct pi_feature {
 	const char *name;
-	void (*forget_pod)(struct pi_node *n, const struct pi_pod_info *pod);
+	/* Before the pod is recorded or has any program: whatever the
+	 * feature keeps under the pod's id or ifindex is a former pod's
+	 * (teardown races a packet in flight, a removal half done) and
+	 * must not become this pod's. 0 or -errno: the pod is refused. */
+	int (*reset_pod)(struct pi_node *n, const struct pi_pod_info *pod);
+	/* The pod is recorded and the datapath's programs are on its
+	 * device; pod_ns is its namespace, and we are in the node's. The
+	 * feature adds its own part, 0 or -errno having undone it; a later
+	 * feature's failure runs leave_pod. */
+	int (*enter_pod)(struct pi_node *n, struct pi_pod_info *pod, int pod_ns);
+	/* The pod goes: whatever the feature holds for it (its programs,
+	 * map entries naming the pod, other pods' state about it) goes.
+	 * Must tolerate a pod whose devices or namespace are gone, and
+	 * one enter_pod never ran for. */
+	void (*leave_pod)(struct pi_node *n, const struct pi_pod_info *pod);
 	/* pod check: brings what the feature keeps for the pod up to date
-	 * with what is attached now, 0 or -errno (reported). May be NULL. */
+	 * with what is attached now, 0 or -errno (reported). */
 	int (*check_pod)(struct pi_node *n, const struct pi_pod_info *pod);
 };
 
@@ -39,8 +55,6 @@ int pod_remove(struct pi_node *n, const struct pi_pod_info *pod);
  * that changes a node begins with it. */
 int node_require_write(const struct pi_node *n, const char *what);
 
-/* Drops a pod's policy in both directions (a new pod starts clean). */
-int policy_clear_pod(struct pi_node *n, uint32_t pod_id);
 /* The bulk path of apply (lib/apply.c): `rules`, ids included, become the
  * pod's policy in `dir` in one compile and one reference flip. */
 int policy_replace(struct pi_node *n, uint32_t pod_id, uint32_t dir,

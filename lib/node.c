@@ -259,32 +259,16 @@ static int node_up_dir(const char *name, bool host, char *path, size_t len)
 	return 0;
 }
 
-int pi_node_up(const char *name, const struct pi_node_up_opts *o,
-	       struct pi_node_info *info)
+/* What `node up` is asked for, before anything is looked at or made. */
+static int node_up_check(const char *name, const struct pi_node_up_opts *o)
 {
-	static const struct pi_node_up_opts none = {
-		.lock_timeout_ms = PI_LOCK_TIMEOUT_MS,
-	};
-	const char *uplink;
-	struct node_bpf *skel = NULL;
-	struct pi_node_config cfg = {};
-	struct features feat;
-	struct pi_node n;
-	bool made_ns = false, made_dir = false;
-	int saved = -1, err, lock_fd = -1;
-	char path[PATH_MAX], dir[PATH_MAX];
-
-	if (!o)
-		o = &none;
-	uplink = o->uplink;
-	node_reset(&n);
 	if (!pi_valid_name(name, 15)) {
 		pr_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
 		       name ? name : "");
 		return -EINVAL;
 	}
-	if (uplink && (strlen(uplink) >= IFNAMSIZ || !*uplink)) {
-		pr_err("invalid device name '%s'", uplink);
+	if (o->uplink && (strlen(o->uplink) >= IFNAMSIZ || !*o->uplink)) {
+		pr_err("invalid device name '%s'", o->uplink);
 		return -EINVAL;
 	}
 	if (o->host && netns_exists(name)) {
@@ -292,52 +276,189 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 		       name);
 		return -EINVAL;
 	}
+	return 0;
+}
 
+/* Whether this kernel runs the node as asked; feat->tcx says how its
+ * programs will be attached. */
+static int node_up_kernel(const struct pi_node_up_opts *o, struct features *feat)
+{
+	int err = probe_features(feat);
+
+	if (err) {
+		pr_err("cannot probe kernel features: %s", strerror(-err));
+		return err;
+	}
+	if (!feat->bpf_loop) {
+		pr_err("this kernel lacks bpf_loop(), which the policy needs");
+		return -EOPNOTSUPP;
+	}
+	if (o->attach == PI_ATTACH_FORCE_TCX && !feat->tcx) {
+		pr_err("this kernel has no tcx (see 'podinject features')");
+		return -EOPNOTSUPP;
+	}
+	if (o->attach == PI_ATTACH_FORCE_CLSACT)
+		feat->tcx = false;
+	if (o->xdp && xdp_probe_veth() != 1) {
+		pr_err("this kernel cannot attach native XDP to veth devices (see 'podinject features')");
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/* Loads the node's datapath and pins it under `dir` with the meta map and
+ * the node's first config; what is pinned goes with the directory. */
+static int pin_node(const char *dir, const char *name, bool host, bool tcx,
+		    bool owns_netns)
+{
+	struct pi_node_config cfg = {};
+	struct node_bpf *skel;
+	int err;
+
+	skel = node_bpf__open_and_load();
+	if (!skel) {
+		err = -errno;
+		pr_err("cannot load the node datapath: %s", strerror(-err));
+		return err;
+	}
+	err = pin_objects(skel, dir);
+	if (!err)
+		err = create_meta_map(dir);
+	snprintf(cfg.name, sizeof(cfg.name), "%s", name);
+	cfg.abi = PI_ABI_VERSION;
+	cfg.flags = (tcx ? PI_NODE_TCX : 0) |
+		    (owns_netns ? PI_NODE_OWNS_NETNS : 0) |
+		    (host ? PI_NODE_HOST : 0);
+	if (!err && host) {
+		struct stat st;
+
+		if (!stat(HOST_NETNS_PATH, &st))
+			cfg.netns_ino = st.st_ino;
+		else
+			err = -errno;
+	}
+	if (!err)
+		err = write_first_config(dir, &cfg);
+	if (err)
+		pr_err("cannot pin objects under %s: %s", dir, strerror(-err));
+	node_bpf__destroy(skel);
+	return err;
+}
+
+/* Inside the node's namespace: the uplink up, with the node's program on
+ * its ingress (pinned at `link`), and its ifindex in n->cfg. */
+static int attach_uplink(struct pi_node *n, const char *uplink,
+			 const char *link, bool host)
+{
+	int ifindex = nl_link_index(uplink), err;
+
+	if (ifindex < 0) {
+		pr_err("uplink '%s' does not exist in namespace '%s'", uplink,
+		       host ? "of the host" : n->name);
+		return ifindex;
+	}
+	err = nl_link_set_up(ifindex);
+	if (!err)
+		err = attach_prog(n->progs[P_UPLINK_INGRESS], ifindex,
+				  PI_HOOK_INGRESS, node_attach_mode(n), false,
+				  PI_PRIO_DATAPATH, link);
+	if (err) {
+		pr_err("cannot attach to uplink '%s': %s", uplink,
+		       strerror(-err));
+		return err;
+	}
+	n->cfg.uplink_ifindex = ifindex;
+	return 0;
+}
+
+/* Inside the node's namespace (the uplink's ifindex names it there only):
+ * the uplink's program, XDP, the node's own addresses, and the config
+ * that records them. Takes its hooks off again when a step fails. */
+static int node_up_hooks(struct pi_node *n, const struct pi_node_up_opts *o)
+{
+	const char *uplink = o->uplink;
+	char link[PATH_MAX];
+	int err;
+
+	node_pin_path(n, link, sizeof(link), "link_uplink");
+	if (uplink) {
+		err = attach_uplink(n, uplink, link, o->host);
+		if (err)
+			return err;
+	}
+	if (o->xdp) {
+		err = xdp_node_setup(n, n->cfg.uplink_ifindex);
+		if (err == -EBUSY)
+			pr_err("uplink '%s' runs another XDP program; podinject does not replace it",
+			       uplink);
+		else if (err)
+			pr_err("cannot set up XDP%s%s: %s",
+			       uplink ? " on uplink " : "", uplink ? uplink : "",
+			       strerror(-err));
+		if (err)
+			goto fail_uplink;
+		n->cfg.flags |= PI_NODE_XDP;
+	}
+	err = register_node_addresses(n->maps[M_ENDPOINTS]);
+	if (!err)
+		err = node_save_config(n);
+	if (!err)
+		return 0;
+	pr_err("cannot record node state: %s", strerror(-err));
+	if (n->cfg.flags & PI_NODE_XDP)
+		xdp_node_teardown(n);
+fail_uplink:
+	if (n->cfg.uplink_ifindex)
+		detach_prog(n->cfg.uplink_ifindex, PI_HOOK_INGRESS,
+			    node_attach_mode(n), PI_PRIO_DATAPATH, link);
+	return err;
+}
+
+int pi_node_up(const char *name, const struct pi_node_up_opts *o,
+	       struct pi_node_info *info)
+{
+	static const struct pi_node_up_opts none = {
+		.lock_timeout_ms = PI_LOCK_TIMEOUT_MS,
+	};
+	struct features feat;
+	struct pi_node n;
+	bool made_ns = false, made_dir = false;
+	int saved = -1, err, lock_fd = -1;
+	char dir[PATH_MAX];
+
+	if (!o)
+		o = &none;
+	node_reset(&n);
+	err = node_up_check(name, o);
+	if (err)
+		return err;
 	err = ensure_bpffs();
 	if (err) {
 		pr_err("cannot mount bpffs at /sys/fs/bpf: %s", strerror(-err));
 		return err;
 	}
 	node_sweep_stale();
-	err = node_up_dir(name, o->host, path, sizeof(path));
+	err = node_up_dir(name, o->host, dir, sizeof(dir));
+	if (!err)
+		err = node_up_kernel(o, &feat);
 	if (err)
 		return err;
-	err = probe_features(&feat);
-	if (err) {
-		pr_err("cannot probe kernel features: %s", strerror(-err));
-		return err;
-	}
-	if (!feat.bpf_loop) {
-		pr_err("this kernel lacks bpf_loop(), which the policy needs");
-		return -EOPNOTSUPP;
-	}
-	if (o->attach == PI_ATTACH_FORCE_TCX && !feat.tcx) {
-		pr_err("this kernel has no tcx (see 'podinject features')");
-		return -EOPNOTSUPP;
-	}
-	if (o->attach == PI_ATTACH_FORCE_CLSACT)
-		feat.tcx = false;
-	if (o->xdp && xdp_probe_veth() != 1) {
-		pr_err("this kernel cannot attach native XDP to veth devices (see 'podinject features')");
-		return -EOPNOTSUPP;
-	}
 
-	snprintf(dir, sizeof(dir), "%s", path);
-	err = make_pin_dir(path);
+	err = make_pin_dir(dir);
 	if (err == -EEXIST) {
 		pr_err("node '%s' is already up", name);
 		return -EALREADY;
 	}
 	if (err) {
-		pr_err("cannot create %s: %s", path, strerror(-err));
+		pr_err("cannot create %s: %s", dir, strerror(-err));
 		return err;
 	}
 	made_dir = true;
 	/* Held until the node is complete: nobody sees it half made. */
-	lock_fd = node_lock_dir(path, NODE_LOCK_EXCLUSIVE, o->lock_timeout_ms);
+	lock_fd = node_lock_dir(dir, NODE_LOCK_EXCLUSIVE, o->lock_timeout_ms);
 	if (lock_fd < 0) {
 		err = lock_fd;
-		pr_err("cannot lock %s: %s", path, strerror(-err));
+		pr_err("cannot lock %s: %s", dir, strerror(-err));
 		goto out;
 	}
 	if (!o->host && !netns_exists(name)) {
@@ -349,102 +470,22 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 		}
 		made_ns = true;
 	}
-
-	skel = node_bpf__open_and_load();
-	if (!skel) {
-		err = -errno;
-		pr_err("cannot load the node datapath: %s", strerror(errno));
-		goto out;
-	}
-	err = pin_objects(skel, path);
+	err = pin_node(dir, name, o->host, feat.tcx, made_ns);
 	if (!err)
-		err = create_meta_map(path);
-	snprintf(cfg.name, sizeof(cfg.name), "%s", name);
-	cfg.abi = PI_ABI_VERSION;
-	cfg.flags = (feat.tcx ? PI_NODE_TCX : 0) |
-		    (made_ns ? PI_NODE_OWNS_NETNS : 0) |
-		    (o->host ? PI_NODE_HOST : 0);
-	if (!err && o->host) {
-		struct stat st;
-
-		if (!stat(HOST_NETNS_PATH, &st))
-			cfg.netns_ino = st.st_ino;
-		else
-			err = -errno;
-	}
-	if (!err)
-		err = write_first_config(path, &cfg);
-	if (err) {
-		pr_err("cannot pin objects under %s: %s", path, strerror(-err));
-		goto out;
-	}
-
-	err = node_open_dir(&n, name, dir, NODE_LOCK_HELD, 0, NULL);
+		err = node_open_dir(&n, name, dir, NODE_LOCK_HELD, 0, NULL);
 	if (err)
 		goto out;
 	err = node_enter(&n, &saved);
 	if (err) {
 		pr_err("cannot enter namespace '%s'", name);
-		goto out_node;
-	}
-	if (uplink) {
-		int ifindex = nl_link_index(uplink);
-
-		if (ifindex < 0) {
-			err = ifindex;
-			pr_err("uplink '%s' does not exist in namespace '%s'",
-			       uplink, o->host ? "of the host" : name);
-			goto out_node;
-		}
-		err = nl_link_set_up(ifindex);
-		if (!err) {
-			node_pin_path(&n, path, sizeof(path), "link_uplink");
-			err = attach_prog(n.progs[P_UPLINK_INGRESS], ifindex,
-					  PI_HOOK_INGRESS,
-					  node_attach_mode(&n), false,
-					  PI_PRIO_DATAPATH, path);
-		}
-		if (err) {
-			pr_err("cannot attach to uplink '%s': %s", uplink,
-			       strerror(-err));
-			goto out_node;
-		}
-		n.cfg.uplink_ifindex = ifindex;
-	}
-	if (o->xdp) {
-		err = xdp_node_setup(&n, n.cfg.uplink_ifindex);
-		if (err == -EBUSY)
-			pr_err("uplink '%s' runs another XDP program; podinject does not replace it",
-			       uplink);
-		else if (err)
-			pr_err("cannot set up XDP%s%s: %s",
-			       uplink ? " on uplink " : "", uplink ? uplink : "",
-			       strerror(-err));
-		if (err)
-			goto out_node;
-		n.cfg.flags |= PI_NODE_XDP;
-	}
-	err = register_node_addresses(n.maps[M_ENDPOINTS]);
-	if (!err)
-		err = node_save_config(&n);
-	if (err) {
-		pr_err("cannot record node state: %s", strerror(-err));
-		goto out_node;
-	}
-	if (info)
-		fill_info(&n, info);
-out_node:
-	if (err && (n.cfg.flags & PI_NODE_XDP))
-		xdp_node_teardown(&n);
-	/* The uplink's ifindex names it in the node's namespace only. */
-	if (err && n.cfg.uplink_ifindex && saved >= 0)
-		detach_prog(n.cfg.uplink_ifindex, PI_HOOK_INGRESS,
-			    node_attach_mode(&n), PI_PRIO_DATAPATH, path);
-	if (saved >= 0)
+	} else {
+		err = node_up_hooks(&n, o);
 		netns_restore(saved);
+	}
+	if (!err && info)
+		fill_info(&n, info);
 	node_close(&n);
 out:
-	node_bpf__destroy(skel);
 	if (err) {
 		if (made_dir)
 			rm_tree(dir);

@@ -23,7 +23,6 @@
 #include "lib.h"
 #include "percpu.h"
 #include "nl.h"
-#include "xdp.h"
 
 static int endpoint_exists(const struct pi_node *n, int family,
 			   const struct pi_addr *a)
@@ -246,25 +245,54 @@ static void detach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
 		    path);
 }
 
-/* What makes a pod a pod of the node, once its devices exist: its records,
- * its endpoints, the datapath's programs and, on an XDP node, the ACL on
- * its pod-side device. Undoes its own steps when one fails. */
-static int pod_enter_datapath(const struct pi_node *n, struct pi_pod_info *pod,
+/* Each feature's reset_pod: a pod starts with nothing that a former pod
+ * of its id or ifindex left. */
+static int features_reset(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	for (int i = 0; pi_features[i]; i++) {
+		int err = pi_features[i]->reset_pod ?
+				  pi_features[i]->reset_pod(n, pod) : 0;
+
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* Each feature's enter_pod; when one fails, those that entered before it
+ * leave again, last first. */
+static int features_enter(struct pi_node *n, struct pi_pod_info *pod,
+			  int pod_ns)
+{
+	for (int i = 0; pi_features[i]; i++) {
+		int err = pi_features[i]->enter_pod ?
+				  pi_features[i]->enter_pod(n, pod, pod_ns) : 0;
+
+		if (!err)
+			continue;
+		while (i-- > 0)
+			if (pi_features[i]->enter_pod && pi_features[i]->leave_pod)
+				pi_features[i]->leave_pod(n, pod);
+		return err;
+	}
+	return 0;
+}
+
+/* What makes a pod a pod of the node, once its devices exist: the
+ * features' reset, its records, its endpoints, the datapath's programs,
+ * then the features' own parts (the XDP ACL on an XDP node). In that
+ * order: no program sees the pod before its state is clean, and the pod's
+ * device never lacks the datapath's checks while a feature's are added.
+ * Undoes its own steps when one fails. */
+static int pod_enter_datapath(struct pi_node *n, struct pi_pod_info *pod,
 			      int pod_ns)
 {
-	bool xdp = (n->cfg.flags & PI_NODE_XDP) && !(pod->flags & PI_POD_NETKIT);
 	int err;
 
 	reset_pod_stats(n, pod->id);
-	/* The id may be a deleted pod's: its rules must not become this
-	 * pod's. */
-	err = policy_clear_pod((struct pi_node *)n, pod->id);
-	if (err) {
-		pr_err("cannot clear the policy of pod id %u for '%s': %s",
-		       pod->id, pod->name, strerror(-err));
+	err = features_reset(n, pod);
+	if (err)
 		return err;
-	}
-	pod->flags &= ~PI_POD_XDP;
 	err = pod_store(n, pod, BPF_NOEXIST);
 	if (err) {
 		pr_err("cannot record pod '%s': %s", pod->name, strerror(-err));
@@ -283,15 +311,10 @@ static int pod_enter_datapath(const struct pi_node *n, struct pi_pod_info *pod,
 		      strerror(-err));
 		goto fail_records;
 	}
-	/* netkit has no XDP hook: its pods stay on tc enforcement. */
-	if (xdp) {
-		err = xdp_pod_attach(n, pod, pod_ns);
-		if (err) {
-			pr_err("cannot attach the XDP ingress ACL to %s of '%s': %s",
-			      pod->ifname, pod->name, strerror(-err));
-			detach_pod(n, pod);
-			goto fail_records;
-		}
+	err = features_enter(n, pod, pod_ns);
+	if (err) {
+		detach_pod(n, pod);
+		goto fail_records;
 	}
 	return 0;
 fail_records:
@@ -390,17 +413,11 @@ static void copy_name(char *dst, size_t len, const char *src)
 	snprintf(dst, len, "%s", src ? src : "");
 }
 
-int pi_pod_add(struct pi_node *n, const struct pi_pod_spec *spec,
-	       struct pi_pod_info *out)
+/* The spec of a pod podinject makes: its name (a device name's part when
+ * the device or namespace is ours to name), an address, names that fit. */
+static int pod_spec_check(const struct pi_pod_spec *spec)
 {
-	bool own_netns = !spec->netns;
-	struct pi_pod_info pod = {};
-	int pod_ns = -1, saved = -1, saved2 = -1, err;
-	bool made_ns = false, made_dev = false;
-
-	if (node_require_write(n, "pod add"))
-		return -EBADF;
-	if (own_netns || !spec->hostdev) {
+	if (!spec->netns || !spec->hostdev) {
 		if (!pi_valid_name(spec->name, POD_NAME_MAX)) {
 			pr_err("invalid pod name '%s': use 1-%d of a-z, 0-9, '-'",
 			       spec->name ? spec->name : "", POD_NAME_MAX);
@@ -422,36 +439,126 @@ int pi_pod_add(struct pi_node *n, const struct pi_pod_spec *spec,
 		       spec->name);
 		return -EINVAL;
 	}
-	copy_name(pod.name, sizeof(pod.name), spec->name);
-	copy_name(pod.netns, sizeof(pod.netns), own_netns ? spec->name : spec->netns);
-	copy_name(pod.ifname, sizeof(pod.ifname), spec->ifname ? spec->ifname : "eth0");
+	return 0;
+}
+
+static void pod_from_spec(const struct pi_pod_spec *spec, struct pi_pod_info *pod)
+{
+	bool own_netns = !spec->netns;
+
+	copy_name(pod->name, sizeof(pod->name), spec->name);
+	copy_name(pod->netns, sizeof(pod->netns), own_netns ? spec->name : spec->netns);
+	copy_name(pod->ifname, sizeof(pod->ifname), spec->ifname ? spec->ifname : "eth0");
 	if (spec->hostdev)
-		copy_name(pod.hostdev, sizeof(pod.hostdev), spec->hostdev);
+		copy_name(pod->hostdev, sizeof(pod->hostdev), spec->hostdev);
 	else
-		snprintf(pod.hostdev, sizeof(pod.hostdev), POD_DEV_PREFIX "%s",
+		snprintf(pod->hostdev, sizeof(pod->hostdev), POD_DEV_PREFIX "%s",
 			 spec->name);
-	copy_name(pod.attach_id, sizeof(pod.attach_id), spec->attach_id);
-	pod.meta_flags = PI_META_OWNS_DEV | (own_netns ? PI_META_OWNS_NETNS : 0);
-	pod.flags = (spec->has4 ? PI_POD_HAS_V4 : 0) |
-		    (spec->has6 ? PI_POD_HAS_V6 : 0) |
-		    (spec->netkit ? PI_POD_NETKIT : 0);
-	pod.ip4 = spec->ip4.a[0];
-	memcpy(pod.ip6, spec->ip6.a, 16);
+	copy_name(pod->attach_id, sizeof(pod->attach_id), spec->attach_id);
+	pod->meta_flags = PI_META_OWNS_DEV | (own_netns ? PI_META_OWNS_NETNS : 0);
+	pod->flags = (spec->has4 ? PI_POD_HAS_V4 : 0) |
+		     (spec->has6 ? PI_POD_HAS_V6 : 0) |
+		     (spec->netkit ? PI_POD_NETKIT : 0);
+	pod->ip4 = spec->ip4.a[0];
+	memcpy(pod->ip6, spec->ip6.a, 16);
+}
+
+/* The pod's own namespace, when the spec names none: never one that
+ * exists, so that removing the pod removes only what it made. */
+static int make_pod_netns(const char *name)
+{
+	int err;
+
+	if (netns_exists(name)) {
+		pr_err("a network namespace named '%s' exists already", name);
+		return -EEXIST;
+	}
+	err = netns_create(name);
+	if (err)
+		pr_err("cannot create namespace '%s': %s", name, strerror(-err));
+	return err;
+}
+
+/* Inside the node's namespace: the device pair, its host side here and its
+ * pod side in pod_ns. Sets pod->ifindex. */
+static int make_pod_devices(const struct pi_node *n, struct pi_pod_info *pod,
+			    bool netkit, int pod_ns)
+{
+	int err;
+
+	if (nl_link_index(pod->hostdev) > 0) {
+		pr_err("device '%s' exists already on node '%s'", pod->hostdev,
+		       n->name);
+		/* A name clash found only now is the node's state, not a
+		 * usage error of the caller's: it was free when admitted. */
+		return -ENOTUNIQ;
+	}
+	err = netkit ? nl_netkit_create(pod->hostdev, pod->ifname, pod_ns) :
+		       nl_veth_create(pod->hostdev, pod->ifname, pod_ns);
+	if (err) {
+		if (err == -EOPNOTSUPP && netkit)
+			pr_err("this kernel has no netkit (see 'podinject features')");
+		else
+			pr_err("cannot create %s pair for '%s': %s",
+			       netkit ? "netkit" : "veth", pod->name,
+			       strerror(-err));
+		return err;
+	}
+	pod->ifindex = nl_link_index(pod->hostdev);
+	return 0;
+}
+
+/* Both ends of the pair configured and passing traffic; called inside the
+ * node's namespace. */
+static int configure_pod(struct pi_pod_info *pod, int pod_ns)
+{
+	int saved, err = nl_link_get_mac(pod->ifindex, pod->host_mac);
+
+	if (!err) {
+		err = netns_enter(pod_ns, &saved);
+		if (!err) {
+			err = setup_pod_side(pod);
+			netns_restore(saved);
+		}
+	}
+	if (!err)
+		err = setup_node_side(pod);
+	/* Both ends up is not yet both ends passing traffic; a pod that
+	 * sends at once would lose its first packets. */
+	if (!err)
+		err = nl_link_wait_running(pod->ifindex, NL_READY_TIMEOUT_MS);
+	if (!err) {
+		err = netns_enter(pod_ns, &saved);
+		if (!err) {
+			err = nl_link_wait_running(pod->peer_ifindex, NL_READY_TIMEOUT_MS);
+			netns_restore(saved);
+		}
+	}
+	if (err)
+		pr_err("cannot configure pod '%s': %s", pod->name, strerror(-err));
+	return err;
+}
+
+int pi_pod_add(struct pi_node *n, const struct pi_pod_spec *spec,
+	       struct pi_pod_info *out)
+{
+	struct pi_pod_info pod = {};
+	int pod_ns = -1, saved = -1, err;
+	bool made_ns = false, made_dev = false;
+
+	if (node_require_write(n, "pod add"))
+		return -EBADF;
+	err = pod_spec_check(spec);
+	if (err)
+		return err;
+	pod_from_spec(spec, &pod);
 	err = pod_admissible(n, &pod);
 	if (err)
 		return err;
-	if (own_netns) {
-		if (netns_exists(pod.netns)) {
-			pr_err("a network namespace named '%s' exists already",
-			       pod.netns);
-			return -EEXIST;
-		}
-		err = netns_create(pod.netns);
-		if (err) {
-			pr_err("cannot create namespace '%s': %s", pod.netns,
-			       strerror(-err));
+	if (!spec->netns) {
+		err = make_pod_netns(pod.netns);
+		if (err)
 			return err;
-		}
 		made_ns = true;
 	}
 	pod_ns = netns_open_any(pod.netns);
@@ -467,58 +574,15 @@ int pi_pod_add(struct pi_node *n, const struct pi_pod_spec *spec,
 		pr_err("cannot enter the namespace of node '%s'", n->name);
 		goto out;
 	}
-	if (nl_link_index(pod.hostdev) > 0) {
-		pr_err("device '%s' exists already on node '%s'", pod.hostdev,
-		       n->name);
-		err = -EEXIST;
-		goto out_runtime;
-	}
-	err = spec->netkit ? nl_netkit_create(pod.hostdev, pod.ifname, pod_ns) :
-			     nl_veth_create(pod.hostdev, pod.ifname, pod_ns);
-	if (err) {
-		if (err == -EOPNOTSUPP && spec->netkit)
-			pr_err("this kernel has no netkit (see 'podinject features')");
-		else
-			pr_err("cannot create %s pair for '%s': %s",
-			       spec->netkit ? "netkit" : "veth", pod.name,
-			       strerror(-err));
+	err = make_pod_devices(n, &pod, spec->netkit, pod_ns);
+	if (err)
 		goto out;
-	}
 	made_dev = true;
-	pod.ifindex = nl_link_index(pod.hostdev);
-	err = nl_link_get_mac(pod.ifindex, pod.host_mac);
-	if (!err) {
-		err = netns_enter(pod_ns, &saved2);
-		if (!err) {
-			err = setup_pod_side(&pod);
-			netns_restore(saved2);
-		}
-	}
+	err = configure_pod(&pod, pod_ns);
 	if (!err)
-		err = setup_node_side(&pod);
-	/* Both ends up is not yet both ends passing traffic; a pod that
-	 * sends at once would lose its first packets. */
-	if (!err)
-		err = nl_link_wait_running(pod.ifindex, NL_READY_TIMEOUT_MS);
-	if (!err) {
-		err = netns_enter(pod_ns, &saved2);
-		if (!err) {
-			err = nl_link_wait_running(pod.peer_ifindex, NL_READY_TIMEOUT_MS);
-			netns_restore(saved2);
-		}
-	}
-	if (err) {
-		pr_err("cannot configure pod '%s': %s", pod.name, strerror(-err));
-		goto out;
-	}
-	err = pod_enter_datapath(n, &pod, pod_ns);
+		err = pod_enter_datapath(n, &pod, pod_ns);
 	if (!err && out)
 		*out = pod;
-	goto out;
-out_runtime:
-	/* A name clash found only now is the node's state, not a usage
-	 * error of the caller's: it was free when admitted. */
-	err = -ENOTUNIQ;
 out:
 	if (err && made_dev && pod.ifindex > 0)
 		nl_link_del(pod.ifindex);
@@ -531,15 +595,8 @@ out:
 	return err;
 }
 
-int pi_pod_adopt(struct pi_node *n, const struct pi_adopt_spec *spec,
-		 struct pi_pod_info *out)
+static int adopt_spec_check(const struct pi_adopt_spec *spec)
 {
-	struct pi_pod_info pod = {}, other;
-	char kind[16] = "";
-	int pod_ns = -1, saved = -1, saved2 = -1, peer, err;
-
-	if (node_require_write(n, "pod adopt"))
-		return -EBADF;
 	if (!pi_valid_pod_name(spec->name)) {
 		pr_err("invalid pod name '%s': use 1-%d of A-Z, a-z, 0-9, '-', '.', '_', '/'",
 		       spec->name ? spec->name : "", PI_POD_NAME_MAX);
@@ -563,6 +620,84 @@ int pi_pod_adopt(struct pi_node *n, const struct pi_adopt_spec *spec,
 		       PI_ATTACH_ID_MAX - 1);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* Inside the node's namespace: the pair another tool made, read into
+ * `pod` (its host side here, its pod side and addresses in pod_ns), with
+ * the spec's addresses over those it has. */
+static int read_adopted(const struct pi_node *n, const struct pi_adopt_spec *spec,
+			struct pi_pod_info *pod, int pod_ns)
+{
+	char kind[16] = "";
+	int saved, peer, err;
+
+	err = nl_link_index(spec->hostdev);
+	if (err <= 0 || nl_link_kind(err, kind) ||
+	    (strcmp(kind, "veth") && strcmp(kind, "netkit"))) {
+		pr_err(err <= 0 ? "no device '%s' on node '%s'" :
+		       "device '%s' on node '%s' is not a veth or netkit device",
+		       spec->hostdev, n->name);
+		return -ENXIO;
+	}
+	pod->ifindex = err;
+	if (!strcmp(kind, "netkit"))
+		pod->flags |= PI_POD_NETKIT;
+	peer = nl_link_peer(pod->ifindex);
+	err = nl_link_get_mac(pod->ifindex, pod->host_mac);
+	if (err == -ENODATA && (pod->flags & PI_POD_NETKIT))
+		err = 0;
+	if (!err)
+		err = netns_enter(pod_ns, &saved);
+	if (err) {
+		pr_err("cannot read device '%s': %s", spec->hostdev,
+		       strerror(-err));
+		return err;
+	}
+	err = find_pod_side(spec->ifname, pod->ifindex, peer, pod);
+	if (err == -ENODATA && (pod->flags & PI_POD_NETKIT))
+		err = 0;
+	if (!err)
+		err = read_pod_addresses(pod, !spec->has4, !spec->has6);
+	netns_restore(saved);
+	if (err == -ENODEV) {
+		pr_err("%s in namespace '%s' is not the peer of '%s'",
+		       spec->ifname ? spec->ifname : "no device",
+		       spec->netns, spec->hostdev);
+		return -ENXIO;
+	}
+	if (err) {
+		pr_err("cannot read the pod side of '%s': %s",
+		       spec->hostdev, strerror(-err));
+		return err;
+	}
+	if (spec->has4) {
+		pod->ip4 = spec->ip4.a[0];
+		pod->flags |= PI_POD_HAS_V4;
+	}
+	if (spec->has6) {
+		memcpy(pod->ip6, spec->ip6.a, 16);
+		pod->flags |= PI_POD_HAS_V6;
+	}
+	if (!(pod->flags & (PI_POD_HAS_V4 | PI_POD_HAS_V6))) {
+		pr_err("%s in namespace '%s' has no address; give one",
+		       pod->ifname, spec->netns);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int pi_pod_adopt(struct pi_node *n, const struct pi_adopt_spec *spec,
+		 struct pi_pod_info *out)
+{
+	struct pi_pod_info pod = {}, other;
+	int pod_ns, saved = -1, err;
+
+	if (node_require_write(n, "pod adopt"))
+		return -EBADF;
+	err = adopt_spec_check(spec);
+	if (err)
+		return err;
 	copy_name(pod.name, sizeof(pod.name), spec->name);
 	copy_name(pod.netns, sizeof(pod.netns), spec->netns);
 	copy_name(pod.hostdev, sizeof(pod.hostdev), spec->hostdev);
@@ -579,77 +714,21 @@ int pi_pod_adopt(struct pi_node *n, const struct pi_adopt_spec *spec,
 		pr_err("cannot enter the namespace of node '%s'", n->name);
 		goto out;
 	}
-	err = nl_link_index(spec->hostdev);
-	if (err <= 0 || nl_link_kind(err, kind) ||
-	    (strcmp(kind, "veth") && strcmp(kind, "netkit"))) {
-		pr_err(err <= 0 ? "no device '%s' on node '%s'" :
-		       "device '%s' on node '%s' is not a veth or netkit device",
-		       spec->hostdev, n->name);
-		err = -ENXIO;
-		goto out;
-	}
-	pod.ifindex = err;
-	if (!strcmp(kind, "netkit"))
-		pod.flags |= PI_POD_NETKIT;
-	peer = nl_link_peer(pod.ifindex);
-	err = nl_link_get_mac(pod.ifindex, pod.host_mac);
-	if (err == -ENODATA && (pod.flags & PI_POD_NETKIT))
-		err = 0;
-	if (!err)
-		err = netns_enter(pod_ns, &saved2);
-	if (err) {
-		pr_err("cannot read device '%s': %s", spec->hostdev,
-		       strerror(-err));
-		goto out;
-	}
-	err = find_pod_side(spec->ifname, pod.ifindex, peer, &pod);
-	if (err == -ENODATA && (pod.flags & PI_POD_NETKIT))
-		err = 0;
-	if (!err)
-		err = read_pod_addresses(&pod, !spec->has4, !spec->has6);
-	netns_restore(saved2);
-	if (err) {
-		if (err == -ENODEV) {
-			pr_err("%s in namespace '%s' is not the peer of '%s'",
-			       spec->ifname ? spec->ifname : "no device",
-			       spec->netns, spec->hostdev);
-			err = -ENXIO;
-		} else {
-			pr_err("cannot read the pod side of '%s': %s",
-			       spec->hostdev, strerror(-err));
-		}
-		goto out;
-	}
-	if (spec->has4) {
-		pod.ip4 = spec->ip4.a[0];
-		pod.flags |= PI_POD_HAS_V4;
-	}
-	if (spec->has6) {
-		memcpy(pod.ip6, spec->ip6.a, 16);
-		pod.flags |= PI_POD_HAS_V6;
-	}
-	if (!(pod.flags & (PI_POD_HAS_V4 | PI_POD_HAS_V6))) {
-		pr_err("%s in namespace '%s' has no address; give one",
-		       pod.ifname, spec->netns);
-		err = -EINVAL;
-		goto out;
-	}
-	if (!pod_by_ifindex(n, pod.ifindex, &other)) {
+	err = read_adopted(n, spec, &pod, pod_ns);
+	if (!err && !pod_by_ifindex(n, pod.ifindex, &other)) {
 		pr_err("device '%s' is pod '%s' of node '%s' already",
 		       spec->hostdev, other.name, n->name);
 		err = -EEXIST;
-		goto out;
 	}
-	err = pod_admissible(n, &pod);
+	if (!err)
+		err = pod_admissible(n, &pod);
 	if (!err)
 		err = pod_enter_datapath(n, &pod, pod_ns);
 	if (!err && out)
 		*out = pod;
+	netns_restore(saved);
 out:
-	if (saved >= 0)
-		netns_restore(saved);
-	if (pod_ns >= 0)
-		close(pod_ns);
+	close(pod_ns);
 	return err;
 }
 
@@ -671,7 +750,8 @@ int pod_remove(struct pi_node *n, const struct pi_pod_info *pod)
 			first = err;
 	}
 	for (int i = 0; pi_features[i]; i++)
-		pi_features[i]->forget_pod(n, pod);
+		if (pi_features[i]->leave_pod)
+			pi_features[i]->leave_pod(n, pod);
 	detach_pod(n, pod);
 	del_endpoints(n, pod);
 	pod_forget(n, pod);
@@ -765,15 +845,6 @@ int pi_pod_counters(struct pi_node *n, const struct pi_pod_info *pod,
 		    struct pi_pod_stats *out)
 {
 	return pod_stats_sum(n, pod->id, out);
-}
-
-int pi_pod_xdp(struct pi_node *n, const struct pi_pod_info *pod,
-	       uint32_t *prog_id, struct pi_xdp_stats *stats)
-{
-	if (!(pod->flags & PI_POD_XDP))
-		return -ENOENT;
-	*prog_id = xdp_pod_prog_id(pod);
-	return xdp_pod_stats(n, pod->id, stats);
 }
 
 /* Each program the pod must have: its link pin (tcx) or program pin

@@ -184,7 +184,8 @@ int policy_zero_counters(const struct pi_node *n, const uint32_t *ids,
 	return 0;
 }
 
-int policy_clear_pod(struct pi_node *n, uint32_t pod_id)
+/* Drops a pod id's policy in both directions. */
+static int policy_clear_pod(struct pi_node *n, uint32_t pod_id)
 {
 	int err = write_policy(n, pod_id, PI_DIR_EGRESS, NULL, 0);
 
@@ -368,13 +369,24 @@ int pi_policy_list_pod(struct pi_node *n, const struct pi_pod_info *pod,
 	return policy_list_id(n, pod->id, out);
 }
 
+/* The id may be a deleted pod's: its rules must not become this pod's. */
+static int policy_reset_pod(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	int err = policy_clear_pod(n, pod->id);
+
+	if (err)
+		pr_err("cannot clear the policy of pod id %u for '%s': %s",
+		       pod->id, pod->name, strerror(-err));
+	return err;
+}
+
 static void policy_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
 {
 	int err = policy_clear_pod(n, pod->id);
 
 	/* Said, not returned: a feature's teardown has no result (struct
 	 * pi_feature). The next pod given this id clears them before it is
-	 * recorded, or is refused (pod_enter_datapath). */
+	 * recorded, or is refused (policy_reset_pod). */
 	if (err)
 		pr_err("pod '%s': cannot remove its rules: %s", pod->name,
 		       strerror(-err));
@@ -382,5 +394,6 @@ static void policy_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
 
 const struct pi_feature policy_feature = {
 	.name = "policy",
-	.forget_pod = policy_forget_pod,
+	.reset_pod = policy_reset_pod,
+	.leave_pod = policy_forget_pod,
 };

@@ -465,5 +465,5 @@ static void proxy_feature_forget(struct pi_node *n, const struct pi_pod_info *po
 
 const struct pi_feature proxy_feature = {
 	.name = "proxy",
-	.forget_pod = proxy_feature_forget,
+	.leave_pod = proxy_feature_forget,
 };

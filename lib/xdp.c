@@ -11,7 +11,7 @@
  * there is one set of pods, rules and counters for tc and XDP alike.
  *
  * Pins, beside the node's: xdp_ports (devmap), xdp_stats, prog_xdp_uplink,
- * prog_xdp_pod_NAME. The XDP attachments are netlink ones and go with
+ * prog_xdp_pod_IFINDEX. The XDP attachments are netlink ones and go with
  * their device; they are removed explicitly all the same, and only when
  * the program there is still ours (XDP_FLAGS_REPLACE).
  */
@@ -25,6 +25,7 @@
 #include <linux/if_link.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "lib.h"
 #include "nl.h"
 #include "percpu.h"
 #include "xdp.h"
@@ -173,7 +174,12 @@ static int set_pod_flag(const struct pi_node *n, struct pi_pod_info *pod, bool o
 	return pod_store(n, pod, BPF_EXIST);
 }
 
-int xdp_pod_attach(const struct pi_node *n, struct pi_pod_info *pod, int pod_ns)
+/* Loads the pod's own instance of the ACL, attaches it to the pod-side
+ * eth0 in pod_ns, then marks the pod PI_POD_XDP (pod->flags and the pods
+ * map) and adds it to the uplink's devmap, in that order, so that no
+ * packet goes unchecked meanwhile. */
+static int xdp_pod_attach(const struct pi_node *n, struct pi_pod_info *pod,
+			  int pod_ns)
 {
 	int ports = -1, stats = -1, saved, err;
 	bool attached = false, flagged = false;
@@ -242,7 +248,9 @@ out:
 	return err;
 }
 
-int xdp_pod_detach(const struct pi_node *n, const struct pi_pod_info *p)
+/* The reverse, in reverse order; a namespace or device already gone is
+ * no error. */
+static int xdp_pod_detach(const struct pi_node *n, const struct pi_pod_info *p)
 {
 	int ports, prog, pod_ns, saved, err = 0;
 	struct pi_pod_info copy = *p, *pod = &copy;
@@ -282,7 +290,7 @@ int xdp_pod_detach(const struct pi_node *n, const struct pi_pod_info *p)
 	return err;
 }
 
-int xdp_pod_stats(const struct pi_node *n, uint32_t pod_id,
+static int xdp_pod_stats(const struct pi_node *n, uint32_t pod_id,
 		  struct pi_xdp_stats *out)
 {
 	int map, err;
@@ -296,7 +304,9 @@ int xdp_pod_stats(const struct pi_node *n, uint32_t pod_id,
 	return err;
 }
 
-uint32_t xdp_pod_prog_id(const struct pi_pod_info *pod)
+/* The id of the XDP program on the pod's eth0 as the kernel reports it,
+ * 0 when there is none. */
+static uint32_t xdp_pod_prog_id(const struct pi_pod_info *pod)
 {
 	uint32_t id = 0;
 	int ns, saved;
@@ -312,6 +322,80 @@ uint32_t xdp_pod_prog_id(const struct pi_pod_info *pod)
 	close(ns);
 	return id;
 }
+
+int pi_pod_xdp(struct pi_node *n, const struct pi_pod_info *pod,
+	       uint32_t *prog_id, struct pi_xdp_stats *stats)
+{
+	if (!(pod->flags & PI_POD_XDP))
+		return -ENOENT;
+	*prog_id = xdp_pod_prog_id(pod);
+	return xdp_pod_stats(n, pod->id, stats);
+}
+
+/* What a pod joining finds under its id and ifindex is a former pod's: a
+ * devmap entry would have the uplink redirect frames to the device past
+ * its tc checks although this pod may have no ACL (a netkit pod, a node
+ * without XDP), a prog pin would refuse the pod its own, and counters
+ * would be reported as its. No pod has this ifindex (the device is new,
+ * or adoption refused one that is a pod already). */
+static int xdp_reset_pod(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	int ports, stats, err = 0;
+	char path[PATH_MAX];
+
+	/* A node made without --xdp has neither map. */
+	ports = pin_get(n, "xdp_ports");
+	if (ports >= 0) {
+		if (bpf_map_delete_elem(ports, &pod->ifindex) && errno != ENOENT)
+			err = -errno;
+		close(ports);
+	} else if (ports != -ENOENT) {
+		err = ports;
+	}
+	stats = pin_get(n, "xdp_stats");
+	if (stats >= 0) {
+		int e = percpu_zero(stats, &pod->id, sizeof(struct pi_xdp_stats));
+
+		if (e && !err)
+			err = e;
+		close(stats);
+	} else if (stats != -ENOENT && !err) {
+		err = stats;
+	}
+	pod_prog_pin(n, pod, path, sizeof(path));
+	if (unlink(path) && errno != ENOENT && !err)
+		err = -errno;
+	if (err)
+		pr_err("cannot clear the XDP state of device %u for '%s': %s",
+		       pod->ifindex, pod->name, strerror(-err));
+	return err;
+}
+
+/* netkit has no XDP hook: its pods stay on tc enforcement. */
+static int xdp_enter_pod(struct pi_node *n, struct pi_pod_info *pod, int pod_ns)
+{
+	int err;
+
+	if (!(n->cfg.flags & PI_NODE_XDP) || (pod->flags & PI_POD_NETKIT))
+		return 0;
+	err = xdp_pod_attach(n, pod, pod_ns);
+	if (err)
+		pr_err("cannot attach the XDP ingress ACL to %s of '%s': %s",
+		       pod->ifname, pod->name, strerror(-err));
+	return err;
+}
+
+static void xdp_leave_pod(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	xdp_pod_detach(n, pod);
+}
+
+const struct pi_feature xdp_feature = {
+	.name = "xdp",
+	.reset_pod = xdp_reset_pod,
+	.enter_pod = xdp_enter_pod,
+	.leave_pod = xdp_leave_pod,
+};
 
 /* XDP_PASS and nothing else: enough to find out whether it attaches. */
 static int load_pass_prog(void)

@@ -929,7 +929,9 @@ static long number(const char *s, long min, long max)
 	return v;
 }
 
-int main(int argc, char **argv)
+/* The options into the globals they set and the port; false (said) on
+ * anything else. */
+static bool parse_args(int argc, char **argv, long *port)
 {
 	static const struct option opts[] = {
 		{ "verbose", no_argument, NULL, 'v' },
@@ -939,19 +941,15 @@ int main(int argc, char **argv)
 		{ "client-max", required_argument, NULL, 'm' },
 		{ 0 },
 	};
-	struct tag sigtag = { K_SIGNAL, NULL };
-	struct epoll_event evs[MAX_EVENTS];
-	int lfds[4], sfd, c;
-	long port, v = 0;
-	sigset_t mask;
-	bool running = true;
+	long v = 0;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "vt:i:u:m:", opts, NULL)) != -1) {
 		if (c != 'v' && c != '?' &&
 		    (v = number(optarg, 1, c == 'm' ? 1000000 : INT32_MAX)) < 0) {
 			fprintf(stderr, "podinject-proxy: bad value '%s'\n",
 				optarg);
-			goto usage;
+			return false;
 		}
 		switch (c) {
 		case 'v': verbose = true; break;
@@ -959,21 +957,27 @@ int main(int argc, char **argv)
 		case 'i': idle_ms = v; break;
 		case 'u': udp_idle_ms = v; break;
 		case 'm': client_max = v; break;
-		default: goto usage;
+		default: return false;
 		}
 	}
 	if (optind != argc - 1)
-		goto usage;
-	port = number(argv[optind], 1, 65535);
-	if (port < 0)
-		goto usage;
-	if (raise_nofile())
-		return 1;
+		return false;
+	*port = number(argv[optind], 1, 65535);
+	return *port >= 0;
+}
+
+/* The reserve descriptor, SIGTERM and SIGINT as a signalfd, and the epoll
+ * set (ep) watching it; 0 or -1 (said). */
+static int setup_events(struct tag *sigtag)
+{
+	sigset_t mask;
+	int sfd;
+
 	/* the descriptor given up to accept() a connection over the limit */
 	reserve_fd = need_fd(open("/dev/null", O_RDONLY | O_CLOEXEC),
 			     "the reserve descriptor (/dev/null)");
 	if (reserve_fd < 0)
-		return 1;
+		return -1;
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -981,12 +985,18 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	sfd = need_fd(signalfd(-1, &mask, SFD_CLOEXEC), "signalfd");
 	if (sfd < 0)
-		return 1;
+		return -1;
 	ep = need_fd(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
-	if (ep < 0 || need_fd(ep_set(sfd, &sigtag, EPOLLIN, true),
+	if (ep < 0 || need_fd(ep_set(sfd, sigtag, EPOLLIN, true),
 			      "epoll_ctl (signalfd)") < 0)
-		return 1;
+		return -1;
+	return 0;
+}
 
+/* TCP and UDP on `port`, IPv4 and, where there is IPv6, IPv6, each in the
+ * epoll set; 0 or -1 (said). */
+static int open_listeners(long port, int lfds[4])
+{
 	lfds[0] = listen_on(AF_INET, SOCK_STREAM, port);
 	lfds[1] = listen_on(AF_INET6, SOCK_STREAM, port);
 	lfds[2] = udp_listeners[0] = listen_on(AF_INET, SOCK_DGRAM, port);
@@ -994,7 +1004,7 @@ int main(int argc, char **argv)
 	if (lfds[0] < 0 || lfds[2] < 0) {
 		fprintf(stderr, "podinject-proxy: cannot listen on %ld: %s\n",
 			port, strerror(errno));
-		return 1;
+		return -1;
 	}
 	for (int i = 0; i < 4; i++) {
 		struct listener *l = &listeners[i];
@@ -1005,12 +1015,16 @@ int main(int argc, char **argv)
 		l->tag = (struct tag){ i < 2 ? K_LISTEN_TCP : K_LISTEN_UDP, l };
 		if (need_fd(ep_set(l->fd, &l->tag, EPOLLIN, true),
 			    "epoll_ctl (listener)") < 0)
-			return 1;
+			return -1;
 	}
-	if (verbose)
-		fprintf(stderr, "podinject-proxy: listening on %ld\n", port);
-	fprintf(stdout, "ready %ld\n", port);
-	fflush(stdout);
+	return 0;
+}
+
+/* Serves until SIGTERM or SIGINT. */
+static void serve(void)
+{
+	struct epoll_event evs[MAX_EVENTS];
+	bool running = true;
 
 	while (running) {
 		int n = epoll_wait(ep, evs, MAX_EVENTS, EXPIRE_EVERY_MS);
@@ -1049,6 +1063,12 @@ int main(int argc, char **argv)
 			free(g);
 		}
 	}
+}
+
+/* Every connection and session closed, with the reason said, and the
+ * listeners. */
+static void shut_down(const int lfds[4])
+{
 	while (conns)
 		conn_free(conns, true, "shutdown");
 	while (sessions) {
@@ -1060,12 +1080,30 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 4; i++)
 		if (lfds[i] >= 0)
 			close(lfds[i]);
+}
+
+int main(int argc, char **argv)
+{
+	struct tag sigtag = { K_SIGNAL, NULL };
+	int lfds[4];
+	long port;
+
+	if (!parse_args(argc, argv, &port)) {
+		fprintf(stderr, "usage: podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]\n"
+			"                       [--client-max N] PORT\n");
+		return 2;
+	}
+	if (raise_nofile() || setup_events(&sigtag) ||
+	    open_listeners(port, lfds))
+		return 1;
+	if (verbose)
+		fprintf(stderr, "podinject-proxy: listening on %ld\n", port);
+	fprintf(stdout, "ready %ld\n", port);
+	fflush(stdout);
+	serve();
+	shut_down(lfds);
 	if (verbose)
 		fprintf(stderr, "podinject-proxy: stopped (%llu dropped at the open files limit, %llu refused)\n",
 			shed, refused);
 	return 0;
-usage:
-	fprintf(stderr, "usage: podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]\n"
-		"                       [--client-max N] PORT\n");
-	return 2;
 }
