@@ -25,7 +25,6 @@ struct link_attrs {
 	bool has_link_netnsid;	/* the peer is in another namespace */
 	char name[IFNAMSIZ];
 	char kind[16];
-	uint8_t mac[6];
 };
 
 static int parse_linkinfo(const struct nlattr *attr, void *data)
@@ -53,10 +52,6 @@ static int parse_attr(const struct nlattr *attr, void *data)
 		break;
 	case IFLA_LINK_NETNSID:
 		la->has_link_netnsid = true;
-		break;
-	case IFLA_ADDRESS:
-		if (mnl_attr_get_payload_len(attr) == 6)
-			memcpy(la->mac, mnl_attr_get_payload(attr), 6);
 		break;
 	case IFLA_LINKINFO:
 		mnl_attr_parse_nested(attr, parse_linkinfo, la);
@@ -184,7 +179,23 @@ int cni_find_pair(const char *netns, const char *ifname,
 	pair->pod_ifindex = pod.ifindex;
 	pair->host_ifindex = host.ifindex;
 	snprintf(pair->host_name, sizeof(pair->host_name), "%s", host.name);
-	snprintf(pair->kind, sizeof(pair->kind), "%s", host.kind);
-	memcpy(pair->pod_mac, pod.mac, 6);
+	return 0;
+}
+
+int cni_pod_pair(const struct cni_env *env, struct cni_pair *pair,
+		 struct cni_err *e)
+{
+	int err = cni_find_pair(env->netns, env->ifname, pair);
+
+	if (err == -ENOENT)
+		return cni_fail(e, CNI_ERR_DEVICE, "pod's namespace or interface not found",
+				"%s in %s", env->ifname, env->netns);
+	if (err == -ENXIO)
+		return cni_fail(e, CNI_ERR_DEVICE, "pod's interface is not one end of a veth or netkit pair whose other end is on the host",
+				"%s in %s", env->ifname, env->netns);
+	if (err)
+		return cni_fail(e, CNI_ERR_IO, "cannot read the pod's interface",
+				"%s in %s: %s", env->ifname, env->netns,
+				strerror(-err));
 	return 0;
 }
