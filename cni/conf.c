@@ -57,6 +57,31 @@ static int get_str(json_t *o, const char *key, const char **out,
 	return 0;
 }
 
+/* A string member that must be one of names[0..n-1]: *out is its index,
+ * 0 when the member is absent. */
+static int get_choice(json_t *o, const char *key, const char *const *names,
+		      int n, int *out, struct cni_err *e)
+{
+	char list[64] = "";
+	const char *s;
+
+	*out = 0;
+	if (get_str(o, key, &s, e))
+		return -1;
+	if (!s)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		if (!strcmp(s, names[i])) {
+			*out = i;
+			return 0;
+		}
+		snprintf(list + strlen(list), sizeof(list) - strlen(list),
+			 "%s%s", !i ? "" : i < n - 1 ? ", " : " or ", names[i]);
+	}
+	return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+			"%s '%s': %s", key, s, list);
+}
+
 /* A duration in milliseconds, min to an hour; *out is left as it is when
  * the key is absent. */
 static int get_ms(json_t *o, const char *key, int min, int *out,
@@ -89,9 +114,14 @@ int cni_read_stdin(json_t **root, struct cni_err *e)
 	return 0;
 }
 
+/* By enum cni_mode and enum pi_attach_choice. */
+static const char *const mode_names[] = { "chained", "main" };
+static const char *const attach_names[] = { "auto", "tcx", "clsact" };
+
 int cni_parse_conf(json_t *root, struct cni_conf *c, struct cni_err *e)
 {
 	const char *s;
+	int choice;
 	json_t *v;
 
 	memset(c, 0, sizeof(*c));
@@ -125,15 +155,9 @@ int cni_parse_conf(json_t *root, struct cni_conf *c, struct cni_err *e)
 	if (!c->name || !*c->name)
 		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
 				"name is missing");
-	if (get_str(root, "mode", &s, e))
+	if (get_choice(root, "mode", mode_names, CNI_MODE_MAIN + 1, &choice, e))
 		return -1;
-	if (!s || !strcmp(s, "chained"))
-		c->mode = CNI_MODE_CHAINED;
-	else if (!strcmp(s, "main"))
-		c->mode = CNI_MODE_MAIN;
-	else
-		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
-				"mode '%s': chained or main", s);
+	c->mode = choice;
 	if (get_str(root, "node", &s, e))
 		return -1;
 	if (s) {
@@ -143,17 +167,10 @@ int cni_parse_conf(json_t *root, struct cni_conf *c, struct cni_err *e)
 					PI_NAME_LEN - 1);
 		c->node = s;
 	}
-	if (get_str(root, "attach", &s, e))
+	if (get_choice(root, "attach", attach_names, PI_ATTACH_FORCE_CLSACT + 1,
+		       &choice, e))
 		return -1;
-	if (!s || !strcmp(s, "auto"))
-		c->attach = PI_ATTACH_AUTO;
-	else if (!strcmp(s, "tcx"))
-		c->attach = PI_ATTACH_FORCE_TCX;
-	else if (!strcmp(s, "clsact"))
-		c->attach = PI_ATTACH_FORCE_CLSACT;
-	else
-		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
-				"attach '%s': auto, tcx or clsact", s);
+	c->attach = choice;
 	v = json_object_get(root, "xdp");
 	if (v && !json_is_boolean(v))
 		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",

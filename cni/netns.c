@@ -4,6 +4,10 @@
  * names its peer's ifindex (IFLA_LINK), and that device, here, must name
  * it back. Names in prevResult are only a cross-check (Cilium's
  * generic-veth chaining trusts the peer index, not the names).
+ *
+ * One RTM_GETLINK per end, read here rather than through lib/nl.c: the
+ * library's archive exports only pi_* symbols, and a device's peer, kind
+ * and name are not part of its API.
  */
 #include <errno.h>
 #include <fcntl.h>

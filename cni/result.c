@@ -203,6 +203,29 @@ int cni_prev_addresses(json_t *prev, int pod_if, struct pi_addr *ip4,
 	return 0;
 }
 
+/* One of the pod's host addresses (/32, /128) with podinject's link-local
+ * gateway and a default route through it; results of 0.4 and older name
+ * the IP version. */
+static void add_ip(json_t *ips, json_t *routes, int family, const void *addr,
+		   bool old)
+{
+	bool v4 = family == AF_INET;
+	const char *gw = v4 ? "169.254.1.1" : "fe80::1";
+	char a[INET6_ADDRSTRLEN + 8];
+	json_t *ip;
+
+	inet_ntop(family, addr, a, sizeof(a));
+	strcat(a, v4 ? "/32" : "/128");
+	ip = json_pack("{s:s, s:s, s:i}", "address", a, "gateway", gw,
+		       "interface", 1);
+	if (old)
+		json_object_set_new(ip, "version", json_string(v4 ? "4" : "6"));
+	json_array_append_new(ips, ip);
+	json_array_append_new(routes, json_pack("{s:s, s:s}", "dst",
+						v4 ? "0.0.0.0/0" : "::/0",
+						"gw", gw));
+}
+
 /* A main-mode result: the pair, the pod's host addresses (/32, /128) with
  * podinject's link-local gateways, and the IPAM plugin's dns. */
 json_t *cni_main_result(const struct cni_conf *conf, const struct cni_env *env,
@@ -211,8 +234,8 @@ json_t *cni_main_result(const struct cni_conf *conf, const struct cni_env *env,
 	bool old = cni_version_is_v04_or_older(conf->cni_version);
 	json_t *ifs = json_array(), *ips = json_array(), *routes = json_array();
 	json_t *dns = json_object_get(ipam_res, "dns");
-	char mac[18], a[INET6_ADDRSTRLEN + 8];
-	json_t *res, *ip;
+	char mac[18];
+	json_t *res;
 
 	pi_fmt_mac(pod->host_mac, mac);
 	json_array_append_new(ifs, json_pack("{s:s, s:s}", "name", pod->hostdev,
@@ -220,28 +243,10 @@ json_t *cni_main_result(const struct cni_conf *conf, const struct cni_env *env,
 	pi_fmt_mac(pod->pod_mac, mac);
 	json_array_append_new(ifs, json_pack("{s:s, s:s, s:s}", "name", env->ifname,
 					     "mac", mac, "sandbox", env->netns));
-	if (pod->flags & PI_POD_HAS_V4) {
-		inet_ntop(AF_INET, &pod->ip4, a, sizeof(a));
-		strcat(a, "/32");
-		ip = json_pack("{s:s, s:s, s:i}", "address", a, "gateway",
-			       "169.254.1.1", "interface", 1);
-		if (old)
-			json_object_set_new(ip, "version", json_string("4"));
-		json_array_append_new(ips, ip);
-		json_array_append_new(routes, json_pack("{s:s, s:s}", "dst",
-							"0.0.0.0/0", "gw", "169.254.1.1"));
-	}
-	if (pod->flags & PI_POD_HAS_V6) {
-		inet_ntop(AF_INET6, pod->ip6, a, sizeof(a));
-		strcat(a, "/128");
-		ip = json_pack("{s:s, s:s, s:i}", "address", a, "gateway",
-			       "fe80::1", "interface", 1);
-		if (old)
-			json_object_set_new(ip, "version", json_string("6"));
-		json_array_append_new(ips, ip);
-		json_array_append_new(routes, json_pack("{s:s, s:s}", "dst",
-							"::/0", "gw", "fe80::1"));
-	}
+	if (pod->flags & PI_POD_HAS_V4)
+		add_ip(ips, routes, AF_INET, &pod->ip4, old);
+	if (pod->flags & PI_POD_HAS_V6)
+		add_ip(ips, routes, AF_INET6, pod->ip6, old);
 	res = json_pack("{s:s, s:o, s:o, s:o}", "cniVersion", conf->cni_version,
 			"interfaces", ifs, "ips", ips, "routes", routes);
 	json_object_set_new(res, "dns", json_is_object(dns) ? json_incref(dns) :
