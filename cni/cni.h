@@ -152,12 +152,10 @@ struct cni_pair {
 	int host_ifindex;		/* its peer, in ours */
 	char host_name[16];
 };
-/* Finds CNI_IFNAME in netns and its peer in the caller's namespace, and
- * confirms both ends name each other. -ENOENT no such namespace or device,
- * -ENXIO not a pair whose other end is here. */
-int cni_find_pair(const char *netns, const char *ifname,
-		  struct cni_pair *pair);
-/* The same for the environment's pod, its errors as the spec's. */
+/* Finds CNI_IFNAME in CNI_NETNS and its peer in the caller's namespace,
+ * and confirms both ends name each other; else CNI_ERR_DEVICE (no such
+ * namespace or device, not a pair whose other end is here) or
+ * CNI_ERR_IO. */
 int cni_pod_pair(const struct cni_env *env, struct cni_pair *pair,
 		 struct cni_err *e);
 

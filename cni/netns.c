@@ -126,8 +126,10 @@ out:
 	return err;
 }
 
-int cni_find_pair(const char *netns, const char *ifname,
-		  struct cni_pair *pair)
+/* -ENOENT no such namespace or device, -ENXIO not a pair whose other end
+ * is here. */
+static int find_pair(const char *netns, const char *ifname,
+		     struct cni_pair *pair)
 {
 	struct link_attrs pod, host;
 	int self, ns, err;
@@ -189,7 +191,7 @@ int cni_find_pair(const char *netns, const char *ifname,
 int cni_pod_pair(const struct cni_env *env, struct cni_pair *pair,
 		 struct cni_err *e)
 {
-	int err = cni_find_pair(env->netns, env->ifname, pair);
+	int err = find_pair(env->netns, env->ifname, pair);
 
 	if (err == -ENOENT)
 		return cni_fail(e, CNI_ERR_DEVICE, "pod's namespace or interface not found",
