@@ -123,9 +123,10 @@ $(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $< -o $@
 
-# The CNI plugin: a front-end on the library, like the CLI (cni/backend.c
-# holds all its calls into it). Its RPATH finds the libraries the
-# DaemonSet installs beside it on a host (deploy/kubernetes/install.sh).
+# The CNI plugin: a front-end on the library, like the CLI (cni/cni.h
+# names its parts; tests/fuzz/fuzz.mk links some of them into fuzz_cni).
+# Its RPATH finds the libraries the DaemonSet installs beside it on a host
+# (deploy/kubernetes/install.sh).
 CNI_SRCS  := $(wildcard cni/*.c)
 $(BUILD)/podinject-cni: $(CNI_SRCS) cni/cni.h $(HEADERS) $(LIBPI) | $(BUILD)
 	$(call msg,LINK,$@)

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The plugin's only calls into libpodinject. A host node: the node is the
- * host's own namespace, where the runtime's host-side devices are.
+ * The plugin's setup of libpodinject, and what stands between a runtime's
+ * attachment and the library's calls: the node (a host node, the host's
+ * own namespace, where the runtime's host-side devices are) opened and
+ * brought up as the config says, and the pod spec made of the
+ * environment. The commands call the library directly for the rest.
  */
 #include <errno.h>
 #include <string.h>
@@ -76,12 +79,6 @@ int cni_pi_open(const struct cni_conf *conf, bool bring_up,
 	}
 }
 
-void cni_pi_close(struct pi_node *node)
-{
-	if (node)
-		pi_node_close(node);
-}
-
 /* The addresses a caller has, into a spec of either kind. */
 static void copy_addrs(const struct pi_addr *ip4, const struct pi_addr *ip6,
 		       bool *has4, struct pi_addr *a4, bool *has6,
@@ -125,47 +122,4 @@ int cni_pi_add(struct pi_node *node, const struct cni_env *env,
 
 	copy_addrs(ip4, ip6, &spec.has4, &spec.ip4, &spec.has6, &spec.ip6);
 	return pi_pod_add(node, &spec, out);
-}
-
-int cni_pi_find(struct pi_node *node, const char *attach_id,
-		struct pi_pod_info *out)
-{
-	return pi_pod_get_by_attach_id(node, attach_id, out);
-}
-
-int cni_pi_find_name(struct pi_node *node, const char *name,
-		     struct pi_pod_info *out)
-{
-	return pi_pod_get(node, name, out);
-}
-
-int cni_pi_del(struct pi_node *node, const char *name)
-{
-	return pi_pod_del(node, name);
-}
-
-int cni_pi_check(struct pi_node *node, const struct pi_pod_info *pod)
-{
-	return pi_pod_check(node, pod);
-}
-
-int cni_pi_list(struct pi_node *node, struct pi_pod_info **pods)
-{
-	return pi_pod_list(node, pods);
-}
-
-/* "A.B.C.D/N" or "X::Y/N" as CNI results write them (host bits set: the
- * pod's own address in its subnet); the prefix length is dropped, as
- * podinject's pods hold host addresses. */
-int cni_parse_addr(const char *cidr, int *family, struct pi_addr *a)
-{
-	char buf[64];
-	size_t n = strcspn(cidr, "/");
-	int plen;
-
-	if (n >= sizeof(buf))
-		return -EINVAL;
-	memcpy(buf, cidr, n);
-	buf[n] = 0;
-	return pi_parse_prefix(buf, family, a, &plen);
 }

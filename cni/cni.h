@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * podinject-cni: a CNI plugin (spec 1.0.0, 0.3.0-0.4.0 configs) on
- * libpodinject. cni.c speaks the protocol, netns.c reads the pod's device
- * pair, ipam.c runs the IPAM plugin of main mode, backend.c is the one
- * place that calls into podinject.
+ * libpodinject, shaped as the reference plugins are: main.c reads the
+ * command and dispatches to cmd_add.c, cmd_del.c, cmd_check.c, cmd_gc.c
+ * and cmd_version.c; conf.c parses the network config, env.c the CNI_*
+ * environment, result.c reads prevResult and writes results and errors,
+ * log.c logs; netns.c reads the pod's device pair, ipam.c runs the IPAM
+ * plugin of main mode, backend.c sets up the library and turns a runtime's
+ * attachment into the library's node and pod calls.
  */
 #ifndef PODINJECT_CNI_H
 #define PODINJECT_CNI_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <jansson.h>
 #include <podinject/podinject.h>
 
@@ -33,6 +38,10 @@ enum cni_code {
 };
 
 enum cni_mode { CNI_MODE_CHAINED, CNI_MODE_MAIN };
+
+/* Every attachment id the plugin gives a pod begins so: GC and a stale
+ * pod's removal touch no pod another tool attached. */
+#define CNI_ATTACH_PREFIX	"cni:"
 
 struct cni_conf {
 	json_t *root;			/* the whole stdin object */
@@ -69,24 +78,86 @@ struct cni_err {
 	char details[512];
 };
 
-int cni_fail(struct cni_err *e, int code, const char *msg,
-	     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* log.c: lines to stderr, or to the config's logFile once it is read. */
 void cni_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The command and container id every line names. */
+void cni_log_context(const char *cmd, const char *container_id);
+/* The config's logFile and logLevel (-1: info with a file, else warn). */
+void cni_log_open(const struct cni_conf *conf);
+/* Where and from which level lines go, whatever a config says. */
+void cni_log_to(FILE *fp, int level);
+/* "error", "warn", "info", "debug" (any case): enum pi_log_level, or -1. */
+int cni_log_level_parse(const char *name);
+
+/* conf.c: the network config on stdin. */
+extern const char *const cni_versions[];
+extern const int cni_nversions;
+bool cni_version_supported(const char *v);
+bool cni_version_is_v04_or_older(const char *v);
+/* stdin as one JSON object: CNI_ERR_DECODE otherwise. */
+int cni_read_stdin(json_t **root, struct cni_err *e);
+/* *c points into root, which outlives it. */
+int cni_parse_conf(json_t *root, struct cni_conf *c, struct cni_err *e);
+
+/* env.c: the CNI_* variables of env->command, and the names made of them. */
+int cni_read_env(struct cni_env *env, struct cni_err *e);
+bool cni_valid_container_id(const char *s);
+bool cni_valid_ifname(const char *s);
+/* What the attachment ids of network `net` begin with. */
+void cni_attach_prefix(const char *net, char *buf, size_t len);
+/* env->attach_id of (network `net`, container id, ifname). */
+void cni_make_attach_id(struct cni_env *env, const char *net);
+/* The host-side device of a main-mode pod, from its attachment. */
+void cni_main_hostdev(const struct cni_env *env, char *buf, size_t len);
+
+/* result.c: what goes on stdout, and what comes in as prevResult. */
+int cni_fail(struct cni_err *e, int code, const char *msg,
+	     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* A library error (-errno) of step `what` into the spec's code. */
+int cni_pi_fail(struct cni_err *e, int err, const char *what,
+		const struct cni_conf *conf);
+/* The error object on stdout; returns the plugin's exit status, 1. */
+int cni_print_error(const char *version, const struct cni_err *e);
+int cni_print_json(json_t *o);
+/* ADD's result on stdout: 0, or -1 with CNI_ERR_IO in *e. */
+int cni_print_result(json_t *res, struct cni_err *e);
+/* The index in prevResult.interfaces of the pod's interface, or -1. */
+int cni_prev_pod_iface(json_t *prev, const char *ifname);
+/* Is `name` a host-side interface of prevResult? 1 yes, 0 no, -1 when
+ * prevResult names no host-side interface at all. */
+int cni_prev_has_host_iface(json_t *prev, const char *name);
+/* The first IPv4 and IPv6 address of interface pod_if (-1: any). */
+int cni_prev_addresses(json_t *prev, int pod_if, struct pi_addr *ip4,
+		       bool *has4, struct pi_addr *ip6, bool *has6,
+		       struct cni_err *e);
+/* A main-mode pod's result (ipam_res: the IPAM plugin's, for its dns). */
+json_t *cni_main_result(const struct cni_conf *conf, const struct cni_env *env,
+			const struct pi_pod_info *pod, json_t *ipam_res);
+
+/* The commands: 0, or -1 with *e filled. */
+int cni_cmd_add(const struct cni_conf *conf, struct cni_env *env,
+		struct cni_err *e);
+int cni_cmd_del(const struct cni_conf *conf, struct cni_env *env,
+		struct cni_err *e);
+int cni_cmd_check(const struct cni_conf *conf, struct cni_env *env,
+		  struct cni_err *e);
+int cni_cmd_gc(const struct cni_conf *conf, struct cni_err *e);
+/* VERSION's answer for a config root (may be NULL): the exit status. */
+int cni_cmd_version(json_t *root);
 
 /* netns.c */
 struct cni_pair {
 	int pod_ifindex;		/* CNI_IFNAME in the pod's namespace */
 	int host_ifindex;		/* its peer, in ours */
 	char host_name[16];
-	char kind[16];			/* veth, netkit */
-	uint8_t pod_mac[6];
 };
-/* Finds CNI_IFNAME in netns and its peer in the caller's namespace, and
- * confirms both ends name each other. -ENOENT no such namespace or device,
- * -ENXIO not a pair whose other end is here. */
-int cni_find_pair(const char *netns, const char *ifname,
-		  struct cni_pair *pair);
+/* Finds CNI_IFNAME in CNI_NETNS and its peer in the caller's namespace,
+ * and confirms both ends name each other; else CNI_ERR_DEVICE (no such
+ * namespace or device, not a pair whose other end is here) or
+ * CNI_ERR_IO. */
+int cni_pod_pair(const struct cni_env *env, struct cni_pair *pair,
+		 struct cni_err *e);
 
 /* ipam.c: runs plugin `type` from CNI_PATH with our environment, command
  * `cmd`, the network config on stdin; *result (ADD) is its parsed stdout.
@@ -98,7 +169,8 @@ int cni_find_pair(const char *netns, const char *ifname,
 int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
 		  const char *cmd, json_t **result, struct cni_err *e);
 
-/* backend.c: the plugin's calls into podinject. */
+/* backend.c: the library's log and libbpf's go to cni_log; a node opened
+ * (and brought up) as the config says; an attachment made a pod. */
 void cni_backend_init(void);
 int cni_pi_open(const struct cni_conf *conf, bool bring_up,
 		struct pi_node **node);
@@ -108,14 +180,5 @@ int cni_pi_adopt(struct pi_node *node, const struct cni_env *env,
 int cni_pi_add(struct pi_node *node, const struct cni_env *env,
 	       const char *hostdev, const struct pi_addr *ip4,
 	       const struct pi_addr *ip6, struct pi_pod_info *out);
-int cni_pi_find(struct pi_node *node, const char *attach_id,
-		struct pi_pod_info *out);
-int cni_pi_find_name(struct pi_node *node, const char *name,
-		     struct pi_pod_info *out);
-int cni_pi_del(struct pi_node *node, const char *name);
-int cni_pi_check(struct pi_node *node, const struct pi_pod_info *pod);
-int cni_pi_list(struct pi_node *node, struct pi_pod_info **pods);
-void cni_pi_close(struct pi_node *node);
-int cni_parse_addr(const char *cidr, int *family, struct pi_addr *a);
 
 #endif

@@ -4,6 +4,10 @@
  * names its peer's ifindex (IFLA_LINK), and that device, here, must name
  * it back. Names in prevResult are only a cross-check (Cilium's
  * generic-veth chaining trusts the peer index, not the names).
+ *
+ * One RTM_GETLINK per end, read here rather than through lib/nl.c: the
+ * library's archive exports only pi_* symbols, and a device's peer, kind
+ * and name are not part of its API.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +29,6 @@ struct link_attrs {
 	bool has_link_netnsid;	/* the peer is in another namespace */
 	char name[IFNAMSIZ];
 	char kind[16];
-	uint8_t mac[6];
 };
 
 static int parse_linkinfo(const struct nlattr *attr, void *data)
@@ -53,10 +56,6 @@ static int parse_attr(const struct nlattr *attr, void *data)
 		break;
 	case IFLA_LINK_NETNSID:
 		la->has_link_netnsid = true;
-		break;
-	case IFLA_ADDRESS:
-		if (mnl_attr_get_payload_len(attr) == 6)
-			memcpy(la->mac, mnl_attr_get_payload(attr), 6);
 		break;
 	case IFLA_LINKINFO:
 		mnl_attr_parse_nested(attr, parse_linkinfo, la);
@@ -127,8 +126,10 @@ out:
 	return err;
 }
 
-int cni_find_pair(const char *netns, const char *ifname,
-		  struct cni_pair *pair)
+/* -ENOENT no such namespace or device, -ENXIO not a pair whose other end
+ * is here. */
+static int find_pair(const char *netns, const char *ifname,
+		     struct cni_pair *pair)
 {
 	struct link_attrs pod, host;
 	int self, ns, err;
@@ -184,7 +185,23 @@ int cni_find_pair(const char *netns, const char *ifname,
 	pair->pod_ifindex = pod.ifindex;
 	pair->host_ifindex = host.ifindex;
 	snprintf(pair->host_name, sizeof(pair->host_name), "%s", host.name);
-	snprintf(pair->kind, sizeof(pair->kind), "%s", host.kind);
-	memcpy(pair->pod_mac, pod.mac, 6);
+	return 0;
+}
+
+int cni_pod_pair(const struct cni_env *env, struct cni_pair *pair,
+		 struct cni_err *e)
+{
+	int err = find_pair(env->netns, env->ifname, pair);
+
+	if (err == -ENOENT)
+		return cni_fail(e, CNI_ERR_DEVICE, "pod's namespace or interface not found",
+				"%s in %s", env->ifname, env->netns);
+	if (err == -ENXIO)
+		return cni_fail(e, CNI_ERR_DEVICE, "pod's interface is not one end of a veth or netkit pair whose other end is on the host",
+				"%s in %s", env->ifname, env->netns);
+	if (err)
+		return cni_fail(e, CNI_ERR_IO, "cannot read the pod's interface",
+				"%s in %s: %s", env->ifname, env->netns,
+				strerror(-err));
 	return 0;
 }

@@ -32,10 +32,11 @@ $(FUZZ_BUILD)/fuzz_parse: tests/fuzz/fuzz_parse.c $(FUZZ_PARSE_SRCS) $(HEADERS) 
 	$(call msg,FUZZ,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc tests/fuzz/fuzz_parse.c $(FUZZ_PARSE_SRCS) -o $@
 
-# The CNI plugin's config and environment parsing (cni/cni.c compiled
-# into the fuzzer, its main() renamed), linked as the plugin is.
-FUZZ_CNI_SRCS := $(filter-out cni/cni.c,$(wildcard cni/*.c))
-$(FUZZ_BUILD)/fuzz_cni: tests/fuzz/fuzz_cni.c cni/cni.c cni/cni.h $(FUZZ_CNI_SRCS) $(LIBPI) | $(FUZZ_BUILD)
+# The CNI plugin's config and environment parsing, result and error
+# output, and VERSION: the plugin's parts for them, linked with the library
+# as the plugin is; no command that touches a node, device or IPAM plugin.
+FUZZ_CNI_SRCS := cni/conf.c cni/env.c cni/result.c cni/log.c cni/cmd_version.c
+$(FUZZ_BUILD)/fuzz_cni: tests/fuzz/fuzz_cni.c cni/cni.h $(FUZZ_CNI_SRCS) $(LIBPI) | $(FUZZ_BUILD)
 	$(call msg,FUZZ,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -Icni tests/fuzz/fuzz_cni.c $(FUZZ_CNI_SRCS) \
 		$(LIBPI) -o $@ -ljansson $(LDLIBS)

@@ -2,7 +2,9 @@
 /*
  * Fuzzer of the CNI plugin's input: the network config on stdin (with
  * prevResult) and the CNI_* environment (CNI_ARGS too), through the
- * plugin's own functions (cni/cni.c is compiled in, its main() renamed).
+ * plugin's own functions: linked with the plugin's config, environment,
+ * result, log and VERSION parts (cni/conf.c env.c result.c log.c
+ * cmd_version.c), not its main or other commands.
  * Parsing and validation only: no command runs, nothing of ADD's side
  * effects (no node, no device, no IPAM plugin, no log file).
  *
@@ -16,11 +18,12 @@
  * class; the error object and VERSION's answer printed on stdout are one
  * JSON object a runtime can read, whatever the input's bytes were.
  */
-#define main podinject_cni_main
-#include "../../cni/cni.c"
-#undef main
-
 #include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include "cni.h"
 
 #define CHECK(cond, ...)						\
 	do {								\
@@ -42,8 +45,7 @@ static char env_buf[4][8192];
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	/* the plugin's logs: not to the fuzzer's terminal */
-	log_fp = fopen("/dev/null", "we");
-	log_level = PI_LOG_DEBUG;
+	cni_log_to(fopen("/dev/null", "we"), PI_LOG_DEBUG);
 	return 0;
 }
 
@@ -72,12 +74,12 @@ static int call_print_error(void *arg)
 {
 	struct err_call *c = arg;
 
-	return print_error(c->version, c->e);
+	return cni_print_error(c->version, c->e);
 }
 
 static int call_version(void *arg)
 {
-	return cmd_version(arg);
+	return cni_cmd_version(arg);
 }
 
 /* One line, one JSON object: what libcni reads back. */
@@ -110,7 +112,7 @@ static void check_error_output(const char *version, const struct cni_err *e)
 	      "the error object's code is not %d: %s", e->code, out);
 	CHECK(json_is_string(json_object_get(o, "msg")),
 	      "the error object has no msg: %s", out);
-	CHECK(version_supported(json_string_value(json_object_get(o, "cniVersion"))),
+	CHECK(cni_version_supported(json_string_value(json_object_get(o, "cniVersion"))),
 	      "the error object's cniVersion: %s", out);
 	json_decref(o);
 	free(out);
@@ -127,9 +129,9 @@ static void check_version_output(json_t *root)
 	CHECK(ret == 0, "VERSION failed");
 	o = one_object(out, "VERSION's answer");
 	v = json_string_value(json_object_get(o, "cniVersion"));
-	CHECK(v && version_supported(v), "VERSION answers version '%s'", v);
+	CHECK(v && cni_version_supported(v), "VERSION answers version '%s'", v);
 	CHECK(json_array_size(json_object_get(o, "supportedVersions")) ==
-	      sizeof(supported_versions) / sizeof(*supported_versions),
+	      (size_t)cni_nversions,
 	      "VERSION's supportedVersions");
 	json_decref(o);
 	free(out);
@@ -137,7 +139,7 @@ static void check_version_output(json_t *root)
 
 static void check_conf(const struct cni_conf *c)
 {
-	CHECK(c->cni_version && version_supported(c->cni_version),
+	CHECK(c->cni_version && cni_version_supported(c->cni_version),
 	      "accepted cniVersion '%s'", c->cni_version);
 	CHECK(c->name && *c->name, "accepted a config without a name");
 	CHECK(pi_valid_name(c->node, PI_NAME_LEN - 1),
@@ -160,9 +162,9 @@ static void check_env(const struct cni_env *env, const char *net)
 {
 	size_t n;
 
-	CHECK(valid_container_id(env->container_id), "container id '%s'",
+	CHECK(cni_valid_container_id(env->container_id), "container id '%s'",
 	      env->container_id);
-	CHECK(valid_ifname(env->ifname), "ifname '%s'", env->ifname);
+	CHECK(cni_valid_ifname(env->ifname), "ifname '%s'", env->ifname);
 	CHECK(strlen(env->pod_name) <= PI_POD_NAME_MAX &&
 	      pi_valid_pod_name(env->pod_name),
 	      "pod name '%s' from container '%s' args '%s'", env->pod_name,
@@ -170,7 +172,7 @@ static void check_env(const struct cni_env *env, const char *net)
 	/* the attachment is (network, container, interface): its id ends
 	 * with the interface, and is whole */
 	n = strlen(env->attach_id);
-	CHECK(n < sizeof(env->attach_id) && !strncmp(env->attach_id, ATTACH_PREFIX, 4),
+	CHECK(n < sizeof(env->attach_id) && !strncmp(env->attach_id, CNI_ATTACH_PREFIX, 4),
 	      "attach id '%s'", env->attach_id);
 	CHECK(n > strlen(env->ifname) &&
 	      !strcmp(env->attach_id + n - strlen(env->ifname), env->ifname) &&
@@ -184,14 +186,14 @@ static void check_prev(json_t *prev, const char *ifname)
 	struct pi_addr ip4 = {}, ip6 = {};
 	struct cni_err e = {};
 	bool has4 = true, has6 = true;
-	int pod_if = prev_pod_iface(prev, ifname);
-	int host = prev_has_host_iface(prev, "veth0");
+	int pod_if = cni_prev_pod_iface(prev, ifname);
+	int host = cni_prev_has_host_iface(prev, "veth0");
 
 	CHECK(pod_if >= -1 && (pod_if < 0 ||
 	      (size_t)pod_if < json_array_size(json_object_get(prev, "interfaces"))),
 	      "pod interface index %d", pod_if);
 	CHECK(host >= -1 && host <= 1, "host interface answer %d", host);
-	if (prev_addresses(prev, pod_if, &ip4, &has4, &ip6, &has6, &e)) {
+	if (cni_prev_addresses(prev, pod_if, &ip4, &has4, &ip6, &has6, &e)) {
 		CHECK(e.code == CNI_ERR_CONFIG, "prevResult error code %d", e.code);
 		check_error_output("1.0.0", &e);
 		return;
@@ -250,34 +252,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_version_output(root);
 		goto out;
 	}
-	if (read_stdin(&root, &e)) {
+	if (cni_read_stdin(&root, &e)) {
 		CHECK(e.code == CNI_ERR_DECODE, "stdin error code %d", e.code);
 		check_error_output(NULL, &e);
 		goto out;
 	}
 	version = json_string_value(json_object_get(root, "cniVersion"));
-	if (parse_conf(root, &conf, &e)) {
+	if (cni_parse_conf(root, &conf, &e)) {
 		CHECK(e.code == CNI_ERR_CONFIG || e.code == CNI_ERR_VERSION ||
 		      e.code == CNI_ERR_FIELD, "config error code %d", e.code);
-		check_error_output(version && version_supported(version) ?
+		check_error_output(version && cni_version_supported(version) ?
 				   version : NULL, &e);
 		goto out;
 	}
 	check_conf(&conf);
-	ret = read_env(&env, &e);
+	ret = cni_read_env(&env, &e);
 	if (ret) {
 		CHECK(e.code == CNI_ERR_ENV, "environment error code %d", e.code);
 		check_error_output(conf.cni_version, &e);
 		goto out;
 	}
 	if (env.container_id && env.ifname)
-		make_attach_id(&env, conf.name);
+		cni_make_attach_id(&env, conf.name);
 	if (!strcmp(cmd, "ADD") || !strcmp(cmd, "DEL") || !strcmp(cmd, "CHECK")) {
 		char hostdev[16];
 
 		check_env(&env, conf.name);
-		main_hostdev(&env, hostdev, sizeof(hostdev));
-		CHECK(valid_ifname(hostdev) && strlen(hostdev) == 13,
+		cni_main_hostdev(&env, hostdev, sizeof(hostdev));
+		CHECK(cni_valid_ifname(hostdev) && strlen(hostdev) == 13,
 		      "host device name '%s'", hostdev);
 	}
 	if (conf.prev_result)

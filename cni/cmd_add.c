@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ADD. Chained (after ptp, bridge or any plugin that leaves a veth or netkit
+ * pair): the pod is adopted into a podinject node that is the host's own
+ * namespace and prevResult is printed through. Main: podinject makes the
+ * pair in the runtime's namespace, with addresses from the IPAM plugin of
+ * the config, and prints a result of its own. A failed ADD undoes what it
+ * did.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "cni.h"
+
+/* Another pod of the node holds the name: a leftover of an attachment whose
+ * DEL never came (a crash, a reboot) has lost its programs with its device,
+ * and gives way. */
+static int clear_stale(struct pi_node *node, const char *name)
+{
+	struct pi_pod_info old;
+
+	if (pi_pod_get(node, name, &old))
+		return -ENOENT;
+	if (strncmp(old.attach_id, CNI_ATTACH_PREFIX, strlen(CNI_ATTACH_PREFIX)) ||
+	    !pi_pod_check(node, &old))
+		return -EEXIST;
+	cni_log(PI_LOG_WARN, "pod %s of attachment %s has lost its device; removing it",
+		name, old.attach_id);
+	return pi_pod_del(node, name);
+}
+
+static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
+			   struct cni_err *e)
+{
+	struct pi_addr ip4 = {}, ip6 = {};
+	struct pi_pod_info pod, same;
+	struct pi_node *node = NULL;
+	struct cni_pair pair;
+	bool has4, has6;
+	json_t *out;
+	int err, ret = -1;
+
+	if (!conf->prev_result)
+		return cni_fail(e, CNI_ERR_CONFIG, "podinject is chained but there is no prevResult",
+				"list podinject after the plugin that makes the pod's devices, or set \"mode\": \"main\"");
+	if (cni_pod_pair(env, &pair, e))
+		return -1;
+	switch (cni_prev_has_host_iface(conf->prev_result, pair.host_name)) {
+	case 0:
+		return cni_fail(e, CNI_ERR_DEVICE, "prevResult's host-side interfaces do not include the pod's peer",
+				"%s in %s is the peer of %s", env->ifname,
+				env->netns, pair.host_name);
+	case -1:
+		cni_log(PI_LOG_INFO, "prevResult names no host-side interface; using %s, the peer of %s",
+			pair.host_name, env->ifname);
+		break;
+	}
+	if (cni_prev_addresses(conf->prev_result,
+			       cni_prev_pod_iface(conf->prev_result, env->ifname),
+			       &ip4, &has4, &ip6, &has6, e))
+		return -1;
+
+	err = cni_pi_open(conf, true, &node);
+	if (err)
+		return cni_pi_fail(e, err, "cannot open the node", conf);
+	err = cni_pi_adopt(node, env, pair.host_name, has4 ? &ip4 : NULL,
+			   has6 ? &ip6 : NULL, &pod);
+	if (err == -EEXIST) {
+		/* The runtime repeating an ADD that went through. */
+		if (!pi_pod_get_by_attach_id(node, env->attach_id, &same) &&
+		    same.ifindex == (uint32_t)pair.host_ifindex) {
+			cni_log(PI_LOG_INFO, "pod %s is attached already", same.name);
+			err = 0;
+		} else if (!clear_stale(node, env->pod_name)) {
+			err = cni_pi_adopt(node, env, pair.host_name,
+					   has4 ? &ip4 : NULL,
+					   has6 ? &ip6 : NULL, &pod);
+		}
+	}
+	if (err) {
+		cni_pi_fail(e, err, "cannot adopt the pod", conf);
+		snprintf(e->details + strlen(e->details),
+			 sizeof(e->details) - strlen(e->details),
+			 " (pod %s, device %s)", env->pod_name, pair.host_name);
+		goto out;
+	}
+	cni_log(PI_LOG_INFO, "pod %s adopted on node %s: %s <-> %s", env->pod_name,
+		conf->node, pair.host_name, env->ifname);
+	out = json_deep_copy(conf->prev_result);
+	json_object_set_new(out, "cniVersion", json_string(conf->cni_version));
+	/* A result nobody reads: the runtime will call DEL. */
+	ret = cni_print_result(out, e);
+	json_decref(out);
+out:
+	pi_node_close(node);
+	return ret;
+}
+
+static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
+			struct cni_err *e)
+{
+	struct pi_addr ip4 = {}, ip6 = {};
+	struct pi_node *node = NULL;
+	struct pi_pod_info pod;
+	struct cni_err ignore;
+	json_t *ipam_res = NULL, *res;
+	char hostdev[16];
+	bool has4, has6, added = false;
+	int err, ret = -1;
+
+	if (conf->prev_result)
+		cni_log(PI_LOG_WARN, "main mode ignores the prevResult it was given");
+	if (cni_ipam_exec(conf, env, "ADD", &ipam_res, e)) {
+		/* The plugin ran (and may hold an address it never reported,
+		 * timed out or cut off): it gets its DEL. */
+		if (e->code == CNI_ERR_IPAM &&
+		    cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
+			cni_log(PI_LOG_ERROR, "cannot undo IPAM: %s: %s",
+				ignore.msg, ignore.details);
+		return -1;
+	}
+	if (cni_prev_addresses(ipam_res, -1, &ip4, &has4, &ip6, &has6, e))
+		goto out;
+	if (!has4 && !has6) {
+		cni_fail(e, CNI_ERR_IPAM, "IPAM plugin returned no address", NULL);
+		goto out;
+	}
+	cni_main_hostdev(env, hostdev, sizeof(hostdev));
+	err = cni_pi_open(conf, true, &node);
+	if (err) {
+		cni_pi_fail(e, err, "cannot open the node", conf);
+		goto out;
+	}
+	err = cni_pi_add(node, env, hostdev, has4 ? &ip4 : NULL,
+			 has6 ? &ip6 : NULL, &pod);
+	if (err == -EEXIST && !clear_stale(node, env->pod_name))
+		err = cni_pi_add(node, env, hostdev, has4 ? &ip4 : NULL,
+				 has6 ? &ip6 : NULL, &pod);
+	if (err) {
+		cni_pi_fail(e, err, "cannot add the pod", conf);
+		goto out;
+	}
+	added = true;
+	cni_log(PI_LOG_INFO, "pod %s added on node %s: %s <-> %s in %s",
+		env->pod_name, conf->node, hostdev, env->ifname, env->netns);
+	res = cni_main_result(conf, env, &pod, ipam_res);
+	ret = cni_print_result(res, e);
+	json_decref(res);
+out:
+	if (ret && added) {
+		err = pi_pod_del(node, env->pod_name);
+		if (err)
+			cni_log(PI_LOG_ERROR, "cannot undo pod %s: %s",
+				env->pod_name, strerror(-err));
+	}
+	pi_node_close(node);
+	/* A failed ADD gives its addresses back. */
+	if (ret && ipam_res && cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
+		cni_log(PI_LOG_ERROR, "cannot undo IPAM: %s: %s", ignore.msg,
+			ignore.details);
+	json_decref(ipam_res);
+	return ret;
+}
+
+int cni_cmd_add(const struct cni_conf *conf, struct cni_env *env,
+		struct cni_err *e)
+{
+	cni_log(PI_LOG_DEBUG, "ADD pod %s netns %s ifname %s", env->pod_name,
+		env->netns, env->ifname);
+	return conf->mode == CNI_MODE_MAIN ? cmd_add_main(conf, env, e) :
+					     cmd_add_chained(conf, env, e);
+}

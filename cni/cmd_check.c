@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * CHECK: the pod is attached, its programs are in place, and its
+ * interface is still the device they are on.
+ */
+#include <errno.h>
+#include <string.h>
+#include "cni.h"
+
+int cni_cmd_check(const struct cni_conf *conf, struct cni_env *env,
+		  struct cni_err *e)
+{
+	struct pi_node *node = NULL;
+	struct pi_pod_info pod;
+	struct cni_pair pair;
+	int err, ret = -1;
+
+	if (!conf->prev_result)
+		return cni_fail(e, CNI_ERR_CONFIG, "CHECK needs prevResult", NULL);
+	err = cni_pi_open(conf, false, &node);
+	if (err == -ENOENT)
+		return cni_fail(e, CNI_ERR_CHECK, "podinject node is not up",
+				"node %s", conf->node);
+	if (err)
+		return cni_pi_fail(e, err, "cannot open the node", conf);
+	if (pi_pod_get_by_attach_id(node, env->attach_id, &pod)) {
+		cni_fail(e, CNI_ERR_CHECK, "pod is not attached to podinject",
+			 "no pod of attachment %s on node %s", env->attach_id,
+			 conf->node);
+		goto out;
+	}
+	err = pi_pod_check(node, &pod);
+	if (err) {
+		cni_fail(e, CNI_ERR_CHECK, "pod's podinject programs are missing",
+			 "pod %s on %s: %s", pod.name, pod.hostdev,
+			 strerror(-err));
+		goto out;
+	}
+	if (cni_pod_pair(env, &pair, e))
+		goto out;
+	if ((uint32_t)pair.host_ifindex != pod.ifindex) {
+		cni_fail(e, CNI_ERR_CHECK, "pod's interface is not the device podinject attached to",
+			 "%s's peer is %s (ifindex %d), pod %s is on %s (ifindex %u)",
+			 env->ifname, pair.host_name, pair.host_ifindex,
+			 pod.name, pod.hostdev, pod.ifindex);
+		goto out;
+	}
+	ret = 0;
+out:
+	pi_node_close(node);
+	if (!ret && conf->mode == CNI_MODE_MAIN &&
+	    cni_ipam_exec(conf, env, "CHECK", NULL, e))
+		ret = -1;
+	return ret;
+}
