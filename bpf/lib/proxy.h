@@ -142,7 +142,11 @@ static int flow_expire(void *map, struct pi_flow_key *k, struct pi_flow *f)
  * one segment without a FIN is the first closer's ACK of the second FIN
  * (the second closer has nothing more to send but its FIN again). A FIN
  * sent again after that, should that ACK be lost, finds no flow; the
- * socket that sent it times out as when its peer vanished. Whatever
+ * socket that sent it times out as when its peer vanished; in a
+ * simultaneous close the later of the two ACKs finds no flow either and
+ * goes where any packet of an unknown flow goes (the pod's: its egress
+ * programs, as a connection older than the capture; the proxy's: its
+ * source check). Both sockets are done by then. Whatever
  * close the datapath does not see (a proxy socket closed while the pod's
  * end is gone) leaves by the closing timeout, or when the pod makes room.
  */
