@@ -563,11 +563,23 @@ static __always_inline bool proxy_note_upstream(const struct pkt *p,
 			flow_remove(&proxy_upstream, &k, f);
 		return true;
 	}
+	/* A packet of no known TCP flow that is no SYN: the proxy's answer
+	 * to a late segment of a connection that is done (a flow is taken
+	 * out at its last ACK), or a connection whose entry went. It gets
+	 * an entry, so that the answer to it goes to the proxy as the
+	 * flow's replies did, but one that leaves after the closing
+	 * timeout, not 6 h, and is the first to make room; an RST, which
+	 * nothing answers, gets none. */
 	__builtin_memset(&nf, 0, sizeof(nf));
+	if (p->proto == IPPROTO_TCP && !starts_flow(p)) {
+		if (p->tcp_flags & TCP_RST)
+			return true;
+		nf.flags = PI_FLOW_CLOSING;
+	}
 	nf.pod_ifindex = target;
 	nf.proxy_ifindex = proxy;
 	nf.proxy_port = r->port;
-	nf.flags = PI_FLOW_UPSTREAM;
+	nf.flags |= PI_FLOW_UPSTREAM;
 	__builtin_memcpy(nf.proxy_pod_mac, r->proxy_pod_mac, ETH_ALEN);
 	__builtin_memcpy(nf.proxy_host_mac, r->proxy_host_mac, ETH_ALEN);
 	return flow_add(&proxy_upstream, r, &k, &nf, p) != NULL;

@@ -701,6 +701,26 @@ UNIT_TEST(proxy_done_connection_frees_its_entries)
 	ASSERT_EQ(UPSTREAM(50001, TCP_F_ACK), PI_REDIRECT,
 		  "proxy's last ACK injected");
 	ASSERT_EQ(rule_of(&fx, fx.if_pod).nupstream, 0, "proxy first: gone");
+	/* a late segment of the proxy's after that: an entry that is
+	 * closing from the start (10 s, not 6 h); an RST: none */
+	ASSERT_EQ(UPSTREAM(50001, TCP_F_ACK), PI_REDIRECT, "late ACK injected");
+	{
+		struct pi_flow_key k = { .family = AF_INET,
+					 .proto = IPPROTO_TCP };
+		struct pi_flow f = {};
+
+		inet_pton(AF_INET, "10.0.0.1", k.pod.a);
+		inet_pton(AF_INET, "10.0.0.2", k.dst.a);
+		k.pod_port = htons(50001);
+		k.dst_port = htons(80);
+		bpf_map__lookup_elem(fx.skel->maps.proxy_upstream, &k,
+				     sizeof(k), &f, sizeof(f), 0);
+		ASSERT_EQ(f.flags & PI_FLOW_CLOSING, PI_FLOW_CLOSING,
+			  "late segment: a closing entry");
+	}
+	UPSTREAM(50001, TCP_F_RST);
+	ASSERT_EQ(UPSTREAM(50003, TCP_F_RST), PI_REDIRECT, "stray RST injected");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nupstream, 0, "no entry for an RST");
 	UPSTREAM(50002, TCP_F_SYN);
 	ASSERT_EQ(UPSTREAM(50002, TCP_F_RST), PI_REDIRECT, "upstream RST");
 	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_upstream, "10.0.0.1",
