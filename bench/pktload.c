@@ -27,10 +27,15 @@
  *
  *   pktload accept -n NETNS --port P --duration SEC
  *       A TCP server that accepts and closes at once, for --duration.
- *   pktload connrate -n NETNS --dst IP --port P --duration SEC
+ *   pktload connrate -n NETNS --dst IP --port P --duration SEC [--windows N]
  *       New TCP connections, one after the other: connect, wait for the
- *       server's close, close. Prints {"conns":N,"failed":F,"seconds":T,
- *       "cps":R}. The client closes second, so it keeps no TIME_WAIT.
+ *       server's close, close, for N windows of --duration back to back
+ *       (1). Prints {"conns":N,"failed":F,"seconds":T,"cps":R,
+ *       "syn_retrans":S,"windows":[{"conns":..,"failed":..,"cps":..,
+ *       "syn_retrans":..},...]}: the totals, then each window's, so that
+ *       a rate that falls once a table fills up shows. syn_retrans: SYNs
+ *       the namespace sent again (TcpExt TCPSynRetrans), each costs a
+ *       second. The client closes second, so it keeps no TIME_WAIT.
  *
  * 64-byte packets: the default payload of 18 bytes makes a 60-byte frame,
  * 64 bytes with the FCS a real wire would add.
@@ -87,7 +92,7 @@ static int usage(void)
 		"                    [--dev DEV --dmac MAC]\n"
 		"       pktload meter -n NETNS --warmup SEC --window SEC NAME=SPEC...\n"
 		"       pktload accept -n NETNS --port P --duration SEC\n"
-		"       pktload connrate -n NETNS --dst IP --port P --duration SEC\n");
+		"       pktload connrate -n NETNS --dst IP --port P --duration SEC [--windows N]\n");
 	return 2;
 }
 
@@ -284,11 +289,14 @@ static unsigned long long read_dev(const char *ifname, int column)
 	return v[column];
 }
 
-static unsigned long long read_snmp(const char *proto, const char *field)
+/* A field of /proc/self/net/snmp (or netstat: the same layout, a line of
+ * names and a line of values per protocol) */
+static unsigned long long read_proto_stat(const char *file, const char *proto,
+					  const char *field)
 {
-	char names[2048], values[2048], *ns, *vs, *n, *v;
+	char names[4096], values[4096], *ns, *vs, *n, *v;
 	unsigned long long out = 0;
-	FILE *f = fopen("/proc/self/net/snmp", "r");
+	FILE *f = fopen(file, "r");
 	size_t plen = strlen(proto);
 
 	if (!f)
@@ -331,7 +339,8 @@ static unsigned long long read_counter(struct counter *c)
 	switch (c->kind) {
 	case C_DEV: return read_dev(c->arg, 1);
 	case C_TXDROP: return read_dev(c->arg, 11);
-	case C_SNMP: return read_snmp(c->arg, c->field);
+	case C_SNMP: return read_proto_stat("/proc/self/net/snmp", c->arg,
+					    c->field);
 	case C_MAP: return read_map(c->fd);
 	case C_SOCK: return c->sock_count;
 	}
@@ -507,34 +516,63 @@ static int cmd_accept(const char *netns, int port, double duration)
 	return 0;
 }
 
+static unsigned long long syn_retrans(void)
+{
+	return read_proto_stat("/proc/self/net/netstat", "TcpExt",
+			       "TCPSynRetrans");
+}
+
+#define MAX_WINDOWS	64
+
 static int cmd_connrate(const char *netns, const char *dst, int port,
-			double duration)
+			double duration, int nwin)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_port = htons(port) };
 	struct timeval tv = { .tv_sec = 1 };
-	unsigned long long conns = 0, failed = 0;
-	double t0, t;
+	struct { unsigned long long conns, failed, retr; double secs; }
+		w[MAX_WINDOWS] = {}, all = {};
+	unsigned long long r0;
+	double t0, tw, t;
 	char buf[64];
 
+	if (nwin < 1 || nwin > MAX_WINDOWS)
+		return usage();
 	if (enter_netns(netns) || inet_pton(AF_INET, dst, &a.sin_addr) != 1)
 		return 1;
 	t0 = now();
-	do {
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
+	for (int i = 0; i < nwin; i++) {
+		r0 = syn_retrans();
+		tw = t = now();
+		do {
+			int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		if (!connect(fd, (void *)&a, sizeof(a)) &&
-		    read(fd, buf, sizeof(buf)) == 0)
-			conns++;
-		else
-			failed++;
-		close(fd);
-		t = now();
-	} while (t < t0 + duration);
-	printf("{\"conns\":%llu,\"failed\":%llu,\"seconds\":%.6f,\"cps\":%.0f}\n",
-	       conns, failed, t - t0, conns / (t - t0));
+			setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+			if (!connect(fd, (void *)&a, sizeof(a)) &&
+			    read(fd, buf, sizeof(buf)) == 0)
+				w[i].conns++;
+			else
+				w[i].failed++;
+			close(fd);
+			t = now();
+		} while (t < tw + duration);
+		w[i].secs = t - tw;
+		w[i].retr = syn_retrans() - r0;
+		all.conns += w[i].conns;
+		all.failed += w[i].failed;
+		all.retr += w[i].retr;
+	}
+	all.secs = t - t0;
+	printf("{\"conns\":%llu,\"failed\":%llu,\"seconds\":%.6f,\"cps\":%.0f,"
+	       "\"syn_retrans\":%llu,\"windows\":[", all.conns, all.failed,
+	       all.secs, all.conns / all.secs, all.retr);
+	for (int i = 0; i < nwin; i++)
+		printf("%s{\"conns\":%llu,\"failed\":%llu,\"seconds\":%.6f,"
+		       "\"cps\":%.0f,\"syn_retrans\":%llu}", i ? "," : "",
+		       w[i].conns, w[i].failed, w[i].secs,
+		       w[i].conns / w[i].secs, w[i].retr);
+	printf("]}\n");
 	return 0;
 }
 
@@ -543,6 +581,7 @@ int main(int argc, char **argv)
 	struct send_opts so = { .mode = "udp", .payload = 18, .port = 9 };
 	const char *netns = NULL;
 	double warmup = 0.5, window = 1;
+	int windows = 1;
 	char *specs[MAX_COUNTERS];
 	int nspecs = 0;
 	bool send, meter;
@@ -589,6 +628,8 @@ int main(int argc, char **argv)
 			warmup = atof(v);
 		else if (!strcmp(a, "--window"))
 			window = atof(v);
+		else if (!strcmp(a, "--windows"))
+			windows = atoi(v);
 		else
 			return usage();
 	}
@@ -602,7 +643,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "accept"))
 		return cmd_accept(netns, so.port, so.duration);
 	if (!strcmp(argv[1], "connrate"))
-		return so.dst ? cmd_connrate(netns, so.dst, so.port, so.duration) :
-				usage();
+		return so.dst ? cmd_connrate(netns, so.dst, so.port, so.duration,
+					     windows) : usage();
 	return cmd_meter(netns, warmup, window, specs, nspecs);
 }

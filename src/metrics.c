@@ -277,7 +277,7 @@ static void write_proxy(struct prom_buf *b, const struct scrape *s)
 		    (const char *const[]){ "node", node, NULL },
 		    PI_PROXY_FLOWS_PER_POD);
 	prom_family(b, "podinject_proxy_limit_drops_total", "counter",
-		    "New flows of a captured pod refused because its share or the table was full.");
+		    "New flows of a captured pod refused: its share or the table was full and it had no flow of its own to let go.");
 	for (int i = 0; i < s->nproxies; i++) {
 		const struct pi_proxy_info *p = &s->proxies[i];
 		const char *const l[] = { "node", node, "pod", p->pod,

@@ -20,6 +20,10 @@ PX_N=$PB_PREFIX-pn
 PX_S=10.244.0.11
 PX_HAPROXY=$(command -v haproxy || true)
 PX_HPID=
+# Connection-rate windows of PB_DURATION back to back per variant and
+# round: a table filling up at a steady rate shows as a later window
+# falling (issue 23: 3 318 conn/s, then 510, then 1).
+PX_WINDOWS=${PB_PROXY_WINDOWS:-8}
 
 proxy_setup() {
 	PB_NODES+=("$PX_N")
@@ -106,11 +110,11 @@ px_iperf3() {	# px_iperf3 CLIENT_NS: prints "bits_per_second retransmits"
 px_connrate() {	# px_connrate CLIENT_NS: prints the JSON of pktload connrate
 	local srv
 	taskset -c "$PB_CPU_RECV" "$PKTLOAD" accept -n $PB_PREFIX-ps --port 8080 \
-		--duration "$(awk -v d="$PB_DURATION" 'BEGIN { print d + 2 }')" &
+		--duration "$(awk -v d="$PB_DURATION" -v w="$PX_WINDOWS" 'BEGIN { print d * w + 2 }')" &
 	srv=$!
 	sleep 0.2
 	taskset -c "$PB_CPU_SEND" "$PKTLOAD" connrate -n "$1" --dst $PX_S --port 8080 \
-		--duration "$PB_DURATION"
+		--duration "$PB_DURATION" --windows "$PX_WINDOWS"
 	kill $srv 2>/dev/null
 	wait $srv 2>/dev/null
 }
@@ -124,7 +128,7 @@ tw_of() {	# TIME_WAIT sockets in NETNS
 }
 
 suite_proxy() {
-	local rep v bps retr out variants="proxied direct"
+	local rep v bps retr out variants="proxied direct" i wins
 	suite_begin proxy "Proxy: TCP throughput and connections/s through podinject-proxy and HAProxy vs direct"
 	if [ ! -x "$BUILD/podinject-proxy" ]; then
 		skip all "$BUILD/podinject-proxy does not exist in this build"
@@ -149,7 +153,8 @@ suite_proxy() {
 	meta cpus_used "\"client CPU $PB_CPU_SEND, server CPU $PB_CPU_RECV, podinject-proxy not pinned\""
 	note "proxied = pb-pc's connection captured to podinject-proxy, whose upstream (bound to pb-pc's address) is injected into pb-pc's egress; direct = pb-pd to the same server, no proxy (the limit)"
 	note "haproxy = pb-ph's connection captured to HAProxy in pb-px (bind transparent, source 0.0.0.0 usesrc clientip, server 0.0.0.0: the original destination), its upstream injected into pb-ph's egress as podinject-proxy's is"
-	note "conns/s: connect, wait for the server's close, close; one at a time ($PB_DURATION s per sample)"
+	note "conns/s: connect, wait for the server's close, close; one at a time, $PX_WINDOWS windows of $PB_DURATION s back to back per variant and round (conns_per_s: all of them; conns_per_s_window: each window, numbered round by round, so that a ratio pairs the same window of the same round); conns_failed and syn_retransmits: per round, all windows"
+	wins=$(mktemp)
 	for rep in $(seq 1 "$PB_REPS"); do
 		pb_alive "$PX_N" $PB_PREFIX-pc $PB_PREFIX-ps $PB_PREFIX-pp $PB_PREFIX-pd || break
 		for v in $variants; do
@@ -165,9 +170,22 @@ suite_proxy() {
 		for v in $variants; do
 			out=$(px_connrate "$(px_client $v)")
 			sample conns_per_s "conn/s" "$v" "$rep" "$(jq '.cps // 0' <<<"$out")"
-			sample conns_failed count "$v" "$rep" "$(jq '.failed // 0' <<<"$out")"
+			for i in $(seq 1 "$PX_WINDOWS"); do
+				sample conns_per_s_window "conn/s" "$v" \
+					$(( (rep - 1) * PX_WINDOWS + i )) \
+					"$(jq --argjson i "$i" '.windows[$i - 1].cps // empty' <<<"$out")"
+			done
+			sample conns_failed count "$v" "$rep" "$(jq '.failed // empty' <<<"$out")"
+			sample syn_retransmits count "$v" "$rep" "$(jq '.syn_retrans // empty' <<<"$out")"
+			jq -c --arg v "$v" --argjson r "$rep" \
+				'{variant: $v, round: $r, cps: [.windows[].cps], failed: [.windows[].failed], syn_retrans: [.windows[].syn_retrans]}' \
+				<<<"$out" >>"$wins" 2>/dev/null
 		done
 	done
+	# Every window of every round, as measured: the order within a
+	# round is what shows a share filling up
+	meta conns_per_s_by_window "$(jq -sc 'group_by(.variant) | map({(.[0].variant): map({round, cps, failed, syn_retrans})}) | add // {}' "$wins")"
+	rm -f "$wins"
 	# What the connection rate ran into, for whoever reads a low figure:
 	# SYNs the clients had to retransmit (each costs 1 s) and TIME_WAIT
 	# sockets left in the proxy's namespace and the server's.
@@ -188,10 +206,12 @@ suite_proxy() {
 	esac
 	ratio "proxied / direct" tcp_gbps proxied direct
 	ratio "proxied / direct" conns_per_s proxied direct
+	ratio "proxied / direct" conns_per_s_window proxied direct
 	case " $variants " in
 	*" haproxy "*)
 		ratio "haproxy / direct" tcp_gbps haproxy direct
 		ratio "haproxy / direct" conns_per_s haproxy direct
+		ratio "haproxy / direct" conns_per_s_window haproxy direct
 		ratio "proxied / haproxy" tcp_gbps proxied haproxy
 		ratio "proxied / haproxy" conns_per_s proxied haproxy ;;
 	esac

@@ -35,10 +35,14 @@ struct {
  * The flow tables are plain hashes, not LRU: an LRU table makes room by
  * evicting whatever is oldest, so one pod opening 70 000 flows pushed out
  * every other pod's live sessions. Here each captured pod has a share
- * (PI_PROXY_FLOWS_PER_POD entries in each table, counted in its rule);
- * a new flow beyond it, or with the table full, is dropped and counted
- * (limit_drops), and no entry is ever taken from anybody. Entries leave
- * when idle, by a timer of their own that also gives the share back:
+ * (PI_PROXY_FLOWS_PER_POD entries in each table, counted in its rule),
+ * and the LRU order is kept per pod: a pod at its share makes room from
+ * its own flows only, closing ones first, else its least recently used
+ * (flow_make_room); a new flow is dropped and counted (limit_drops) only
+ * when that frees nothing. A TCP flow's entries go as soon as its
+ * connection is done (both FINs and the last ACK, or an RST: flow_touch),
+ * so closed connections do not hold the share; anything else leaves when
+ * idle, by a timer of its own that also gives the share back:
  * flow_idle_*_ns, set before load.
  */
 const volatile __u64 flow_idle_tcp_ns = 6ULL * 3600 * 1000000000;
@@ -96,6 +100,21 @@ static __always_inline void flow_uncount(__u32 pod_ifindex, __u16 flags)
 	}
 }
 
+/* Takes a flow out of `map` and gives its place in the share back.
+ * Only the CPU whose delete succeeds gives it back, so that a flow
+ * taken out at once by its timer, its last packet and a pod making room
+ * is counted out once. The element is reused as soon as it is deleted:
+ * what the count needs is read before. */
+static __always_inline void flow_remove(void *map, const struct pi_flow_key *k,
+					const struct pi_flow *f)
+{
+	__u32 pod_ifindex = f->pod_ifindex;
+	__u16 flags = f->flags;
+
+	if (!bpf_map_delete_elem(map, k))
+		flow_uncount(pod_ifindex, flags);
+}
+
 /* A flow's timer: gone when idle long enough, else look again when it
  * would be. */
 static int flow_expire(void *map, struct pi_flow_key *k, struct pi_flow *f)
@@ -107,27 +126,103 @@ static int flow_expire(void *map, struct pi_flow_key *k, struct pi_flow *f)
 		bpf_timer_start(&f->timer, idle - quiet, 0);
 		return 0;
 	}
-	flow_uncount(f->pod_ifindex, f->flags);
-	bpf_map_delete_elem(map, k);
+	flow_remove(map, k, f);
 	return 0;
 }
 
-/* A packet of the flow: it is alive, and closing once a FIN or RST went
- * by (a new SYN on the same 4-tuple opens it again). */
-static __always_inline void flow_touch(struct pi_flow *f, const struct pkt *p)
+#define PI_FLOW_FINS	(PI_FLOW_FIN_POD | PI_FLOW_FIN_PEER)
+
+/*
+ * A packet of the flow, from the pod's end (`from_pod`: what the pod or
+ * the proxy as the pod sends) or the far end. The flow is alive, and
+ * closing once a FIN or RST went by (a new SYN on the same 4-tuple opens
+ * it again). True when the connection is done and the caller takes the
+ * entry out, after it has sent this packet on: at an RST (nothing
+ * answers one), or at the last ACK: once both ends sent their FIN, the
+ * one segment without a FIN is the first closer's ACK of the second FIN
+ * (the second closer has nothing more to send but its FIN again). A FIN
+ * sent again after that, should that ACK be lost, finds no flow; the
+ * socket that sent it times out as when its peer vanished; in a
+ * simultaneous close the later of the two ACKs finds no flow either and
+ * goes where any packet of an unknown flow goes (the pod's: its egress
+ * programs, as a connection older than the capture; the proxy's: its
+ * source check). Both sockets are done by then. Whatever
+ * close the datapath does not see (a proxy socket closed while the pod's
+ * end is gone) leaves by the closing timeout, or when the pod makes room.
+ */
+static __always_inline bool flow_touch(struct pi_flow *f, const struct pkt *p,
+				       bool from_pod)
 {
 	f->last_seen_ns = bpf_ktime_get_ns();
 	if (p->proto != IPPROTO_TCP || p->frag == PKT_FRAG_LATER)
-		return;
-	if (p->tcp_flags & (TCP_FIN | TCP_RST)) {
-		/* from then on the shorter timeout: the timer, armed with
-		 * the long one, is brought forward */
-		if (!(f->flags & PI_FLOW_CLOSING)) {
-			f->flags |= PI_FLOW_CLOSING;
-			bpf_timer_start(&f->timer, flow_idle_closing_ns, 0);
-		}
-	} else if ((p->tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN)
-		f->flags &= ~PI_FLOW_CLOSING;
+		return false;
+	if ((p->tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN) {
+		f->flags &= ~(PI_FLOW_CLOSING | PI_FLOW_FINS);
+		return false;
+	}
+	if (p->tcp_flags & TCP_RST)
+		return true;
+	if (!(p->tcp_flags & TCP_FIN))
+		return (f->flags & PI_FLOW_FINS) == PI_FLOW_FINS;
+	f->flags |= from_pod ? PI_FLOW_FIN_POD : PI_FLOW_FIN_PEER;
+	/* from then on the shorter timeout: the timer, armed with the long
+	 * one, is brought forward */
+	if (!(f->flags & PI_FLOW_CLOSING)) {
+		f->flags |= PI_FLOW_CLOSING;
+		bpf_timer_start(&f->timer, flow_idle_closing_ns, 0);
+	}
+	return false;
+}
+
+/* What a pod making room looks for, and what it found. */
+struct flow_room {
+	__u64 now;
+	__u64 oldest;		/* last_seen_ns of the pod's least recent flow */
+	__u64 cutoff;		/* second pass: flows seen before it go */
+	__u32 pod_ifindex;
+	__u32 freed;
+	bool evict_old;		/* second pass */
+};
+
+static long flow_room_visit(void *map, struct pi_flow_key *k,
+			    struct pi_flow *f, struct flow_room *c)
+{
+	if (f->pod_ifindex != c->pod_ifindex)
+		return 0;		/* another pod's: never touched */
+	if (f->flags & PI_FLOW_CLOSING ||
+	    (c->evict_old && f->last_seen_ns <= c->cutoff)) {
+		flow_remove(map, k, f);
+		c->freed++;
+	} else if (f->last_seen_ns < c->oldest) {
+		c->oldest = f->last_seen_ns;
+	}
+	return 0;
+}
+
+/*
+ * Makes room in `map` for a new flow of the pod on `pod_ifindex`, which is
+ * at its share, from that pod's own flows alone: every closing one; when
+ * there is none, the least recently used eighth of its flows by age (the
+ * oldest at least), so that the walk over the table is paid once per
+ * many new flows, not at each. True when anything was freed.
+ */
+static __always_inline bool flow_make_room(void *map, __u32 pod_ifindex)
+{
+	struct flow_room c = {
+		.now = bpf_ktime_get_ns(),
+		.oldest = ~0ULL,
+		.pod_ifindex = pod_ifindex,
+	};
+
+	bpf_for_each_map_elem(map, flow_room_visit, &c, 0);
+	if (c.freed)
+		return true;
+	if (c.oldest > c.now)
+		return false;		/* nothing of the pod's in the table */
+	c.cutoff = c.oldest + (c.now - c.oldest) / 8;
+	c.evict_old = true;
+	bpf_for_each_map_elem(map, flow_room_visit, &c, 0);
+	return c.freed;
 }
 
 /* Puts a new flow of the pod `r` is the rule of into `map` (proxy_flows
@@ -143,16 +238,24 @@ static __always_inline struct pi_flow *flow_add(void *map,
 						      &r->nflows;
 	struct pi_flow *f;
 
-	if (*count >= PI_PROXY_FLOWS_PER_POD)
+	/* at its share, or the table full: the pod makes room from its own
+	 * flows, once */
+	if (*count >= PI_PROXY_FLOWS_PER_POD &&
+	    !flow_make_room(map, nf->pod_ifindex))
 		goto refused;
+	if (*count >= PI_PROXY_FLOWS_PER_POD)
+		goto refused;		/* others of its packets took the room */
 	nf->last_seen_ns = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(map, k, nf, BPF_NOEXIST))
+	if (bpf_map_update_elem(map, k, nf, BPF_NOEXIST) &&
+	    (!*count || !flow_make_room(map, nf->pod_ifindex) ||
+	     bpf_map_update_elem(map, k, nf, BPF_NOEXIST)))
 		goto refused;		/* the table is full, or a race */
 	__sync_fetch_and_add(count, 1);
 	f = bpf_map_lookup_elem(map, k);
 	if (!f)
 		return NULL;
-	flow_touch(f, p);
+	/* a new flow's first packet is its pod end's SYN (or datagram) */
+	flow_touch(f, p, true);
 	bpf_timer_init(&f->timer, map, CLOCK_MONOTONIC_);
 	bpf_timer_set_callback(&f->timer, flow_expire);
 	bpf_timer_start(&f->timer, flow_idle(k->proto, f->flags), 0);
@@ -160,14 +263,6 @@ static __always_inline struct pi_flow *flow_add(void *map,
 refused:
 	__sync_fetch_and_add(&r->limit_drops, 1);
 	return NULL;
-}
-
-/* Takes a flow out before its time (another device's stale entry). */
-static __always_inline void flow_forget(void *map, const struct pi_flow_key *k,
-					const struct pi_flow *f)
-{
-	flow_uncount(f->pod_ifindex, f->flags);
-	bpf_map_delete_elem(map, k);
 }
 
 static __always_inline void listener_key(struct pi_proxy_listener_key *lk,
@@ -358,6 +453,8 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	struct pi_flow_key k;
 	struct pi_flow *f, nf;
 	__u32 ifindex = skb->ifindex;
+	int verdict;
+	bool done;
 
 	/* an ICMP error about an upstream flow, bounced here from POD's
 	 * eth0 like the flow's replies: to the proxy, whose stack finds the
@@ -376,10 +473,14 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	flow_key(&k, p, false);
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
 	if (f && f->proxy_ifindex == ifindex) {
-		flow_touch(f, p);
+		done = flow_touch(f, p, false);
 		if (set_macs(skb, f->pod_mac, f->pod_host_mac))
-			return PI_DROP;
-		return redirect_peer(f->pod_ifindex, 0);
+			verdict = PI_DROP;
+		else
+			verdict = redirect_peer(f->pod_ifindex, 0);
+		if (done)
+			flow_remove(&proxy_flows, &k, f);
+		return verdict;
 	}
 
 	r = bpf_map_lookup_elem(&proxy_rules, &ifindex);
@@ -389,8 +490,11 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	/* upstream reply, bounced here from POD's eth0 */
 	f = bpf_map_lookup_elem(&proxy_upstream, &k);
 	if (f && f->pod_ifindex == ifindex) {
-		flow_touch(f, p);
-		return to_proxy(skb, f);
+		done = flow_touch(f, p, false);
+		verdict = to_proxy(skb, f);
+		if (done)
+			flow_remove(&proxy_upstream, &k, f);
+		return verdict;
 	}
 
 	/* Everything else here is what the pod sends: captured only from
@@ -407,13 +511,16 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	 * connection may take the key over. */
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
 	if (f && f->pod_ifindex == ifindex) {
-		flow_touch(f, p);
-		return to_proxy(skb, f);
+		done = flow_touch(f, p, true);
+		verdict = to_proxy(skb, f);
+		if (done)
+			flow_remove(&proxy_flows, &k, f);
+		return verdict;
 	}
 	if (!starts_flow(p) || !rule_matches_pkt(r, p))
 		return PI_NEXT;
 	if (f)
-		flow_forget(&proxy_flows, &k, f);
+		flow_remove(&proxy_flows, &k, f);
 
 	__builtin_memset(&nf, 0, sizeof(nf));
 	nf.pod_ifindex = ifindex;
@@ -450,14 +557,29 @@ static __always_inline bool proxy_note_upstream(const struct pkt *p,
 	flow_key(&k, p, true);
 	f = bpf_map_lookup_elem(&proxy_upstream, &k);
 	if (f) {
-		flow_touch(f, p);
+		/* the packet is injected after this: the entry can go now,
+		 * POD's hook lets a non-SYN it does not know pass as well */
+		if (flow_touch(f, p, true))
+			flow_remove(&proxy_upstream, &k, f);
 		return true;
 	}
+	/* A packet of no known TCP flow that is no SYN: the proxy's answer
+	 * to a late segment of a connection that is done (a flow is taken
+	 * out at its last ACK), or a connection whose entry went. It gets
+	 * an entry, so that the answer to it goes to the proxy as the
+	 * flow's replies did, but one that leaves after the closing
+	 * timeout, not 6 h, and is the first to make room; an RST, which
+	 * nothing answers, gets none. */
 	__builtin_memset(&nf, 0, sizeof(nf));
+	if (p->proto == IPPROTO_TCP && !starts_flow(p)) {
+		if (p->tcp_flags & TCP_RST)
+			return true;
+		nf.flags = PI_FLOW_CLOSING;
+	}
 	nf.pod_ifindex = target;
 	nf.proxy_ifindex = proxy;
 	nf.proxy_port = r->port;
-	nf.flags = PI_FLOW_UPSTREAM;
+	nf.flags |= PI_FLOW_UPSTREAM;
 	__builtin_memcpy(nf.proxy_pod_mac, r->proxy_pod_mac, ETH_ALEN);
 	__builtin_memcpy(nf.proxy_host_mac, r->proxy_host_mac, ETH_ALEN);
 	return flow_add(&proxy_upstream, r, &k, &nf, p) != NULL;

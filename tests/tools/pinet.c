@@ -9,6 +9,7 @@
  *   pinet tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS] DST PORT
  *                     [--send BYTES] [--expect-echo] [--wait-eof]
  *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
+ *   pinet tcp-conn-loop [-6] [--timeout MS] DST PORT COUNT SECONDS
  *   pinet udp-echo [-6] PORT COUNT TIMEOUT_MS
  *   pinet udp-rr [-6] DST PORT COUNT TIMEOUT_MS
  *   pinet raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]
@@ -55,6 +56,14 @@
  *   tcp-syn      "sent N": COUNT connection attempts whose SYN left; each
  *                socket is closed right after the SYN, or after waiting
  *                --timeout MS for the handshake.
+ *   tcp-conn-loop  short connections one after the other, as a client
+ *                that keeps none alive: connect, wait for the server's
+ *                close, close (the server is the active closer, as with
+ *                --wait-eof). Stops after COUNT connections or SECONDS;
+ *                one refused, reset, or not done within --timeout MS
+ *                (1000: a SYN sent again costs one second) is a failure.
+ *                "conns N failed F seconds S cps R"; exit 1 unless all
+ *                COUNT were made, none failed.
  *   udp-echo     answers each datagram with the same bytes; "echoed N",
  *                then "from ADDR count K" per source address.
  *   udp-rr       COUNT requests, each waiting for its answer; "replies N"
@@ -160,6 +169,7 @@ static int usage(void)
 		"       %s tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS]\n"
 		"                   DST PORT [--send BYTES] [--expect-echo] [--wait-eof]\n"
 		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
+		"       %s tcp-conn-loop [-6] [--timeout MS] DST PORT COUNT SECONDS\n"
 		"       %s udp-echo [-6] PORT COUNT TIMEOUT_MS\n"
 		"       %s udp-rr [-6] DST PORT COUNT TIMEOUT_MS\n"
 		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]\n"
@@ -168,7 +178,7 @@ static int usage(void)
 		"       %s arp-announce DEV IP COUNT\n"
 		"       %s icmp-too-big SRC DST SPORT DPORT MTU\n",
 		prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
-		prog, prog);
+		prog, prog, prog);
 	return EXIT_USAGE;
 }
 
@@ -963,6 +973,55 @@ static int cmd_tcp_syn(int argc, char **argv)
 	return sent == count ? 0 : 1;
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmd_tcp_conn_loop(int argc, char **argv)
+{
+	long port, count, seconds, timeout, conns = 0, failed = 0;
+	double t0, t;
+	int family, fd;
+	union sa dst;
+	struct opts o;
+	char c;
+
+	if (parse(argc, argv, OPT_6 | OPT_TIMEOUT, &o) || o.npos != 4)
+		return usage();
+	family = family_of(&o, o.pos[0]);
+	port = number(o.pos[1], 1, 65535);
+	count = number(o.pos[2], 1, 10000000);
+	seconds = number(o.pos[3], 1, 86400);
+	if (port < 0 || count < 0 || seconds < 0 ||
+	    make_sa(family, o.pos[0], port, &dst) < 0)
+		return usage();
+	timeout = o.timeout_ms >= 0 ? o.timeout_ms : 1000;
+
+	t0 = t = mono_s();
+	while (conns < count && t < t0 + seconds) {
+		fd = tcp_open(family, NULL, 0, &dst, timeout, true, true);
+		if (fd < 0) {
+			failed++;
+		} else {
+			/* the server's close: EOF, nothing before it */
+			if (wait_fd(fd, POLLIN, timeout) > 0 &&
+			    read(fd, &c, 1) == 0)
+				conns++;
+			else
+				failed++;
+			close(fd);
+		}
+		t = mono_s();
+	}
+	printf("conns %ld failed %ld seconds %.3f cps %.0f\n", conns, failed,
+	       t - t0, conns / (t - t0));
+	return conns == count && !failed ? 0 : 1;
+}
+
 static int cmd_udp_echo(int argc, char **argv)
 {
 	static char buf[IO_CHUNK];
@@ -1389,6 +1448,8 @@ int main(int argc, char **argv)
 		return cmd_tcp_connect(argc, argv);
 	if (!strcmp(cmd, "tcp-syn"))
 		return cmd_tcp_syn(argc, argv);
+	if (!strcmp(cmd, "tcp-conn-loop"))
+		return cmd_tcp_conn_loop(argc, argv);
 	if (!strcmp(cmd, "udp-echo"))
 		return cmd_udp_echo(argc, argv);
 	if (!strcmp(cmd, "udp-rr"))

@@ -588,6 +588,208 @@ static struct pi_proxy_rule rule_of(struct px_fx *fx, int ifindex)
 	return r;
 }
 
+/* 1 when `map` holds the v4 flow pod:pport -> 10.0.0.2:dport. */
+static int flow_present(struct px_fx *fx, struct bpf_map *map,
+			const char *pod, uint16_t pport, uint16_t dport,
+			uint8_t proto)
+{
+	struct pi_flow_key k = { .family = AF_INET, .proto = proto };
+	struct pi_flow f;
+
+	(void)fx;
+	inet_pton(AF_INET, pod, k.pod.a);
+	inet_pton(AF_INET, "10.0.0.2", k.dst.a);
+	k.pod_port = htons(pport);
+	k.dst_port = htons(dport);
+	return !bpf_map__lookup_elem(map, &k, sizeof(k), &f, sizeof(f), 0);
+}
+
+/* A TCP segment of 10.0.0.1:pport <-> 10.0.0.2:dport with `flags`, from
+ * the pod's end (`from_pod`) or the far end. */
+static int seg(uint8_t *pkt, bool from_pod, uint16_t pport, uint16_t dport,
+	       uint8_t flags)
+{
+	if (from_pod)
+		return pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+			"10.0.0.2", IPPROTO_TCP, pport, dport, flags });
+	return pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, dport, pport, flags });
+}
+
+#define TCP_F_FIN	0x01
+#define TCP_F_SYN	0x02
+#define TCP_F_RST	0x04
+#define TCP_F_ACK	0x10
+
+/* Issue 23: a proxied connection's entries go when it is done, in both
+ * tables: both FINs and the last ACK, or an RST. Until then they stay. */
+UNIT_TEST(proxy_done_connection_frees_its_entries)
+{
+	struct pi_proxy_rule r = { .proto = IPPROTO_TCP };
+	struct bpf_program *eg;
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	eg = fx.skel->progs.inject_egress;
+#define FROM_POD(pp, fl) (len = seg(pkt, true, pp, 80, fl),		\
+	run(eg, fx.if_pod, pkt, len, NULL))
+#define TO_POD_BY_PROXY(pp, fl) (len = seg(pkt, false, pp, 80, fl),	\
+	run(eg, fx.if_proxy, pkt, len, NULL))
+#define UPSTREAM(pp, fl) (len = seg(pkt, true, pp, 80, fl),		\
+	run(eg, fx.if_proxy, pkt, len, NULL))
+#define UPSTREAM_REPLY(pp, fl) (len = seg(pkt, false, pp, 80, fl),	\
+	run(eg, fx.if_pod, pkt, len, NULL))
+
+	/* the client side; the server (here the proxy) closes first */
+	ASSERT_EQ(FROM_POD(40000, TCP_F_SYN), PI_REDIRECT, "SYN captured");
+	TO_POD_BY_PROXY(40000, TCP_F_SYN | TCP_F_ACK);
+	FROM_POD(40000, TCP_F_ACK);
+	ASSERT_EQ(TO_POD_BY_PROXY(40000, TCP_F_FIN | TCP_F_ACK), PI_REDIRECT,
+		  "proxy's FIN");
+	ASSERT_EQ(FROM_POD(40000, TCP_F_ACK), PI_REDIRECT, "pod's ACK of it");
+	ASSERT_EQ(FROM_POD(40000, TCP_F_FIN | TCP_F_ACK), PI_REDIRECT,
+		  "pod's FIN");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 1, "kept until the last ACK");
+	ASSERT_EQ(TO_POD_BY_PROXY(40000, TCP_F_ACK), PI_REDIRECT,
+		  "the last ACK delivered");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
+			       40000, 80, IPPROTO_TCP), 0, "FIN/FIN/ACK: entry gone");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 0, "share given back");
+
+	/* the pod closes first */
+	FROM_POD(40001, TCP_F_SYN);
+	FROM_POD(40001, TCP_F_FIN | TCP_F_ACK);
+	TO_POD_BY_PROXY(40001, TCP_F_FIN | TCP_F_ACK);
+	ASSERT_EQ(FROM_POD(40001, TCP_F_ACK), PI_REDIRECT,
+		  "pod's last ACK to the proxy");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 0, "pod first: entry gone");
+
+	/* an RST from either end */
+	FROM_POD(40002, TCP_F_SYN);
+	ASSERT_EQ(FROM_POD(40002, TCP_F_RST), PI_REDIRECT, "pod's RST delivered");
+	FROM_POD(40003, TCP_F_SYN);
+	ASSERT_EQ(TO_POD_BY_PROXY(40003, TCP_F_RST | TCP_F_ACK), PI_REDIRECT,
+		  "proxy's RST delivered");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 0, "RST: entries gone");
+
+	/* a FIN of one end alone keeps the flow (half closed) */
+	FROM_POD(40004, TCP_F_SYN);
+	FROM_POD(40004, TCP_F_FIN | TCP_F_ACK);
+	TO_POD_BY_PROXY(40004, TCP_F_ACK);
+	ASSERT_EQ(TO_POD_BY_PROXY(40004, TCP_F_ACK | 0x08), PI_REDIRECT,
+		  "data after one FIN");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 1, "half closed: kept");
+
+	/* the proxy's upstream connection, the server closing first */
+	ASSERT_EQ(UPSTREAM(50000, TCP_F_SYN), PI_REDIRECT, "upstream SYN");
+	UPSTREAM_REPLY(50000, TCP_F_SYN | TCP_F_ACK);
+	UPSTREAM(50000, TCP_F_ACK);
+	ASSERT_EQ(UPSTREAM_REPLY(50000, TCP_F_FIN | TCP_F_ACK), PI_REDIRECT,
+		  "server's FIN to the proxy");
+	UPSTREAM(50000, TCP_F_FIN | TCP_F_ACK);
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nupstream, 1, "upstream kept");
+	ASSERT_EQ(UPSTREAM_REPLY(50000, TCP_F_ACK), PI_REDIRECT,
+		  "server's last ACK to the proxy");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nupstream, 0, "upstream entry gone");
+	/* the proxy closing first, its last ACK injected */
+	UPSTREAM(50001, TCP_F_SYN);
+	UPSTREAM(50001, TCP_F_FIN | TCP_F_ACK);
+	UPSTREAM_REPLY(50001, TCP_F_FIN | TCP_F_ACK);
+	ASSERT_EQ(UPSTREAM(50001, TCP_F_ACK), PI_REDIRECT,
+		  "proxy's last ACK injected");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nupstream, 0, "proxy first: gone");
+	/* a late segment of the proxy's after that: an entry that is
+	 * closing from the start (10 s, not 6 h); an RST: none */
+	ASSERT_EQ(UPSTREAM(50001, TCP_F_ACK), PI_REDIRECT, "late ACK injected");
+	{
+		struct pi_flow_key k = { .family = AF_INET,
+					 .proto = IPPROTO_TCP };
+		struct pi_flow f = {};
+
+		inet_pton(AF_INET, "10.0.0.1", k.pod.a);
+		inet_pton(AF_INET, "10.0.0.2", k.dst.a);
+		k.pod_port = htons(50001);
+		k.dst_port = htons(80);
+		bpf_map__lookup_elem(fx.skel->maps.proxy_upstream, &k,
+				     sizeof(k), &f, sizeof(f), 0);
+		ASSERT_EQ(f.flags & PI_FLOW_CLOSING, PI_FLOW_CLOSING,
+			  "late segment: a closing entry");
+	}
+	UPSTREAM(50001, TCP_F_RST);
+	ASSERT_EQ(UPSTREAM(50003, TCP_F_RST), PI_REDIRECT, "stray RST injected");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nupstream, 0, "no entry for an RST");
+	UPSTREAM(50002, TCP_F_SYN);
+	ASSERT_EQ(UPSTREAM(50002, TCP_F_RST), PI_REDIRECT, "upstream RST");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_upstream, "10.0.0.1",
+			       50002, 80, IPPROTO_TCP), 0, "upstream RST: gone");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nupstream, 0, "upstream share back");
+#undef FROM_POD
+#undef TO_POD_BY_PROXY
+#undef UPSTREAM
+#undef UPSTREAM_REPLY
+	inject_bpf__destroy(fx.skel);
+}
+
+/* Issue 23: a pod at its share makes room from its own flows, closing
+ * ones first, else its least recently used, and admits the SYN; another
+ * pod's flows, older than all of them, are never taken. */
+UNIT_TEST(proxy_pod_at_share_makes_room_from_its_own)
+{
+	struct pi_proxy_rule r = { .proto = IPPROTO_TCP };
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len, i, admitted = 0;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	proxied(&fx, fx.if_other, "10.0.0.3", &r);
+	/* the other pod's session is the oldest in the table */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.3",
+		"10.0.0.2", IPPROTO_TCP, 40000, 80, TCP_F_SYN });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len,
+		      NULL), PI_REDIRECT, "the other pod's session");
+	for (i = 0; i < PI_PROXY_FLOWS_PER_POD; i++) {
+		len = seg(pkt, true, 10000 + i, 80, TCP_F_SYN);
+		admitted += run(fx.skel->progs.inject_egress, fx.if_pod, pkt,
+				len, NULL) == PI_REDIRECT;
+	}
+	ASSERT_EQ(admitted, PI_PROXY_FLOWS_PER_POD, "the pod's share filled");
+	/* one of them half closed: the first to go */
+	len = seg(pkt, true, 10000 + 5000, 80, TCP_F_FIN | TCP_F_ACK);
+	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	len = seg(pkt, true, 30000, 80, TCP_F_SYN);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "SYN at the share: admitted");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
+			       15000, 80, IPPROTO_TCP), 0, "its closing flow went");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
+			       10000, 80, IPPROTO_TCP), 1,
+		  "its oldest open flow kept while a closing one was there");
+	/* none closing: its least recently used make room */
+	len = seg(pkt, true, 30001, 80, TCP_F_SYN);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "next SYN at the share: admitted");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
+			       10000, 80, IPPROTO_TCP), 0, "its oldest flow went");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
+			       30000, 80, IPPROTO_TCP), 1, "its newest kept");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows <= PI_PROXY_FLOWS_PER_POD &&
+		  rule_of(&fx, fx.if_pod).nflows > 0, 1, "within its share");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).limit_drops, 0, "nothing refused");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.3",
+			       40000, 80, IPPROTO_TCP), 1,
+		  "the other pod's older flow kept");
+	ASSERT_EQ(rule_of(&fx, fx.if_other).nflows, 1, "the other's share");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.3",
+		"10.0.0.2", IPPROTO_TCP, 40000, 80, TCP_F_ACK });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len,
+		      NULL), PI_REDIRECT, "and its session lives on");
+	inject_bpf__destroy(fx.skel);
+}
+
 /* Finding 1: a pod is captured only with its own addresses, and a flow
  * continues only from the device that made it. */
 UNIT_TEST(proxy_harden_capture_own_address_only)
@@ -690,7 +892,8 @@ UNIT_TEST(proxy_harden_large_udp_not_split)
 }
 
 /* Finding 6: one pod's 70 000 flows do not evict another pod's live
- * session; the flood is refused beyond the pod's share and counted. */
+ * session; beyond its share the flood makes room from its own least
+ * recently used flows (issue 23), and is refused only when it has none. */
 UNIT_TEST(proxy_harden_share_per_pod)
 {
 	struct pi_proxy_rule r = {};
@@ -719,17 +922,22 @@ UNIT_TEST(proxy_harden_share_per_pod)
 		"10.0.0.2", IPPROTO_TCP, 40000, 80, 0x10 });
 	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len,
 		      NULL), PI_REDIRECT, "the other pod's session lives on");
-	ASSERT_EQ(redirected, PI_PROXY_FLOWS_PER_POD, "the flood's share");
-	ASSERT_EQ(dropped, 70000 - PI_PROXY_FLOWS_PER_POD, "refused");
-	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, PI_PROXY_FLOWS_PER_POD,
-		  "counted");
-	ASSERT_EQ(rule_of(&fx, fx.if_pod).limit_drops,
-		  70000 - PI_PROXY_FLOWS_PER_POD, "refusals counted");
-	/* a packet of a flow it has keeps going */
+	ASSERT_EQ(redirected, 70000, "the flood, within its own share");
+	ASSERT_EQ(dropped, 0, "refused");
+	/* what it made room for since its last walk: at most an eighth */
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows <= PI_PROXY_FLOWS_PER_POD &&
+		  rule_of(&fx, fx.if_pod).nflows >= PI_PROXY_FLOWS_PER_POD / 8 * 7,
+		  1, "the flood within its share");
+	ASSERT_EQ(rule_of(&fx, fx.if_other).nflows, 1, "the other's share");
+	/* its latest flow keeps going */
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_UDP, 1000, 1 });
-	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
-		  PI_REDIRECT, "an existing flow of the flooding pod");
+		"10.0.0.2", IPPROTO_UDP, 1001, 1 + 69999 % 60000 });
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
+			       1001, 1 + 69999 % 60000, IPPROTO_UDP), 1,
+		  "the flood's latest flow kept");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
+			       1000, 1, IPPROTO_UDP), 0,
+		  "the flood's oldest flow made room");
 	/* the upstream table is shared out the same way */
 	r = rule_of(&fx, fx.if_other);
 	r.nupstream = PI_PROXY_FLOWS_PER_POD - 1;
@@ -742,7 +950,24 @@ UNIT_TEST(proxy_harden_share_per_pod)
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.3",
 		"10.0.0.2", IPPROTO_UDP, 50001, 53 });
 	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
-		      NULL), PI_DROP, "one more upstream flow: refused");
+		      NULL), PI_REDIRECT, "one more upstream flow: room made");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_upstream, "10.0.0.3",
+			       50000, 53, IPPROTO_UDP), 0,
+		  "from the pod's own upstream flow");
+	/* a pod at its share with no flow of its own to let go: refused,
+	 * and the other pod's upstream flow stays */
+	r = rule_of(&fx, fx.if_pod);
+	r.nupstream = PI_PROXY_FLOWS_PER_POD;
+	bpf_map__update_elem(fx.skel->maps.proxy_rules, &fx.if_pod, 4, &r,
+			     sizeof(r), 0);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 50002, 53 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
+		      NULL), PI_DROP, "nothing of its own: refused");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).limit_drops, 1, "refusal counted");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_upstream, "10.0.0.3",
+			       50001, 53, IPPROTO_UDP), 1,
+		  "the other pod's upstream flow kept");
 	inject_bpf__destroy(fx.skel);
 }
 
