@@ -23,6 +23,14 @@ S=10.244.0.11
 N=30000
 PROXY_PID=
 
+if [ -n "${PODINJECT_LAB:-}" ]; then
+	# a rate of the host's: the lab's emulated guest opens about 150
+	# connections a second through the proxy (1 561 in the 10 s there);
+	# the unit tests check the freeing and the eviction on every kernel
+	skip all "30 000 connections in 10 s is a figure of the host, not of an emulated guest (the unit tests run the datapath's part in the lab)"
+	exit 0
+fi
+
 trap 'kill $PROXY_PID 2>/dev/null; rm -f /tmp/tr$$.*; cleanup_all' EXIT
 
 start_proxy() {
