@@ -346,7 +346,11 @@ static int policy_list_id(struct pi_node *n, uint32_t pod_id,
 		}
 	}
 	free(list);
-	*out = all;
+	/* no rules: nothing for the caller to free, as the header says */
+	if (!cnt)
+		free(all);
+	else
+		*out = all;
 	return cnt;
 }
 

@@ -239,7 +239,8 @@ int pi_policy_add(struct pi_node *node, const char *pod, uint32_t dir,
 /* Deletes rule `id`, or every rule of `dir` when id is 0. */
 int pi_policy_del(struct pi_node *node, const char *pod, uint32_t dir,
 		  uint32_t id);
-/* The pod's rules, both directions, malloc()ed; returns the count. */
+/* The pod's rules, both directions, malloc()ed (NULL when it has
+ * none: nothing to free); returns the count. */
 int pi_policy_list(struct pi_node *node, const char *pod,
 		   struct pi_rule_info **rules);
 /* The same for a pod already in hand (from pi_pod_list): no lookup by
