@@ -73,6 +73,11 @@ skip_all() {
 	for c in $ALL_CHECKS; do skip "$c" "$1"; done
 	exit 0
 }
+# A node takes tcx where the kernel has it; on a kernel without (debian-6.1)
+# it would be a clsact node, which t_upgrade_clsact upgrades there
+if [ "$MODE" = tcx ] && [ "$("$PI" -j features | jq -r .tcx)" != true ]; then
+	skip_all "this kernel has no tcx (t_upgrade_clsact runs the upgrade here)"
+fi
 
 # ---- the previous release (prev_release in lib.sh) --------------------
 old_build() {
