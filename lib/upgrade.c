@@ -623,6 +623,23 @@ static int query_links(int ifindex, enum pi_hook hook, uint32_t *progs,
 /* tcx or netkit: the node's links at the hook are updated to prog_fd; the
  * one pinned at `pin` is kept (or, its pin lost, the first), any other
  * of the node's is detached, and the kept one is pinned at `pin`. */
+
+/* Points link_fd at prog_fd, compare and swap: the update names the
+ * program the link ran (old_id) when it is still loaded, so that a link
+ * anything changed since the query is refused, not replaced blindly. */
+static int link_update_cas(int link_fd, int prog_fd, uint32_t old_id)
+{
+	int old = bpf_prog_get_fd_by_id(old_id), err;
+	LIBBPF_OPTS(bpf_link_update_opts, opts,
+		    .flags = old >= 0 ? BPF_F_REPLACE : 0,
+		    .old_prog_fd = old >= 0 ? old : 0);
+
+	err = bpf_link_update(link_fd, prog_fd, &opts);
+	if (old >= 0)
+		close(old);
+	return err;
+}
+
 static int switch_link(struct upgrade *u, int ifindex, enum pi_hook hook,
 		       int prog_fd, const char *pin)
 {
@@ -668,18 +685,8 @@ static int switch_link(struct upgrade *u, int ifindex, enum pi_hook hook,
 	fd = bpf_link_get_fd_by_id(keep);
 	if (fd < 0)
 		return -errno;
-	if (keep_prog != want) {
-		int old = bpf_prog_get_fd_by_id(keep_prog);
-		LIBBPF_OPTS(bpf_link_update_opts, opts,
-			    .flags = old >= 0 ? BPF_F_REPLACE : 0,
-			    .old_prog_fd = old >= 0 ? old : 0);
-
-		/* Compare and swap: if anything changed the link since the
-		 * query, the update fails rather than replace it blindly. */
-		err = bpf_link_update(fd, prog_fd, &opts);
-		if (old >= 0)
-			close(old);
-	}
+	if (keep_prog != want)
+		err = link_update_cas(fd, prog_fd, keep_prog);
 	if (!err && keep != pinned) {
 		unlink(pin);
 		err = bpf_obj_pin(fd, pin) ? -errno : 0;
@@ -989,17 +996,11 @@ static int repin_records(struct upgrade *u, uint32_t old, int prog_fd)
  * nothing when it runs nfd's program already. */
 static int link_swap(struct upgrade *u, int link_fd, int nfd, uint32_t old_id)
 {
-	int old, err;
+	int err;
 
 	if (fd_prog_id(nfd) == old_id)
 		return 0;
-	old = bpf_prog_get_fd_by_id(old_id);
-	LIBBPF_OPTS(bpf_link_update_opts, opts,
-		    .flags = old >= 0 ? BPF_F_REPLACE : 0,
-		    .old_prog_fd = old >= 0 ? old : 0);
-	err = bpf_link_update(link_fd, nfd, &opts);
-	if (old >= 0)
-		close(old);
+	err = link_update_cas(link_fd, nfd, old_id);
 	if (!err && u->info)
 		u->info->inject_hooks++;
 	return err;
