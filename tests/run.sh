@@ -56,8 +56,11 @@ run() {
 	local name=$1 file=$2 rc tmp lost want got
 	shift 2
 	tmp=$(mktemp)
+	local t0=$SECONDS
 	"$@" >"$tmp" 2>&1
 	rc=$?
+	# not a test line: where CI's time goes
+	echo "# $name took $((SECONDS - t0)) s"
 	grep -E '^(PASS|FAIL|SKIP) ' "$tmp" | tee -a "$out"
 	# An expansion error (arithmetic, bad substitution), a mistyped or
 	# missing command on a check's line makes bash drop that command and

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=178
+EXPECT=179
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -159,7 +159,13 @@ podconf() {	# podconf VERSION [PREV_JSON [EXTRA_JSON]]
 		'{cniVersion: $v, name: "ci-ptp", type: "podinject", node: $node,
 		  logFile: $log} + (if $p then {prevResult: $p} else {} end) + $x'
 }
-npods() { "$PI" -N $NODE -j pod list 2>/dev/null | jq length 2>/dev/null || echo 0; }
+# the node's pod count; never empty: a failed listing says so, and a
+# comparison of two counts cannot pass on nothing
+npods() {
+	local out
+	out=$("$PI" -N $NODE -j pod list 2>&1) || { echo "pod list failed: $out"; return; }
+	jq -e length <<<"$out" 2>/dev/null || echo "pod list not JSON: $out"
+}
 pod_json() { "$PI" -N $NODE -j pod show "$1" 2>/dev/null; }
 pod_name() { pod_json "$1" | jq -r '.name // empty' 2>/dev/null; }
 cid() { printf '%s%064d' '' "$1" | tail -c 64; }	# a 64-digit container id
@@ -300,6 +306,9 @@ rc=$?
 check_fails failed_add test "$rc" = 0
 expect_eq failed_add_code "$(code_of "$out")" 101
 expect_eq failed_add_nothing_left "$(npods)" "$before"
+# the positive control of failed_add_ipam_freed: the address macvlan's
+# IPAM gave is on record until the runtime's DEL, where the check looks
+check failed_add_ipam_held sh -c "ls $T/ipam/macvlan/${PREFIX}macvlan 2>/dev/null | grep -q '^10\\.'"
 NOPREV=1 rt DEL "$T/macvlan.conflist" "$id" /run/netns/${PREFIX}mv >/dev/null
 expect_eq failed_add_then_del $? 0
 check failed_add_ipam_freed sh -c "! ls $T/ipam/macvlan/${PREFIX}macvlan 2>/dev/null | grep -q '^10\\.'"
