@@ -156,6 +156,8 @@ int inject_egress(struct __sk_buff *skb)
 	}
 
 	st = stats_of(skb->ifindex, t);
+	if (res == PARSE_OK)
+		probe_note_sent(skb, &p);
 	if (t->path == PI_PATH_FAST)
 		ret = redirect_peer(t->target_ifindex, PI_F_EGRESS);
 	else

@@ -538,12 +538,15 @@ enum pi_probe_reply {
 	PI_PROBE_DATAGRAM = 3,		/* UDP: answered */
 	PI_PROBE_ECHO_REPLY = 4,	/* ICMP: answered */
 	PI_PROBE_UNREACH = 5,		/* ICMP error about the probe: refused */
+	PI_PROBE_SENT = 6,		/* not an answer: the probe's frame
+					 * entering the pod's egress datapath */
 };
 
 struct pi_probe_event {
 	__u32 probe_id;
 	__u32 kind;			/* enum pi_probe_reply */
-	__u64 ts_ns;			/* bpf_ktime_get_ns() at the reply */
+	__u64 ts_ns;			/* bpf_ktime_get_ns() at the reply
+					 * (PI_PROBE_SENT: at the injection) */
 	__u32 tcp_ack;			/* SYN-ACK's ack, to reset it */
 	__u32 pad;
 };

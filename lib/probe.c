@@ -64,7 +64,8 @@ struct probe {
 	uint16_t sport, dport;		/* host order; ICMP: id, seq */
 	uint32_t isn;
 	struct pi_flow_key key;
-	long long sent_ns, reply_ns;
+	long long sent_ns;		/* user space: the wait's start */
+	uint64_t injected_ns, reply_ns;	/* the kernel's: the RTT's ends */
 	enum pi_probe_verdict verdict;
 	uint32_t deny_rule;		/* the rule the pod's policy picks */
 	uint64_t deny_before;		/* its counter before sending */
@@ -295,6 +296,12 @@ static int on_event(void *ctx, void *data, size_t len)
 	    ev->probe_id - ss->first_id >= (uint32_t)ss->nprobes)
 		return 0;
 	pr = &ss->probes[ev->probe_id - ss->first_id];
+	if (ev->kind == PI_PROBE_SENT) {
+		/* the first: a second one is the RST after the answer */
+		if (!pr->injected_ns)
+			pr->injected_ns = ev->ts_ns;
+		return 0;
+	}
 	if (pr->verdict != V_PENDING)
 		return 0;
 	pr->reply_ns = ev->ts_ns;
@@ -698,8 +705,12 @@ static void to_result(const struct probe *pr, struct pi_probe_result *r)
 	r->port = pr->proto == IPPROTO_ICMP ? 0 : pr->dport;
 	r->verdict = pr->verdict;
 	r->rule = pr->verdict == V_POLICY ? pr->deny_rule : 0;
-	r->rtt_ns = (pr->verdict == V_ANSWERED || pr->verdict == V_REFUSED) ?
-		    pr->reply_ns - pr->sent_ns : -1;
+	/* both ends read in the kernel, with one clock: from the frame's
+	 * injection into the pod's egress datapath to the answer taken at
+	 * the pod's device; no answer or no injection seen, no RTT */
+	r->rtt_ns = (pr->verdict == V_ANSWERED || pr->verdict == V_REFUSED) &&
+		    pr->injected_ns && pr->reply_ns >= pr->injected_ns ?
+		    (int64_t)(pr->reply_ns - pr->injected_ns) : -1;
 	r->rtt_resolution_ns = clock_resolution_ns();
 }
 

@@ -175,8 +175,10 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 		json_key(jw, "loss_pct");
 		json_f64(jw, n ? 100.0 * (counts[PI_PROBE_POLICY] +
 					  counts[PI_PROBE_NOANSWER]) / n : 0);
-		/* the clock's step, and the answers faster than it (their
-		 * rtt_ms is null) */
+		/* how an RTT was read; the clock's step, and the answers
+		 * faster than it (their rtt_ms is null) */
+		json_kstr(jw, "rtt_measured",
+			  "in the kernel (bpf_ktime_get_ns), from the probe's injection into the pod's egress datapath to its answer at the pod's device");
 		json_ku64(jw, "rtt_resolution_ns", res);
 		json_ku64(jw, "rtt_under_resolution", under);
 		if (nr) {

@@ -34,18 +34,6 @@ struct {
 	__type(value, struct pi_ct_entry);
 } ct SEC(".maps");
 
-#define ICMP_ECHOREPLY_		0
-#define ICMP_DEST_UNREACH_	3
-#define ICMP_ECHO_		8
-#define ICMP_TIME_EXCEEDED_	11
-#define ICMP_PARAMETERPROB_	12
-#define ICMP6_DST_UNREACH_	1
-#define ICMP6_PACKET_TOO_BIG_	2
-#define ICMP6_TIME_EXCEEDED_	3
-#define ICMP6_PARAM_PROB_	4
-#define ICMP6_ECHO_REQUEST_	128
-#define ICMP6_ECHO_REPLY_	129
-
 enum ct_kind {
 	CT_UNTRACKED = 0,	/* decided packet by packet */
 	CT_FLOW,		/* a packet of a flow the key names */

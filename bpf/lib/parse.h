@@ -51,6 +51,19 @@ enum parse_result {
 #define ETH_P_8021Q_		0x8100
 #define ETH_P_8021AD_		0x88A8
 
+/* ICMP and ICMPv6 message types the datapath tells apart */
+#define ICMP_ECHOREPLY_		0
+#define ICMP_DEST_UNREACH_	3
+#define ICMP_ECHO_		8
+#define ICMP_TIME_EXCEEDED_	11
+#define ICMP_PARAMETERPROB_	12
+#define ICMP6_DST_UNREACH_	1
+#define ICMP6_PACKET_TOO_BIG_	2
+#define ICMP6_TIME_EXCEEDED_	3
+#define ICMP6_PARAM_PROB_	4
+#define ICMP6_ECHO_REQUEST_	128
+#define ICMP6_ECHO_REPLY_	129
+
 /* struct pkt's tcp_flags: byte 13 of the TCP header */
 #define TCP_FIN	0x01
 #define TCP_SYN	0x02

@@ -22,10 +22,6 @@ struct {
 	__uint(max_entries, 1 << 20);
 } probe_events SEC(".maps");
 
-#define ICMP_ECHOREPLY_		0
-#define ICMP_DEST_UNREACH_	3
-#define ICMPV6_DEST_UNREACH_	1
-#define ICMPV6_ECHO_REPLY_	129
 
 /* The flow an ICMP message is about: an echo reply names its own id and
  * sequence, an error quotes the header of the packet that caused it. */
@@ -41,7 +37,7 @@ static __always_inline int icmp_flow(struct __sk_buff *skb,
 	__builtin_memset(k, 0, sizeof(*k));
 	k->family = p->family;
 	if ((p->family == AF_INET && hdr[0] == ICMP_ECHOREPLY_) ||
-	    (p->family == AF_INET6 && hdr[0] == ICMPV6_ECHO_REPLY_)) {
+	    (p->family == AF_INET6 && hdr[0] == ICMP6_ECHO_REPLY_)) {
 		k->proto = p->proto;
 		k->pod = p->daddr;
 		k->dst = p->saddr;
@@ -71,7 +67,7 @@ static __always_inline int icmp_flow(struct __sk_buff *skb,
 		*kind = PI_PROBE_UNREACH;
 		return 0;
 	}
-	if (p->family == AF_INET6 && hdr[0] == ICMPV6_DEST_UNREACH_) {
+	if (p->family == AF_INET6 && hdr[0] == ICMP6_DST_UNREACH_) {
 		struct ipv6hdr in;
 		__u8 l4[8];
 
@@ -92,6 +88,59 @@ static __always_inline int icmp_flow(struct __sk_buff *skb,
 		return 0;
 	}
 	return -1;
+}
+
+
+/* A probe's own frame, on its way into the pod's egress datapath: its send
+ * time becomes an event, read with the clock the answer is read with, so
+ * a probe's RTT measures the datapath (the pod's programs, the way there
+ * and back), not the probe's user space, and both ends have the clock's
+ * own resolution. Only frames from the probe's port range (ICMP: echo id)
+ * cost a lookup. A frame sent twice (the RST after a SYN-ACK) gives a
+ * second event, which the probe, answered by then, ignores. */
+static __always_inline void probe_note_sent(struct __sk_buff *skb,
+					    const struct pkt *p)
+{
+	struct pi_probe_event *ev;
+	struct pi_probe_flow *f;
+	struct pi_flow_key k;
+
+	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) {
+		if (!p->has_ports || p->sport < PI_PROBE_PORT_LO)
+			return;
+		flow_key(&k, p, true);
+	} else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6_) {
+		__u32 off = p->l4_off;
+		__u8 hdr[8];
+
+		if (off > PKT_L4_OFF_MAX || bpf_skb_load_bytes(skb, off, hdr, 8))
+			return;
+		if (hdr[0] != (p->family == AF_INET ? ICMP_ECHO_ :
+						      ICMP6_ECHO_REQUEST_) ||
+		    ((__u16)hdr[4] << 8 | hdr[5]) < PI_PROBE_PORT_LO)
+			return;
+		__builtin_memset(&k, 0, sizeof(k));
+		k.family = p->family;
+		k.proto = p->proto;
+		k.pod = p->saddr;
+		k.dst = p->daddr;
+		__builtin_memcpy(&k.pod_port, hdr + 4, 2);
+		__builtin_memcpy(&k.dst_port, hdr + 6, 2);
+	} else {
+		return;
+	}
+	f = bpf_map_lookup_elem(&probe_flows, &k);
+	if (!f)
+		return;
+	ev = bpf_ringbuf_reserve(&probe_events, sizeof(*ev), 0);
+	if (!ev)
+		return;
+	ev->probe_id = f->probe_id;
+	ev->kind = PI_PROBE_SENT;
+	ev->ts_ns = bpf_ktime_get_ns();
+	ev->tcp_ack = 0;
+	ev->pad = 0;
+	bpf_ringbuf_submit(ev, 0);
 }
 
 /* True when the packet answers a probe: it was reported and must not

@@ -369,14 +369,6 @@ static __always_inline bool from_own_address(const struct pi_proxy_rule *r,
 	return t && t->target_ifindex == ifindex;
 }
 
-#define ICMP_DEST_UNREACH_PX	3
-#define ICMP_TIME_EXCEEDED_PX	11
-#define ICMP_PARAMETERPROB_PX	12
-#define ICMPV6_DEST_UNREACH_PX	1
-#define ICMPV6_PKT_TOOBIG_PX	2
-#define ICMPV6_TIME_EXCEED_PX	3
-#define ICMPV6_PARAMPROB_PX	4
-
 /*
  * An ICMP or ICMPv6 error (unreachable, fragmentation needed, packet too
  * big, time exceeded, parameter problem) addressed to a pod quotes the
@@ -405,9 +397,9 @@ static __always_inline bool icmp_error_flow(struct __sk_buff *skb,
 	if (p->family == AF_INET && p->proto == IPPROTO_ICMP) {
 		struct iphdr in;
 
-		if (h[0] != ICMP_DEST_UNREACH_PX &&
-		    h[0] != ICMP_TIME_EXCEEDED_PX &&
-		    h[0] != ICMP_PARAMETERPROB_PX)
+		if (h[0] != ICMP_DEST_UNREACH_ &&
+		    h[0] != ICMP_TIME_EXCEEDED_ &&
+		    h[0] != ICMP_PARAMETERPROB_)
 			return false;
 		if (bpf_skb_load_bytes(skb, off + 8, &in, sizeof(in)) ||
 		    in.version != 4 || in.ihl < 5 ||
@@ -420,10 +412,10 @@ static __always_inline bool icmp_error_flow(struct __sk_buff *skb,
 	} else if (p->family == AF_INET6 && p->proto == IPPROTO_ICMPV6_) {
 		struct ipv6hdr in;
 
-		if (h[0] != ICMPV6_DEST_UNREACH_PX &&
-		    h[0] != ICMPV6_PKT_TOOBIG_PX &&
-		    h[0] != ICMPV6_TIME_EXCEED_PX &&
-		    h[0] != ICMPV6_PARAMPROB_PX)
+		if (h[0] != ICMP6_DST_UNREACH_ &&
+		    h[0] != ICMP6_PACKET_TOO_BIG_ &&
+		    h[0] != ICMP6_TIME_EXCEEDED_ &&
+		    h[0] != ICMP6_PARAM_PROB_)
 			return false;
 		if (bpf_skb_load_bytes(skb, off + 8, &in, sizeof(in)) ||
 		    in.version != 6 ||

@@ -430,12 +430,15 @@ struct pi_probe_result {
 	uint16_t port;			/* 0 for ICMP */
 	enum pi_probe_verdict verdict;
 	uint32_t rule;			/* PI_PROBE_POLICY: the rule */
-	int64_t rtt_ns;			/* answered or refused, else -1 */
-	/* The step of the clock both ends of rtt_ns are read from
-	 * (CLOCK_MONOTONIC: the send in user space, the answer in the
-	 * datapath's bpf_ktime_get_ns()): 1 on a high-resolution clock,
-	 * a tick (4 ms at HZ=250) where the kernel fell back to jiffies. An
-	 * rtt_ns below it is no measurement: the RTT was under one step. */
+	/* Answered or refused, else -1: both ends read in the kernel with
+	 * bpf_ktime_get_ns(), from the probe's frame entering the pod's
+	 * egress datapath (the injection) to its answer taken at the pod's
+	 * device: the datapath's round trip, no user space in it. */
+	int64_t rtt_ns;
+	/* The step of that clock (CLOCK_MONOTONIC's, as clock_getres says):
+	 * 1 on a high-resolution clock, a tick (4 ms at HZ=250) where the
+	 * kernel fell back to jiffies. An rtt_ns below it is no
+	 * measurement: the RTT was under one step. */
 	uint64_t rtt_resolution_ns;
 };
 

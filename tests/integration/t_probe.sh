@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=105
+EXPECT=106
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -43,6 +43,8 @@ expect_eq tcp_answered "$(verdicts <<<"$out")" answered
 # than the clock's step (a guest on jiffies); never a 0. On a
 # high-resolution clock every answer is measured.
 rtts=$(jq -c '{r: [.probes[].rtt_ms], res: .summary.rtt_resolution_ns}' <<<"$out")
+expect_eq rtt_measured_in_kernel "$(jq -r '.summary.rtt_measured' <<<"$out" | grep -o '^in the kernel (bpf_ktime_get_ns), from the probe.s injection')" \
+	"in the kernel (bpf_ktime_get_ns), from the probe's injection"
 check tcp_rtt_positive sh -c "echo '$rtts' | jq -e '(.r | all(. == null or . > 0)) and .res > 0 and (.res > 1000000 or (.r | all(. != null)))' >/dev/null || { echo '$rtts'; false; }"
 out=$(probe --from tq-a --to $B:8081 --count 3 --interval 20)
 expect_eq tcp_closed_port_refused "$(verdicts <<<"$out")" refused

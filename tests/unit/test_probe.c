@@ -7,6 +7,7 @@
 #include "inject.skel.h"
 #include "pkt.h"
 #include "podinject_abi.h"
+#include "podinject_util.h"
 #include "unit.h"
 
 struct pr_fx {
@@ -202,5 +203,77 @@ UNIT_TEST(probe_answer_behind_extension_headers)
 	ASSERT_EQ(fx.events, 1, "one event");
 	*(uint16_t *)(pkt + 54 + 8 * 160 + 6) = htons(6);
 	ASSERT_EQ(run(&fx, pkt, len), PI_NEXT, "another sequence: the pod's");
+	fx_teardown(&fx);
+}
+
+/* The probe's own frames, injected: each registered one gives a SENT event
+ * with the kernel's time, the clock the answer is read with; the pod's and
+ * other injected frames give none. */
+UNIT_TEST(probe_injection_time)
+{
+	struct pi_inject_key ik = { .family = AF_INET };
+	struct pi_inject_target t = { .path = PI_PATH_FALLBACK };
+	struct pr_fx fx;
+	uint8_t pkt[PKT_MAX];
+	uint64_t before;
+	int len, prog;
+
+	if (!fx_setup(&fx))
+		return;
+	prog = bpf_program__fd(fx.skel->progs.inject_egress);
+	ik.injector_ifindex = fx.ifindex;
+	t.target_ifindex = fx.ifindex;
+	inet_pton(AF_INET, "10.0.0.1", ik.addr.a);
+	bpf_map__update_elem(fx.skel->maps.inject_auth, &ik, sizeof(ik), &t,
+			     sizeof(t), 0);
+	ik.family = AF_INET6;
+	inet_pton(AF_INET6, "fd00::1", ik.addr.a);
+	bpf_map__update_elem(fx.skel->maps.inject_auth, &ik, sizeof(ik), &t,
+			     sizeof(t), 0);
+	add_flow(&fx, AF_INET, IPPROTO_TCP, "10.0.0.1", "10.0.0.2", 61000, 80,
+		 11);
+	add_flow(&fx, AF_INET6, IPPROTO_ICMPV6, "fd00::1", "fd00::2", 61004,
+		 2, 12);
+
+	before = (uint64_t)pi_mono_ns();
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 61000, 80, 0x02 });
+	ASSERT_EQ(fixture_run(prog, fx.ifindex, pkt, len, NULL), PI_REDIRECT,
+		  "the probe's SYN injected");
+	ring_buffer__consume(fx.rb);
+	ASSERT_EQ(fx.events, 1, "one event");
+	ASSERT_EQ(fx.last.probe_id, 11, "probe id");
+	ASSERT_EQ(fx.last.kind, PI_PROBE_SENT, "sent");
+	ASSERT_TRUE(fx.last.ts_ns >= before && fx.last.ts_ns <= (uint64_t)pi_mono_ns(),
+		    "the injection's time, on CLOCK_MONOTONIC");
+
+	/* an echo request: id and sequence name the probe */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd00::2", IPPROTO_ICMP });
+	pkt[54] = 128;				/* echo request */
+	*(uint16_t *)(pkt + 58) = htons(61004);
+	*(uint16_t *)(pkt + 60) = htons(2);
+	ASSERT_EQ(fixture_run(prog, fx.ifindex, pkt, len, NULL), PI_REDIRECT,
+		  "the probe's echo request injected");
+	ring_buffer__consume(fx.rb);
+	ASSERT_EQ(fx.events, 2, "one more event");
+	ASSERT_EQ(fx.last.probe_id, 12, "probe id");
+	ASSERT_EQ(fx.last.kind, PI_PROBE_SENT, "sent");
+	/* an echo reply with the same id and sequence is no probe's frame */
+	pkt[54] = 129;
+	fixture_run(prog, fx.ifindex, pkt, len, NULL);
+	/* another sequence, another port, a source port below the range */
+	pkt[54] = 128;
+	*(uint16_t *)(pkt + 60) = htons(3);
+	fixture_run(prog, fx.ifindex, pkt, len, NULL);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 61000, 81, 0x02 });
+	fixture_run(prog, fx.ifindex, pkt, len, NULL);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 40000, 80, 0x02 });
+	ASSERT_EQ(fixture_run(prog, fx.ifindex, pkt, len, NULL), PI_REDIRECT,
+		  "the pod's own flow injected");
+	ring_buffer__consume(fx.rb);
+	ASSERT_EQ(fx.events, 2, "no event for any of them");
 	fx_teardown(&fx);
 }
