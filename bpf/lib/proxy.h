@@ -181,6 +181,8 @@ struct flow_room {
 	__u64 cutoff;		/* second pass: flows seen before it go */
 	__u32 pod_ifindex;
 	__u32 freed;
+	__u32 live;		/* first pass: the pod's flows it kept */
+	__u32 quota;		/* second pass: at most this many go */
 	bool evict_old;		/* second pass */
 };
 
@@ -189,13 +191,24 @@ static long flow_room_visit(void *map, struct pi_flow_key *k,
 {
 	if (f->pod_ifindex != c->pod_ifindex)
 		return 0;		/* another pod's: never touched */
-	if (f->flags & PI_FLOW_CLOSING ||
-	    (c->evict_old && f->last_seen_ns <= c->cutoff)) {
+	if (c->evict_old) {
+		/* the oldest always; others before the cutoff while the
+		 * eighth is not full */
+		if (f->last_seen_ns <= c->oldest ||
+		    (c->freed < c->quota && f->last_seen_ns <= c->cutoff)) {
+			flow_remove(map, k, f);
+			c->freed++;
+		}
+		return 0;
+	}
+	if (f->flags & PI_FLOW_CLOSING) {
 		flow_remove(map, k, f);
 		c->freed++;
-	} else if (f->last_seen_ns < c->oldest) {
-		c->oldest = f->last_seen_ns;
+		return 0;
 	}
+	c->live++;
+	if (f->last_seen_ns < c->oldest)
+		c->oldest = f->last_seen_ns;
 	return 0;
 }
 
@@ -204,7 +217,10 @@ static long flow_room_visit(void *map, struct pi_flow_key *k,
  * at its share, from that pod's own flows alone: every closing one; when
  * there is none, the least recently used eighth of its flows by age (the
  * oldest at least), so that the walk over the table is paid once per
- * many new flows, not at each. True when anything was freed.
+ * many new flows, not at each. The age cutoff finds the least recent
+ * ones; the count caps them at an eighth of the pod's flows, for a pod
+ * whose flows came in bursts (most of them older than the cutoff) keeps
+ * seven eighths all the same. True when anything was freed.
  */
 static __always_inline bool flow_make_room(void *map, __u32 pod_ifindex)
 {
@@ -220,6 +236,7 @@ static __always_inline bool flow_make_room(void *map, __u32 pod_ifindex)
 	if (c.oldest > c.now)
 		return false;		/* nothing of the pod's in the table */
 	c.cutoff = c.oldest + (c.now - c.oldest) / 8;
+	c.quota = c.live / 8 ?: 1;
 	c.evict_old = true;
 	bpf_for_each_map_elem(map, flow_room_visit, &c, 0);
 	return c.freed;

@@ -891,6 +891,40 @@ UNIT_TEST(proxy_harden_large_udp_not_split)
 	inject_bpf__destroy(fx.skel);
 }
 
+/* A pod whose flows came in one burst and then went quiet: at its share,
+ * a new flow makes room from the least recent eighth of them, not from
+ * every flow older than an eighth of the quiet time (before, all 8 192
+ * went at once, the idle ones of long-lived connections among them). */
+UNIT_TEST(proxy_share_burst_then_quiet)
+{
+	struct pi_proxy_rule r = {};
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len, redirected = 0;
+	uint32_t kept;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	for (int i = 0; i < PI_PROXY_FLOWS_PER_POD; i++) {
+		len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+			"10.0.0.2", IPPROTO_UDP, 1000, 1 + i });
+		redirected += run(fx.skel->progs.inject_egress, fx.if_pod, pkt,
+				  len, NULL) == PI_REDIRECT;
+	}
+	ASSERT_EQ(redirected, PI_PROXY_FLOWS_PER_POD, "the burst, its share");
+	/* quiet for 1 s, far longer than the burst took */
+	usleep(1000000);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 1001, 1 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "a new flow after the quiet: room made");
+	kept = rule_of(&fx, fx.if_pod).nflows;
+	ASSERT_EQ(kept >= PI_PROXY_FLOWS_PER_POD / 8 * 7 &&
+		  kept <= PI_PROXY_FLOWS_PER_POD, 1,
+		  "seven eighths of the burst kept");
+	inject_bpf__destroy(fx.skel);
+}
+
 /* Finding 6: one pod's 70 000 flows do not evict another pod's live
  * session; beyond its share the flood makes room from its own least
  * recently used flows (issue 23), and is refused only when it has none. */
