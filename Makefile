@@ -64,7 +64,7 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
-all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/nl_check $(BUILD)/mknetkit $(TOOLS) $(TEST_BPF)
+all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/header_alone $(BUILD)/nl_check $(BUILD)/mknetkit $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
@@ -145,6 +145,18 @@ $(BUILD)/unit_tests: $(UNIT_SRCS) src/prom.c src/prom.h $(LIB_OBJS) $(SKELS) $(w
 $(BUILD)/lib_tests: $(wildcard tests/lib/*.c) $(LIBPI)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(filter %.c,$^) $(LIBPI) -o $@ $(LDLIBS)
+
+# The public header stands alone (tests/header/alone.c): a copy of it in a
+# folder of its own is the only header of the project the program sees,
+# as under an installed libpodinject; it links with the archive. Strict
+# C99, so that the header asks nothing of its users' compilers.
+PUBLIC_INC := $(BUILD)/public-include
+$(BUILD)/header_alone: tests/header/alone.c include/podinject/podinject.h $(LIBPI) | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)rm -rf $(PUBLIC_INC) && mkdir -p $(PUBLIC_INC)/podinject
+	$(Q)cp include/podinject/podinject.h $(PUBLIC_INC)/podinject/
+	$(Q)$(CC) -std=c99 -Wall -Wextra -Wpedantic -Werror $(filter -fsanitize=% -fno-sanitize-recover=% -fno-omit-frame-pointer,$(CFLAGS)) \
+		-I$(PUBLIC_INC) $< $(LIBPI) -o $@ $(LDLIBS)
 
 # lib/nl.c end to end against the running kernel (tests/run.sh runs it)
 $(BUILD)/nl_check: tests/nlcheck/nl_check.c lib/nl.c lib/nl.h | $(BUILD)
