@@ -27,10 +27,10 @@
  * for their whole transaction; reads hold it shared.
  *
  * Every type and constant here is the library's own. The datapath's map
- * layouts (include/podinject_abi.h) are internal to the library: they may
- * change from one build to the next (a node is then upgraded in place,
- * pi_node_upgrade), and that changes nothing here. This header needs only
- * the C library's headers.
+ * layouts are internal to the library (its BPF ABI header, which this one
+ * does not include): they may change from one build to the next (a node is
+ * then upgraded in place, pi_node_upgrade), and that changes nothing here.
+ * This header needs only the C library's headers.
  */
 #ifndef PODINJECT_PODINJECT_H
 #define PODINJECT_PODINJECT_H
