@@ -175,7 +175,8 @@ int inject_egress(struct __sk_buff *skb)
 
 /* On a device with a guard, a frame carrying the tag gets the target's
  * own MAC back; returns the guard then, NULL for every other frame. */
-static __always_inline struct pi_dp_netkit_guard *strip_tag(struct __sk_buff *skb)
+static __always_inline struct pi_dp_netkit_guard *
+strip_tag(struct __sk_buff *skb)
 {
 	__u32 ifindex = skb->ifindex;
 	struct pi_dp_netkit_guard *g;

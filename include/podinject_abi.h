@@ -50,27 +50,31 @@
  * pod at the one exit point of each program. */
 enum pi_dp_drop_reason {
 	PI_DP_DROP_NONE = 0,
-	PI_DP_DROP_SPOOFED,	/* source address is not the pod's */
+	PI_DP_DROP_SPOOFED,		/* source address is not the pod's */
 	PI_DP_DROP_POLICY,		/* denied by the pod's egress policy */
-	PI_DP_DROP_MALFORMED,	/* truncated or otherwise unparsable */
-	PI_DP_DROP_UNKNOWN_POD,	/* program on a device that is no pod */
-	PI_DP_DROP_REDIRECT,	/* redirect helper refused */
-	PI_DP_DROP_INGRESS_POLICY,	/* denied by the destination's ingress policy */
-	PI_DP_DROP_UNSUPPORTED,	/* neither IPv4, IPv6 nor ARP */
+	PI_DP_DROP_MALFORMED,		/* truncated or otherwise unparsable */
+	PI_DP_DROP_UNKNOWN_POD,		/* program on a device that is no pod */
+	PI_DP_DROP_REDIRECT,		/* redirect helper refused */
+	PI_DP_DROP_INGRESS_POLICY,	/* denied by the destination's
+					 * ingress policy */
+	PI_DP_DROP_UNSUPPORTED,		/* neither IPv4, IPv6 nor ARP */
 	/* New reasons go here, at the end: the numbers above are kept. */
-	PI_DP_DROP_FRAG_ORPHAN,	/* a non-first fragment whose first fragment
-				 * was not let through (no fragment entry) */
-	PI_DP_DROP_FRAG_TINY,	/* a first fragment too short to hold the
-				 * transport header */
+	PI_DP_DROP_FRAG_ORPHAN,		/* a non-first fragment whose first
+					 * fragment was not let through (no
+					 * fragment entry) */
+	PI_DP_DROP_FRAG_TINY,		/* a first fragment too short to hold
+					 * the transport header */
 	PI_DP_DROP_VLAN,		/* a VLAN-tagged frame from a pod */
-	PI_DP_DROP_ROUTER,		/* a router advertisement or redirect from a
-				 * pod */
-	PI_DP_DROP_ND_SPOOFED,	/* NDP or ARP claiming an address or MAC that
-				 * is not the pod's */
-	PI_DP_DROP_UPLINK_SPOOFED,	/* from the uplink with a local pod's source
-				 * address (counted on that pod) */
-	PI_DP_DROP_TTL,		/* routed with no TTL or hop limit left (the
-				 * sender is sent an ICMP time exceeded) */
+	PI_DP_DROP_ROUTER,		/* a router advertisement or redirect
+					 * from a pod */
+	PI_DP_DROP_ND_SPOOFED,		/* NDP or ARP claiming an address or
+					 * MAC that is not the pod's */
+	PI_DP_DROP_UPLINK_SPOOFED,	/* from the uplink with a local pod's
+					 * source address (counted on that
+					 * pod) */
+	PI_DP_DROP_TTL,			/* routed with no TTL or hop limit
+					 * left (the sender is sent an ICMP
+					 * time exceeded) */
 	PI_DP_DROP_MAX,
 };
 
@@ -129,9 +133,9 @@ enum pi_node_flags {
 enum pi_dp_ct_timeout {
 	PI_DP_CT_TO_TCP_OPENING = 0,	/* SYN seen, no answer yet */
 	PI_DP_CT_TO_TCP_ESTABLISHED,
-	PI_DP_CT_TO_TCP_CLOSING,		/* RST, or a FIN from both ends */
-	PI_DP_CT_TO_UDP,			/* and protocols without ports */
-	PI_DP_CT_TO_ICMP,			/* echo */
+	PI_DP_CT_TO_TCP_CLOSING,	/* RST, or a FIN from both ends */
+	PI_DP_CT_TO_UDP,		/* and protocols without ports */
+	PI_DP_CT_TO_ICMP,		/* echo */
 	PI_DP_CT_TO_MAX,
 };
 
@@ -164,7 +168,7 @@ struct pi_upgrade_progress {
 
 /* pod_meta: host-side ifindex -> what userspace knows of a pod and the
  * datapath never reads. Created by userspace, pinned beside the maps. */
-#define PI_DP_POD_NAME_MAX		253	/* a DNS name; Kubernetes ns/name fits */
+#define PI_DP_POD_NAME_MAX	253	/* a DNS name; ns/name fits */
 #define PI_DP_NETNS_MAX		256
 #define PI_DP_ATTACH_ID_MAX	128
 
@@ -331,14 +335,14 @@ struct pi_ct_key {
 };
 
 enum pi_dp_ct_state {
-	PI_DP_CT_OPENING = 1,	/* TCP: the opener's SYN, no answer yet */
-	PI_DP_CT_ESTABLISHED = 2,	/* answered (for UDP and ICMP: any flow) */
-	PI_DP_CT_CLOSING = 3,	/* TCP: RST, or FIN from both ends */
+	PI_DP_CT_OPENING = 1,		/* TCP: the opener's SYN, unanswered */
+	PI_DP_CT_ESTABLISHED = 2,	/* answered (UDP, ICMP: any flow) */
+	PI_DP_CT_CLOSING = 3,		/* TCP: RST, or FIN from both ends */
 };
 
 enum pi_dp_ct_flags {
-	PI_DP_CT_REPLIED = 1 << 0,		/* a packet came back */
-	PI_DP_CT_FIN_POD = 1 << 1,		/* the pod sent a FIN */
+	PI_DP_CT_REPLIED = 1 << 0,	/* a packet came back */
+	PI_DP_CT_FIN_POD = 1 << 1,	/* the pod sent a FIN */
 	PI_DP_CT_FIN_PEER = 1 << 2,	/* the far end sent a FIN */
 };
 
@@ -373,7 +377,7 @@ enum pi_dp_policy_dir {
  * packet is then emitted into the target's egress datapath. */
 enum pi_dp_inject_path {
 	PI_DP_PATH_FAST = 1,		/* bpf_redirect_peer(BPF_F_EGRESS) */
-	PI_DP_PATH_FALLBACK = 2,		/* bpf_redirect(BPF_F_INGRESS) */
+	PI_DP_PATH_FALLBACK = 2,	/* bpf_redirect(BPF_F_INGRESS) */
 	PI_DP_PATH_NETKIT_FALLBACK = 3,	/* the same, tagged, onto a netkit
 					 * primary whose guard runs the
 					 * target's peer program */

@@ -633,7 +633,8 @@ static int parse_doc(struct apply *a, json_t *root)
 	if (!json_is_string(v) || strcmp(json_string_value(v), PI_STATE_API_VERSION))
 		return refuse(a, -EINVAL, "apiVersion", "want \"%s\"",
 			      PI_STATE_API_VERSION);
-	a->gwant = calloc(PI_MAX_INJECT + PI_DP_MAX_PODS + 1, sizeof(*a->gwant));
+	a->gwant = calloc(PI_MAX_INJECT + PI_DP_MAX_PODS + 1,
+			  sizeof(*a->gwant));
 	if (!a->gwant)
 		return -ENOMEM;
 	pods = json_object_get(root, "pods");

@@ -71,8 +71,8 @@ static int read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
 /* Every pod's references, both directions. */
 static int read_all_refs(const struct pi_node *n, struct pi_policy_ref *refs)
 {
-	return cls_array_read(n->maps[M_POLICY_REFS], 0, PI_DP_MAX_PODS * 2, refs,
-			  sizeof(*refs));
+	return cls_array_read(n->maps[M_POLICY_REFS], 0, PI_DP_MAX_PODS * 2,
+			      refs, sizeof(*refs));
 }
 
 /* First slot of a free run of `count` slots, or -ENOSPC. Live ranges,

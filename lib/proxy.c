@@ -484,7 +484,8 @@ int pi_proxy_list(struct pi_node *n, struct pi_proxy_info **out)
 
 			key = next;
 			prev = &key;
-			if (bpf_map_lookup_elem(s.maps[IM_PROXY_RULES], &key, &r))
+			if (bpf_map_lookup_elem(s.maps[IM_PROXY_RULES], &key,
+						&r))
 				continue;
 			proxy_rule_from_dp(&p->rule, &r);
 			pod_name_by_ifindex(n, key, p->pod, sizeof(p->pod));

@@ -367,8 +367,8 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 		else
 			fresh.state = PI_DP_CT_ESTABLISHED;
 		if (p->tcp_flags & TCP_FIN)
-			fresh.flags |= dir == PI_DP_DIR_EGRESS ? PI_DP_CT_FIN_POD :
-							      PI_DP_CT_FIN_PEER;
+			fresh.flags |= dir == PI_DP_DIR_EGRESS ?
+				       PI_DP_CT_FIN_POD : PI_DP_CT_FIN_PEER;
 	} else {
 		fresh.state = PI_DP_CT_ESTABLISHED;
 	}

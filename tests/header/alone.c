@@ -66,7 +66,8 @@ int main(void)
 	ist.guard = guard;
 	pspec.sport = PI_PROBE_PORT_LO;
 	step.what = PI_PLAN_POLICY;
-	sum += stats.drops[PI_DROP_TTL] + xdp.acl_drops + ist.drops[PI_INJ_DROP_REDIRECT];
+	sum += stats.drops[PI_DROP_TTL] + xdp.acl_drops +
+	       ist.drops[PI_INJ_DROP_REDIRECT];
 	sum += counts.by_state[PI_CT_CLOSING] + timeouts[PI_CT_TO_UDP];
 	sum += (uint64_t)up.attach + node.pods + uo.lock_timeout_ms + ui.hooks;
 	sum += spec.has4 + adopt.has6 + auth.path + aerr.where[0] + pres.port;
