@@ -30,33 +30,23 @@ static int read_ref(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 }
 
 /* A rule of the API, as the `rules` map holds it, and back: the map's
- * layout is the datapath's, free to change without changing the API. */
+ * layout is the datapath's, free to change without changing the API.
+ * RULE_FIELDS lists what both name alike, once for both ways. */
+#define RULE_FIELDS(src)						\
+	.id = (src)->id, .action = (src)->action, .proto = (src)->proto, \
+	.family = (src)->family, .prefixlen = (src)->prefixlen,		\
+	.port_lo = (src)->port_lo, .port_hi = (src)->port_hi
+
 static struct pi_dp_rule rule_to_dp(const struct pi_rule *r)
 {
-	return (struct pi_dp_rule){
-		.id = r->id,
-		.action = r->action,
-		.proto = r->proto,
-		.family = r->family,
-		.prefixlen = r->prefixlen,
-		.port_lo = r->port_lo,
-		.port_hi = r->port_hi,
-		.addr = addr_to_dp(&r->addr),
-	};
+	return (struct pi_dp_rule){ RULE_FIELDS(r),
+				    .addr = addr_to_dp(&r->addr) };
 }
 
 static struct pi_rule rule_from_dp(const struct pi_dp_rule *r)
 {
-	return (struct pi_rule){
-		.id = r->id,
-		.action = r->action,
-		.proto = r->proto,
-		.family = r->family,
-		.prefixlen = r->prefixlen,
-		.port_lo = r->port_lo,
-		.port_hi = r->port_hi,
-		.addr = addr_from_dp(&r->addr),
-	};
+	return (struct pi_rule){ RULE_FIELDS(r),
+				 .addr = addr_from_dp(&r->addr) };
 }
 
 static int read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,

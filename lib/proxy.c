@@ -318,6 +318,18 @@ static int two_pods(struct pi_node *n, const char *proxy_name,
 	return 0;
 }
 
+/* What a proxy rule of the API and the proxy_rules map's name alike, once
+ * for both ways; their port lists are copied whole. */
+#define PROXY_RULE_FIELDS(src)						\
+	.port = (src)->port, .proto = (src)->proto,			\
+	.nports = (src)->nports, .dst_family = (src)->dst_family,	\
+	.dst_plen = (src)->dst_plen
+_Static_assert(sizeof(((struct pi_proxy_rule *)0)->dport_lo) ==
+	       sizeof(((struct pi_dp_proxy_rule *)0)->dport_lo) &&
+	       sizeof(((struct pi_proxy_rule *)0)->dport_hi) ==
+	       sizeof(((struct pi_dp_proxy_rule *)0)->dport_hi),
+	       "the API's port lists are the map's");
+
 /* A proxy rule of the API, as the proxy_rules map holds it: with the two
  * pods' devices and addresses the datapath hands packets between. */
 static struct pi_dp_proxy_rule proxy_rule_to_dp(const struct pi_proxy_rule *r,
@@ -325,19 +337,13 @@ static struct pi_dp_proxy_rule proxy_rule_to_dp(const struct pi_proxy_rule *r,
 						const struct pi_pod_info *pod)
 {
 	struct pi_dp_proxy_rule d = {
+		PROXY_RULE_FIELDS(r),
 		.proxy_ifindex = proxy->ifindex,
-		.port = r->port,
-		.proto = r->proto,
-		.nports = r->nports,
-		.dst_family = r->dst_family,
-		.dst_plen = r->dst_plen,
 		.dst = addr_to_dp(&r->dst),
 	};
 
-	for (int i = 0; i < PI_PROXY_MAX_PORTS; i++) {
-		d.dport_lo[i] = r->dport_lo[i];
-		d.dport_hi[i] = r->dport_hi[i];
-	}
+	memcpy(d.dport_lo, r->dport_lo, sizeof(d.dport_lo));
+	memcpy(d.dport_hi, r->dport_hi, sizeof(d.dport_hi));
 	memcpy(d.proxy_pod_mac, proxy->pod_mac, 6);
 	memcpy(d.proxy_host_mac, proxy->host_mac, 6);
 	memcpy(d.pod_mac, pod->pod_mac, 6);
@@ -350,20 +356,14 @@ void proxy_rule_from_dp(struct pi_proxy_rule *r,
 			const struct pi_dp_proxy_rule *d)
 {
 	*r = (struct pi_proxy_rule){
-		.port = d->port,
-		.proto = d->proto,
-		.nports = d->nports,
-		.dst_family = d->dst_family,
-		.dst_plen = d->dst_plen,
+		PROXY_RULE_FIELDS(d),
 		.dst = addr_from_dp(&d->dst),
 		.nflows = d->nflows,
 		.nupstream = d->nupstream,
 		.limit_drops = d->limit_drops,
 	};
-	for (int i = 0; i < PI_PROXY_MAX_PORTS; i++) {
-		r->dport_lo[i] = d->dport_lo[i];
-		r->dport_hi[i] = d->dport_hi[i];
-	}
+	memcpy(r->dport_lo, d->dport_lo, sizeof(r->dport_lo));
+	memcpy(r->dport_hi, d->dport_hi, sizeof(r->dport_hi));
 }
 
 int pi_proxy_add(struct pi_node *n, const char *proxy_name,
