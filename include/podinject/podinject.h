@@ -449,7 +449,7 @@ enum pi_inject_drop {
 
 #define PI_INJ_DROP_NAMES { "redirect-refused" }
 
-/* The netkit fallback's guard on a target pod (docs/injection.md). */
+/* The netkit fallback's guard on a target pod (docs/datapath.md). */
 struct pi_netkit_guard {
 	uint32_t slot;			/* of the target's peer program */
 	uint8_t pod_mac[6];		/* the source the node's tag stands in for */
