@@ -21,6 +21,12 @@ CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation 
 # The library's own headers are for the library and its unit tests; the
 # CLI sees the public header only.
 LIB_CFLAGS := -Ilib
+# The public header as an installed copy of it would be: alone in a folder
+# of its own. The CLI and the API's tests compile against it, not include/,
+# so that they can use nothing but the API (no datapath header).
+PUBLIC_INC := $(BUILD)/public-include
+PUBLIC_HDR := $(PUBLIC_INC)/podinject/podinject.h
+PUBLIC_CFLAGS = $(filter-out -Iinclude,$(CFLAGS)) -I$(PUBLIC_INC)
 LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson -lyaml
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	      -Iinclude -Ibpf -I$(BUILD)
@@ -64,7 +70,7 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
-all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/nl_check $(BUILD)/mknetkit $(TOOLS) $(TEST_BPF)
+all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/header_alone $(BUILD)/nl_check $(BUILD)/mknetkit $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
@@ -94,9 +100,12 @@ $(BUILD)/lib/%.o: lib/%.c $(SKELS) $(HEADERS) | $(BUILD)/lib
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.o: src/%.c $(HEADERS) $(wildcard src/*.h) | $(BUILD)/obj
+$(PUBLIC_HDR): include/podinject/podinject.h
+	$(Q)mkdir -p $(@D) && cp $< $@
+
+$(BUILD)/obj/%.o: src/%.c $(PUBLIC_HDR) $(wildcard src/*.h) | $(BUILD)/obj
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(PUBLIC_CFLAGS) -c $< -o $@
 
 # One relocatable object whose only global symbols are pi_*: a program
 # that links the library meets none of its internal names.
@@ -142,9 +151,18 @@ $(BUILD)/unit_tests: $(UNIT_SRCS) src/prom.c src/prom.h $(LIB_OBJS) $(SKELS) $(w
 	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) $(UNIT_CFLAGS) -Wno-missing-field-initializers -Itests/unit $(UNIT_SRCS) src/prom.c $(LIB_OBJS) -o $@ $(LDLIBS)
 
 # The API's own tests link the library as any other program would.
-$(BUILD)/lib_tests: $(wildcard tests/lib/*.c) $(LIBPI)
+$(BUILD)/lib_tests: $(wildcard tests/lib/*.c) $(PUBLIC_HDR) $(LIBPI)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(filter %.c,$^) $(LIBPI) -o $@ $(LDLIBS)
+	$(Q)$(CC) $(PUBLIC_CFLAGS) $(filter %.c,$^) $(LIBPI) -o $@ $(LDLIBS)
+
+# The public header stands alone (tests/header/alone.c): its copy in
+# PUBLIC_INC is the only header of the project the program sees, as under
+# an installed libpodinject; it links with the archive. Strict C99, so
+# that the header asks nothing of its users' compilers.
+$(BUILD)/header_alone: tests/header/alone.c $(PUBLIC_HDR) $(LIBPI) | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -std=c99 -Wall -Wextra -Wpedantic -Werror $(filter -fsanitize=% -fno-sanitize-recover=% -fno-omit-frame-pointer,$(CFLAGS)) \
+		-I$(PUBLIC_INC) $< $(LIBPI) -o $@ $(LDLIBS)
 
 # lib/nl.c end to end against the running kernel (tests/run.sh runs it)
 $(BUILD)/nl_check: tests/nlcheck/nl_check.c lib/nl.c lib/nl.h | $(BUILD)

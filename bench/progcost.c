@@ -97,7 +97,7 @@ static void add_pod(struct node_bpf *skel, __u32 id, int ifindex,
 		    const char *ip4)
 {
 	struct pi_pod pod = { .id = id, .ifindex = ifindex,
-			      .flags = PI_POD_HAS_V4 };
+			      .flags = PI_DP_POD_HAS_V4 };
 	struct pi_endpoint ep = { .kind = PI_EP_POD, .pod_ifindex = ifindex,
 				  .pod_id = id };
 	struct pi_endpoint_key k = { .family = AF_INET };
@@ -133,13 +133,13 @@ static int set_rules_last(struct node_bpf *skel, __u32 id, __u32 count,
 			  __u32 start, bool deny_last)
 {
 	struct cls_maps m = CLS_MAPS_OF(skel);
-	struct pi_rule *rules = calloc(count, sizeof(*rules));
+	struct pi_dp_rule *rules = calloc(count, sizeof(*rules));
 	int err;
 
 	if (!rules)
 		return -ENOMEM;
 	for (__u32 i = 0; i < count; i++) {
-		struct pi_rule r = { .id = start + i + 1, .action = PI_DENY,
+		struct pi_dp_rule r = { .id = start + i + 1, .action = PI_DP_DENY,
 				     .proto = IPPROTO_TCP, .family = AF_INET,
 				     .prefixlen = 24,
 				     .port_lo = 1000 + i % 50000,
@@ -147,13 +147,13 @@ static int set_rules_last(struct node_bpf *skel, __u32 id, __u32 count,
 
 		inet_pton(AF_INET, "192.0.2.0", &r.addr.a[0]);
 		if (deny_last && i == count - 1)
-			r = (struct pi_rule){ .id = start + i + 1,
-					      .action = PI_DENY };
+			r = (struct pi_dp_rule){ .id = start + i + 1,
+					      .action = PI_DP_DENY };
 		rules[i] = r;
 	}
 	/* as the library publishes an edit: rules, their classifier, the
 	 * reference flipped (lib/cls.c) */
-	err = cls_publish(&m, id, PI_DIR_EGRESS, rules, count, start, NULL);
+	err = cls_publish(&m, id, PI_DP_DIR_EGRESS, rules, count, start, NULL);
 	free(rules);
 	return err;
 }
@@ -282,7 +282,7 @@ int main(int argc, char **argv)
 				       .proto = IPPROTO_TCP,
 				       .pod_port = i & 0xffff,
 				       .peer_port = 80 };
-		struct pi_ct_entry e = { .state = PI_CT_ESTABLISHED,
+		struct pi_ct_entry e = { .state = PI_DP_CT_ESTABLISHED,
 					 .last_ns = ~0ull >> 2 };
 
 		k.pod.a[0] = htonl(0x0a000000 | (i >> 16));
@@ -356,7 +356,7 @@ int main(int argc, char **argv)
 		struct pi_inject_key k = { .injector_ifindex = ifi,
 					   .family = AF_INET };
 		struct pi_inject_target t = { .target_ifindex = ifa,
-					      .path = PI_PATH_FALLBACK };
+					      .path = PI_DP_PATH_FALLBACK };
 		int fd = bpf_program__fd(inj->progs.inject_egress);
 
 		inet_pton(AF_INET, "10.0.0.1", &k.addr.a[0]);

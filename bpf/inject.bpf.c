@@ -64,14 +64,14 @@ const volatile __u8 netkit_tag[ETH_ALEN] = { 0x02, 0, 0, 0, 0, 0x01 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, PI_MAX_PODS);
+	__uint(max_entries, PI_DP_MAX_PODS);
 	__type(key, __u32);
-	__type(value, struct pi_netkit_guard);
+	__type(value, struct pi_dp_netkit_guard);
 } netkit_guards SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, PI_MAX_PODS);
+	__uint(max_entries, PI_DP_MAX_PODS);
 	__type(key, __u32);
 	__type(value, __u32);
 } netkit_peer_progs SEC(".maps");
@@ -146,7 +146,7 @@ int inject_egress(struct __sk_buff *skb)
 		return PI_NEXT;
 	__builtin_memcpy(eth->h_source, t->target_pod_mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_dest, t->target_host_mac, ETH_ALEN);
-	if (t->path == PI_PATH_NETKIT_FALLBACK) {
+	if (t->path == PI_DP_PATH_NETKIT_FALLBACK) {
 		eth->h_source[0] = netkit_tag[0];
 		eth->h_source[1] = netkit_tag[1];
 		eth->h_source[2] = netkit_tag[2];
@@ -158,14 +158,14 @@ int inject_egress(struct __sk_buff *skb)
 	st = stats_of(skb->ifindex, t);
 	if (res == PARSE_OK)
 		probe_note_sent(skb, &p);
-	if (t->path == PI_PATH_FAST)
+	if (t->path == PI_DP_PATH_FAST)
 		ret = redirect_peer(t->target_ifindex, PI_F_EGRESS);
 	else
 		ret = redirect_plain(t->target_ifindex, PI_F_INGRESS);
 	if (ret != PI_REDIRECT) {
 		/* A kernel without BPF_F_EGRESS refuses the flag here. */
 		if (st)
-			st->drops[PI_INJ_DROP_REDIRECT]++;
+			st->drops[PI_DP_INJ_DROP_REDIRECT]++;
 		return PI_DROP;
 	}
 	if (st) {
@@ -177,10 +177,11 @@ int inject_egress(struct __sk_buff *skb)
 
 /* On a device with a guard, a frame carrying the tag gets the target's
  * own MAC back; returns the guard then, NULL for every other frame. */
-static __always_inline struct pi_netkit_guard *strip_tag(struct __sk_buff *skb)
+static __always_inline struct pi_dp_netkit_guard *
+strip_tag(struct __sk_buff *skb)
 {
 	__u32 ifindex = skb->ifindex;
-	struct pi_netkit_guard *g;
+	struct pi_dp_netkit_guard *g;
 	void *data, *data_end;
 	struct ethhdr *eth;
 
@@ -208,7 +209,7 @@ static __always_inline struct pi_netkit_guard *strip_tag(struct __sk_buff *skb)
 SEC("tc")
 int netkit_guard(struct __sk_buff *skb)
 {
-	struct pi_netkit_guard *g = strip_tag(skb);
+	struct pi_dp_netkit_guard *g = strip_tag(skb);
 
 	if (!g)
 		return PI_NEXT;
@@ -228,7 +229,7 @@ int netkit_guard(struct __sk_buff *skb)
 SEC("tc")
 int netkit_untag(struct __sk_buff *skb)
 {
-	struct pi_netkit_guard *g = strip_tag(skb);
+	struct pi_dp_netkit_guard *g = strip_tag(skb);
 
 	if (g)
 		__sync_fetch_and_add(&g->forged, 1);

@@ -61,14 +61,14 @@ static __always_inline int deliver_to_pod(struct __sk_buff *skb,
 					  const struct pkt *p,
 					  const struct pi_endpoint *ep)
 {
-	struct pi_pod_stats *st;
+	struct pi_dp_pod_stats *st;
 
-	if (ct_policy(skb, false, ep->pod_id, PI_DIR_INGRESS, p, skb->len) ==
-	    PI_DENY)
-		return drop(ep->pod_id, PI_DROP_INGRESS_POLICY);
+	if (ct_policy(skb, false, ep->pod_id, PI_DP_DIR_INGRESS, p, skb->len) ==
+	    PI_DP_DENY)
+		return drop(ep->pod_id, PI_DP_DROP_INGRESS_POLICY);
 	frag_note(p);
 	if (!set_pod_l2(skb, ep))
-		return drop(ep->pod_id, PI_DROP_MALFORMED);
+		return drop(ep->pod_id, PI_DP_DROP_MALFORMED);
 
 	st = stats_of(ep->pod_id);
 	if (st) {
@@ -84,7 +84,7 @@ static __always_inline int deliver_via_host_dev(struct __sk_buff *skb,
 						const struct pi_endpoint *ep)
 {
 	if (!set_pod_l2(skb, ep))
-		return drop(ep->pod_id, PI_DROP_MALFORMED);
+		return drop(ep->pod_id, PI_DP_DROP_MALFORMED);
 	return redirect_plain(ep->pod_ifindex, 0);
 }
 
@@ -97,7 +97,7 @@ static __always_inline int ttl_expired(struct __sk_buff *skb,
 				       const struct pkt *p, __u32 pod_id,
 				       bool in_netkit)
 {
-	count_drop(pod_id, PI_DROP_TTL);
+	count_drop(pod_id, PI_DP_DROP_TTL);
 	if (in_netkit || !ttl_may_answer(skb, p) ||
 	    ttl_time_exceeded(skb, p->family))
 		return PI_DROP;
@@ -144,7 +144,7 @@ static __always_inline int route(struct __sk_buff *skb, const struct pkt *p,
  * must be about itself: a neighbour advertisement's target is its own
  * address (or a link-local one, which names nothing beyond its own link),
  * and every link-layer address option carries its own MAC. Returns the
- * drop reason, PI_DROP_NONE to go on. */
+ * drop reason, PI_DP_DROP_NONE to go on. */
 static __always_inline int nd_check(struct __sk_buff *skb,
 				    const struct pi_pod *pod,
 				    const struct pkt *p)
@@ -153,47 +153,47 @@ static __always_inline int nd_check(struct __sk_buff *skb,
 	__u8 h[8];
 
 	if (bpf_skb_load_bytes(skb, off, h, 4))
-		return PI_DROP_MALFORMED;
+		return PI_DP_DROP_MALFORMED;
 	if (h[0] == ND_ROUTER_ADVERT || h[0] == ND_REDIRECT)
-		return PI_DROP_ROUTER;
+		return PI_DP_DROP_ROUTER;
 	if (h[0] == ND_NEIGHBOR_ADVERT) {
-		struct pi_addr t, own = {};
+		struct pi_dp_addr t, own = {};
 
 		if (bpf_skb_load_bytes(skb, off + 8, &t, 16))
-			return PI_DROP_MALFORMED;
+			return PI_DP_DROP_MALFORMED;
 		__builtin_memcpy(own.a, pod->ip6, 16);
 		if (!addr6_is_link_local(&t) &&
-		    (!(pod->flags & PI_POD_HAS_V6) || !addr_eq(&t, &own)))
-			return PI_DROP_ND_SPOOFED;
+		    (!(pod->flags & PI_DP_POD_HAS_V6) || !addr_eq(&t, &own)))
+			return PI_DP_DROP_ND_SPOOFED;
 	}
 	if (h[0] == ND_ROUTER_SOLICIT)
 		off += 8;
 	else if (h[0] == ND_NEIGHBOR_SOLICIT || h[0] == ND_NEIGHBOR_ADVERT)
 		off += 24;
 	else
-		return PI_DROP_NONE;
+		return PI_DP_DROP_NONE;
 	/* netkit in L3 mode is NOARP: no link-layer addresses to claim */
-	if (pod->flags & PI_POD_NETKIT)
-		return PI_DROP_NONE;
+	if (pod->flags & PI_DP_POD_NETKIT)
+		return PI_DP_DROP_NONE;
 #pragma unroll
 	for (i = 0; i < ND_MAX_OPTS; i++) {
 		if (off + 8 > p->l3_end)
 			break;
 		if (bpf_skb_load_bytes(skb, off, h, 8))
-			return PI_DROP_MALFORMED;
+			return PI_DP_DROP_MALFORMED;
 		if (!h[1])
-			return PI_DROP_MALFORMED;
+			return PI_DP_DROP_MALFORMED;
 		if ((h[0] == ND_OPT_SOURCE_LL || h[0] == ND_OPT_TARGET_LL) &&
 		    (h[2] != pod->pod_mac[0] || h[3] != pod->pod_mac[1] ||
 		     h[4] != pod->pod_mac[2] || h[5] != pod->pod_mac[3] ||
 		     h[6] != pod->pod_mac[4] || h[7] != pod->pod_mac[5]))
-			return PI_DROP_ND_SPOOFED;
+			return PI_DP_DROP_ND_SPOOFED;
 		off += (__u32)h[1] * 8;
 	}
-	return PI_DROP_NONE;
+	return PI_DP_DROP_NONE;
 }
 
-static __always_inline bool addr6_is_multicast(const struct pi_addr *a)
+static __always_inline bool addr6_is_multicast(const struct pi_dp_addr *a)
 {
 	return (a->a[0] & bpf_htonl(0xff000000)) == bpf_htonl(0xff000000);
 }
@@ -201,7 +201,7 @@ static __always_inline bool addr6_is_multicast(const struct pi_addr *a)
 static __always_inline int pod_egress_common(struct __sk_buff *skb,
 					     bool in_netkit)
 {
-	struct pi_pod_stats *st;
+	struct pi_dp_pod_stats *st;
 	struct pi_pod *pod;
 	__u32 ifindex = skb->ifindex;
 	bool link_scope = false;
@@ -215,32 +215,32 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 	/* A tag taken off by the receiving device (skb->vlan_*) or still in
 	 * the frame: either way the frame would leave in some VLAN. */
 	if (skb->vlan_present)
-		return drop(pod->id, PI_DROP_VLAN);
+		return drop(pod->id, PI_DP_DROP_VLAN);
 	ret = parse_pkt(skb, &p);
 	if (ret == PARSE_VLAN)
-		return drop(pod->id, PI_DROP_VLAN);
+		return drop(pod->id, PI_DP_DROP_VLAN);
 	if (ret == PARSE_ARP) {
 		/* the sender address of ARP is a claim: only its own (or
 		 * none, an address probe) */
 		if (p.saddr.a[0] &&
-		    (!(pod->flags & PI_POD_HAS_V4) || p.saddr.a[0] != pod->ip4))
-			return drop(pod->id, PI_DROP_ND_SPOOFED);
+		    (!(pod->flags & PI_DP_POD_HAS_V4) || p.saddr.a[0] != pod->ip4))
+			return drop(pod->id, PI_DP_DROP_ND_SPOOFED);
 		return PI_PASS;
 	}
 	if (ret == PARSE_UNSUPPORTED)
-		return drop(pod->id, PI_DROP_UNSUPPORTED);
+		return drop(pod->id, PI_DP_DROP_UNSUPPORTED);
 	if (ret != PARSE_OK && ret != PARSE_FRAG_ORPHAN &&
 	    ret != PARSE_FRAG_TINY)
-		return drop(pod->id, PI_DROP_MALFORMED);
+		return drop(pod->id, PI_DP_DROP_MALFORMED);
 
 	if (p.family == AF_INET) {
-		if (!(pod->flags & PI_POD_HAS_V4) || p.saddr.a[0] != pod->ip4)
-			return drop(pod->id, PI_DROP_SPOOFED);
+		if (!(pod->flags & PI_DP_POD_HAS_V4) || p.saddr.a[0] != pod->ip4)
+			return drop(pod->id, PI_DP_DROP_SPOOFED);
 	} else {
-		struct pi_addr own = {};
+		struct pi_dp_addr own = {};
 
 		__builtin_memcpy(own.a, pod->ip6, 16);
-		if (!(pod->flags & PI_POD_HAS_V6) || !addr_eq(&p.saddr, &own)) {
+		if (!(pod->flags & PI_DP_POD_HAS_V6) || !addr_eq(&p.saddr, &own)) {
 			/* Neighbour discovery, router solicitation, MLD and
 			 * DAD use link-local or unspecified sources. Such a
 			 * packet cannot leave the link: it may only go to a
@@ -248,27 +248,27 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 			 * node's stack, and it meets the policy first. */
 			if (!addr6_is_link_local(&p.saddr) &&
 			    !addr6_is_unspecified(&p.saddr))
-				return drop(pod->id, PI_DROP_SPOOFED);
+				return drop(pod->id, PI_DP_DROP_SPOOFED);
 			if (!addr6_is_link_local(&p.daddr) &&
 			    !addr6_is_multicast(&p.daddr))
-				return drop(pod->id, PI_DROP_SPOOFED);
+				return drop(pod->id, PI_DP_DROP_SPOOFED);
 			link_scope = true;
 		}
 	}
 	if (ret == PARSE_FRAG_TINY)
-		return drop(pod->id, PI_DROP_FRAG_TINY);
+		return drop(pod->id, PI_DP_DROP_FRAG_TINY);
 	if (ret == PARSE_FRAG_ORPHAN)
-		return drop(pod->id, PI_DROP_FRAG_ORPHAN);
+		return drop(pod->id, PI_DP_DROP_FRAG_ORPHAN);
 	if (p.family == AF_INET6 && p.proto == IPPROTO_ICMPV6_ &&
 	    p.frag == PKT_FRAG_NONE) {
 		why = nd_check(skb, pod, &p);
-		if (why != PI_DROP_NONE)
+		if (why != PI_DP_DROP_NONE)
 			return drop(pod->id, why);
 	}
 
-	if (ct_policy(skb, false, pod->id, PI_DIR_EGRESS, &p, skb->len) ==
-	    PI_DENY)
-		return drop(pod->id, PI_DROP_POLICY);
+	if (ct_policy(skb, false, pod->id, PI_DP_DIR_EGRESS, &p, skb->len) ==
+	    PI_DP_DENY)
+		return drop(pod->id, PI_DP_DROP_POLICY);
 	frag_note(&p);
 	/* The link's own chatter (NDP, MLD, DAD) stays out of the pod's
 	 * egress counters, as it always has: they count what the pod sends
@@ -304,11 +304,11 @@ static __always_inline int ingress_checks(struct __sk_buff *skb,
 					  const struct pi_pod *pod,
 					  const struct pkt *p)
 {
-	struct pi_pod_stats *st;
+	struct pi_dp_pod_stats *st;
 
-	if (ct_policy(skb, false, pod->id, PI_DIR_INGRESS, p, skb->len) ==
-	    PI_DENY)
-		return drop(pod->id, PI_DROP_INGRESS_POLICY);
+	if (ct_policy(skb, false, pod->id, PI_DP_DIR_INGRESS, p, skb->len) ==
+	    PI_DP_DENY)
+		return drop(pod->id, PI_DP_DROP_INGRESS_POLICY);
 	frag_note(p);
 	st = stats_of(pod->id);
 	if (st) {
@@ -335,15 +335,15 @@ int pod_ingress(struct __sk_buff *skb)
 	/* Everything this device transmits next passes the XDP ACL on the
 	 * pod's eth0 (bpf/xdp.bpf.c), which checks and counts it there;
 	 * checking here too would count it twice. */
-	if (pod->flags & PI_POD_XDP)
+	if (pod->flags & PI_DP_POD_XDP)
 		return PI_NEXT;
 	ret = parse_pkt(skb, &p);
 	if (ret == PARSE_ARP)
 		return PI_PASS;
 	if (ret == PARSE_FRAG_TINY)
-		return drop(pod->id, PI_DROP_FRAG_TINY);
+		return drop(pod->id, PI_DP_DROP_FRAG_TINY);
 	if (ret == PARSE_FRAG_ORPHAN)
-		return drop(pod->id, PI_DROP_FRAG_ORPHAN);
+		return drop(pod->id, PI_DP_DROP_FRAG_ORPHAN);
 	if (ret != PARSE_OK)
 		return PI_NEXT;
 	return ingress_checks(skb, pod, &p);
@@ -374,9 +374,9 @@ int pod_ingress_nk(struct __sk_buff *skb)
 	if (!pod)
 		return PI_NEXT;
 	if (ret == PARSE_FRAG_TINY)
-		return drop(pod->id, PI_DROP_FRAG_TINY);
+		return drop(pod->id, PI_DP_DROP_FRAG_TINY);
 	if (ret == PARSE_FRAG_ORPHAN)
-		return drop(pod->id, PI_DROP_FRAG_ORPHAN);
+		return drop(pod->id, PI_DP_DROP_FRAG_ORPHAN);
 	return ingress_checks(skb, pod, &p);
 }
 
@@ -401,16 +401,16 @@ int uplink_ingress(struct __sk_buff *skb)
 	sk.addr = p.saddr;
 	ep = bpf_map_lookup_elem(&endpoints, &sk);
 	if (ep && ep->kind == PI_EP_POD)
-		return drop(ep->pod_id, PI_DROP_UPLINK_SPOOFED);
+		return drop(ep->pod_id, PI_DP_DROP_UPLINK_SPOOFED);
 	ep = lookup_endpoint(&p);
 	if (!ep || ep->kind != PI_EP_POD)
 		return PI_NEXT;
 	if (ret == PARSE_FRAG_TINY)
-		return drop(ep->pod_id, PI_DROP_FRAG_TINY);
+		return drop(ep->pod_id, PI_DP_DROP_FRAG_TINY);
 	if (ret == PARSE_FRAG_ORPHAN)
-		return drop(ep->pod_id, PI_DROP_FRAG_ORPHAN);
+		return drop(ep->pod_id, PI_DP_DROP_FRAG_ORPHAN);
 	/* routed from the wire into the pod */
 	if (ttl_dec(skb, &p))
-		return drop(ep->pod_id, PI_DROP_TTL);
+		return drop(ep->pod_id, PI_DP_DROP_TTL);
 	return deliver_to_pod(skb, &p, ep);
 }

@@ -43,22 +43,22 @@ const volatile __u32 pod_id = 0;
  * a pod that is not here is reached through tc. */
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
-	__uint(max_entries, PI_MAX_PODS);
+	__uint(max_entries, PI_DP_MAX_PODS);
 	__type(key, __u32);
 	__type(value, __u32);
 } xdp_ports SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, PI_MAX_PODS);
+	__uint(max_entries, PI_DP_MAX_PODS);
 	__type(key, __u32);
-	__type(value, struct pi_xdp_stats);
+	__type(value, struct pi_dp_xdp_stats);
 } xdp_stats SEC(".maps");
 
 SEC("xdp")
 int xdp_pod_ingress(struct xdp_md *ctx)
 {
-	struct pi_xdp_stats *xs;
+	struct pi_dp_xdp_stats *xs;
 	__u32 id = pod_id;
 	struct pkt p;
 	__u32 len;
@@ -69,16 +69,16 @@ int xdp_pod_ingress(struct xdp_md *ctx)
 	 * cannot be classified are dropped as there. */
 	ret = parse_xdp(ctx, &p);
 	if (ret == PARSE_FRAG_TINY || ret == PARSE_FRAG_ORPHAN) {
-		count_drop(id, ret == PARSE_FRAG_TINY ? PI_DROP_FRAG_TINY :
-							PI_DROP_FRAG_ORPHAN);
+		count_drop(id, ret == PARSE_FRAG_TINY ? PI_DP_DROP_FRAG_TINY :
+							PI_DP_DROP_FRAG_ORPHAN);
 		return XDP_DROP;
 	}
 	if (ret != PARSE_OK)
 		return XDP_PASS;
 	len = ctx_len(ctx, true);
 	xs = bpf_map_lookup_elem(&xdp_stats, &id);
-	if (ct_policy(ctx, true, id, PI_DIR_INGRESS, &p, len) == PI_DENY) {
-		count_drop(id, PI_DROP_INGRESS_POLICY);
+	if (ct_policy(ctx, true, id, PI_DP_DIR_INGRESS, &p, len) == PI_DP_DENY) {
+		count_drop(id, PI_DP_DROP_INGRESS_POLICY);
 		if (xs)
 			xs->acl_drops++;
 		return XDP_DROP;
@@ -190,7 +190,7 @@ SEC("xdp")
 int xdp_uplink(struct xdp_md *ctx)
 {
 	struct pi_endpoint_key sk = {};
-	struct pi_xdp_stats *xs;
+	struct pi_dp_xdp_stats *xs;
 	struct pi_endpoint *ep;
 	struct ethhdr *eth;
 	__u32 ifindex;

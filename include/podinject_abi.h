@@ -1,8 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The one ABI shared by the BPF programs and userspace: every map key and
- * value, every constant both sides must agree on. Only fixed-width types,
- * padding spelled out.
+ * The one ABI shared by the BPF programs and the library's internals
+ * (bpf/, lib/, and the unit tests, fuzzers and bench that drive the
+ * programs): every map key and value, every constant both sides must agree
+ * on. Only fixed-width types, padding spelled out.
+ *
+ * It is no part of the library's API. include/podinject/podinject.h has
+ * types and constants of its own and never includes this file, so a change
+ * here is no library ABI break. Where a map layout has a public
+ * counterpart, its name here says so with pi_dp_ / PI_DP_ (the datapath's),
+ * lib/ converts at the boundary (in the file that owns the map), and
+ * lib/abi_ties.c holds the values both must agree on with _Static_assert.
  */
 #ifndef PODINJECT_ABI_H
 #define PODINJECT_ABI_H
@@ -23,8 +31,8 @@
  * upgrade is finished. */
 #define PI_ABI_UPGRADING	0x80000000u
 
-#define PI_NAME_LEN		32
-#define PI_MAX_PODS		1024
+#define PI_DP_NAME_LEN		32
+#define PI_DP_MAX_PODS		1024
 /* Rule slots of a whole node, shared by all pods and both directions. */
 #define PI_MAX_RULES		65536
 #define PI_MAX_RULE_IDS		65536
@@ -40,49 +48,48 @@
 
 /* Why a packet was dropped. Kept apart from the verdicts and counted per
  * pod at the one exit point of each program. */
-enum pi_drop_reason {
-	PI_DROP_NONE = 0,
-	PI_DROP_SPOOFED,	/* source address is not the pod's */
-	PI_DROP_POLICY,		/* denied by the pod's egress policy */
-	PI_DROP_MALFORMED,	/* truncated or otherwise unparsable */
-	PI_DROP_UNKNOWN_POD,	/* program on a device that is no pod */
-	PI_DROP_REDIRECT,	/* redirect helper refused */
-	PI_DROP_INGRESS_POLICY,	/* denied by the destination's ingress policy */
-	PI_DROP_UNSUPPORTED,	/* neither IPv4, IPv6 nor ARP */
+enum pi_dp_drop_reason {
+	PI_DP_DROP_NONE = 0,
+	PI_DP_DROP_SPOOFED,		/* source address is not the pod's */
+	PI_DP_DROP_POLICY,		/* denied by the pod's egress policy */
+	PI_DP_DROP_MALFORMED,		/* truncated or otherwise unparsable */
+	PI_DP_DROP_UNKNOWN_POD,		/* program on a device that is no pod */
+	PI_DP_DROP_REDIRECT,		/* redirect helper refused */
+	PI_DP_DROP_INGRESS_POLICY,	/* denied by the destination's
+					 * ingress policy */
+	PI_DP_DROP_UNSUPPORTED,		/* neither IPv4, IPv6 nor ARP */
 	/* New reasons go here, at the end: the numbers above are kept. */
-	PI_DROP_FRAG_ORPHAN,	/* a non-first fragment whose first fragment
-				 * was not let through (no fragment entry) */
-	PI_DROP_FRAG_TINY,	/* a first fragment too short to hold the
-				 * transport header */
-	PI_DROP_VLAN,		/* a VLAN-tagged frame from a pod */
-	PI_DROP_ROUTER,		/* a router advertisement or redirect from a
-				 * pod */
-	PI_DROP_ND_SPOOFED,	/* NDP or ARP claiming an address or MAC that
-				 * is not the pod's */
-	PI_DROP_UPLINK_SPOOFED,	/* from the uplink with a local pod's source
-				 * address (counted on that pod) */
-	PI_DROP_TTL,		/* routed with no TTL or hop limit left (the
-				 * sender is sent an ICMP time exceeded) */
-	PI_DROP_MAX,
+	PI_DP_DROP_FRAG_ORPHAN,		/* a non-first fragment whose first
+					 * fragment was not let through (no
+					 * fragment entry) */
+	PI_DP_DROP_FRAG_TINY,		/* a first fragment too short to hold
+					 * the transport header */
+	PI_DP_DROP_VLAN,		/* a VLAN-tagged frame from a pod */
+	PI_DP_DROP_ROUTER,		/* a router advertisement or redirect
+					 * from a pod */
+	PI_DP_DROP_ND_SPOOFED,		/* NDP or ARP claiming an address or
+					 * MAC that is not the pod's */
+	PI_DP_DROP_UPLINK_SPOOFED,	/* from the uplink with a local pod's
+					 * source address (counted on that
+					 * pod) */
+	PI_DP_DROP_TTL,			/* routed with no TTL or hop limit
+					 * left (the sender is sent an ICMP
+					 * time exceeded) */
+	PI_DP_DROP_MAX,
 };
 
-#define PI_DROP_NAMES { "none", "spoofed", "policy", "malformed", \
-	"unknown-pod", "redirect", "ingress-policy", "unsupported", \
-	"frag-orphan", "frag-tiny", "vlan", "router", "nd-spoofed", \
-	"uplink-spoofed", "ttl" }
-
 /* Address of either family: IPv4 in a[0], the rest zero. Network order. */
-struct pi_addr {
+struct pi_dp_addr {
 	__u32 a[4];
 };
 
-enum pi_pod_flags {
-	PI_POD_HAS_V4	= 1 << 0,
-	PI_POD_HAS_V6	= 1 << 1,
-	PI_POD_NETKIT	= 1 << 2,
+enum pi_dp_pod_flags {
+	PI_DP_POD_HAS_V4	= 1 << 0,
+	PI_DP_POD_HAS_V6	= 1 << 1,
+	PI_DP_POD_NETKIT	= 1 << 2,
 	/* The XDP ingress ACL runs on the pod-side eth0: what the node's
 	 * stack sends to the pod is checked there, not at tc. */
-	PI_POD_XDP	= 1 << 3,
+	PI_DP_POD_XDP	= 1 << 3,
 };
 
 /* pods: host-side ifindex -> pod, what the datapath needs of it. Names and
@@ -91,7 +98,7 @@ struct pi_pod {
 	__u32 id;		/* index into per-pod arrays */
 	__u32 ifindex;		/* host-side device */
 	__u32 peer_ifindex;	/* pod-side device, in the pod's netns */
-	__u32 flags;		/* enum pi_pod_flags */
+	__u32 flags;		/* enum pi_dp_pod_flags */
 	__u32 ip4;
 	__u32 ip6[4];
 	__u8 pod_mac[6];
@@ -105,7 +112,7 @@ enum pi_endpoint_kind {
 
 struct pi_endpoint_key {
 	__u32 family;		/* AF_INET or AF_INET6 */
-	struct pi_addr addr;
+	struct pi_dp_addr addr;
 };
 
 struct pi_endpoint {
@@ -123,27 +130,25 @@ enum pi_node_flags {
 
 /* Idle timeouts of tracked flows, by kind (pi_node_config.ct_timeout, in
  * seconds; 0 there means the default below). */
-enum pi_ct_timeout {
-	PI_CT_TO_TCP_OPENING = 0,	/* SYN seen, no answer yet */
-	PI_CT_TO_TCP_ESTABLISHED,
-	PI_CT_TO_TCP_CLOSING,		/* RST, or a FIN from both ends */
-	PI_CT_TO_UDP,			/* and protocols without ports */
-	PI_CT_TO_ICMP,			/* echo */
-	PI_CT_TO_MAX,
+enum pi_dp_ct_timeout {
+	PI_DP_CT_TO_TCP_OPENING = 0,	/* SYN seen, no answer yet */
+	PI_DP_CT_TO_TCP_ESTABLISHED,
+	PI_DP_CT_TO_TCP_CLOSING,	/* RST, or a FIN from both ends */
+	PI_DP_CT_TO_UDP,		/* and protocols without ports */
+	PI_DP_CT_TO_ICMP,		/* echo */
+	PI_DP_CT_TO_MAX,
 };
 
 #define PI_CT_TIMEOUT_DEFAULTS { 60, 21600, 10, 60, 30 }
-#define PI_CT_TIMEOUT_NAMES { "tcp-opening", "tcp-established", \
-	"tcp-closing", "udp", "icmp" }
 
 struct pi_node_config {
-	char name[PI_NAME_LEN];
+	char name[PI_DP_NAME_LEN];
 	__u32 uplink_ifindex;	/* 0: no uplink, non-pod traffic to the stack */
 	__u32 flags;
 	__u32 next_rule_id;
 	__u32 abi;		/* PI_ABI_VERSION of the build that made it */
 	__u64 netns_ino;	/* of a node on the host's own namespace */
-	__u32 ct_timeout[PI_CT_TO_MAX];	/* seconds, 0 = default */
+	__u32 ct_timeout[PI_DP_CT_TO_MAX];	/* seconds, 0 = default */
 	/* ABI 5: the version the node was last upgraded from (0: made by
 	 * this version) and when (CLOCK_REALTIME ns), for `node show`. */
 	__u32 upgraded_from;
@@ -163,23 +168,23 @@ struct pi_upgrade_progress {
 
 /* pod_meta: host-side ifindex -> what userspace knows of a pod and the
  * datapath never reads. Created by userspace, pinned beside the maps. */
-#define PI_POD_NAME_MAX		253	/* a DNS name; Kubernetes ns/name fits */
-#define PI_NETNS_MAX		256
-#define PI_ATTACH_ID_MAX	128
+#define PI_DP_POD_NAME_MAX	253	/* a DNS name; ns/name fits */
+#define PI_DP_NETNS_MAX		256
+#define PI_DP_ATTACH_ID_MAX	128
 
-enum pi_pod_meta_flags {
-	PI_META_OWNS_DEV	= 1 << 0,	/* podinject made the device pair */
-	PI_META_OWNS_NETNS	= 1 << 1,	/* podinject made the namespace */
+enum pi_dp_pod_meta_flags {
+	PI_DP_META_OWNS_DEV	= 1 << 0,	/* podinject made the device pair */
+	PI_DP_META_OWNS_NETNS	= 1 << 1,	/* podinject made the namespace */
 };
 
 struct pi_pod_meta {
-	char name[PI_POD_NAME_MAX + 3];	/* NUL-terminated */
-	char netns[PI_NETNS_MAX];	/* name in /run/netns, or a path */
+	char name[PI_DP_POD_NAME_MAX + 3];	/* NUL-terminated */
+	char netns[PI_DP_NETNS_MAX];	/* name in /run/netns, or a path */
 	char ifname[16];		/* the pod-side interface */
 	char hostdev[16];		/* the host-side device */
-	char attach_id[PI_ATTACH_ID_MAX];	/* who attached it, e.g. a
+	char attach_id[PI_DP_ATTACH_ID_MAX];	/* who attached it, e.g. a
 						 * CNI container id + ifname */
-	__u32 flags;			/* enum pi_pod_meta_flags */
+	__u32 flags;			/* enum pi_dp_pod_meta_flags */
 	__u32 head_owners;		/* enum pi_head_owner: who holds the
 					 * head program on the pod's egress */
 };
@@ -194,20 +199,20 @@ enum pi_head_owner {
  * points at. An edit writes the new rule list into a free range and then
  * flips the reference, so the datapath sees the old or the new policy,
  * never a mix. The reference is one aligned 8-byte value for that reason. */
-enum pi_action {
-	PI_ALLOW = 1,
-	PI_DENY = 2,
+enum pi_dp_action {
+	PI_DP_ALLOW = 1,
+	PI_DP_DENY = 2,
 };
 
-struct pi_rule {
+struct pi_dp_rule {
 	__u32 id;		/* index into rule_stats; stable across edits */
-	__u8 action;		/* enum pi_action */
+	__u8 action;		/* enum pi_dp_action */
 	__u8 proto;		/* IPPROTO_*, 0 = any; ICMP means ICMP or ICMPv6 */
 	__u8 family;		/* 0 = any, AF_INET, AF_INET6 */
 	__u8 prefixlen;		/* of addr; 0 = any address */
 	__u16 port_lo;		/* host order; 0..0 = any port */
 	__u16 port_hi;
-	struct pi_addr addr;	/* destination (egress) or source (ingress) */
+	struct pi_dp_addr addr;	/* destination (egress) or source (ingress) */
 };
 
 struct pi_policy_ref {
@@ -244,7 +249,7 @@ struct pi_policy_ref {
 #define PI_CLS_CLASSES		65536	/* class pool of a node */
 #define PI_CLS_CHUNKS		65536	/* chunk pool of a node: 16-bit indices */
 #define PI_CLS_PORTS		131072	/* port interval starts of a node */
-#define PI_CLS_ADDRS		(2 * PI_MAX_RULES + 8 * PI_MAX_PODS)
+#define PI_CLS_ADDRS		(2 * PI_MAX_RULES + 8 * PI_DP_MAX_PODS)
 #define PI_CLS_L4S		16384
 #define PI_CLS_PROTO_OTHER	256	/* L4 key of protocols no rule names */
 
@@ -267,7 +272,7 @@ struct pi_cls_addr_key {
 	__u32 prefixlen;	/* 64 + the CIDR's */
 	__u32 gen;
 	__u32 family;
-	struct pi_addr addr;
+	struct pi_dp_addr addr;
 };
 
 struct pi_cls_l4_key {
@@ -303,12 +308,12 @@ struct pi_rule_stats {
 	__u64 bytes;
 };
 
-struct pi_pod_stats {
+struct pi_dp_pod_stats {
 	__u64 egress_packets;	/* the pod's egress program let it through */
 	__u64 egress_bytes;
 	__u64 ingress_packets;	/* delivered to the pod */
 	__u64 ingress_bytes;
-	__u64 drops[PI_DROP_MAX];
+	__u64 drops[PI_DP_DROP_MAX];
 };
 
 /* Connection tracking (bpf/lib/ct.h). One node-wide LRU table; a flow is
@@ -325,83 +330,77 @@ struct pi_ct_key {
 	__u16 pod_port;		/* host order; ICMP echo: the identifier */
 	__u16 peer_port;	/* host order; ICMP echo: 0 */
 	__u16 pad2;
-	struct pi_addr pod;
-	struct pi_addr peer;
+	struct pi_dp_addr pod;
+	struct pi_dp_addr peer;
 };
 
-enum pi_ct_state {
-	PI_CT_OPENING = 1,	/* TCP: the opener's SYN, no answer yet */
-	PI_CT_ESTABLISHED = 2,	/* answered (for UDP and ICMP: any flow) */
-	PI_CT_CLOSING = 3,	/* TCP: RST, or FIN from both ends */
+enum pi_dp_ct_state {
+	PI_DP_CT_OPENING = 1,		/* TCP: the opener's SYN, unanswered */
+	PI_DP_CT_ESTABLISHED = 2,	/* answered (UDP, ICMP: any flow) */
+	PI_DP_CT_CLOSING = 3,		/* TCP: RST, or FIN from both ends */
 };
 
-#define PI_CT_STATE_NAMES { "none", "opening", "established", "closing" }
-
-enum pi_ct_flags {
-	PI_CT_REPLIED = 1 << 0,		/* a packet came back */
-	PI_CT_FIN_POD = 1 << 1,		/* the pod sent a FIN */
-	PI_CT_FIN_PEER = 1 << 2,	/* the far end sent a FIN */
+enum pi_dp_ct_flags {
+	PI_DP_CT_REPLIED = 1 << 0,	/* a packet came back */
+	PI_DP_CT_FIN_POD = 1 << 1,	/* the pod sent a FIN */
+	PI_DP_CT_FIN_PEER = 1 << 2,	/* the far end sent a FIN */
 };
 
 struct pi_ct_entry {
 	__u64 last_ns;		/* bpf_ktime_get_ns() of its last packet */
-	__u64 packets[2];	/* by enum pi_policy_dir: sent by the pod, */
+	__u64 packets[2];	/* by enum pi_dp_policy_dir: sent by the pod, */
 	__u64 bytes[2];		/* received by it */
 	__u32 rev;		/* policy revision the verdict was made at */
 	__u32 rule_id;		/* the allow rule that let it open, 0: none */
-	__u8 dir;		/* enum pi_policy_dir that opened it */
-	__u8 state;		/* enum pi_ct_state */
-	__u8 flags;		/* enum pi_ct_flags */
+	__u8 dir;		/* enum pi_dp_policy_dir that opened it */
+	__u8 state;		/* enum pi_dp_ct_state */
+	__u8 flags;		/* enum pi_dp_ct_flags */
 	__u8 pad[5];
 };
 
 /* Per pod, of the XDP programs (bpf/xdp.bpf.c); the packets and drops
  * are in pi_pod_stats too, this says which of them were decided in XDP. */
-struct pi_xdp_stats {
+struct pi_dp_xdp_stats {
 	__u64 acl_packets;	/* passed the ACL on the pod-side eth0 */
 	__u64 acl_bytes;
 	__u64 acl_drops;	/* denied there */
 	__u64 uplink_redirects;	/* sent from the uplink with XDP_REDIRECT */
 };
 
-enum pi_policy_dir {
-	PI_DIR_EGRESS = 0,
-	PI_DIR_INGRESS = 1,
+enum pi_dp_policy_dir {
+	PI_DP_DIR_EGRESS = 0,
+	PI_DP_DIR_INGRESS = 1,
 };
 
 /* Injection: podinject's own state, apart from the node datapath's. An
  * authorised injector pod may send with a target pod's source address; the
  * packet is then emitted into the target's egress datapath. */
-enum pi_inject_path {
-	PI_PATH_FAST = 1,		/* bpf_redirect_peer(BPF_F_EGRESS) */
-	PI_PATH_FALLBACK = 2,		/* bpf_redirect(BPF_F_INGRESS) */
-	PI_PATH_NETKIT_FALLBACK = 3,	/* the same, tagged, onto a netkit
+enum pi_dp_inject_path {
+	PI_DP_PATH_FAST = 1,		/* bpf_redirect_peer(BPF_F_EGRESS) */
+	PI_DP_PATH_FALLBACK = 2,	/* bpf_redirect(BPF_F_INGRESS) */
+	PI_DP_PATH_NETKIT_FALLBACK = 3,	/* the same, tagged, onto a netkit
 					 * primary whose guard runs the
 					 * target's peer program */
 };
 
-#define PI_PATH_NAMES { "none", "fast", "fallback", "netkit-fallback" }
-#define PI_PATH_MAX	PI_PATH_NETKIT_FALLBACK
 
 struct pi_inject_key {
 	__u32 injector_ifindex;		/* injector's host-side device */
 	__u32 family;
-	struct pi_addr addr;		/* the target's address */
+	struct pi_dp_addr addr;		/* the target's address */
 };
 
 struct pi_inject_target {
 	__u32 target_ifindex;		/* target's host-side device */
-	__u32 path;			/* enum pi_inject_path */
+	__u32 path;			/* enum pi_dp_inject_path */
 	__u8 target_pod_mac[6];		/* the L2 header the target's own */
 	__u8 target_host_mac[6];	/* packets would carry */
 };
 
-enum pi_inject_drop {
-	PI_INJ_DROP_REDIRECT = 0,	/* the kernel refused the redirect */
-	PI_INJ_DROP_MAX,
+enum pi_dp_inject_drop {
+	PI_DP_INJ_DROP_REDIRECT = 0,	/* the kernel refused the redirect */
+	PI_DP_INJ_DROP_MAX,
 };
-
-#define PI_INJ_DROP_NAMES { "redirect-refused" }
 
 struct pi_inject_stats_key {
 	__u32 injector_ifindex;
@@ -412,7 +411,7 @@ struct pi_inject_stats_key {
 struct pi_inject_stats {
 	__u64 packets;
 	__u64 bytes;
-	__u64 drops[PI_INJ_DROP_MAX];
+	__u64 drops[PI_DP_INJ_DROP_MAX];
 };
 
 #define PI_MAX_INJECT	1024
@@ -422,7 +421,7 @@ struct pi_inject_stats {
  * primary's tcx ingress runs the target's peer program (held in a prog
  * array slot) on injected packets, which carry the node's tag MAC as
  * their source; everything else there goes on untouched. */
-struct pi_netkit_guard {		/* by the target's primary ifindex */
+struct pi_dp_netkit_guard {		/* by the target's primary ifindex */
 	__u32 slot;			/* in netkit_peer_progs */
 	__u8 pod_mac[6];		/* the source the tag stands in for */
 	__u8 pad[2];
@@ -434,20 +433,20 @@ struct pi_netkit_guard {		/* by the target's primary ifindex */
 /* Transparent proxy: a captured pod's new connections go to a proxy pod's
  * transparent socket; the proxy's upstream connection, bound to the pod's
  * address, is injected into the pod's egress datapath. */
-#define PI_PROXY_MAX_PORTS	8
+#define PI_DP_PROXY_MAX_PORTS	8
 #define PI_MAX_FLOWS		65536
 #define PI_PROXY_TABLE		100	/* route table in the proxy's netns */
 
-struct pi_proxy_rule {			/* by the captured pod's ifindex */
+struct pi_dp_proxy_rule {			/* by the captured pod's ifindex */
 	__u32 proxy_ifindex;		/* proxy pod's host-side device */
 	__u16 port;			/* proxy's listening port, host order */
 	__u8 proto;			/* IPPROTO_TCP, IPPROTO_UDP, 0 = both */
 	__u8 nports;			/* dport ranges below; 0 = any port */
-	__u16 dport_lo[PI_PROXY_MAX_PORTS];
-	__u16 dport_hi[PI_PROXY_MAX_PORTS];
+	__u16 dport_lo[PI_DP_PROXY_MAX_PORTS];
+	__u16 dport_hi[PI_DP_PROXY_MAX_PORTS];
 	__u32 dst_family;		/* 0 = any destination */
 	__u32 dst_plen;
-	struct pi_addr dst;
+	struct pi_dp_addr dst;
 	__u8 proxy_pod_mac[6];
 	__u8 proxy_host_mac[6];
 	__u8 pod_mac[6];
@@ -467,8 +466,8 @@ struct pi_flow_key {
 	__u16 pod_port;
 	__u16 dst_port;
 	__u16 pad2;
-	struct pi_addr pod;
-	struct pi_addr dst;
+	struct pi_dp_addr pod;
+	struct pi_dp_addr dst;
 };
 
 enum pi_flow_flags {
@@ -499,7 +498,7 @@ struct pi_flow {
 
 /* Each captured pod's share of the flow tables: one pod's flows cannot
  * push out another's. Counted in its pi_proxy_rule. */
-#define PI_PROXY_FLOWS_PER_POD	(PI_MAX_FLOWS / 8)
+#define PI_DP_PROXY_FLOWS_PER_POD	(PI_MAX_FLOWS / 8)
 
 /* A proxy's TCP listener, for the kernel's TIME_WAIT takeover of a reused
  * 4-tuple (proxy_lookup). The proxy pod's host-side ifindex is part of the
@@ -511,21 +510,17 @@ struct pi_proxy_listener_key {
 	__u16 port;			/* host order */
 };
 
-#define PI_MAX_PROXY_LISTENERS	(2 * PI_MAX_PODS)	/* a port per rule, 2 families */
+#define PI_MAX_PROXY_LISTENERS	(2 * PI_DP_MAX_PODS)	/* a port per rule, 2 families */
 
 /* Synthetic flows (probes): podinject's own injector device sends packets
  * with a pod's source address; the replies are taken at the pod's eth0
  * ingress before delivery and handed to the probe through a ring buffer.
  * A probe's flow is told apart from the pod's own by an exact flow-table
  * entry whose pod-side port comes from a range kept outside Linux's
- * ephemeral ports (ICMP: echo id and sequence). */
-#define PI_PROBE_PORT_LO	61000
-#define PI_PROBE_PORT_HI	65535
-/* The probe's own device pair. A pod's host device is "pi-" + its name,
- * and pod names are [a-z0-9-]: with an underscore these can be no pod's
- * (a pod named "probe" has pi-probe). */
-#define PI_PROBE_DEV		"pi_probe"
-#define PI_PROBE_TX_DEV		"pi_probe_tx"
+ * ephemeral ports (ICMP: echo id and sequence): PI_PROBE_PORT_LO..HI of the
+ * library. The datapath needs its low end: it stamps the injection of a
+ * frame from that range only (the range's top is the last port). */
+#define PI_DP_PROBE_PORT_LO	61000
 
 struct pi_probe_flow {
 	__u32 probe_id;
@@ -564,8 +559,8 @@ struct pi_frag_key {
 	__u8 proto;
 	__u8 pad[3];
 	__u32 id;			/* IPv4: 16 bits, network order */
-	struct pi_addr saddr;
-	struct pi_addr daddr;
+	struct pi_dp_addr saddr;
+	struct pi_dp_addr daddr;
 };
 
 struct pi_frag {
@@ -599,7 +594,7 @@ struct pi_redirect_record {
 
 /* The layout both sides compile against, pinned: a change here without a
  * PI_ABI_VERSION bump fails the build instead of misreading a node. */
-_Static_assert(sizeof(struct pi_addr) == 16, "size of pi_addr");
+_Static_assert(sizeof(struct pi_dp_addr) == 16, "size of pi_dp_addr");
 _Static_assert(sizeof(struct pi_pod) == 48, "size of pi_pod");
 _Static_assert(sizeof(struct pi_endpoint_key) == 20, "size of pi_endpoint_key");
 _Static_assert(sizeof(struct pi_endpoint) == 24, "size of pi_endpoint");
@@ -613,7 +608,7 @@ _Static_assert(__builtin_offsetof(struct pi_ct_key, pod) == 16, "pi_ct_key.pod")
 _Static_assert(sizeof(struct pi_ct_entry) == 56, "size of pi_ct_entry");
 _Static_assert(__builtin_offsetof(struct pi_ct_entry, rev) == 40, "pi_ct_entry.rev");
 _Static_assert(sizeof(struct pi_pod_meta) == 680, "size of pi_pod_meta");
-_Static_assert(sizeof(struct pi_rule) == 28, "size of pi_rule");
+_Static_assert(sizeof(struct pi_dp_rule) == 28, "size of pi_dp_rule");
 _Static_assert(sizeof(struct pi_policy_ref) == 8, "size of pi_policy_ref");
 _Static_assert(sizeof(struct pi_rule_stats) == 16, "size of pi_rule_stats");
 _Static_assert(sizeof(struct pi_cls_head) == 32, "size of pi_cls_head");
@@ -624,23 +619,23 @@ _Static_assert(sizeof(struct pi_cls_port) == 8, "size of pi_cls_port");
 _Static_assert(sizeof(struct pi_cls_class) == 68, "size of pi_cls_class");
 _Static_assert(PI_CLS_CHUNKS <= 65536, "a class names chunks in 16 bits");
 _Static_assert(sizeof(struct pi_cls_chunk) == 136, "size of pi_cls_chunk");
-_Static_assert(sizeof(struct pi_pod_stats) == 152, "size of pi_pod_stats");
-_Static_assert(sizeof(struct pi_proxy_rule) == 104, "size of pi_proxy_rule");
+_Static_assert(sizeof(struct pi_dp_pod_stats) == 152, "size of pi_dp_pod_stats");
+_Static_assert(sizeof(struct pi_dp_proxy_rule) == 104, "size of pi_dp_proxy_rule");
 _Static_assert(sizeof(struct pi_flow) == 64, "size of pi_flow");
 _Static_assert(sizeof(struct pi_frag_key) == 44, "size of pi_frag_key");
 _Static_assert(sizeof(struct pi_frag) == 8, "size of pi_frag");
 _Static_assert(__builtin_offsetof(struct pi_flow, last_seen_ns) == 40, "pi_flow.last_seen_ns");
 _Static_assert(__builtin_offsetof(struct pi_flow, timer) == 48, "pi_flow.timer");
-_Static_assert(__builtin_offsetof(struct pi_proxy_rule, nflows) == 88, "pi_proxy_rule.nflows");
-_Static_assert(__builtin_offsetof(struct pi_proxy_rule, limit_drops) == 96, "pi_proxy_rule.limit_drops");
+_Static_assert(__builtin_offsetof(struct pi_dp_proxy_rule, nflows) == 88, "pi_dp_proxy_rule.nflows");
+_Static_assert(__builtin_offsetof(struct pi_dp_proxy_rule, limit_drops) == 96, "pi_dp_proxy_rule.limit_drops");
 _Static_assert(__builtin_offsetof(struct pi_frag_key, saddr) == 12, "pi_frag_key.saddr");
 _Static_assert(__builtin_offsetof(struct pi_frag, has_ports) == 4, "pi_frag.has_ports");
-_Static_assert(sizeof(struct pi_xdp_stats) == 32, "size of pi_xdp_stats");
+_Static_assert(sizeof(struct pi_dp_xdp_stats) == 32, "size of pi_dp_xdp_stats");
 _Static_assert(sizeof(struct pi_inject_key) == 24, "size of pi_inject_key");
 _Static_assert(sizeof(struct pi_inject_target) == 20, "size of pi_inject_target");
 _Static_assert(sizeof(struct pi_inject_stats_key) == 12, "size of pi_inject_stats_key");
 _Static_assert(sizeof(struct pi_inject_stats) == 24, "size of pi_inject_stats");
-_Static_assert(sizeof(struct pi_netkit_guard) == 40, "size of pi_netkit_guard");
+_Static_assert(sizeof(struct pi_dp_netkit_guard) == 40, "size of pi_dp_netkit_guard");
 _Static_assert(sizeof(struct pi_flow_key) == 44, "size of pi_flow_key");
 _Static_assert(sizeof(struct pi_proxy_listener_key) == 8, "size of pi_proxy_listener_key");
 _Static_assert(sizeof(struct pi_probe_flow) == 8, "size of pi_probe_flow");
@@ -657,21 +652,21 @@ _Static_assert(__builtin_offsetof(struct pi_node_config, abi) == 44, "pi_node_co
 _Static_assert(__builtin_offsetof(struct pi_node_config, netns_ino) == 48, "pi_node_config.netns_ino");
 _Static_assert(__builtin_offsetof(struct pi_pod_meta, netns) == 256, "pi_pod_meta.netns");
 _Static_assert(__builtin_offsetof(struct pi_pod_meta, flags) == 672, "pi_pod_meta.flags");
-_Static_assert(__builtin_offsetof(struct pi_rule, action) == 4, "pi_rule.action");
-_Static_assert(__builtin_offsetof(struct pi_rule, port_lo) == 8, "pi_rule.port_lo");
-_Static_assert(__builtin_offsetof(struct pi_rule, addr) == 12, "pi_rule.addr");
+_Static_assert(__builtin_offsetof(struct pi_dp_rule, action) == 4, "pi_dp_rule.action");
+_Static_assert(__builtin_offsetof(struct pi_dp_rule, port_lo) == 8, "pi_dp_rule.port_lo");
+_Static_assert(__builtin_offsetof(struct pi_dp_rule, addr) == 12, "pi_dp_rule.addr");
 _Static_assert(__builtin_offsetof(struct pi_policy_ref, count) == 2, "pi_policy_ref.count");
 _Static_assert(__builtin_offsetof(struct pi_policy_ref, rev) == 4, "pi_policy_ref.rev");
-_Static_assert(__builtin_offsetof(struct pi_pod_stats, drops) == 32, "pi_pod_stats.drops");
+_Static_assert(__builtin_offsetof(struct pi_dp_pod_stats, drops) == 32, "pi_dp_pod_stats.drops");
 _Static_assert(__builtin_offsetof(struct pi_inject_key, addr) == 8, "pi_inject_key.addr");
 _Static_assert(__builtin_offsetof(struct pi_inject_target, target_pod_mac) == 8, "pi_inject_target.target_pod_mac");
 _Static_assert(__builtin_offsetof(struct pi_inject_stats, drops) == 16, "pi_inject_stats.drops");
-_Static_assert(__builtin_offsetof(struct pi_netkit_guard, runs) == 16, "pi_netkit_guard.runs");
-_Static_assert(__builtin_offsetof(struct pi_netkit_guard, forged) == 32, "pi_netkit_guard.forged");
-_Static_assert(__builtin_offsetof(struct pi_proxy_rule, dport_lo) == 8, "pi_proxy_rule.dport_lo");
-_Static_assert(__builtin_offsetof(struct pi_proxy_rule, dst_family) == 40, "pi_proxy_rule.dst_family");
-_Static_assert(__builtin_offsetof(struct pi_proxy_rule, dst) == 48, "pi_proxy_rule.dst");
-_Static_assert(__builtin_offsetof(struct pi_proxy_rule, pod_host_mac) == 82, "pi_proxy_rule.pod_host_mac");
+_Static_assert(__builtin_offsetof(struct pi_dp_netkit_guard, runs) == 16, "pi_dp_netkit_guard.runs");
+_Static_assert(__builtin_offsetof(struct pi_dp_netkit_guard, forged) == 32, "pi_dp_netkit_guard.forged");
+_Static_assert(__builtin_offsetof(struct pi_dp_proxy_rule, dport_lo) == 8, "pi_dp_proxy_rule.dport_lo");
+_Static_assert(__builtin_offsetof(struct pi_dp_proxy_rule, dst_family) == 40, "pi_dp_proxy_rule.dst_family");
+_Static_assert(__builtin_offsetof(struct pi_dp_proxy_rule, dst) == 48, "pi_dp_proxy_rule.dst");
+_Static_assert(__builtin_offsetof(struct pi_dp_proxy_rule, pod_host_mac) == 82, "pi_dp_proxy_rule.pod_host_mac");
 _Static_assert(__builtin_offsetof(struct pi_flow_key, pod_port) == 6, "pi_flow_key.pod_port");
 _Static_assert(__builtin_offsetof(struct pi_flow_key, pod) == 12, "pi_flow_key.pod");
 _Static_assert(__builtin_offsetof(struct pi_flow_key, dst) == 28, "pi_flow_key.dst");

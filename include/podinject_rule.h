@@ -30,8 +30,8 @@ PI_RULE_INLINE __u32 pi_rule_htonl(__u32 x)
 }
 
 /* Whether the first plen bits of a and net agree (both network order). */
-PI_RULE_INLINE int pi_prefix_match(const struct pi_addr *a,
-				   const struct pi_addr *net, __u32 plen)
+PI_RULE_INLINE int pi_prefix_match(const struct pi_dp_addr *a,
+				   const struct pi_dp_addr *net, __u32 plen)
 {
 	__u32 i;
 
@@ -59,8 +59,8 @@ PI_RULE_INLINE int pi_prefix_match(const struct pi_addr *a,
  * ICMP stands for ping of both families, so ICMPv6 is matched as ICMP (and
  * a rule word of ICMPv6 matches nothing). Scalars rather than a struct: the
  * BPF side's walk state (bpf/lib/policy.h) holds them as they are. */
-PI_RULE_INLINE int pi_rule_matches(const struct pi_rule *r, __u32 family,
-				   const struct pi_addr *peer, __u8 proto,
+PI_RULE_INLINE int pi_rule_matches(const struct pi_dp_rule *r, __u32 family,
+				   const struct pi_dp_addr *peer, __u8 proto,
 				   __u8 has_ports, __u16 port)
 {
 	if (r->family && r->family != family)

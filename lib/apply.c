@@ -158,7 +158,7 @@ static bool grant_pair_known(const struct grant *g, int n, int injector,
 
 static int read_node(struct apply *a)
 {
-	struct pi_policy_ref *refs = calloc(PI_MAX_PODS * 2, sizeof(*refs));
+	struct pi_policy_ref *refs = calloc(PI_DP_MAX_PODS * 2, sizeof(*refs));
 	struct pi_pod_info *infos = NULL;
 	struct inject_state s;
 	int cnt, err = 0;
@@ -230,7 +230,7 @@ static int read_node(struct apply *a)
 	}
 	{
 		uint32_t key, next, *prev = NULL;
-		struct pi_proxy_rule r;
+		struct pi_dp_proxy_rule r;
 
 		while (!bpf_map_get_next_key(s.maps[IM_PROXY_RULES], prev, &next)) {
 			int pod, proxy;
@@ -244,7 +244,7 @@ static int read_node(struct apply *a)
 			if (pod < 0 || proxy < 0)
 				continue;
 			a->pods[pod].proxy_cur = proxy;
-			a->pods[pod].prule_cur = r;
+			proxy_rule_from_dp(&a->pods[pod].prule_cur, &r);
 		}
 	}
 	inject_close(&s);
@@ -633,7 +633,8 @@ static int parse_doc(struct apply *a, json_t *root)
 	if (!json_is_string(v) || strcmp(json_string_value(v), PI_STATE_API_VERSION))
 		return refuse(a, -EINVAL, "apiVersion", "want \"%s\"",
 			      PI_STATE_API_VERSION);
-	a->gwant = calloc(PI_MAX_INJECT + PI_MAX_PODS + 1, sizeof(*a->gwant));
+	a->gwant = calloc(PI_MAX_INJECT + PI_DP_MAX_PODS + 1,
+			  sizeof(*a->gwant));
 	if (!a->gwant)
 		return -ENOMEM;
 	pods = json_object_get(root, "pods");

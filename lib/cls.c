@@ -148,12 +148,12 @@ static int chunk_of(struct builder *b, const uint64_t *bm, uint32_t k,
 /* ---- compile --------------------------------------------------------- */
 
 struct prefix_ent {
-	struct pi_addr addr;	/* masked */
+	struct pi_dp_addr addr;	/* masked */
 	uint32_t plen;
 	int rule;		/* -1: the family's /0 */
 };
 
-static void mask_addr(struct pi_addr *a, uint32_t plen)
+static void mask_addr(struct pi_dp_addr *a, uint32_t plen)
 {
 	uint8_t *b = (uint8_t *)a->a;
 
@@ -177,13 +177,13 @@ static int prefix_cmp(const void *x, const void *y)
 	return a->rule - b->rule;
 }
 
-static uint32_t rule_plen(const struct pi_rule *r)
+static uint32_t rule_plen(const struct pi_dp_rule *r)
 {
 	return r->prefixlen > 128 ? 128 : r->prefixlen;
 }
 
 /* The address classes of `family`, appended to c->addrs. */
-static int compile_family(struct builder *b, const struct pi_rule *rules,
+static int compile_family(struct builder *b, const struct pi_dp_rule *rules,
 			  uint32_t count, uint32_t family,
 			  struct cls_policy *c)
 {
@@ -201,7 +201,7 @@ static int compile_family(struct builder *b, const struct pi_rule *rules,
 	}
 	ents[n++].rule = -1;
 	for (uint32_t i = 0; i < count; i++) {
-		const struct pi_rule *r = &rules[i];
+		const struct pi_dp_rule *r = &rules[i];
 
 		if (r->family && r->family != family)
 			continue;
@@ -271,13 +271,13 @@ static int port_ev_cmp(const void *x, const void *y)
 	return a->at < b->at ? -1 : a->at > b->at;
 }
 
-static bool rule_takes_proto(const struct pi_rule *r, uint32_t key)
+static bool rule_takes_proto(const struct pi_dp_rule *r, uint32_t key)
 {
 	return !r->proto || (key != PI_CLS_PROTO_OTHER && r->proto == key);
 }
 
 /* The L4 entry of protocol key `key`. */
-static int compile_l4(struct builder *b, const struct pi_rule *rules,
+static int compile_l4(struct builder *b, const struct pi_dp_rule *rules,
 		      uint32_t count, uint32_t key, struct cls_policy *c)
 {
 	uint32_t words = b->nchunks * PI_CLS_WORDS, nev = 0, cls, prev = 0;
@@ -293,7 +293,7 @@ static int compile_l4(struct builder *b, const struct pi_rule *rules,
 	}
 	e->proto = key;
 	for (uint32_t i = 0; i < count; i++) {
-		const struct pi_rule *r = &rules[i];
+		const struct pi_dp_rule *r = &rules[i];
 
 		if (!rule_takes_proto(r, key))
 			continue;
@@ -356,7 +356,7 @@ static int u32_cmp(const void *x, const void *y)
 /* The L4 keys of a rule list: each protocol a rule names that a packet's
  * key can be (ICMPv6 never is: it is looked up as ICMP), and the key of
  * all other protocols. Returns how many, in keys (room for count + 1). */
-static uint32_t l4_keys(const struct pi_rule *rules, uint32_t count,
+static uint32_t l4_keys(const struct pi_dp_rule *rules, uint32_t count,
 			uint32_t *keys)
 {
 	uint32_t n = 0, u = 0;
@@ -382,7 +382,7 @@ void cls_policy_free(struct cls_policy *c)
 	memset(c, 0, sizeof(*c));
 }
 
-int cls_compile(const struct pi_rule *rules, uint32_t count,
+int cls_compile(const struct pi_dp_rule *rules, uint32_t count,
 		struct cls_policy *c)
 {
 	struct builder b = {
@@ -427,7 +427,7 @@ int cls_compile(const struct pi_rule *rules, uint32_t count,
 }
 
 int cls_lookup(const struct cls_policy *c, uint32_t family,
-	       const struct pi_addr *peer, uint8_t proto, uint8_t has_ports,
+	       const struct pi_dp_addr *peer, uint8_t proto, uint8_t has_ports,
 	       uint16_t port)
 {
 	const struct cls_addr *best = NULL;
@@ -633,7 +633,7 @@ static int find_gap(struct span *used, uint32_t nused, uint32_t base,
 /* The trie and L4 keys of a policy of `gen` over `rules`, deleted; used
  * for the policy a flip retired and for an edit that failed. */
 static void delete_keys(const struct cls_maps *m, uint32_t gen,
-			const struct pi_rule *rules, uint32_t count)
+			const struct pi_dp_rule *rules, uint32_t count)
 {
 	uint32_t *keys = calloc(count + 1, sizeof(*keys)), nkeys;
 	struct pi_cls_addr_key *ak = calloc((count + 1) * ADDR_FAMILIES,
@@ -678,17 +678,17 @@ static void delete_keys(const struct cls_maps *m, uint32_t gen,
 static int place(const struct cls_maps *m, const struct cls_policy *c,
 		 struct pi_cls_head *h, const char **why)
 {
-	struct pi_policy_ref *refs = calloc(PI_MAX_PODS * 2, sizeof(*refs));
+	struct pi_policy_ref *refs = calloc(PI_DP_MAX_PODS * 2, sizeof(*refs));
 	struct span *sp[3];
 	uint32_t n = 0;
 	int err;
 
-	sp[0] = calloc(PI_MAX_PODS * 2, sizeof(struct span));
-	sp[1] = calloc(PI_MAX_PODS * 2, sizeof(struct span));
-	sp[2] = calloc(PI_MAX_PODS * 2, sizeof(struct span));
+	sp[0] = calloc(PI_DP_MAX_PODS * 2, sizeof(struct span));
+	sp[1] = calloc(PI_DP_MAX_PODS * 2, sizeof(struct span));
+	sp[2] = calloc(PI_DP_MAX_PODS * 2, sizeof(struct span));
 	err = !refs || !sp[0] || !sp[1] || !sp[2] ? -ENOMEM :
-	      cls_array_read(m->refs, 0, PI_MAX_PODS * 2, refs, sizeof(*refs));
-	for (uint32_t k = 0; !err && k < PI_MAX_PODS * 2; k++) {
+	      cls_array_read(m->refs, 0, PI_DP_MAX_PODS * 2, refs, sizeof(*refs));
+	for (uint32_t k = 0; !err && k < PI_DP_MAX_PODS * 2; k++) {
 		struct pi_cls_head o;
 		uint32_t s = refs[k].start;
 
@@ -789,13 +789,13 @@ static int write_compiled(const struct cls_maps *m, const struct cls_policy *c,
 }
 
 int cls_publish(const struct cls_maps *m, uint32_t pod_id, uint32_t dir,
-		const struct pi_rule *rules, uint32_t count, uint32_t start,
+		const struct pi_dp_rule *rules, uint32_t count, uint32_t start,
 		const char **why)
 {
 	struct pi_policy_ref ref = { .start = start, .count = count }, old;
 	struct pi_cls_head h = { 0 }, oldh = { 0 }, last = { 0 };
 	uint32_t key = pod_id * 2 + dir, lastk = PI_MAX_RULES;
-	struct pi_rule *old_rules = NULL;
+	struct pi_dp_rule *old_rules = NULL;
 	struct cls_policy c = { 0 };
 	const char *dummy;
 	bool have_old;
@@ -876,7 +876,7 @@ out:
 /* ---- the datapath's lookup, from userspace ---------------------------- */
 
 int cls_lookup_maps(const struct cls_maps *m, uint32_t start, uint32_t family,
-		    const struct pi_addr *peer, uint8_t proto,
+		    const struct pi_dp_addr *peer, uint8_t proto,
 		    uint8_t has_ports, uint16_t port, uint32_t *pos)
 {
 	struct pi_cls_addr_key ak = { .prefixlen = 64 + 128, .family = family,

@@ -38,7 +38,7 @@ struct cls_maps {
 struct cls_addr {
 	uint32_t family;
 	uint32_t plen;
-	struct pi_addr addr;	/* masked to plen */
+	struct pi_dp_addr addr;	/* masked to plen */
 	uint32_t cls;
 };
 
@@ -65,13 +65,13 @@ struct cls_policy {
 	uint32_t nl4;
 };
 
-int cls_compile(const struct pi_rule *rules, uint32_t count,
+int cls_compile(const struct pi_dp_rule *rules, uint32_t count,
 		struct cls_policy *out);
 void cls_policy_free(struct cls_policy *c);
 
 /* The position of the first rule that matches, or -1. */
 int cls_lookup(const struct cls_policy *c, uint32_t family,
-	       const struct pi_addr *peer, uint8_t proto, uint8_t has_ports,
+	       const struct pi_dp_addr *peer, uint8_t proto, uint8_t has_ports,
 	       uint16_t port);
 
 /* The datapath's lookup on the maps, run from userspace, for the policy
@@ -79,7 +79,7 @@ int cls_lookup(const struct cls_policy *c, uint32_t family,
  * rule that matches, 0 when none matches, or -errno when the maps could
  * not be read (never mistaken for "no match"). */
 int cls_lookup_maps(const struct cls_maps *m, uint32_t start, uint32_t family,
-		    const struct pi_addr *peer, uint8_t proto,
+		    const struct pi_dp_addr *peer, uint8_t proto,
 		    uint8_t has_ports, uint16_t port, uint32_t *pos);
 
 /* Publishes `rules` as pod `pod_id`'s policy in `dir`: the rules at slot
@@ -88,7 +88,7 @@ int cls_lookup_maps(const struct cls_maps *m, uint32_t start, uint32_t family,
  * policy's trie and L4 entries removed. On error nothing the datapath
  * reads has changed and *why (when not NULL) says what did not fit. */
 int cls_publish(const struct cls_maps *m, uint32_t pod_id, uint32_t dir,
-		const struct pi_rule *rules, uint32_t count, uint32_t start,
+		const struct pi_dp_rule *rules, uint32_t count, uint32_t start,
 		const char **why);
 
 /* `count` consecutive elements of an array map from key `first`. */

@@ -13,7 +13,7 @@
 #include "lib.h"
 #include "podinject_util.h"
 
-static const uint32_t ct_defaults[PI_CT_TO_MAX] = PI_CT_TIMEOUT_DEFAULTS;
+static const uint32_t ct_defaults[PI_DP_CT_TO_MAX] = PI_CT_TIMEOUT_DEFAULTS;
 
 static uint32_t timeout_s(const struct pi_node *n, const struct pi_ct_key *k,
 			  const struct pi_ct_entry *e)
@@ -21,15 +21,36 @@ static uint32_t timeout_s(const struct pi_node *n, const struct pi_ct_key *k,
 	uint32_t kind;
 
 	if (k->proto == IPPROTO_TCP)
-		kind = e->state == PI_CT_OPENING ? PI_CT_TO_TCP_OPENING :
-		       e->state == PI_CT_CLOSING ? PI_CT_TO_TCP_CLOSING :
-						   PI_CT_TO_TCP_ESTABLISHED;
+		kind = e->state == PI_DP_CT_OPENING ? PI_DP_CT_TO_TCP_OPENING :
+		       e->state == PI_DP_CT_CLOSING ? PI_DP_CT_TO_TCP_CLOSING :
+						   PI_DP_CT_TO_TCP_ESTABLISHED;
 	else if (k->proto == IPPROTO_ICMP || k->proto == IPPROTO_ICMPV6)
-		kind = PI_CT_TO_ICMP;
+		kind = PI_DP_CT_TO_ICMP;
 	else
-		kind = PI_CT_TO_UDP;
+		kind = PI_DP_CT_TO_UDP;
 	return n->cfg.ct_timeout[kind] ? n->cfg.ct_timeout[kind] :
 					 ct_defaults[kind];
+}
+
+/* A flow of the API, from the datapath's entry and its key. */
+static void ct_info_from_dp(struct pi_ct_info *ci, const struct pi_ct_key *k,
+			    const struct pi_ct_entry *e)
+{
+	ci->family = k->family;
+	ci->proto = k->proto;
+	ci->pod_port = k->pod_port;
+	ci->peer_port = k->peer_port;
+	ci->pod = addr_from_dp(&k->pod);
+	ci->peer = addr_from_dp(&k->peer);
+	ci->dir = e->dir;
+	ci->state = e->state;
+	ci->flags = e->flags;
+	ci->rule_id = e->rule_id;
+	ci->policy_rev = e->rev;
+	for (int d = 0; d < 2; d++) {
+		ci->packets[d] = e->packets[d];
+		ci->bytes[d] = e->bytes[d];
+	}
 }
 
 #define CT_ALL_PODS	UINT32_MAX
@@ -39,7 +60,8 @@ static uint32_t timeout_s(const struct pi_node *n, const struct pi_ct_key *k,
  * `forget`, deletes each one fn was called on. Deletions wait for the end
  * of the walk: a hash map's next key after a deleted one is its first. */
 static int ct_walk(struct pi_node *n, uint32_t pod_id, bool forget,
-		   int (*fn)(const struct pi_ct_info *ci, void *ctx),
+		   int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci,
+			     void *ctx),
 		   void *ctx)
 {
 	int fd = n->maps[M_CT], err = 0, ndel = 0, cap = 0;
@@ -48,7 +70,8 @@ static int ct_walk(struct pi_node *n, uint32_t pod_id, bool forget,
 	bool first = true;
 
 	while (!err && !bpf_map_get_next_key(fd, first ? NULL : &k, &next)) {
-		struct pi_ct_info ci = { .key = next };
+		struct pi_ct_info ci = { 0 };
+		struct pi_ct_entry e;
 		bool gone = forget;
 		uint64_t to, idle;
 
@@ -56,17 +79,17 @@ static int ct_walk(struct pi_node *n, uint32_t pod_id, bool forget,
 		k = next;
 		if (pod_id != CT_ALL_PODS && next.pod_id != pod_id)
 			continue;
-		if (bpf_map_lookup_elem(fd, &next, &ci.entry))
+		if (bpf_map_lookup_elem(fd, &next, &e))
 			continue;	/* gone meanwhile */
-		idle = now > ci.entry.last_ns ? now - ci.entry.last_ns : 0;
-		to = (uint64_t)timeout_s(n, &next, &ci.entry) * 1000000000ull;
+		idle = now > e.last_ns ? now - e.last_ns : 0;
+		to = (uint64_t)timeout_s(n, &next, &e) * 1000000000ull;
 		if (idle > to) {
 			gone = true;
-		} else {
+		} else if (fn) {
+			ct_info_from_dp(&ci, &next, &e);
 			ci.idle_ms = idle / 1000000;
 			ci.expires_ms = (to - idle) / 1000000;
-			if (fn)
-				err = fn(&ci, ctx);
+			err = fn(next.pod_id, &ci, ctx);
 		}
 		if (!gone)
 			continue;
@@ -93,7 +116,7 @@ struct ct_list_ctx {
 	int cnt, cap;
 };
 
-static int ct_collect(const struct pi_ct_info *ci, void *ctx)
+static int ct_collect(uint32_t pod_id, const struct pi_ct_info *ci, void *ctx)
 {
 	struct ct_list_ctx *l = ctx;
 
@@ -130,13 +153,13 @@ int pi_ct_list(struct pi_node *n, const char *pod_name,
 	return l.cnt;
 }
 
-static int ct_tally(const struct pi_ct_info *ci, void *ctx)
+static int ct_tally(uint32_t pod_id, const struct pi_ct_info *ci, void *ctx)
 {
 	struct pi_ct_counts *c = ctx;
 
 	c->entries++;
-	if (ci->entry.state <= PI_CT_CLOSING)
-		c->by_state[ci->entry.state]++;
+	if (ci->state <= PI_CT_CLOSING)
+		c->by_state[ci->state]++;
 	return 0;
 }
 
@@ -167,12 +190,13 @@ struct ct_all_ctx {
 	uint32_t nout;
 };
 
-static int ct_tally_by_pod(const struct pi_ct_info *ci, void *ctx)
+static int ct_tally_by_pod(uint32_t pod_id, const struct pi_ct_info *ci,
+			   void *ctx)
 {
 	struct ct_all_ctx *a = ctx;
 
-	if (ci->key.pod_id < a->nout)
-		ct_tally(ci, &a->out[ci->key.pod_id]);
+	if (pod_id < a->nout)
+		ct_tally(pod_id, ci, &a->out[pod_id]);
 	return 0;
 }
 

@@ -302,7 +302,7 @@ static bool netkit_fallback_wanted(const struct inject_state *s,
 		prev = &key;
 		if (!bpf_map_lookup_elem(s->maps[IM_AUTH], &key, &t) &&
 		    t.target_ifindex == pod->ifindex &&
-		    t.path == PI_PATH_NETKIT_FALLBACK)
+		    t.path == PI_DP_PATH_NETKIT_FALLBACK)
 			return true;
 	}
 	return false;
@@ -376,18 +376,18 @@ static int netkit_peer_program(const struct inject_state *s,
 
 static int free_guard_slot(const struct inject_state *s, uint32_t *slot)
 {
-	bool used[PI_MAX_PODS] = { false };
+	bool used[PI_DP_MAX_PODS] = { false };
 	uint32_t key, next, *prev = NULL;
-	struct pi_netkit_guard g;
+	struct pi_dp_netkit_guard g;
 
 	while (!bpf_map_get_next_key(s->maps[IM_NETKIT_GUARDS], prev, &next)) {
 		key = next;
 		prev = &key;
 		if (!bpf_map_lookup_elem(s->maps[IM_NETKIT_GUARDS], &key, &g) &&
-		    g.slot < PI_MAX_PODS)
+		    g.slot < PI_DP_MAX_PODS)
 			used[g.slot] = true;
 	}
-	for (uint32_t i = 0; i < PI_MAX_PODS; i++) {
+	for (uint32_t i = 0; i < PI_DP_MAX_PODS; i++) {
 		if (!used[i]) {
 			*slot = i;
 			return 0;
@@ -398,7 +398,7 @@ static int free_guard_slot(const struct inject_state *s, uint32_t *slot)
 
 static void guard_detach(struct inject_state *s, const struct pi_pod_info *pod)
 {
-	struct pi_netkit_guard g;
+	struct pi_dp_netkit_guard g;
 	char path[PATH_MAX];
 
 	guard_pin(s, "guard", pod, path, sizeof(path));
@@ -424,7 +424,7 @@ static void guard_detach(struct inject_state *s, const struct pi_pod_info *pod)
  * with the tag still on. */
 static int guard_attach(struct inject_state *s, const struct pi_pod_info *pod)
 {
-	struct pi_netkit_guard g = {};
+	struct pi_dp_netkit_guard g = {};
 	char path[PATH_MAX];
 	int cni, err;
 
@@ -473,7 +473,7 @@ static int guard_attach(struct inject_state *s, const struct pi_pod_info *pod)
  * `missing`) rather than run them through a program the CNI gave up.
  */
 static int guard_follow(struct inject_state *s, const struct pi_pod_info *pod,
-			const struct pi_netkit_guard *g)
+			const struct pi_dp_netkit_guard *g)
 {
 	uint32_t old = 0, now;
 	int cni, err = 0;
@@ -507,7 +507,7 @@ static int guard_follow(struct inject_state *s, const struct pi_pod_info *pod,
 static int guard_set(const struct pi_node *n, struct inject_state *s,
 		     const struct pi_pod_info *pod, bool wanted)
 {
-	struct pi_netkit_guard g;
+	struct pi_dp_netkit_guard g;
 	int err = 0, saved;
 	bool present;
 
@@ -563,7 +563,8 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 	for (int i = 0; i < ntargets && !err; i++) {
 		struct pi_inject_target t = {
 			.target_ifindex = targets[i].ifindex,
-			.path = path,
+			.path = path,	/* the API's are the datapath's
+					 * (lib/abi_ties.c) */
 		};
 		struct pi_inject_key k[2];
 		int nk = target_key(inj, &targets[i], k);
@@ -572,7 +573,7 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 		 * behind the pod's peer programs: the guard must run them. */
 		if (path == PI_PATH_FALLBACK &&
 		    (targets[i].flags & PI_POD_NETKIT)) {
-			t.path = PI_PATH_NETKIT_FALLBACK;
+			t.path = PI_DP_PATH_NETKIT_FALLBACK;
 			/* In place before the key: the injector's head
 			 * program may be attached already and take the path
 			 * the moment the key exists. */
@@ -593,7 +594,7 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 				err = -errno;
 		}
 		/* A target moved off the netkit fallback loses its guard. */
-		if (!err && t.path != PI_PATH_NETKIT_FALLBACK)
+		if (!err && t.path != PI_DP_PATH_NETKIT_FALLBACK)
 			err = netkit_guard_sync(n, s, &targets[i]);
 	}
 	if (err) {
@@ -840,7 +841,7 @@ int pi_inject_list(struct pi_node *n, struct pi_inject_auth_info **out)
 			pod_name_by_ifindex(n, t.target_ifindex, a->as,
 					    sizeof(a->as));
 			a->family = key.family;
-			a->addr = key.addr;
+			a->addr = addr_from_dp(&key.addr);
 			a->path = t.path;
 			cnt++;
 		}
@@ -848,6 +849,19 @@ int pi_inject_list(struct pi_node *n, struct pi_inject_auth_info **out)
 	}
 	*out = all;
 	return cnt;
+}
+
+/* A guard of the API from the netkit_guards map's. */
+static void guard_from_dp(struct pi_netkit_guard *g,
+			  const struct pi_dp_netkit_guard *d)
+{
+	*g = (struct pi_netkit_guard){
+		.slot = d->slot,
+		.runs = d->runs,
+		.missing = d->missing,
+		.forged = d->forged,
+	};
+	memcpy(g->pod_mac, d->pod_mac, 6);
 }
 
 int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **out)
@@ -866,6 +880,7 @@ int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **out)
 		while (cnt < PI_MAX_INJECT &&
 		       !bpf_map_get_next_key(s.maps[IM_STATS], prev, &next)) {
 			struct pi_inject_stat_info *st = &all[cnt];
+			struct pi_dp_netkit_guard g;
 
 			key = next;
 			prev = &key;
@@ -874,7 +889,9 @@ int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **out)
 				continue;
 			st->packets = sum.packets;
 			st->bytes = sum.bytes;
-			for (int r = 0; r < PI_INJ_DROP_MAX; r++)
+			/* the API's reasons are the datapath's
+			 * (lib/abi_ties.c) */
+			for (int r = 0; r < PI_DP_INJ_DROP_MAX; r++)
 				st->drops[r] = sum.drops[r];
 			pod_name_by_ifindex(n, key.injector_ifindex, st->injector,
 					    sizeof(st->injector));
@@ -883,12 +900,13 @@ int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **out)
 			st->path = key.path;
 			/* The guard's counters are the target's, whoever
 			 * injected: given with each netkit-fallback row. */
-			st->has_guard = key.path == PI_PATH_NETKIT_FALLBACK &&
+			st->has_guard = key.path == PI_DP_PATH_NETKIT_FALLBACK &&
 				!bpf_map_lookup_elem(s.maps[IM_NETKIT_GUARDS],
-						     &key.target_ifindex,
-						     &st->guard);
-			if (st->has_guard)
+						     &key.target_ifindex, &g);
+			if (st->has_guard) {
+				guard_from_dp(&st->guard, &g);
 				netkit_tag(&s, st->tag, sizeof(st->tag));
+			}
 			cnt++;
 		}
 		inject_close(&s);

@@ -74,6 +74,9 @@ int attach_in_pod(const struct pi_node *n, const struct inject_state *s,
 void detach_in_pod(const struct pi_node *n, const struct inject_state *s,
 		   const struct pi_pod_info *pod, const char *what);
 
+/* proxy.c: a proxy rule of the API from the proxy_rules map's. */
+void proxy_rule_from_dp(struct pi_proxy_rule *r,
+			const struct pi_dp_proxy_rule *d);
 /* proxy.c: a pod being deleted stops being proxied and proxying. */
 void proxy_forget_pod(const struct pi_node *n, struct inject_state *s,
 		      const struct pi_pod_info *gone);

@@ -7,6 +7,20 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "podinject/podinject.h"
+/* The datapath's layouts: the library's, never its callers' (the public
+ * header does not include it). */
+#include "podinject_abi.h"
+
+/* An address of the API, as the datapath's maps hold it, and back. */
+static inline struct pi_dp_addr addr_to_dp(const struct pi_addr *a)
+{
+	return (struct pi_dp_addr){ { a->a[0], a->a[1], a->a[2], a->a[3] } };
+}
+
+static inline struct pi_addr addr_from_dp(const struct pi_dp_addr *a)
+{
+	return (struct pi_addr){ { a->a[0], a->a[1], a->a[2], a->a[3] } };
+}
 
 /* The log callback's messages (lib/log.c). */
 void pi_log(enum pi_log_level level, const char *fmt, ...)

@@ -89,7 +89,7 @@ static int create_meta_map(const char *dir)
 	int fd, err = 0;
 
 	fd = bpf_map_create(BPF_MAP_TYPE_HASH, PI_POD_META_PIN, sizeof(__u32),
-			    sizeof(struct pi_pod_meta), PI_MAX_PODS, NULL);
+			    sizeof(struct pi_pod_meta), PI_DP_MAX_PODS, NULL);
 	if (fd < 0)
 		return -errno;
 	snprintf(path, sizeof(path), "%s/%s", dir, PI_POD_META_PIN);
@@ -174,12 +174,15 @@ int pi_node_addresses(struct pi_node *n,
 	struct pi_endpoint ep;
 
 	while (!bpf_map_get_next_key(n->maps[M_ENDPOINTS], prev, &next)) {
+		struct pi_addr a;
+
 		key = next;
 		prev = &key;
 		if (bpf_map_lookup_elem(n->maps[M_ENDPOINTS], &key, &ep) ||
 		    ep.kind != PI_EP_HOST)
 			continue;
-		fn(key.family, &key.addr, ctx);
+		a = addr_from_dp(&key.addr);
+		fn(key.family, &a, ctx);
 	}
 	return 0;
 }
@@ -412,6 +415,11 @@ fail_uplink:
 		detach_prog(n->cfg.uplink_ifindex, PI_HOOK_INGRESS,
 			    node_attach_mode(n), PI_PRIO_DATAPATH, link);
 	return err;
+}
+
+uint32_t pi_abi_version(void)
+{
+	return PI_ABI_VERSION;
 }
 
 int pi_node_up(const char *name, const struct pi_node_up_opts *o,

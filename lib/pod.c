@@ -27,7 +27,8 @@
 static int endpoint_exists(const struct pi_node *n, int family,
 			   const struct pi_addr *a)
 {
-	struct pi_endpoint_key key = { .family = family, .addr = *a };
+	struct pi_endpoint_key key = { .family = family,
+				       .addr = addr_to_dp(a) };
 	struct pi_endpoint ep;
 
 	return !bpf_map_lookup_elem(n->maps[M_ENDPOINTS], &key, &ep);
@@ -37,18 +38,18 @@ static int endpoint_exists(const struct pi_node *n, int family,
  * between this scan and the pod's record. */
 static int free_pod_id(const struct pi_node *n, uint32_t *id)
 {
-	bool used[PI_MAX_PODS] = { false };
+	bool used[PI_DP_MAX_PODS] = { false };
 	uint32_t key, next, *prev = NULL;
 	struct pi_pod pod;
 
 	while (!bpf_map_get_next_key(n->maps[M_PODS], prev, &next)) {
 		if (!bpf_map_lookup_elem(n->maps[M_PODS], &next, &pod) &&
-		    pod.id < PI_MAX_PODS)
+		    pod.id < PI_DP_MAX_PODS)
 			used[pod.id] = true;
 		key = next;
 		prev = &key;
 	}
-	for (uint32_t i = 0; i < PI_MAX_PODS; i++) {
+	for (uint32_t i = 0; i < PI_DP_MAX_PODS; i++) {
 		if (!used[i]) {
 			*id = i;
 			return 0;
@@ -199,7 +200,7 @@ static void del_endpoints(const struct pi_node *n, const struct pi_pod_info *pod
 
 static void reset_pod_stats(const struct pi_node *n, uint32_t id)
 {
-	percpu_zero(n->maps[M_POD_STATS], &id, sizeof(struct pi_pod_stats));
+	percpu_zero(n->maps[M_POD_STATS], &id, sizeof(struct pi_dp_pod_stats));
 }
 
 static int attach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
@@ -355,7 +356,7 @@ static int pod_admissible(const struct pi_node *n, struct pi_pod_info *pod)
 	}
 	if (free_pod_id(n, &pod->id)) {
 		pr_err("node '%s' has no room for another pod (max %d)", n->name,
-		      PI_MAX_PODS);
+		      PI_DP_MAX_PODS);
 		return -ENOSPC;
 	}
 	return 0;
@@ -826,7 +827,7 @@ static int list_cb(const struct pi_node *n, const struct pi_pod_info *pod,
 
 int pi_pod_list(struct pi_node *n, struct pi_pod_info **pods)
 {
-	struct list_ctx ctx = { .all = calloc(PI_MAX_PODS, sizeof(*ctx.all)) };
+	struct list_ctx ctx = { .all = calloc(PI_DP_MAX_PODS, sizeof(*ctx.all)) };
 	int err;
 
 	*pods = NULL;

@@ -29,8 +29,28 @@ static int read_ref(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 	       -errno : 0;
 }
 
+/* A rule of the API, as the `rules` map holds it, and back: the map's
+ * layout is the datapath's, free to change without changing the API.
+ * RULE_FIELDS lists what both name alike, once for both ways. */
+#define RULE_FIELDS(src)						\
+	.id = (src)->id, .action = (src)->action, .proto = (src)->proto, \
+	.family = (src)->family, .prefixlen = (src)->prefixlen,		\
+	.port_lo = (src)->port_lo, .port_hi = (src)->port_hi
+
+static struct pi_dp_rule rule_to_dp(const struct pi_rule *r)
+{
+	return (struct pi_dp_rule){ RULE_FIELDS(r),
+				    .addr = addr_to_dp(&r->addr) };
+}
+
+static struct pi_rule rule_from_dp(const struct pi_dp_rule *r)
+{
+	return (struct pi_rule){ RULE_FIELDS(r),
+				 .addr = addr_from_dp(&r->addr) };
+}
+
 static int read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
-		      struct pi_rule *out)
+		      struct pi_dp_rule *out)
 {
 	/* in batches: one syscall per rule made `policy add` of the
 	 * 10 000th rule cost 10 000 */
@@ -41,8 +61,8 @@ static int read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
 /* Every pod's references, both directions. */
 static int read_all_refs(const struct pi_node *n, struct pi_policy_ref *refs)
 {
-	return cls_array_read(n->maps[M_POLICY_REFS], 0, PI_MAX_PODS * 2, refs,
-			  sizeof(*refs));
+	return cls_array_read(n->maps[M_POLICY_REFS], 0, PI_DP_MAX_PODS * 2,
+			      refs, sizeof(*refs));
 }
 
 /* First slot of a free run of `count` slots, or -ENOSPC. Live ranges,
@@ -50,7 +70,7 @@ static int read_all_refs(const struct pi_node *n, struct pi_policy_ref *refs)
 static int find_free_range(const struct pi_node *n, uint32_t count,
 			   uint32_t *start)
 {
-	struct pi_policy_ref *refs = calloc(PI_MAX_PODS * 2, sizeof(*refs));
+	struct pi_policy_ref *refs = calloc(PI_DP_MAX_PODS * 2, sizeof(*refs));
 	uint8_t *used = calloc(PI_MAX_RULES, 1);
 	uint32_t run = 0;
 	int err;
@@ -61,7 +81,7 @@ static int find_free_range(const struct pi_node *n, uint32_t count,
 		return -ENOMEM;
 	}
 	err = read_all_refs(n, refs);
-	for (uint32_t k = 0; !err && k < PI_MAX_PODS * 2; k++)
+	for (uint32_t k = 0; !err && k < PI_DP_MAX_PODS * 2; k++)
 		for (uint32_t i = 0; i < refs[k].count; i++)
 			if (refs[k].start + i < PI_MAX_RULES)
 				used[refs[k].start + i] = 1;
@@ -84,13 +104,13 @@ static int find_free_range(const struct pi_node *n, uint32_t count,
 
 static int alloc_rule_id(const struct pi_node *n, uint32_t *id)
 {
-	struct pi_policy_ref *refs = calloc(PI_MAX_PODS * 2, sizeof(*refs));
+	struct pi_policy_ref *refs = calloc(PI_DP_MAX_PODS * 2, sizeof(*refs));
 	uint8_t *used = calloc(PI_MAX_RULE_IDS, 1);
-	struct pi_rule *list = calloc(PI_MAX_POD_RULES, sizeof(*list));
+	struct pi_dp_rule *list = calloc(PI_MAX_POD_RULES, sizeof(*list));
 	int err;
 
 	err = !refs || !used || !list ? -ENOMEM : read_all_refs(n, refs);
-	for (uint32_t k = 0; !err && k < PI_MAX_PODS * 2; k++) {
+	for (uint32_t k = 0; !err && k < PI_DP_MAX_PODS * 2; k++) {
 		if (!refs[k].count || refs[k].count > PI_MAX_POD_RULES)
 			continue;
 		err = read_rules(n, &refs[k], list);
@@ -134,7 +154,7 @@ struct cls_maps policy_cls_maps(const struct pi_node *n)
 /* Publishes `rules` as the pod's policy in `dir`: into a free range of
  * `rules`, compiled into the classifier's pools (lib/cls.c). */
 static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
-			const struct pi_rule *rules, uint32_t count)
+			const struct pi_dp_rule *rules, uint32_t count)
 {
 	struct cls_maps m = policy_cls_maps(n);
 	const char *why = NULL;
@@ -155,7 +175,16 @@ static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 int policy_replace(struct pi_node *n, uint32_t pod_id, uint32_t dir,
 		   const struct pi_rule *rules, uint32_t count)
 {
-	return write_policy(n, pod_id, dir, rules, count);
+	struct pi_dp_rule *dp = calloc(count + 1, sizeof(*dp));
+	int err;
+
+	if (!dp)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < count; i++)
+		dp[i] = rule_to_dp(&rules[i]);
+	err = write_policy(n, pod_id, dir, dp, count);
+	free(dp);
+	return err;
 }
 
 int policy_read_all(const struct pi_node *n, struct pi_policy_ref *refs)
@@ -166,7 +195,16 @@ int policy_read_all(const struct pi_node *n, struct pi_policy_ref *refs)
 int policy_read_rules(const struct pi_node *n, const struct pi_policy_ref *ref,
 		      struct pi_rule *out)
 {
-	return read_rules(n, ref, out);
+	struct pi_dp_rule *dp = calloc(ref->count + 1, sizeof(*dp));
+	int err;
+
+	if (!dp)
+		return -ENOMEM;
+	err = read_rules(n, ref, dp);
+	for (uint32_t i = 0; !err && i < ref->count; i++)
+		out[i] = rule_from_dp(&dp[i]);
+	free(dp);
+	return err;
 }
 
 /* New ids start from zero, as alloc_rule_id() starts them: an id a rule
@@ -187,10 +225,10 @@ int policy_zero_counters(const struct pi_node *n, const uint32_t *ids,
 /* Drops a pod id's policy in both directions. */
 static int policy_clear_pod(struct pi_node *n, uint32_t pod_id)
 {
-	int err = write_policy(n, pod_id, PI_DIR_EGRESS, NULL, 0);
+	int err = write_policy(n, pod_id, PI_DP_DIR_EGRESS, NULL, 0);
 
 	if (!err)
-		err = write_policy(n, pod_id, PI_DIR_INGRESS, NULL, 0);
+		err = write_policy(n, pod_id, PI_DP_DIR_INGRESS, NULL, 0);
 	return err;
 }
 
@@ -203,7 +241,7 @@ static const char *dir_name(uint32_t dir)
  * can hold. */
 static int load_policy(struct pi_node *n, const char *pod_name, uint32_t dir,
 		       struct pi_pod_info *pod, struct pi_policy_ref *ref,
-		       struct pi_rule **list)
+		       struct pi_dp_rule **list)
 {
 	int err = pod_lookup(n, pod_name, pod);
 
@@ -222,7 +260,8 @@ static int load_policy(struct pi_node *n, const char *pod_name, uint32_t dir,
 int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 		  const struct pi_rule *rule, uint32_t pos, uint32_t *id)
 {
-	struct pi_rule *list = NULL, r = *rule;
+	struct pi_dp_rule *list = NULL;
+	struct pi_rule r = *rule;
 	struct pi_policy_ref ref;
 	struct pi_pod_info pod;
 	int err;
@@ -250,7 +289,7 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 
 		memmove(&list[at + 1], &list[at],
 			(ref.count - at) * sizeof(list[0]));
-		list[at] = r;
+		list[at] = rule_to_dp(&r);
 		err = write_policy(n, pod.id, dir, list, ref.count + 1);
 	}
 	free(list);
@@ -269,7 +308,7 @@ int pi_policy_del(struct pi_node *n, const char *pod_name, uint32_t dir,
 {
 	struct pi_policy_ref ref;
 	struct pi_pod_info pod;
-	struct pi_rule *list;
+	struct pi_dp_rule *list;
 	uint32_t kept = 0;
 	int err;
 
@@ -317,7 +356,7 @@ static int policy_list_id(struct pi_node *n, uint32_t pod_id,
 {
 	struct pi_rule_info *all = NULL;
 	struct pi_policy_ref ref[2];
-	struct pi_rule *list;
+	struct pi_dp_rule *list;
 	uint32_t most;
 	int cnt = 0;
 
@@ -341,7 +380,7 @@ static int policy_list_id(struct pi_node *n, uint32_t pod_id,
 
 			ri->dir = dir;
 			ri->position = i + 1;
-			ri->rule = list[i];
+			ri->rule = rule_from_dp(&list[i]);
 			rule_counters(n, list[i].id, &ri->packets, &ri->bytes);
 		}
 	}

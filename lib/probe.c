@@ -250,10 +250,11 @@ static uint32_t policy_deny_rule(const struct pi_node *n, const struct probe *pr
 {
 	struct cls_maps m = policy_cls_maps(n);
 	struct pi_policy_ref ref;
-	uint32_t key = pr->pod->id * 2 + PI_DIR_EGRESS, slot;
+	uint32_t key = pr->pod->id * 2 + PI_DP_DIR_EGRESS, slot;
 	uint8_t proto = pr->proto;
 	bool ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
-	struct pi_rule r;
+	struct pi_dp_addr dst = addr_to_dp(&pr->dst);
+	struct pi_dp_rule r;
 	uint32_t pos;
 	int found;
 
@@ -262,7 +263,7 @@ static uint32_t policy_deny_rule(const struct pi_node *n, const struct probe *pr
 	if (bpf_map_lookup_elem(n->maps[M_POLICY_REFS], &key, &ref) ||
 	    !ref.count)
 		return 0;
-	found = cls_lookup_maps(&m, ref.start, pr->family, &pr->dst, proto,
+	found = cls_lookup_maps(&m, ref.start, pr->family, &dst, proto,
 				ports, ports ? pr->dport : 0, &pos);
 	if (found < 0)
 		pr_warn("pod '%s': cannot read its policy (%s); a drop by it is reported as no answer",
@@ -272,7 +273,7 @@ static uint32_t policy_deny_rule(const struct pi_node *n, const struct probe *pr
 	slot = ref.start + pos;
 	if (bpf_map_lookup_elem(n->maps[M_RULES], &slot, &r))
 		return 0;
-	return r.action == PI_DENY ? r.id : 0;
+	return r.action == PI_DP_DENY ? r.id : 0;
 }
 
 static uint64_t rule_packets(const struct pi_node *n, uint32_t id)
@@ -617,8 +618,8 @@ static void probe_prepare(struct session *ss, struct probe *pr, uint32_t id,
 	pr->key.family = family;
 	pr->key.proto = family == AF_INET6 && proto == IPPROTO_ICMP ?
 			IPPROTO_ICMPV6 : proto;
-	pr->key.pod = pr->src;
-	pr->key.dst = pr->dst;
+	pr->key.pod = addr_to_dp(&pr->src);
+	pr->key.dst = addr_to_dp(&pr->dst);
 	pr->key.pod_port = htons(pr->sport);
 	pr->key.dst_port = htons(pr->dport);
 	pi_fmt_addr(family, dst, -1, pr->to, sizeof(pr->to));

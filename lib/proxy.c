@@ -181,7 +181,7 @@ int reply_hook_attach(const struct pi_node *n, const struct inject_state *s,
 void reply_hook_release(const struct pi_node *n, const struct inject_state *s,
 			const struct pi_pod_info *pod)
 {
-	struct pi_proxy_rule r;
+	struct pi_dp_proxy_rule r;
 
 	if (!bpf_map_lookup_elem(s->maps[IM_PROXY_RULES], &pod->ifindex, &r))
 		return;
@@ -201,7 +201,7 @@ static int proxy_serves(const struct inject_state *s, uint32_t proxy_ifindex,
 			uint32_t except)
 {
 	uint32_t key, next, *prev = NULL;
-	struct pi_proxy_rule r;
+	struct pi_dp_proxy_rule r;
 	int cnt = 0;
 
 	while (!bpf_map_get_next_key(s->maps[IM_PROXY_RULES], prev, &next)) {
@@ -280,7 +280,7 @@ void proxy_forget_pod(const struct pi_node *n, struct inject_state *s,
 		      const struct pi_pod_info *gone)
 {
 	uint32_t key, next, *prev = NULL;
-	struct pi_proxy_rule r;
+	struct pi_dp_proxy_rule r;
 	struct pi_pod_info proxy, pod;
 
 	while (!bpf_map_get_next_key(s->maps[IM_PROXY_RULES], prev, &next)) {
@@ -318,10 +318,58 @@ static int two_pods(struct pi_node *n, const char *proxy_name,
 	return 0;
 }
 
+/* What a proxy rule of the API and the proxy_rules map's name alike, once
+ * for both ways; their port lists are copied whole. */
+#define PROXY_RULE_FIELDS(src)						\
+	.port = (src)->port, .proto = (src)->proto,			\
+	.nports = (src)->nports, .dst_family = (src)->dst_family,	\
+	.dst_plen = (src)->dst_plen
+_Static_assert(sizeof(((struct pi_proxy_rule *)0)->dport_lo) ==
+	       sizeof(((struct pi_dp_proxy_rule *)0)->dport_lo) &&
+	       sizeof(((struct pi_proxy_rule *)0)->dport_hi) ==
+	       sizeof(((struct pi_dp_proxy_rule *)0)->dport_hi),
+	       "the API's port lists are the map's");
+
+/* A proxy rule of the API, as the proxy_rules map holds it: with the two
+ * pods' devices and addresses the datapath hands packets between. */
+static struct pi_dp_proxy_rule proxy_rule_to_dp(const struct pi_proxy_rule *r,
+						const struct pi_pod_info *proxy,
+						const struct pi_pod_info *pod)
+{
+	struct pi_dp_proxy_rule d = {
+		PROXY_RULE_FIELDS(r),
+		.proxy_ifindex = proxy->ifindex,
+		.dst = addr_to_dp(&r->dst),
+	};
+
+	memcpy(d.dport_lo, r->dport_lo, sizeof(d.dport_lo));
+	memcpy(d.dport_hi, r->dport_hi, sizeof(d.dport_hi));
+	memcpy(d.proxy_pod_mac, proxy->pod_mac, 6);
+	memcpy(d.proxy_host_mac, proxy->host_mac, 6);
+	memcpy(d.pod_mac, pod->pod_mac, 6);
+	memcpy(d.pod_host_mac, pod->host_mac, 6);
+	return d;
+}
+
+/* And back, with the counters the datapath keeps in it. */
+void proxy_rule_from_dp(struct pi_proxy_rule *r,
+			const struct pi_dp_proxy_rule *d)
+{
+	*r = (struct pi_proxy_rule){
+		PROXY_RULE_FIELDS(d),
+		.dst = addr_from_dp(&d->dst),
+		.nflows = d->nflows,
+		.nupstream = d->nupstream,
+		.limit_drops = d->limit_drops,
+	};
+	memcpy(r->dport_lo, d->dport_lo, sizeof(r->dport_lo));
+	memcpy(r->dport_hi, d->dport_hi, sizeof(r->dport_hi));
+}
+
 int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 		 const char *pod_name, const struct pi_proxy_rule *spec)
 {
-	struct pi_proxy_rule rule = *spec, old;
+	struct pi_dp_proxy_rule rule, old;
 	struct pi_inject_key keys[2];
 	struct pi_pod_info proxy, pod;
 	struct inject_state s;
@@ -333,7 +381,7 @@ int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 	err = two_pods(n, proxy_name, pod_name, &proxy, &pod);
 	if (err)
 		return err;
-	if (!rule.port) {
+	if (!spec->port) {
 		pr_err("a proxy needs its listening port");
 		return -EINVAL;
 	}
@@ -356,11 +404,7 @@ int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 		goto out;
 	}
 
-	rule.proxy_ifindex = proxy.ifindex;
-	memcpy(rule.proxy_pod_mac, proxy.pod_mac, 6);
-	memcpy(rule.proxy_host_mac, proxy.host_mac, 6);
-	memcpy(rule.pod_mac, pod.pod_mac, 6);
-	memcpy(rule.pod_host_mac, pod.host_mac, 6);
+	rule = proxy_rule_to_dp(spec, &proxy, &pod);
 
 	err = inject_authorise(n, &s, &proxy, &pod, 1, 0, keys, &nkeys);
 	if (!err)
@@ -400,7 +444,7 @@ int pi_proxy_del(struct pi_node *n, const char *proxy_name,
 		 const char *pod_name)
 {
 	struct pi_pod_info proxy, pod;
-	struct pi_proxy_rule r;
+	struct pi_dp_proxy_rule r;
 	struct inject_state s;
 	int err;
 
@@ -429,21 +473,23 @@ int pi_proxy_list(struct pi_node *n, struct pi_proxy_info **out)
 	int cnt = 0;
 
 	*out = NULL;
-	all = calloc(PI_MAX_PODS + 1, sizeof(*all));
+	all = calloc(PI_DP_MAX_PODS + 1, sizeof(*all));
 	if (!all)
 		return -ENOMEM;
 	if (!inject_open(n, &s, false)) {
-		while (cnt < PI_MAX_PODS &&
+		while (cnt < PI_DP_MAX_PODS &&
 		       !bpf_map_get_next_key(s.maps[IM_PROXY_RULES], prev, &next)) {
 			struct pi_proxy_info *p = &all[cnt];
+			struct pi_dp_proxy_rule r;
 
 			key = next;
 			prev = &key;
 			if (bpf_map_lookup_elem(s.maps[IM_PROXY_RULES], &key,
-						&p->rule))
+						&r))
 				continue;
+			proxy_rule_from_dp(&p->rule, &r);
 			pod_name_by_ifindex(n, key, p->pod, sizeof(p->pod));
-			pod_name_by_ifindex(n, p->rule.proxy_ifindex, p->proxy,
+			pod_name_by_ifindex(n, r.proxy_ifindex, p->proxy,
 					    sizeof(p->proxy));
 			cnt++;
 		}

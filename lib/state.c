@@ -584,6 +584,8 @@ int node_save_config(struct pi_node *n)
 	       -errno : 0;
 }
 
+/* A pod of the API from its two records, and (pod_store) back. The flags
+ * pass as they are: the API's are the datapath's (lib/abi_ties.c). */
 static void pod_join(struct pi_pod_info *out, const struct pi_pod *dp,
 		     const struct pi_pod_meta *m)
 {
@@ -728,13 +730,13 @@ int pod_for_each(const struct pi_node *n,
 {
 	/* Per call, not static: fn may walk the pods again (pod removal
 	 * re-syncs injection state of every pod). */
-	struct pi_pod_info *all = calloc(PI_MAX_PODS, sizeof(*all));
+	struct pi_pod_info *all = calloc(PI_DP_MAX_PODS, sizeof(*all));
 	uint32_t key, next, *prev = NULL;
 	int cnt = 0, ret = 0;
 
 	if (!all)
 		return -ENOMEM;
-	while (cnt < PI_MAX_PODS &&
+	while (cnt < PI_DP_MAX_PODS &&
 	       !bpf_map_get_next_key(n->maps[M_PODS], prev, &next)) {
 		if (!pod_by_ifindex(n, next, &all[cnt]))
 			cnt++;
@@ -752,7 +754,7 @@ int pod_stats_sum(const struct pi_node *n, uint32_t pod_id,
 		  struct pi_pod_stats *out)
 {
 	int ncpu = libbpf_num_possible_cpus();
-	struct pi_pod_stats *per;
+	struct pi_dp_pod_stats *per;
 
 	memset(out, 0, sizeof(*out));
 	if (ncpu <= 0)
@@ -764,12 +766,14 @@ int pod_stats_sum(const struct pi_node *n, uint32_t pod_id,
 		free(per);
 		return -errno;
 	}
+	/* The sum is the conversion: the API's drop reasons are the
+	 * datapath's (lib/abi_ties.c). */
 	for (int c = 0; c < ncpu; c++) {
 		out->egress_packets += per[c].egress_packets;
 		out->egress_bytes += per[c].egress_bytes;
 		out->ingress_packets += per[c].ingress_packets;
 		out->ingress_bytes += per[c].ingress_bytes;
-		for (int r = 0; r < PI_DROP_MAX; r++)
+		for (int r = 0; r < PI_DP_DROP_MAX; r++)
 			out->drops[r] += per[c].drops[r];
 	}
 	free(per);

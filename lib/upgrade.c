@@ -202,13 +202,13 @@ static int read_live_head(struct upgrade *u)
 
 /* ABI 4's configuration, as v0.1 pinned it. */
 struct node_config_v4 {
-	char name[PI_NAME_LEN];
+	char name[PI_DP_NAME_LEN];
 	__u32 uplink_ifindex;
 	__u32 flags;
 	__u32 next_rule_id;
 	__u32 abi;
 	__u64 netns_ino;
-	__u32 ct_timeout[PI_CT_TO_MAX];
+	__u32 ct_timeout[PI_DP_CT_TO_MAX];
 	__u32 pad;
 };
 _Static_assert(sizeof(struct node_config_v4) == 80, "ABI 4's pi_node_config");
@@ -497,7 +497,7 @@ static int pods_view_open(struct upgrade *u, struct pods_view *pv)
 	pv->cnt = 0;
 	memcpy(pv->v.name, u->n.name, sizeof(pv->v.name));
 	memcpy(pv->v.pin_dir, u->n.pin_dir, sizeof(pv->v.pin_dir));
-	pv->pods = calloc(PI_MAX_PODS, sizeof(*pv->pods));
+	pv->pods = calloc(PI_DP_MAX_PODS, sizeof(*pv->pods));
 	if (!pv->pods)
 		return -ENOMEM;
 	fd = view_get(u, node_map_names[M_NODE_CONFIG]);
@@ -1115,7 +1115,7 @@ static int follow_guards(struct upgrade *u, bool live_only)
 {
 	int guards = -1, slots = -1, nfd = -1, err = 0;
 	uint32_t key, next, *prev = NULL;
-	struct pi_netkit_guard g;
+	struct pi_dp_netkit_guard g;
 
 	guards = view_get(u, INJECT_DIR "/netkit_guards");
 	slots = view_get(u, INJECT_DIR "/netkit_peer_progs");

@@ -161,7 +161,7 @@ void xdp_node_teardown(const struct pi_node *n)
 
 static void reset_stats(int map, uint32_t id)
 {
-	percpu_zero(map, &id, sizeof(struct pi_xdp_stats));
+	percpu_zero(map, &id, sizeof(struct pi_dp_xdp_stats));
 }
 
 /* Marks the pod as checked in XDP (or not) where the datapath reads it. */
@@ -293,14 +293,22 @@ static int xdp_pod_detach(const struct pi_node *n, const struct pi_pod_info *p)
 static int xdp_pod_stats(const struct pi_node *n, uint32_t pod_id,
 		  struct pi_xdp_stats *out)
 {
+	struct pi_dp_xdp_stats sum;
 	int map, err;
 
 	memset(out, 0, sizeof(*out));
 	map = pin_get(n, "xdp_stats");
 	if (map < 0)
 		return map;
-	err = percpu_sum(map, &pod_id, out, sizeof(*out));
+	err = percpu_sum(map, &pod_id, &sum, sizeof(sum));
 	close(map);
+	if (!err)
+		*out = (struct pi_xdp_stats){
+			.acl_packets = sum.acl_packets,
+			.acl_bytes = sum.acl_bytes,
+			.acl_drops = sum.acl_drops,
+			.uplink_redirects = sum.uplink_redirects,
+		};
 	return err;
 }
 
@@ -354,7 +362,7 @@ static int xdp_reset_pod(struct pi_node *n, const struct pi_pod_info *pod)
 	}
 	stats = pin_get(n, "xdp_stats");
 	if (stats >= 0) {
-		int e = percpu_zero(stats, &pod->id, sizeof(struct pi_xdp_stats));
+		int e = percpu_zero(stats, &pod->id, sizeof(struct pi_dp_xdp_stats));
 
 		if (e && !err)
 			err = e;

@@ -40,45 +40,43 @@ static const char *flow_proto(uint8_t proto)
 
 static void print_flow(const char *pod, const struct pi_ct_info *ci)
 {
-	const struct pi_ct_key *k = &ci->key;
-	const struct pi_ct_entry *e = &ci->entry;
-	const char *state = e->state <= PI_CT_CLOSING ? state_names[e->state] :
-							"?";
+	const char *state = ci->state <= PI_CT_CLOSING ?
+			    state_names[ci->state] : "?";
 	char pa[64], ra[64], pe[80], re[80];
 
-	pi_fmt_addr(k->family, &k->pod, -1, pa, sizeof(pa));
-	pi_fmt_addr(k->family, &k->peer, -1, ra, sizeof(ra));
+	pi_fmt_addr(ci->family, &ci->pod, -1, pa, sizeof(pa));
+	pi_fmt_addr(ci->family, &ci->peer, -1, ra, sizeof(ra));
 	if (json_output) {
 		json_obj_open(jw);
 		json_kstr(jw, "pod", pod);
-		json_kstr(jw, "family", k->family == AF_INET ? "ipv4" : "ipv6");
-		json_kstr(jw, "proto", flow_proto(k->proto));
+		json_kstr(jw, "family", ci->family == AF_INET ? "ipv4" : "ipv6");
+		json_kstr(jw, "proto", flow_proto(ci->proto));
 		json_kstr(jw, "pod_addr", pa);
-		json_ku64(jw, "pod_port", k->pod_port);
+		json_ku64(jw, "pod_port", ci->pod_port);
 		json_kstr(jw, "peer_addr", ra);
-		json_ku64(jw, "peer_port", k->peer_port);
-		json_kstr(jw, "opened_by", dir_name(e->dir));
+		json_ku64(jw, "peer_port", ci->peer_port);
+		json_kstr(jw, "opened_by", dir_name(ci->dir));
 		json_kstr(jw, "state", state);
-		json_kbool(jw, "replied", e->flags & PI_CT_REPLIED);
-		json_ku64(jw, "rule", e->rule_id);
-		json_ku64(jw, "policy_rev", e->rev);
-		json_ku64(jw, "egress_packets", e->packets[PI_DIR_EGRESS]);
-		json_ku64(jw, "egress_bytes", e->bytes[PI_DIR_EGRESS]);
-		json_ku64(jw, "ingress_packets", e->packets[PI_DIR_INGRESS]);
-		json_ku64(jw, "ingress_bytes", e->bytes[PI_DIR_INGRESS]);
+		json_kbool(jw, "replied", ci->flags & PI_CT_REPLIED);
+		json_ku64(jw, "rule", ci->rule_id);
+		json_ku64(jw, "policy_rev", ci->policy_rev);
+		json_ku64(jw, "egress_packets", ci->packets[PI_DIR_EGRESS]);
+		json_ku64(jw, "egress_bytes", ci->bytes[PI_DIR_EGRESS]);
+		json_ku64(jw, "ingress_packets", ci->packets[PI_DIR_INGRESS]);
+		json_ku64(jw, "ingress_bytes", ci->bytes[PI_DIR_INGRESS]);
 		json_ku64(jw, "idle_ms", ci->idle_ms);
 		json_ku64(jw, "expires_ms", ci->expires_ms);
 		json_obj_close(jw);
 		return;
 	}
-	snprintf(pe, sizeof(pe), k->family == AF_INET ? "%s:%u" : "[%s]:%u",
-		 pa, k->pod_port);
-	snprintf(re, sizeof(re), k->family == AF_INET ? "%s:%u" : "[%s]:%u",
-		 ra, k->peer_port);
+	snprintf(pe, sizeof(pe), ci->family == AF_INET ? "%s:%u" : "[%s]:%u",
+		 pa, ci->pod_port);
+	snprintf(re, sizeof(re), ci->family == AF_INET ? "%s:%u" : "[%s]:%u",
+		 ra, ci->peer_port);
 	printf("%-12s %-5s %-30s %-30s %-7s %-11s %8llu %8llu %5u %8llu\n",
-	       pod, flow_proto(k->proto), pe, re, dir_name(e->dir), state,
-	       (unsigned long long)e->packets[PI_DIR_EGRESS],
-	       (unsigned long long)e->packets[PI_DIR_INGRESS], e->rule_id,
+	       pod, flow_proto(ci->proto), pe, re, dir_name(ci->dir), state,
+	       (unsigned long long)ci->packets[PI_DIR_EGRESS],
+	       (unsigned long long)ci->packets[PI_DIR_INGRESS], ci->rule_id,
 	       (unsigned long long)ci->expires_ms / 1000);
 }
 

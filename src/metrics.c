@@ -292,7 +292,7 @@ static void write_all(struct prom_buf *b, const struct scrape *s)
 {
 	char abi[12];
 
-	u32_str(abi, PI_ABI_VERSION);
+	u32_str(abi, pi_abi_version());
 	prom_family(b, "podinject_build_info", "gauge",
 		    "Always 1: the build of podinject that serves these metrics, and its datapath ABI version.");
 	prom_sample(b, "podinject_build_info",

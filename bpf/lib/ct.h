@@ -70,7 +70,7 @@ static __always_inline bool ct_key_quoted(void *ctx, bool xdp,
 					  const struct pkt *p, __u32 dir,
 					  __u32 off, struct pi_ct_key *k)
 {
-	struct pi_addr src = {}, dst = {};
+	struct pi_dp_addr src = {}, dst = {};
 	__u16 sport = 0, dport = 0;
 	__u8 h[40], l4[8], proto;
 	__u32 l4off;
@@ -104,7 +104,7 @@ static __always_inline bool ct_key_quoted(void *ctx, bool xdp,
 			return false;
 		/* the identifier names the pod's end of an echo flow */
 		sport = dport = ((__u16)l4[4] << 8) | l4[5];
-		if (dir == PI_DIR_INGRESS)
+		if (dir == PI_DP_DIR_INGRESS)
 			dport = 0;
 		else
 			sport = 0;
@@ -112,7 +112,7 @@ static __always_inline bool ct_key_quoted(void *ctx, bool xdp,
 	__builtin_memset(k, 0, sizeof(*k));
 	k->family = p->family;
 	k->proto = proto;
-	if (dir == PI_DIR_INGRESS) {
+	if (dir == PI_DP_DIR_INGRESS) {
 		/* the pod sent the quoted packet */
 		k->pod = src;
 		k->peer = dst;
@@ -152,7 +152,7 @@ static __always_inline int ct_classify(void *ctx, bool xdp,
 		    !p->has_ports)
 			return CT_UNTRACKED;
 		__builtin_memset(k, 0, sizeof(*k));
-		if (dir == PI_DIR_EGRESS) {
+		if (dir == PI_DP_DIR_EGRESS) {
 			k->pod_port = p->sport;
 			k->peer_port = p->dport;
 		} else {
@@ -162,7 +162,7 @@ static __always_inline int ct_classify(void *ctx, bool xdp,
 	}
 	k->family = p->family;
 	k->proto = p->proto;
-	if (dir == PI_DIR_EGRESS) {
+	if (dir == PI_DP_DIR_EGRESS) {
 		k->pod = p->saddr;
 		k->peer = p->daddr;
 	} else {
@@ -175,21 +175,21 @@ static __always_inline int ct_classify(void *ctx, bool xdp,
 static __always_inline __u64 ct_timeout_ns(const struct pi_ct_key *k,
 					   const struct pi_ct_entry *e)
 {
-	static const __u32 defaults[PI_CT_TO_MAX] = PI_CT_TIMEOUT_DEFAULTS;
+	static const __u32 defaults[PI_DP_CT_TO_MAX] = PI_CT_TIMEOUT_DEFAULTS;
 	struct pi_node_config *cfg;
 	__u32 zero = 0, kind, s;
 
 	if (k->proto == IPPROTO_TCP)
-		kind = e->state == PI_CT_OPENING ? PI_CT_TO_TCP_OPENING :
-		       e->state == PI_CT_CLOSING ? PI_CT_TO_TCP_CLOSING :
-						   PI_CT_TO_TCP_ESTABLISHED;
+		kind = e->state == PI_DP_CT_OPENING ? PI_DP_CT_TO_TCP_OPENING :
+		       e->state == PI_DP_CT_CLOSING ? PI_DP_CT_TO_TCP_CLOSING :
+						   PI_DP_CT_TO_TCP_ESTABLISHED;
 	else if (proto_is_icmp(k->family, k->proto))
-		kind = PI_CT_TO_ICMP;
+		kind = PI_DP_CT_TO_ICMP;
 	else
-		kind = PI_CT_TO_UDP;
+		kind = PI_DP_CT_TO_UDP;
 	cfg = bpf_map_lookup_elem(&node_config, &zero);
-	s = cfg && kind < PI_CT_TO_MAX ? cfg->ct_timeout[kind] : 0;
-	if (!s && kind < PI_CT_TO_MAX)
+	s = cfg && kind < PI_DP_CT_TO_MAX ? cfg->ct_timeout[kind] : 0;
+	if (!s && kind < PI_DP_CT_TO_MAX)
 		s = defaults[kind];
 	return (__u64)s * 1000000000ull;
 }
@@ -198,17 +198,17 @@ static __always_inline void ct_tcp_update(struct pi_ct_entry *e, __u32 dir,
 					  __u8 flags)
 {
 	if (flags & TCP_RST) {
-		e->state = PI_CT_CLOSING;
+		e->state = PI_DP_CT_CLOSING;
 		return;
 	}
 	if (flags & TCP_FIN)
-		e->flags |= dir == PI_DIR_EGRESS ? PI_CT_FIN_POD :
-						   PI_CT_FIN_PEER;
-	if ((e->flags & (PI_CT_FIN_POD | PI_CT_FIN_PEER)) ==
-	    (PI_CT_FIN_POD | PI_CT_FIN_PEER))
-		e->state = PI_CT_CLOSING;
-	else if (e->state == PI_CT_OPENING && dir != e->dir)
-		e->state = PI_CT_ESTABLISHED;
+		e->flags |= dir == PI_DP_DIR_EGRESS ? PI_DP_CT_FIN_POD :
+						   PI_DP_CT_FIN_PEER;
+	if ((e->flags & (PI_DP_CT_FIN_POD | PI_DP_CT_FIN_PEER)) ==
+	    (PI_DP_CT_FIN_POD | PI_DP_CT_FIN_PEER))
+		e->state = PI_DP_CT_CLOSING;
+	else if (e->state == PI_DP_CT_OPENING && dir != e->dir)
+		e->state = PI_DP_CT_ESTABLISHED;
 }
 
 /* An entry found for a packet in `dir`: its state moves on. */
@@ -217,11 +217,11 @@ static __always_inline void ct_seen(struct pi_ct_entry *e,
 				    const struct pkt *p, __u32 len, __u64 now)
 {
 	if (dir != e->dir)
-		e->flags |= PI_CT_REPLIED;
+		e->flags |= PI_DP_CT_REPLIED;
 	if (k->proto == IPPROTO_TCP)
 		ct_tcp_update(e, dir, p->tcp_flags);
 	else if (dir != e->dir)
-		e->state = PI_CT_ESTABLISHED;
+		e->state = PI_DP_CT_ESTABLISHED;
 	e->last_ns = now;
 	e->packets[dir & 1]++;
 	e->bytes[dir & 1] += len;
@@ -256,7 +256,7 @@ __noinline int ct_classify_ctx(struct __sk_buff *ctx, const struct pkt *p,
 /*
  * The verdict for packet p of the flow `key` names (kind: enum ct_kind),
  * the policy of pod key->pod_id in `dir` with connection
- * tracking: PI_ALLOW or PI_DENY. Counts against the deciding rule as
+ * tracking: PI_DP_ALLOW or PI_DP_DENY. Counts against the deciding rule as
  * policy_check does (for a tracked flow: the packets in the direction that
  * opened it, against the rule that let it open). One rule walk at most,
  * at one place: every way that needs a decision fills in what to decide.
@@ -267,7 +267,7 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 	struct pi_ct_entry *e = NULL, fresh = {};
 	struct policy_verdict v;
 	struct pi_policy_ref ref;
-	struct pi_addr peer;
+	struct pi_dp_addr peer;
 	__u32 ddir = dir, dlen = len;
 	__u8 has_ports, proto;
 	struct pi_ct_key k;
@@ -276,19 +276,19 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 	__u16 port;
 
 	if (!p || !key)
-		return PI_DENY;
+		return PI_DP_DENY;
 	k = *key;
 	pod_id = k.pod_id;
 	if (kind != CT_UNTRACKED)
 		e = bpf_map_lookup_elem(&ct, &k);
 	if (kind == CT_RELATED && e)
-		return PI_ALLOW;
+		return PI_DP_ALLOW;
 	if (kind == CT_FLOW) {
 		now = bpf_ktime_get_ns();
 		if (e && (now - e->last_ns > ct_timeout_ns(&k, e) ||
 			  /* a new SYN on a closed flow's ports opens anew */
 			  (p->proto == IPPROTO_TCP &&
-			   e->state == PI_CT_CLOSING &&
+			   e->state == PI_DP_CT_CLOSING &&
 			   (p->tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN))) {
 			bpf_map_delete_elem(&ct, &k);
 			e = NULL;
@@ -300,7 +300,7 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 				if (ddir == dir)
 					rule_count(e->rule_id, len);
 				ct_seen(e, &k, dir, p, len, now);
-				return PI_ALLOW;
+				return PI_DP_ALLOW;
 			}
 			/* decided at another revision: again, as its first
 			 * packet was, counted when this one goes that way */
@@ -315,9 +315,9 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 		proto = k.proto;
 		has_ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
 		port = !has_ports ? 0 :
-		       ddir == PI_DIR_EGRESS ? k.peer_port : k.pod_port;
+		       ddir == PI_DP_DIR_EGRESS ? k.peer_port : k.pod_port;
 	} else {
-		peer = dir == PI_DIR_EGRESS ? p->daddr : p->saddr;
+		peer = dir == PI_DP_DIR_EGRESS ? p->daddr : p->saddr;
 		proto = p->proto;
 		has_ports = p->has_ports;
 		port = p->dport;
@@ -327,20 +327,20 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 	if (kind != CT_FLOW)
 		return v.action;
 	if (e) {
-		if (v.action == PI_DENY) {
+		if (v.action == PI_DP_DENY) {
 			bpf_map_delete_elem(&ct, &k);
 			/* a deny found through a reply still counts */
 			if (!dlen)
 				rule_count(v.rule_id, len);
-			return PI_DENY;
+			return PI_DP_DENY;
 		}
 		e->rev = v.rev;
 		e->rule_id = v.rule_id;
 		ct_seen(e, &k, dir, p, len, now);
-		return PI_ALLOW;
+		return PI_DP_ALLOW;
 	}
-	if (v.action == PI_DENY)
-		return PI_DENY;
+	if (v.action == PI_DP_DENY)
+		return PI_DP_DENY;
 	fresh.last_ns = now;
 	fresh.rev = v.rev;
 	fresh.rule_id = v.rule_id;
@@ -349,23 +349,23 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 	fresh.bytes[dir & 1] = len;
 	if (k.proto == IPPROTO_TCP) {
 		if (p->tcp_flags & TCP_RST)
-			fresh.state = PI_CT_CLOSING;
+			fresh.state = PI_DP_CT_CLOSING;
 		else if ((p->tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN)
-			fresh.state = PI_CT_OPENING;
+			fresh.state = PI_DP_CT_OPENING;
 		else
-			fresh.state = PI_CT_ESTABLISHED;
+			fresh.state = PI_DP_CT_ESTABLISHED;
 		if (p->tcp_flags & TCP_FIN)
-			fresh.flags |= dir == PI_DIR_EGRESS ? PI_CT_FIN_POD :
-							      PI_CT_FIN_PEER;
+			fresh.flags |= dir == PI_DP_DIR_EGRESS ?
+				       PI_DP_CT_FIN_POD : PI_DP_CT_FIN_PEER;
 	} else {
-		fresh.state = PI_CT_ESTABLISHED;
+		fresh.state = PI_DP_CT_ESTABLISHED;
 	}
 	bpf_map_update_elem(&ct, &k, &fresh, BPF_ANY);
-	return PI_ALLOW;
+	return PI_DP_ALLOW;
 }
 
 /* The pod `pod_id`'s policy in `dir` for packet p, with connection
- * tracking: PI_ALLOW or PI_DENY. */
+ * tracking: PI_DP_ALLOW or PI_DP_DENY. */
 static __always_inline int ct_policy(void *ctx, bool xdp, __u32 pod_id,
 				     __u32 dir, const struct pkt *p,
 				     __u32 len)

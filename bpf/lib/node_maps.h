@@ -12,7 +12,7 @@
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, PI_MAX_PODS);
+	__uint(max_entries, PI_DP_MAX_PODS);
 	__type(key, __u32);		/* host-side ifindex */
 	__type(value, struct pi_pod);
 } pods SEC(".maps");
@@ -33,26 +33,26 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, PI_MAX_PODS);
+	__uint(max_entries, PI_DP_MAX_PODS);
 	__type(key, __u32);
-	__type(value, struct pi_pod_stats);
+	__type(value, struct pi_dp_pod_stats);
 } pod_stats SEC(".maps");
 
-static __always_inline struct pi_pod_stats *stats_of(__u32 pod_id)
+static __always_inline struct pi_dp_pod_stats *stats_of(__u32 pod_id)
 {
 	return bpf_map_lookup_elem(&pod_stats, &pod_id);
 }
 
 static __always_inline void count_drop(__u32 pod_id,
-				       enum pi_drop_reason reason)
+				       enum pi_dp_drop_reason reason)
 {
-	struct pi_pod_stats *st = stats_of(pod_id);
+	struct pi_dp_pod_stats *st = stats_of(pod_id);
 
-	if (st && reason < PI_DROP_MAX)
+	if (st && reason < PI_DP_DROP_MAX)
 		st->drops[reason]++;
 }
 
-static __always_inline int drop(__u32 pod_id, enum pi_drop_reason reason)
+static __always_inline int drop(__u32 pod_id, enum pi_dp_drop_reason reason)
 {
 	count_drop(pod_id, reason);
 	return PI_DROP;
@@ -60,7 +60,7 @@ static __always_inline int drop(__u32 pod_id, enum pi_drop_reason reason)
 
 static __always_inline void count_ingress(__u32 pod_id, __u32 len)
 {
-	struct pi_pod_stats *st = stats_of(pod_id);
+	struct pi_dp_pod_stats *st = stats_of(pod_id);
 
 	if (st) {
 		st->ingress_packets++;

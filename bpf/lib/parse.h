@@ -12,8 +12,8 @@
 
 struct pkt {
 	__u32 family;		/* AF_INET, AF_INET6, or 0 for ARP */
-	struct pi_addr saddr;	/* ARP: sender IP in a[0] */
-	struct pi_addr daddr;	/* ARP: target IP in a[0] */
+	struct pi_dp_addr saddr;	/* ARP: sender IP in a[0] */
+	struct pi_dp_addr daddr;	/* ARP: target IP in a[0] */
 	__u16 sport;		/* host order; 0 when the protocol has none */
 	__u16 dport;
 	__u8 proto;		/* IPPROTO_* of the transport header */
@@ -400,20 +400,20 @@ static __always_inline int parse_xdp(struct xdp_md *ctx, struct pkt *p)
 	return parse_ctx(ctx, true, p);
 }
 
-static __always_inline bool addr_eq(const struct pi_addr *a,
-				    const struct pi_addr *b)
+static __always_inline bool addr_eq(const struct pi_dp_addr *a,
+				    const struct pi_dp_addr *b)
 {
 	return a->a[0] == b->a[0] && a->a[1] == b->a[1] &&
 	       a->a[2] == b->a[2] && a->a[3] == b->a[3];
 }
 
 /* fe80::/10: neighbour discovery and router solicitation come from here */
-static __always_inline bool addr6_is_link_local(const struct pi_addr *a)
+static __always_inline bool addr6_is_link_local(const struct pi_dp_addr *a)
 {
 	return (a->a[0] & bpf_htonl(0xffc00000)) == bpf_htonl(0xfe800000);
 }
 
-static __always_inline bool addr6_is_unspecified(const struct pi_addr *a)
+static __always_inline bool addr6_is_unspecified(const struct pi_dp_addr *a)
 {
 	return !(a->a[0] | a->a[1] | a->a[2] | a->a[3]);
 }

@@ -21,12 +21,12 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, PI_MAX_RULES);
 	__type(key, __u32);
-	__type(value, struct pi_rule);
+	__type(value, struct pi_dp_rule);
 } rules SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, PI_MAX_PODS * 2);
+	__uint(max_entries, PI_DP_MAX_PODS * 2);
 	__type(key, __u32);
 	__type(value, struct pi_policy_ref);
 } policy_refs SEC(".maps");
@@ -115,7 +115,7 @@ struct {
 static const __u32 cls_zero = 0;
 
 struct policy_walk {
-	struct pi_addr peer;	/* destination (egress) or source (ingress) */
+	struct pi_dp_addr peer;	/* destination (egress) or source (ingress) */
 	__u32 family;
 	__u32 start;
 	__u16 port;		/* destination port in both directions */
@@ -190,14 +190,14 @@ static __always_inline void cls_decide(struct policy_walk *w)
 	struct pi_cls_class *ca, *cl;
 	struct pi_cls_head *h;
 	struct pi_cls_l4 *l4;
-	struct pi_rule *r;
+	struct pi_dp_rule *r;
 	__u32 *aclass, nchunks;
 
 	if (!c)
 		return;
 	h = bpf_map_lookup_elem(&cls_heads, &w->start);
 	if (!h || !h->nchunks) {
-		w->action = PI_DENY;
+		w->action = PI_DP_DENY;
 		return;
 	}
 	c->pos = ~0U;
@@ -282,7 +282,7 @@ static __always_inline struct pi_policy_ref *policy_ref_of(__u32 pod_id,
 #define POLICY_WALK_TRIES	4
 
 struct policy_verdict {
-	__u32 action;		/* PI_ALLOW or PI_DENY */
+	__u32 action;		/* PI_DP_ALLOW or PI_DP_DENY */
 	__u32 rule_id;		/* the deciding rule, 0 = none matched */
 	__u32 rev;		/* of the reference the verdict was read at */
 };
@@ -348,7 +348,7 @@ static __always_inline long policy_try_one(__u32 i, void *ctx)
  */
 static __always_inline void policy_decide(__u32 pod_id, __u32 dir,
 					  __u32 family,
-					  const struct pi_addr *peer,
+					  const struct pi_dp_addr *peer,
 					  __u8 proto, __u8 has_ports,
 					  __u16 port, __u32 len,
 					  struct policy_verdict *v)
@@ -359,7 +359,7 @@ static __always_inline void policy_decide(__u32 pod_id, __u32 dir,
 	} u;
 	struct policy_try t = {};
 
-	v->action = PI_ALLOW;
+	v->action = PI_DP_ALLOW;
 	v->rule_id = 0;
 	t.ref = policy_ref_of(pod_id, dir, &u.ref);
 	v->rev = u.ref.rev;
@@ -377,7 +377,7 @@ static __always_inline void policy_decide(__u32 pod_id, __u32 dir,
 		if (policy_try_one(i, &t))
 			break;
 	if (!t.stable) {
-		v->action = PI_DENY;
+		v->action = PI_DP_DENY;
 		return;
 	}
 	u.word = t.word;
@@ -390,7 +390,7 @@ static __always_inline void policy_decide(__u32 pod_id, __u32 dir,
 		rule_count(t.w.rule_id, len);
 }
 
-/* Returns PI_DENY when the pod's policy in `dir` denies the packet, with
+/* Returns PI_DP_DENY when the pod's policy in `dir` denies the packet, with
  * the deciding rule's counters updated either way: the stateless decision
  * (the connection tracker, bpf/lib/ct.h, calls it for what it does not
  * track). */
@@ -400,7 +400,7 @@ static __always_inline int policy_check(__u32 pod_id, __u32 dir,
 	struct policy_verdict v;
 
 	policy_decide(pod_id, dir, p->family,
-		      dir == PI_DIR_EGRESS ? &p->daddr : &p->saddr, p->proto,
+		      dir == PI_DP_DIR_EGRESS ? &p->daddr : &p->saddr, p->proto,
 		      p->has_ports, p->dport, len, &v);
 	return v.action;
 }

@@ -106,7 +106,7 @@ static __always_inline void probe_note_sent(struct __sk_buff *skb,
 	struct pi_flow_key k;
 
 	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) {
-		if (!p->has_ports || p->sport < PI_PROBE_PORT_LO)
+		if (!p->has_ports || p->sport < PI_DP_PROBE_PORT_LO)
 			return;
 		flow_key(&k, p, true);
 	} else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6_) {
@@ -117,7 +117,7 @@ static __always_inline void probe_note_sent(struct __sk_buff *skb,
 			return;
 		if (hdr[0] != (p->family == AF_INET ? ICMP_ECHO_ :
 						      ICMP6_ECHO_REQUEST_) ||
-		    ((__u16)hdr[4] << 8 | hdr[5]) < PI_PROBE_PORT_LO)
+		    ((__u16)hdr[4] << 8 | hdr[5]) < PI_DP_PROBE_PORT_LO)
 			return;
 		__builtin_memset(&k, 0, sizeof(k));
 		k.family = p->family;

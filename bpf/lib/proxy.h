@@ -26,16 +26,16 @@
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, PI_MAX_PODS);
+	__uint(max_entries, PI_DP_MAX_PODS);
 	__type(key, __u32);
-	__type(value, struct pi_proxy_rule);
+	__type(value, struct pi_dp_proxy_rule);
 } proxy_rules SEC(".maps");
 
 /*
  * The flow tables are plain hashes, not LRU: an LRU table makes room by
  * evicting whatever is oldest, so one pod opening 70 000 flows pushed out
  * every other pod's live sessions. Here each captured pod has a share
- * (PI_PROXY_FLOWS_PER_POD entries in each table, counted in its rule),
+ * (PI_DP_PROXY_FLOWS_PER_POD entries in each table, counted in its rule),
  * and the LRU order is kept per pod: a pod at its share makes room from
  * its own flows only, closing ones first, else its least recently used
  * (flow_make_room); a new flow is dropped and counted (limit_drops) only
@@ -87,7 +87,7 @@ static __always_inline __u64 flow_idle(__u8 proto, __u16 flags)
 /* Gives one entry of the pod's share in one table back. */
 static __always_inline void flow_uncount(__u32 pod_ifindex, __u16 flags)
 {
-	struct pi_proxy_rule *r = bpf_map_lookup_elem(&proxy_rules,
+	struct pi_dp_proxy_rule *r = bpf_map_lookup_elem(&proxy_rules,
 						      &pod_ifindex);
 
 	if (!r)
@@ -246,7 +246,7 @@ static __always_inline bool flow_make_room(void *map, __u32 pod_ifindex)
  * or proxy_upstream, as `flags` says), within the pod's share, with its
  * expiry timer running. NULL when refused (counted in the rule). */
 static __always_inline struct pi_flow *flow_add(void *map,
-						struct pi_proxy_rule *r,
+						struct pi_dp_proxy_rule *r,
 						const struct pi_flow_key *k,
 						struct pi_flow *nf,
 						const struct pkt *p)
@@ -257,10 +257,10 @@ static __always_inline struct pi_flow *flow_add(void *map,
 
 	/* at its share, or the table full: the pod makes room from its own
 	 * flows, once */
-	if (*count >= PI_PROXY_FLOWS_PER_POD &&
+	if (*count >= PI_DP_PROXY_FLOWS_PER_POD &&
 	    !flow_make_room(map, nf->pod_ifindex))
 		goto refused;
-	if (*count >= PI_PROXY_FLOWS_PER_POD)
+	if (*count >= PI_DP_PROXY_FLOWS_PER_POD)
 		goto refused;		/* others of its packets took the room */
 	nf->last_seen_ns = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(map, k, nf, BPF_NOEXIST) &&
@@ -332,7 +332,7 @@ static __always_inline int to_proxy(struct __sk_buff *skb,
 	return redirect_peer(f->proxy_ifindex, 0);
 }
 
-static __always_inline bool rule_matches_pkt(const struct pi_proxy_rule *r,
+static __always_inline bool rule_matches_pkt(const struct pi_dp_proxy_rule *r,
 					     const struct pkt *p)
 {
 	bool port_ok = !r->nports;
@@ -343,7 +343,7 @@ static __always_inline bool rule_matches_pkt(const struct pi_proxy_rule *r,
 	if (r->proto && r->proto != p->proto)
 		return false;
 #pragma unroll
-	for (i = 0; i < PI_PROXY_MAX_PORTS; i++) {
+	for (i = 0; i < PI_DP_PROXY_MAX_PORTS; i++) {
 		if (i < r->nports && p->dport >= r->dport_lo[i] &&
 		    p->dport <= r->dport_hi[i])
 			port_ok = true;
@@ -372,7 +372,7 @@ static __always_inline bool starts_flow(const struct pkt *p)
 /* Is `p`'s source an address of the captured pod on `ifindex`? The
  * proxy is the pod's authorised injector for exactly the pod's own
  * addresses (proxy add), so inject_auth answers it without another map. */
-static __always_inline bool from_own_address(const struct pi_proxy_rule *r,
+static __always_inline bool from_own_address(const struct pi_dp_proxy_rule *r,
 					     const struct pkt *p,
 					     __u32 ifindex)
 {
@@ -458,7 +458,7 @@ static __always_inline bool icmp_error_flow(struct __sk_buff *skb,
 static __always_inline int proxy_steer(struct __sk_buff *skb,
 				       const struct pkt *p)
 {
-	struct pi_proxy_rule *r;
+	struct pi_dp_proxy_rule *r;
 	struct pi_flow_key k;
 	struct pi_flow *f, nf;
 	__u32 ifindex = skb->ifindex;
@@ -554,7 +554,7 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 static __always_inline bool proxy_note_upstream(const struct pkt *p,
 						__u32 target, __u32 proxy)
 {
-	struct pi_proxy_rule *r;
+	struct pi_dp_proxy_rule *r;
 	struct pi_flow_key k;
 	struct pi_flow nf, *f;
 

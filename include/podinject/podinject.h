@@ -25,6 +25,12 @@
  *   -EALREADY    pi_node_up: the node is up already
  * Calls that change a node hold its lock (a flock on its pin directory)
  * for their whole transaction; reads hold it shared.
+ *
+ * Every type and constant here is the library's own. The datapath's map
+ * layouts are internal to the library (its BPF ABI header, which this one
+ * does not include): they may change from one build to the next (a node is
+ * then upgraded in place, pi_node_upgrade), and that changes nothing here.
+ * This header needs only the C library's headers.
  */
 #ifndef PODINJECT_PODINJECT_H
 #define PODINJECT_PODINJECT_H
@@ -32,11 +38,34 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <podinject_abi.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- values shared by the calls below --------------------------------- */
+
+#define PI_NAME_LEN		32	/* a node's name, with its NUL */
+#define PI_MAX_PODS		1024	/* pods of a node; pod ids are below it */
+#define PI_POD_NAME_MAX		253	/* a DNS name; Kubernetes ns/name fits */
+#define PI_NETNS_MAX		256	/* a namespace name or path, with its NUL */
+#define PI_ATTACH_ID_MAX	128	/* an attachment id, with its NUL */
+
+/* Address of either family: IPv4 in a[0], the rest zero. Network order. */
+struct pi_addr {
+	uint32_t a[4];
+};
+
+enum pi_policy_dir {
+	PI_DIR_EGRESS = 0,
+	PI_DIR_INGRESS = 1,
+};
+
+/* The version of the pinned state (maps, programs, their layouts) that
+ * this build of the library makes and reads: what pi_node_upgrade()
+ * migrates from and to. A number of the running library, not of the
+ * header: it changes with the datapath, which the API does not. */
+uint32_t pi_abi_version(void);
 
 /* ---- log -------------------------------------------------------------- */
 
@@ -128,7 +157,7 @@ struct pi_node_upgrade_info {
 };
 
 /* Brings the node `name` to this build in place: a node of an older ABI
- * version (from PI_ABI_VERSION's oldest migration on) is migrated, one of
+ * version (from pi_abi_version()'s oldest migration on) is migrated, one of
  * this version gets this build's programs; pods, policies, counters,
  * grants, proxy rules and tracked flows are kept, and the programs are
  * replaced atomically on each hook. An interrupted upgrade is finished or
@@ -152,6 +181,69 @@ int pi_node_addresses(struct pi_node *node,
 		      void *ctx);
 
 /* ---- pods ------------------------------------------------------------- */
+
+enum pi_pod_flags {
+	PI_POD_HAS_V4	= 1 << 0,
+	PI_POD_HAS_V6	= 1 << 1,
+	PI_POD_NETKIT	= 1 << 2,
+	/* The XDP ingress ACL runs on the pod-side eth0: what the node's
+	 * stack sends to the pod is checked there, not at tc. */
+	PI_POD_XDP	= 1 << 3,
+};
+
+enum pi_pod_meta_flags {
+	PI_META_OWNS_DEV	= 1 << 0,	/* podinject made the device pair */
+	PI_META_OWNS_NETNS	= 1 << 1,	/* podinject made the namespace */
+};
+
+/* Why a packet was dropped: the index of pi_pod_stats.drops. */
+enum pi_drop_reason {
+	PI_DROP_NONE = 0,
+	PI_DROP_SPOOFED,	/* source address is not the pod's */
+	PI_DROP_POLICY,		/* denied by the pod's egress policy */
+	PI_DROP_MALFORMED,	/* truncated or otherwise unparsable */
+	PI_DROP_UNKNOWN_POD,	/* program on a device that is no pod */
+	PI_DROP_REDIRECT,	/* redirect helper refused */
+	PI_DROP_INGRESS_POLICY,	/* denied by the destination's ingress policy */
+	PI_DROP_UNSUPPORTED,	/* neither IPv4, IPv6 nor ARP */
+	PI_DROP_FRAG_ORPHAN,	/* a non-first fragment whose first fragment
+				 * was not let through */
+	PI_DROP_FRAG_TINY,	/* a first fragment too short to hold the
+				 * transport header */
+	PI_DROP_VLAN,		/* a VLAN-tagged frame from a pod */
+	PI_DROP_ROUTER,		/* a router advertisement or redirect from a
+				 * pod */
+	PI_DROP_ND_SPOOFED,	/* NDP or ARP claiming an address or MAC that
+				 * is not the pod's */
+	PI_DROP_UPLINK_SPOOFED,	/* from the uplink with a local pod's source
+				 * address (counted on that pod) */
+	PI_DROP_TTL,		/* routed with no TTL or hop limit left */
+	/* New reasons go here, at the end: the numbers above are kept. */
+	PI_DROP_MAX,
+};
+
+#define PI_DROP_NAMES { "none", "spoofed", "policy", "malformed", \
+	"unknown-pod", "redirect", "ingress-policy", "unsupported", \
+	"frag-orphan", "frag-tiny", "vlan", "router", "nd-spoofed", \
+	"uplink-spoofed", "ttl" }
+
+/* A pod's counters, summed over the CPUs. */
+struct pi_pod_stats {
+	uint64_t egress_packets;	/* the pod's egress program let it through */
+	uint64_t egress_bytes;
+	uint64_t ingress_packets;	/* delivered to the pod */
+	uint64_t ingress_bytes;
+	uint64_t drops[PI_DROP_MAX];	/* by enum pi_drop_reason */
+};
+
+/* Of the XDP programs (node up --xdp); the packets and drops are in
+ * pi_pod_stats too, this says which of them were decided in XDP. */
+struct pi_xdp_stats {
+	uint64_t acl_packets;	/* passed the ACL on the pod-side eth0 */
+	uint64_t acl_bytes;
+	uint64_t acl_drops;	/* denied there */
+	uint64_t uplink_redirects;	/* sent from the uplink with XDP_REDIRECT */
+};
 
 struct pi_pod_info {
 	char name[PI_POD_NAME_MAX + 1];
@@ -225,6 +317,22 @@ int pi_pod_check(struct pi_node *node, const struct pi_pod_info *pod);
 
 /* ---- policy ----------------------------------------------------------- */
 
+enum pi_action {
+	PI_ALLOW = 1,
+	PI_DENY = 2,
+};
+
+struct pi_rule {
+	uint32_t id;		/* assigned by the library; stable across edits */
+	uint8_t action;		/* enum pi_action */
+	uint8_t proto;		/* IPPROTO_*, 0 = any; ICMP means ICMP or ICMPv6 */
+	uint8_t family;		/* 0 = any, AF_INET, AF_INET6 */
+	uint8_t prefixlen;	/* of addr; 0 = any address */
+	uint16_t port_lo;	/* host order; 0..0 = any port */
+	uint16_t port_hi;
+	struct pi_addr addr;	/* destination (egress) or source (ingress) */
+};
+
 struct pi_rule_info {
 	uint32_t dir;			/* enum pi_policy_dir */
 	uint32_t position;		/* 1 = first */
@@ -250,10 +358,48 @@ int pi_policy_list_pod(struct pi_node *node, const struct pi_pod_info *pod,
 
 /* ---- connection tracking ---------------------------------------------- */
 
-/* A tracked flow of a pod, as the datapath keeps it (bpf/lib/ct.h). */
+enum pi_ct_state {
+	PI_CT_OPENING = 1,	/* TCP: the opener's SYN, no answer yet */
+	PI_CT_ESTABLISHED = 2,	/* answered (for UDP and ICMP: any flow) */
+	PI_CT_CLOSING = 3,	/* TCP: RST, or FIN from both ends */
+};
+
+#define PI_CT_STATE_NAMES { "none", "opening", "established", "closing" }
+
+enum pi_ct_flags {
+	PI_CT_REPLIED = 1 << 0,		/* a packet came back */
+	PI_CT_FIN_POD = 1 << 1,		/* the pod sent a FIN */
+	PI_CT_FIN_PEER = 1 << 2,	/* the far end sent a FIN */
+};
+
+/* Idle timeouts of tracked flows, by kind. */
+enum pi_ct_timeout {
+	PI_CT_TO_TCP_OPENING = 0,	/* SYN seen, no answer yet */
+	PI_CT_TO_TCP_ESTABLISHED,
+	PI_CT_TO_TCP_CLOSING,		/* RST, or a FIN from both ends */
+	PI_CT_TO_UDP,			/* and protocols without ports */
+	PI_CT_TO_ICMP,			/* echo */
+	PI_CT_TO_MAX,
+};
+
+#define PI_CT_TIMEOUT_NAMES { "tcp-opening", "tcp-established", \
+	"tcp-closing", "udp", "icmp" }
+
+/* A tracked flow of a pod, named from the pod's side: its end and the far
+ * end, so that both directions at the pod are the one flow. */
 struct pi_ct_info {
-	struct pi_ct_key key;
-	struct pi_ct_entry entry;
+	uint32_t family;		/* AF_INET or AF_INET6 */
+	uint8_t proto;			/* IPPROTO_* as on the wire */
+	uint16_t pod_port;		/* host order; ICMP echo: the identifier */
+	uint16_t peer_port;		/* host order; ICMP echo: 0 */
+	struct pi_addr pod, peer;
+	uint32_t dir;			/* enum pi_policy_dir that opened it */
+	uint32_t state;			/* enum pi_ct_state */
+	uint32_t flags;			/* enum pi_ct_flags */
+	uint32_t rule_id;		/* the allow rule that let it open, 0: none */
+	uint32_t policy_rev;		/* the policy revision it was decided at */
+	uint64_t packets[2];		/* by enum pi_policy_dir: sent by the pod, */
+	uint64_t bytes[2];		/* received by it */
 	uint64_t idle_ms;		/* since its last packet */
 	uint64_t expires_ms;		/* left of its idle timeout */
 };
@@ -283,6 +429,34 @@ int pi_ct_timeouts(struct pi_node *node, uint32_t out[PI_CT_TO_MAX]);
 int pi_ct_set_timeout(struct pi_node *node, uint32_t kind, uint32_t seconds);
 
 /* ---- injection -------------------------------------------------------- */
+
+enum pi_inject_path {
+	PI_PATH_FAST = 1,		/* bpf_redirect_peer(BPF_F_EGRESS) */
+	PI_PATH_FALLBACK = 2,		/* bpf_redirect(BPF_F_INGRESS) */
+	PI_PATH_NETKIT_FALLBACK = 3,	/* the same, tagged, onto a netkit
+					 * primary whose guard runs the
+					 * target's peer program */
+};
+
+#define PI_PATH_NAMES { "none", "fast", "fallback", "netkit-fallback" }
+#define PI_PATH_MAX	PI_PATH_NETKIT_FALLBACK
+
+/* Why an injected packet was dropped: the index of drops below. */
+enum pi_inject_drop {
+	PI_INJ_DROP_REDIRECT = 0,	/* the kernel refused the redirect */
+	PI_INJ_DROP_MAX,
+};
+
+#define PI_INJ_DROP_NAMES { "redirect-refused" }
+
+/* The netkit fallback's guard on a target pod (docs/datapath.md). */
+struct pi_netkit_guard {
+	uint32_t slot;			/* of the target's peer program */
+	uint8_t pod_mac[6];		/* the source the node's tag stands in for */
+	uint64_t runs;			/* injected packets given to the program */
+	uint64_t missing;		/* dropped: the slot held no program */
+	uint64_t forged;		/* the pod's own frames carrying the tag */
+};
 
 /* The path bpf_redirect_peer(BPF_F_EGRESS) (PI_PATH_FAST) where the kernel
  * has it, else PI_PATH_FALLBACK: found by a probe, never by version. */
@@ -324,6 +498,25 @@ int pi_inject_list(struct pi_node *node, struct pi_inject_auth_info **auths);
 int pi_inject_stats(struct pi_node *node, struct pi_inject_stat_info **stats);
 
 /* ---- transparent proxy ------------------------------------------------ */
+
+#define PI_PROXY_MAX_PORTS	8
+/* New flows a proxied pod may have in the proxy's tables at once. */
+#define PI_PROXY_FLOWS_PER_POD	8192
+
+struct pi_proxy_rule {
+	uint16_t port;			/* proxy's listening port, host order */
+	uint8_t proto;			/* IPPROTO_TCP, IPPROTO_UDP, 0 = both */
+	uint8_t nports;			/* dport ranges below; 0 = any port */
+	uint16_t dport_lo[PI_PROXY_MAX_PORTS];
+	uint16_t dport_hi[PI_PROXY_MAX_PORTS];
+	uint32_t dst_family;		/* 0 = any destination */
+	uint32_t dst_plen;
+	struct pi_addr dst;
+	/* Read back only (pi_proxy_list); ignored by pi_proxy_add. */
+	uint32_t nflows;		/* live captured flows */
+	uint32_t nupstream;		/* live upstream connections */
+	uint64_t limit_drops;		/* new flows refused: share or table full */
+};
 
 /* POD's new connections that match `rule` (port: the proxy's listening
  * port; proto 0 = TCP and UDP; dports and dst optional) go to PROXY's
@@ -412,6 +605,16 @@ typedef int (*pi_write_fn)(const char *buf, size_t len, void *ctx);
 int pi_export(struct pi_node *node, pi_write_fn write, void *ctx);
 
 /* ---- probes: synthetic flows ----------------------------------------- */
+
+/* A probe's source ports (ICMP: echo ids), kept outside Linux's
+ * ephemeral ports so that its replies are told apart from the pod's own. */
+#define PI_PROBE_PORT_LO	61000
+#define PI_PROBE_PORT_HI	65535
+/* The probe's own device pair. A pod's host device is "pi-" + its name,
+ * and pod names are [a-z0-9-]: with an underscore these can be no pod's
+ * (a pod named "probe" has pi-probe). */
+#define PI_PROBE_DEV		"pi_probe"
+#define PI_PROBE_TX_DEV		"pi_probe_tx"
 
 enum pi_probe_verdict {
 	PI_PROBE_PENDING,

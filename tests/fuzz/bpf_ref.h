@@ -33,7 +33,7 @@ enum ref_frag { REF_FRAG_NONE, REF_FRAG_FIRST, REF_FRAG_LATER };
 
 struct ref_pkt {
 	uint32_t family;
-	struct pi_addr saddr, daddr;
+	struct pi_dp_addr saddr, daddr;
 	uint16_t sport, dport;
 	uint8_t proto, has_ports, frag, tcp_flags;
 	uint32_t l4_off, l3_end, frag_id;
@@ -51,10 +51,10 @@ struct ref_frags {
 struct ref_pod {
 	uint32_t id;
 	uint32_t ip4;			/* network order */
-	struct pi_addr ip6;
+	struct pi_dp_addr ip6;
 	uint8_t mac[6];
 	uint32_t ifindex;
-	const struct pi_rule *rules[2];	/* by direction */
+	const struct pi_dp_rule *rules[2];	/* by direction */
 	uint32_t nrules[2];
 };
 
@@ -281,24 +281,24 @@ static inline int ref_parse(const struct ref_node *n, const uint8_t *d,
 	return REF_UNSUPPORTED;
 }
 
-static inline bool ref_addr_eq(const struct pi_addr *a, const struct pi_addr *b)
+static inline bool ref_addr_eq(const struct pi_dp_addr *a, const struct pi_dp_addr *b)
 {
 	return !memcmp(a, b, sizeof(*a));
 }
 
-static inline bool ref_link_local(const struct pi_addr *a)
+static inline bool ref_link_local(const struct pi_dp_addr *a)
 {
 	const uint8_t *b = (const uint8_t *)a->a;
 
 	return b[0] == 0xfe && (b[1] & 0xc0) == 0x80;
 }
 
-static inline bool ref_unspecified(const struct pi_addr *a)
+static inline bool ref_unspecified(const struct pi_dp_addr *a)
 {
 	return !(a->a[0] | a->a[1] | a->a[2] | a->a[3]);
 }
 
-static inline bool ref_multicast(const struct pi_addr *a)
+static inline bool ref_multicast(const struct pi_dp_addr *a)
 {
 	return ((const uint8_t *)a->a)[0] == 0xff;
 }
@@ -309,22 +309,22 @@ static inline int ref_walk(const struct ref_pod *pod, uint32_t dir,
 			   const struct ref_pkt *p, struct ref_out *o,
 			   uint32_t *rule_id)
 {
-	const struct pi_addr *peer = dir == PI_DIR_EGRESS ? &p->daddr : &p->saddr;
+	const struct pi_dp_addr *peer = dir == PI_DP_DIR_EGRESS ? &p->daddr : &p->saddr;
 
 	*rule_id = 0;
 	for (uint32_t i = 0; i < pod->nrules[dir]; i++) {
-		const struct pi_rule *r = &pod->rules[dir][i];
+		const struct pi_dp_rule *r = &pod->rules[dir][i];
 
 		if (!pi_rule_matches(r, p->family, peer, p->proto,
 				     p->has_ports, p->dport))
 			continue;
 		if (!r->action)
-			return PI_ALLOW;
-		o->rule_hit[dir == PI_DIR_EGRESS ? 0 : 1] = r->id;
+			return PI_DP_ALLOW;
+		o->rule_hit[dir == PI_DP_DIR_EGRESS ? 0 : 1] = r->id;
 		*rule_id = r->id;
 		return r->action;
 	}
-	return PI_ALLOW;
+	return PI_DP_ALLOW;
 }
 
 enum ref_ct_kind { REF_CT_UNTRACKED, REF_CT_FLOW, REF_CT_RELATED };
@@ -351,17 +351,17 @@ static inline bool ref_icmp_error(uint32_t family, uint8_t type)
  * ingress. */
 static inline void ref_ct_key_of(struct pi_ct_key *k, uint32_t family,
 				 uint8_t proto, uint32_t dir,
-				 const struct pi_addr *src,
-				 const struct pi_addr *dst, uint16_t sport,
+				 const struct pi_dp_addr *src,
+				 const struct pi_dp_addr *dst, uint16_t sport,
 				 uint16_t dport)
 {
 	memset(k, 0, sizeof(*k));
 	k->family = family;
 	k->proto = proto;
-	k->pod = dir == PI_DIR_EGRESS ? *src : *dst;
-	k->peer = dir == PI_DIR_EGRESS ? *dst : *src;
-	k->pod_port = dir == PI_DIR_EGRESS ? sport : dport;
-	k->peer_port = dir == PI_DIR_EGRESS ? dport : sport;
+	k->pod = dir == PI_DP_DIR_EGRESS ? *src : *dst;
+	k->peer = dir == PI_DP_DIR_EGRESS ? *dst : *src;
+	k->pod_port = dir == PI_DP_DIR_EGRESS ? sport : dport;
+	k->peer_port = dir == PI_DP_DIR_EGRESS ? dport : sport;
 }
 
 /* The flow an ICMP error quotes (its IP header at `off`, then 8 bytes),
@@ -371,7 +371,7 @@ static inline bool ref_ct_quoted(const uint8_t *d, uint32_t len,
 				 const struct ref_pkt *p, uint32_t dir,
 				 uint32_t off, struct pi_ct_key *k)
 {
-	struct pi_addr src = {}, dst = {};
+	struct pi_dp_addr src = {}, dst = {};
 	uint16_t sport = 0, dport = 0;
 	uint32_t l4off;
 	uint8_t proto;
@@ -401,7 +401,7 @@ static inline bool ref_ct_quoted(const uint8_t *d, uint32_t len,
 			return false;
 		/* the identifier is the pod's end of an echo flow */
 		sport = dport = ref_be16(d + l4off + 4);
-		if (dir == PI_DIR_INGRESS)
+		if (dir == PI_DP_DIR_INGRESS)
 			dport = 0;
 		else
 			sport = 0;
@@ -409,7 +409,7 @@ static inline bool ref_ct_quoted(const uint8_t *d, uint32_t len,
 	/* the quoted packet went the other way: its source is the pod's
 	 * end on ingress */
 	ref_ct_key_of(k, p->family, proto,
-		      dir == PI_DIR_INGRESS ? PI_DIR_EGRESS : PI_DIR_INGRESS,
+		      dir == PI_DP_DIR_INGRESS ? PI_DP_DIR_EGRESS : PI_DP_DIR_INGRESS,
 		      &src, &dst, sport, dport);
 	return true;
 }
@@ -435,7 +435,7 @@ static inline int ref_ct_classify(const uint8_t *d, uint32_t len,
 			return REF_CT_UNTRACKED;
 		/* the identifier names the pod's end, in both directions */
 		sport = dport = ref_be16(d + p->l4_off + 4);
-		if (dir == PI_DIR_EGRESS)
+		if (dir == PI_DP_DIR_EGRESS)
 			dport = 0;
 		else
 			sport = 0;
@@ -476,23 +476,23 @@ static inline void ref_ct_seen(struct ref_node *n, int i, uint32_t dir,
 	uint8_t *state = &n->ct.state[i], *flags = &n->ct.flags[i];
 
 	if (dir != n->ct.dir[i])
-		*flags |= PI_CT_REPLIED;
+		*flags |= PI_DP_CT_REPLIED;
 	if (n->ct.key[i].proto != 6) {
 		if (dir != n->ct.dir[i])
-			*state = PI_CT_ESTABLISHED;
+			*state = PI_DP_CT_ESTABLISHED;
 		return;
 	}
 	if (p->tcp_flags & 0x04) {
-		*state = PI_CT_CLOSING;
+		*state = PI_DP_CT_CLOSING;
 		return;
 	}
 	if (p->tcp_flags & 0x01)
-		*flags |= dir == PI_DIR_EGRESS ? PI_CT_FIN_POD : PI_CT_FIN_PEER;
-	if ((*flags & (PI_CT_FIN_POD | PI_CT_FIN_PEER)) ==
-	    (PI_CT_FIN_POD | PI_CT_FIN_PEER))
-		*state = PI_CT_CLOSING;
-	else if (*state == PI_CT_OPENING && dir != n->ct.dir[i])
-		*state = PI_CT_ESTABLISHED;
+		*flags |= dir == PI_DP_DIR_EGRESS ? PI_DP_CT_FIN_POD : PI_DP_CT_FIN_PEER;
+	if ((*flags & (PI_DP_CT_FIN_POD | PI_DP_CT_FIN_PEER)) ==
+	    (PI_DP_CT_FIN_POD | PI_DP_CT_FIN_PEER))
+		*state = PI_DP_CT_CLOSING;
+	else if (*state == PI_DP_CT_OPENING && dir != n->ct.dir[i])
+		*state = PI_DP_CT_ESTABLISHED;
 }
 
 /* The pod's policy in `dir` with connection tracking: a tracked flow's
@@ -514,9 +514,9 @@ static inline int ref_policy(struct ref_node *n, const struct ref_pod *pod,
 	if (kind != REF_CT_UNTRACKED)
 		i = ref_ct_find(n, &k);
 	if (kind == REF_CT_RELATED && i >= 0)
-		return PI_ALLOW;
+		return PI_DP_ALLOW;
 	if (kind == REF_CT_FLOW && i >= 0 && p->proto == 6 &&
-	    n->ct.state[i] == PI_CT_CLOSING &&
+	    n->ct.state[i] == PI_DP_CT_CLOSING &&
 	    (p->tcp_flags & 0x12) == 0x02) {
 		/* a new SYN on a closed flow's ports opens anew */
 		ref_ct_forget(n, i);
@@ -524,15 +524,15 @@ static inline int ref_policy(struct ref_node *n, const struct ref_pod *pod,
 	}
 	if (kind == REF_CT_FLOW && i >= 0) {
 		if (n->ct.dir[i] == dir && n->ct.rule_id[i])
-			o->rule_hit[dir == PI_DIR_EGRESS ? 0 : 1] =
+			o->rule_hit[dir == PI_DP_DIR_EGRESS ? 0 : 1] =
 				n->ct.rule_id[i];
 		ref_ct_seen(n, i, dir, p);
-		return PI_ALLOW;
+		return PI_DP_ALLOW;
 	}
 	/* The first packet as the key names it decides: the same peer,
 	 * protocol and destination port as the packet's own. */
 	action = ref_walk(pod, dir, p, o, &rule_id);
-	if (kind != REF_CT_FLOW || action == PI_DENY ||
+	if (kind != REF_CT_FLOW || action == PI_DP_DENY ||
 	    n->ct.n == REF_MAX_CT)
 		return action;
 	i = n->ct.n++;
@@ -541,16 +541,16 @@ static inline int ref_policy(struct ref_node *n, const struct ref_pod *pod,
 	n->ct.dir[i] = dir;
 	n->ct.flags[i] = 0;
 	if (k.proto != 6)
-		n->ct.state[i] = PI_CT_ESTABLISHED;
+		n->ct.state[i] = PI_DP_CT_ESTABLISHED;
 	else if (p->tcp_flags & 0x04)
-		n->ct.state[i] = PI_CT_CLOSING;
+		n->ct.state[i] = PI_DP_CT_CLOSING;
 	else if ((p->tcp_flags & 0x12) == 0x02)
-		n->ct.state[i] = PI_CT_OPENING;
+		n->ct.state[i] = PI_DP_CT_OPENING;
 	else
-		n->ct.state[i] = PI_CT_ESTABLISHED;
+		n->ct.state[i] = PI_DP_CT_ESTABLISHED;
 	if (k.proto == 6 && (p->tcp_flags & 0x01))
-		n->ct.flags[i] |= dir == PI_DIR_EGRESS ? PI_CT_FIN_POD :
-							 PI_CT_FIN_PEER;
+		n->ct.flags[i] |= dir == PI_DP_DIR_EGRESS ? PI_DP_CT_FIN_POD :
+							 PI_DP_CT_FIN_PEER;
 	return action;
 }
 
@@ -595,11 +595,11 @@ static inline int ref_drop(struct ref_out *o, uint32_t pod, int reason)
 
 static inline const struct ref_pod *ref_endpoint(const struct ref_node *n,
 						 uint32_t family,
-						 const struct pi_addr *a)
+						 const struct pi_dp_addr *a)
 {
 	for (int i = 0; i < 2; i++) {
 		const struct ref_pod *pod = &n->pod[i];
-		struct pi_addr v4 = { .a = { pod->ip4 } };
+		struct pi_dp_addr v4 = { .a = { pod->ip4 } };
 
 		if (family == AF_INET && ref_addr_eq(a, &v4))
 			return pod;
@@ -613,8 +613,8 @@ static inline int ref_deliver(struct ref_node *n, const uint8_t *d,
 			      uint32_t len, const struct ref_pkt *p,
 			      const struct ref_pod *to, struct ref_out *o)
 {
-	if (ref_policy(n, to, PI_DIR_INGRESS, d, len, p, o) == PI_DENY)
-		return ref_drop(o, to->id, PI_DROP_INGRESS_POLICY);
+	if (ref_policy(n, to, PI_DP_DIR_INGRESS, d, len, p, o) == PI_DP_DENY)
+		return ref_drop(o, to->id, PI_DP_DROP_INGRESS_POLICY);
 	ref_frag_note(n, p);
 	o->ingress_pod = to->id;
 	o->redirect_ifindex = to->ifindex;
@@ -629,38 +629,38 @@ static inline int ref_nd_check(const uint8_t *d, uint32_t len,
 	const uint8_t *h;
 
 	if (off + 4 > len)
-		return PI_DROP_MALFORMED;
+		return PI_DP_DROP_MALFORMED;
 	h = d + off;
 	if (h[0] == 134 || h[0] == 137)
-		return PI_DROP_ROUTER;
+		return PI_DP_DROP_ROUTER;
 	if (h[0] == 136) {
-		struct pi_addr t;
+		struct pi_dp_addr t;
 
 		if (off + 8 + 16 > len)
-			return PI_DROP_MALFORMED;
+			return PI_DP_DROP_MALFORMED;
 		memcpy(&t, d + off + 8, 16);
 		if (!ref_link_local(&t) && !ref_addr_eq(&t, &pod->ip6))
-			return PI_DROP_ND_SPOOFED;
+			return PI_DP_DROP_ND_SPOOFED;
 	}
 	if (h[0] == 133)
 		off += 8;
 	else if (h[0] == 135 || h[0] == 136)
 		off += 24;
 	else
-		return PI_DROP_NONE;
+		return PI_DP_DROP_NONE;
 	for (int i = 0; i < 4; i++) {
 		if (off + 8 > p->l3_end)
 			break;
 		if (off + 8 > len)
-			return PI_DROP_MALFORMED;
+			return PI_DP_DROP_MALFORMED;
 		h = d + off;
 		if (!h[1])
-			return PI_DROP_MALFORMED;
+			return PI_DP_DROP_MALFORMED;
 		if ((h[0] == 1 || h[0] == 2) && memcmp(h + 2, pod->mac, 6))
-			return PI_DROP_ND_SPOOFED;
+			return PI_DP_DROP_ND_SPOOFED;
 		off += (uint32_t)h[1] * 8;
 	}
-	return PI_DROP_NONE;
+	return PI_DP_DROP_NONE;
 }
 
 static inline void ref_out_init(struct ref_out *o)
@@ -683,37 +683,37 @@ static inline int ref_pod_egress(struct ref_node *n, const struct ref_pod *pod,
 	ref_out_init(o);
 	ret = ref_parse(n, d, len, &p);
 	if (ret == REF_VLAN)
-		return ref_drop(o, pod->id, PI_DROP_VLAN);
+		return ref_drop(o, pod->id, PI_DP_DROP_VLAN);
 	if (ret == REF_ARP) {
 		if (p.saddr.a[0] && p.saddr.a[0] != pod->ip4)
-			return ref_drop(o, pod->id, PI_DROP_ND_SPOOFED);
+			return ref_drop(o, pod->id, PI_DP_DROP_ND_SPOOFED);
 		return o->verdict = PI_PASS;
 	}
 	if (ret == REF_UNSUPPORTED)
-		return ref_drop(o, pod->id, PI_DROP_UNSUPPORTED);
+		return ref_drop(o, pod->id, PI_DP_DROP_UNSUPPORTED);
 	if (ret == REF_MALFORMED)
-		return ref_drop(o, pod->id, PI_DROP_MALFORMED);
+		return ref_drop(o, pod->id, PI_DP_DROP_MALFORMED);
 	if (p.family == AF_INET) {
 		if (p.saddr.a[0] != pod->ip4)
-			return ref_drop(o, pod->id, PI_DROP_SPOOFED);
+			return ref_drop(o, pod->id, PI_DP_DROP_SPOOFED);
 	} else if (!ref_addr_eq(&p.saddr, &pod->ip6)) {
 		if (!ref_link_local(&p.saddr) && !ref_unspecified(&p.saddr))
-			return ref_drop(o, pod->id, PI_DROP_SPOOFED);
+			return ref_drop(o, pod->id, PI_DP_DROP_SPOOFED);
 		if (!ref_link_local(&p.daddr) && !ref_multicast(&p.daddr))
-			return ref_drop(o, pod->id, PI_DROP_SPOOFED);
+			return ref_drop(o, pod->id, PI_DP_DROP_SPOOFED);
 		link_scope = true;
 	}
 	if (ret == REF_FRAG_TINY)
-		return ref_drop(o, pod->id, PI_DROP_FRAG_TINY);
+		return ref_drop(o, pod->id, PI_DP_DROP_FRAG_TINY);
 	if (ret == REF_FRAG_ORPHAN)
-		return ref_drop(o, pod->id, PI_DROP_FRAG_ORPHAN);
+		return ref_drop(o, pod->id, PI_DP_DROP_FRAG_ORPHAN);
 	if (p.family == AF_INET6 && p.proto == 58 && p.frag == REF_FRAG_NONE) {
 		why = ref_nd_check(d, len, pod, &p);
-		if (why != PI_DROP_NONE)
+		if (why != PI_DP_DROP_NONE)
 			return ref_drop(o, pod->id, why);
 	}
-	if (ref_policy(n, pod, PI_DIR_EGRESS, d, len, &p, o) == PI_DENY)
-		return ref_drop(o, pod->id, PI_DROP_POLICY);
+	if (ref_policy(n, pod, PI_DP_DIR_EGRESS, d, len, &p, o) == PI_DP_DENY)
+		return ref_drop(o, pod->id, PI_DP_DROP_POLICY);
 	ref_frag_note(n, &p);
 	if (link_scope)
 		return o->verdict = PI_PASS;
@@ -726,7 +726,7 @@ static inline int ref_pod_egress(struct ref_node *n, const struct ref_pod *pod,
 	 * drop of reason ttl either way */
 	if (ref_ttl_expired(d, &p)) {
 		o->drop_pod = pod->id;
-		o->drop_reason = PI_DROP_TTL;
+		o->drop_reason = PI_DP_DROP_TTL;
 		if (!ref_time_exceeded_ok(d, len, &p))
 			return o->verdict = PI_DROP;
 		o->redirect_ifindex = pod->ifindex;
@@ -748,13 +748,13 @@ static inline int ref_pod_ingress(struct ref_node *n, const struct ref_pod *pod,
 	if (ret == REF_ARP)
 		return o->verdict = PI_PASS;
 	if (ret == REF_FRAG_TINY)
-		return ref_drop(o, pod->id, PI_DROP_FRAG_TINY);
+		return ref_drop(o, pod->id, PI_DP_DROP_FRAG_TINY);
 	if (ret == REF_FRAG_ORPHAN)
-		return ref_drop(o, pod->id, PI_DROP_FRAG_ORPHAN);
+		return ref_drop(o, pod->id, PI_DP_DROP_FRAG_ORPHAN);
 	if (ret != REF_OK)
 		return o->verdict = PI_NEXT;
-	if (ref_policy(n, pod, PI_DIR_INGRESS, d, len, &p, o) == PI_DENY)
-		return ref_drop(o, pod->id, PI_DROP_INGRESS_POLICY);
+	if (ref_policy(n, pod, PI_DP_DIR_INGRESS, d, len, &p, o) == PI_DP_DENY)
+		return ref_drop(o, pod->id, PI_DP_DROP_INGRESS_POLICY);
 	ref_frag_note(n, &p);
 	o->ingress_pod = pod->id;
 	return o->verdict = PI_PASS;
@@ -773,17 +773,17 @@ static inline int ref_uplink_ingress(struct ref_node *n, const uint8_t *d,
 		return o->verdict = PI_NEXT;
 	from = ref_endpoint(n, p.family, &p.saddr);
 	if (from)
-		return ref_drop(o, from->id, PI_DROP_UPLINK_SPOOFED);
+		return ref_drop(o, from->id, PI_DP_DROP_UPLINK_SPOOFED);
 	to = ref_endpoint(n, p.family, &p.daddr);
 	if (!to)
 		return o->verdict = PI_NEXT;
 	if (ret == REF_FRAG_TINY)
-		return ref_drop(o, to->id, PI_DROP_FRAG_TINY);
+		return ref_drop(o, to->id, PI_DP_DROP_FRAG_TINY);
 	if (ret == REF_FRAG_ORPHAN)
-		return ref_drop(o, to->id, PI_DROP_FRAG_ORPHAN);
+		return ref_drop(o, to->id, PI_DP_DROP_FRAG_ORPHAN);
 	/* routed from the wire into the pod: no TTL left, dropped */
 	if (ref_ttl_expired(d, &p))
-		return ref_drop(o, to->id, PI_DROP_TTL);
+		return ref_drop(o, to->id, PI_DP_DROP_TTL);
 	return ref_deliver(n, d, len, &p, to, o);
 }
 

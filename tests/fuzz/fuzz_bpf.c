@@ -38,7 +38,7 @@
 static struct node_bpf *skel;
 static struct ref_node node;
 static int if_up, ncpu;
-static struct pi_rule rules[2][MAX_RULES];
+static struct pi_dp_rule rules[2][MAX_RULES];
 static const uint8_t MAC_A[6] = { 0x02, 0xaa, 0, 0, 0, 1 };
 static const uint8_t MAC_B[6] = { 0x02, 0xbb, 0, 0, 0, 2 };
 
@@ -52,7 +52,7 @@ static void add_pod(struct ref_pod *rp, uint32_t id, int ifindex,
 		    const char *ip4, const char *ip6, const uint8_t *mac)
 {
 	struct pi_pod pod = { .id = id, .ifindex = ifindex,
-			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
+			      .flags = PI_DP_POD_HAS_V4 | PI_DP_POD_HAS_V6 };
 	struct pi_endpoint ep = { .kind = PI_EP_POD, .pod_ifindex = ifindex,
 				  .pod_id = id };
 	struct pi_endpoint_key k = { .family = AF_INET };
@@ -116,7 +116,7 @@ static const char *const PEERS[] = {
 /* 8 bytes: action|family|proto, peer, prefix length, port lo (2),
  * port hi (2), spare. Lengths beyond the family's are clamped, host
  * bits cleared: the library writes no other rules. */
-static void rule_of(const uint8_t *b, uint32_t id, struct pi_rule *r)
+static void rule_of(const uint8_t *b, uint32_t id, struct pi_dp_rule *r)
 {
 	static const uint8_t protos[8] = { 0, 6, 17, 1, 58, 0, 6, 17 };
 	const char *peer = PEERS[b[1] % (sizeof(PEERS) / sizeof(*PEERS))];
@@ -125,7 +125,7 @@ static void rule_of(const uint8_t *b, uint32_t id, struct pi_rule *r)
 
 	memset(r, 0, sizeof(*r));
 	r->id = id;
-	r->action = b[0] & 1 ? PI_DENY : PI_ALLOW;
+	r->action = b[0] & 1 ? PI_DP_DENY : PI_DP_ALLOW;
 	r->proto = protos[(b[0] >> 1) & 7];
 	r->family = (b[0] >> 4) & 1 ? fam : 0;
 	r->port_lo = ref_be16(b + 3);
@@ -198,16 +198,16 @@ static void zero_percpu(struct bpf_map *m, uint32_t key, size_t vsize)
 	free(z);
 }
 
-static struct pi_pod_stats pod_stats(uint32_t id)
+static struct pi_dp_pod_stats pod_stats(uint32_t id)
 {
-	struct pi_pod_stats *per = calloc(ncpu, sizeof(*per)), sum = {};
+	struct pi_dp_pod_stats *per = calloc(ncpu, sizeof(*per)), sum = {};
 
 	bpf_map__lookup_elem(skel->maps.pod_stats, &id, 4, per,
 			     ncpu * sizeof(*per), 0);
 	for (int c = 0; c < ncpu; c++) {
 		sum.egress_packets += per[c].egress_packets;
 		sum.ingress_packets += per[c].ingress_packets;
-		for (int r = 0; r < PI_DROP_MAX; r++)
+		for (int r = 0; r < PI_DP_DROP_MAX; r++)
 			sum.drops[r] += per[c].drops[r];
 	}
 	free(per);
@@ -289,7 +289,7 @@ static void run_frame(int prog, uint8_t *f, uint32_t len)
 	int ifindex = prog == 2 ? if_up : (int)node.pod[0].ifindex;
 	uint8_t frame[FRAME_MAX];
 	struct pi_redirect_record rd;
-	struct pi_pod_stats st[2];
+	struct pi_dp_pod_stats st[2];
 	struct ref_out want;
 	int got;
 
@@ -297,7 +297,7 @@ static void run_frame(int prog, uint8_t *f, uint32_t len)
 	reset_flows(false);
 	node.ct.n = 0;
 	for (uint32_t id = 0; id < 2; id++)
-		zero_percpu(skel->maps.pod_stats, id, sizeof(struct pi_pod_stats));
+		zero_percpu(skel->maps.pod_stats, id, sizeof(struct pi_dp_pod_stats));
 	for (uint32_t d = 0; d < 2; d++)
 		for (uint32_t i = 0; i < node.pod[0].nrules[d]; i++)
 			zero_percpu(skel->maps.rule_stats, rules[d][i].id,
@@ -322,7 +322,7 @@ static void run_frame(int prog, uint8_t *f, uint32_t len)
 		report("the verdict", got, want.verdict, prog, f, len);
 	for (uint32_t id = 0; id < 2; id++) {
 		st[id] = pod_stats(id);
-		for (int r = 0; r < PI_DROP_MAX; r++) {
+		for (int r = 0; r < PI_DP_DROP_MAX; r++) {
 			uint64_t n = (int)id == want.drop_pod &&
 				     r == want.drop_reason;
 

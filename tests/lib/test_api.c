@@ -490,7 +490,8 @@ int main(void)
 		struct pi_node_upgrade_info ui;
 
 		CHECK_RC("node_upgrade_current", pi_node_upgrade(NODE, NULL, &ui), 0);
-		check(ui.from_abi == PI_ABI_VERSION && ui.to_abi == PI_ABI_VERSION &&
+		check(ui.from_abi == pi_abi_version() &&
+		      ui.to_abi == pi_abi_version() &&
 		      !ui.migrations && ui.hooks == 2 && !ui.resumed &&
 		      !ui.rolled_back, "node_upgrade_current_info",
 		      "from %u to %u, %d migrations, %d hooks", ui.from_abi,

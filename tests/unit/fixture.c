@@ -85,7 +85,7 @@ int fixture_known(const char *feature, char *val, int len)
 }
 
 int fixture_set_policy(struct bpf_object *obj, uint32_t pod, uint32_t dir,
-		       const struct pi_rule *rules, uint32_t count,
+		       const struct pi_dp_rule *rules, uint32_t count,
 		       uint32_t start)
 {
 	struct cls_maps m = {
@@ -112,7 +112,7 @@ void fixture_add_pod(const struct bpf_map *pods, const struct bpf_map *endpoints
 		     const uint8_t *mac, const uint8_t *hmac)
 {
 	struct pi_pod pod = { .id = id, .ifindex = ifindex,
-			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
+			      .flags = PI_DP_POD_HAS_V4 | PI_DP_POD_HAS_V6 };
 	struct pi_endpoint ep = { .kind = PI_EP_POD, .pod_ifindex = ifindex,
 				  .pod_id = id };
 	struct pi_endpoint_key k = { .family = AF_INET };

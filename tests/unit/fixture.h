@@ -42,7 +42,7 @@ struct bpf_object;
  * rules, the compiled classifier, a reference flip with a new revision).
  * 0 or -errno. */
 int fixture_set_policy(struct bpf_object *obj, uint32_t pod, uint32_t dir,
-		       const struct pi_rule *rules, uint32_t count,
+		       const struct pi_dp_rule *rules, uint32_t count,
 		       uint32_t start);
 
 #endif

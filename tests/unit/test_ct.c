@@ -61,17 +61,17 @@ static int run(struct ct_fx *fx, int ifindex, uint8_t *pkt, int len)
 			   ifindex, pkt, len, NULL);
 }
 
-static struct pi_pod_stats stats(struct ct_fx *fx, uint32_t id)
+static struct pi_dp_pod_stats stats(struct ct_fx *fx, uint32_t id)
 {
 	int ncpu = libbpf_num_possible_cpus();
-	struct pi_pod_stats *per = calloc(ncpu, sizeof(*per)), sum = {};
+	struct pi_dp_pod_stats *per = calloc(ncpu, sizeof(*per)), sum = {};
 
 	bpf_map__lookup_elem(fx->skel->maps.pod_stats, &id, 4, per,
 			     ncpu * sizeof(*per), 0);
 	for (int c = 0; c < ncpu; c++) {
 		sum.egress_packets += per[c].egress_packets;
 		sum.ingress_packets += per[c].ingress_packets;
-		for (int r = 0; r < PI_DROP_MAX; r++)
+		for (int r = 0; r < PI_DP_DROP_MAX; r++)
 			sum.drops[r] += per[c].drops[r];
 	}
 	free(per);
@@ -94,15 +94,15 @@ static uint64_t rule_packets(struct ct_fx *fx, uint32_t id)
 
 /* As lib/policy.c publishes an edit: rules at `start`, a new revision. */
 static void set_policy(struct ct_fx *fx, uint32_t id, uint32_t dir,
-		       const struct pi_rule *rules, uint32_t count,
+		       const struct pi_dp_rule *rules, uint32_t count,
 		       uint32_t start)
 {
 	fixture_set_policy(fx->skel->obj, id, dir, rules, count, start);
 }
 
-static struct pi_rule deny_proto(uint32_t id, uint8_t proto)
+static struct pi_dp_rule deny_proto(uint32_t id, uint8_t proto)
 {
-	return (struct pi_rule){ .id = id, .action = PI_DENY, .proto = proto };
+	return (struct pi_dp_rule){ .id = id, .action = PI_DP_DENY, .proto = proto };
 }
 
 /* The ICMP header of a packet from pkt_build: type and echo identifier. */
@@ -159,7 +159,7 @@ static int ct_count(struct ct_fx *fx)
  * answered, A's own pings are not, in both families. */
 UNIT_TEST(ct_egress_deny_icmp_answers_pings)
 {
-	struct pi_rule deny = deny_proto(7, IPPROTO_ICMP);
+	struct pi_dp_rule deny = deny_proto(7, IPPROTO_ICMP);
 	static const struct { int family; const char *a, *b; } fam[] = {
 		{ AF_INET, "10.0.0.1", "10.0.0.2" },
 		{ AF_INET6, "fd00::1", "fd00::2" },
@@ -171,7 +171,7 @@ UNIT_TEST(ct_egress_deny_icmp_answers_pings)
 
 	if (!fx_setup(&fx))
 		return;
-	set_policy(&fx, 0, PI_DIR_EGRESS, &deny, 1, 0);
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny, 1, 0);
 	for (int f = 0; f < 2; f++) {
 		int family = fam[f].family;
 
@@ -185,9 +185,9 @@ UNIT_TEST(ct_egress_deny_icmp_answers_pings)
 					 IPPROTO_ICMP : IPPROTO_ICMPV6,
 					 fam[f].a, 0x1234, fam[f].b, 0, &e),
 				"A's entry of B's ping")) {
-			ASSERT_EQ(e.dir, PI_DIR_INGRESS, "opened from B");
-			ASSERT_EQ(e.packets[PI_DIR_EGRESS], 1, "one reply");
-			ASSERT_TRUE(e.flags & PI_CT_REPLIED, "replied");
+			ASSERT_EQ(e.dir, PI_DP_DIR_INGRESS, "opened from B");
+			ASSERT_EQ(e.packets[PI_DP_DIR_EGRESS], 1, "one reply");
+			ASSERT_TRUE(e.flags & PI_DP_CT_REPLIED, "replied");
 		}
 		len = echo(pkt, family, fam[f].a, fam[f].b, false, 0x4321);
 		ASSERT_EQ(run(&fx, fx.if_a, pkt, len), PI_DROP,
@@ -199,7 +199,7 @@ UNIT_TEST(ct_egress_deny_icmp_answers_pings)
 				      fam[f].a, 0x4321, fam[f].b, 0, &e),
 			    "no entry for the denied ping");
 	}
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_POLICY], 4, "A's policy drops");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_POLICY], 4, "A's policy drops");
 	ASSERT_EQ(rule_packets(&fx, 7), 4, "counted against the deny rule");
 	fx_teardown(&fx);
 }
@@ -208,7 +208,7 @@ UNIT_TEST(ct_egress_deny_icmp_answers_pings)
  * flows to A do not. The TCP entry moves from opening to established. */
 UNIT_TEST(ct_replies_pass_ingress_deny)
 {
-	struct pi_rule deny = { .id = 9, .action = PI_DENY };
+	struct pi_dp_rule deny = { .id = 9, .action = PI_DP_DENY };
 	struct pi_ct_entry e;
 	uint8_t pkt[PKT_MAX];
 	struct ct_fx fx;
@@ -216,7 +216,7 @@ UNIT_TEST(ct_replies_pass_ingress_deny)
 
 	if (!fx_setup(&fx))
 		return;
-	set_policy(&fx, 0, PI_DIR_INGRESS, &deny, 1, 0);
+	set_policy(&fx, 0, PI_DP_DIR_INGRESS, &deny, 1, 0);
 	for (int f = 0; f < 2; f++) {
 		int family = f ? AF_INET6 : AF_INET;
 		const char *a = f ? "fd00::1" : "10.0.0.1";
@@ -226,14 +226,14 @@ UNIT_TEST(ct_replies_pass_ingress_deny)
 			IPPROTO_TCP, 40000, 80, 0x02 });
 		ASSERT_EQ(run(&fx, fx.if_a, pkt, len), PI_REDIRECT, "A's SYN");
 		ASSERT_TRUE(ct_entry(&fx, 0, family, IPPROTO_TCP, a, 40000, b,
-				     80, &e) && e.state == PI_CT_OPENING,
+				     80, &e) && e.state == PI_DP_CT_OPENING,
 			    "A's entry opening");
 		len = pkt_build(pkt, &(struct pkt_spec){ family, b, a,
 			IPPROTO_TCP, 80, 40000, 0x12 });
 		ASSERT_EQ(run(&fx, fx.if_b, pkt, len), PI_REDIRECT,
 			  "B's SYN-ACK passes A's ingress deny");
 		ASSERT_TRUE(ct_entry(&fx, 0, family, IPPROTO_TCP, a, 40000, b,
-				     80, &e) && e.state == PI_CT_ESTABLISHED,
+				     80, &e) && e.state == PI_DP_CT_ESTABLISHED,
 			    "A's entry established");
 		len = pkt_build(pkt, &(struct pkt_spec){ family, a, b,
 			IPPROTO_UDP, 5000, 53 });
@@ -251,7 +251,7 @@ UNIT_TEST(ct_replies_pass_ingress_deny)
 		ASSERT_EQ(run(&fx, fx.if_b, pkt, len), PI_DROP,
 			  "a datagram to a port A sent nothing from");
 	}
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_INGRESS_POLICY], 4,
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_INGRESS_POLICY], 4,
 		  "A's ingress drops");
 	ASSERT_EQ(rule_packets(&fx, 9), 4, "counted against the deny rule");
 	fx_teardown(&fx);
@@ -262,9 +262,9 @@ UNIT_TEST(ct_replies_pass_ingress_deny)
  * it keeps the flow. */
 UNIT_TEST(ct_policy_change_rechecks_open_flows)
 {
-	struct pi_rule allow = { .id = 3, .action = PI_ALLOW,
+	struct pi_dp_rule allow = { .id = 3, .action = PI_DP_ALLOW,
 				 .proto = IPPROTO_UDP };
-	struct pi_rule deny = deny_proto(4, IPPROTO_UDP);
+	struct pi_dp_rule deny = deny_proto(4, IPPROTO_UDP);
 	struct pi_ct_entry e;
 	uint8_t out[PKT_MAX], in[PKT_MAX];
 	struct ct_fx fx;
@@ -279,7 +279,7 @@ UNIT_TEST(ct_policy_change_rechecks_open_flows)
 	ASSERT_EQ(run(&fx, fx.if_a, out, lo), PI_REDIRECT, "open");
 	ASSERT_EQ(run(&fx, fx.if_b, in, li), PI_REDIRECT, "answered");
 	/* an edit that still allows the flow */
-	set_policy(&fx, 0, PI_DIR_EGRESS, &allow, 1, 0);
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &allow, 1, 0);
 	ASSERT_EQ(run(&fx, fx.if_b, in, li), PI_REDIRECT,
 		  "still allowed after the edit (reply first)");
 	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET, IPPROTO_UDP, "10.0.0.1", 5000,
@@ -289,7 +289,7 @@ UNIT_TEST(ct_policy_change_rechecks_open_flows)
 	ASSERT_EQ(rule_packets(&fx, 3), 1,
 		  "the allow rule counts the opener's direction");
 	/* now a deny: the reply is the first to meet it */
-	set_policy(&fx, 0, PI_DIR_EGRESS, &deny, 1, 1);
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny, 1, 1);
 	ASSERT_EQ(run(&fx, fx.if_b, in, li), PI_DROP,
 		  "the reply of a flow the new policy denies");
 	ASSERT_TRUE(!ct_entry(&fx, 0, AF_INET, IPPROTO_UDP, "10.0.0.1", 5000,
@@ -303,7 +303,7 @@ UNIT_TEST(ct_policy_change_rechecks_open_flows)
  * through meets the ingress deny, and the entry is freed. */
 UNIT_TEST(ct_expired_entry_is_freed)
 {
-	struct pi_rule deny = { .id = 5, .action = PI_DENY };
+	struct pi_dp_rule deny = { .id = 5, .action = PI_DP_DENY };
 	struct pi_ct_key k = { .pod_id = 0, .family = AF_INET,
 			       .proto = IPPROTO_UDP, .pod_port = 5000,
 			       .peer_port = 53 };
@@ -316,7 +316,7 @@ UNIT_TEST(ct_expired_entry_is_freed)
 		return;
 	inet_pton(AF_INET, "10.0.0.1", k.pod.a);
 	inet_pton(AF_INET, "10.0.0.2", k.peer.a);
-	set_policy(&fx, 0, PI_DIR_INGRESS, &deny, 1, 0);
+	set_policy(&fx, 0, PI_DP_DIR_INGRESS, &deny, 1, 0);
 	lo = pkt_build(out, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_UDP, 5000, 53 });
 	li = pkt_build(in, &(struct pkt_spec){ AF_INET, "10.0.0.2",
@@ -344,14 +344,14 @@ out:
  * of the pod meets the policy. */
 UNIT_TEST(ct_icmp_error_related)
 {
-	struct pi_rule deny = { .id = 6, .action = PI_DENY };
+	struct pi_dp_rule deny = { .id = 6, .action = PI_DP_DENY };
 	uint8_t pkt[PKT_MAX], quoted[PKT_MAX];
 	struct ct_fx fx;
 	int len, ql;
 
 	if (!fx_setup(&fx))
 		return;
-	set_policy(&fx, 0, PI_DIR_INGRESS, &deny, 1, 0);
+	set_policy(&fx, 0, PI_DP_DIR_INGRESS, &deny, 1, 0);
 	for (int f = 0; f < 2; f++) {
 		int family = f ? AF_INET6 : AF_INET, ip = f ? 40 : 20;
 		const char *a = f ? "fd00::1" : "10.0.0.1";
@@ -385,7 +385,7 @@ UNIT_TEST(ct_icmp_error_related)
  * a new flow, decided by the policy again. */
 UNIT_TEST(ct_tcp_close_and_reopen)
 {
-	struct pi_rule deny = { .id = 8, .action = PI_DENY,
+	struct pi_dp_rule deny = { .id = 8, .action = PI_DP_DENY,
 				.proto = IPPROTO_TCP };
 	struct pi_ct_entry e;
 	uint8_t pkt[PKT_MAX];
@@ -404,16 +404,16 @@ UNIT_TEST(ct_tcp_close_and_reopen)
 		  PI_REDIRECT, "FIN from A");
 	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET, IPPROTO_TCP, "10.0.0.1", 40000,
 			     "10.0.0.2", 80, &e) &&
-		    e.state == PI_CT_ESTABLISHED && (e.flags & PI_CT_FIN_POD),
+		    e.state == PI_DP_CT_ESTABLISHED && (e.flags & PI_DP_CT_FIN_POD),
 		    "half closed");
 	ASSERT_EQ(SEG(fx.if_b, "10.0.0.2", "10.0.0.1", 80, 40000, 0x11),
 		  PI_REDIRECT, "FIN from B");
 	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET, IPPROTO_TCP, "10.0.0.1", 40000,
-			     "10.0.0.2", 80, &e) && e.state == PI_CT_CLOSING,
+			     "10.0.0.2", 80, &e) && e.state == PI_DP_CT_CLOSING,
 		    "closing");
 	/* A's egress now denies TCP, without a new revision of the flow's
 	 * side being needed: the new SYN is a new flow */
-	set_policy(&fx, 0, PI_DIR_EGRESS, &deny, 1, 0);
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny, 1, 0);
 	ASSERT_EQ(SEG(fx.if_a, "10.0.0.1", "10.0.0.2", 40000, 80, 0x02),
 		  PI_DROP, "a new SYN on the closed ports is decided anew");
 	ASSERT_EQ(rule_packets(&fx, 8), 1, "by the deny rule");
@@ -442,13 +442,13 @@ struct churn {
 static void *churn_main(void *arg)
 {
 	struct churn *c = arg;
-	struct pi_rule deny_all = { .id = 2, .action = PI_DENY };
-	struct pi_rule allow_all = { .id = 3, .action = PI_ALLOW };
+	struct pi_dp_rule deny_all = { .id = 2, .action = PI_DP_DENY };
+	struct pi_dp_rule allow_all = { .id = 3, .action = PI_DP_ALLOW };
 	int rules = bpf_map__fd(c->fx->skel->maps.rules);
 	int refs = bpf_map__fd(c->fx->skel->maps.policy_refs);
 	struct pi_policy_ref ref = { .start = 0, .count = CHURN_RULES,
 				     .rev = 1 };
-	uint32_t key = 0 * 2 + PI_DIR_EGRESS;
+	uint32_t key = 0 * 2 + PI_DP_DIR_EGRESS;
 
 	while (!c->stop) {
 		uint32_t cur = ref.start, other = cur ? 0 : CHURN_RULES;
@@ -467,7 +467,7 @@ static void *churn_main(void *arg)
 
 UNIT_TEST(policy_walk_survives_range_reuse)
 {
-	struct pi_rule *rules = calloc(CHURN_RULES, sizeof(*rules));
+	struct pi_dp_rule *rules = calloc(CHURN_RULES, sizeof(*rules));
 	struct churn c = { 0 };
 	uint8_t pkt[PKT_MAX], scratch[PKT_MAX];
 	struct __sk_buff ctx = { 0 };
@@ -482,15 +482,15 @@ UNIT_TEST(policy_walk_survives_range_reuse)
 		return;
 	}
 	for (int i = 0; i < CHURN_RULES - 1; i++)
-		rules[i] = (struct pi_rule){ .id = 1, .action = PI_DENY,
+		rules[i] = (struct pi_dp_rule){ .id = 1, .action = PI_DP_DENY,
 					     .proto = IPPROTO_TCP,
 					     .port_lo = 1, .port_hi = 1 };
-	rules[CHURN_RULES - 1] = (struct pi_rule){ .id = 2, .action = PI_DENY };
+	rules[CHURN_RULES - 1] = (struct pi_dp_rule){ .id = 2, .action = PI_DP_DENY };
 	/* both ranges compiled and live (the second as an idle pod's), so
 	 * that the editor's flips of A's reference between them stand for
 	 * edits */
-	set_policy(&fx, 0, PI_DIR_EGRESS, rules, CHURN_RULES, CHURN_RULES);
-	set_policy(&fx, CHURN_IDLE_POD, PI_DIR_EGRESS, rules, CHURN_RULES, 0);
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, rules, CHURN_RULES, CHURN_RULES);
+	set_policy(&fx, CHURN_IDLE_POD, PI_DP_DIR_EGRESS, rules, CHURN_RULES, 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_UDP, 5000, 53 });
 	ctx.ifindex = fx.if_a;
@@ -520,7 +520,7 @@ UNIT_TEST(policy_walk_survives_range_reuse)
 	ASSERT_TRUE(c.flips >= 1000, "edits made");
 	ASSERT_EQ(stats(&fx, 0).egress_packets, 0,
 		  "A's packets let through by a reused range");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_POLICY], runs, "all dropped");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_POLICY], runs, "all dropped");
 out:
 	fx_teardown(&fx);
 	free(rules);
@@ -617,7 +617,7 @@ UNIT_TEST(ttl_exceeded_answers_the_sender)
 	ASSERT_EQ(out[54], 3, "v6: time exceeded");
 	ASSERT_EQ(icmp6_csum(out, olen), 0, "v6: ICMPv6 checksum");
 	ASSERT_TRUE(!memcmp(out + 62, pkt + 14, 48), "v6: quotes the packet");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_TTL], 2, "counted as ttl");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_TTL], 2, "counted as ttl");
 	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0, "B got nothing");
 	fx_teardown(&fx);
 }
@@ -661,7 +661,7 @@ UNIT_TEST(ttl_exceeded_not_for_errors_or_later_fragments)
 	ASSERT_EQ(run_out(&fx, fx.if_a, pkt, len, out, &olen), PI_REDIRECT,
 		  "v4: a first fragment with TTL 1 is answered");
 	ASSERT_EQ(out[34], 11, "v4: with a time exceeded");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_TTL], 4, "all counted as ttl");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_TTL], 4, "all counted as ttl");
 	ASSERT_EQ(stats(&fx, 1).ingress_packets, 1, "B got the first fragment only");
 	fx_teardown(&fx);
 }

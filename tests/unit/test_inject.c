@@ -92,7 +92,7 @@ UNIT_TEST(inject_authorised_v4_fallback)
 	uint8_t pkt[PKT_MAX], out[PKT_MAX];
 	int len;
 
-	if (!fx_setup(&fx, PI_PATH_FALLBACK))
+	if (!fx_setup(&fx, PI_DP_PATH_FALLBACK))
 		return;
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_UDP, 1000, 53 });
@@ -104,7 +104,7 @@ UNIT_TEST(inject_authorised_v4_fallback)
 	ASSERT_TRUE(!memcmp(out + 6, TGT_POD_MAC, 6), "src mac = target pod");
 	ASSERT_TRUE(!memcmp(out, TGT_HOST_MAC, 6), "dst mac = target host");
 	ASSERT_TRUE(!memcmp(out + 12, pkt + 12, len - 12), "L3 untouched");
-	ASSERT_EQ(stats(&fx, PI_PATH_FALLBACK).packets, 1, "counted");
+	ASSERT_EQ(stats(&fx, PI_DP_PATH_FALLBACK).packets, 1, "counted");
 	inject_bpf__destroy(fx.skel);
 }
 
@@ -114,7 +114,7 @@ UNIT_TEST(inject_authorised_v6_fallback)
 	uint8_t pkt[PKT_MAX];
 	int len;
 
-	if (!fx_setup(&fx, PI_PATH_FALLBACK))
+	if (!fx_setup(&fx, PI_DP_PATH_FALLBACK))
 		return;
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
 		"fd00::2", IPPROTO_TCP, 1000, 80 });
@@ -129,7 +129,7 @@ UNIT_TEST(inject_not_ours_passes_with_next)
 	uint8_t pkt[PKT_MAX], out[PKT_MAX];
 	int len;
 
-	if (!fx_setup(&fx, PI_PATH_FALLBACK))
+	if (!fx_setup(&fx, PI_DP_PATH_FALLBACK))
 		return;
 	/* the injector's own address */
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.9",
@@ -172,7 +172,7 @@ UNIT_TEST(inject_fast_path_per_kernel)
 		return;
 	}
 	has = !strcmp(known, "true");
-	if (!fx_setup(&fx, PI_PATH_FAST))
+	if (!fx_setup(&fx, PI_DP_PATH_FAST))
 		return;
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_UDP, 1, 2 });
@@ -183,11 +183,11 @@ UNIT_TEST(inject_fast_path_per_kernel)
 	ASSERT_EQ(rd.flags, 2, "BPF_F_EGRESS");
 	ASSERT_EQ(rd.ifindex, fx.if_tgt, "target");
 	if (has) {
-		ASSERT_EQ(stats(&fx, PI_PATH_FAST).packets, 1, "counted");
+		ASSERT_EQ(stats(&fx, PI_DP_PATH_FAST).packets, 1, "counted");
 	} else {
-		ASSERT_EQ(stats(&fx, PI_PATH_FAST).drops[PI_INJ_DROP_REDIRECT],
+		ASSERT_EQ(stats(&fx, PI_DP_PATH_FAST).drops[PI_DP_INJ_DROP_REDIRECT],
 			  1, "refused redirect counted");
-		ASSERT_EQ(stats(&fx, PI_PATH_FAST).packets, 0, "not counted");
+		ASSERT_EQ(stats(&fx, PI_DP_PATH_FAST).packets, 0, "not counted");
 	}
 	inject_bpf__destroy(fx.skel);
 }
@@ -222,7 +222,7 @@ struct guard_fx {
 static uint64_t node_egress(struct guard_fx *gx, uint32_t id)
 {
 	int ncpu = libbpf_num_possible_cpus();
-	struct pi_pod_stats *per = calloc(ncpu, sizeof(*per));
+	struct pi_dp_pod_stats *per = calloc(ncpu, sizeof(*per));
 	uint64_t n = 0;
 
 	bpf_map__lookup_elem(gx->node->maps.pod_stats, &id, 4, per,
@@ -233,9 +233,9 @@ static uint64_t node_egress(struct guard_fx *gx, uint32_t id)
 	return n;
 }
 
-static struct pi_netkit_guard guard_of(struct guard_fx *gx)
+static struct pi_dp_netkit_guard guard_of(struct guard_fx *gx)
 {
-	struct pi_netkit_guard g = {};
+	struct pi_dp_netkit_guard g = {};
 
 	bpf_map__lookup_elem(gx->inj.skel->maps.netkit_guards,
 			     &gx->inj.if_tgt, 4, &g, sizeof(g), 0);
@@ -246,12 +246,12 @@ static struct pi_netkit_guard guard_of(struct guard_fx *gx)
  * guard uses slot 3, which holds pod_egress_nk when `with_prog`. */
 static bool guard_setup(struct guard_fx *gx, bool with_prog)
 {
-	struct pi_pod pod = { .id = 5, .flags = PI_POD_HAS_V4 | PI_POD_NETKIT };
-	struct pi_netkit_guard g = { .slot = 3 };
+	struct pi_pod pod = { .id = 5, .flags = PI_DP_POD_HAS_V4 | PI_DP_POD_NETKIT };
+	struct pi_dp_netkit_guard g = { .slot = 3 };
 	int fd;
 
 	memset(gx, 0, sizeof(*gx));
-	if (!fx_setup(&gx->inj, PI_PATH_NETKIT_FALLBACK))
+	if (!fx_setup(&gx->inj, PI_DP_PATH_NETKIT_FALLBACK))
 		return false;
 	gx->node = node_bpf__open_and_load();
 	if (!ASSERT_TRUE(gx->node, "load node_bpf"))
@@ -303,7 +303,7 @@ UNIT_TEST(inject_netkit_fallback_tags_the_source_mac)
 	ASSERT_EQ(rd.ifindex, gx.inj.if_tgt, "the target's primary");
 	ASSERT_TRUE(!memcmp(out + 6, DEFAULT_TAG, 6), "src mac = the tag");
 	ASSERT_TRUE(!memcmp(out, TGT_HOST_MAC, 6), "dst mac = target host");
-	ASSERT_EQ(stats(&gx.inj, PI_PATH_NETKIT_FALLBACK).packets, 1,
+	ASSERT_EQ(stats(&gx.inj, PI_DP_PATH_NETKIT_FALLBACK).packets, 1,
 		  "counted on its own path");
 	guard_teardown(&gx);
 }

@@ -73,17 +73,17 @@ static int run(struct bpf_program *prog, int ifindex, uint8_t *pkt, int len,
 	return fixture_run(bpf_program__fd(prog), ifindex, pkt, len, out);
 }
 
-static struct pi_pod_stats stats(struct node_fx *fx, uint32_t id)
+static struct pi_dp_pod_stats stats(struct node_fx *fx, uint32_t id)
 {
 	int ncpu = libbpf_num_possible_cpus();
-	struct pi_pod_stats *per = calloc(ncpu, sizeof(*per)), sum = {};
+	struct pi_dp_pod_stats *per = calloc(ncpu, sizeof(*per)), sum = {};
 
 	bpf_map__lookup_elem(fx->skel->maps.pod_stats, &id, 4, per,
 			     ncpu * sizeof(*per), 0);
 	for (int c = 0; c < ncpu; c++) {
 		sum.egress_packets += per[c].egress_packets;
 		sum.ingress_packets += per[c].ingress_packets;
-		for (int r = 0; r < PI_DROP_MAX; r++)
+		for (int r = 0; r < PI_DP_DROP_MAX; r++)
 			sum.drops[r] += per[c].drops[r];
 	}
 	free(per);
@@ -111,16 +111,16 @@ static uint64_t rule_packets(struct node_fx *fx, uint32_t id)
 
 /* Installs `rules` as the policy of pod `id` in `dir`, at slot `start`. */
 static void set_policy(struct node_fx *fx, uint32_t id, uint32_t dir,
-		       const struct pi_rule *rules, uint32_t count,
+		       const struct pi_dp_rule *rules, uint32_t count,
 		       uint32_t start)
 {
 	fixture_set_policy(fx->skel->obj, id, dir, rules, count, start);
 }
 
-static struct pi_rule rule(uint32_t id, uint8_t action, const char *cidr,
+static struct pi_dp_rule rule(uint32_t id, uint8_t action, const char *cidr,
 			   uint8_t proto, uint16_t lo, uint16_t hi)
 {
-	struct pi_rule r = { .id = id, .action = action, .proto = proto,
+	struct pi_dp_rule r = { .id = id, .action = action, .proto = proto,
 			     .port_lo = lo, .port_hi = hi };
 
 	if (cidr) {
@@ -235,7 +235,7 @@ UNIT_TEST(node_egress_spoofed_source_dropped)
 		"fd00::2", IPPROTO_UDP, 1, 2 });
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
 		  PI_DROP, "v6 verdict");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_SPOOFED], 2, "spoof drops");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_SPOOFED], 2, "spoof drops");
 	ASSERT_EQ(stats(&fx, 0).egress_packets, 0, "A egress");
 	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0, "B ingress");
 	fx_teardown(&fx);
@@ -253,7 +253,7 @@ UNIT_TEST(node_egress_link_local_v6_to_stack)
 		"ff02::2", IPPROTO_ICMP });
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
 		  PI_PASS, "verdict");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_SPOOFED], 0, "spoof drops");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_SPOOFED], 0, "spoof drops");
 	fx_teardown(&fx);
 }
 
@@ -261,12 +261,12 @@ UNIT_TEST(node_egress_policy_rule_kinds)
 {
 	struct node_fx fx;
 	uint8_t pkt[PKT_MAX];
-	struct pi_rule rules[] = {
-		rule(11, PI_ALLOW, "10.0.9.9/32", 0, 0, 0),
-		rule(12, PI_DENY, "10.0.9.0/24", 0, 0, 0),
-		rule(13, PI_DENY, NULL, IPPROTO_UDP, 0, 0),
-		rule(14, PI_DENY, "10.0.0.0/8", IPPROTO_TCP, 8000, 8100),
-		rule(15, PI_DENY, "fd00::/64", IPPROTO_ICMP, 0, 0),
+	struct pi_dp_rule rules[] = {
+		rule(11, PI_DP_ALLOW, "10.0.9.9/32", 0, 0, 0),
+		rule(12, PI_DP_DENY, "10.0.9.0/24", 0, 0, 0),
+		rule(13, PI_DP_DENY, NULL, IPPROTO_UDP, 0, 0),
+		rule(14, PI_DP_DENY, "10.0.0.0/8", IPPROTO_TCP, 8000, 8100),
+		rule(15, PI_DP_DENY, "fd00::/64", IPPROTO_ICMP, 0, 0),
 	};
 	struct {
 		struct pkt_spec s;
@@ -286,7 +286,7 @@ UNIT_TEST(node_egress_policy_rule_kinds)
 
 	if (!fx_setup(&fx))
 		return;
-	set_policy(&fx, 0, PI_DIR_EGRESS, rules, 5, 100);
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, rules, 5, 100);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char what[32];
 
@@ -300,14 +300,14 @@ UNIT_TEST(node_egress_policy_rule_kinds)
 	ASSERT_EQ(rule_packets(&fx, 13), 2, "deny udp counter");
 	ASSERT_EQ(rule_packets(&fx, 14), 1, "deny port range counter");
 	ASSERT_EQ(rule_packets(&fx, 15), 1, "deny icmp6 counter");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_POLICY], 5, "policy drops");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_POLICY], 5, "policy drops");
 	ASSERT_EQ(stats(&fx, 0).egress_packets, 4, "A egress");
 	fx_teardown(&fx);
 }
 
 UNIT_TEST(node_egress_policy_10000_rules_last_matches)
 {
-	static struct pi_rule rules[10000];
+	static struct pi_dp_rule rules[10000];
 	struct node_fx fx;
 	uint8_t pkt[PKT_MAX];
 	int len;
@@ -315,10 +315,10 @@ UNIT_TEST(node_egress_policy_10000_rules_last_matches)
 	if (!fx_setup(&fx))
 		return;
 	for (int i = 0; i < 9999; i++)
-		rules[i] = rule(i + 1, PI_DENY, "192.0.2.0/24", IPPROTO_TCP,
+		rules[i] = rule(i + 1, PI_DP_DENY, "192.0.2.0/24", IPPROTO_TCP,
 				1000 + i % 50000, 1000 + i % 50000);
-	rules[9999] = rule(10000, PI_DENY, "10.0.0.2/32", 0, 0, 0);
-	set_policy(&fx, 0, PI_DIR_EGRESS, rules, 10000, 0);
+	rules[9999] = rule(10000, PI_DP_DENY, "10.0.0.2/32", 0, 0, 0);
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, rules, 10000, 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 1, 80 });
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
@@ -331,18 +331,18 @@ UNIT_TEST(node_ingress_policy_on_local_delivery)
 {
 	struct node_fx fx;
 	uint8_t pkt[PKT_MAX];
-	struct pi_rule deny = rule(21, PI_DENY, "10.0.0.1/32", IPPROTO_TCP,
+	struct pi_dp_rule deny = rule(21, PI_DP_DENY, "10.0.0.1/32", IPPROTO_TCP,
 				   22, 22);
 	int len;
 
 	if (!fx_setup(&fx))
 		return;
-	set_policy(&fx, 1, PI_DIR_INGRESS, &deny, 1, 0);
+	set_policy(&fx, 1, PI_DP_DIR_INGRESS, &deny, 1, 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 1, 22 });
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
 		  PI_DROP, "denied by B's ingress policy");
-	ASSERT_EQ(stats(&fx, 1).drops[PI_DROP_INGRESS_POLICY], 1,
+	ASSERT_EQ(stats(&fx, 1).drops[PI_DP_DROP_INGRESS_POLICY], 1,
 		  "B ingress-policy drops");
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 1, 23 });
@@ -385,7 +385,7 @@ UNIT_TEST(node_netkit_egress_delivers_via_host_device)
 		"10.0.0.2", IPPROTO_UDP, 1, 2 });
 	ASSERT_EQ(run(fx.skel->progs.pod_egress_nk, fx.if_a, pkt, len,
 		      NULL), PI_DROP, "spoofed");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_SPOOFED], 1, "counted spoofed");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_SPOOFED], 1, "counted spoofed");
 	fx_teardown(&fx);
 }
 
@@ -395,13 +395,13 @@ UNIT_TEST(node_netkit_ingress_finds_pod_by_destination)
 {
 	struct node_fx fx;
 	uint8_t pkt[PKT_MAX];
-	struct pi_rule deny = rule(31, PI_DENY, "10.0.0.1/32", IPPROTO_TCP,
+	struct pi_dp_rule deny = rule(31, PI_DP_DENY, "10.0.0.1/32", IPPROTO_TCP,
 				   22, 22);
 	int len;
 
 	if (!fx_setup(&fx))
 		return;
-	set_policy(&fx, 1, PI_DIR_INGRESS, &deny, 1, 0);
+	set_policy(&fx, 1, PI_DP_DIR_INGRESS, &deny, 1, 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 1, 23 });
 	ASSERT_EQ(run(fx.skel->progs.pod_ingress_nk, fx.if_up, pkt, len,
@@ -411,7 +411,7 @@ UNIT_TEST(node_netkit_ingress_finds_pod_by_destination)
 		"10.0.0.2", IPPROTO_TCP, 1, 22 });
 	ASSERT_EQ(run(fx.skel->progs.pod_ingress_nk, fx.if_up, pkt, len,
 		      NULL), PI_DROP, "B's ingress policy");
-	ASSERT_EQ(stats(&fx, 1).drops[PI_DROP_INGRESS_POLICY], 1, "counted");
+	ASSERT_EQ(stats(&fx, 1).drops[PI_DP_DROP_INGRESS_POLICY], 1, "counted");
 	ASSERT_EQ(stats(&fx, 0).ingress_packets, 0, "A untouched");
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
 		"192.0.2.1", IPPROTO_TCP, 1, 22 });
@@ -451,7 +451,7 @@ UNIT_TEST(node_malformed_and_non_ip)
 		"fd00::2", IPPROTO_TCP, 1, 2 });
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, 14 + 40 + 4,
 		      NULL), PI_DROP, "short ipv6");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_MALFORMED], 4, "malformed");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_MALFORMED], 4, "malformed");
 	/* ARP (of the pod's own address) goes to the stack, LLDP is
 	 * dropped as unsupported */
 	arp_build(pkt, "10.0.0.1", MAC_A);
@@ -462,7 +462,7 @@ UNIT_TEST(node_malformed_and_non_ip)
 	pkt[13] = 0xcc;
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, 60, NULL),
 		  PI_DROP, "lldp");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_UNSUPPORTED], 1, "unsupported");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_UNSUPPORTED], 1, "unsupported");
 	/* a device that is no pod */
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 1, 2 });
@@ -531,7 +531,7 @@ static int nd_build(uint8_t *pkt, const char *src, const char *dst,
  * egress policy, and it stays on the link. */
 UNIT_TEST(node_harden_link_local_meets_egress_policy)
 {
-	struct pi_rule deny_all = rule(41, PI_DENY, NULL, 0, 0, 0);
+	struct pi_dp_rule deny_all = rule(41, PI_DP_DENY, NULL, 0, 0, 0);
 	struct node_fx fx;
 	uint8_t pkt[PKT_MAX];
 	int len;
@@ -554,10 +554,10 @@ UNIT_TEST(node_harden_link_local_meets_egress_policy)
 		"fd00::2", IPPROTO_UDP, 1, 53 });
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
 		  PI_DROP, "unspecified source to pod B");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_SPOOFED], 2, "spoofed");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_SPOOFED], 2, "spoofed");
 	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0, "B got nothing");
 	/* egress deny everything: the host's link-local services too */
-	set_policy(&fx, 0, PI_DIR_EGRESS, &deny_all, 1, 0);
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny_all, 1, 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fe80::a",
 		"fe80::1", IPPROTO_TCP, 40000, 22 });
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
@@ -566,7 +566,7 @@ UNIT_TEST(node_harden_link_local_meets_egress_policy)
 		"ff02::16", IPPROTO_ICMP });
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
 		  PI_DROP, "unspecified source, deny all");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_POLICY], 2, "policy drops");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_POLICY], 2, "policy drops");
 	ASSERT_EQ(rule_packets(&fx, 41), 2, "deny-all counter");
 	fx_teardown(&fx);
 }
@@ -588,7 +588,7 @@ UNIT_TEST(node_harden_ra_and_neighbour_claims)
 	len = nd_build(pkt, "fe80::a", "fe80::1", 137, "fd00::2", 0, NULL);
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
 		  PI_DROP, "redirect");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_ROUTER], 2, "router drops");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_ROUTER], 2, "router drops");
 
 	/* neighbour advertisements: own address and MAC only */
 	len = nd_build(pkt, "fe80::a", "fe80::1", 136, "fd00::1", 2, MAC_A);
@@ -618,7 +618,7 @@ UNIT_TEST(node_harden_ra_and_neighbour_claims)
 	len = nd_build(pkt, "fe80::a", "ff02::2", 133, NULL, 1, MAC_X);
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
 		  PI_DROP, "RS with another MAC");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_ND_SPOOFED], 5, "NDP claims");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_ND_SPOOFED], 5, "NDP claims");
 
 	/* ARP: the sender address is its own, or none (a probe) */
 	len = arp_build(pkt, "10.0.0.1", MAC_A);
@@ -630,14 +630,14 @@ UNIT_TEST(node_harden_ra_and_neighbour_claims)
 	len = arp_build(pkt, "10.0.0.2", MAC_A);
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
 		  PI_DROP, "ARP claiming pod B's address");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_ND_SPOOFED], 6, "ARP claim");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_ND_SPOOFED], 6, "ARP claim");
 	fx_teardown(&fx);
 }
 
 /* Finding 3: port rules see UDP and TCP behind IPv6 extension headers. */
 UNIT_TEST(node_harden_ipv6_extension_headers)
 {
-	struct pi_rule deny = rule(51, PI_DENY, NULL, IPPROTO_UDP, 53, 53);
+	struct pi_dp_rule deny = rule(51, PI_DP_DENY, NULL, IPPROTO_UDP, 53, 53);
 	uint8_t ah[15] = { 0, 2 };	/* AH length: (2 + 2) * 4 = 16 */
 	struct node_fx fx;
 	uint8_t pkt[PKT_MAX];
@@ -645,7 +645,7 @@ UNIT_TEST(node_harden_ipv6_extension_headers)
 
 	if (!fx_setup(&fx))
 		return;
-	set_policy(&fx, 0, PI_DIR_EGRESS, &deny, 1, 0);
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny, 1, 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
 		"fd00::2", IPPROTO_UDP, 1000, 53 });
 	len = pkt_ext6(pkt, len, 0, 8, NULL);
@@ -680,7 +680,7 @@ UNIT_TEST(node_harden_ipv6_extension_headers)
 		len = pkt_ext6(pkt, len, 60, 8, NULL);
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
 		  PI_DROP, "a chain longer than the walk");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_MALFORMED], 1, "malformed");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_MALFORMED], 1, "malformed");
 	fx_teardown(&fx);
 }
 
@@ -705,38 +705,38 @@ static void fragments_case(struct node_fx *fx, int family)
 	ASSERT_EQ(FRAG(53, 0, 1, 7), PI_DROP, "first fragment, denied port");
 	ASSERT_EQ(FRAG(0, 32, 1, 7), PI_DROP, "second fragment of it");
 	ASSERT_EQ(FRAG(0, 64, 0, 7), PI_DROP, "last fragment of it");
-	ASSERT_EQ(stats(fx, 0).drops[PI_DROP_POLICY], 1, "policy drop");
-	ASSERT_EQ(stats(fx, 0).drops[PI_DROP_FRAG_ORPHAN], 2, "orphans");
+	ASSERT_EQ(stats(fx, 0).drops[PI_DP_DROP_POLICY], 1, "policy drop");
+	ASSERT_EQ(stats(fx, 0).drops[PI_DP_DROP_FRAG_ORPHAN], 2, "orphans");
 	/* allowed port: all fragments delivered, classified as the first */
 	ASSERT_EQ(FRAG(5353, 0, 1, 8), PI_REDIRECT, "first fragment, allowed");
 	ASSERT_EQ(FRAG(0, 32, 0, 8), PI_REDIRECT, "last fragment of it");
 	ASSERT_EQ(stats(fx, 1).ingress_packets, 2, "B got both");
 	/* a later fragment nobody let the first of through */
 	ASSERT_EQ(FRAG(0, 32, 0, 9), PI_DROP, "fragment without a first");
-	ASSERT_EQ(stats(fx, 0).drops[PI_DROP_FRAG_ORPHAN], 3, "orphan");
+	ASSERT_EQ(stats(fx, 0).drops[PI_DP_DROP_FRAG_ORPHAN], 3, "orphan");
 #undef FRAG
 }
 
 UNIT_TEST(node_harden_fragments_v4)
 {
-	struct pi_rule deny = rule(61, PI_DENY, NULL, IPPROTO_UDP, 53, 53);
+	struct pi_dp_rule deny = rule(61, PI_DP_DENY, NULL, IPPROTO_UDP, 53, 53);
 	struct node_fx fx;
 
 	if (!fx_setup(&fx))
 		return;
-	set_policy(&fx, 0, PI_DIR_EGRESS, &deny, 1, 0);
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny, 1, 0);
 	fragments_case(&fx, AF_INET);
 	fx_teardown(&fx);
 }
 
 UNIT_TEST(node_harden_fragments_v6)
 {
-	struct pi_rule deny = rule(62, PI_DENY, NULL, IPPROTO_UDP, 53, 53);
+	struct pi_dp_rule deny = rule(62, PI_DP_DENY, NULL, IPPROTO_UDP, 53, 53);
 	struct node_fx fx;
 
 	if (!fx_setup(&fx))
 		return;
-	set_policy(&fx, 0, PI_DIR_EGRESS, &deny, 1, 0);
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny, 1, 0);
 	fragments_case(&fx, AF_INET6);
 	fx_teardown(&fx);
 }
@@ -760,7 +760,7 @@ UNIT_TEST(node_harden_tiny_first_fragments)
 	ip->tot_len = htons(20 + 8);
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, 14 + 28, NULL),
 		  PI_DROP, "v4 tiny at the pod's egress");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_FRAG_TINY], 1, "A tiny");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_FRAG_TINY], 1, "A tiny");
 	ASSERT_EQ(run(fx.skel->progs.pod_ingress, fx.if_b, pkt, 14 + 28,
 		      NULL), PI_DROP, "v4 tiny from the node's stack");
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.1.0.5",
@@ -769,7 +769,7 @@ UNIT_TEST(node_harden_tiny_first_fragments)
 	ip->tot_len = htons(20 + 8);
 	ASSERT_EQ(run(fx.skel->progs.uplink_ingress, fx.if_up, pkt, 14 + 28,
 		      NULL), PI_DROP, "v4 tiny from the uplink");
-	ASSERT_EQ(stats(&fx, 1).drops[PI_DROP_FRAG_TINY], 2, "B tiny");
+	ASSERT_EQ(stats(&fx, 1).drops[PI_DP_DROP_FRAG_TINY], 2, "B tiny");
 	/* IPv6 UDP, 4 bytes of its header behind the fragment header */
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
 		"fd00::2", IPPROTO_UDP, 1000, 53 });
@@ -779,8 +779,8 @@ UNIT_TEST(node_harden_tiny_first_fragments)
 		      NULL), PI_DROP, "v6 tiny at the pod's egress");
 	ASSERT_EQ(run(fx.skel->progs.pod_ingress_nk, fx.if_up, pkt,
 		      14 + 40 + 12, NULL), PI_DROP, "v6 tiny at netkit ingress");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_FRAG_TINY], 2, "A tiny");
-	ASSERT_EQ(stats(&fx, 1).drops[PI_DROP_FRAG_TINY], 3, "B tiny");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_FRAG_TINY], 2, "A tiny");
+	ASSERT_EQ(stats(&fx, 1).drops[PI_DP_DROP_FRAG_TINY], 3, "B tiny");
 	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0, "B got nothing");
 	fx_teardown(&fx);
 }
@@ -816,7 +816,7 @@ UNIT_TEST(node_harden_vlan_from_pod_dropped)
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, tagged, len + 4,
 		      NULL), PI_DROP, "802.1ad");
 	ASSERT_EQ(last_redirect(&fx).kind, PI_RD_NONE, "not to the uplink");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_VLAN], 2, "vlan drops");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_VLAN], 2, "vlan drops");
 	fx_teardown(&fx);
 }
 
@@ -841,7 +841,7 @@ UNIT_TEST(node_harden_uplink_source_of_local_pod)
 		"192.0.2.1", IPPROTO_UDP, 1, 53 });
 	ASSERT_EQ(run(fx.skel->progs.uplink_ingress, fx.if_up, pkt, len, NULL),
 		  PI_DROP, "source of pod A to the node");
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DROP_UPLINK_SPOOFED], 3,
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_UPLINK_SPOOFED], 3,
 		  "counted on pod A");
 	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0, "B got nothing");
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.1.0.5",

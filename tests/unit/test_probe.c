@@ -212,7 +212,7 @@ UNIT_TEST(probe_answer_behind_extension_headers)
 UNIT_TEST(probe_injection_time)
 {
 	struct pi_inject_key ik = { .family = AF_INET };
-	struct pi_inject_target t = { .path = PI_PATH_FALLBACK };
+	struct pi_inject_target t = { .path = PI_DP_PATH_FALLBACK };
 	struct pr_fx fx;
 	uint8_t pkt[PKT_MAX];
 	uint64_t before;

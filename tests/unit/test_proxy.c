@@ -29,7 +29,7 @@ static const uint8_t POD_HOST_MAC[6] = { 0x02, 0x0c, 0, 0, 0, 0xfe };
 static void auth(struct px_fx *fx, int target, const char *ip)
 {
 	struct pi_inject_key k = { .injector_ifindex = fx->if_proxy };
-	struct pi_inject_target t = { .path = PI_PATH_FALLBACK,
+	struct pi_inject_target t = { .path = PI_DP_PATH_FALLBACK,
 				      .target_ifindex = target };
 
 	k.family = strchr(ip, ':') ? AF_INET6 : AF_INET;
@@ -41,10 +41,10 @@ static void auth(struct px_fx *fx, int target, const char *ip)
 /* Idle timeouts of the flow tables for the next fx_setup, 0: as built. */
 static uint64_t fx_idle_ns;
 
-static bool fx_setup(struct px_fx *fx, struct pi_proxy_rule *r)
+static bool fx_setup(struct px_fx *fx, struct pi_dp_proxy_rule *r)
 {
 	struct pi_inject_key k = { .family = AF_INET };
-	struct pi_inject_target t = { .path = PI_PATH_FALLBACK };
+	struct pi_inject_target t = { .path = PI_DP_PATH_FALLBACK };
 
 	memset(fx, 0, sizeof(*fx));
 	if (!ASSERT_OK(fixture_netns(), "private netns"))
@@ -104,7 +104,7 @@ static int syn(uint8_t *pkt, const char *dst, uint16_t sport, uint16_t dport,
 
 UNIT_TEST(proxy_capture_new_connection)
 {
-	struct pi_proxy_rule r = { .proto = IPPROTO_TCP, .nports = 2,
+	struct pi_dp_proxy_rule r = { .proto = IPPROTO_TCP, .nports = 2,
 				   .dport_lo = { 80, 8000 },
 				   .dport_hi = { 80, 8100 } };
 	struct pi_redirect_record rd;
@@ -150,7 +150,7 @@ UNIT_TEST(proxy_capture_new_connection)
 
 UNIT_TEST(proxy_dst_cidr_match)
 {
-	struct pi_proxy_rule r = { .dst_family = AF_INET, .dst_plen = 24 };
+	struct pi_dp_proxy_rule r = { .dst_family = AF_INET, .dst_plen = 24 };
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX];
 	int len;
@@ -169,7 +169,7 @@ UNIT_TEST(proxy_dst_cidr_match)
 
 UNIT_TEST(proxy_upstream_and_replies)
 {
-	struct pi_proxy_rule r = {};
+	struct pi_dp_proxy_rule r = {};
 	struct pi_redirect_record rd;
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX], out[PKT_MAX];
@@ -241,7 +241,7 @@ static int icmp_error(uint8_t *pkt, int family, const char *from,
  * them: a path-MTU black hole. They take the path of the flow's replies. */
 UNIT_TEST(proxy_harden_icmp_errors_to_the_proxy)
 {
-	struct pi_proxy_rule r = {};
+	struct pi_dp_proxy_rule r = {};
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX], out[PKT_MAX], inner[PKT_MAX];
 	int len, ilen;
@@ -312,7 +312,7 @@ UNIT_TEST(proxy_harden_icmp_errors_to_the_proxy)
 
 UNIT_TEST(proxy_reset_when_no_proxy_listens)
 {
-	struct pi_proxy_rule r = {};
+	struct pi_dp_proxy_rule r = {};
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX], out[PKT_MAX];
 	uint32_t seq = htonl(1000), ack;
@@ -429,7 +429,7 @@ static void listener_to_map(struct px_fx *fx, uint32_t proxy_ifindex,
 
 UNIT_TEST(proxy_syn_on_time_wait_goes_to_the_stack)
 {
-	struct pi_proxy_rule r = {};
+	struct pi_dp_proxy_rule r = {};
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX];
 	int len, lfd = -1;
@@ -505,7 +505,7 @@ static int lookup_run(struct px_fx *fx, int family, const char *remote,
 
 UNIT_TEST(proxy_lookup_names_the_listener_of_a_captured_flow)
 {
-	struct pi_proxy_rule r = {};
+	struct pi_dp_proxy_rule r = {};
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX];
 	int len, l4 = -1, l6 = -1, other = -1;
@@ -572,16 +572,16 @@ out:
 /* A second captured pod, on `ifindex` with address `ip`, served by the
  * same proxy under the same rule. */
 static void proxied(struct px_fx *fx, int ifindex, const char *ip,
-		    const struct pi_proxy_rule *r)
+		    const struct pi_dp_proxy_rule *r)
 {
 	bpf_map__update_elem(fx->skel->maps.proxy_rules, &ifindex, 4, r,
 			     sizeof(*r), 0);
 	auth(fx, ifindex, ip);
 }
 
-static struct pi_proxy_rule rule_of(struct px_fx *fx, int ifindex)
+static struct pi_dp_proxy_rule rule_of(struct px_fx *fx, int ifindex)
 {
-	struct pi_proxy_rule r = {};
+	struct pi_dp_proxy_rule r = {};
 
 	bpf_map__lookup_elem(fx->skel->maps.proxy_rules, &ifindex, 4, &r,
 			     sizeof(r), 0);
@@ -625,7 +625,7 @@ static int seg(uint8_t *pkt, bool from_pod, uint16_t pport, uint16_t dport,
  * tables: both FINs and the last ACK, or an RST. Until then they stay. */
 UNIT_TEST(proxy_done_connection_frees_its_entries)
 {
-	struct pi_proxy_rule r = { .proto = IPPROTO_TCP };
+	struct pi_dp_proxy_rule r = { .proto = IPPROTO_TCP };
 	struct bpf_program *eg;
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX];
@@ -738,7 +738,7 @@ UNIT_TEST(proxy_done_connection_frees_its_entries)
  * pod's flows, older than all of them, are never taken. */
 UNIT_TEST(proxy_pod_at_share_makes_room_from_its_own)
 {
-	struct pi_proxy_rule r = { .proto = IPPROTO_TCP };
+	struct pi_dp_proxy_rule r = { .proto = IPPROTO_TCP };
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX];
 	int len, i, admitted = 0;
@@ -751,12 +751,12 @@ UNIT_TEST(proxy_pod_at_share_makes_room_from_its_own)
 		"10.0.0.2", IPPROTO_TCP, 40000, 80, TCP_F_SYN });
 	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len,
 		      NULL), PI_REDIRECT, "the other pod's session");
-	for (i = 0; i < PI_PROXY_FLOWS_PER_POD; i++) {
+	for (i = 0; i < PI_DP_PROXY_FLOWS_PER_POD; i++) {
 		len = seg(pkt, true, 10000 + i, 80, TCP_F_SYN);
 		admitted += run(fx.skel->progs.inject_egress, fx.if_pod, pkt,
 				len, NULL) == PI_REDIRECT;
 	}
-	ASSERT_EQ(admitted, PI_PROXY_FLOWS_PER_POD, "the pod's share filled");
+	ASSERT_EQ(admitted, PI_DP_PROXY_FLOWS_PER_POD, "the pod's share filled");
 	/* one of them half closed: the first to go */
 	len = seg(pkt, true, 10000 + 5000, 80, TCP_F_FIN | TCP_F_ACK);
 	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
@@ -776,7 +776,7 @@ UNIT_TEST(proxy_pod_at_share_makes_room_from_its_own)
 			       10000, 80, IPPROTO_TCP), 0, "its oldest flow went");
 	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
 			       30000, 80, IPPROTO_TCP), 1, "its newest kept");
-	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows <= PI_PROXY_FLOWS_PER_POD &&
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows <= PI_DP_PROXY_FLOWS_PER_POD &&
 		  rule_of(&fx, fx.if_pod).nflows > 0, 1, "within its share");
 	ASSERT_EQ(rule_of(&fx, fx.if_pod).limit_drops, 0, "nothing refused");
 	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.3",
@@ -794,7 +794,7 @@ UNIT_TEST(proxy_pod_at_share_makes_room_from_its_own)
  * continues only from the device that made it. */
 UNIT_TEST(proxy_harden_capture_own_address_only)
 {
-	struct pi_proxy_rule r = { .proto = IPPROTO_TCP };
+	struct pi_dp_proxy_rule r = { .proto = IPPROTO_TCP };
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX];
 	int len;
@@ -831,7 +831,7 @@ UNIT_TEST(proxy_harden_capture_own_address_only)
  * goes to the proxy, and UDP behind extension headers is captured. */
 UNIT_TEST(proxy_harden_large_udp_not_split)
 {
-	struct pi_proxy_rule r = { .proto = IPPROTO_UDP, .nports = 1,
+	struct pi_dp_proxy_rule r = { .proto = IPPROTO_UDP, .nports = 1,
 				   .dport_lo = { 53 }, .dport_hi = { 53 } };
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX];
@@ -897,7 +897,7 @@ UNIT_TEST(proxy_harden_large_udp_not_split)
  * went at once, the idle ones of long-lived connections among them). */
 UNIT_TEST(proxy_share_burst_then_quiet)
 {
-	struct pi_proxy_rule r = {};
+	struct pi_dp_proxy_rule r = {};
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX];
 	int len, redirected = 0;
@@ -905,13 +905,13 @@ UNIT_TEST(proxy_share_burst_then_quiet)
 
 	if (!fx_setup(&fx, &r))
 		return;
-	for (int i = 0; i < PI_PROXY_FLOWS_PER_POD; i++) {
+	for (int i = 0; i < PI_DP_PROXY_FLOWS_PER_POD; i++) {
 		len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 			"10.0.0.2", IPPROTO_UDP, 1000, 1 + i });
 		redirected += run(fx.skel->progs.inject_egress, fx.if_pod, pkt,
 				  len, NULL) == PI_REDIRECT;
 	}
-	ASSERT_EQ(redirected, PI_PROXY_FLOWS_PER_POD, "the burst, its share");
+	ASSERT_EQ(redirected, PI_DP_PROXY_FLOWS_PER_POD, "the burst, its share");
 	/* quiet for 1 s, far longer than the burst took */
 	usleep(1000000);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
@@ -919,8 +919,8 @@ UNIT_TEST(proxy_share_burst_then_quiet)
 	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
 		  PI_REDIRECT, "a new flow after the quiet: room made");
 	kept = rule_of(&fx, fx.if_pod).nflows;
-	ASSERT_EQ(kept >= PI_PROXY_FLOWS_PER_POD / 8 * 7 &&
-		  kept <= PI_PROXY_FLOWS_PER_POD, 1,
+	ASSERT_EQ(kept >= PI_DP_PROXY_FLOWS_PER_POD / 8 * 7 &&
+		  kept <= PI_DP_PROXY_FLOWS_PER_POD, 1,
 		  "seven eighths of the burst kept");
 	inject_bpf__destroy(fx.skel);
 }
@@ -930,7 +930,7 @@ UNIT_TEST(proxy_share_burst_then_quiet)
  * recently used flows (issue 23), and is refused only when it has none. */
 UNIT_TEST(proxy_harden_share_per_pod)
 {
-	struct pi_proxy_rule r = {};
+	struct pi_dp_proxy_rule r = {};
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX];
 	int len, redirected = 0, dropped = 0;
@@ -959,8 +959,8 @@ UNIT_TEST(proxy_harden_share_per_pod)
 	ASSERT_EQ(redirected, 70000, "the flood, within its own share");
 	ASSERT_EQ(dropped, 0, "refused");
 	/* what it made room for since its last walk: at most an eighth */
-	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows <= PI_PROXY_FLOWS_PER_POD &&
-		  rule_of(&fx, fx.if_pod).nflows >= PI_PROXY_FLOWS_PER_POD / 8 * 7,
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows <= PI_DP_PROXY_FLOWS_PER_POD &&
+		  rule_of(&fx, fx.if_pod).nflows >= PI_DP_PROXY_FLOWS_PER_POD / 8 * 7,
 		  1, "the flood within its share");
 	ASSERT_EQ(rule_of(&fx, fx.if_other).nflows, 1, "the other's share");
 	/* its latest flow keeps going */
@@ -974,7 +974,7 @@ UNIT_TEST(proxy_harden_share_per_pod)
 		  "the flood's oldest flow made room");
 	/* the upstream table is shared out the same way */
 	r = rule_of(&fx, fx.if_other);
-	r.nupstream = PI_PROXY_FLOWS_PER_POD - 1;
+	r.nupstream = PI_DP_PROXY_FLOWS_PER_POD - 1;
 	bpf_map__update_elem(fx.skel->maps.proxy_rules, &fx.if_other, 4, &r,
 			     sizeof(r), 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.3",
@@ -991,7 +991,7 @@ UNIT_TEST(proxy_harden_share_per_pod)
 	/* a pod at its share with no flow of its own to let go: refused,
 	 * and the other pod's upstream flow stays */
 	r = rule_of(&fx, fx.if_pod);
-	r.nupstream = PI_PROXY_FLOWS_PER_POD;
+	r.nupstream = PI_DP_PROXY_FLOWS_PER_POD;
 	bpf_map__update_elem(fx.skel->maps.proxy_rules, &fx.if_pod, 4, &r,
 			     sizeof(r), 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
@@ -1008,7 +1008,7 @@ UNIT_TEST(proxy_harden_share_per_pod)
 /* Finding 6: idle flows leave and give their place in the share back. */
 UNIT_TEST(proxy_harden_idle_flows_expire)
 {
-	struct pi_proxy_rule r = {};
+	struct pi_dp_proxy_rule r = {};
 	struct pi_flow_key k = { .family = AF_INET, .proto = IPPROTO_UDP };
 	struct pi_flow f;
 	struct px_fx fx;

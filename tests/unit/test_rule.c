@@ -54,7 +54,7 @@ static bool chance(uint32_t pct)
 /* A packet as the test builds it, and what the matcher is given. */
 struct tpkt {
 	int family;
-	struct pi_addr dst;
+	struct pi_dp_addr dst;
 	uint8_t proto;		/* on the wire: IPPROTO_ICMPV6 for ping6 */
 	uint16_t sport, dport;
 };
@@ -64,7 +64,7 @@ static bool tpkt_has_ports(const struct tpkt *t)
 	return t->proto == IPPROTO_TCP || t->proto == IPPROTO_UDP;
 }
 
-static void flip_bit(struct pi_addr *a, uint32_t bit)
+static void flip_bit(struct pi_dp_addr *a, uint32_t bit)
 {
 	uint32_t w = ntohl(a->a[bit / 32]);
 
@@ -72,22 +72,22 @@ static void flip_bit(struct pi_addr *a, uint32_t bit)
 	a->a[bit / 32] = htonl(w);
 }
 
-static void random_addr(int family, struct pi_addr *a)
+static void random_addr(int family, struct pi_dp_addr *a)
 {
 	memset(a, 0, sizeof(*a));
 	for (int i = 0; i < (family == AF_INET ? 1 : 4); i++)
 		a->a[i] = (uint32_t)rnd();
 }
 
-static struct pi_rule random_rule(uint32_t id)
+static struct pi_dp_rule random_rule(uint32_t id)
 {
 	static const uint8_t protos[] = { 0, 0, 0, IPPROTO_TCP, IPPROTO_TCP,
 		IPPROTO_UDP, IPPROTO_UDP, IPPROTO_ICMP, IPPROTO_ICMP,
 		IPPROTO_ICMPV6, 132 };
-	struct pi_rule r = { .id = id };
+	struct pi_dp_rule r = { .id = id };
 	uint32_t f = below(8);
 
-	r.action = chance(50) ? PI_ALLOW : PI_DENY;
+	r.action = chance(50) ? PI_DP_ALLOW : PI_DP_DENY;
 	r.family = f < 2 ? 0 : f < 5 ? AF_INET : AF_INET6;
 	if (r.family) {
 		/* host bits left set on purpose: the matcher must not look */
@@ -110,9 +110,9 @@ static struct pi_rule random_rule(uint32_t id)
 }
 
 /* Mostly near some rule: inside or just outside its prefix and range. */
-static void random_packet(const struct pi_rule *rules, int n, struct tpkt *t)
+static void random_packet(const struct pi_dp_rule *rules, int n, struct tpkt *t)
 {
-	const struct pi_rule *near = &rules[below(n)];
+	const struct pi_dp_rule *near = &rules[below(n)];
 	uint32_t p = below(100);
 
 	memset(t, 0, sizeof(*t));
@@ -181,7 +181,7 @@ static int frame(const struct tpkt *t, uint8_t *buf)
 }
 
 /* The userspace decision: index of the first matching rule, or -1. */
-static int user_decides(const struct pi_rule *rules, int n,
+static int user_decides(const struct pi_dp_rule *rules, int n,
 			const struct tpkt *t)
 {
 	bool ports = tpkt_has_ports(t);
@@ -208,7 +208,7 @@ static struct pi_rule_stats rule_counter(struct node_bpf *skel, uint32_t id,
 	return sum;
 }
 
-static uint64_t policy_drops(struct node_bpf *skel, struct pi_pod_stats *per,
+static uint64_t policy_drops(struct node_bpf *skel, struct pi_dp_pod_stats *per,
 			     int ncpu)
 {
 	uint32_t id = POD_ID;
@@ -218,22 +218,22 @@ static uint64_t policy_drops(struct node_bpf *skel, struct pi_pod_stats *per,
 				 ncpu * sizeof(*per), 0))
 		return 0;
 	for (int c = 0; c < ncpu; c++)
-		n += per[c].drops[PI_DROP_POLICY];
+		n += per[c].drops[PI_DP_DROP_POLICY];
 	return n;
 }
 
-static void describe_rule(FILE *f, int i, const struct pi_rule *r)
+static void describe_rule(FILE *f, int i, const struct pi_dp_rule *r)
 {
 	char a[INET6_ADDRSTRLEN] = "*";
 
 	if (r->family)
 		inet_ntop(r->family, r->addr.a, a, sizeof(a));
 	fprintf(f, "  rule %2d id %u %s family %u %s/%u proto %u port %u-%u\n",
-		i, r->id, r->action == PI_DENY ? "deny " : "allow", r->family,
+		i, r->id, r->action == PI_DP_DENY ? "deny " : "allow", r->family,
 		a, r->prefixlen, r->proto, r->port_lo, r->port_hi);
 }
 
-static void describe(uint64_t seed, int set, int pkt, const struct pi_rule *rules,
+static void describe(uint64_t seed, int set, int pkt, const struct pi_dp_rule *rules,
 		     int n, const struct tpkt *t)
 {
 	char d[INET6_ADDRSTRLEN];
@@ -253,7 +253,7 @@ static struct node_bpf *rule_node(const char *dev, uint64_t *seed,
 				  int *ifindex)
 {
 	struct pi_pod pod = { .id = POD_ID,
-			      .flags = PI_POD_HAS_V4 | PI_POD_HAS_V6 };
+			      .flags = PI_DP_POD_HAS_V4 | PI_DP_POD_HAS_V6 };
 	struct node_bpf *skel;
 
 	if (getenv("PODINJECT_RULE_SEED"))
@@ -280,7 +280,7 @@ UNIT_TEST(rule_matcher_agrees_with_pod_egress)
 	int ncpu = libbpf_num_possible_cpus(), ifindex, prog, packets = 0;
 	int decided[3] = { 0 };	/* by an allow rule, a deny rule, none */
 	struct pi_rule_stats *per_rule = calloc(ncpu, sizeof(*per_rule));
-	struct pi_pod_stats *per_pod = calloc(ncpu, sizeof(*per_pod));
+	struct pi_dp_pod_stats *per_pod = calloc(ncpu, sizeof(*per_pod));
 	struct node_bpf *skel = NULL;
 	uint32_t base = 1;
 	bool ok = true;
@@ -293,7 +293,7 @@ UNIT_TEST(rule_matcher_agrees_with_pod_egress)
 	prog = bpf_program__fd(skel->progs.pod_egress);
 
 	for (int set = 0; set < SETS && ok; set++) {
-		struct pi_rule rules[MAX_SET];
+		struct pi_dp_rule rules[MAX_SET];
 		uint64_t want[MAX_SET] = { 0 }, want_bytes[MAX_SET] = { 0 };
 		uint32_t start = below(PI_MAX_RULES - MAX_SET);
 		int n = 1 + below(MAX_SET);
@@ -304,7 +304,7 @@ UNIT_TEST(rule_matcher_agrees_with_pod_egress)
 			rules[i] = random_rule(base + i);
 		base += n;
 		if (!ASSERT_OK(fixture_set_policy(skel->obj, POD_ID,
-						  PI_DIR_EGRESS, rules, n,
+						  PI_DP_DIR_EGRESS, rules, n,
 						  start), "policy published"))
 			break;
 
@@ -319,19 +319,19 @@ UNIT_TEST(rule_matcher_agrees_with_pod_egress)
 			idx = user_decides(rules, n, &t);
 			verdict = fixture_run(prog, ifindex, buf, len, NULL);
 			packets++;
-			decided[idx < 0 ? 2 : rules[idx].action == PI_DENY]++;
+			decided[idx < 0 ? 2 : rules[idx].action == PI_DP_DENY]++;
 			if (idx >= 0) {
 				want[idx]++;
 				want_bytes[idx] += len;
 			}
-			if (idx >= 0 && rules[idx].action == PI_DENY)
+			if (idx >= 0 && rules[idx].action == PI_DP_DENY)
 				want_drops++;
 			snprintf(what, sizeof(what),
 				 "seed %" PRIu64 " set %d packet %d: verdict (userspace: %s)",
-				 seed, set, k, idx < 0 ? "no rule" : rules[idx].action == PI_DENY ?
+				 seed, set, k, idx < 0 ? "no rule" : rules[idx].action == PI_DP_DENY ?
 				 "deny rule" : "allow rule");
 			ok = ASSERT_EQ(verdict, idx >= 0 && rules[idx].action ==
-				       PI_DENY ? PI_DROP : PI_PASS, what);
+				       PI_DP_DENY ? PI_DROP : PI_PASS, what);
 			for (int i = 0; i < n && ok; i++) {
 				struct pi_rule_stats st = rule_counter(
 					skel, rules[i].id, per_rule, ncpu);
@@ -377,7 +377,7 @@ out:
  * (a third nested in an earlier rule's), a few wide ones, protocols, port
  * ranges of every width; rarely a rule that takes everything, so that
  * first matches fall anywhere in the list. */
-static struct pi_rule scale_rule(const struct pi_rule *earlier, uint32_t n,
+static struct pi_dp_rule scale_rule(const struct pi_dp_rule *earlier, uint32_t n,
 				 uint32_t total, uint32_t id)
 {
 	bool late = n >= total - total / 10;	/* where wide rules may go */
@@ -385,14 +385,14 @@ static struct pi_rule scale_rule(const struct pi_rule *earlier, uint32_t n,
 	static const uint8_t protos[] = { 0, 0, IPPROTO_TCP, IPPROTO_TCP,
 		IPPROTO_TCP, IPPROTO_UDP, IPPROTO_UDP, IPPROTO_ICMP,
 		IPPROTO_ICMPV6, 132 };
-	struct pi_rule r = { .id = id };
+	struct pi_dp_rule r = { .id = id };
 	uint32_t max;
 
-	r.action = chance(50) ? PI_ALLOW : PI_DENY;
+	r.action = chance(50) ? PI_DP_ALLOW : PI_DP_DENY;
 	r.family = late && chance(2) ? 0 : chance(55) ? AF_INET : AF_INET6;
 	max = r.family == AF_INET6 ? 128 : 32;
 	if (r.family && n && chance(35) && earlier[below(n)].family == r.family) {
-		const struct pi_rule *p = &earlier[below(n)];
+		const struct pi_dp_rule *p = &earlier[below(n)];
 
 		while (p->family != r.family)
 			p = &earlier[below(n)];
@@ -439,7 +439,7 @@ UNIT_TEST(rule_classifier_agrees_with_walk_at_scale)
 	int ncpu = libbpf_num_possible_cpus(), ifindex, prog;
 	int packets = 0, deep = 0, none = 0;
 	struct pi_rule_stats *per_rule = calloc(ncpu, sizeof(*per_rule));
-	struct pi_rule *rules = calloc(10000, sizeof(*rules));
+	struct pi_dp_rule *rules = calloc(10000, sizeof(*rules));
 	uint64_t *want = calloc(10000 + 1, sizeof(*want));
 	struct node_bpf *skel = NULL;
 	struct cls_maps m;
@@ -475,7 +475,7 @@ UNIT_TEST(rule_classifier_agrees_with_walk_at_scale)
 		snprintf(what, sizeof(what), "seed %" PRIu64 ", %u rules: published",
 			 seed, n);
 		if (!ASSERT_OK(fixture_set_policy(skel->obj, POD_ID,
-						  PI_DIR_EGRESS, rules, n,
+						  PI_DP_DIR_EGRESS, rules, n,
 						  start), what)) {
 			cls_policy_free(&c);
 			break;
@@ -516,7 +516,7 @@ UNIT_TEST(rule_classifier_agrees_with_walk_at_scale)
 				 "seed %" PRIu64 ", %u rules, packet %d: pod_egress verdict",
 				 seed, n, k);
 			ok = ok && ASSERT_EQ(verdict, idx >= 0 &&
-					     rules[idx].action == PI_DENY ?
+					     rules[idx].action == PI_DP_DENY ?
 					     PI_DROP : PI_PASS, what);
 			if (ok && idx >= 0) {
 				struct pi_rule_stats st = rule_counter(
@@ -580,11 +580,11 @@ static uint32_t trie_entries(int fd)
 UNIT_TEST(rule_classifier_refuses_what_does_not_fit)
 {
 	const uint32_t n = PI_MAX_RULES / 2;
-	struct pi_rule *rules = calloc(n, sizeof(*rules));
-	struct pi_rule deny_all = { .id = 1, .action = PI_DENY };
-	struct pi_pod pod = { .id = POD_ID, .flags = PI_POD_HAS_V4 };
+	struct pi_dp_rule *rules = calloc(n, sizeof(*rules));
+	struct pi_dp_rule deny_all = { .id = 1, .action = PI_DP_DENY };
+	struct pi_pod pod = { .id = POD_ID, .flags = PI_DP_POD_HAS_V4 };
 	struct pi_policy_ref before, after;
-	uint32_t key = POD_ID * 2 + PI_DIR_EGRESS, entries;
+	uint32_t key = POD_ID * 2 + PI_DP_DIR_EGRESS, entries;
 	struct node_bpf *skel = NULL;
 	const char *why = NULL;
 	struct cls_maps m;
@@ -604,14 +604,14 @@ UNIT_TEST(rule_classifier_refuses_what_does_not_fit)
 	bpf_map__update_elem(skel->maps.pods, &ifindex, 4, &pod, sizeof(pod),
 			     0);
 	m = CLS_MAPS_OF(skel);
-	if (!ASSERT_OK(cls_publish(&m, POD_ID, PI_DIR_EGRESS, &deny_all, 1,
+	if (!ASSERT_OK(cls_publish(&m, POD_ID, PI_DP_DIR_EGRESS, &deny_all, 1,
 				   0, NULL), "a policy of one rule"))
 		goto out;
 	/* every range of ports of its own: about three chunks per rule */
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t lo = below(65536), hi = lo + below(30000);
 
-		rules[i] = (struct pi_rule){ .id = i + 2, .action = PI_ALLOW,
+		rules[i] = (struct pi_dp_rule){ .id = i + 2, .action = PI_DP_ALLOW,
 			.proto = IPPROTO_TCP, .family = AF_INET,
 			.prefixlen = below(33), .port_lo = lo,
 			.port_hi = hi > 65535 ? 65535 : hi };
@@ -619,7 +619,7 @@ UNIT_TEST(rule_classifier_refuses_what_does_not_fit)
 	}
 	entries = trie_entries(m.addrs);
 	bpf_map_lookup_elem(m.refs, &key, &before);
-	ASSERT_EQ(cls_publish(&m, POD_ID, PI_DIR_EGRESS, rules, n, 16, &why),
+	ASSERT_EQ(cls_publish(&m, POD_ID, PI_DP_DIR_EGRESS, rules, n, 16, &why),
 		  -ENOSPC, "32 768 rules of their own port ranges refused");
 	ASSERT_TRUE(why && strstr(why, "pool is full"), "with a reason");
 	bpf_map_lookup_elem(m.refs, &key, &after);
@@ -656,13 +656,13 @@ static int write_only(int fd)
  * behind for good. */
 UNIT_TEST(rule_classifier_errors_are_not_results)
 {
-	struct pi_rule deny = { .id = 1, .action = PI_DENY, .family = AF_INET,
+	struct pi_dp_rule deny = { .id = 1, .action = PI_DP_DENY, .family = AF_INET,
 				.prefixlen = 24, .proto = IPPROTO_TCP,
 				.port_lo = 80, .port_hi = 80 };
-	struct pi_rule other = { .id = 2, .action = PI_DENY };
-	uint32_t key = POD_ID * 2 + PI_DIR_EGRESS, pos = 99, entries;
+	struct pi_dp_rule other = { .id = 2, .action = PI_DP_DENY };
+	uint32_t key = POD_ID * 2 + PI_DP_DIR_EGRESS, pos = 99, entries;
 	struct pi_policy_ref before, after;
-	struct pi_addr hit = {}, miss = {};
+	struct pi_dp_addr hit = {}, miss = {};
 	struct node_bpf *skel = NULL;
 	struct cls_maps m, ro;
 	int wo_addrs = -1, wo_rules = -1;
@@ -676,7 +676,7 @@ UNIT_TEST(rule_classifier_errors_are_not_results)
 	if (!ASSERT_TRUE(skel, "load node_bpf"))
 		return;
 	m = CLS_MAPS_OF(skel);
-	if (!ASSERT_OK(cls_publish(&m, POD_ID, PI_DIR_EGRESS, &deny, 1, 0,
+	if (!ASSERT_OK(cls_publish(&m, POD_ID, PI_DP_DIR_EGRESS, &deny, 1, 0,
 				   NULL), "a policy of one rule"))
 		goto out;
 	ASSERT_EQ(cls_lookup_maps(&m, 0, AF_INET, &hit, IPPROTO_TCP, 1, 80,
@@ -696,7 +696,7 @@ UNIT_TEST(rule_classifier_errors_are_not_results)
 	ro.rules = wo_rules;
 	entries = trie_entries(m.addrs);
 	bpf_map_lookup_elem(m.refs, &key, &before);
-	ASSERT_TRUE(cls_publish(&ro, POD_ID, PI_DIR_EGRESS, &other, 1, 16,
+	ASSERT_TRUE(cls_publish(&ro, POD_ID, PI_DP_DIR_EGRESS, &other, 1, 16,
 				NULL) < 0, "old rules unreadable: refused");
 	bpf_map_lookup_elem(m.refs, &key, &after);
 	ASSERT_TRUE(!memcmp(&before, &after, sizeof(before)),

@@ -154,27 +154,27 @@ static int run_xdp(struct bpf_program *prog, uint8_t *pkt, int len,
 	return err ? -1000 + err : (int)opts.retval;
 }
 
-static struct pi_pod_stats pod_stats(struct xdp_fx *fx, uint32_t id)
+static struct pi_dp_pod_stats pod_stats(struct xdp_fx *fx, uint32_t id)
 {
 	int ncpu = libbpf_num_possible_cpus();
-	struct pi_pod_stats *per = calloc(ncpu, sizeof(*per)), sum = {};
+	struct pi_dp_pod_stats *per = calloc(ncpu, sizeof(*per)), sum = {};
 
 	bpf_map__lookup_elem(fx->node->maps.pod_stats, &id, 4, per,
 			     ncpu * sizeof(*per), 0);
 	for (int c = 0; c < ncpu; c++) {
 		sum.ingress_packets += per[c].ingress_packets;
 		sum.ingress_bytes += per[c].ingress_bytes;
-		for (int r = 0; r < PI_DROP_MAX; r++)
+		for (int r = 0; r < PI_DP_DROP_MAX; r++)
 			sum.drops[r] += per[c].drops[r];
 	}
 	free(per);
 	return sum;
 }
 
-static struct pi_xdp_stats xdp_stats(struct xdp_fx *fx, uint32_t id)
+static struct pi_dp_xdp_stats xdp_stats(struct xdp_fx *fx, uint32_t id)
 {
 	int ncpu = libbpf_num_possible_cpus();
-	struct pi_xdp_stats *per = calloc(ncpu, sizeof(*per)), sum = {};
+	struct pi_dp_xdp_stats *per = calloc(ncpu, sizeof(*per)), sum = {};
 
 	bpf_map__lookup_elem(fx->uplink->maps.xdp_stats, &id, 4, per,
 			     ncpu * sizeof(*per), 0);
@@ -208,16 +208,16 @@ static struct pi_redirect_record last_redirect(struct xdp_fx *fx)
 }
 
 static void set_policy(struct xdp_fx *fx, uint32_t id, uint32_t dir,
-		       const struct pi_rule *rules, uint32_t count,
+		       const struct pi_dp_rule *rules, uint32_t count,
 		       uint32_t start)
 {
 	fixture_set_policy(fx->node->obj, id, dir, rules, count, start);
 }
 
-static struct pi_rule rule(uint32_t id, uint8_t action, const char *cidr,
+static struct pi_dp_rule rule(uint32_t id, uint8_t action, const char *cidr,
 			   uint8_t proto, uint16_t lo, uint16_t hi)
 {
-	struct pi_rule r = { .id = id, .action = action, .proto = proto,
+	struct pi_dp_rule r = { .id = id, .action = action, .proto = proto,
 			     .port_lo = lo, .port_hi = hi };
 
 	if (cidr) {
@@ -234,16 +234,16 @@ static struct pi_rule rule(uint32_t id, uint8_t action, const char *cidr,
 }
 
 /* Pod B's ingress policy and the packet table, written once. */
-static const struct pi_rule *acl_rules(uint32_t *count)
+static const struct pi_dp_rule *acl_rules(uint32_t *count)
 {
-	static struct pi_rule r[6];
+	static struct pi_dp_rule r[6];
 
-	r[0] = rule(31, PI_ALLOW, "10.0.0.1/32", IPPROTO_TCP, 22, 22);
-	r[1] = rule(32, PI_DENY, "10.0.0.0/24", IPPROTO_TCP, 22, 22);
-	r[2] = rule(33, PI_DENY, NULL, IPPROTO_UDP, 5000, 5009);
-	r[3] = rule(34, PI_DENY, "fd00::/64", IPPROTO_ICMP, 0, 0);
-	r[4] = rule(35, PI_ALLOW, "fd00::1/128", IPPROTO_UDP, 0, 0);
-	r[5] = rule(36, PI_DENY, "10.1.0.0/16", 0, 0, 0);
+	r[0] = rule(31, PI_DP_ALLOW, "10.0.0.1/32", IPPROTO_TCP, 22, 22);
+	r[1] = rule(32, PI_DP_DENY, "10.0.0.0/24", IPPROTO_TCP, 22, 22);
+	r[2] = rule(33, PI_DP_DENY, NULL, IPPROTO_UDP, 5000, 5009);
+	r[3] = rule(34, PI_DP_DENY, "fd00::/64", IPPROTO_ICMP, 0, 0);
+	r[4] = rule(35, PI_DP_ALLOW, "fd00::1/128", IPPROTO_UDP, 0, 0);
+	r[5] = rule(36, PI_DP_DENY, "10.1.0.0/16", 0, 0, 0);
 	*count = 6;
 	return r;
 }
@@ -356,20 +356,20 @@ static int run_at(struct xdp_fx *fx, enum enforcer e, const struct acl_case *c,
 UNIT_TEST(xdp_acl_agrees_with_tc_on_one_table)
 {
 	uint32_t nrules, all_ids[] = { 31, 32, 33, 34, 35, 36 };
-	const struct pi_rule *rules = acl_rules(&nrules);
+	const struct pi_dp_rule *rules = acl_rules(&nrules);
 	uint8_t pkt[PKT_MAX];
 	struct xdp_fx fx;
 
 	if (!fx_setup(&fx))
 		return;
-	set_policy(&fx, POD_B, PI_DIR_INGRESS, rules, nrules, 200);
+	set_policy(&fx, POD_B, PI_DP_DIR_INGRESS, rules, nrules, 200);
 	for (size_t i = 0; i < N_CASES; i++) {
 		const struct acl_case *c = &acl_table[i];
 		int len = build_case(pkt, c);
 
 		for (int e = 0; e < ENFORCERS; e++) {
-			struct pi_pod_stats st0 = pod_stats(&fx, POD_B), st1;
-			struct pi_xdp_stats xs0 = xdp_stats(&fx, POD_B), xs1;
+			struct pi_dp_pod_stats st0 = pod_stats(&fx, POD_B), st1;
+			struct pi_dp_xdp_stats xs0 = xdp_stats(&fx, POD_B), xs1;
 			uint64_t before[6], moved = 0;
 			int got, want = want_verdict(e, c->kind);
 			char what[160];
@@ -401,8 +401,8 @@ UNIT_TEST(xdp_acl_agrees_with_tc_on_one_table)
 				  c->kind == ACL_ALLOW, what);
 			ASSERT_EQ(st1.ingress_bytes - st0.ingress_bytes,
 				  c->kind == ACL_ALLOW ? len : 0, what);
-			ASSERT_EQ(st1.drops[PI_DROP_INGRESS_POLICY] -
-				  st0.drops[PI_DROP_INGRESS_POLICY],
+			ASSERT_EQ(st1.drops[PI_DP_DROP_INGRESS_POLICY] -
+				  st0.drops[PI_DP_DROP_INGRESS_POLICY],
 				  c->kind == ACL_DENY, what);
 			xs1 = xdp_stats(&fx, POD_B);
 			ASSERT_EQ(xs1.acl_packets - xs0.acl_packets,
@@ -416,22 +416,22 @@ UNIT_TEST(xdp_acl_agrees_with_tc_on_one_table)
 
 UNIT_TEST(xdp_pod_ingress_tc_defers_to_xdp)
 {
-	struct pi_rule deny = rule(41, PI_DENY, NULL, 0, 0, 0);
+	struct pi_dp_rule deny = rule(41, PI_DP_DENY, NULL, 0, 0, 0);
 	uint8_t pkt[PKT_MAX];
 	struct xdp_fx fx;
 	int len;
 
 	if (!fx_setup(&fx))
 		return;
-	set_policy(&fx, POD_B, PI_DIR_INGRESS, &deny, 1, 300);
-	set_pod_flags(&fx, fx.if_b, PI_POD_XDP, 0);
+	set_policy(&fx, POD_B, PI_DP_DIR_INGRESS, &deny, 1, 300);
+	set_pod_flags(&fx, fx.if_b, PI_DP_POD_XDP, 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.9.9.9",
 		"10.0.0.2", IPPROTO_UDP, 1, 53 });
 	/* the node stack's packet: tc leaves it to the ACL on eth0 ... */
 	ASSERT_EQ(run_tc(fx.node->progs.pod_ingress, fx.if_b, pkt, len),
 		  PI_NEXT, "pod_ingress defers");
 	ASSERT_EQ(rule_packets(&fx, 41), 0, "not checked at tc");
-	ASSERT_EQ(pod_stats(&fx, POD_B).drops[PI_DROP_INGRESS_POLICY], 0,
+	ASSERT_EQ(pod_stats(&fx, POD_B).drops[PI_DP_DROP_INGRESS_POLICY], 0,
 		  "not counted at tc");
 	/* ... which checks and counts it once */
 	ASSERT_EQ(run_xdp(fx.acl->progs.xdp_pod_ingress, pkt, len, NULL),
@@ -441,10 +441,10 @@ UNIT_TEST(xdp_pod_ingress_tc_defers_to_xdp)
 	ASSERT_EQ(run_tc(fx.node->progs.uplink_ingress, fx.if_up, pkt, len),
 		  PI_DROP, "deliver_to_pod still checks");
 	ASSERT_EQ(rule_packets(&fx, 41), 2, "checked at tc for redirect_peer");
-	ASSERT_EQ(pod_stats(&fx, POD_B).drops[PI_DROP_INGRESS_POLICY], 2,
+	ASSERT_EQ(pod_stats(&fx, POD_B).drops[PI_DP_DROP_INGRESS_POLICY], 2,
 		  "one drop each");
 	/* without the flag tc checks again */
-	set_pod_flags(&fx, fx.if_b, 0, PI_POD_XDP);
+	set_pod_flags(&fx, fx.if_b, 0, PI_DP_POD_XDP);
 	ASSERT_EQ(run_tc(fx.node->progs.pod_ingress, fx.if_b, pkt, len),
 		  PI_DROP, "pod_ingress checks without XDP");
 	fx_teardown(&fx);
@@ -452,7 +452,7 @@ UNIT_TEST(xdp_pod_ingress_tc_defers_to_xdp)
 
 UNIT_TEST(xdp_uplink_redirects_to_pods_with_the_acl)
 {
-	struct pi_rule deny = rule(51, PI_DENY, NULL, 0, 0, 0);
+	struct pi_dp_rule deny = rule(51, PI_DP_DENY, NULL, 0, 0, 0);
 	uint8_t pkt[PKT_MAX], out[PKT_MAX], orig[PKT_MAX];
 	struct pi_redirect_record rd;
 	struct xdp_fx fx;
@@ -462,7 +462,7 @@ UNIT_TEST(xdp_uplink_redirects_to_pods_with_the_acl)
 	if (!fx_setup(&fx))
 		return;
 	/* The uplink decides no policy: a deny-all must not move. */
-	set_policy(&fx, POD_B, PI_DIR_INGRESS, &deny, 1, 400);
+	set_policy(&fx, POD_B, PI_DP_DIR_INGRESS, &deny, 1, 400);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.1.0.5",
 		"10.0.0.2", IPPROTO_TCP, 1, 80 });
 	ip4_csum(pkt);
@@ -574,7 +574,7 @@ UNIT_TEST(xdp_uplink_decrements_ttl)
 
 UNIT_TEST(xdp_acl_10000_rules_last_matches)
 {
-	static struct pi_rule rules[10000];
+	static struct pi_dp_rule rules[10000];
 	uint8_t pkt[PKT_MAX];
 	struct xdp_fx fx;
 	int len;
@@ -582,10 +582,10 @@ UNIT_TEST(xdp_acl_10000_rules_last_matches)
 	if (!fx_setup(&fx))
 		return;
 	for (int i = 0; i < 9999; i++)
-		rules[i] = rule(i + 1, PI_DENY, "192.0.2.0/24", IPPROTO_TCP,
+		rules[i] = rule(i + 1, PI_DP_DENY, "192.0.2.0/24", IPPROTO_TCP,
 				1000 + i % 50000, 1000 + i % 50000);
-	rules[9999] = rule(10000, PI_DENY, "10.0.0.1/32", 0, 0, 0);
-	set_policy(&fx, POD_B, PI_DIR_INGRESS, rules, 10000, 0);
+	rules[9999] = rule(10000, PI_DP_DENY, "10.0.0.1/32", 0, 0, 0);
+	set_policy(&fx, POD_B, PI_DP_DIR_INGRESS, rules, 10000, 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 1, 80 });
 	ASSERT_EQ(run_xdp(fx.acl->progs.xdp_pod_ingress, pkt, len, NULL),
@@ -664,14 +664,14 @@ UNIT_TEST(xdp_uplink_leaves_pending_checksums_to_tc)
  * A opens does not (bpf/lib/ct.h, built for XDP). */
 UNIT_TEST(xdp_acl_passes_replies_of_tracked_flows)
 {
-	struct pi_rule deny = rule(40, PI_DENY, NULL, 0, 0, 0);
+	struct pi_dp_rule deny = rule(40, PI_DP_DENY, NULL, 0, 0, 0);
 	uint8_t pkt[PKT_MAX];
 	struct xdp_fx fx;
 	int len;
 
 	if (!fx_setup(&fx))
 		return;
-	set_policy(&fx, POD_B, PI_DIR_INGRESS, &deny, 1, 0);
+	set_policy(&fx, POD_B, PI_DP_DIR_INGRESS, &deny, 1, 0);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
 		"10.0.0.1", IPPROTO_TCP, 40000, 80, 0x02 });
 	ASSERT_EQ(run_tc(fx.node->progs.pod_egress, fx.if_b, pkt, len),
