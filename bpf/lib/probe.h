@@ -97,28 +97,32 @@ static __always_inline int icmp_flow(struct __sk_buff *skb,
  * and back), not the probe's user space, and both ends have the clock's
  * own resolution. Only frames from the probe's port range (ICMP: echo id)
  * cost a lookup. A frame sent twice (the RST after a SYN-ACK) gives a
- * second event, which the probe, answered by then, ignores. */
-static __always_inline void probe_note_sent(struct __sk_buff *skb,
-					    const struct pkt *p)
+ * second event, which the probe, answered by then, ignores.
+ * A global function: the verifier checks it once, on its own; inline, it
+ * was checked once per path of inject_egress's parsing, and 6.1's
+ * verifier ran out of its million instructions. */
+__noinline int probe_note_sent(struct __sk_buff *skb, const struct pkt *p)
 {
 	struct pi_probe_event *ev;
 	struct pi_probe_flow *f;
 	struct pi_flow_key k;
 
+	if (!skb || !p)
+		return 0;
 	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) {
 		if (!p->has_ports || p->sport < PI_DP_PROBE_PORT_LO)
-			return;
+			return 0;
 		flow_key(&k, p, true);
 	} else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6_) {
 		__u32 off = p->l4_off;
 		__u8 hdr[8];
 
 		if (off > PKT_L4_OFF_MAX || bpf_skb_load_bytes(skb, off, hdr, 8))
-			return;
+			return 0;
 		if (hdr[0] != (p->family == AF_INET ? ICMP_ECHO_ :
 						      ICMP6_ECHO_REQUEST_) ||
 		    ((__u16)hdr[4] << 8 | hdr[5]) < PI_DP_PROBE_PORT_LO)
-			return;
+			return 0;
 		__builtin_memset(&k, 0, sizeof(k));
 		k.family = p->family;
 		k.proto = p->proto;
@@ -127,20 +131,21 @@ static __always_inline void probe_note_sent(struct __sk_buff *skb,
 		__builtin_memcpy(&k.pod_port, hdr + 4, 2);
 		__builtin_memcpy(&k.dst_port, hdr + 6, 2);
 	} else {
-		return;
+		return 0;
 	}
 	f = bpf_map_lookup_elem(&probe_flows, &k);
 	if (!f)
-		return;
+		return 0;
 	ev = bpf_ringbuf_reserve(&probe_events, sizeof(*ev), 0);
 	if (!ev)
-		return;
+		return 0;
 	ev->probe_id = f->probe_id;
 	ev->kind = PI_PROBE_SENT;
 	ev->ts_ns = bpf_ktime_get_ns();
 	ev->tcp_ack = 0;
 	ev->pad = 0;
 	bpf_ringbuf_submit(ev, 0);
+	return 0;
 }
 
 /* True when the packet answers a probe: it was reported and must not
