@@ -21,6 +21,9 @@
 # current node re-points its programs, a downgrade is refused with nothing
 # changed, and the upgrader killed at each phase leaves a node that the
 # next run finishes.
+# Variants (setting PREFIX, EXPECT and these, then sourcing this file):
+# t_upgrade_clsact (WANT_ATTACH=clsact), t_upgrade_xdp (WANT_XDP=1),
+# t_upgrade_netkit (WANT_DEV=netkit, POD_ARGS, INJECT_ARGS: kernel lab).
 . "$(dirname "$0")/lib.sh"
 require_root
 EXPECT=87
