@@ -1136,7 +1136,9 @@ static int follow_guards(struct upgrade *u, bool live_only)
 		    bpf_map_lookup_elem(slots, &g.slot, &id) ||
 		    id == fd_prog_id(nfd) || !prog_uses(&u->node_maps, id))
 			continue;
-		if (bpf_map_update_elem(slots, &g.slot, &nfd, BPF_EXIST))
+		/* A prog array takes BPF_ANY only (EINVAL for BPF_EXIST);
+		 * the slot was just read, and the node is locked. */
+		if (bpf_map_update_elem(slots, &g.slot, &nfd, BPF_ANY))
 			err = -errno;
 	}
 out:

@@ -21,11 +21,17 @@
 # current node re-points its programs, a downgrade is refused with nothing
 # changed, and the upgrader killed at each phase leaves a node that the
 # next run finishes.
+# Variants (setting PREFIX, EXPECT and these, then sourcing this file):
+# t_upgrade_clsact (WANT_ATTACH=clsact), t_upgrade_xdp (WANT_XDP=1),
+# t_upgrade_netkit (WANT_DEV=netkit, POD_ARGS, INJECT_ARGS: kernel lab).
 . "$(dirname "$0")/lib.sh"
 require_root
 EXPECT=87
 PREFIX=${PREFIX:-up-}
 MODE=${WANT_ATTACH:-tcx}
+# netkit pods (t_upgrade_netkit): their hooks are the pair's peer (the
+# pod's egress) and primary (its ingress) netkit links, on a tcx node
+DEV=${WANT_DEV:-veth}
 N=${PREFIX}n
 A=${PREFIX}a
 B=${PREFIX}b
@@ -62,6 +68,11 @@ counters_go_on links_kept progs_changed one_per_hook lost_pin_found abi_recorded
 no_staging_left traffic_after refused_by_old second_upgrade second_links_kept
 second_progs_changed downgrade_refused downgrade_message downgrade_nothing_changed
 downgrade_refused_by_others"
+# podinject proxies veth pods only (pi_proxy_add refuses netkit ones):
+# with netkit pods there is no proxy rule, no proxied connection
+if [ "$DEV" = netkit ]; then
+	ALL_CHECKS="$(tr ' ' '\n' <<<"$ALL_CHECKS" | grep -vxE 'old_proxy|proxied_not_reset|proxied_by_proxy' | tr '\n' ' ') guard_follows"
+fi
 for k in 1 2 3 4 5 6 7; do
 	ALL_CHECKS="$ALL_CHECKS kill${k}_killed kill${k}_meanwhile kill${k}_next_run kill${k}_whole"
 done
@@ -75,6 +86,15 @@ skip_all() {
 }
 # A node takes tcx where the kernel has it; on a kernel without (debian-6.1)
 # it would be a clsact node, which t_upgrade_clsact upgrades there
+if [ "$DEV" = netkit ] && [ "$("$PI" -j features | jq -r .netkit)" != true ]; then
+	# a probe that misses netkit must not turn the suite into a SKIP
+	if [ "$("$ROOT/tests/known-features.sh" netkit)" = true ]; then
+		fail all "the probe finds no netkit, but this kernel has it (tests/kernels.txt)"
+		exit 1
+	fi
+	skip all "kernel has no netkit (runs in the kernel lab)"
+	exit 0
+fi
 if [ "$MODE" = tcx ] && [ "$("$PI" -j features | jq -r .tcx)" != true ]; then
 	skip_all "this kernel has no tcx (t_upgrade_clsact runs the upgrade here)"
 fi
@@ -100,11 +120,15 @@ pass old_build
 old() { "$OLD" -N $N "$@"; }
 
 NODE_PROGS='^(pod_egress|pod_ingress|uplink_ingress|pod_egress_nk|pod_ingress_nk)$'
+# the host side's hooks that run the node's programs: tcx/clsact ingress
+# (the pod's egress) and egress, or a netkit pair's peer and primary,
+# asked of the kernel with BPF_PROG_QUERY ($TCXQ), as the node does
+if [ "$DEV" = netkit ]; then HOOKS="peer primary"; else HOOKS="ingress egress"; fi
 # node programs at each pod hook, "dev/hook=count" for all of them
 hook_counts() {
 	local dev hook out=""
 	for dev in pi-$A pi-$B pi-$C; do
-		for hook in ingress egress; do
+		for hook in $HOOKS; do
 			if [ "$MODE" = clsact ]; then
 				c=$(in_ns $N bpftool net -j | jq --arg d $dev --arg h $hook \
 					'[.[].tc[] | select(.devname == $d and .kind == "clsact/" + $h and
@@ -117,8 +141,9 @@ hook_counts() {
 	done
 	echo $out
 }
-ONE_EACH="pi-$A/ingress=1 pi-$A/egress=1 pi-$B/ingress=1 pi-$B/egress=1 pi-$C/ingress=1 pi-$C/egress=1"
-# "pin:link-id" (tcx) of every pod hook; clsact filters have no link
+ONE_EACH=$(for p in $A $B $C; do for h in $HOOKS; do echo -n "pi-$p/$h=1 "; done; done)
+ONE_EACH=${ONE_EACH% }
+# "pin:link-id" (tcx, netkit) of every pod hook; clsact filters have no link
 link_ids() {
 	local f
 	for f in /sys/fs/bpf/podinject/$N/link_pod_*; do
@@ -142,8 +167,9 @@ hook_prog_ids() {
 	echo $ids | tr ' ' '\n' | sort -n | jq -sc .
 }
 pinned_prog_ids() {
-	local f
-	for f in /sys/fs/bpf/podinject/$N/prog_pod_egress /sys/fs/bpf/podinject/$N/prog_pod_ingress \
+	local f nk=
+	[ "$DEV" = netkit ] && nk=_nk
+	for f in /sys/fs/bpf/podinject/$N/prog_pod_egress$nk /sys/fs/bpf/podinject/$N/prog_pod_ingress$nk \
 		 /sys/fs/bpf/podinject/$N/prog_xdp_pod_*; do
 		[ -e "$f" ] && bpftool prog show pinned $f -j | jq .id
 	done | sort -n | jq -sc .
@@ -177,6 +203,17 @@ inject_pinned_ids() {
 		bpftool prog show pinned $f -j | jq .id
 	done | sort -n | jq -sc .
 }
+# netkit: the programs the guards run by tail call (the prog array's
+# slots, which bpftool reads as program ids), and the node's pinned
+# pod_egress_nk that they must be
+guard_slots() {
+	bpftool map dump pinned /sys/fs/bpf/podinject/$N/inject/netkit_peer_progs -j |
+		jq -r '.[] | .formatted.value // ("0x" + (.value | reverse | map(ltrimstr("0x")) | join("")))' |
+		while read -r v; do echo $((v)); done | sort -n | jq -sc .
+}
+pinned_nk_egress() {
+	bpftool prog show pinned /sys/fs/bpf/podinject/$N/prog_pod_egress_nk -j | jq -c '[.id]'
+}
 # what the node holds, without counters; the same through either build
 state() {
 	local pi=$1
@@ -200,9 +237,9 @@ abi() {	# the recorded version: bytes 44-47 of node_config's value
 # ---- a node of the previous release -------------------------------------
 make_old_node() {
 	old node up ${NODE_ARGS:-} >/dev/null &&
-	old pod add $A --ip $IPA >/dev/null &&
-	old pod add $B --ip $IPB >/dev/null &&
-	old pod add $C --ip $IPC >/dev/null
+	old pod add $A --ip $IPA ${POD_ARGS:-} >/dev/null &&
+	old pod add $B --ip $IPB ${POD_ARGS:-} >/dev/null &&
+	old pod add $C --ip $IPC ${POD_ARGS:-} >/dev/null
 }
 check old_up make_old_node
 check old_pods sh -c "$OLD -N $N -j pod list | jq -e 'length == 3'"
@@ -212,11 +249,12 @@ check old_rules sh -c "$OLD -N $N policy add $A ingress deny >/dev/null &&
 	$OLD -N $N policy add $B ingress allow from $IPA/32 proto tcp port 9999 >/dev/null &&
 	$OLD -N $N policy add $B ingress allow from $IPA/32 proto udp port 7201 >/dev/null &&
 	$OLD -N $N policy add $B ingress deny >/dev/null"
-check old_grant old inject allow $C --as $A
+check old_grant old inject allow $C --as $A ${INJECT_ARGS:-}
 # (for a, whose server b c does not inject as: a proxy's answers to its
 # captured pod carry the server's address, which a grant for the server
 # would send into the server's egress instead)
-check old_proxy old proxy add $C --port 15001 --for $A --match tcp dport 9999
+[ "$DEV" = netkit ] ||
+	check old_proxy old proxy add $C --port 15001 --for $A --match tcp dport 9999
 
 # The TCP stream: b reads only after 4 s, so a's 20 MB wait in full
 # windows across the upgrade; b's ACKs and window updates reach a only
@@ -237,13 +275,16 @@ for _ in $(seq 50); do grep -q '^connected' $TMP/idle && break; sleep 0.1; done
 IDLE_PORT=$(awk '/^connected/ {print $3}' $TMP/idle)
 # a's connection to b:9999, captured to the proxy in c, which connects
 # upstream with a's address; b reads after 4 s as well.
-ip netns exec $C "$BUILD/podinject-proxy" -v --connect-timeout 30000 15001 >$TMP/px 2>$TMP/pxlog </dev/null &
-PROXY=$!
-for _ in $(seq 50); do grep -q ready $TMP/px 2>/dev/null && break; sleep 0.1; done
-in_ns $B "$PINET" tcp-server 9999 --count 1 --sink --delay 4000 --timeout 15000 >$TMP/psrv &
-wait_tcp_listen $B 9999 >/dev/null
-in_ns $A "$PINET" tcp-connect --timeout 15000 $IPB 9999 --send 20000000 >$TMP/pcli &
-PCLI=$!
+PCLI=
+if [ "$DEV" != netkit ]; then
+	ip netns exec $C "$BUILD/podinject-proxy" -v --connect-timeout 30000 15001 >$TMP/px 2>$TMP/pxlog </dev/null &
+	PROXY=$!
+	for _ in $(seq 50); do grep -q ready $TMP/px 2>/dev/null && break; sleep 0.1; done
+	in_ns $B "$PINET" tcp-server 9999 --count 1 --sink --delay 4000 --timeout 15000 >$TMP/psrv &
+	wait_tcp_listen $B 9999 >/dev/null
+	in_ns $A "$PINET" tcp-connect --timeout 15000 $IPB 9999 --send 20000000 >$TMP/pcli &
+	PCLI=$!
+fi
 for _ in $(seq 50); do [ "$(idle_flow "$OLD")" != "[]" ] && break; sleep 0.05; done
 check old_stream_tracked sh -c "[ '$(idle_flow "$OLD")' != '[]' ]"
 out=$("$PI" -N $N pod list 2>&1)
@@ -275,6 +316,10 @@ before_inject_links=$(inject_links)
 before_inject_progs=$(inject_prog_ids)
 before_b=$(b_ingress "$OLD")
 before_rule=$(rule_pk "$OLD")
+if [ "$DEV" = netkit ]; then
+	before_slots=$(guard_slots)
+	before_nk=$(pinned_nk_egress)
+fi
 
 # ---- upgrade under traffic ----------------------------------------------
 in_ns $B "$USEQ" recv 7200 $UDP_COUNT 3000 >$TMP/udp &
@@ -316,16 +361,18 @@ else
 	fail inject_swapped "links $before_inject_links -> $(inject_links), programs $before_inject_progs -> $after_inject_progs, pinned $(inject_pinned_ids)"
 fi
 wait $CLI $PCLI
-sleep 0.2	# the proxy's log line follows the server's close
-got=$(awk '/^done/ {print $2, $3, $NF}' $TMP/pcli)
-expect_eq proxied_not_reset "$got" "sent 20000000 $(awk '/^conn-done/ {print $NF}' $TMP/psrv)"
-if grep -q "conn $IPA:[0-9]* -> $IPB:9999 up 20000000" $TMP/pxlog; then
-	pass proxied_by_proxy
-else
-	fail proxied_by_proxy "client: $(cat $TMP/pcli), proxy: $(tail -n 2 $TMP/pxlog | tr '\n' ' ')"
+if [ -n "$PCLI" ]; then
+	sleep 0.2	# the proxy's log line follows the server's close
+	got=$(awk '/^done/ {print $2, $3, $NF}' $TMP/pcli)
+	expect_eq proxied_not_reset "$got" "sent 20000000 $(awk '/^conn-done/ {print $NF}' $TMP/psrv)"
+	if grep -q "conn $IPA:[0-9]* -> $IPB:9999 up 20000000" $TMP/pxlog; then
+		pass proxied_by_proxy
+	else
+		fail proxied_by_proxy "client: $(cat $TMP/pcli), proxy: $(tail -n 2 $TMP/pxlog | tr '\n' ' ')"
+	fi
+	kill $PROXY
+	PROXY=
 fi
-kill $PROXY
-PROXY=
 expect_eq tcp_stream_not_reset "$(grep -o '^done sent [0-9]*' $TMP/cli)" "done sent 20000000"
 expect_eq tcp_stream_every_byte "$(grep -o 'conn-done bytes [0-9]*' $TMP/srv | head -n 1)" "conn-done bytes 20000000"
 wait
@@ -357,6 +404,11 @@ else
 	fail progs_changed "before $before_progs, after $after_progs, pinned $(pinned_prog_ids)"
 fi
 expect_eq one_per_hook "$(hook_counts)" "$ONE_EACH"
+# a's guard ran the old pod_egress_nk for injected packets, and now this
+# build's (a slot left on the old program would run it on after the old
+# build's pins are gone)
+[ "$DEV" = netkit ] &&
+	expect_eq guard_follows "$before_slots -> $(guard_slots)" "$before_nk -> $(pinned_nk_egress)"
 if [ "$MODE" = clsact ]; then
 	expect_eq lost_pin_found "$(bpftool prog show pinned $LOST -j | jq .id)" "$(bpftool prog show pinned /sys/fs/bpf/podinject/$N/prog_pod_egress -j | jq .id)"
 else
