@@ -30,8 +30,15 @@ trap cleanup EXIT
 cleanup_all
 
 if ! command -v prometheus >/dev/null; then
+	# The lab's image carries no Prometheus (a 100 MB program for a suite
+	# whose results do not depend on the kernel); on the host make deps
+	# installs it, and its absence there is a failure.
+	if [ -n "${PODINJECT_LAB:-}" ]; then
+		skip all "no prometheus in the kernel lab's image (the suite runs on the host)"
+		exit 0
+	fi
 	fail prometheus "no prometheus binary (Debian's prometheus: make deps)"
-	exit 0
+	exit 1
 fi
 
 # A TCP port of 127.0.0.1 nothing listens on (checked, then taken by the
