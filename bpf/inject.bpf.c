@@ -156,7 +156,11 @@ int inject_egress(struct __sk_buff *skb)
 	}
 
 	st = stats_of(skb->ifindex, t);
-	if (res == PARSE_OK)
+	/* the call only for what may be a probe's frame: a transport port
+	 * in the probe's range, or ICMP (whose echo id the stamp reads) */
+	if (res == PARSE_OK &&
+	    ((p.has_ports && p.sport >= PI_DP_PROBE_PORT_LO) ||
+	     p.proto == IPPROTO_ICMP || p.proto == IPPROTO_ICMPV6_))
 		probe_note_sent(skb, &p);
 	if (t->path == PI_DP_PATH_FAST)
 		ret = redirect_peer(t->target_ifindex, PI_F_EGRESS);
