@@ -39,7 +39,7 @@ DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	libjansson-dev containernetworking-plugins podman runc busybox-static \
 	catatonit buildah haproxy containerd protobuf-compiler python3-grpcio \
 	python3-protobuf libclang-rt-14-dev libmicrohttpd-dev prometheus \
-	libyaml-dev yq
+	libyaml-dev yq libssl-dev openssl tcpdump python3
 
 ifeq ($(V),1)
 Q :=
@@ -117,20 +117,29 @@ $(LIBPI): $(LIB_OBJS)
 
 $(BUILD)/podinject: $(CLI_OBJS) $(LIBPI)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lmicrohttpd
+	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -ldl
 
-# The version `podinject metrics` reports (podinject_build_info): git's
+# `metrics --listen` loads libmicrohttpd by its soname (src/metrics.c): not
+# linked, so that no other command loads it and the TLS library under it.
+MHD_SONAME := $(shell objdump -p "$$($(CC) -print-file-name=libmicrohttpd.so)" 2>/dev/null | awk '$$1 == "SONAME" { print $$2 }')
+$(BUILD)/obj/metrics.o: PUBLIC_CFLAGS += $(if $(MHD_SONAME),-DMHD_SONAME='"$(MHD_SONAME)"')
+
+# The version `podinject metrics` reports (podinject_build_info) and
+# apply's record of the last apply is made by: git's
 # description of the tree, the file rewritten only when it changes.
 PI_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 $(BUILD)/version.h: FORCE | $(BUILD)
 	$(Q)echo '#define PODINJECT_VERSION "$(PI_VERSION)"' >$@.tmp
 	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 $(BUILD)/obj/metrics.o: $(BUILD)/version.h
+# apply's record of the last apply is good for one build only
+$(BUILD)/lib/apply.o: $(BUILD)/version.h
 FORCE:
 
+# TLS origination (--tls-dir): OpenSSL 3
 $(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) $< -o $@
+	$(Q)$(CC) $(CFLAGS) $< -o $@ -lssl -lcrypto
 
 # The CNI plugin: a front-end on the library, like the CLI (cni/cni.h
 # names its parts; tests/fuzz/fuzz.mk links some of them into fuzz_cni).
@@ -177,6 +186,11 @@ $(BUILD)/mknetkit: tests/nlcheck/mknetkit.c lib/nl.c lib/nl.h | $(BUILD)
 $(BUILD)/%: tests/tools/%.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $< -o $@ $(LDLIBS)
+
+# the TLS test server (t_mtls)
+$(BUILD)/tlsd: tests/tools/tlsd.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $< -o $@ -lssl -lcrypto
 
 test: all
 	@./tests/run.sh

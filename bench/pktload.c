@@ -4,7 +4,7 @@
  *
  *   pktload send -n NETNS --dst A.B.C.D --port P --duration SEC
  *                [--mode udp|packet] [--bind SRC] [--payload BYTES]
- *                [--dev DEV --dmac MAC]
+ *                [--dev DEV --dmac MAC] [--count N [--pps R]]
  *       udp:    a connected UDP socket, sendmmsg() batches of 64; with
  *               --bind the source may be an address the namespace does not
  *               own (IP_TRANSPARENT + IP_FREEBIND): how an injector speaks
@@ -14,6 +14,10 @@
  *               handed to the driver with sendmmsg(); no socket layer, so
  *               the sender spends less of the CPU the path under test
  *               needs.
+ *       --count: stop once N have been sent (--duration is then the time
+ *       allowed, 600 s unless given); --pps: at most R a second, in
+ *       batches, so that a path is not pushed past what it takes (an
+ *       exact count through it, not a rate).
  *       Prints {"sent":N,"errors":E,"seconds":T,"pps":R}.
  *   pktload meter -n NETNS --warmup SEC --window SEC COUNTER...
  *       Waits --warmup, then reads every COUNTER at the start and the end of
@@ -89,7 +93,7 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: pktload send -n NETNS --dst IP --port P --duration SEC\n"
 		"                    [--mode udp|packet] [--bind SRC] [--payload N]\n"
-		"                    [--dev DEV --dmac MAC]\n"
+		"                    [--dev DEV --dmac MAC] [--count N [--pps R]]\n"
 		"       pktload meter -n NETNS --warmup SEC --window SEC NAME=SPEC...\n"
 		"       pktload accept -n NETNS --port P --duration SEC\n"
 		"       pktload connrate -n NETNS --dst IP --port P --duration SEC [--windows N]\n");
@@ -132,6 +136,8 @@ struct send_opts {
 	const char *netns, *dst, *bind, *mode, *dev, *dmac;
 	int port, payload;
 	double duration;
+	unsigned long long count;	/* 0: as many as --duration allows */
+	double pps;			/* 0: as fast as it goes */
 };
 
 static int open_udp(const struct send_opts *o)
@@ -238,14 +244,25 @@ static int cmd_send(struct send_opts *o)
 	t0 = now();
 	end = t0 + o->duration;
 	do {
-		int n = sendmmsg(fd, msgs, BATCH, 0);
+		unsigned int batch = BATCH;
+		int n;
 
+		if (o->count && o->count - sent < batch)
+			batch = o->count - sent;
+		n = sendmmsg(fd, msgs, batch, 0);
 		if (n > 0)
 			sent += n;
 		else
 			errors++;	/* e.g. ECONNREFUSED from an ICMP error */
 		t = now();
-	} while (t < end);
+		/* paced: wait until the time the sent ones were due by */
+		if (o->pps > 0 && t0 + sent / o->pps > t) {
+			double w = t0 + sent / o->pps - t;
+
+			usleep((useconds_t)(w * 1e6));
+			t = now();
+		}
+	} while (t < end && (!o->count || sent < o->count));
 	printf("{\"sent\":%llu,\"errors\":%llu,\"seconds\":%.6f,\"pps\":%.0f}\n",
 	       sent, errors, t - t0, sent / (t - t0));
 	close(fd);
@@ -614,6 +631,10 @@ int main(int argc, char **argv)
 			so.port = atoi(v);
 		else if (!strcmp(a, "--duration"))
 			so.duration = atof(v);
+		else if (!strcmp(a, "--count"))
+			so.count = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--pps"))
+			so.pps = atof(v);
 		else if (!strcmp(a, "--mode"))
 			so.mode = v;
 		else if (!strcmp(a, "--bind"))
@@ -635,7 +656,9 @@ int main(int argc, char **argv)
 	}
 	if (send) {
 		so.netns = netns;
-		if (!so.dst || so.duration <= 0 || so.payload < 0 ||
+		if (so.count && so.duration <= 0)
+			so.duration = 600;
+		if (!so.dst || so.duration <= 0 || so.payload < 0 || so.pps < 0 ||
 		    so.payload > 1400)
 			return usage();
 		return cmd_send(&so);

@@ -6,7 +6,17 @@
  * find their pod by skb->ifindex, so the tool makes veth devices in a
  * private network namespace of its own, like the unit tests do.
  *
- *   progcost [--reps N] [--target-ms MS]
+ *   progcost [--reps N] [--target-ms MS] [--baseline DIR [--baseline-name NAME]]...
+ *
+ * --baseline: DIR holds node.bpf.o and inject.bpf.o of another build (an
+ * older release's or commit's, from git history; up to four, each named
+ * by the --baseline-name after it): the cases of the datapath's floor run
+ * on its programs too, in the same rounds, named "... [NAME]", so what a
+ * change costs is a ratio of one run. A build older than the pods map's
+ * present layout (before 2026-12-01 it began with the pod's name) gets
+ * its pods in its own layout; a case such a build decides otherwise than
+ * this one (a program it did not have) is left out, said on stderr. The monitor's cases run with a monitor asking for
+ * events (bpf/lib/monitor.h), beside the same cases without.
  *
  * Cases run interleaved (case 1, case 2, ..., case 1, case 2, ...), N
  * rounds; each prints one JSON line {"variant":..,"rep":i,"value":ns}.
@@ -27,12 +37,15 @@
 #include <netinet/in.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <bpf/btf.h>
 #include "podinject_abi.h"
 #include "cls.h"
 #include "node.skel.h"
 #include "inject.skel.h"
 
 #define PKT_LEN	(14 + 20 + 20 + 18)
+#define MAX_BASELINES	4
+#define BASELINE_CASES	6
 
 struct tcase {
 	const char *name;
@@ -44,6 +57,10 @@ struct tcase {
 	unsigned int repeat;
 	unsigned int max_repeat;	/* 0: no limit */
 	struct ring_buffer *rb;	/* drained after each run */
+	int mon_fd;		/* monitor_config to set for the run, or 0 */
+	__u32 mon_kinds;
+	bool optional;		/* another build's: left out if it fails */
+	bool dropped;
 };
 
 static int rb_discard(void *ctx, void *data, size_t size)
@@ -93,9 +110,14 @@ static int make_dev(const char *name)
 	return if_nametoindex(name);
 }
 
-static void add_pod(struct node_bpf *skel, __u32 id, int ifindex,
-		    const char *ip4)
+/* Before the pods map's present layout its value began with the pod's
+ * name (32 bytes, unused by the programs); such a map is filled so. */
+#define OLD_POD_NAME_LEN	32
+
+static void add_pod_maps(struct bpf_map *pods, struct bpf_map *endpoints,
+			 __u32 id, int ifindex, const char *ip4)
 {
+	unsigned char old[OLD_POD_NAME_LEN + sizeof(struct pi_pod)] = { 0 };
 	struct pi_pod pod = { .id = id, .ifindex = ifindex,
 			      .flags = PI_DP_POD_HAS_V4 };
 	struct pi_endpoint ep = { .kind = PI_EP_POD, .pod_ifindex = ifindex,
@@ -108,10 +130,78 @@ static void add_pod(struct node_bpf *skel, __u32 id, int ifindex,
 	memcpy(ep.pod_mac, pod.pod_mac, 6);
 	memcpy(ep.host_mac, pod.host_mac, 6);
 	k.addr.a[0] = pod.ip4;
-	bpf_map__update_elem(skel->maps.pods, &ifindex, 4, &pod, sizeof(pod),
-			     0);
-	bpf_map__update_elem(skel->maps.endpoints, &k, sizeof(k), &ep,
-			     sizeof(ep), 0);
+	if (bpf_map__value_size(pods) == sizeof(old)) {
+		memcpy(old + OLD_POD_NAME_LEN, &pod, sizeof(pod));
+		bpf_map__update_elem(pods, &ifindex, 4, old, sizeof(old), 0);
+	} else {
+		bpf_map__update_elem(pods, &ifindex, 4, &pod, sizeof(pod), 0);
+	}
+	bpf_map__update_elem(endpoints, &k, sizeof(k), &ep, sizeof(ep), 0);
+}
+
+static void add_pod(struct node_bpf *skel, __u32 id, int ifindex,
+		    const char *ip4)
+{
+	add_pod_maps(skel->maps.pods, skel->maps.endpoints, id, ifindex, ip4);
+}
+
+/* Sets the read-only global `name` of an opened object (before load) to
+ * `v`, found through the object's BTF; quietly nothing if it has none. */
+static void set_rodata_bool(struct bpf_object *obj, const char *name, bool v)
+{
+	struct bpf_map *ro = bpf_object__find_map_by_name(obj, ".rodata");
+	struct btf *btf = bpf_object__btf(obj);
+	const struct btf_var_secinfo *vs;
+	const struct btf_type *sec;
+	const void *init;
+	size_t size;
+	char *data;
+	int id;
+
+	if (!ro || !btf)
+		return;
+	id = btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC);
+	init = bpf_map__initial_value(ro, &size);
+	if (id < 0 || !init || !(data = malloc(size)))
+		return;
+	memcpy(data, init, size);
+	sec = btf__type_by_id(btf, id);
+	vs = btf_var_secinfos(sec);
+	for (int i = 0; i < btf_vlen(sec); i++, vs++) {
+		const struct btf_type *var = btf__type_by_id(btf, vs->type);
+
+		if (!strcmp(btf__name_by_offset(btf, var->name_off), name) &&
+		    vs->offset + 1 <= size)
+			data[vs->offset] = v;
+	}
+	bpf_map__set_initial_value(ro, data, size);
+	free(data);
+}
+
+/* Another build's object file, loaded as it is but for decrement_ttl
+ * (see below). NULL when it cannot be. */
+static struct bpf_object *open_other(const char *dir, const char *file)
+{
+	struct bpf_object *obj;
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	obj = bpf_object__open_file(path, NULL);
+	if (!obj)
+		return NULL;
+	set_rodata_bool(obj, "decrement_ttl", false);
+	if (bpf_object__load(obj)) {
+		bpf_object__close(obj);
+		return NULL;
+	}
+	return obj;
+}
+
+static int prog_fd_of(struct bpf_object *obj, const char *name)
+{
+	struct bpf_program *p = bpf_object__find_program_by_name(obj, name);
+
+	return p ? bpf_program__fd(p) : -1;
 }
 
 /* `count` rules for pod `id`'s egress at slot `start`, none of which
@@ -158,6 +248,14 @@ static int set_rules_last(struct node_bpf *skel, __u32 id, __u32 count,
 	return err;
 }
 
+static void set_kinds(int fd, __u32 kinds)
+{
+	struct pi_dp_monitor_config cfg = { .kinds = kinds };
+	__u32 zero = 0;
+
+	bpf_map_update_elem(fd, &zero, &cfg, 0);
+}
+
 static int run_case(struct tcase *c, unsigned int repeat, double *ns)
 {
 	struct __sk_buff ctx = { .ifindex = c->ifindex };
@@ -166,8 +264,13 @@ static int run_case(struct tcase *c, unsigned int repeat, double *ns)
 			    .data_size_in = c->len, .data_out = out,
 			    .data_size_out = sizeof(out), .ctx_in = &ctx,
 			    .ctx_size_in = sizeof(ctx), .repeat = repeat);
-	int err = bpf_prog_test_run_opts(c->prog_fd, &opts);
+	int err;
 
+	if (c->mon_fd)
+		set_kinds(c->mon_fd, c->mon_kinds);
+	err = bpf_prog_test_run_opts(c->prog_fd, &opts);
+	if (c->mon_fd)
+		set_kinds(c->mon_fd, 0);
 	if (err)
 		return err;
 	if ((int)opts.retval != c->expect) {
@@ -185,7 +288,11 @@ int main(int argc, char **argv)
 {
 	struct node_bpf *node = NULL, *full = NULL;
 	struct inject_bpf *inj = NULL;
-	struct tcase cases[32];
+	struct bpf_object *bnode[MAX_BASELINES] = { 0 };
+	struct bpf_object *binj[MAX_BASELINES] = { 0 };
+	const char *baseline[MAX_BASELINES], *bname[MAX_BASELINES];
+	int nbase = 0;
+	struct tcase cases[48 + MAX_BASELINES * BASELINE_CASES];
 	int reps = 5, target_ms = 200, n = 0, ifa, ifb, ifi, ifu, err = 1;
 	static const __u32 sizes[4] = { 1, 100, 1000, 10000 };
 	int ifs[4], iff[4], ifz;
@@ -195,6 +302,12 @@ int main(int argc, char **argv)
 			reps = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--target-ms"))
 			target_ms = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--baseline") &&
+			 nbase < MAX_BASELINES) {
+			baseline[nbase] = argv[i + 1];
+			bname[nbase++] = "baseline";
+		} else if (!strcmp(argv[i], "--baseline-name") && nbase)
+			bname[nbase - 1] = argv[i + 1];
 	}
 	libbpf_set_print(libbpf_quiet);
 	if (unshare(CLONE_NEWNET)) {
@@ -402,10 +515,119 @@ int main(int argc, char **argv)
 		    "10.0.0.1", PI_NEXT);
 	}
 
+	/* The monitor (bpf/lib/monitor.h): the same cases with a monitor
+	 * asking for every kind; a drop and an injection then write an event
+	 * each run, drained after it, and the buffer (4 MiB) must not fill
+	 * within a measurement */
+	{
+		__u32 all = 1u << PI_DP_MON_DROP | 1u << PI_DP_MON_VERDICT |
+			    1u << PI_DP_MON_INJECT | 1u << PI_DP_MON_PROXY;
+		int nfd = bpf_map__fd(node->maps.monitor_config);
+		int ifd = bpf_map__fd(inj->maps.monitor_config);
+
+		ADD("pod_egress, no policy, monitor on", egress, ifa,
+		    "10.0.0.1", "10.0.0.3", PI_REDIRECT);
+		cases[n - 1].mon_fd = nfd;
+		cases[n - 1].mon_kinds = all;
+		ADD("pod_egress, spoofed (drop), monitor on (an event each)",
+		    egress, ifa, "10.0.0.9", "10.0.0.2", PI_DROP);
+		cases[n - 1].mon_fd = nfd;
+		cases[n - 1].mon_kinds = all;
+		cases[n - 1].max_repeat = 20000;
+		cases[n - 1].rb = ring_buffer__new(
+			bpf_map__fd(node->maps.monitor_events), rb_discard,
+			NULL, NULL);
+		ADD("inject_egress, authorised, monitor on (an event each)",
+		    bpf_program__fd(inj->progs.inject_egress), ifi,
+		    "10.0.0.1", "10.0.0.2", PI_REDIRECT);
+		cases[n - 1].mon_fd = ifd;
+		cases[n - 1].mon_kinds = all;
+		cases[n - 1].max_repeat = 20000;
+		cases[n - 1].rb = ring_buffer__new(
+			bpf_map__fd(inj->maps.monitor_events), rb_discard,
+			NULL, NULL);
+		ADD("inject_egress, own traffic, monitor on",
+		    bpf_program__fd(inj->progs.inject_egress), ifi,
+		    "10.0.0.4", "10.0.0.2", PI_NEXT);
+		cases[n - 1].mon_fd = ifd;
+		cases[n - 1].mon_kinds = all;
+	}
+
+	/* the datapath's floor on other builds' programs */
+	for (int b = 0; b < nbase; b++) {
+		static char names[MAX_BASELINES][BASELINE_CASES][128];
+		/* the floor's cases as this build's are named and sent */
+		const struct {
+			const char *what, *prog;
+			bool inject;	/* inject.bpf.o's, else node.bpf.o's */
+			int ifindex;
+			const char *src, *dst;
+			int expect;
+		} bc[BASELINE_CASES] = {
+			{ "pod_egress, no policy", "pod_egress", false, ifa,
+			  "10.0.0.1", "10.0.0.3", PI_REDIRECT },
+			{ "pod_egress, spoofed (drop)", "pod_egress", false, ifa,
+			  "10.0.0.9", "10.0.0.2", PI_DROP },
+			{ "pod_ingress (stack to pod)", "pod_ingress", false, ifa,
+			  "192.0.2.1", "10.0.0.1", PI_PASS },
+			{ "uplink_ingress (to local pod)", "uplink_ingress", false,
+			  ifa, "192.0.2.1", "10.0.0.1", PI_REDIRECT },
+			{ "inject_egress, authorised (fallback redirect)",
+			  "inject_egress", true, ifi, "10.0.0.1", "10.0.0.2",
+			  PI_REDIRECT },
+			{ "inject_egress, own traffic (pass on)", "inject_egress",
+			  true, ifi, "10.0.0.4", "10.0.0.2", PI_NEXT },
+		};
+		struct bpf_map *pods, *eps, *auth;
+
+		bnode[b] = open_other(baseline[b], "node.bpf.o");
+		binj[b] = open_other(baseline[b], "inject.bpf.o");
+		pods = bnode[b] ? bpf_object__find_map_by_name(bnode[b], "pods") : NULL;
+		eps = bnode[b] ? bpf_object__find_map_by_name(bnode[b], "endpoints") : NULL;
+		auth = binj[b] ? bpf_object__find_map_by_name(binj[b], "inject_auth") : NULL;
+		if (!pods || !eps || !auth ||
+		    (bpf_map__value_size(pods) != sizeof(struct pi_pod) &&
+		     bpf_map__value_size(pods) != OLD_POD_NAME_LEN + sizeof(struct pi_pod)) ||
+		    bpf_map__value_size(eps) != sizeof(struct pi_endpoint) ||
+		    bpf_map__value_size(auth) != sizeof(struct pi_inject_target)) {
+			/* the others are still measured */
+			fprintf(stderr, "progcost: %s left out: its programs from %s do not load here, or their maps are laid out otherwise\n",
+				bname[b], baseline[b]);
+			continue;
+		}
+		add_pod_maps(pods, eps, 0, ifa, "10.0.0.1");
+		add_pod_maps(pods, eps, 1, ifb, "10.0.0.2");
+		add_pod_maps(pods, eps, 2, ifu, "10.0.0.3");
+		{
+			struct pi_inject_key k = { .injector_ifindex = ifi,
+						   .family = AF_INET };
+			struct pi_inject_target t = { .target_ifindex = ifa,
+						      .path = PI_DP_PATH_FALLBACK };
+
+			inet_pton(AF_INET, "10.0.0.1", &k.addr.a[0]);
+			bpf_map__update_elem(auth, &k, sizeof(k), &t,
+					     sizeof(t), 0);
+		}
+		for (int c = 0; c < BASELINE_CASES; c++) {
+			snprintf(names[b][c], 128, "%s [%s]", bc[c].what, bname[b]);
+			ADD(names[b][c],
+			    prog_fd_of(bc[c].inject ? binj[b] : bnode[b], bc[c].prog),
+			    bc[c].ifindex, bc[c].src, bc[c].dst, bc[c].expect);
+			cases[n - 1].optional = true;
+		}
+	}
+
 	/* calibrate: one measurement of each case takes about target_ms */
 	for (int i = 0; i < n; i++) {
 		double ns;
 
+		if (cases[i].optional && (cases[i].prog_fd < 0 ||
+					  run_case(&cases[i], 100, &ns))) {
+			fprintf(stderr, "progcost: '%s' left out: that build decides it otherwise or has no such program\n",
+				cases[i].name);
+			cases[i].dropped = true;
+			continue;
+		}
 		if (run_case(&cases[i], 100, &ns))
 			goto out;
 		cases[i].repeat = ns > 0 ? target_ms * 1e6 / ns : 100000;
@@ -420,6 +642,8 @@ int main(int argc, char **argv)
 		for (int i = 0; i < n; i++) {
 			double ns;
 
+			if (cases[i].dropped)
+				continue;
 			if (run_case(&cases[i], cases[i].repeat, &ns))
 				goto out;
 			printf("{\"variant\":\"%s\",\"rep\":%d,\"value\":%.1f,\"repeat\":%u}\n",
@@ -434,5 +658,9 @@ out:
 	node_bpf__destroy(node);
 	node_bpf__destroy(full);
 	inject_bpf__destroy(inj);
+	for (int b = 0; b < nbase; b++) {
+		bpf_object__close(bnode[b]);
+		bpf_object__close(binj[b]);
+	}
 	return err;
 }

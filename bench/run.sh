@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # podinject's benchmarks (`make bench`; never part of `make test`).
 #
-#   bench/run.sh [SUITE...]      SUITE: injection redirect xdp progcost proxy cni
+#   bench/run.sh [SUITE...]      SUITE: injection redirect xdp progcost proxy mtls cni
 #                                metrics apply
 #                                (default: all, in that order)
 #
@@ -20,7 +20,7 @@ for s in "$ROOT"/bench/suites/*.sh; do
 	. "$s"
 done
 
-ALL="injection redirect xdp progcost proxy cni metrics apply"
+ALL="injection redirect xdp progcost proxy mtls cni metrics apply"
 suites=${*:-$ALL}
 for s in $suites; do
 	case " $ALL " in

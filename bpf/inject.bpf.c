@@ -36,6 +36,7 @@ struct {
 	__type(value, struct pi_inject_target);
 } inject_auth SEC(".maps");
 
+#include "lib/monitor.h"
 #include "lib/proxy.h"
 #include "lib/probe.h"
 
@@ -100,8 +101,7 @@ stats_of(__u32 injector, const struct pi_inject_target *t)
 	return bpf_map_lookup_elem(&inject_stats, &key);
 }
 
-SEC("tc")
-int inject_egress(struct __sk_buff *skb)
+static __always_inline int inject_egress_body(struct __sk_buff *skb)
 {
 	struct pi_inject_key key = { .injector_ifindex = skb->ifindex };
 	struct pi_inject_target *t;
@@ -132,8 +132,14 @@ int inject_egress(struct __sk_buff *skb)
 		return ret;
 	}
 	if (res == PARSE_OK) {
-		if (!proxy_note_upstream(&p, t->target_ifindex, skb->ifindex))
+		if (!proxy_note_upstream(&p, t->target_ifindex,
+					 skb->ifindex)) {
+			if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
+				mon_inject_event(skb, &p, PI_DP_MON_DROP,
+						 PI_DP_MON_DROP_PROXY_LIMIT,
+						 t->target_ifindex);
 			return PI_DROP;
+		}
 		frag_note(&p);
 	}
 
@@ -162,6 +168,9 @@ int inject_egress(struct __sk_buff *skb)
 	    ((p.has_ports && p.sport >= PI_DP_PROBE_PORT_LO) ||
 	     p.proto == IPPROTO_ICMP || p.proto == IPPROTO_ICMPV6_))
 		probe_note_sent(skb, &p);
+	if (mon_wants(MON_BIT(PI_DP_MON_INJECT)))
+		mon_inject_event(skb, &p, PI_DP_MON_INJECT, t->path,
+				 t->target_ifindex);
 	if (t->path == PI_DP_PATH_FAST)
 		ret = redirect_peer(t->target_ifindex, PI_F_EGRESS);
 	else
@@ -170,6 +179,10 @@ int inject_egress(struct __sk_buff *skb)
 		/* A kernel without BPF_F_EGRESS refuses the flag here. */
 		if (st)
 			st->drops[PI_DP_INJ_DROP_REDIRECT]++;
+		if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
+			mon_inject_event(skb, &p, PI_DP_MON_DROP,
+					 PI_DP_MON_DROP_INJECT_REDIRECT,
+					 t->target_ifindex);
 		return PI_DROP;
 	}
 	if (st) {
@@ -177,6 +190,12 @@ int inject_egress(struct __sk_buff *skb)
 		st->bytes += skb->len;
 	}
 	return PI_REDIRECT;
+}
+
+SEC("tc")
+int inject_egress(struct __sk_buff *skb)
+{
+	return mon_exit(skb, PI_DP_HOOK_INJECT, inject_egress_body(skb));
 }
 
 /* On a device with a guard, a frame carrying the tag gets the target's
@@ -223,7 +242,8 @@ int netkit_guard(struct __sk_buff *skb)
 	 * through nothing of the target's and must not go on. */
 	__sync_fetch_and_add(&g->runs, -1);
 	__sync_fetch_and_add(&g->missing, 1);
-	return PI_DROP;
+	return drop_at(skb, PI_DP_MON_NO_POD, PI_DP_MON_DROP_GUARD_EMPTY,
+		       PI_DP_HOOK_NETKIT_GUARD);
 }
 
 /* First at the BPF_NETKIT_PEER hook of that target: the pod's own frames
@@ -249,8 +269,7 @@ int netkit_untag(struct __sk_buff *skb)
  * bpf_redirect_peer() on eth0 hands them to the pod's host-side device,
  * whose head program sends them on to the proxy. The pod never sees them.
  */
-SEC("tc")
-int pod_reply(struct __sk_buff *skb)
+static __always_inline int pod_reply_body(struct __sk_buff *skb)
 {
 	struct pi_flow_key k;
 	struct pkt p;
@@ -271,6 +290,12 @@ int pod_reply(struct __sk_buff *skb)
 		return PI_NEXT;
 	frag_note(&p);
 	return redirect_peer(skb->ifindex, 0);
+}
+
+SEC("tc")
+int pod_reply(struct __sk_buff *skb)
+{
+	return mon_exit(skb, PI_DP_HOOK_POD_REPLY, pod_reply_body(skb));
 }
 
 /* Turns a SYN into the RST|ACK its destination would send and sends it

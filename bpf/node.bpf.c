@@ -59,16 +59,17 @@ static __always_inline bool set_pod_l2(struct __sk_buff *skb,
  * ingress policy is checked here for pods with the XDP ACL too. */
 static __always_inline int deliver_to_pod(struct __sk_buff *skb,
 					  const struct pkt *p,
-					  const struct pi_endpoint *ep)
+					  const struct pi_endpoint *ep,
+					  __u32 hook)
 {
 	struct pi_dp_pod_stats *st;
 
 	if (ct_policy(skb, false, ep->pod_id, PI_DP_DIR_INGRESS, p, skb->len) ==
 	    PI_DP_DENY)
-		return drop(ep->pod_id, PI_DP_DROP_INGRESS_POLICY);
+		return drop(skb, ep->pod_id, PI_DP_DROP_INGRESS_POLICY, hook);
 	frag_note(p);
 	if (!set_pod_l2(skb, ep))
-		return drop(ep->pod_id, PI_DP_DROP_MALFORMED);
+		return drop(skb, ep->pod_id, PI_DP_DROP_MALFORMED, hook);
 
 	st = stats_of(ep->pod_id);
 	if (st) {
@@ -84,7 +85,8 @@ static __always_inline int deliver_via_host_dev(struct __sk_buff *skb,
 						const struct pi_endpoint *ep)
 {
 	if (!set_pod_l2(skb, ep))
-		return drop(ep->pod_id, PI_DP_DROP_MALFORMED);
+		return drop(skb, ep->pod_id, PI_DP_DROP_MALFORMED,
+			    PI_DP_HOOK_POD_EGRESS);
 	return redirect_plain(ep->pod_ifindex, 0);
 }
 
@@ -97,7 +99,7 @@ static __always_inline int ttl_expired(struct __sk_buff *skb,
 				       const struct pkt *p, __u32 pod_id,
 				       bool in_netkit)
 {
-	count_drop(pod_id, PI_DP_DROP_TTL);
+	drop(skb, pod_id, PI_DP_DROP_TTL, PI_DP_HOOK_POD_EGRESS);
 	if (in_netkit || !ttl_may_answer(skb, p) ||
 	    ttl_time_exceeded(skb, p->family))
 		return PI_DROP;
@@ -112,7 +114,9 @@ static __always_inline int route(struct __sk_buff *skb, const struct pkt *p,
 	__u32 zero = 0;
 
 	ep = lookup_endpoint(p);
-	if (ep && ep->kind == PI_EP_HOST)
+	/* the node's own, or a pod another plugin is the datapath of: the
+	 * stack routes it there, through that plugin's programs */
+	if (ep && (ep->kind == PI_EP_HOST || ep->kind == PI_EP_FOREIGN_POD))
 		return PI_PASS;
 	cfg = bpf_map_lookup_elem(&node_config, &zero);
 	if ((!ep || ep->kind != PI_EP_POD) && (!cfg || !cfg->uplink_ifindex))
@@ -122,7 +126,8 @@ static __always_inline int route(struct __sk_buff *skb, const struct pkt *p,
 		return ttl_expired(skb, p, pod_id, in_netkit);
 	if (ep && ep->kind == PI_EP_POD)
 		return in_netkit ? deliver_via_host_dev(skb, ep) :
-				   deliver_to_pod(skb, p, ep);
+				   deliver_to_pod(skb, p, ep,
+						  PI_DP_HOOK_POD_EGRESS);
 	if (!cfg)
 		return PI_PASS;
 	/* The neighbour subsystem resolves the next hop and writes the L2
@@ -210,32 +215,39 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 
 	pod = bpf_map_lookup_elem(&pods, &ifindex);
 	if (!pod)
-		return PI_DROP;
+		return drop_at(skb, PI_DP_MON_NO_POD, PI_DP_DROP_UNKNOWN_POD,
+			       PI_DP_HOOK_POD_EGRESS);
 
 	/* A tag taken off by the receiving device (skb->vlan_*) or still in
 	 * the frame: either way the frame would leave in some VLAN. */
 	if (skb->vlan_present)
-		return drop(pod->id, PI_DP_DROP_VLAN);
+		return drop(skb, pod->id, PI_DP_DROP_VLAN,
+			    PI_DP_HOOK_POD_EGRESS);
 	ret = parse_pkt(skb, &p);
 	if (ret == PARSE_VLAN)
-		return drop(pod->id, PI_DP_DROP_VLAN);
+		return drop(skb, pod->id, PI_DP_DROP_VLAN,
+			    PI_DP_HOOK_POD_EGRESS);
 	if (ret == PARSE_ARP) {
 		/* the sender address of ARP is a claim: only its own (or
 		 * none, an address probe) */
 		if (p.saddr.a[0] &&
 		    (!(pod->flags & PI_DP_POD_HAS_V4) || p.saddr.a[0] != pod->ip4))
-			return drop(pod->id, PI_DP_DROP_ND_SPOOFED);
+			return drop(skb, pod->id, PI_DP_DROP_ND_SPOOFED,
+				    PI_DP_HOOK_POD_EGRESS);
 		return PI_PASS;
 	}
 	if (ret == PARSE_UNSUPPORTED)
-		return drop(pod->id, PI_DP_DROP_UNSUPPORTED);
+		return drop(skb, pod->id, PI_DP_DROP_UNSUPPORTED,
+			    PI_DP_HOOK_POD_EGRESS);
 	if (ret != PARSE_OK && ret != PARSE_FRAG_ORPHAN &&
 	    ret != PARSE_FRAG_TINY)
-		return drop(pod->id, PI_DP_DROP_MALFORMED);
+		return drop(skb, pod->id, PI_DP_DROP_MALFORMED,
+			    PI_DP_HOOK_POD_EGRESS);
 
 	if (p.family == AF_INET) {
 		if (!(pod->flags & PI_DP_POD_HAS_V4) || p.saddr.a[0] != pod->ip4)
-			return drop(pod->id, PI_DP_DROP_SPOOFED);
+			return drop(skb, pod->id, PI_DP_DROP_SPOOFED,
+				    PI_DP_HOOK_POD_EGRESS);
 	} else {
 		struct pi_dp_addr own = {};
 
@@ -248,27 +260,32 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 			 * node's stack, and it meets the policy first. */
 			if (!addr6_is_link_local(&p.saddr) &&
 			    !addr6_is_unspecified(&p.saddr))
-				return drop(pod->id, PI_DP_DROP_SPOOFED);
+				return drop(skb, pod->id, PI_DP_DROP_SPOOFED,
+					    PI_DP_HOOK_POD_EGRESS);
 			if (!addr6_is_link_local(&p.daddr) &&
 			    !addr6_is_multicast(&p.daddr))
-				return drop(pod->id, PI_DP_DROP_SPOOFED);
+				return drop(skb, pod->id, PI_DP_DROP_SPOOFED,
+					    PI_DP_HOOK_POD_EGRESS);
 			link_scope = true;
 		}
 	}
 	if (ret == PARSE_FRAG_TINY)
-		return drop(pod->id, PI_DP_DROP_FRAG_TINY);
+		return drop(skb, pod->id, PI_DP_DROP_FRAG_TINY,
+			    PI_DP_HOOK_POD_EGRESS);
 	if (ret == PARSE_FRAG_ORPHAN)
-		return drop(pod->id, PI_DP_DROP_FRAG_ORPHAN);
+		return drop(skb, pod->id, PI_DP_DROP_FRAG_ORPHAN,
+			    PI_DP_HOOK_POD_EGRESS);
 	if (p.family == AF_INET6 && p.proto == IPPROTO_ICMPV6_ &&
 	    p.frag == PKT_FRAG_NONE) {
 		why = nd_check(skb, pod, &p);
 		if (why != PI_DP_DROP_NONE)
-			return drop(pod->id, why);
+			return drop(skb, pod->id, why, PI_DP_HOOK_POD_EGRESS);
 	}
 
 	if (ct_policy(skb, false, pod->id, PI_DP_DIR_EGRESS, &p, skb->len) ==
 	    PI_DP_DENY)
-		return drop(pod->id, PI_DP_DROP_POLICY);
+		return drop(skb, pod->id, PI_DP_DROP_POLICY,
+			    PI_DP_HOOK_POD_EGRESS);
 	frag_note(&p);
 	/* The link's own chatter (NDP, MLD, DAD) stays out of the pod's
 	 * egress counters, as it always has: they count what the pod sends
@@ -288,7 +305,8 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 SEC("tc")
 int pod_egress(struct __sk_buff *skb)
 {
-	return pod_egress_common(skb, false);
+	return mon_exit(skb, PI_DP_HOOK_POD_EGRESS,
+			pod_egress_common(skb, false));
 }
 
 /* A netkit pod's transmit path: BPF_NETKIT_PEER of its primary. netkit
@@ -297,7 +315,8 @@ int pod_egress(struct __sk_buff *skb)
 SEC("tc")
 int pod_egress_nk(struct __sk_buff *skb)
 {
-	return pod_egress_common(skb, true);
+	return mon_exit(skb, PI_DP_HOOK_POD_EGRESS,
+			pod_egress_common(skb, true));
 }
 
 static __always_inline int ingress_checks(struct __sk_buff *skb,
@@ -308,7 +327,8 @@ static __always_inline int ingress_checks(struct __sk_buff *skb,
 
 	if (ct_policy(skb, false, pod->id, PI_DP_DIR_INGRESS, p, skb->len) ==
 	    PI_DP_DENY)
-		return drop(pod->id, PI_DP_DROP_INGRESS_POLICY);
+		return drop(skb, pod->id, PI_DP_DROP_INGRESS_POLICY,
+			    PI_DP_HOOK_POD_INGRESS);
 	frag_note(p);
 	st = stats_of(pod->id);
 	if (st) {
@@ -321,8 +341,7 @@ static __always_inline int ingress_checks(struct __sk_buff *skb,
 /* Traffic the node's stack sends to a pod leaves through the host-side
  * device; the pod's ingress policy and counters apply here too, so there
  * is no path into a pod that skips them. */
-SEC("tc")
-int pod_ingress(struct __sk_buff *skb)
+static __always_inline int pod_ingress_body(struct __sk_buff *skb)
 {
 	struct pi_pod *pod;
 	__u32 ifindex = skb->ifindex;
@@ -341,20 +360,27 @@ int pod_ingress(struct __sk_buff *skb)
 	if (ret == PARSE_ARP)
 		return PI_PASS;
 	if (ret == PARSE_FRAG_TINY)
-		return drop(pod->id, PI_DP_DROP_FRAG_TINY);
+		return drop(skb, pod->id, PI_DP_DROP_FRAG_TINY,
+			    PI_DP_HOOK_POD_INGRESS);
 	if (ret == PARSE_FRAG_ORPHAN)
-		return drop(pod->id, PI_DP_DROP_FRAG_ORPHAN);
+		return drop(skb, pod->id, PI_DP_DROP_FRAG_ORPHAN,
+			    PI_DP_HOOK_POD_INGRESS);
 	if (ret != PARSE_OK)
 		return PI_NEXT;
 	return ingress_checks(skb, pod, &p);
+}
+
+SEC("tc")
+int pod_ingress(struct __sk_buff *skb)
+{
+	return mon_exit(skb, PI_DP_HOOK_POD_INGRESS, pod_ingress_body(skb));
 }
 
 /* The same for a netkit pod, as its BPF_NETKIT_PRIMARY program. netkit
  * has already set skb->dev to the pod's eth0, an ifindex of the pod's
  * namespace that means nothing here, so the pod is found by the packet's
  * destination instead. */
-SEC("tc")
-int pod_ingress_nk(struct __sk_buff *skb)
+static __always_inline int pod_ingress_nk_body(struct __sk_buff *skb)
 {
 	struct pi_endpoint *ep;
 	struct pi_pod *pod;
@@ -374,10 +400,18 @@ int pod_ingress_nk(struct __sk_buff *skb)
 	if (!pod)
 		return PI_NEXT;
 	if (ret == PARSE_FRAG_TINY)
-		return drop(pod->id, PI_DP_DROP_FRAG_TINY);
+		return drop(skb, pod->id, PI_DP_DROP_FRAG_TINY,
+			    PI_DP_HOOK_POD_INGRESS);
 	if (ret == PARSE_FRAG_ORPHAN)
-		return drop(pod->id, PI_DP_DROP_FRAG_ORPHAN);
+		return drop(skb, pod->id, PI_DP_DROP_FRAG_ORPHAN,
+			    PI_DP_HOOK_POD_INGRESS);
 	return ingress_checks(skb, pod, &p);
+}
+
+SEC("tc")
+int pod_ingress_nk(struct __sk_buff *skb)
+{
+	return mon_exit(skb, PI_DP_HOOK_POD_INGRESS, pod_ingress_nk_body(skb));
 }
 
 /* Traffic from the wire for a local pod goes straight to it; everything
@@ -385,8 +419,7 @@ int pod_ingress_nk(struct __sk_buff *skb)
  * wire may carry the source address of a pod of this node: such a frame
  * would pass the pod's peers' `allow from POD` rules, and the node's
  * stack would take it for the pod's. */
-SEC("tc")
-int uplink_ingress(struct __sk_buff *skb)
+static __always_inline int uplink_ingress_body(struct __sk_buff *skb)
 {
 	struct pi_endpoint_key sk = {};
 	struct pi_endpoint *ep;
@@ -400,17 +433,28 @@ int uplink_ingress(struct __sk_buff *skb)
 	sk.family = p.family;
 	sk.addr = p.saddr;
 	ep = bpf_map_lookup_elem(&endpoints, &sk);
-	if (ep && ep->kind == PI_EP_POD)
-		return drop(ep->pod_id, PI_DP_DROP_UPLINK_SPOOFED);
+	if (ep && (ep->kind == PI_EP_POD || ep->kind == PI_EP_FOREIGN_POD))
+		return drop(skb, ep->pod_id, PI_DP_DROP_UPLINK_SPOOFED,
+			    PI_DP_HOOK_UPLINK_INGRESS);
 	ep = lookup_endpoint(&p);
 	if (!ep || ep->kind != PI_EP_POD)
 		return PI_NEXT;
 	if (ret == PARSE_FRAG_TINY)
-		return drop(ep->pod_id, PI_DP_DROP_FRAG_TINY);
+		return drop(skb, ep->pod_id, PI_DP_DROP_FRAG_TINY,
+			    PI_DP_HOOK_UPLINK_INGRESS);
 	if (ret == PARSE_FRAG_ORPHAN)
-		return drop(ep->pod_id, PI_DP_DROP_FRAG_ORPHAN);
+		return drop(skb, ep->pod_id, PI_DP_DROP_FRAG_ORPHAN,
+			    PI_DP_HOOK_UPLINK_INGRESS);
 	/* routed from the wire into the pod */
 	if (ttl_dec(skb, &p))
-		return drop(ep->pod_id, PI_DP_DROP_TTL);
-	return deliver_to_pod(skb, &p, ep);
+		return drop(skb, ep->pod_id, PI_DP_DROP_TTL,
+			    PI_DP_HOOK_UPLINK_INGRESS);
+	return deliver_to_pod(skb, &p, ep, PI_DP_HOOK_UPLINK_INGRESS);
+}
+
+SEC("tc")
+int uplink_ingress(struct __sk_buff *skb)
+{
+	return mon_exit(skb, PI_DP_HOOK_UPLINK_INGRESS,
+			uplink_ingress_body(skb));
 }

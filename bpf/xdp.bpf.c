@@ -61,7 +61,7 @@ int xdp_pod_ingress(struct xdp_md *ctx)
 	struct pi_dp_xdp_stats *xs;
 	__u32 id = pod_id;
 	struct pkt p;
-	__u32 len;
+	__u32 len, why;
 	int ret;
 
 	/* As at tc: ARP and frames the parser does not take are not the
@@ -69,8 +69,11 @@ int xdp_pod_ingress(struct xdp_md *ctx)
 	 * cannot be classified are dropped as there. */
 	ret = parse_xdp(ctx, &p);
 	if (ret == PARSE_FRAG_TINY || ret == PARSE_FRAG_ORPHAN) {
-		count_drop(id, ret == PARSE_FRAG_TINY ? PI_DP_DROP_FRAG_TINY :
-							PI_DP_DROP_FRAG_ORPHAN);
+		why = ret == PARSE_FRAG_TINY ? PI_DP_DROP_FRAG_TINY :
+					       PI_DP_DROP_FRAG_ORPHAN;
+		count_drop(id, why);
+		if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
+			mon_drop_xdp(ctx, id, why, PI_DP_HOOK_XDP_POD);
 		return XDP_DROP;
 	}
 	if (ret != PARSE_OK)
@@ -81,6 +84,9 @@ int xdp_pod_ingress(struct xdp_md *ctx)
 		count_drop(id, PI_DP_DROP_INGRESS_POLICY);
 		if (xs)
 			xs->acl_drops++;
+		if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
+			mon_drop_xdp(ctx, id, PI_DP_DROP_INGRESS_POLICY,
+				     PI_DP_HOOK_XDP_POD);
 		return XDP_DROP;
 	}
 	frag_note(&p);

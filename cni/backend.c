@@ -92,9 +92,10 @@ static void copy_addrs(const struct pi_addr *ip4, const struct pi_addr *ip6,
 		*a6 = *ip6;
 }
 
-int cni_pi_adopt(struct pi_node *node, const struct cni_env *env,
-		 const char *hostdev, const struct pi_addr *ip4,
-		 const struct pi_addr *ip6, struct pi_pod_info *out)
+int cni_pi_adopt(struct pi_node *node, const struct cni_conf *conf,
+		 const struct cni_env *env, const char *hostdev,
+		 const struct pi_addr *ip4, const struct pi_addr *ip6,
+		 struct pi_pod_info *out)
 {
 	struct pi_adopt_spec spec = {
 		.name = env->pod_name,
@@ -102,6 +103,7 @@ int cni_pi_adopt(struct pi_node *node, const struct cni_env *env,
 		.hostdev = hostdev,
 		.ifname = env->ifname,
 		.attach_id = env->attach_id,
+		.no_datapath = conf->no_datapath,
 	};
 
 	copy_addrs(ip4, ip6, &spec.has4, &spec.ip4, &spec.has6, &spec.ip6);

@@ -63,8 +63,8 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 	err = cni_pi_open(conf, true, &node);
 	if (err)
 		return cni_pi_fail(e, err, "cannot open the node", conf);
-	err = cni_pi_adopt(node, env, pair.host_name, has4 ? &ip4 : NULL,
-			   has6 ? &ip6 : NULL, &pod);
+	err = cni_pi_adopt(node, conf, env, pair.host_name,
+			   has4 ? &ip4 : NULL, has6 ? &ip6 : NULL, &pod);
 	if (err == -EEXIST) {
 		/* The runtime repeating an ADD that went through. */
 		if (!pi_pod_get_by_attach_id(node, env->attach_id, &same) &&
@@ -72,7 +72,7 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 			cni_log(PI_LOG_INFO, "pod %s is attached already", same.name);
 			err = 0;
 		} else if (!clear_stale(node, env->pod_name)) {
-			err = cni_pi_adopt(node, env, pair.host_name,
+			err = cni_pi_adopt(node, conf, env, pair.host_name,
 					   has4 ? &ip4 : NULL,
 					   has6 ? &ip6 : NULL, &pod);
 		}

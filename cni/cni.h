@@ -52,6 +52,9 @@ struct cni_conf {
 	const char *node;		/* podinject node (the host's namespace) */
 	enum pi_attach_choice attach;
 	bool xdp;
+	/* "datapath": "none": the reference datapath stays off chained pods,
+	 * whose network the plugins before podinject made and check */
+	bool no_datapath;
 	int lock_timeout_ms;
 	int ipam_timeout_ms;		/* main mode: the IPAM plugin's run */
 	json_t *prev_result;		/* NULL when not given */
@@ -174,9 +177,10 @@ int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
 void cni_backend_init(void);
 int cni_pi_open(const struct cni_conf *conf, bool bring_up,
 		struct pi_node **node);
-int cni_pi_adopt(struct pi_node *node, const struct cni_env *env,
-		 const char *hostdev, const struct pi_addr *ip4,
-		 const struct pi_addr *ip6, struct pi_pod_info *out);
+int cni_pi_adopt(struct pi_node *node, const struct cni_conf *conf,
+		 const struct cni_env *env, const char *hostdev,
+		 const struct pi_addr *ip4, const struct pi_addr *ip6,
+		 struct pi_pod_info *out);
 int cni_pi_add(struct pi_node *node, const struct cni_env *env,
 	       const char *hostdev, const struct pi_addr *ip4,
 	       const struct pi_addr *ip6, struct pi_pod_info *out);

@@ -117,6 +117,7 @@ int cni_read_stdin(json_t **root, struct cni_err *e)
 /* By enum cni_mode and enum pi_attach_choice. */
 static const char *const mode_names[] = { "chained", "main" };
 static const char *const attach_names[] = { "auto", "tcx", "clsact" };
+static const char *const datapath_names[] = { "reference", "none" };
 
 int cni_parse_conf(json_t *root, struct cni_conf *c, struct cni_err *e)
 {
@@ -171,6 +172,14 @@ int cni_parse_conf(json_t *root, struct cni_conf *c, struct cni_err *e)
 		       &choice, e))
 		return -1;
 	c->attach = choice;
+	/* Whether chained pods get the reference datapath: "reference" (the
+	 * default) beside plugins that route without checking what a pod
+	 * sends (ptp, bridge: it is the pods' only source check and
+	 * policy), "none" beside one that is a datapath itself (Cilium),
+	 * where it would do the same work twice (docs/datapath.md). */
+	if (get_choice(root, "datapath", datapath_names, 2, &choice, e))
+		return -1;
+	c->no_datapath = choice == 1;
 	v = json_object_get(root, "xdp");
 	if (v && !json_is_boolean(v))
 		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
@@ -192,6 +201,9 @@ int cni_parse_conf(json_t *root, struct cni_conf *c, struct cni_err *e)
 	if (c->mode == CNI_MODE_MAIN && !c->ipam)
 		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
 				"main mode needs ipam (e.g. {\"type\": \"host-local\", ...})");
+	if (c->mode == CNI_MODE_MAIN && c->no_datapath)
+		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+				"\"datapath\": \"none\" is for a chained podinject: in main mode podinject makes the pod's network and is its datapath");
 	if (c->mode == CNI_MODE_CHAINED && c->ipam)
 		return cni_fail(e, CNI_ERR_FIELD, "unsupported field in network config",
 				"ipam: a chained podinject takes the addresses from prevResult; set \"mode\": \"main\"");

@@ -24,7 +24,7 @@
  * mean what this build thinks. Bump it with any change to a struct below,
  * to a map's size or to the set of pinned objects, and add the migration
  * from the version before to lib/upgrade.c (docs/architecture.md). */
-#define PI_ABI_VERSION		5
+#define PI_ABI_VERSION		6
 /* pi_node_config.abi while `node upgrade` runs: this bit or'ed with the
  * version the upgrade started from. No build takes it for its own, so
  * every other command, of either build, leaves the node alone until the
@@ -108,6 +108,10 @@ struct pi_pod {
 enum pi_endpoint_kind {
 	PI_EP_POD = 1,		/* a pod on this node */
 	PI_EP_HOST = 2,		/* an address of the node itself */
+	/* A pod on this node whose datapath is another plugin's (adopted
+	 * with no_datapath): reached through the node's stack, so that its
+	 * own plugin's programs on its device see what it is sent. */
+	PI_EP_FOREIGN_POD = 3,
 };
 
 struct pi_endpoint_key {
@@ -575,6 +579,105 @@ struct pi_frag {
  * malformed. */
 #define PI_MAX_EXTHDRS		8
 
+/* The live event monitor (`podinject monitor`, bpf/lib/monitor.h): the
+ * datapath writes an event to its object's ring buffer only while a
+ * monitor has asked for that kind in monitor_config; with none asking,
+ * each place that could report pays one array lookup on the path it is
+ * on (a drop, a policy decision, an injection), nothing else. */
+enum pi_dp_mon_kind {
+	PI_DP_MON_DROP = 1,		/* a packet dropped: why, by which rule */
+	PI_DP_MON_VERDICT = 2,		/* a policy decision (a flow's first
+					 * packet, or an untracked one) */
+	PI_DP_MON_INJECT = 3,		/* a packet injected as a pod */
+	PI_DP_MON_PROXY = 4,		/* a connection captured for a proxy */
+	PI_DP_MON_TRACE = 5,		/* a probe's packet at a hook: the
+					 * hook's verdict, or a policy
+					 * decision on it (probe --trace) */
+	PI_DP_MON_KIND_MAX,
+};
+
+/* Where an event was seen: the program (and so the hook) that saw it. */
+enum pi_dp_mon_hook {
+	PI_DP_HOOK_NONE = 0,		/* a policy decision: see dir */
+	PI_DP_HOOK_POD_EGRESS,		/* pod_egress, pod_egress_nk */
+	PI_DP_HOOK_POD_INGRESS,		/* pod_ingress, pod_ingress_nk */
+	PI_DP_HOOK_UPLINK_INGRESS,	/* uplink_ingress */
+	PI_DP_HOOK_XDP_POD,		/* the XDP ingress ACL of a pod */
+	PI_DP_HOOK_XDP_UPLINK,		/* the uplink's XDP fast path */
+	PI_DP_HOOK_INJECT,		/* inject_egress, at the injector */
+	PI_DP_HOOK_NETKIT_GUARD,	/* netkit_guard, at the target */
+	PI_DP_HOOK_POD_REPLY,		/* pod_reply, at a pod's eth0 */
+	PI_DP_HOOK_MAX,
+};
+
+/* Drop reasons only events carry, beyond enum pi_dp_drop_reason: the
+ * injection object's refusals, which are counted in its own tables. */
+enum pi_dp_mon_drop_reason {
+	PI_DP_MON_DROP_INJECT_REDIRECT = 32,	/* the kernel refused the
+						 * injection's redirect */
+	PI_DP_MON_DROP_PROXY_LIMIT,		/* a new flow beyond the pod's
+						 * share of the proxy's table */
+	PI_DP_MON_DROP_GUARD_EMPTY,		/* an injected packet at a
+						 * netkit guard with no peer
+						 * program to run */
+	PI_DP_MON_DROP_REASON_MAX,
+};
+
+/* How a policy decision was made (a TRACE event's aux, hook NONE). */
+enum pi_dp_mon_decided {
+	PI_DP_DECIDED_WALK = 1,		/* by the rules: a flow's first packet,
+					 * or an untracked one */
+	PI_DP_DECIDED_TRACKED,		/* by the flow's tracker entry */
+	PI_DP_DECIDED_RELATED,		/* an ICMP error about a tracked flow */
+};
+
+/* pi_dp_mon_event.pod_id of an event whose program knows no pod id */
+#define PI_DP_MON_NO_POD	0xffffffffu
+
+struct pi_dp_monitor_config {
+	__u32 kinds;			/* 1 << enum pi_dp_mon_kind, or'ed */
+	__u32 pad;
+};
+
+struct pi_dp_monitor_cpu {
+	__u64 lost;			/* events the full ring buffer lost */
+	__u32 deny_rule;		/* the last deny's rule on this CPU */
+	__u32 pad;
+};
+
+struct pi_dp_mon_event {
+	__u64 ts_ns;			/* bpf_ktime_get_ns() */
+	__u32 kind;			/* enum pi_dp_mon_kind */
+	__u32 hook;			/* enum pi_dp_mon_hook */
+	__u32 reason;			/* DROP: pi_dp_drop_reason or
+					 * pi_dp_mon_drop_reason; VERDICT:
+					 * enum pi_dp_action; INJECT: enum
+					 * pi_dp_inject_path; TRACE: the
+					 * hook's verdict (PI_PASS, PI_DROP,
+					 * PI_REDIRECT, PI_NEXT), or for a
+					 * decision (hook NONE) the action */
+	__u32 rule_id;			/* the deciding rule, 0 = none */
+	__u32 pod_id;			/* the pod it is about, by id;
+					 * PI_DP_MON_NO_POD where the program
+					 * knows only the device (injection's
+					 * object) */
+	__u32 ifindex;			/* that pod's host-side device, or
+					 * the device the program ran on */
+	__u32 aux;			/* INJECT: the target's host-side
+					 * device; PROXY: the proxy's port;
+					 * TRACE of a decision: enum
+					 * pi_dp_mon_decided */
+	__u32 len;			/* the packet's length */
+	__u8 family;			/* AF_INET, AF_INET6; 0 unparsed */
+	__u8 proto;
+	__u8 dir;			/* enum pi_dp_policy_dir */
+	__u8 tcp_flags;
+	__u16 sport;			/* host order */
+	__u16 dport;
+	struct pi_dp_addr saddr;
+	struct pi_dp_addr daddr;
+};
+
 /* What a redirect helper was asked, recorded for unit tests
  * (bpf/lib/redirect.h). */
 enum pi_redirect_kind {
@@ -641,6 +744,10 @@ _Static_assert(sizeof(struct pi_proxy_listener_key) == 8, "size of pi_proxy_list
 _Static_assert(sizeof(struct pi_probe_flow) == 8, "size of pi_probe_flow");
 _Static_assert(sizeof(struct pi_probe_event) == 24, "size of pi_probe_event");
 _Static_assert(sizeof(struct pi_redirect_record) == 24, "size of pi_redirect_record");
+_Static_assert(sizeof(struct pi_dp_monitor_config) == 8, "size of pi_dp_monitor_config");
+_Static_assert(sizeof(struct pi_dp_monitor_cpu) == 16, "size of pi_dp_monitor_cpu");
+_Static_assert(sizeof(struct pi_dp_mon_event) == 80, "size of pi_dp_mon_event");
+_Static_assert(__builtin_offsetof(struct pi_dp_mon_event, saddr) == 48, "pi_dp_mon_event.saddr");
 _Static_assert(__builtin_offsetof(struct pi_pod, ifindex) == 4, "pi_pod.ifindex");
 _Static_assert(__builtin_offsetof(struct pi_pod, ip6) == 20, "pi_pod.ip6");
 _Static_assert(__builtin_offsetof(struct pi_pod, pod_mac) == 36, "pi_pod.pod_mac");

@@ -122,7 +122,8 @@ printf 'passwd: files\ngroup: files\nhosts: files\n' > "$STAGE/etc/nsswitch.conf
 cp /etc/protocols /etc/services "$STAGE/etc/" 2>/dev/null || true
 
 # --- the project ---
-for d in build tests scripts bench; do
+# (include/: the tests read the ABI version from its header)
+for d in build tests scripts bench include; do
 	[ -d "$ROOT/$d" ] || { log "note: $d/ does not exist, not copied"; continue; }
 	# skip the big intermediate objects, keep binaries and BPF objects
 	# (and not the lab's own images and console logs in build/lab, nor
@@ -140,6 +141,16 @@ while IFS= read -r -d '' f; do
 		nelf=$((nelf + 1))
 	fi
 done < <(find "$STAGE/podinject" -type f -perm -u+x -print0)
+# Libraries the CLI opens at run time, which ldd does not name:
+# libmicrohttpd for `metrics --listen` (src/metrics.c), and what it needs.
+for soname in libmicrohttpd.so.12; do
+	# awk reads to the end: an early exit would end ldconfig by SIGPIPE,
+	# and under pipefail the script with it (silently, at random)
+	lib=$(ldconfig -p | awk -v n="$soname" '$1 == n && /x86-64/ && !f { print $NF; f = 1 }')
+	[ -n "$lib" ] || { log "note: host has no $soname, not copied"; continue; }
+	copy_file "$lib"
+	copy_libs "$lib"
+done
 log "project copied: $(du -sh "$STAGE/podinject" | cut -f1), $nelf host ELF programs"
 
 # --- kernel modules (stock kernels) ---

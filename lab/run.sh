@@ -17,7 +17,15 @@
 #                    suite took 41 minutes under TCG on a shared host)
 #   LAB_MEM, LAB_SMP QEMU memory (default 2G) and CPUs (default 2)
 #   LAB_ACCEL        QEMU accelerator (default tcg; /dev/kvm here is not usable)
-#   LAB_SUITE        command run inside the VM (see lab/mkinitramfs.sh)
+#   LAB_SUITE        command run inside the VM (see lab/mkinitramfs.sh);
+#                    default: the whole suite, tests/run.sh, split
+#   LAB_SPLIT        groups of suites (whole names, ',' within a group, ';'
+#                    between groups) that each run in a guest of their own
+#                    beside one more guest that runs the rest, all booted at
+#                    once (default "t_scale,t_upgrade_xdp,t_upgrade_netkit,
+#                    t_upgrade_v02" for the whole suite, none
+#                    for a LAB_SUITE; "" boots one guest). The kernel's
+#                    count line adds up its guests'.
 #   LAB_VERBOSE=1    print the whole console, not only the result lines
 set -uo pipefail
 
@@ -56,14 +64,109 @@ if [ -f "$ROOT/lab/Makefile.tests" ]; then
 	fi
 fi
 
+# The guest has no git: the upgrade suites run the build of the release
+# they upgrade from that the host made (tests/integration/lib.sh
+# prev_release), so it is made here, before the image copies build/.
+if command -v git >/dev/null && git -C "$ROOT" rev-parse HEAD >/dev/null 2>&1; then
+	for rev in $(grep -ho '^OLD_REV=.*' "$ROOT"/tests/integration/t_*.sh | grep -o 'v[0-9][0-9.]*' | sort -u); do
+		bash -c '. "$1/tests/integration/lib.sh"; prev_release "$2"' _ "$ROOT" "$rev" >/dev/null ||
+			log "could not build release $rev: the upgrade suites will skip"
+	done
+fi
+
 TSC_KHZ=
 if [ "$LAB_ACCEL" = tcg ] && [ -x "$ROOT/build/lab/tsc-khz" ]; then
 	TSC_KHZ=$("$ROOT/build/lab/tsc-khz") || TSC_KHZ=
 	log "the guests' TSC rate (the host's): ${TSC_KHZ:-unknown} kHz"
 fi
 
+# The suite, split over guests booted side by side: each of LAB_SPLIT's
+# groups (separated by ';') runs in a guest of its own, the rest in one
+# more. Under TCG a guest's suite mostly keeps one host core busy (one
+# command at a time), so two guests use the two cores a single one leaves
+# half idle. The default halves the suite by time: the longest suite
+# (t_scale: 1 024 pods adopted through the CLI, 17 minutes under TCG) and
+# three of the five upgrade suites (4 to 6 minutes each) in one guest,
+# everything else in the other (on our kernel, 2026-12-02: 1 042 s and
+# 2 740 s with t_scale alone; about 1 900 s each this way).
+if [ -n "${LAB_SUITE:-}" ]; then
+	suite=$LAB_SUITE
+	LAB_SPLIT=${LAB_SPLIT:-}
+else
+	LAB_SPLIT=${LAB_SPLIT-t_scale,t_upgrade_xdp,t_upgrade_netkit,t_upgrade_v02}
+	suite=
+fi
+guests=1
+if [ -n "$LAB_SPLIT" ]; then
+	IFS=';' read -r -a groups <<< "$LAB_SPLIT"
+	base=${suite:-./tests/run.sh}
+	rest=$(IFS=,; echo "${groups[*]}")
+	suite='case ${PODINJECT_LAB_GUEST:-1} in'
+	for i in "${!groups[@]}"; do
+		suite+=" $((i + 1))) $base -n ${groups[$i]} ;;"
+	done
+	suite+=" *) $base -x $rest ;; esac"
+	guests=$((${#groups[@]} + 1))
+fi
+
+# guest_result NAME K CONSOLE QEMU_RC: prints guest K's result lines and
+# count; adds to kp kf ks, appends a failure's reason to whys and the
+# guest's times to gtimes.
+guest_result() {
+	local name=$1 g=$2 console=$3 qrc=$4 clean suiteout countline endline initline boot_s end_s src why p f s
+	# The serial console ends lines with \r\n.
+	# Drop terminal escapes (SeaBIOS and the console reset the terminal).
+	clean=$(tr -d '\r' < "$console" | sed -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1b[A-Za-z]//g')
+	if [ "${LAB_VERBOSE:-0}" = 1 ]; then
+		printf '%s\n' "$clean"
+	fi
+	suiteout=$(printf '%s\n' "$clean" | sed -n '/^PODINJECT-LAB-BEGIN/,/^PODINJECT-LAB-END/p')
+	printf '%s\n' "$suiteout" | grep -E '^(PASS|FAIL|SKIP)([ :]|$)|^PODINJECT-LAB-WARN' || true
+	countline=$(printf '%s\n' "$suiteout" | grep -E '^([A-Za-z-]+: )?[0-9]+ passed, [0-9]+ failed' | tail -1)
+	[ -n "$countline" ] && echo "$countline"
+	endline=$(printf '%s\n' "$clean" | grep -E '^PODINJECT-LAB-END rc=' | tail -1)
+	initline=$(printf '%s\n' "$clean" | grep -E '^PODINJECT-LAB-INIT ' | tail -1)
+	boot_s=$(sed -n 's/.*PODINJECT-LAB-INIT uptime=\([0-9.]*\).*/\1/p' <<< "$initline")
+	end_s=$(sed -n 's/.*uptime=\([0-9.]*\).*/\1/p' <<< "$endline")
+	src=$(sed -n 's/^PODINJECT-LAB-END rc=\([0-9]*\).*/\1/p' <<< "$endline")
+	why=
+	if [ "$qrc" -eq 124 ]; then
+		why="timed out after ${LAB_TIMEOUT}s"
+	elif [ -z "$initline" ]; then
+		why="the kernel never reached /init (qemu exit $qrc)"
+	elif [ -z "$endline" ]; then
+		why="the suite did not finish (qemu exit $qrc)"
+	elif [ -z "$countline" ]; then
+		why="the suite printed no 'N passed, N failed' line (exit $src)"
+	elif [ "$src" != 0 ]; then
+		why="the suite exited $src"
+	fi
+	if [ -n "$countline" ]; then
+		p=$(sed -n 's/.*\b\([0-9][0-9]*\) passed.*/\1/p' <<< "$countline")
+		f=$(sed -n 's/.*\b\([0-9][0-9]*\) failed.*/\1/p' <<< "$countline")
+		s=$(sed -n 's/.*\b\([0-9][0-9]*\) skipped.*/\1/p' <<< "$countline")
+		kp=$((kp + ${p:-0}))
+		kf=$((kf + ${f:-0}))
+		ks=$((ks + ${s:-0}))
+	else
+		kf=$((kf + 1))
+	fi
+	gtimes+="; guest $g: boot-to-init ${boot_s:-?}s, suite done at ${end_s:-?}s uptime"
+	if [ -n "$why" ]; then
+		if [ "$guests" -gt 1 ]; then
+			echo "FAIL lab-$name/guest$g: $why"
+		else
+			echo "FAIL lab-$name: $why"
+		fi
+		echo "-- last console lines ($console) --"
+		printf '%s\n' "$clean" | tail -25 | sed 's/^/   | /'
+		whys+=" guest $g: $why"
+	fi
+}
+
 for name in "${KERNELS[@]}"; do
 	t0=$(date +%s)
+	gtimes=
 	case "$name" in
 	ours)
 		kdir=$("$ROOT/lab/build-kernel.sh" | tail -1) || kdir=
@@ -90,8 +193,7 @@ for name in "${KERNELS[@]}"; do
 	t1=$(date +%s)
 
 	initrd=$LAB_OUT/$name.initramfs.gz
-	console=$LAB_OUT/$name.console.log
-	if ! LAB_NAME=$name "$ROOT/lab/mkinitramfs.sh" "$kdir" "$initrd"; then
+	if ! LAB_NAME=$name LAB_SUITE=$suite "$ROOT/lab/mkinitramfs.sh" "$kdir" "$initrd"; then
 		echo "== kernel $name ($release) =="
 		echo "FAIL lab-$name: could not build the initramfs"
 		SUMMARY+=("$name: FAILED (initramfs)")
@@ -110,66 +212,46 @@ for name in "${KERNELS[@]}"; do
 	# is the guest's; given, the kernel skips its calibration against
 	# the emulated PIT, which fails on a loaded host (and our kernel,
 	# without ACPI, has no HPET or PM timer to fall back on).
-	log "booting $name ($release) under qemu -accel $LAB_ACCEL, timeout ${LAB_TIMEOUT}s, console: $console"
-	timeout "$LAB_TIMEOUT" qemu-system-x86_64 \
-		-accel "$LAB_ACCEL" -cpu max -smp "$LAB_SMP" -m "$LAB_MEM" \
-		-nographic -no-reboot -nic none \
-		-kernel "$kernel" -initrd "$initrd" \
-		-append "console=ttyS0 panic=-1 quiet tsc=reliable${TSC_KHZ:+ tsc_early_khz=$TSC_KHZ}" \
-		< /dev/null > "$console.$$" 2>&1
-	qrc=$?
+	# PODINJECT_LAB_GUEST=K: the kernel hands an unknown NAME=VALUE on
+	# its command line to /init's environment; the suite's command picks
+	# guest K's part with it.
+	declare -a pids=() consoles=()
+	for g in $(seq 1 "$guests"); do
+		console=$LAB_OUT/$name.console.log
+		[ "$guests" -gt 1 ] && console=$LAB_OUT/$name.guest$g.console.log
+		consoles+=("$console")
+		log "booting $name ($release) guest $g/$guests under qemu -accel $LAB_ACCEL, timeout ${LAB_TIMEOUT}s, console: $console"
+		timeout "$LAB_TIMEOUT" qemu-system-x86_64 \
+			-accel "$LAB_ACCEL" -cpu max -smp "$LAB_SMP" -m "$LAB_MEM" \
+			-nographic -no-reboot -nic none \
+			-kernel "$kernel" -initrd "$initrd" \
+			-append "console=ttyS0 panic=-1 quiet tsc=reliable${TSC_KHZ:+ tsc_early_khz=$TSC_KHZ} PODINJECT_LAB_GUEST=$g" \
+			< /dev/null > "$console.$$" 2>&1 &
+		pids+=($!)
+	done
+	declare -a qrcs=()
+	for pid in "${pids[@]}"; do
+		wait "$pid"
+		qrcs+=($?)
+	done
 	t3=$(date +%s)
-	# (written under a private name: two lab runs may share build/lab)
-	mv -f "$console.$$" "$console"
 
-	# The serial console ends lines with \r\n.
-	# Drop terminal escapes (SeaBIOS and the console reset the terminal).
-	clean=$(tr -d '\r' < "$console" | sed -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1b[A-Za-z]//g')
-	# the heading shows what the VM's uname -r said, if it got that far
-	vmrel=$(printf '%s\n' "$clean" | sed -n 's/^PODINJECT-LAB-INIT .*release=\([^ ]*\).*/\1/p' | tail -1)
-	[ -n "$vmrel" ] && release=$vmrel
 	echo "== kernel $name ($release) =="
-	if [ "${LAB_VERBOSE:-0}" = 1 ]; then
-		printf '%s\n' "$clean"
-	fi
-	suite=$(printf '%s\n' "$clean" | sed -n '/^PODINJECT-LAB-BEGIN/,/^PODINJECT-LAB-END/p')
-	printf '%s\n' "$suite" | grep -E '^(PASS|FAIL|SKIP)([ :]|$)|^PODINJECT-LAB-WARN' || true
-	countline=$(printf '%s\n' "$suite" | grep -E '^([A-Za-z-]+: )?[0-9]+ passed, [0-9]+ failed' | tail -1)
-	[ -n "$countline" ] && echo "$countline"
-	endline=$(printf '%s\n' "$clean" | grep -E '^PODINJECT-LAB-END rc=' | tail -1)
-	initline=$(printf '%s\n' "$clean" | grep -E '^PODINJECT-LAB-INIT ' | tail -1)
-	boot_s=$(sed -n 's/.*PODINJECT-LAB-INIT uptime=\([0-9.]*\).*/\1/p' <<< "$initline")
-	end_s=$(sed -n 's/.*uptime=\([0-9.]*\).*/\1/p' <<< "$endline")
-	src=$(sed -n 's/^PODINJECT-LAB-END rc=\([0-9]*\).*/\1/p' <<< "$endline")
-
-	why=
-	if [ $qrc -eq 124 ]; then
-		why="timed out after ${LAB_TIMEOUT}s"
-	elif [ -z "$initline" ]; then
-		why="the kernel never reached /init (qemu exit $qrc)"
-	elif [ -z "$endline" ]; then
-		why="the suite did not finish (qemu exit $qrc)"
-	elif [ -z "$countline" ]; then
-		why="the suite printed no 'N passed, N failed' line (exit $src)"
-	elif [ "$src" != 0 ]; then
-		why="the suite exited $src"
-	fi
-	if [ -n "$countline" ]; then
-		p=$(sed -n 's/.*\b\([0-9][0-9]*\) passed.*/\1/p' <<< "$countline")
-		f=$(sed -n 's/.*\b\([0-9][0-9]*\) failed.*/\1/p' <<< "$countline")
-		s=$(sed -n 's/.*\b\([0-9][0-9]*\) skipped.*/\1/p' <<< "$countline")
-		total_pass=$((total_pass + ${p:-0}))
-		total_fail=$((total_fail + ${f:-0}))
-		total_skip=$((total_skip + ${s:-0}))
-	fi
-	timing="kernel ready $((t1 - t0))s, initramfs $((t2 - t1))s, boot-to-init ${boot_s:-?}s, suite done at ${end_s:-?}s uptime, VM wall $((t3 - t2))s"
-	if [ -n "$why" ]; then
+	kp=0 kf=0 ks=0 whys=
+	for g in $(seq 1 "$guests"); do
+		console=${consoles[$((g - 1))]}
+		# (written under a private name: two lab runs may share build/lab)
+		mv -f "$console.$$" "$console"
+		guest_result "$name" "$g" "$console" "${qrcs[$((g - 1))]}"
+	done
+	[ "$guests" -gt 1 ] && echo "$kp passed, $kf failed, $ks skipped"
+	total_pass=$((total_pass + kp))
+	total_fail=$((total_fail + kf))
+	total_skip=$((total_skip + ks))
+	timing="kernel ready $((t1 - t0))s, initramfs $((t2 - t1))s, $guests guest(s), VM wall $((t3 - t2))s${gtimes}"
+	if [ -n "$whys" ]; then
 		status=1
-		[ -n "$countline" ] || total_fail=$((total_fail + 1))
-		echo "FAIL lab-$name: $why"
-		echo "-- last console lines ($console) --"
-		printf '%s\n' "$clean" | tail -25 | sed 's/^/   | /'
-		SUMMARY+=("$name ($release): FAILED, $why; $timing")
+		SUMMARY+=("$name ($release): FAILED,$whys; $timing")
 	else
 		SUMMARY+=("$name ($release): ok; $timing")
 	fi

@@ -21,19 +21,28 @@
  *
  * Rules that stay keep their ids, so their counters go on; a direction
  * whose list is unchanged is not published at all.
+ *
+ * The document applied last, applied again to a node that has not changed
+ * since, is found out without parsing it (the last apply's record, below).
  */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include <bpf/bpf.h>
 #include <jansson.h>
 #include <yaml.h>
 #include "inject.h"
 #include "lib.h"
+#include "version.h"
 
 static const char *const timeout_names[PI_CT_TO_MAX] = PI_CT_TIMEOUT_NAMES;
 static const uint32_t timeout_defaults[PI_CT_TO_MAX] = PI_CT_TIMEOUT_DEFAULTS;
@@ -44,7 +53,8 @@ static const char *const dir_names[2] = { "egress", "ingress" };
 /* A pod of the node, as it is and as the document wants it. */
 struct apod {
 	struct pi_pod_info info;
-	struct pi_rule *cur[2];
+	struct pi_policy_ref ref[2];	/* the reference its rules are read by */
+	struct pi_rule *cur[2];		/* NULL when read without rules */
 	uint32_t ncur[2];
 	struct pi_rule *want[2];	/* ids assigned by plan_policy() */
 	uint32_t nwant[2];
@@ -156,7 +166,10 @@ static bool grant_pair_known(const struct grant *g, int n, int injector,
 	return false;
 }
 
-static int read_node(struct apply *a)
+/* The node as it is: its pods, their rules (unless !rules: only the
+ * references to them, for the last apply's record), grants, proxy
+ * rules. */
+static int read_node(struct apply *a, bool rules)
 {
 	struct pi_policy_ref *refs = calloc(PI_DP_MAX_PODS * 2, sizeof(*refs));
 	struct pi_pod_info *infos = NULL;
@@ -186,7 +199,10 @@ static int read_node(struct apply *a)
 		for (uint32_t d = 0; !err && d < 2; d++) {
 			const struct pi_policy_ref *r = &refs[p->info.id * 2 + d];
 
+			p->ref[d] = *r;
 			p->ncur[d] = r->count;
+			if (!rules)
+				continue;
 			p->cur[d] = calloc(r->count + 1, sizeof(struct pi_rule));
 			if (!p->cur[d])
 				err = -ENOMEM;
@@ -393,6 +409,9 @@ static int parse_rules(struct apply *a, struct apod *p, json_t *arr,
 		return refuse(a, -EINVAL, where,
 			      "%zu rules: a pod holds at most %u in a direction",
 			      json_array_size(arr), PI_MAX_POD_RULES);
+	if (json_array_size(arr) && !pod_has_datapath(&p->info))
+		return refuse(a, -EOPNOTSUPP, where,
+			      "the pod has no reference datapath (adopted with --no-datapath, or chained with \"datapath\": \"none\"): podinject's rules would not run");
 	p->want[dir] = calloc(json_array_size(arr) + 1, sizeof(struct pi_rule));
 	if (!p->want[dir])
 		return -ENOMEM;
@@ -1178,6 +1197,377 @@ static void apply_free(struct apply *a)
 	free(a->undo);
 }
 
+/* ---- the last apply's record ------------------------------------------- */
+/*
+ * Applying again the document applied last, to a node that has not changed
+ * since, changes nothing; finding that out by parsing the document again
+ * costs most of such an apply when the document is big (10 000 rules: a
+ * 1.3 MB document, 25-30 ms in jansson), and reading it and the node's
+ * rules most of what is left. So an apply that succeeds keeps a record, in
+ * APPLY_RUN_DIR/<the node's pin directory's name>:
+ *   - the build that made it and the apply's flags;
+ *   - the document's bytes, and for a document read from a file
+ *     (pi_apply_file) that file's identity: device, inode, size, mtime
+ *     and ctime;
+ *   - the node's state after the apply: the id of its policy references'
+ *     map (a node made again has new maps), every pod (name, ids,
+ *     devices, addresses), each pod direction's policy reference (start,
+ *     count and revision: every edit of a pod's rules moves the revision,
+ *     and a slot's revision never goes back, not even when its pod goes),
+ *     the grants, the proxy rules, the tracker's timeouts.
+ * What an apply does is a function of the document, its flags, the node's
+ * state and the build (and of the kernel, which does not change under a
+ * node), and an apply made right after itself changes nothing; so an apply
+ * of the record's document, flags and build, on a node whose state reads
+ * as the record's, has nothing to do and ends without a parse. Anything
+ * else is the full apply: a rule added by `policy add`, a pod made or
+ * gone, a grant of the CLI's, another build, a lost or torn record.
+ *
+ * The document is known to be the record's by its bytes, or, without
+ * reading it, by its file's identity. A write to a file sets its ctime to
+ * the time of the write, but that clock is coarse: a file written twice
+ * within one tick keeps its ctime. So, as git does with its index, an
+ * identity is only trusted when the file's ctime was at least
+ * IDENTITY_SETTLED_S old when the record was made: any later write then
+ * moves it. A record whose identity is not trusted yet is made again by
+ * the first apply that finds the document unchanged by its bytes once it
+ * is (a DaemonSet's periodic apply does). The record is a cache: without
+ * it an apply only costs its parse.
+ */
+#define APPLY_RUN_DIR		PI_RUN_DIR "/apply"
+#define RECORD_MAGIC		"podinject last apply 2\n"
+#define RECORD_MAX		(256u << 20)
+#define IDENTITY_SETTLED_S	2
+
+/* A document's file, as fstat() tells it. */
+struct doc_id {
+	uint64_t dev, ino, size;
+	int64_t mtime_ns, ctime_ns;
+	uint32_t trusted;	/* ctime settled when the record was made */
+	uint32_t pad;
+};
+
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+static void sb_put(struct sbuf *b, const void *data, size_t len)
+{
+	if (b->oom)
+		return;
+	if (b->len + len > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *p;
+
+		while (cap < b->len + len)
+			cap *= 2;
+		p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, data, len);
+	b->len += len;
+}
+
+static void sb_u32(struct sbuf *b, uint32_t v)
+{
+	sb_put(b, &v, sizeof(v));
+}
+
+static void sb_u64(struct sbuf *b, uint64_t v)
+{
+	sb_put(b, &v, sizeof(v));
+}
+
+static void sb_str(struct sbuf *b, const char *s)
+{
+	sb_put(b, s, strlen(s) + 1);
+}
+
+static void sb_addr(struct sbuf *b, const struct pi_addr *a)
+{
+	for (int i = 0; i < 4; i++)
+		sb_u32(b, a->a[i]);
+}
+
+static uint32_t pod_ifindex_or_none(const struct apply *a, int i)
+{
+	return i < 0 ? 0 : a->pods[i].info.ifindex;
+}
+
+static uint32_t map_id(int fd)
+{
+	struct bpf_map_info info = { 0 };
+	uint32_t len = sizeof(info);
+
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
+}
+
+/* The node's state as read_node(a, false) read it, field by field (no
+ * padding bytes), pods in name order; a proxy rule without its live
+ * counts. 0, or -EIO when a map's id cannot be read. */
+static int state_bytes(struct apply *a, struct sbuf *b)
+{
+	uint32_t to[PI_CT_TO_MAX] = { 0 };
+	uint32_t refs_id = map_id(a->n->maps[M_POLICY_REFS]);
+
+	if (!refs_id)
+		return -EIO;
+	sb_u32(b, refs_id);
+	sb_u32(b, a->npods);
+	for (int k = 0; k < a->npods; k++) {
+		const struct apod *p = &a->pods[a->by_name[k]];
+		const struct pi_pod_info *in = &p->info;
+		const struct pi_proxy_rule *r = &p->prule_cur;
+
+		sb_str(b, in->name);
+		sb_str(b, in->netns);
+		sb_str(b, in->ifname);
+		sb_str(b, in->hostdev);
+		sb_str(b, in->attach_id);
+		sb_u32(b, in->meta_flags);
+		sb_u32(b, in->id);
+		sb_u32(b, in->ifindex);
+		sb_u32(b, in->peer_ifindex);
+		sb_u32(b, in->flags);
+		sb_u32(b, in->ip4);
+		sb_put(b, in->ip6, sizeof(in->ip6));
+		sb_put(b, in->pod_mac, sizeof(in->pod_mac));
+		sb_put(b, in->host_mac, sizeof(in->host_mac));
+		for (uint32_t d = 0; d < 2; d++) {
+			sb_u32(b, p->ref[d].start);
+			sb_u32(b, p->ref[d].count);
+			sb_u32(b, p->ref[d].rev);
+		}
+		sb_u32(b, pod_ifindex_or_none(a, p->proxy_cur));
+		if (p->proxy_cur < 0)
+			continue;
+		sb_put(b, &r->port, 2);
+		sb_put(b, &r->proto, 1);
+		sb_put(b, &r->nports, 1);
+		sb_put(b, r->dport_lo, sizeof(r->dport_lo));
+		sb_put(b, r->dport_hi, sizeof(r->dport_hi));
+		sb_u32(b, r->dst_family);
+		sb_u32(b, r->dst_plen);
+		sb_addr(b, &r->dst);
+	}
+	sb_u32(b, a->ngcur);
+	for (int i = 0; i < a->ngcur; i++) {
+		sb_u32(b, pod_ifindex_or_none(a, a->gcur[i].injector));
+		sb_u32(b, pod_ifindex_or_none(a, a->gcur[i].target));
+		sb_u32(b, a->gcur[i].path);
+	}
+	pi_ct_timeouts(a->n, to);
+	sb_put(b, to, sizeof(to));
+	return 0;
+}
+
+/* The node's state now, as the record holds it. */
+static int node_state(struct pi_node *n, struct sbuf *b)
+{
+	struct apply now = { .n = n };
+	int err = read_node(&now, false);
+
+	if (!err)
+		err = state_bytes(&now, b);
+	if (!err && b->oom)
+		err = -ENOMEM;
+	apply_free(&now);
+	return err;
+}
+
+static void record_path(const struct pi_node *n, char *buf, size_t len)
+{
+	const char *slash = strrchr(n->pin_dir, '/');
+
+	snprintf(buf, len, APPLY_RUN_DIR "/%s", slash ? slash + 1 : n->pin_dir);
+}
+
+/* The record's head: magic, build, flags. Then come the document's file
+ * identity (struct doc_id, zero for none), its length and bytes, and the
+ * node's state. */
+static void record_head(struct sbuf *b, uint32_t flags)
+{
+	sb_put(b, RECORD_MAGIC, strlen(RECORD_MAGIC));
+	sb_str(b, PODINJECT_VERSION);
+	sb_u32(b, flags & ~PI_APPLY_DRY_RUN);
+}
+
+/* The record, mapped whole (it is only ever replaced by a rename, never
+ * written in place, so the mapping cannot be cut short under us). */
+struct record {
+	const char *p;
+	size_t len;
+	struct doc_id id;
+	const char *doc, *state;
+	uint64_t doc_len, state_len;
+};
+
+/* The record, when there is one made by this build with these flags; false
+ * otherwise. record_unmap() after. */
+static bool record_map(const struct pi_node *n, uint32_t flags,
+		       struct record *r)
+{
+	struct sbuf head = { 0 };
+	char path[PATH_MAX];
+	struct stat st;
+	void *m = MAP_FAILED;
+	size_t off;
+	int fd;
+
+	memset(r, 0, sizeof(*r));
+	record_path(n, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return false;
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == 0 &&
+	    st.st_size > 0 && (uint64_t)st.st_size <= RECORD_MAX)
+		m = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE,
+			 fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return false;
+	r->p = m;
+	r->len = st.st_size;
+	record_head(&head, flags);
+	off = head.len;
+	if (head.oom || r->len < off + sizeof(r->id) + 8 ||
+	    memcmp(r->p, head.p, head.len))
+		goto torn;
+	memcpy(&r->id, r->p + off, sizeof(r->id));
+	off += sizeof(r->id);
+	memcpy(&r->doc_len, r->p + off, 8);
+	off += 8;
+	if (r->doc_len > r->len - off)
+		goto torn;
+	r->doc = r->p + off;
+	off += r->doc_len;
+	r->state = r->p + off;
+	r->state_len = r->len - off;
+	free(head.p);
+	return true;
+torn:
+	free(head.p);
+	munmap((void *)r->p, r->len);
+	memset(r, 0, sizeof(*r));
+	return false;
+}
+
+static void record_unmap(struct record *r)
+{
+	if (r->p)
+		munmap((void *)r->p, r->len);
+	memset(r, 0, sizeof(*r));
+}
+
+static bool id_same(const struct doc_id *x, const struct doc_id *y)
+{
+	return x->dev == y->dev && x->ino == y->ino && x->size == y->size &&
+	       x->mtime_ns == y->mtime_ns && x->ctime_ns == y->ctime_ns;
+}
+
+/* Whether the node's state reads as the record's. */
+static bool record_state_same(struct pi_node *n, const struct record *r)
+{
+	struct sbuf state = { 0 };
+	bool same = !node_state(n, &state) && state.len == r->state_len &&
+		    !memcmp(state.p, r->state, state.len);
+
+	free(state.p);
+	return same;
+}
+
+/* Whether the file's last change is old enough that any later write
+ * moves its ctime. */
+static bool id_settled(const struct doc_id *id)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	return id->ctime_ns <= (int64_t)now.tv_sec * 1000000000 + now.tv_nsec -
+				       (int64_t)IDENTITY_SETTLED_S * 1000000000;
+}
+
+static int write_whole(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, p, len);
+
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		p += w;
+		len -= w;
+	}
+	return 0;
+}
+
+/* Keeps the record of an apply that succeeded: the node read again, as it
+ * is now; `id` the document's file (NULL: none), trusted when its ctime
+ * has settled. Written whole to a new file and renamed over the old one;
+ * an error only costs the next apply its parse. */
+static void record_write(struct pi_node *n, const char *doc, size_t len,
+			 uint32_t flags, const struct doc_id *id)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	struct sbuf head = { 0 }, state = { 0 };
+	struct doc_id did = { 0 };
+	int fd, err;
+
+	if (id) {
+		did = *id;
+		did.trusted = id_settled(id);
+	}
+	record_path(n, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+	err = node_state(n, &state);
+	if (!err) {
+		record_head(&head, flags);
+		sb_put(&head, &did, sizeof(did));
+		sb_u64(&head, len);
+		err = head.oom ? -ENOMEM : 0;
+	}
+	if (!err)
+		err = mkdir_p(APPLY_RUN_DIR);
+	fd = err ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+			     O_NOFOLLOW, 0600);
+	if (!err && fd < 0)
+		err = -errno;
+	if (!err)
+		err = write_whole(fd, head.p, head.len);
+	if (!err)
+		err = write_whole(fd, doc, len);
+	if (!err)
+		err = write_whole(fd, state.p, state.len);
+	if (fd >= 0 && close(fd) && !err)
+		err = -errno;
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err) {
+		unlink(tmp);
+		unlink(path);	/* a record of an older state is of no use */
+		pr_debug("no record of this apply (%s): the next parses again",
+			 strerror(-err));
+	}
+	free(head.p);
+	free(state.p);
+}
+
+void apply_record_forget(const char *pin_dir)
+{
+	char path[PATH_MAX];
+	const char *slash = strrchr(pin_dir, '/');
+
+	snprintf(path, sizeof(path), APPLY_RUN_DIR "/%s",
+		 slash ? slash + 1 : pin_dir);
+	unlink(path);
+}
+
 /* ---- YAML: the same document, read by libyaml into jansson's tree ------ */
 
 /* Aliases let a small YAML document name one subtree many times: the
@@ -1327,23 +1717,38 @@ static json_t *yaml_load(struct apply *a, const char *doc, size_t len, int *ret)
 	return root;
 }
 
-int pi_apply(struct pi_node *n, const char *doc, size_t len, uint32_t flags,
-	     pi_plan_fn fn, void *ctx, struct pi_apply_error *err)
+/* An apply of doc (len bytes), read from a file of identity `id` (NULL:
+ * not from a file). */
+static int apply_doc(struct pi_node *n, const char *doc, size_t len,
+		     uint32_t flags, const struct doc_id *id, pi_plan_fn fn,
+		     void *ctx, struct pi_apply_error *err)
 {
 	struct apply a = {
 		.n = n, .err = err,
 		.skip_absent = flags & PI_APPLY_SKIP_ABSENT,
 	};
 	uint32_t *new_ids = NULL, nnew = 0;
+	struct record rec;
 	json_error_t jerr;
 	json_t *root;
 	int ret;
 
-	if (err)
-		memset(err, 0, sizeof(*err));
-	/* a dry run only reads: a read-only handle will do */
-	if (!(flags & PI_APPLY_DRY_RUN) && node_require_write(n, "apply"))
-		return -EBADF;
+	if (record_map(n, flags, &rec)) {
+		bool same_doc = rec.doc_len == len && !memcmp(rec.doc, doc, len);
+		bool done = same_doc && record_state_same(n, &rec);
+		bool retrust = done && !(flags & PI_APPLY_DRY_RUN) && id &&
+			       id_settled(id) &&
+			       !(rec.id.trusted && id_same(&rec.id, id));
+
+		record_unmap(&rec);
+		if (done) {
+			/* unchanged; the record is made again when the file's
+			 * identity can now be trusted, or is another's */
+			if (retrust)
+				record_write(n, doc, len, flags, id);
+			return 0;
+		}
+	}
 	if (flags & PI_APPLY_YAML) {
 		root = yaml_load(&a, doc, len, &ret);
 		if (!root)
@@ -1358,7 +1763,7 @@ int pi_apply(struct pi_node *n, const char *doc, size_t len, uint32_t flags,
 			 jerr.column);
 		return refuse(&a, -EINVAL, where, "%s", jerr.text);
 	}
-	ret = read_node(&a);
+	ret = read_node(&a, true);
 	if (ret)
 		pr_err("cannot read the node's state: %s", strerror(-ret));
 	if (!ret)
@@ -1371,6 +1776,151 @@ int pi_apply(struct pi_node *n, const char *doc, size_t len, uint32_t flags,
 			      nnew);
 	free(new_ids);
 	apply_free(&a);
+	if (ret >= 0 && !(flags & PI_APPLY_DRY_RUN))
+		record_write(n, doc, len, flags, id);
+	return ret;
+}
+
+static int apply_begin(struct pi_node *n, uint32_t flags,
+		       struct pi_apply_error *err)
+{
+	if (err)
+		memset(err, 0, sizeof(*err));
+	/* a dry run only reads: a read-only handle will do */
+	if (!(flags & PI_APPLY_DRY_RUN) && node_require_write(n, "apply"))
+		return -EBADF;
+	return 0;
+}
+
+int pi_apply(struct pi_node *n, const char *doc, size_t len, uint32_t flags,
+	     pi_plan_fn fn, void *ctx, struct pi_apply_error *err)
+{
+	int ret = apply_begin(n, flags, err);
+
+	return ret ? ret : apply_doc(n, doc, len, flags, NULL, fn, ctx, err);
+}
+
+/* The whole of an open file of st.st_size bytes, into pages the kernel
+ * fills at once (a fault per page is dear under a hypervisor); read, not
+ * mapped: a file truncated under a mapping would kill the caller with
+ * SIGBUS. NULL and errno when it cannot, or the file changed size. */
+static char *read_doc(int fd, size_t size)
+{
+	char *buf = mmap(NULL, size + 1, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	size_t got = 0;
+
+	if (buf == MAP_FAILED)
+		return NULL;
+	for (;;) {
+		ssize_t r = read(fd, buf + got, size + 1 - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (r == 0 && got == size)
+				return buf;
+			if (r == 0)
+				errno = EAGAIN;	/* it changed: try again */
+			break;
+		}
+		got += r;
+		if (got > size) {
+			errno = EAGAIN;
+			break;
+		}
+	}
+	munmap(buf, size + 1);
+	return NULL;
+}
+
+static struct doc_id doc_id_of(const struct stat *st)
+{
+	return (struct doc_id){
+		.dev = st->st_dev, .ino = st->st_ino, .size = st->st_size,
+		.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 +
+			    st->st_mtim.tv_nsec,
+		.ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 +
+			    st->st_ctim.tv_nsec,
+	};
+}
+
+int pi_apply_file(struct pi_node *n, const char *path, uint32_t flags,
+		  pi_plan_fn fn, void *ctx, struct pi_apply_error *err)
+{
+	struct doc_id id, after;
+	struct record rec;
+	struct stat st;
+	char *doc = NULL;
+	int fd, ret;
+
+	ret = apply_begin(n, flags, err);
+	if (ret)
+		return ret;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		ret = -errno;
+		goto cannot_read;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		ret = -EINVAL;
+		goto cannot_read;
+	}
+	id = doc_id_of(&st);
+	/* the file the record names, settled and unchanged: the node is all
+	 * that needs reading */
+	if (record_map(n, flags, &rec)) {
+		bool done = rec.id.trusted && id_same(&rec.id, &id) &&
+			    rec.doc_len == id.size &&
+			    record_state_same(n, &rec);
+
+		record_unmap(&rec);
+		if (done) {
+			close(fd);
+			return 0;
+		}
+	}
+	/* The bytes read are the ones the identity names when the identity
+	 * is the same after the read as before it; a file written meanwhile
+	 * is read again (a write within the clock's tick, unseen here, is
+	 * why a fresh identity is not trusted). */
+	for (int tries = 0;; tries++) {
+		if (tries == 3) {
+			ret = -EAGAIN;
+			goto cannot_read;
+		}
+		if (tries && (fstat(fd, &st) || lseek(fd, 0, SEEK_SET) < 0)) {
+			ret = -errno;
+			goto cannot_read;
+		}
+		id = doc_id_of(&st);
+		if (st.st_size) {
+			doc = read_doc(fd, st.st_size);
+			if (!doc && errno != EAGAIN) {
+				ret = -errno;
+				goto cannot_read;
+			}
+		}
+		if (fstat(fd, &st)) {
+			ret = -errno;
+			goto cannot_read;
+		}
+		after = doc_id_of(&st);
+		if ((doc || !id.size) && id_same(&id, &after))
+			break;
+		if (doc)
+			munmap(doc, id.size + 1);
+		doc = NULL;
+	}
+	close(fd);
+	ret = apply_doc(n, doc ? doc : "", id.size, flags, &id, fn, ctx, err);
+	if (doc)
+		munmap(doc, id.size + 1);
+	return ret;
+cannot_read:
+	pr_err("cannot read '%s': %s", path, strerror(-ret));
+	if (fd >= 0)
+		close(fd);
 	return ret;
 }
 
@@ -1456,7 +2006,7 @@ int pi_export(struct pi_node *n, pi_write_fn write, void *ctx)
 	uint32_t to[PI_CT_TO_MAX];
 	int err;
 
-	err = read_node(&a);
+	err = read_node(&a, true);
 	if (err) {
 		pr_err("cannot read the node's state: %s", strerror(-err));
 		apply_free(&a);

@@ -38,6 +38,9 @@ const char *const inject_map_names[IM__COUNT] = {
 	[IM_NETKIT_PEER_PROGS] = "netkit_peer_progs",
 	[IM_CONFIG] = "config",		/* the object's read-only data */
 	[IM_PROXY_LISTENERS] = "proxy_listeners",
+	[IM_MONITOR_EVENTS] = "monitor_events",
+	[IM_MONITOR_CONFIG] = "monitor_config",
+	[IM_MONITOR_CPU] = "monitor_cpu",
 };
 
 const char *const inject_prog_names[IP__COUNT] = {
@@ -137,6 +140,26 @@ static int load_and_pin(struct inject_state *s)
 	return err ? err : open_pinned(s);
 }
 
+/* A monitor running when the injection object is made asks it for what
+ * it asks the node (lib/monitor.c): the new object writes those events
+ * from its first packet on, not from when the monitor notices it. */
+static void monitor_follow_node(const struct pi_node *n,
+				const struct inject_state *s)
+{
+	struct pi_dp_monitor_config cfg;
+	char path[PATH_MAX];
+	__u32 zero = 0;
+	int fd;
+
+	node_pin_path(n, path, sizeof(path), "monitor_config");
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return;
+	if (!bpf_map_lookup_elem(fd, &zero, &cfg) && cfg.kinds)
+		bpf_map_update_elem(s->maps[IM_MONITOR_CONFIG], &zero, &cfg, 0);
+	close(fd);
+}
+
 int inject_open(const struct pi_node *n, struct inject_state *s, bool create)
 {
 	int err;
@@ -159,6 +182,7 @@ int inject_open(const struct pi_node *n, struct inject_state *s, bool create)
 		rm_tree(s->dir);
 		return err;
 	}
+	monitor_follow_node(n, s);
 	return 1;
 }
 

@@ -30,8 +30,15 @@ void pi_log(enum pi_log_level level, const char *fmt, ...)
 #define pr_info(...)	pi_log(PI_LOG_INFO, __VA_ARGS__)
 #define pr_debug(...)	pi_log(PI_LOG_DEBUG, __VA_ARGS__)
 
+/* Where the library keeps its files that are not pins: the monitor's
+ * readers, the last apply of each node; a tmpfs, gone with a reboot as the
+ * pins are. */
+#define PI_RUN_DIR	"/run/podinject"
+
 /* Removes a folder (of pins) and everything below it. */
 int rm_tree(const char *path);
+/* Makes path and the folders above it that are missing (mode 0700). */
+int mkdir_p(const char *path);
 /* Calls fn for every pin (not folder) below dir, depth first, with its
  * path and name, until fn returns non-zero; returns that, or 0. */
 int pin_tree_walk(const char *dir,

@@ -59,6 +59,10 @@ int node_require_write(const struct pi_node *n, const char *what);
  * pod's policy in `dir` in one compile and one reference flip. */
 int policy_replace(struct pi_node *n, uint32_t pod_id, uint32_t dir,
 		   const struct pi_rule *rules, uint32_t count);
+/* Removes the record of the node's last apply (lib/apply.c), for a node
+ * that goes. */
+void apply_record_forget(const char *pin_dir);
+
 /* Every pod's references (PI_DP_MAX_PODS * 2, key pod_id * 2 + dir), and the
  * rules one of them names. */
 int policy_read_all(const struct pi_node *n, struct pi_policy_ref *refs);

@@ -661,6 +661,7 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 		if (!stale)	/* a gone namespace took its devices along */
 			detach_node_filters(path, name);
 		rm = rm_tree(path);
+		apply_record_forget(path);
 		close(lock_fd);
 		rmdir(PI_PIN_ROOT);
 		if (rm) {
@@ -691,6 +692,7 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 
 		if (e && !err)
 			err = e;
+		apply_record_forget(n.pin_dir);
 	}
 	if (n.cfg.flags & PI_NODE_OWNS_NETNS) {
 		int e;

@@ -197,6 +197,25 @@ int pin_tree_walk(const char *dir,
 	return ret;
 }
 
+int mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *s = buf + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	if (mkdir(buf, 0700) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
 /* Removes a pin folder and everything below it. */
 int rm_tree(const char *path)
 {

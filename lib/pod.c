@@ -147,7 +147,7 @@ static int setup_node_side(struct pi_pod_info *pod)
 static int add_endpoints(const struct pi_node *n, const struct pi_pod_info *pod)
 {
 	struct pi_endpoint ep = {
-		.kind = PI_EP_POD,
+		.kind = pod_has_datapath(pod) ? PI_EP_POD : PI_EP_FOREIGN_POD,
 		.pod_ifindex = pod->ifindex,
 		.pod_id = pod->id,
 	};
@@ -236,6 +236,8 @@ static void detach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
 	enum pi_attach_mode mode = node_attach_mode(n);
 	char path[PATH_MAX];
 
+	if (!pod_has_datapath(pod))
+		return;
 	if (pod->flags & PI_POD_NETKIT)
 		mode = PI_ATTACH_TCX;
 	pod_link_pin(n, pod, "egress", path, sizeof(path));
@@ -306,11 +308,13 @@ static int pod_enter_datapath(struct pi_node *n, struct pi_pod_info *pod,
 		pod_forget(n, pod);
 		return err;
 	}
-	err = attach_pod(n, pod);
-	if (err) {
-		pr_err("cannot attach the datapath to %s: %s", pod->hostdev,
-		      strerror(-err));
-		goto fail_records;
+	if (pod_has_datapath(pod)) {
+		err = attach_pod(n, pod);
+		if (err) {
+			pr_err("cannot attach the datapath to %s: %s",
+			       pod->hostdev, strerror(-err));
+			goto fail_records;
+		}
 	}
 	err = features_enter(n, pod, pod_ns);
 	if (err) {
@@ -703,7 +707,8 @@ int pi_pod_adopt(struct pi_node *n, const struct pi_adopt_spec *spec,
 	copy_name(pod.netns, sizeof(pod.netns), spec->netns);
 	copy_name(pod.hostdev, sizeof(pod.hostdev), spec->hostdev);
 	copy_name(pod.attach_id, sizeof(pod.attach_id), spec->attach_id);
-	pod.meta_flags = 0;	/* neither namespace nor devices are ours */
+	/* neither namespace nor devices are ours */
+	pod.meta_flags = spec->no_datapath ? PI_META_NO_DATAPATH : 0;
 	pod_ns = netns_open_any(spec->netns);
 	if (pod_ns < 0) {
 		pr_err("no network namespace '%s': %s", spec->netns,
@@ -862,7 +867,7 @@ int pi_pod_check(struct pi_node *n, const struct pi_pod_info *pod)
 	/* the features bring their state up to date (a netkit guard) */
 	if (node_require_write(n, "pod check"))
 		return -EBADF;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2 && pod_has_datapath(pod); i++) {
 		pod_link_pin(n, pod, hooks[i], path, sizeof(path));
 		fd = bpf_obj_get(path);
 		if (fd < 0) {

@@ -280,6 +280,12 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 	err = load_policy(n, pod_name, dir, &pod, &ref, &list);
 	if (err == -EINVAL || err == -ESRCH)
 		return err;
+	if (!err && !pod_has_datapath(&pod)) {
+		pr_err("pod '%s' has no reference datapath (adopted with --no-datapath, or chained with \"datapath\": \"none\"): its policy is the plugin's that made its network, and podinject's rules would not run",
+		       pod_name);
+		free(list);
+		return -EOPNOTSUPP;
+	}
 	if (!err && ref.count >= PI_MAX_POD_RULES)
 		err = -ENOSPC;
 	if (!err)

@@ -713,6 +713,9 @@ static void to_result(const struct probe *pr, struct pi_probe_result *r)
 		    pr->injected_ns && pr->reply_ns >= pr->injected_ns ?
 		    (int64_t)(pr->reply_ns - pr->injected_ns) : -1;
 	r->rtt_resolution_ns = clock_resolution_ns();
+	r->src = pr->src;
+	r->dst = pr->dst;
+	r->sport = pr->sport;
 }
 
 /* The probe's own state (its device, authorisations, flows, the reply

@@ -140,6 +140,12 @@ int pod_lookup(const struct pi_node *n, const char *name,
 /* Writes both records of a pod; flags as bpf_map_update_elem's. */
 int pod_store(const struct pi_node *n, const struct pi_pod_info *pod, uint64_t flags);
 void pod_forget(const struct pi_node *n, const struct pi_pod_info *pod);
+/* The reference datapath's programs are on the pod's device (not a pod
+ * whose CNI chain said "datapath": "none"). */
+static inline bool pod_has_datapath(const struct pi_pod_info *pod)
+{
+	return !(pod->meta_flags & PI_META_NO_DATAPATH);
+}
 /* Sets and clears bits of the pod's head owners; *now gets what is left
  * (0 when the pod has no record). */
 int pod_head_owners(const struct pi_node *n, uint32_t ifindex, uint32_t set,

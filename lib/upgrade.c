@@ -266,6 +266,10 @@ static const struct migration {
 } migrations[] = {
 	{ 4, "node_config records the upgrade (80 -> 88 bytes)",
 	  migrate_4_to_5, NULL },
+	/* New maps only (made empty, like every map a node lacks): the
+	 * monitor's ring buffer, configuration and per-CPU counters, the
+	 * node's and the injection object's. */
+	{ 5, "the event monitor's maps (podinject monitor)", NULL, NULL },
 };
 
 _Static_assert(PI_ABI_OLDEST_UPGRADE + sizeof(migrations) / sizeof(migrations[0]) ==
@@ -450,7 +454,7 @@ static int stage_inject_progs(struct upgrade *u)
 	if (!skel)
 		return errno ? -errno : -EINVAL;
 	err = load_onto_node(u, skel->obj, INJECT_DIR "/", skel->maps.rodata,
-			     false, load_inject_skel, skel);
+			     true, load_inject_skel, skel);
 	bpf_object__for_each_program(prog, skel->obj) {
 		if (err)
 			break;
@@ -839,6 +843,10 @@ static int switch_all(struct upgrade *u, bool live_only)
 		bool nk = pod->flags & PI_POD_NETKIT;
 		char pin[64];
 
+		/* another plugin's datapath: nothing of ours on its hooks,
+		 * and none is added by an upgrade */
+		if (!pod_has_datapath(pod))
+			continue;
 		snprintf(pin, sizeof(pin), "link_pod_%u_egress", pod->ifindex);
 		err = switch_hook(u, &pv.v, pod->ifindex,
 				  nk ? PI_HOOK_NETKIT_PEER : PI_HOOK_INGRESS, nk,

@@ -379,12 +379,14 @@ static int xdp_reset_pod(struct pi_node *n, const struct pi_pod_info *pod)
 	return err;
 }
 
-/* netkit has no XDP hook: its pods stay on tc enforcement. */
+/* netkit has no XDP hook: its pods stay on tc enforcement. The ACL is
+ * the reference datapath's: not on a pod that has another. */
 static int xdp_enter_pod(struct pi_node *n, struct pi_pod_info *pod, int pod_ns)
 {
 	int err;
 
-	if (!(n->cfg.flags & PI_NODE_XDP) || (pod->flags & PI_POD_NETKIT))
+	if (!(n->cfg.flags & PI_NODE_XDP) || (pod->flags & PI_POD_NETKIT) ||
+	    !pod_has_datapath(pod))
 		return 0;
 	err = xdp_pod_attach(n, pod, pod_ns);
 	if (err)

@@ -27,8 +27,17 @@
  * connections and sessions; sessions are found by hash, and each event
  * reads a bounded batch, so one flooding client cannot hold the loop.
  *
+ * With --tls-dir and --tls-ca every TCP connection is relayed over TLS 1.3
+ * (mTLS origination, docs/proxy.md "mTLS: TLS origination"): the client
+ * pod's certificate is DIR/<client address>/cert.pem and key.pem, the
+ * server must show a certificate of the CA bundle for the destination's
+ * address (and, with --tls-trust-domain, a SPIFFE URI of that domain).
+ * A client with no usable identity, and any TLS failure, gets a reset:
+ * nothing ever goes out in plaintext. UDP is not relayed then.
+ *
  *   podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]
- *                   [--client-max N] PORT
+ *                   [--client-max N] [--tls-dir DIR --tls-ca FILE
+ *                   [--tls-trust-domain TD]] PORT
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -46,8 +55,12 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <podinject_util.h>
 
 #define PIPE_BYTES	(1 << 20)
@@ -55,6 +68,10 @@
 #define UDP_MAX		65536
 #define NOFILE_WANTED	(1 << 20)
 #define FDS_PER_CONN	6	/* client, upstream, two pipes */
+#define FDS_PER_TLS_CONN 2	/* client, upstream: TLS needs no pipes */
+#define TLS_BUF		(64 << 10)	/* per direction of a TLS connection */
+#define RELOAD_MS	1000	/* identity and CA files checked at most so often */
+#define IDENTITY_BUCKETS 1024
 #define FDS_PER_SESSION	2	/* upstream, reply */
 #define FDS_SPARE	64	/* listeners, epoll, signalfd, reserve, stdio */
 #define BATCH		64	/* datagrams or accepts per event */
@@ -73,6 +90,8 @@ static int ep;
 /* Kept open to be given up at the open files limit: with it, a pending
  * connection can still be accepted, and dropped. */
 static int reserve_fd = -1;
+/* TLS origination: on when tls_dir is given. */
+static const char *tls_dir, *tls_ca, *tls_td;
 
 enum kind { K_LISTEN_TCP, K_LISTEN_UDP, K_SIGNAL, K_CLIENT, K_UPSTREAM,
 	    K_UDP_UP };
@@ -82,9 +101,13 @@ struct tag {
 	void *owner;
 };
 
-/* One direction of a TCP connection: from `in` through the pipe to `out`. */
+/* One direction of a TCP connection: from `in` through the pipe to `out`,
+ * or, relayed over TLS, through buf (no pipe). */
 struct half {
 	int pipe[2];
+	unsigned char *buf;	/* TLS: the bytes are buf[head, head + queued) */
+	size_t head;
+	int want;		/* TLS: what the stalled SSL call waits for */
 	size_t cap;		/* what the pipe holds: as set, not as asked */
 	size_t queued;		/* bytes in the pipe */
 	bool full;		/* the pipe took nothing more: until it drains */
@@ -109,6 +132,9 @@ struct conn {
 	long long last;		/* last byte moved, ms */
 	struct client *who;
 	struct sockaddr_storage peer, orig;
+	SSL *ssl;		/* relayed over TLS */
+	bool handshaking;	/* TLS: connected, the handshake not done */
+	bool client_off, upstream_off;	/* out of epoll: nothing more to wait for */
 	bool dead;		/* closed; freed after the event batch */
 	struct conn *prev, *next;
 };
@@ -401,7 +427,16 @@ static void conn_free(struct conn *c, bool reset, const char *why)
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
 		setsockopt(c->client, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		/* Over TLS the server must not take a cut stream for a
+		 * finished one: no close_notify was sent, and the reset says
+		 * so at once. */
+		if (c->ssl && c->upstream >= 0)
+			setsockopt(c->upstream, SOL_SOCKET, SO_LINGER, &lg,
+				   sizeof(lg));
 	}
+	if (c->ssl)
+		SSL_free(c->ssl);
+	free(c->up.buf);	/* both directions' buffers */
 	close(c->client);
 	if (c->upstream >= 0)
 		close(c->upstream);
@@ -494,9 +529,622 @@ static void conn_rearm(struct conn *c)
 	ep_set(c->upstream, &c->utag, ue, false);
 }
 
+/*
+ * TLS origination. Each client pod has an identity: its certificate and
+ * key in tls_dir/<address>/, loaded into an SSL_CTX of its own, looked at
+ * again (stat) at most once a RELOAD_MS at its new connections, so that an
+ * issuer can rotate them. The CA bundle that server certificates are
+ * checked against is one store, reloaded the same way and given to each
+ * connection as it starts.
+ */
+struct file_id {
+	bool present;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+};
+
+struct identity {
+	struct sockaddr_storage addr;	/* port 0 */
+	char name[INET6_ADDRSTRLEN];
+	SSL_CTX *ctx;			/* NULL: no usable identity */
+	struct file_id cert, key;	/* of the files ctx was made from */
+	long long checked;		/* ms */
+	struct identity *next;
+};
+
+static struct identity *identities[IDENTITY_BUCKETS];
+static X509_STORE *ca_store;
+static struct file_id ca_file;
+static long long ca_checked;
+
+static void file_id_of(const char *path, struct file_id *f)
+{
+	struct stat st;
+
+	memset(f, 0, sizeof(*f));
+	if (stat(path, &st) || !S_ISREG(st.st_mode))
+		return;
+	f->present = true;
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	f->size = st.st_size;
+	f->mtime = st.st_mtim;
+}
+
+static bool file_id_same(const struct file_id *a, const struct file_id *b)
+{
+	return a->present == b->present && a->dev == b->dev &&
+	       a->ino == b->ino && a->size == b->size &&
+	       a->mtime.tv_sec == b->mtime.tv_sec &&
+	       a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* OpenSSL's last error as text, its queue emptied. */
+static const char *tls_error(void)
+{
+	static char buf[256];
+	unsigned long e = ERR_get_error(), next;
+
+	/* the last one queued is the nearest to the cause's report */
+	while ((next = ERR_get_error()))
+		e = next;
+	if (!e)
+		return "no detail";
+	ERR_error_string_n(e, buf, sizeof(buf));
+	return buf;
+}
+
+/* The first URI SAN of cert, "" if none. */
+static const char *cert_uri(X509 *cert, char *buf, size_t len)
+{
+	GENERAL_NAMES *names;
+
+	buf[0] = 0;
+	names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+	for (int i = 0; names && i < sk_GENERAL_NAME_num(names); i++) {
+		GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
+		const unsigned char *u;
+		int n;
+
+		if (g->type != GEN_URI)
+			continue;
+		u = ASN1_STRING_get0_data(g->d.uniformResourceIdentifier);
+		n = ASN1_STRING_length(g->d.uniformResourceIdentifier);
+		/* an embedded NUL would make the name look shorter */
+		if (n <= 0 || (size_t)n >= len || memchr(u, 0, n))
+			continue;
+		memcpy(buf, u, n);
+		buf[n] = 0;
+		break;
+	}
+	GENERAL_NAMES_free(names);
+	return buf;
+}
+
+/* cert has a URI SAN spiffe://tls_td/<something>. */
+static bool in_trust_domain(X509 *cert)
+{
+	size_t tdlen = strlen(tls_td);
+	GENERAL_NAMES *names;
+	bool ok = false;
+
+	names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+	for (int i = 0; names && !ok && i < sk_GENERAL_NAME_num(names); i++) {
+		GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
+		const char *u;
+		size_t n;
+
+		if (g->type != GEN_URI)
+			continue;
+		u = (const char *)ASN1_STRING_get0_data(g->d.uniformResourceIdentifier);
+		n = ASN1_STRING_length(g->d.uniformResourceIdentifier);
+		ok = n > 9 + tdlen + 1 && !memchr(u, 0, n) &&
+		     !memcmp(u, "spiffe://", 9) &&
+		     !memcmp(u + 9, tls_td, tdlen) && u[9 + tdlen] == '/';
+	}
+	GENERAL_NAMES_free(names);
+	return ok;
+}
+
+/* OpenSSL has checked the chain and the IP SAN (the connection's verify
+ * parameters); the trust domain is the one thing left, on the leaf. A
+ * failure here fails the handshake like any other. */
+static int verify_server(int ok, X509_STORE_CTX *x)
+{
+	if (!ok || !tls_td || X509_STORE_CTX_get_error_depth(x) != 0)
+		return ok;
+	if (in_trust_domain(X509_STORE_CTX_get_current_cert(x)))
+		return 1;
+	X509_STORE_CTX_set_error(x, X509_V_ERR_APPLICATION_VERIFICATION);
+	return 0;
+}
+
+static SSL_CTX *tls_ctx_new(void)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+
+	if (!ctx)
+		return NULL;
+	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
+	    !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION)) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	/* OpenSSL hands the record layer to the kernel where it can; the
+	 * relay goes through SSL_read/SSL_write either way. */
+	SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
+	/* The relay's buffers move and grow between a stalled SSL_write
+	 * and its retry, and it takes what each call wrote. */
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+			 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, verify_server);
+	/* No resumption: every connection checks the server's certificate
+	 * against the CA and the destination as they are now. */
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+	return ctx;
+}
+
+/* The CA bundle into a new store; NULL (said) when it holds nothing. */
+static X509_STORE *ca_load(void)
+{
+	X509_STORE *st = X509_STORE_new();
+
+	if (st && X509_STORE_load_file(st, tls_ca))
+		return st;
+	fprintf(stderr, "podinject-proxy: tls: CA bundle %s: %s\n", tls_ca,
+		tls_error());
+	X509_STORE_free(st);
+	return NULL;
+}
+
+/* A changed bundle replaces the store; one that does not load leaves the
+ * last good one (said), and is tried again at the next check. */
+static void ca_refresh(long long now)
+{
+	struct file_id f;
+	X509_STORE *st;
+
+	if (ca_store && now - ca_checked < RELOAD_MS)
+		return;
+	ca_checked = now;
+	file_id_of(tls_ca, &f);
+	if (ca_store && file_id_same(&f, &ca_file))
+		return;
+	st = ca_load();
+	if (!st)
+		return;
+	/* connections that hold the old store keep their reference */
+	X509_STORE_free(ca_store);
+	ca_store = st;
+	ca_file = f;
+	if (verbose && ca_checked)
+		fprintf(stderr, "tls: CA bundle %s loaded\n", tls_ca);
+}
+
+/* The identity's files into a new context; NULL (said) on failure. */
+static SSL_CTX *identity_load(const struct identity *id, const char *cert,
+			      const char *key)
+{
+	SSL_CTX *ctx = tls_ctx_new();
+
+	if (ctx && SSL_CTX_use_certificate_chain_file(ctx, cert) == 1 &&
+	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) == 1 &&
+	    SSL_CTX_check_private_key(ctx) == 1)
+		return ctx;
+	fprintf(stderr, "podinject-proxy: tls: identity of %s: %s\n", id->name,
+		tls_error());
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+/*
+ * The identity of the client at addr, as its files are now (looked at no
+ * more than once a RELOAD_MS): NULL when it has none. Files that are gone
+ * take the identity away at once; files that are there but do not load
+ * (an issuer half way through writing them) leave the last good identity,
+ * and are tried again at the next check.
+ */
+static SSL_CTX *identity_of(const struct sockaddr_storage *addr,
+			    long long now)
+{
+	struct identity **head = &identities[ss_hash(addr, false, 0) %
+					      IDENTITY_BUCKETS];
+	char cert[PATH_MAX], key[PATH_MAX];
+	struct file_id fc, fk;
+	struct identity *id;
+	SSL_CTX *ctx;
+
+	for (id = *head; id; id = id->next)
+		if (same_host(&id->addr, addr))
+			break;
+	if (!id) {
+		id = calloc(1, sizeof(*id));
+		if (!id)
+			return NULL;
+		id->addr.ss_family = addr->ss_family;
+		if (addr->ss_family == AF_INET)
+			((struct sockaddr_in *)&id->addr)->sin_addr =
+				((const struct sockaddr_in *)addr)->sin_addr;
+		else
+			((struct sockaddr_in6 *)&id->addr)->sin6_addr =
+				((const struct sockaddr_in6 *)addr)->sin6_addr;
+		inet_ntop(addr->ss_family, addr->ss_family == AF_INET ?
+			  (const void *)&((const struct sockaddr_in *)addr)->sin_addr :
+			  (const void *)&((const struct sockaddr_in6 *)addr)->sin6_addr,
+			  id->name, sizeof(id->name));
+		id->checked = now - RELOAD_MS;
+		id->next = *head;
+		*head = id;
+	}
+	if (now - id->checked < RELOAD_MS)
+		return id->ctx;
+	id->checked = now;
+	snprintf(cert, sizeof(cert), "%s/%s/cert.pem", tls_dir, id->name);
+	snprintf(key, sizeof(key), "%s/%s/key.pem", tls_dir, id->name);
+	file_id_of(cert, &fc);
+	file_id_of(key, &fk);
+	if (!fc.present || !fk.present) {
+		if (id->ctx && verbose)
+			fprintf(stderr, "tls: identity of %s gone\n", id->name);
+		SSL_CTX_free(id->ctx);
+		id->ctx = NULL;
+		memset(&id->cert, 0, sizeof(id->cert));
+		memset(&id->key, 0, sizeof(id->key));
+		return NULL;
+	}
+	if (id->ctx && file_id_same(&fc, &id->cert) &&
+	    file_id_same(&fk, &id->key))
+		return id->ctx;
+	ctx = identity_load(id, cert, key);
+	if (!ctx)
+		return id->ctx;
+	/* connections made with the old one hold their own reference */
+	SSL_CTX_free(id->ctx);
+	id->ctx = ctx;
+	id->cert = fc;
+	id->key = fk;
+	if (verbose)
+		fprintf(stderr, "tls: identity of %s loaded\n", id->name);
+	return ctx;
+}
+
+/* The connection's TLS client: its pod's identity, the CA as it is now,
+ * and the destination's address as the name the server must prove. */
+static SSL *tls_conn_new(const struct sockaddr_storage *peer,
+			 const struct sockaddr_storage *orig, const char **why)
+{
+	long long now = pi_mono_ms();
+	SSL_CTX *ctx;
+	SSL *ssl;
+	int ok;
+
+	ca_refresh(now);
+	ctx = identity_of(peer, now);
+	*why = "tls: no identity";
+	if (!ctx)
+		return NULL;
+	*why = "tls: no memory";
+	ssl = SSL_new(ctx);
+	if (!ssl)
+		return NULL;
+	if (orig->ss_family == AF_INET)
+		ok = X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl),
+			(const void *)&((const struct sockaddr_in *)orig)->sin_addr, 4);
+	else
+		ok = X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl),
+			(const void *)&((const struct sockaddr_in6 *)orig)->sin6_addr, 16);
+	if (!ok || !SSL_set1_verify_cert_store(ssl, ca_store)) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	return ssl;
+}
+
+/*
+ * Whether this kernel can take TLS records (kTLS), said once at start. The
+ * "tls" upper layer protocol is looked up by name: a kernel without it
+ * (no CONFIG_TLS, no module) answers ENOENT; one with it refuses a socket
+ * that is not connected, which is all this asks.
+ */
+static void ktls_report(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int err;
+
+	if (fd < 0)
+		return;
+	err = setsockopt(fd, SOL_TCP, TCP_ULP, "tls", sizeof("tls")) ? errno : 0;
+	close(fd);
+	if (err == ENOENT)
+		fprintf(stderr, "podinject-proxy: tls: ktls unavailable (no CONFIG_TLS: no \"tls\" TCP ULP)\n");
+	else
+		fprintf(stderr, "podinject-proxy: tls: ktls available (the kernel has the \"tls\" TCP ULP)\n");
+}
+
+/* Both directions' buffers, in one allocation (freed through up.buf). */
+static int tls_bufs(struct conn *c)
+{
+	unsigned char *b = malloc(2 * TLS_BUF);
+
+	if (!b)
+		return -1;
+	c->up.buf = b;
+	c->down.buf = b + TLS_BUF;
+	c->up.cap = c->down.cap = TLS_BUF;
+	return 0;
+}
+
+/* Room at the end of a buffer, its bytes moved to the front when that
+ * makes some. */
+static size_t tls_room(struct half *h)
+{
+	if (!h->queued)
+		h->head = 0;
+	else if (h->head && h->head + h->queued == h->cap) {
+		memmove(h->buf, h->buf + h->head, h->queued);
+		h->head = 0;
+	}
+	return h->cap - h->head - h->queued;
+}
+
+static void tls_took(struct half *h, size_t n)
+{
+	h->head += n;
+	h->queued -= n;
+	h->bytes += n;
+}
+
+/* Notes in h what OpenSSL waits for after a call that returned r; true
+ * when it only waits for the socket (the call is tried again later). */
+static bool tls_retry(struct conn *c, struct half *h, int r)
+{
+	h->want = SSL_get_error(c->ssl, r);
+	return h->want == SSL_ERROR_WANT_WRITE ||
+	       h->want == SSL_ERROR_WANT_READ;
+}
+
+/*
+ * Client -> server: read the client while the buffer has room, SSL_write
+ * what it holds. At the client's EOF, once all is written: close_notify,
+ * then the TCP FIN. -1: the connection is broken (a reset for the
+ * client).
+ */
+static int tls_pump_up(struct conn *c)
+{
+	struct half *h = &c->up;
+	bool moved;
+	ssize_t n;
+	int r;
+
+	do {
+		size_t room = h->eof ? 0 : tls_room(h);
+
+		moved = false;
+		if (room) {
+			n = recv(c->client, h->buf + h->head + h->queued, room,
+				 0);
+			if (n > 0) {
+				h->queued += n;
+				moved = true;
+			} else if (n == 0) {
+				h->eof = true;
+			} else if (errno != EAGAIN && errno != EINTR) {
+				return -1;
+			}
+		}
+		if (h->queued) {
+			ERR_clear_error();
+			r = SSL_write(c->ssl, h->buf + h->head, h->queued);
+			if (r > 0) {
+				tls_took(h, r);
+				h->want = 0;
+				moved = true;
+			} else {
+				if (!tls_retry(c, h, r))
+					return -1;
+			}
+		}
+	} while (moved);
+	if (h->eof && !h->queued && !h->shut) {
+		ERR_clear_error();
+		r = SSL_shutdown(c->ssl);
+		if (r < 0) {
+			if (!tls_retry(c, h, r))
+				return -1;
+			return 0;	/* the alert goes when it can */
+		}
+		h->want = 0;
+		shutdown(c->upstream, SHUT_WR);
+		h->shut = true;
+	}
+	return 0;
+}
+
+/*
+ * Server -> client: SSL_read while the buffer has room, send to the
+ * client what it holds. SSL_read is tried whenever there is room, not
+ * only when the socket is readable: OpenSSL may hold plaintext of a
+ * record read before (more than the room then was), which no epoll event
+ * announces. The loop ends only when SSL_read wants the socket or the
+ * buffer is full and the client takes nothing, so nothing is left inside
+ * OpenSSL unannounced. The server's close_notify ends the direction
+ * (SHUT_WR to the client); an EOF without it, a bad record or an alert is
+ * an error: -1, and the client is reset, never given what was not
+ * authenticated.
+ */
+static int tls_pump_down(struct conn *c)
+{
+	struct half *h = &c->down;
+	bool moved;
+	ssize_t n;
+	int r;
+
+	do {
+		size_t room = h->eof ? 0 : tls_room(h);
+
+		moved = false;
+		if (room) {
+			ERR_clear_error();
+			r = SSL_read(c->ssl, h->buf + h->head + h->queued,
+				     room);
+			if (r > 0) {
+				h->queued += r;
+				h->want = 0;
+				moved = true;
+			} else {
+				h->want = SSL_get_error(c->ssl, r);
+				if (h->want == SSL_ERROR_ZERO_RETURN) {
+					h->eof = true;
+					h->want = 0;
+				} else if (h->want != SSL_ERROR_WANT_READ &&
+					   h->want != SSL_ERROR_WANT_WRITE) {
+					return -1;
+				}
+			}
+		}
+		if (h->queued) {
+			n = send(c->client, h->buf + h->head, h->queued,
+				 MSG_NOSIGNAL);
+			if (n > 0) {
+				tls_took(h, n);
+				moved = true;
+			} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+				return -1;
+			}
+		}
+	} while (moved);
+	if (h->eof && !h->queued && !h->shut) {
+		shutdown(c->client, SHUT_WR);
+		h->shut = true;
+	}
+	return 0;
+}
+
+static uint32_t want_events(int want)
+{
+	if (want == SSL_ERROR_WANT_READ)
+		return EPOLLIN;
+	if (want == SSL_ERROR_WANT_WRITE)
+		return EPOLLOUT;
+	return 0;
+}
+
+/* A side with nothing more to come or go leaves epoll: its HUP, which
+ * epoll reports whatever it is asked, would wake the loop again and
+ * again while the other side finishes. */
+static void ep_off(struct conn *c, bool upstream)
+{
+	bool *off = upstream ? &c->upstream_off : &c->client_off;
+
+	if (*off)
+		return;
+	epoll_ctl(ep, EPOLL_CTL_DEL, upstream ? c->upstream : c->client, NULL);
+	*off = true;
+}
+
+/* As conn_rearm, for TLS: the upstream waits for what the stalled SSL
+ * calls asked for. */
+static void tls_rearm(struct conn *c)
+{
+	uint32_t ce = 0, ue = 0;
+
+	if (!c->up.eof && c->up.queued < c->up.cap)
+		ce |= EPOLLIN;
+	if (c->down.queued)
+		ce |= EPOLLOUT;
+	if (!c->down.eof && c->down.queued < c->down.cap)
+		ue |= want_events(c->down.want);
+	if (c->up.queued || (c->up.eof && !c->up.shut))
+		ue |= want_events(c->up.want);
+	if (c->up.eof && c->down.shut)
+		ep_off(c, false);
+	else
+		ep_set(c->client, &c->ctag, ce, false);
+	if (c->up.shut && c->down.eof)
+		ep_off(c, true);
+	else
+		ep_set(c->upstream, &c->utag, ue, false);
+}
+
+/* Relays what can move; frees the connection when it is done or broken. */
+static void tls_relay(struct conn *c)
+{
+	unsigned long long before = c->up.bytes + c->down.bytes;
+
+	if (tls_pump_up(c) || tls_pump_down(c)) {
+		static char why[300];
+		bool tls = c->up.want == SSL_ERROR_SSL ||
+			   c->up.want == SSL_ERROR_SYSCALL ||
+			   c->down.want == SSL_ERROR_SSL ||
+			   c->down.want == SSL_ERROR_SYSCALL;
+
+		snprintf(why, sizeof(why), "tls: %s", tls_error());
+		conn_free(c, true, tls ? why : "reset");
+		return;
+	}
+	if (c->up.bytes + c->down.bytes != before)
+		c->last = pi_mono_ms();
+	if (c->up.shut && c->down.shut) {
+		conn_free(c, false, "done");
+		return;
+	}
+	tls_rearm(c);
+}
+
+/* The handshake, step by step as the upstream socket allows; the server's
+ * certificate is checked in it (chain, IP SAN, trust domain). */
+static void tls_handshake(struct conn *c)
+{
+	static char why[320];
+	char uri[256], p[64], o[64];
+	long verr;
+	int r, e;
+
+	ERR_clear_error();
+	r = SSL_do_handshake(c->ssl);
+	if (r == 1) {
+		if (tls_bufs(c)) {
+			conn_free(c, true, "no memory");
+			return;
+		}
+		c->handshaking = false;
+		c->last = pi_mono_ms();
+		if (verbose) {
+			X509 *cert = SSL_get0_peer_certificate(c->ssl);
+
+			fprintf(stderr, "tls %s -> %s verified %s ktls send %s recv %s\n",
+				addr_str(&c->peer, p, sizeof(p)),
+				addr_str(&c->orig, o, sizeof(o)),
+				cert && *cert_uri(cert, uri, sizeof(uri)) ?
+				uri : "(no uri)",
+				BIO_get_ktls_send(SSL_get_wbio(c->ssl)) ? "on" : "off",
+				BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ? "on" : "off");
+		}
+		tls_relay(c);
+		return;
+	}
+	e = SSL_get_error(c->ssl, r);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+		ep_set(c->upstream, &c->utag, want_events(e), false);
+		return;
+	}
+	verr = SSL_get_verify_result(c->ssl);
+	if (verr != X509_V_OK)
+		snprintf(why, sizeof(why), "tls handshake: server certificate: %s",
+			 X509_verify_cert_error_string(verr));
+	else
+		snprintf(why, sizeof(why), "tls handshake: %s",
+			 e == SSL_ERROR_SYSCALL && !ERR_peek_error() ?
+			 "connection closed" : tls_error());
+	conn_free(c, true, why);
+}
+
 static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 {
-	if (!c->connected) {
+	if (!c->connected || c->handshaking) {
 		int err = 0;
 		socklen_t len = sizeof(err);
 
@@ -519,6 +1167,10 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 			ep_set(c->client, &c->ctag, 0, false);
 			return;
 		}
+		if (c->handshaking) {
+			tls_handshake(c);
+			return;
+		}
 		getsockopt(c->upstream, SOL_SOCKET, SO_ERROR, &err, &len);
 		if (err) {
 			conn_free(c, true, strerror(err));
@@ -526,6 +1178,22 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 		}
 		c->connected = true;
 		c->last = pi_mono_ms();
+		if (c->ssl) {
+			/* TCP is up; the connect deadline holds for the
+			 * handshake too */
+			if (!SSL_set_fd(c->ssl, c->upstream)) {
+				conn_free(c, true, "tls: set fd");
+				return;
+			}
+			SSL_set_connect_state(c->ssl);
+			c->handshaking = true;
+			tls_handshake(c);
+			return;
+		}
+	}
+	if (c->ssl) {
+		tls_relay(c);
+		return;
 	}
 	{
 		unsigned long long before = c->up.bytes + c->down.bytes;
@@ -669,7 +1337,16 @@ static void accept_tcp(struct listener *l)
 		conns = c;
 		nconns++;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (half_init(&c->up) || half_init(&c->down)) {
+		if (tls_dir) {
+			const char *why;
+
+			/* No identity, no connection: never in plaintext. */
+			c->ssl = tls_conn_new(&peer, &orig, &why);
+			if (!c->ssl) {
+				conn_free(c, true, why);
+				continue;
+			}
+		} else if (half_init(&c->up) || half_init(&c->down)) {
 			conn_free(c, true, "no pipes");
 			continue;
 		}
@@ -857,7 +1534,10 @@ static void expire(void)
 		next = c->next;
 		if (!c->connected && now > c->deadline)
 			conn_free(c, true, "connect timeout");
-		else if (c->connected && now - c->last > idle_ms)
+		else if (c->handshaking && now > c->deadline)
+			conn_free(c, true, "tls handshake timeout");
+		else if (c->connected && !c->handshaking &&
+			 now - c->last > idle_ms)
 			conn_free(c, true, "idle");
 	}
 	while (*pp) {
@@ -907,7 +1587,8 @@ static int raise_nofile(void)
 		return -1;
 	}
 	/* room for both kinds at once: half the descriptors each */
-	conn_max = (rl.rlim_cur - FDS_SPARE) / 2 / FDS_PER_CONN;
+	conn_max = (rl.rlim_cur - FDS_SPARE) / 2 /
+		   (tls_dir ? FDS_PER_TLS_CONN : FDS_PER_CONN);
 	session_max = (rl.rlim_cur - FDS_SPARE) / 2 / FDS_PER_SESSION;
 	if (err)
 		fprintf(stderr, "podinject-proxy: open files limit %llu, not %d (%s): at most %ld connections and %ld udp sessions\n",
@@ -929,6 +1610,49 @@ static long number(const char *s, long min, long max)
 	return v;
 }
 
+/* A trust domain is a DNS-like name: lower case letters, digits, '.', '-'
+ * and '_' (the SPIFFE ID's own rule), so that it cannot end the URI's
+ * authority early. */
+static bool trust_domain_ok(const char *td)
+{
+	if (!*td || strlen(td) > 255)
+		return false;
+	for (; *td; td++)
+		if (!((*td >= 'a' && *td <= 'z') || (*td >= '0' && *td <= '9') ||
+		      *td == '.' || *td == '-' || *td == '_'))
+			return false;
+	return true;
+}
+
+/* The TLS options go together; the directory and the bundle are there. */
+static bool tls_args_ok(void)
+{
+	struct stat st;
+
+	if (!tls_dir && !tls_ca && !tls_td)
+		return true;
+	if (!tls_dir || !tls_ca) {
+		fprintf(stderr, "podinject-proxy: --tls-dir and --tls-ca go together\n");
+		return false;
+	}
+	if (tls_td && !trust_domain_ok(tls_td)) {
+		fprintf(stderr, "podinject-proxy: bad trust domain '%s' (a-z 0-9 . - _)\n",
+			tls_td);
+		return false;
+	}
+	if (stat(tls_dir, &st) || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "podinject-proxy: --tls-dir %s: %s\n", tls_dir,
+			S_ISDIR(st.st_mode) ? "not a directory" : strerror(errno));
+		return false;
+	}
+	if (stat(tls_ca, &st) || !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "podinject-proxy: --tls-ca %s: %s\n", tls_ca,
+			S_ISREG(st.st_mode) ? "not a file" : strerror(errno));
+		return false;
+	}
+	return true;
+}
+
 /* The options into the globals they set and the port; false (said) on
  * anything else. */
 static bool parse_args(int argc, char **argv, long *port)
@@ -939,12 +1663,24 @@ static bool parse_args(int argc, char **argv, long *port)
 		{ "idle", required_argument, NULL, 'i' },
 		{ "udp-idle", required_argument, NULL, 'u' },
 		{ "client-max", required_argument, NULL, 'm' },
+		{ "tls-dir", required_argument, NULL, 'D' },
+		{ "tls-ca", required_argument, NULL, 'C' },
+		{ "tls-trust-domain", required_argument, NULL, 'T' },
 		{ 0 },
 	};
 	long v = 0;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "vt:i:u:m:", opts, NULL)) != -1) {
+		if (c == 'D' || c == 'C' || c == 'T') {
+			if (!*optarg) {
+				fprintf(stderr, "podinject-proxy: empty value\n");
+				return false;
+			}
+			*(c == 'D' ? &tls_dir : c == 'C' ? &tls_ca : &tls_td) =
+				optarg;
+			continue;
+		}
 		if (c != 'v' && c != '?' &&
 		    (v = number(optarg, 1, c == 'm' ? 1000000 : INT32_MAX)) < 0) {
 			fprintf(stderr, "podinject-proxy: bad value '%s'\n",
@@ -963,7 +1699,7 @@ static bool parse_args(int argc, char **argv, long *port)
 	if (optind != argc - 1)
 		return false;
 	*port = number(argv[optind], 1, 65535);
-	return *port >= 0;
+	return *port >= 0 && tls_args_ok();
 }
 
 /* The reserve descriptor, SIGTERM and SIGINT as a signalfd, and the epoll
@@ -999,9 +1735,14 @@ static int open_listeners(long port, int lfds[4])
 {
 	lfds[0] = listen_on(AF_INET, SOCK_STREAM, port);
 	lfds[1] = listen_on(AF_INET6, SOCK_STREAM, port);
-	lfds[2] = udp_listeners[0] = listen_on(AF_INET, SOCK_DGRAM, port);
-	lfds[3] = udp_listeners[1] = listen_on(AF_INET6, SOCK_DGRAM, port);
-	if (lfds[0] < 0 || lfds[2] < 0) {
+	lfds[2] = lfds[3] = -1;
+	/* Over TLS, UDP is not relayed: it would go in plaintext. Without
+	 * a listener the datapath drops what it captures. */
+	if (!tls_dir) {
+		lfds[2] = udp_listeners[0] = listen_on(AF_INET, SOCK_DGRAM, port);
+		lfds[3] = udp_listeners[1] = listen_on(AF_INET6, SOCK_DGRAM, port);
+	}
+	if (lfds[0] < 0 || (!tls_dir && lfds[2] < 0)) {
 		fprintf(stderr, "podinject-proxy: cannot listen on %ld: %s\n",
 			port, strerror(errno));
 		return -1;
@@ -1080,6 +1821,15 @@ static void shut_down(const int lfds[4])
 	for (int i = 0; i < 4; i++)
 		if (lfds[i] >= 0)
 			close(lfds[i]);
+	for (int i = 0; i < IDENTITY_BUCKETS; i++)
+		while (identities[i]) {
+			struct identity *id = identities[i];
+
+			identities[i] = id->next;
+			SSL_CTX_free(id->ctx);
+			free(id);
+		}
+	X509_STORE_free(ca_store);
 }
 
 int main(int argc, char **argv)
@@ -1090,8 +1840,17 @@ int main(int argc, char **argv)
 
 	if (!parse_args(argc, argv, &port)) {
 		fprintf(stderr, "usage: podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]\n"
-			"                       [--client-max N] PORT\n");
+			"                       [--client-max N] [--tls-dir DIR --tls-ca FILE\n"
+			"                       [--tls-trust-domain TD]] PORT\n");
 		return 2;
+	}
+	if (tls_dir) {
+		/* a bundle that does not load at start is an error, not a
+		 * proxy that resets every connection */
+		ca_refresh(pi_mono_ms());
+		if (!ca_store)
+			return 1;
+		ktls_report();
 	}
 	if (raise_nofile() || setup_events(&sigtag) ||
 	    open_listeners(port, lfds))

@@ -53,6 +53,12 @@ chroot "$mnt" /bin/busybox --install -s /bin
 mkdir -p "$mnt"/{proc,sys,dev,etc,tmp,run,var/log,host}
 put "$(command -v jq)" /usr/bin/jq
 put "$BUILD/podinject" /usr/local/bin/podinject
+# `podinject metrics --listen` opens libmicrohttpd by its soname at run
+# time (src/metrics.c): ldd of the CLI does not name it
+# (awk reads to the end: an early exit could end ldconfig by SIGPIPE)
+mhd=$(ldconfig -p | awk '$1 == "libmicrohttpd.so.12" && /x86-64/ && !f { print $NF; f = 1 }')
+[ -n "$mhd" ] || { echo "build-image: no libmicrohttpd.so.12 (libmicrohttpd-dev)" >&2; exit 1; }
+put "$mhd" "$mhd"
 put "$BUILD/podinject-cni" /opt/podinject/podinject-cni
 # Beside the plugin on the host (its RPATH is $ORIGIN/podinject.lib): the
 # libraries that are not the C library's own.

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # The end-to-end demo: a node with three pods routed by podinject's BPF
 # datapath, a policy drop, a spoof drop, and injection into a pod's egress
-# datapath with the counters that show it ran exactly once. All in network
+# datapath with the counters that show it ran exactly once; the event
+# monitor showing a drop with its reason and rule. All in network
 # namespaces made here, all torn down at the end.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,9 +36,17 @@ sleep 0.3
 run ip netns exec demo-a "$B/pinet" tcp-connect 10.244.0.11 8080 --send 10000000
 wait
 
-say "Policy: demo-a may not reach demo-c on TCP 8080"
+say "Policy: demo-a may not reach demo-c on TCP 8080; the monitor shows the drop, its reason and rule"
 run pi policy add demo-a egress deny to 10.244.0.12/32 proto tcp port 8080
+mon=$(mktemp)
+"$B/podinject" -N $N monitor --type drop --pod demo-a --count 1 --duration 5 >"$mon" 2>/dev/null &
+monpid=$!
+sleep 0.5
 run ip netns exec demo-a "$B/pinet" tcp-connect --timeout 1000 10.244.0.12 8080 || true
+wait $monpid || true
+echo "$ podinject -N $N monitor --type drop --pod demo-a --count 1"
+cat "$mon"
+rm -f "$mon"
 run pi policy list demo-a
 
 say "Spoofing: demo-c sends with demo-a's address; the datapath drops it"

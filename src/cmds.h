@@ -13,6 +13,7 @@ int do_probe(int argc, char **argv);
 int do_metrics(int argc, char **argv);
 int do_apply(int argc, char **argv);
 int do_export(int argc, char **argv);
+int do_monitor(int argc, char **argv);
 
 #define POD_NAME_MAX	12	/* pods podinject names pi-NAME: IFNAMSIZ */
 

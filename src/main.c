@@ -17,7 +17,7 @@ static int main_help(int argc, char **argv)
 		"Usage: podinject [-j|--json] [-v] [-N|--node NODE] [-W|--wait MS] OBJECT COMMAND ...\n"
 		"\n"
 		"OBJECT := node | pod | policy | ct | inject | proxy | probe | features |\n"
-		"          metrics | apply | export | help\n"
+		"          metrics | monitor | apply | export | help\n"
 		"NODE defaults to $PODINJECT_NODE, else \"node\".\n"
 		"MS: how long to wait for the node's lock while another command holds\n"
 		"it (default $PODINJECT_WAIT_MS, else %d); then the command fails with\n"
@@ -58,6 +58,7 @@ int main(int argc, char **argv)
 		{ "probe", do_probe },
 		{ "features", do_features },
 		{ "metrics", do_metrics },
+		{ "monitor", do_monitor },
 		{ "apply", do_apply },
 		{ "export", do_export },
 		{ "help", main_help },

@@ -15,6 +15,7 @@ static int pod_help(int argc, char **argv)
 		"                                [--dev veth|netkit]\n"
 		"       podinject [-N NODE] pod adopt PODNAME --netns NETNS --dev HOSTDEV\n"
 		"                 [--ifname IF] [--ip ADDR] [--ip6 ADDR] [--attach-id ID]\n"
+		"                 [--no-datapath]\n"
 		"       podinject [-N NODE] pod del NAME\n"
 		"       podinject [-N NODE] [-j] pod list\n"
 		"       podinject [-N NODE] [-j] pod show NAME\n"
@@ -27,7 +28,11 @@ static int pod_help(int argc, char **argv)
 		"found through the pair when not given; addresses are read from it when\n"
 		"not given. PODNAME: 1-%d of A-Z a-z 0-9 - . _ / (e.g. a Kubernetes\n"
 		"namespace/name). 'pod del' of an adopted pod removes podinject's\n"
-		"programs and state and leaves its namespace and devices.\n",
+		"programs and state and leaves its namespace and devices.\n"
+		"--no-datapath: the reference datapath (source check, policy,\n"
+		"routing) stays off the pod's device, whose datapath is the tool's\n"
+		"that made it (e.g. Cilium): the pod can inject, be injected into,\n"
+		"be proxied and probed; its policy is that tool's (policy add refuses).\n",
 		POD_NAME_MAX, PI_POD_NAME_MAX);
 	return EXIT_OK;
 }
@@ -124,6 +129,7 @@ static int pod_adopt(int argc, char **argv)
 			  "A.B.C.D or A.B.C.D/32", &spec.has4),
 		OPT_PARSE("--ip6", parse_host6, &spec.ip6,
 			  "an address or ADDR/128", &spec.has6),
+		OPT_FLAG("--no-datapath", &spec.no_datapath),
 		{ 0 },
 	};
 	struct pi_node *n;
@@ -147,10 +153,12 @@ static int pod_adopt(int argc, char **argv)
 	pi_node_close(n);
 	if (err)
 		return exit_code(err);
-	p_info("pod %s adopted: netns %s, %s <-> %s (%s%s)", pod.name, pod.netns,
-	       pod.hostdev, pod.ifname,
+	p_info("pod %s adopted: netns %s, %s <-> %s (%s%s%s)", pod.name,
+	       pod.netns, pod.hostdev, pod.ifname,
 	       pod.flags & PI_POD_NETKIT ? "netkit" : "veth",
-	       pod.flags & PI_POD_XDP ? ", XDP ingress ACL" : "");
+	       pod.flags & PI_POD_XDP ? ", XDP ingress ACL" : "",
+	       pod.meta_flags & PI_META_NO_DATAPATH ?
+		       ", no reference datapath" : "");
 	return EXIT_OK;
 }
 
@@ -239,6 +247,8 @@ static void print_pod(struct pi_node *n, const struct pi_node_info *ni,
 		json_kstr(jw, "ifname", pod->ifname);
 		json_kstr(jw, "hostdev", pod->hostdev);
 		json_kbool(jw, "adopted", !(pod->meta_flags & PI_META_OWNS_DEV));
+		json_kstr(jw, "datapath", pod->meta_flags & PI_META_NO_DATAPATH ?
+						  "none" : "reference");
 		json_kstr(jw, "attach_id", pod->attach_id);
 		json_kstr(jw, "dev", pod->flags & PI_POD_NETKIT ? "netkit" :
 								  "veth");
@@ -293,6 +303,8 @@ static void print_pod(struct pi_node *n, const struct pi_node_info *ni,
 	if (!(pod->meta_flags & PI_META_OWNS_DEV))
 		printf("  adopted: its namespace and devices are left alone by pod del%s%s\n",
 		       *pod->attach_id ? "; attached by " : "", pod->attach_id);
+	if (pod->meta_flags & PI_META_NO_DATAPATH)
+		printf("  datapath: none of podinject's (the plugin that made it routes, checks and applies policy)\n");
 	printf("  ipv4 %s  ipv6 %s\n", b4, b6);
 	printf("  egress  %llu packets %llu bytes\n",
 	       (unsigned long long)st.egress_packets,

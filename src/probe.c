@@ -108,6 +108,169 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* ---- probe --trace: the datapath's events about each probe ---- */
+
+struct trace_buf {
+	struct pi_monitor_event *ev;
+	int cnt, cap;
+};
+
+static struct trace_buf trace;		/* filled after the run, when traced */
+
+static int trace_keep(const struct pi_monitor_event *e, void *ctx)
+{
+	struct trace_buf *t = ctx;
+
+	if (t->cnt == t->cap) {
+		int cap = t->cap ? 2 * t->cap : 256;
+		struct pi_monitor_event *ev;
+
+		if (cap > 65536)
+			return 0;
+		ev = realloc(t->ev, cap * sizeof(*ev));
+		if (!ev)
+			return 0;
+		t->ev = ev;
+		t->cap = cap;
+	}
+	t->ev[t->cnt++] = *e;
+	return 0;
+}
+
+static bool is_icmp(uint8_t proto)
+{
+	return proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6;
+}
+
+/* 1: the event is about the probe's packet, 2: about its answer, 0: not
+ * the probe's. */
+static int trace_side(const struct pi_probe_result *pr,
+		      const struct pi_monitor_event *e)
+{
+	bool ports_out, ports_back;
+
+	if (e->family != pr->family)
+		return 0;
+	if (is_icmp(pr->proto) ? !is_icmp(e->proto) : e->proto != pr->proto)
+		return 0;
+	ports_out = is_icmp(pr->proto) ||
+		    (e->sport == pr->sport && e->dport == pr->port);
+	ports_back = is_icmp(pr->proto) ||
+		     (e->sport == pr->port && e->dport == pr->sport);
+	if (!memcmp(&e->saddr, &pr->src, sizeof(e->saddr)) &&
+	    !memcmp(&e->daddr, &pr->dst, sizeof(e->daddr)) && ports_out)
+		return 1;
+	if (!memcmp(&e->saddr, &pr->dst, sizeof(e->saddr)) &&
+	    !memcmp(&e->daddr, &pr->src, sizeof(e->daddr)) && ports_back)
+		return 2;
+	return 0;
+}
+
+static const char *decided_name(uint32_t how)
+{
+	return how == PI_MON_DECIDED_WALK ? "rules" :
+	       how == PI_MON_DECIDED_TRACKED ? "tracked flow" :
+	       how == PI_MON_DECIDED_RELATED ? "related to a tracked flow" :
+					       "unknown";
+}
+
+static int cmp_event_time(const void *a, const void *b)
+{
+	const struct pi_monitor_event *x = a, *y = b;
+
+	return x->ts_ns < y->ts_ns ? -1 : x->ts_ns > y->ts_ns;
+}
+
+/* What happened to probe pr on its way, in order: each hook's verdict,
+ * each policy decision with its rule, and a drop's reason. */
+static void print_trace(const struct pi_probe_result *pr)
+{
+	static const char *const hooks[] = PI_MON_HOOK_NAMES;
+	static const char *const drops[] = PI_DROP_NAMES;
+	uint64_t t0 = 0;
+	char what[160], fl[9], flags[12];
+
+	if (json_output) {
+		json_key(jw, "trace");
+		json_arr_open(jw);
+	}
+	for (int i = 0; i < trace.cnt; i++) {
+		const struct pi_monitor_event *e = &trace.ev[i];
+		int side = trace_side(pr, e);
+		const char *hook = e->hook < PI_MON_HOOK_MAX ? hooks[e->hook] :
+							      "unknown";
+		/* pod_reply runs at the probed pod's own eth0 */
+		const char *pod = e->hook == PI_MON_HOOK_POD_REPLY ? pr->from :
+				  e->pod;
+
+		if (!side || (e->kind != PI_MON_TRACE && e->kind != PI_MON_DROP))
+			continue;
+		if (!t0)
+			t0 = e->ts_ns;
+		if (e->kind == PI_MON_DROP)
+			snprintf(what, sizeof(what), "dropped: %s",
+				 e->reason < PI_DROP_MAX ? drops[e->reason] :
+							   "unknown");
+		else if (e->hook == PI_MON_HOOK_POLICY)
+			snprintf(what, sizeof(what), "%s policy: %s by %s",
+				 e->dir == PI_DIR_INGRESS ? "ingress" : "egress",
+				 e->reason == PI_ALLOW ? "allow" : "deny",
+				 decided_name(e->aux));
+		else if (e->hook == PI_MON_HOOK_POD_REPLY &&
+			 (int32_t)e->reason == PI_MON_V_DROP)
+			snprintf(what, sizeof(what), "taken: the probe's answer");
+		else
+			snprintf(what, sizeof(what), "%s",
+				 hook_verdict_name((int32_t)e->reason));
+		if (json_output) {
+			json_obj_open(jw);
+			json_ku64(jw, "t_ns", e->ts_ns - t0);
+			json_kstr(jw, "way", side == 1 ? "out" : "back");
+			json_kstr(jw, "hook", hook);
+			json_kstr(jw, "pod", pod);
+			if (e->proto == IPPROTO_TCP)
+				json_kstr(jw, "tcp_flags",
+					  tcp_flags_text(e->tcp_flags, fl));
+			if (e->kind == PI_MON_DROP) {
+				json_kstr(jw, "event", "drop");
+				json_kstr(jw, "reason", e->reason < PI_DROP_MAX ?
+					  drops[e->reason] : "unknown");
+			} else if (e->hook == PI_MON_HOOK_POLICY) {
+				json_kstr(jw, "event", "policy");
+				json_kstr(jw, "dir", e->dir == PI_DIR_INGRESS ?
+					  "ingress" : "egress");
+				json_kstr(jw, "action", e->reason == PI_ALLOW ?
+					  "allow" : "deny");
+				json_kstr(jw, "decided_by", decided_name(e->aux));
+			} else {
+				json_kstr(jw, "event", "hook");
+				json_kstr(jw, "verdict",
+					  e->hook == PI_MON_HOOK_POD_REPLY &&
+					  (int32_t)e->reason == PI_MON_V_DROP ?
+					  "taken" : hook_verdict_name((int32_t)e->reason));
+			}
+			json_ku64(jw, "rule", e->rule_id);
+			json_obj_close(jw);
+			continue;
+		}
+		if (e->proto == IPPROTO_TCP)
+			snprintf(flags, sizeof(flags), "[%s]",
+				 tcp_flags_text(e->tcp_flags, fl));
+		else
+			flags[0] = '\0';
+		printf("     %+9.3f ms  %-4s %-6s %-14s %-12s %s",
+		       (e->ts_ns - t0) / 1e6, side == 1 ? "out" : "back",
+		       flags,
+		       hook, pod[0] ? pod :
+		       e->hook == PI_MON_HOOK_INJECT ? "(probe)" : "-", what);
+		if (e->rule_id)
+			printf(" (rule %u)", e->rule_id);
+		printf("\n");
+	}
+	if (json_output)
+		json_arr_close(jw);
+}
+
 static void print_probe(const struct pi_probe_result *pr, int seq)
 {
 	bool rtt = rtt_measured(pr);
@@ -128,6 +291,8 @@ static void print_probe(const struct pi_probe_result *pr, int seq)
 			json_f64(jw, rtt_ms(pr));
 		else
 			json_null(jw);
+		if (trace.ev)
+			print_trace(pr);
 		json_obj_close(jw);
 		return;
 	}
@@ -143,6 +308,8 @@ static void print_probe(const struct pi_probe_result *pr, int seq)
 	if (rtt)
 		printf(" rtt %.3f ms", rtt_ms(pr));
 	printf("\n");
+	if (trace.ev)
+		print_trace(pr);
 }
 
 static void print_summary(const struct pi_probe_result *pr, int n)
@@ -303,7 +470,7 @@ static int probe_help(int argc, char **argv)
 	fprintf(stderr,
 		"Usage: podinject [-N NODE] [-j] probe --from POD --to ADDR[:PORT]\n"
 		"                 [--proto tcp|udp|icmp] [--count N] [--interval MS]\n"
-		"                 [--timeout MS] [--sport PORT]\n"
+		"                 [--timeout MS] [--sport PORT] [--trace]\n"
 		"       podinject [-N NODE] [-j] probe matrix [--proto tcp|udp|icmp]\n"
 		"                 [--port N] [--to ADDR ...] [--timeout MS]\n"
 		"\n"
@@ -314,7 +481,9 @@ static int probe_help(int argc, char **argv)
 		"Defaults: tcp when a port is given, else icmp; count 1; interval\n"
 		"100 ms; timeout 1000 ms; the pod-side port (ICMP: echo id) from\n"
 		"%d-%d unless --sport. matrix: every pod to every pod of the node\n"
-		"and to each --to address, all at once.\n"
+		"and to each --to address, all at once. --trace: under each probe,\n"
+		"every hook it and its answer met, in order, with each verdict,\n"
+		"policy decision (and rule) and drop reason.\n"
 		"\n"
 		"A probe runs on the node's device pair " PI_PROBE_DEV " <-> " PI_PROBE_TX_DEV ",\n"
 		"one probe per node at a time. SIGINT, SIGTERM or SIGHUP stop it:\n"
@@ -411,6 +580,7 @@ static int probe_run(int argc, char **argv)
 		.lock_timeout_ms = lock_timeout_ms, .stop = &stop_signal,
 	};
 	const char *to = NULL;
+	bool traced = false;
 	const struct opt opts[] = {
 		OPT_STR("--from", &spec.from, "a pod"),
 		OPT_STR("--to", &to, "ADDR, ADDR:PORT or [ADDR6]:PORT"),
@@ -419,8 +589,10 @@ static int probe_run(int argc, char **argv)
 		OPT_PARSE("--interval", parse_interval, &spec.interval_ms, "0-60000 ms", NULL),
 		OPT_PARSE("--timeout", parse_timeout, &spec.timeout_ms, "1-600000 ms", NULL),
 		OPT_PARSE("--sport", parse_port16, &spec.sport, "1-65535", NULL),
+		OPT_FLAG("--trace", &traced),
 		{ 0 },
 	};
+	struct pi_monitor *mon = NULL;
 	struct pi_probe_result *res = NULL;
 	struct stop_handlers sh;
 	bool interrupted;
@@ -442,15 +614,38 @@ static int probe_run(int argc, char **argv)
 	if (spec.proto != IPPROTO_ICMP && port <= 0)
 		return usage_err("%s probes need a port (--to ADDR:PORT)",
 				 pi_proto_name(spec.proto));
+	/* The trace's monitor first: it takes the node's lock for a moment,
+	 * which this process then holds itself. */
+	if (traced) {
+		err = pi_monitor_open(node_name, 1u << PI_MON_TRACE |
+					  1u << PI_MON_DROP,
+				      lock_timeout_ms, &mon);
+		if (err)
+			return exit_code(err);
+	}
 	err = pi_node_open(node_name, PI_OPEN_WRITE, lock_timeout_ms, &n);
-	if (err)
+	if (err) {
+		pi_monitor_close(mon);
 		return exit_code(err);
+	}
 	stop_handlers_set(&sh);
 	sent = pi_probe_run(n, &spec, &res);
 	/* The probe's state is gone before anything is printed: a reader
 	 * that goes away (SIGPIPE) cannot leave its device behind. */
 	pi_node_close(n);
 	stop_handlers_restore(&sh);
+	if (mon) {
+		/* everything written by now is in the buffers */
+		while (pi_monitor_poll(mon, 0, trace_keep, &trace) > 0)
+			;
+		if (pi_monitor_lost(mon))
+			p_info("the trace lost %llu events (a full ring buffer)",
+			       (unsigned long long)pi_monitor_lost(mon));
+		pi_monitor_close(mon);
+		if (!trace.ev)
+			trace.ev = calloc(1, sizeof(*trace.ev));
+		qsort(trace.ev, trace.cnt, sizeof(*trace.ev), cmp_event_time);
+	}
 	interrupted = stop_signal;
 	if (sent < 0)
 		return interrupted ? report_interrupted(0, spec.count) :
@@ -458,6 +653,7 @@ static int probe_run(int argc, char **argv)
 	if (sent)
 		print_run(res, sent, interrupted);
 	free(res);
+	free(trace.ev);
 	return interrupted ? report_interrupted(sent, spec.count) : EXIT_OK;
 }
 

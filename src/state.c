@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* podinject apply -f FILE [--dry-run] | podinject export */
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,21 +38,18 @@ static int apply_help(int argc, char **argv)
 	return EXIT_OK;
 }
 
-static char *read_all(const char *path, size_t *len)
+/* The document on stdin, whole (a file is read by pi_apply_file). */
+static char *read_stdin(size_t *len)
 {
-	FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
 	size_t cap = 65536, n = 0;
-	char *buf;
+	char *buf = malloc(cap);
 
-	if (!f)
-		return NULL;
-	buf = malloc(cap);
 	while (buf) {
-		size_t r = fread(buf + n, 1, cap - n, f);
+		size_t r = fread(buf + n, 1, cap - n, stdin);
 
 		n += r;
 		if (n < cap) {
-			if (ferror(f)) {
+			if (ferror(stdin)) {
 				free(buf);
 				buf = NULL;
 			}
@@ -63,8 +62,6 @@ static char *read_all(const char *path, size_t *len)
 			free(buf);
 		buf = m;
 	}
-	if (f != stdin)
-		fclose(f);
 	*len = n;
 	return buf;
 }
@@ -186,9 +183,9 @@ static int apply_cmd(int argc, char **argv)
 	struct steps steps = { 0 };
 	struct pi_node *n;
 	FILE *mem = NULL;
-	size_t len;
-	char *doc;
-	int err;
+	char *doc = NULL;
+	size_t len = 0;
+	int err, fd;
 
 	err = parse_opts(fo, argc, argv, 0, NULL, NULL);
 	if (err)
@@ -200,10 +197,18 @@ static int apply_cmd(int argc, char **argv)
 		format = ext && (!strcmp(ext, ".yaml") || !strcmp(ext, ".yml")) ? 2 : 1;
 	flags = (dry ? PI_APPLY_DRY_RUN : 0) | (format == 2 ? PI_APPLY_YAML : 0) |
 		(skip_absent ? PI_APPLY_SKIP_ABSENT : 0);
-	doc = read_all(file, &len);
-	if (!doc) {
+	/* unreadable input is a usage error, before the node is opened */
+	if (!strcmp(file, "-")) {
+		doc = read_stdin(&len);
+		if (!doc) {
+			p_err("cannot read stdin: %s", strerror(errno));
+			return EXIT_USAGE;
+		}
+	} else if ((fd = open(file, O_RDONLY | O_CLOEXEC)) < 0) {
 		p_err("cannot read '%s': %s", file, strerror(errno));
 		return EXIT_USAGE;
+	} else {
+		close(fd);
 	}
 	err = pi_node_open(node_name, dry ? PI_OPEN_READ : PI_OPEN_WRITE,
 			   lock_timeout_ms, &n);
@@ -222,7 +227,8 @@ static int apply_cmd(int argc, char **argv)
 		json_init(&steps.j, mem);
 		json_arr_open(&steps.j);
 	}
-	err = pi_apply(n, doc, len, flags, on_step, &steps, &where);
+	err = doc ? pi_apply(n, doc, len, flags, on_step, &steps, &where) :
+		    pi_apply_file(n, file, flags, on_step, &steps, &where);
 	pi_node_close(n);
 	free(doc);
 	if (mem) {

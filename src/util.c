@@ -116,3 +116,26 @@ int cmd_select(const struct cmd *cmds, int argc, char **argv,
 	return EXIT_USAGE;
 }
 
+
+const char *tcp_flags_text(uint8_t f, char buf[9])
+{
+	static const char letters[] = "FSRPAUEC";
+	int n = 0;
+
+	for (int i = 0; i < 8; i++)
+		if (f & (1u << i))
+			buf[n++] = letters[i];
+	buf[n] = '\0';
+	return buf;
+}
+
+const char *hook_verdict_name(int32_t v)
+{
+	switch (v) {
+	case PI_MON_V_NEXT: return "next";
+	case PI_MON_V_PASS: return "pass";
+	case PI_MON_V_DROP: return "drop";
+	case PI_MON_V_REDIRECT: return "redirect";
+	}
+	return "unknown";
+}

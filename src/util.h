@@ -39,6 +39,10 @@ struct cmd {
 int cmd_select(const struct cmd *cmds, int argc, char **argv,
 	       int (*help)(int argc, char **argv));
 bool is_prefix(const char *arg, const char *full);
+/* The monitor's events, as the monitor and probe --trace print them:
+ * TCP flags as letters ("SA" for SYN|ACK), a hook's verdict by name. */
+const char *tcp_flags_text(uint8_t f, char buf[9]);
+const char *hook_verdict_name(int32_t v);
 /* NEXT_ARG: advance, failing with a usage error when none is left */
 #define NEXT_ARG() do { argc--; argv++; } while (0)
 #define REQ_ARGS(n) ({ if (argc < (n)) return usage_err("missing argument after '%s'", argv[-1]); 0; })

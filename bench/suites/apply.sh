@@ -4,7 +4,8 @@
 #   - 10 000 rules on one pod, from no rules;
 #   - 1 000 rules on one pod, from no rules (beside `policy add` x 1 000);
 #   - 1 000 pods with 10 rules each, from no rules;
-#   - each file applied again (nothing changes: goal <= 10 % of the first);
+#   - each file applied again (nothing changes: goal <= 10 % of the first),
+#     with the last apply's record and without it (the document parsed);
 # and `policy add` x 1 000 through the CLI (each add recompiles the pod's
 # whole policy), every round; with PB_APPLY_ADDS_10K=1 also `policy add`
 # x 10 000 once, in round 1 only, beside that round's apply of 10 000 (off
@@ -20,12 +21,13 @@ APPLY_NODE=$PB_PREFIX-ap1
 APPLY_NODE_MANY=$PB_PREFIX-apn
 APPLY_PODS_NS=$PB_PREFIX-appods
 
-apply_ms() {	# apply_ms NODE FILE: wall ms of one apply; nothing on failure
-	local t0 t1
+apply_ms() {	# apply_ms NODE FILE: "WALL CPU" ms of one apply (CPU: user +
+		# system, which a busy machine inflates less); nothing on failure
+	local t0 t1 cpu TIMEFORMAT='%3U %3S'
 	t0=$(date +%s%N)
-	"$PI" -N "$1" apply -f "$2" >/dev/null || return 1
+	cpu=$( { time "$PI" -N "$1" apply -f "$2" >/dev/null 2>&1; } 2>&1 ) || return 1
 	t1=$(date +%s%N)
-	echo $(( (t1 - t0) / 1000000 ))
+	echo "$(( (t1 - t0) / 1000000 )) $(awk '{ printf "%.1f", ($1 + $2) * 1000 }' <<<"$cpu")"
 }
 
 # apply_rules_doc POD COUNT [POD_COUNT]: a document; with POD_COUNT, pods
@@ -41,6 +43,17 @@ apply_rules_doc() {
 		 pods: (if $pods == 0 then {($pod): {egress: rules(0)}}
 			else [range($pods) as $k | {key: "apply/pod-\($k)",
 				value: {egress: rules($k)}}] | from_entries end)}'
+}
+
+apply_sample() {	# apply_sample VARIANT REP NODE FILE: its wall and CPU ms
+	local r
+	r=$(apply_ms "$3" "$4")
+	sample wall_ms ms "$1" "$2" "${r% *}"
+	sample cpu_ms ms "$1" "$2" "${r#* }"
+}
+
+apply_record() {	# apply_record NODE: the file of its last apply's record
+	echo "/run/podinject/apply/$(basename "$("$PI" -N "$1" -j node show | jq -r .pin_dir)")"
 }
 
 apply_make_pods() {	# apply_make_pods COUNT: veth pairs, adopted
@@ -100,8 +113,11 @@ suite_apply() {
 			pods) name="$pods pods x 10 rules"; node=$APPLY_NODE_MANY ;;
 			esac
 			"$PI" -N "$node" apply -f "$d/empty.json" >/dev/null
-			sample wall_ms ms "$name: apply" "$rep" "$(apply_ms "$node" "$d/$v.json")"
-			sample wall_ms ms "$name: apply again" "$rep" "$(apply_ms "$node" "$d/$v.json")"
+			apply_sample "$name: apply" "$rep" "$node" "$d/$v.json"
+			apply_sample "$name: apply again" "$rep" "$node" "$d/$v.json"
+			# the same without the last apply's record: the document parsed
+			rm -f "$(apply_record "$node")"
+			apply_sample "$name: apply again, no record" "$rep" "$node" "$d/$v.json"
 			if [ "$("$PI" -N "$node" apply -f "$d/$v.json")" != "" ]; then
 				failed "$v/round$rep" "a third apply of the same file changed something"
 			fi
@@ -137,6 +153,10 @@ suite_apply() {
 	ratio "10 000 rules: apply again / apply" wall_ms "10 000 rules, one pod: apply again" "10 000 rules, one pod: apply"
 	ratio "$pods pods x 10 rules: apply again / apply" wall_ms "$pods pods x 10 rules: apply again" "$pods pods x 10 rules: apply"
 	ratio "$adds rules: apply again / apply" wall_ms "$adds rules, one pod: apply again" "$adds rules, one pod: apply"
+	ratio "10 000 rules: apply again / apply, CPU time" cpu_ms "10 000 rules, one pod: apply again" "10 000 rules, one pod: apply"
+	ratio "$pods pods x 10 rules: apply again / apply, CPU time" cpu_ms "$pods pods x 10 rules: apply again" "$pods pods x 10 rules: apply"
+	ratio "10 000 rules: apply again without the record / apply" wall_ms "10 000 rules, one pod: apply again, no record" "10 000 rules, one pod: apply"
+	ratio "$pods pods x 10 rules: apply again without the record / apply" wall_ms "$pods pods x 10 rules: apply again, no record" "$pods pods x 10 rules: apply"
 	ratio "$adds rules: policy add x $adds / apply" wall_ms "$adds rules, one pod: policy add x $adds" "$adds rules, one pod: apply"
 	if [ "${PB_APPLY_ADDS_10K:-0}" = 1 ]; then
 		ratio "10 000 rules: policy add x 10 000 / apply (round 1)" wall_ms "10 000 rules, one pod: policy add x 10 000 (round 1 only)" "10 000 rules, one pod: apply"

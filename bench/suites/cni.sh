@@ -13,6 +13,9 @@
 # 1 for its rounds only (restored after each, and by pb_teardown): each tcx
 # attach and detach waits for an RCU grace period under RTNL
 # (kernel/bpf/tcx.c), and this is how much of podinject's cost that is.
+# A fifth chains podinject with "datapath": "none" (beside a CNI that is a
+# datapath itself): the pod is recorded, nothing is attached, so it shows
+# what podinject costs a pod apart from its programs.
 
 CNI_NODE=$PB_PREFIX-cni
 CNI_NODE_TC=$PB_PREFIX-cnitc
@@ -20,7 +23,7 @@ CNI_NS=$PB_PREFIX-cni-
 
 cni_setup() {
 	local d=$1 i
-	mkdir -p "$d/bin" "$d/state" "$d/ipam-base" "$d/ipam-pi" "$d/ipam-pi-tc"
+	mkdir -p "$d/bin" "$d/state" "$d/ipam-base" "$d/ipam-pi" "$d/ipam-pi-tc" "$d/ipam-pi-none"
 	for i in ptp host-local; do
 		ln -sf /usr/lib/cni/$i "$d/bin/$i"
 	done
@@ -43,6 +46,12 @@ cni_setup() {
 		.plugins[0].ipam.dataDir += "-tc" |
 		.plugins[0].ipam.ranges[0][0].subnet = "10.199.0.0/16" |
 		.plugins[1] += {node: $node, attach: "clsact"}' "$d/pi.conflist" >"$d/pitc.conflist"
+	# The same with "datapath": "none" (issue 23): nothing of podinject's
+	# attached at ADD, the pod recorded on the tcx node
+	jq '.name = "pb-cni-none" |
+		.plugins[0].ipam.dataDir += "-none" |
+		.plugins[0].ipam.ranges[0][0].subnet = "10.196.0.0/16" |
+		.plugins[1] += {datapath: "none"}' "$d/pi.conflist" >"$d/pinone.conflist"
 	for i in $(seq 0 $((PB_CNI_PODS - 1))); do
 		pb_ns "$CNI_NS$i"
 	done
@@ -79,7 +88,7 @@ suite_cni() {
 	# Warm-up: brings the node up (the first pod's cost, once per node)
 	# and fills the caches for both chains.
 	PB_RCU_EXPEDITED=$(cat /sys/kernel/rcu_expedited 2>/dev/null)
-	for list in base pi pitc; do
+	for list in base pi pitc pinone; do
 		out=$(PB_CNI_PODS=4 cni_round "$d" "$d/$list.conflist" 1 $base)
 		if [ "$(jq '.add_failed + .del_failed' <<<"$out" 2>/dev/null)" != 0 ]; then
 			failed "$list/warmup" "the chain failed: $(jq -r .first_error <<<"$out" 2>/dev/null || echo "$out")"
@@ -88,12 +97,13 @@ suite_cni() {
 	note "node $CNI_NODE: $("$PI" -N "$CNI_NODE" -j node show 2>/dev/null | jq -c '{host, attach}' 2>/dev/null)"
 	for rep in $(seq 1 "$PB_REPS"); do
 		for conc in 1 32; do
-			for list in base pi pitc piexp; do
+			for list in base pi pitc pinone piexp; do
 				pb_alive "$CNI_NS"0 || break 3
 				case $list in
 				base) v="ptp+host-local" ;;
 				pi) v="ptp+host-local+podinject" ;;
 				pitc) v="ptp+host-local+podinject (clsact)" ;;
+				pinone) v="ptp+host-local+podinject (datapath none)" ;;
 				piexp) v="ptp+host-local+podinject (rcu_expedited)"
 				       [ -n "$PB_RCU_EXPEDITED" ] || continue ;;
 				esac
@@ -131,6 +141,9 @@ suite_cni() {
 		ratio "ADD p99, with / without ($conc)" add_p99_ms "ptp+host-local+podinject, $conc" "ptp+host-local, $conc"
 		ratio "ADD p50, with clsact / without ($conc)" add_p50_ms "ptp+host-local+podinject (clsact), $conc" "ptp+host-local, $conc"
 		ratio "ADD p99, with clsact / without ($conc)" add_p99_ms "ptp+host-local+podinject (clsact), $conc" "ptp+host-local, $conc"
+		ratio "ADD p50, datapath none / without ($conc)" add_p50_ms "ptp+host-local+podinject (datapath none), $conc" "ptp+host-local, $conc"
+		ratio "DEL p50, datapath none / without ($conc)" del_p50_ms "ptp+host-local+podinject (datapath none), $conc" "ptp+host-local, $conc"
+		ratio "ADD p99, datapath none / without ($conc)" add_p99_ms "ptp+host-local+podinject (datapath none), $conc" "ptp+host-local, $conc"
 		ratio "ADD p50, with rcu_expedited / without ($conc)" add_p50_ms "ptp+host-local+podinject (rcu_expedited), $conc" "ptp+host-local, $conc"
 		ratio "ADD p99, with rcu_expedited / without ($conc)" add_p99_ms "ptp+host-local+podinject (rcu_expedited), $conc" "ptp+host-local, $conc"
 	done
@@ -141,7 +154,7 @@ suite_cni() {
 		[.[0].variant, .[0].op, $m[((($m | length) * 0.5) | ceil) - 1],
 		 $m[((($m | length) * 0.99) | ceil) - 1], ($m | length)] | @tsv' "$pooled")
 	for conc in "1 at a time" "32 at once"; do
-		for v in "ptp+host-local+podinject" "ptp+host-local+podinject (clsact)" "ptp+host-local+podinject (rcu_expedited)"; do
+		for v in "ptp+host-local+podinject" "ptp+host-local+podinject (clsact)" "ptp+host-local+podinject (datapath none)" "ptp+host-local+podinject (rcu_expedited)"; do
 			jq -rs --arg a "$v, $conc" --arg b "ptp+host-local, $conc" '
 				def p99: sort | .[((length * 0.99) | ceil) - 1];
 				(map(select(.variant == $a and .op == "add") | .ms) | add | p99) as $x |

@@ -13,8 +13,25 @@
 # buffer and dropped; any other packet passes on). The figure shows how cost grows with
 # work; the empty program gives the test-run overhead included in each.
 
+# datapath_at REV NAME: a directory holding node.bpf.o and inject.bpf.o
+# built from REV's tree (git history), built once into
+# build/bench/at-NAME and kept while REV names the same commit
+datapath_at() {
+	local commit dir=$BUILD/bench/at-$2
+	commit=$(git -C "$ROOT" rev-parse "$1^{commit}" 2>/dev/null) || return 1
+	if [ "$(cat "$dir/.commit" 2>/dev/null)" != "$commit" ] ||
+	   [ ! -s "$dir/build/node.bpf.o" ] || [ ! -s "$dir/build/inject.bpf.o" ]; then
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		git -C "$ROOT" archive "$commit" | tar -x -C "$dir" &&
+			make -C "$dir" -s -j2 build/node.bpf.o build/inject.bpf.o >/dev/null 2>&1 &&
+			echo "$commit" >"$dir/.commit"
+	fi
+	[ -s "$dir/.commit" ] && echo "$dir/build"
+}
+
 suite_progcost() {
-	local line v rep ns
+	local line v rep ns r
 	suite_begin progcost "Per-packet program cost (BPF_PROG_TEST_RUN, repeat)"
 	meta method "\"BPF_PROG_TEST_RUN, one 72-byte TCP SYN, repeat calibrated to ~200 ms per sample, CPU $PB_CPU_SEND\""
 	if [ ! -x "$PROGCOST" ]; then
@@ -22,13 +39,40 @@ suite_progcost() {
 		suite_end
 		return
 	fi
+	# Other builds' programs beside this build's, in the same rounds (the
+	# datapath's floor: issue 23; the monitor's cost when none runs:
+	# issue 25), built from git history: the datapath as it was before
+	# the hardening and the tracker (2026-11-30), just before the tracker,
+	# with it, and the last release.
+	local b dir base_args=() built=()
+	for b in "15adadd before-hardening" "ddc2b86^ before-tracker" "ddc2b86 tracker" "db9b60b v0.2"; do
+		if dir=$(datapath_at ${b% *} ${b#* }); then
+			base_args+=(--baseline "$dir" --baseline-name "${b#* }")
+			built+=("${b#* }")
+		else
+			note "no build of ${b#* } (${b% *}; no git history?): its comparison is left out"
+		fi
+	done
+	meta baselines "$(printf '%s\n' "${built[@]}" | jq -R . | jq -sc .)"
+	local -A floor passon
 	while read -r line; do
 		v=$(jq -r .variant <<<"$line")
 		rep=$(jq -r .rep <<<"$line")
 		ns=$(jq -r .value <<<"$line")
 		sample ns_per_packet ns "$v" "$rep" "$ns"
+		case $v in
+		"empty program (test-run overhead)") floor[$rep]=$ns ;;
+		"inject_egress, own traffic (pass on)") passon[$rep]=$ns ;;
+		esac
 	done < <(taskset -c "$PB_CPU_SEND" "$PROGCOST" --reps "$PB_REPS" \
-		--target-ms "${PB_PROGCOST_MS:-200}" || echo '{"variant":"error","rep":0,"value":0}')
+		--target-ms "${PB_PROGCOST_MS:-200}" "${base_args[@]}" || echo '{"variant":"error","rep":0,"value":0}')
+	# the head program's pass-on over the test run's own cost (goal of
+	# issue 23: at most 15 ns)
+	for rep in "${!passon[@]}"; do
+		[ -n "${floor[$rep]:-}" ] || continue
+		sample ns_over_floor ns "inject_egress, own traffic (pass on) - empty program" "$rep" \
+			"$(awk -v a="${passon[$rep]}" -v b="${floor[$rep]}" 'BEGIN { d = a - b; printf "%.1f", d < 0 ? 0 : d }')"
+	done
 	for r in 1 100 1000 10000; do
 		local unit=rules
 		[ "$r" = 1 ] && unit=rule
@@ -43,5 +87,27 @@ suite_progcost() {
 	ratio "flow table full / no policy" ns_per_packet "pod_egress, no policy, flow table full" "pod_egress, no policy"
 	ratio "inject (redirect) / pod_egress" ns_per_packet "inject_egress, authorised (fallback redirect)" "pod_egress, no policy"
 	ratio "probe answer / other packet" ns_per_packet "pod_reply, probe answer taken (ring buffer)" "pod_reply, other packet (pass on)"
+	# the monitor (issue 25): none running against the release before it,
+	# and one running against none
+	# the floor against the datapath before the tracker (goal of issue
+	# 23: at most 1.3), before the hardening too, and what each step cost
+	local c
+	for c in "pod_egress, no policy" "pod_ingress (stack to pod)" "uplink_ingress (to local pod)" \
+		"inject_egress, own traffic (pass on)" "inject_egress, authorised (fallback redirect)"; do
+		ratio "$c / before the tracker" ns_per_packet "$c" "$c [before-tracker]"
+		ratio "$c / before the hardening" ns_per_packet "$c" "$c [before-hardening]"
+		ratio "$c: the hardening (before the tracker / before the hardening)" ns_per_packet "$c [before-tracker]" "$c [before-hardening]"
+		ratio "$c: the tracker (tracker / before the tracker)" ns_per_packet "$c [tracker]" "$c [before-tracker]"
+		ratio "$c: to v0.2 (v0.2 / tracker)" ns_per_packet "$c [v0.2]" "$c [tracker]"
+		ratio "$c: since v0.2 (this build / v0.2)" ns_per_packet "$c" "$c [v0.2]"
+	done
+	ratio "monitor off: pod_egress, no policy / v0.2" ns_per_packet "pod_egress, no policy" "pod_egress, no policy [v0.2]"
+	ratio "monitor off: pod_egress, spoofed drop / v0.2" ns_per_packet "pod_egress, spoofed (drop)" "pod_egress, spoofed (drop) [v0.2]"
+	ratio "monitor off: inject_egress, authorised / v0.2" ns_per_packet "inject_egress, authorised (fallback redirect)" "inject_egress, authorised (fallback redirect) [v0.2]"
+	ratio "monitor off: inject_egress, own traffic / v0.2" ns_per_packet "inject_egress, own traffic (pass on)" "inject_egress, own traffic (pass on) [v0.2]"
+	ratio "monitor on / off: pod_egress, no policy" ns_per_packet "pod_egress, no policy, monitor on" "pod_egress, no policy"
+	ratio "monitor on / off: spoofed drop, an event each" ns_per_packet "pod_egress, spoofed (drop), monitor on (an event each)" "pod_egress, spoofed (drop)"
+	ratio "monitor on / off: injection, an event each" ns_per_packet "inject_egress, authorised, monitor on (an event each)" "inject_egress, authorised (fallback redirect)"
+	ratio "monitor on / off: injector's own traffic" ns_per_packet "inject_egress, own traffic, monitor on" "inject_egress, own traffic (pass on)"
 	suite_end
 }

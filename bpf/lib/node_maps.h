@@ -9,6 +9,7 @@
 #define PODINJECT_BPF_NODE_MAPS_H
 
 #include "parse.h"
+#include "monitor.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -52,10 +53,13 @@ static __always_inline void count_drop(__u32 pod_id,
 		st->drops[reason]++;
 }
 
-static __always_inline int drop(__u32 pod_id, enum pi_dp_drop_reason reason)
+/* A drop at `hook` (enum pi_dp_mon_hook): counted on the pod, and an
+ * event when a monitor wants drops. */
+static __always_inline int drop(struct __sk_buff *skb, __u32 pod_id,
+				enum pi_dp_drop_reason reason, __u32 hook)
 {
 	count_drop(pod_id, reason);
-	return PI_DROP;
+	return drop_at(skb, pod_id, reason, hook);
 }
 
 static __always_inline void count_ingress(__u32 pod_id, __u32 len)

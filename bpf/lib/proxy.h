@@ -23,6 +23,7 @@
 #include "parse.h"
 #include "podinject_rule.h"
 #include "redirect.h"
+#include "monitor.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -542,8 +543,14 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	/* Beyond the pod's share the new flow is refused, not made direct:
 	 * a pod does not get around its proxy by opening many flows. */
 	f = flow_add(&proxy_flows, r, &k, &nf, p);
-	if (!f)
+	if (!f) {
+		if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
+			mon_inject_event(skb, p, PI_DP_MON_DROP,
+					 PI_DP_MON_DROP_PROXY_LIMIT, r->port);
 		return PI_DROP;
+	}
+	if (mon_wants(MON_BIT(PI_DP_MON_PROXY)))
+		mon_inject_event(skb, p, PI_DP_MON_PROXY, 0, r->port);
 	return to_proxy(skb, f);
 }
 

@@ -194,6 +194,10 @@ enum pi_pod_flags {
 enum pi_pod_meta_flags {
 	PI_META_OWNS_DEV	= 1 << 0,	/* podinject made the device pair */
 	PI_META_OWNS_NETNS	= 1 << 1,	/* podinject made the namespace */
+	/* The reference datapath (source check, policy, routing) is not on
+	 * the pod's device: another plugin is its datapath. podinject keeps
+	 * what the pod uses of it (injection, the proxy, probes). */
+	PI_META_NO_DATAPATH	= 1 << 2,
 };
 
 /* Why a packet was dropped: the index of pi_pod_stats.drops. */
@@ -286,6 +290,9 @@ struct pi_adopt_spec {
 	const char *attach_id;		/* NULL or an id of the caller's */
 	bool has4, has6;		/* else read from the pod's device */
 	struct pi_addr ip4, ip6;
+	/* Leave the reference datapath off the pod's device: the plugin
+	 * that made the pod's network is its datapath (PI_META_NO_DATAPATH). */
+	bool no_datapath;
 };
 
 int pi_pod_add(struct pi_node *node, const struct pi_pod_spec *spec,
@@ -598,6 +605,14 @@ int pi_apply(struct pi_node *node, const char *doc, size_t len,
 	     uint32_t flags, pi_plan_fn plan, void *ctx,
 	     struct pi_apply_error *err);
 
+/* pi_apply of the document in the file at `path`. The same file applied
+ * again, unchanged and to a node unchanged since, is found out without
+ * reading it (the last apply's record names the file's device, inode,
+ * size and times, trusted once its last change is 2 s old). A file that
+ * cannot be read: -errno, said in the log. */
+int pi_apply_file(struct pi_node *node, const char *path, uint32_t flags,
+		  pi_plan_fn plan, void *ctx, struct pi_apply_error *err);
+
 /* Writes the node's state as a document pi_apply takes (applying it
  * changes nothing); `write` is called with pieces of the text and returns
  * 0, or -1 to stop. */
@@ -643,6 +658,10 @@ struct pi_probe_result {
 	 * kernel fell back to jiffies. An rtt_ns below it is no
 	 * measurement: the RTT was under one step. */
 	uint64_t rtt_resolution_ns;
+	/* the probe's own flow: from src:sport (the pod's address, a port of
+	 * the probe's range; ICMP: the echo id) to dst:port */
+	struct pi_addr src, dst;
+	uint16_t sport;
 };
 
 /* Probes from pod `from` to dst[:port], sent into the pod's egress
@@ -681,6 +700,114 @@ struct pi_matrix_spec {
  * then the extra addresses); returns how many probes were sent. */
 int pi_probe_matrix(struct pi_node *node, const struct pi_matrix_spec *spec,
 		    struct pi_probe_result **results, int *rows, int *cols);
+
+/* ---- the live event monitor (docs/observability.md) ---- */
+
+enum pi_monitor_kind {
+	PI_MON_DROP = 1,	/* a packet dropped: where, why, by which rule */
+	PI_MON_VERDICT = 2,	/* a policy decision: a flow's first packet
+				 * (or an untracked one), allowed or denied */
+	PI_MON_INJECT = 3,	/* a packet injected as a pod */
+	PI_MON_PROXY = 4,	/* a connection captured for a proxy */
+	PI_MON_TRACE = 5,	/* a probe's packet at a hook (probe --trace):
+				 * the hook's verdict (reason: enum
+				 * pi_monitor_verdict), or at hook POLICY a
+				 * policy decision (reason: enum pi_action;
+				 * aux: enum pi_monitor_decided) */
+	PI_MON_KIND_MAX,
+};
+#define PI_MON_KIND_NAMES { "none", "drop", "verdict", "inject", "proxy", \
+	"trace" }
+/* the kinds a monitor asks for by default; TRACE only when named */
+#define PI_MON_ALL	((1u << PI_MON_DROP) | (1u << PI_MON_VERDICT) | \
+			 (1u << PI_MON_INJECT) | (1u << PI_MON_PROXY))
+
+/* A hook's verdict in a TRACE event (the tc verdicts). */
+enum pi_monitor_verdict {
+	PI_MON_V_NEXT = -1,	/* on to the hook's next program */
+	PI_MON_V_PASS = 0,	/* on into the stack */
+	PI_MON_V_DROP = 2,
+	PI_MON_V_REDIRECT = 7,	/* to another device (a pod, the uplink) */
+};
+
+enum pi_monitor_decided {
+	PI_MON_DECIDED_WALK = 1,	/* by the rules */
+	PI_MON_DECIDED_TRACKED,		/* by the flow's tracker entry */
+	PI_MON_DECIDED_RELATED,		/* an ICMP error of a tracked flow */
+};
+
+/* The hook (program) that saw it. */
+enum pi_monitor_hook {
+	PI_MON_HOOK_POLICY = 0,	/* a policy decision (see dir) */
+	PI_MON_HOOK_POD_EGRESS,
+	PI_MON_HOOK_POD_INGRESS,
+	PI_MON_HOOK_UPLINK_INGRESS,
+	PI_MON_HOOK_XDP_POD,
+	PI_MON_HOOK_XDP_UPLINK,
+	PI_MON_HOOK_INJECT,
+	PI_MON_HOOK_NETKIT_GUARD,
+	PI_MON_HOOK_POD_REPLY,	/* at a pod's eth0: probe answers taken */
+	PI_MON_HOOK_MAX,
+};
+#define PI_MON_HOOK_NAMES { "policy", "pod-egress", "pod-ingress", \
+	"uplink-ingress", "xdp-pod", "xdp-uplink", "inject", "netkit-guard", \
+	"pod-reply" }
+
+/* Drop reasons of the injection object, beyond enum pi_drop_reason. */
+enum pi_monitor_drop {
+	PI_MON_DROP_INJECT_REDIRECT = 32,	/* the redirect was refused */
+	PI_MON_DROP_PROXY_LIMIT,		/* beyond the pod's share of
+						 * the proxy's flow table */
+	PI_MON_DROP_GUARD_EMPTY,		/* a netkit guard with no peer
+						 * program to run */
+	PI_MON_DROP_MAX,
+};
+#define PI_MON_DROP_NAMES { "inject-redirect-refused", "proxy-limit", \
+	"netkit-guard-empty" }
+
+struct pi_monitor_event {
+	uint64_t ts_ns;			/* CLOCK_MONOTONIC, as the kernel's */
+	uint32_t kind;			/* enum pi_monitor_kind */
+	uint32_t hook;			/* enum pi_monitor_hook */
+	uint32_t reason;		/* DROP: enum pi_drop_reason or
+					 * pi_monitor_drop; VERDICT: enum
+					 * pi_action; INJECT: pi_inject_path */
+	uint32_t rule_id;		/* the deciding rule, 0 = none */
+	uint32_t dir;			/* enum pi_policy_dir */
+	uint32_t ifindex;		/* the pod's host-side device, or the
+					 * device the program ran on */
+	uint32_t aux;			/* INJECT, and the injection's drops:
+					 * the target's host-side device;
+					 * PROXY and a capture's drop: the
+					 * proxy's port */
+	uint32_t len;			/* the packet's length */
+	int family;			/* AF_INET, AF_INET6; 0 unparsed */
+	uint8_t proto;
+	uint8_t tcp_flags;
+	uint16_t sport, dport;		/* host order */
+	struct pi_addr saddr, daddr;
+	char pod[PI_POD_NAME_MAX + 1];	/* the pod it is about; "" unknown */
+	char as_pod[PI_POD_NAME_MAX + 1];	/* INJECT: the pod injected as */
+};
+
+struct pi_monitor;
+
+/* Starts a monitor of the node's events of `kinds` (1 << enum
+ * pi_monitor_kind, or'ed): from now until pi_monitor_close the datapath
+ * writes them. Several monitors may run at once; the datapath writes what
+ * any of them asked for. The node is not held open meanwhile. */
+int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
+		    struct pi_monitor **out);
+typedef int (*pi_monitor_fn)(const struct pi_monitor_event *ev, void *ctx);
+/* Waits up to timeout_ms for events and calls fn with each (fn returning
+ * non-zero stops the round). Returns the number of events, or -errno
+ * (-ENOENT: the node is gone). */
+int pi_monitor_poll(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
+		    void *ctx);
+/* Events the datapath could not write since the monitor started (its
+ * ring buffers were full: the readers were too slow). */
+uint64_t pi_monitor_lost(struct pi_monitor *m);
+void pi_monitor_close(struct pi_monitor *m);
 
 /* ---- features --------------------------------------------------------- */
 

@@ -53,7 +53,7 @@ $(FUZZ_BUILD)/steer.skel.h: $(FUZZ_BUILD)/steer.bpf.o
 
 $(FUZZ_BUILD)/fuzz_proxy: tests/fuzz/fuzz_proxy.c proxy/podinject-proxy.c $(FUZZ_BUILD)/steer.skel.h | $(FUZZ_BUILD)
 	$(call msg,FUZZ,$@)
-	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(FUZZ_BUILD) tests/fuzz/fuzz_proxy.c -o $@ -lbpf -lelf -lz
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(FUZZ_BUILD) tests/fuzz/fuzz_proxy.c -o $@ -lbpf -lelf -lz -lssl -lcrypto
 
 # The real node programs, through the skeleton of the main build.
 $(FUZZ_BUILD)/fuzz_bpf: tests/fuzz/fuzz_bpf.c tests/fuzz/bpf_ref.h tests/unit/fixture.c lib/nl.c lib/cls.c $(BUILD)/node.skel.h $(HEADERS) | $(FUZZ_BUILD)

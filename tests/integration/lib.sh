@@ -94,13 +94,17 @@ wait_udp_listen() {
 	echo "nothing listens on UDP port $2 in $1"
 	return 1
 }
-# wait_tcp_listen NETNS PORT
-wait_tcp_listen() {
-	for _ in $(seq 100); do
-		[ -n "$(ip netns exec "$1" ss -Hntl "( sport = :$2 )")" ] && return 0
+# wait_tcp_listen NETNS PORT: something in NETNS listens on TCP PORT
+# (up to 5 s: a server started a moment ago on a busy machine)
+wait_tcp_listen() { wait_tcp_listen_by "ip netns exec $1" "$1" "$2"; }
+# wait_tcp_listen_by RUN NAME PORT: the same where RUN (a command prefix)
+# runs ss in the namespace, e.g. nsenter for a container's
+wait_tcp_listen_by() {
+	for _ in $(seq 250); do
+		[ -n "$($1 ss -Hntl "( sport = :$3 )")" ] && return 0
 		sleep 0.02
 	done
-	echo "nothing listens on TCP port $2 in $1"
+	echo "nothing listens on TCP port $3 in $2"
 	return 1
 }
 
@@ -171,7 +175,7 @@ make_wire() {
 # release tag a clone did not fetch is found by its commit
 # (PREV_RELEASE_COMMITS), and where there is no git at all (the kernel
 # lab's guest) a cache made before, on the host, serves.
-declare -A PREV_RELEASE_COMMITS=([v0.1]=31e717c)
+declare -A PREV_RELEASE_COMMITS=([v0.1]=31e717c [v0.2]=db9b60b)
 prev_release() {
 	local commit dir=$BUILD/prev-$1
 	commit=$(git -C "$ROOT" rev-parse "$1^{commit}" 2>/dev/null) ||
@@ -199,6 +203,15 @@ prev_release() {
 
 # node_pin_dir NODE: where the node's pins are (a host node's are keyed by
 # its namespace)
+# monitor_kinds DIR: the kinds the datapath writes events of, from the
+# monitor_config pinned in DIR (a node's, or its inject/)
+monitor_kinds() {
+	bpftool map lookup pinned "$1/monitor_config" key 0 0 0 0 -j 2>/dev/null |
+		jq -r '.value | if type == "object" then .kinds else
+			(.[0:4] | reverse | map(ltrimstr("0x")) | join("") |
+			 "0x" + .) end' | { read -r v; echo $((v)); }
+}
+
 node_pin_dir() {
 	local d
 	d=$("$PI" -N "$1" -j node show 2>/dev/null | jq -r .pin_dir)

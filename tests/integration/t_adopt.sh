@@ -134,7 +134,7 @@ expect_eq inject_by_adopted_delivered "$(udp_count ${PREFIX}x ${PREFIX}a 10.244.
 
 # A probe from the adopted pod: answered, and denied by its rule.
 in_ns ${PREFIX}b "$PINET" tcp-server 7005 --count 3 --timeout 5000 >/dev/null &
-sleep 0.3
+wait_tcp_listen ${PREFIX}b 7005 >/dev/null
 check probe_answered sh -c "$PI -N $N -j probe --from $POD --to 10.244.0.11:7005 --count 2 | jq -e '.summary.answered == 2'"
 check probe_policy sh -c "$PI -N $N -j probe --from $POD --to 10.244.0.10:7001 --proto udp --count 1 | jq -e '.summary.dropped_by_policy == 1'"
 kill %% 2>/dev/null

@@ -6,13 +6,14 @@
 # nothing (counters go on), a bad line is refused with its place and
 # reason and changes nothing, --dry-run changes nothing, and a change that
 # fails half-way (the second pod's rules do not fit the classifier's
-# pools) undoes the first pod's.
+# pools) undoes the first pod's; the record that spares a re-apply its
+# parse never hides a change made by other commands.
 #
 #   ta-a 10.244.21.10  ta-b .11  ta-p .12 (a proxy)  adopted ns/ta-x .50
 #   node ta-n
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=60
+EXPECT=75
 PREFIX=ta-
 N=ta-n
 A=10.244.21.10
@@ -29,6 +30,9 @@ check pod_add_p pi -N $N pod add ta-p --ip $P
 ip netns add ta-x
 ip -n $N link add ta-xh type veth peer name eth0 netns ta-x
 ip -n ta-x addr add $X/32 dev eth0
+# no IPv6 on it: its router solicitations (again and again, further and
+# further apart) would reach its egress rule's counter at any time
+in_ns ta-x sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1
 ip -n ta-x link set eth0 up
 ip -n ta-x link set lo up
 ip -n $N link set ta-xh up
@@ -178,6 +182,9 @@ before=$(export_of)
 out=$(pi -N $N apply -f "$T/fleet.json" --skip-absent 2>&1); rc=$?
 expect_eq skip_absent_nothing_to_do "$rc:$out" "0:"
 expect_eq skip_absent_node_unchanged "$(export_of)" "$before"
+# the record of that apply (below) is of one with --skip-absent: without
+# it the same file is refused still
+bad skip_absent_not_remembered "$T/fleet.json" "no pod 'ta-zz'"
 
 # ---- a failure half-way is undone ------------------------------------------
 # ta-a's egress (the first pod) changes, then ta-b's 32 768 rules of their
@@ -260,6 +267,68 @@ expect_eq yaml_rules "$(rules_of ta-a)" "egress 1 deny $B/32 tcp 7201; egress 2 
 sed 's|10.244.0.0/16|10.244.0.0/33|' "$T/state3.yaml" >"$T/bad.yaml"
 bad bad_yaml_cidr "$T/bad.yaml" "pods[\"ta-a\"].egress[1].to: invalid CIDR '10.244.0.0/33'"
 
+# ---- the last apply's record --------------------------------------------
+# An apply that succeeds leaves a record (the document, its file's
+# identity, the node's state after it); the same file again on a node that
+# reads the same is done without a parse, and once the file's last change
+# is 2 s old, without reading it. Anything done to the node in between by
+# other commands makes the next apply of that document a full one, which
+# undoes it; so does a file written in place, and a torn record. The
+# document here is a copy made 3 s before, so its identity is trusted.
+R=/run/podinject/apply/$(basename "$(node_pin_dir $N)")
+D=$T/settled.json
+cp "$T/state1.json" "$D"
+sleep 3
+pi -N $N apply -f "$D" >/dev/null
+state1=$(export_of)
+expect_eq record_kept "$(test -s "$R" && echo yes)" yes
+out=$(pi -N $N apply -f "$D" 2>&1); rc=$?
+expect_eq record_reapply_noop "$rc:$out" "0:"
+pi -N $N policy add ta-a egress deny to 10.97.0.0/16 at 1 >/dev/null
+out=$(pi -N $N apply -f "$D" 2>&1); rc=$?
+expect_eq record_after_policy_add "$rc:$(tail -n 1 <<<"$out")" "0:1 change applied"
+expect_eq record_after_policy_add_node "$(export_of)" "$state1"
+pi -N $N inject deny ta-a --as ta-b >/dev/null
+out=$(pi -N $N apply -f "$D" 2>&1); rc=$?
+expect_eq record_after_inject_deny "$rc:$(tail -n 1 <<<"$out")" "0:1 change applied"
+pi -N $N ct timeout udp 99 >/dev/null
+out=$(pi -N $N apply -f "$D" --dry-run 2>&1); rc=$?
+expect_eq record_dry_run_sees_timeout "$rc:$(grep -c 'udp' <<<"$out")" "0:1"
+out=$(pi -N $N apply -f "$D" 2>&1); rc=$?
+expect_eq record_after_ct_timeout "$rc:$(tail -n 1 <<<"$out")" "0:1 change applied"
+# ta-b's one ingress rule swapped for another in two edits (one rule again,
+# maybe in the same slots): the policy's revision tells
+old_id=$(rule_field ta-b ingress 1 id)
+pi -N $N policy add ta-b ingress deny from 10.95.0.0/16 at 1 >/dev/null
+pi -N $N policy del ta-b ingress "$old_id" >/dev/null
+out=$(pi -N $N apply -f "$D" 2>&1); rc=$?
+expect_eq record_after_rule_swapped "$rc:$(tail -n 1 <<<"$out"):$(rules_of ta-b)" "0:1 change applied:ingress 1 deny $X/32 tcp 7205"
+# the pod made again under its name: its ingress rule and the proxy rule
+# for it come back (the grant as it too)
+pi -N $N pod del ta-b >/dev/null
+pi -N $N pod add ta-b --ip $B >/dev/null
+out=$(pi -N $N apply -f "$D" 2>&1); rc=$?
+expect_eq record_after_pod_made_again "$rc:$(export_of)" "0:$state1"
+# the file written in place, its size unchanged (7201 -> 7202 in ta-a's
+# first rule): its identity moved, so it is read, and the change made
+sed 's/"port": 7201/"port": 7202/' "$D" >"$T/moved.json"
+dd if="$T/moved.json" of="$D" conv=notrunc status=none
+cmp -s "$D" "$T/moved.json" && [ "$(stat -c %s "$D")" = "$(stat -c %s "$T/state1.json")" ] ||
+	fail record_file_written_in_place "the test's rewrite changed the size"
+out=$(pi -N $N apply -f "$D" 2>&1); rc=$?
+expect_eq record_file_written_in_place "$rc:$(tail -n 1 <<<"$out"):$(rules_of ta-a | cut -d';' -f1)" "0:1 change applied:egress 1 deny $B/32 tcp 7202"
+# a torn record: a full apply, and a good record after it
+head -c 200 "$R" >"$R.torn" && mv "$R.torn" "$R"
+pi -N $N policy add ta-b ingress allow from 10.96.0.0/16 >/dev/null
+out=$(pi -N $N apply -f "$D" 2>&1); rc=$?
+expect_eq record_torn "$rc:$(tail -n 1 <<<"$out")" "0:1 change applied"
+expect_eq record_rewritten "$(test "$(stat -c %s "$R")" -gt 200 && echo yes)" yes
+# the same bytes from stdin: the record's document, no change
+out=$(pi -N $N apply -f - <"$D" 2>&1); rc=$?
+expect_eq record_same_bytes_from_stdin "$rc:$out" "0:"
+pi -N $N apply -f "$T/state1.json" >/dev/null
+
 check down pi -N $N node down
+expect_eq record_gone_with_node "$(test -e "$R" && echo left || echo gone)" gone
 rm -rf "$T"
 cleanup_all

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=179
+EXPECT=202
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -452,6 +452,76 @@ for p in a b c; do
 done
 expect_eq traffic_del_all "$(npods)" 0
 expect_eq traffic_del_no_auth "$("$PI" -N $NODE -j inject list | jq length)" 0
+
+# ---- "datapath": "none": chained pods keep ptp's datapath alone ---------------
+# Beside a plugin that is a datapath itself (Cilium) the reference one
+# would do its work twice: nothing of podinject's goes on the pods' host
+# devices, what they use of podinject works (injection), policy is refused.
+conflist "$T/none.conflist" 1.0.0 ${PREFIX}none \
+	"$(jq -n --argjson i "$(ipam 10.123.7.0/24 none)" '{type: "ptp", ipMasq: false, ipam: $i}')" \
+	'{"datapath": "none"}'
+# the host's namespace by a name tcx-attach can enter
+mkdir -p /run/netns && touch /run/netns/${PREFIX}host &&
+	mount --bind /proc/self/ns/net /run/netns/${PREFIX}host
+for p in n1 n2 n3; do
+	mkns ${PREFIX}$p
+	res=$(rt ADD "$T/none.conflist" "$(cid 7$(printf %d "'${p#n}"))" /run/netns/${PREFIX}$p \
+		"IgnoreUnknown=1;K8S_POD_NAMESPACE=none;K8S_POD_NAME=$p")
+	expect_eq none_add_$p $? 0
+	eval "ip_$p=$(jq -r '.ips[0].address | split("/")[0]' <<<"$res")"
+	eval "dev_$p=$(jq -r '.interfaces[] | select(.sandbox == null) | .name' <<<"$res")"
+done
+expect_eq none_pod_says "$(pod_json none/n1 | jq -r .datapath)" none
+mkns ${PREFIX}rf
+expect_eq none_reference_pod_says "$(rt ADD "$T/ptp10.conflist" "$(cid 79)" /run/netns/${PREFIX}rf "K8S_POD_NAME=ref" >/dev/null 2>&1; pod_json ref | jq -r .datapath)" reference
+# a reference pod's packets to such a pod go to the stack (which routes
+# them through ptp's device), not straight into its namespace
+e0=$(pod_stat $NODE ref .egress_packets)
+expect_eq none_from_reference_pod "$(udp_count ${PREFIX}rf ${PREFIX}n2 "$ip_n2" 7113 5)" 5
+expect_eq none_from_reference_pod_counted "$(($(pod_stat $NODE ref .egress_packets) - e0))" 5
+expect_eq none_not_counted_as_delivered "$(pod_stat $NODE none/n2 .ingress_packets)" 0
+rt DEL "$T/ptp10.conflist" "$(cid 79)" /run/netns/${PREFIX}rf >/dev/null 2>&1
+ip netns del ${PREFIX}rf
+# (a failed query prints why, so that it cannot pass for an empty hook)
+hook_progs() { "$BUILD/tcx-attach" query ${PREFIX}host "$dev_n1" "$1" 2>&1 || echo "query failed"; }
+expect_eq none_no_programs "${dev_n1:-no device}:$(hook_progs ingress)|$(hook_progs egress)" "$dev_n1:|"
+expect_eq none_traffic "$(udp_count ${PREFIX}n1 ${PREFIX}n2 "$ip_n2" 7110 5)" 5
+out=$("$PI" -N $NODE policy add none/n1 egress deny 2>&1)
+expect_eq none_policy_refused "$?" 1
+has() { grep -qF -- "$2" <<<"$1"; }	# has TEXT PART
+check none_policy_says_why has "$out" "no reference datapath"
+expect_eq none_policy_nothing_left "$("$PI" -N $NODE -j policy list none/n1 | jq '[.[] | .rules // [] | length] | add // 0')" 0
+check none_inject_allow "$PI" -N $NODE inject allow none/n1 --as none/n2
+expect_eq none_inject_delivered "$(udp_count ${PREFIX}n1 ${PREFIX}n3 "$ip_n3" 7111 25 --bind "$ip_n2")" 25
+expect_eq none_inject_stats "$("$PI" -N $NODE -j inject stats | jq '[.[] | select(.injector == "none/n1" and .as == "none/n2") | .packets] | add')" 25
+# nothing of podinject's checks what such a pod sends: beside ptp, only
+# the host's strict reverse-path filter would
+# (the device's is the larger of "all" and "default"'s: the veth is new)
+rpf=$(sysctl -n net.ipv4.conf.all.rp_filter net.ipv4.conf.default.rp_filter | sort -n | tail -n 1)
+spoofed=$(udp_count ${PREFIX}n3 ${PREFIX}n2 "$ip_n2" 7112 5 --bind "$ip_n1")
+if [ "$rpf" = 1 ]; then
+	expect_eq none_no_source_check "$spoofed" 0
+else
+	expect_eq none_no_source_check "$spoofed" 5
+fi
+check none_check rt CHECK "$T/none.conflist" "$(cid 7$(printf %d "'1"))" /run/netns/${PREFIX}n1
+for p in n1 n2 n3; do
+	rt DEL "$T/none.conflist" "$(cid 7$(printf %d "'${p#n}"))" /run/netns/${PREFIX}$p >/dev/null ||
+		fail none_del_$p "DEL failed"
+	ip netns del ${PREFIX}$p
+done
+expect_eq none_del_all "$(npods)" 0
+expect_eq none_del_no_auth "$("$PI" -N $NODE -j inject list | jq length)" 0
+umount /run/netns/${PREFIX}host 2>/dev/null; rm -f /run/netns/${PREFIX}host
+# a value that is neither: refused before anything is made
+conflist "$T/bad-dp.conflist" 1.0.0 ${PREFIX}ptp "$PTP" '{"datapath": "cilium"}'
+mkns ${PREFIX}bd
+out=$(rt ADD "$T/bad-dp.conflist" "$(cid 78)" /run/netns/${PREFIX}bd "K8S_POD_NAME=bd")
+expect_eq none_bad_value_code "$(code_of "$out")" 7
+check none_bad_value_says has "$(jq -r .details <<<"$out")" "datapath 'cilium': reference or none"
+expect_eq none_bad_value_no_pod "$(pod_name bd)" ""
+rt DEL "$T/bad-dp.conflist" "$(cid 78)" /run/netns/${PREFIX}bd >/dev/null 2>&1
+ip netns del ${PREFIX}bd
 
 # ---- main mode: podinject makes the pair, host-local gives the address -------
 leases() { ls "$T/ipam/main/$1" 2>/dev/null | grep -c '^10\.'; }

@@ -57,7 +57,7 @@ for _ in $(seq 50); do grep -q ready $T.px 2>/dev/null && break; sleep 0.1; done
 
 in_ns hd-s "$PINET" tcp-server 8080 --count 1 --timeout 4000 >$T.srv 2>&1 &
 srv=$!
-sleep 0.3
+wait_tcp_listen hd-s 8080 >/dev/null
 check proxy_own_address in_ns hd-a "$PINET" tcp-connect --timeout 3000 $S 8080
 wait $srv
 check proxy_server_sees_the_pod grep -q "^accept $A " $T.srv
@@ -65,7 +65,7 @@ check proxy_server_sees_the_pod grep -q "^accept $A " $T.srv
 sp0=$(stat hd-c .drops.spoofed)
 in_ns hd-s "$PINET" tcp-server 8080 --count 1 --timeout 3000 >$T.srv 2>&1 &
 srv=$!
-sleep 0.3
+wait_tcp_listen hd-s 8080 >/dev/null
 in_ns hd-c ip addr add $A/32 dev lo
 check_fails proxy_as_another_pod in_ns hd-c "$PINET" tcp-connect --bind $A --timeout 1500 $S 8080
 wait $srv
@@ -91,7 +91,7 @@ HLL=$(ll_of $X pi-hd-b)
 ll_of hd-b eth0 >/dev/null
 in_ns $X "$PINET" tcp-server -6 7300 --count 2 --timeout 6000 >$T.llsrv 2>&1 &
 llsrv=$!
-sleep 0.3
+wait_tcp_listen $X 7300 >/dev/null
 check ll_host_service_without_policy in_ns hd-b "$PINET" tcp-connect --timeout 3000 "$HLL%eth0" 7300
 pi -N $X policy add hd-b egress deny >/dev/null
 pd0=$(stat hd-b .drops.policy)

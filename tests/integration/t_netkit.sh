@@ -96,7 +96,7 @@ for p in nk-e nk-t nk-d; do pi -N $N policy del $p ingress all >/dev/null; done
 
 # TCP through netkit both ways.
 in_ns nk-e "$PINET" tcp-server 7100 --count 1 --echo --timeout 5000 >/dev/null 2>&1 &
-sleep 0.3
+wait_tcp_listen nk-e 7100 >/dev/null
 check tcp_netkit_to_netkit in_ns nk-t "$PINET" tcp-connect --timeout 5000 $E 7100
 wait
 

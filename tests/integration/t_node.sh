@@ -35,7 +35,7 @@ check ping_v6 in_ns ${PREFIX}a ping -6 -c 2 -W 2 -i 0.2 fd00::b
 tcp_pair() {	# tcp_pair FAMILY_FLAG SERVER_POD ADDR
 	local flag=$1 srv=$2 addr=$3 res
 	in_ns "$srv" "$PINET" tcp-server $flag 7000 --count 1 --sink --timeout 5000 >/tmp/$PREFIX$$.srv &
-	sleep 0.3
+	wait_tcp_listen "$srv" 7000 >/dev/null
 	res=$(in_ns ${PREFIX}a "$PINET" tcp-connect $flag --timeout 3000 "$addr" 7000 --send 1000000) || return 1
 	wait $!
 	grep -q "conn-done bytes 1000000" /tmp/$PREFIX$$.srv || { cat /tmp/$PREFIX$$.srv; return 1; }

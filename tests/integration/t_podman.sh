@@ -94,6 +94,19 @@ run_ctr() {	# run_ctr NAME NETWORK
 netns_of() { PM inspect -f '{{.NetworkSettings.SandboxKey}}' "$1"; }
 ip_of() { PM inspect -f "{{(index .NetworkSettings.Networks \"$2\").IPAddress}}" "$1"; }
 in_ctr() { local ns; ns=$(netns_of "$1"); shift; nsenter --net="$ns" "$@"; }
+# ctr_listens NAME PORT: waits until something in the container listens
+# on TCP PORT: a fixed sleep was not always enough for a server started
+# through nsenter on a loaded machine
+ctr_listens() { wait_tcp_listen_by "nsenter --net=$(netns_of "$1")" "$1" "$2"; }
+# probe_all_answered N ARGS...: a probe of N from ARGS, all answered; its
+# summary when not
+probe_all_answered() {
+	local n=$1 out
+	shift
+	out=$("$PI" -N $NODE -j probe "$@" --count "$n") || { echo "probe failed: $out"; return 1; }
+	jq -e --argjson n "$n" '.summary.answered == $n' <<<"$out" >/dev/null ||
+		{ echo "summary: $(jq -c .summary <<<"$out")"; return 1; }
+}
 pod_name() { "$PI" -N $NODE -j pod show "$1" 2>/dev/null | jq -r '.name // empty' 2>/dev/null; }
 
 # udp_count FROM TO DST PORT N [--bind SRC]: datagrams that arrive
@@ -138,8 +151,8 @@ expect_eq spoof_dropped "$(($(pod_stat $NODE ${PREFIX}c .drops.spoofed) - sp))" 
 
 # A probe from a container, answered by another
 in_ctr ${PREFIX}b "$PINET" tcp-server 7303 --count 2 --timeout 8000 >/dev/null &
-sleep 0.3
-check probe_answered sh -c "$PI -N $NODE -j probe --from ${PREFIX}a --to $ip_b:7303 --count 2 | jq -e '.summary.answered == 2'"
+ctr_listens ${PREFIX}b 7303 >/dev/null
+check probe_answered probe_all_answered 2 --from ${PREFIX}a --to $ip_b:7303
 wait
 
 # A transparent proxy in a container of its own, for pm-c: the server in
@@ -153,7 +166,7 @@ if check run_proxy run_ctr ${PREFIX}p $NET; then
 	check proxy_add "$PI" -N $NODE proxy add ${PREFIX}p --port 15001 --for ${PREFIX}c
 	in_ctr ${PREFIX}b "$PINET" tcp-server 8080 --sink --timeout 10000 >"$T/srv" 2>&1 &
 	srv=$!
-	sleep 0.3
+	ctr_listens ${PREFIX}b 8080 >/dev/null
 	check proxy_connect in_ctr ${PREFIX}c "$PINET" tcp-connect --timeout 5000 "$ip_b" 8080 --send 100000
 	wait $srv
 	check proxy_server_sees_client grep -q "^accept $ip_c " "$T/srv"

@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=106
+EXPECT=115
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -110,6 +110,24 @@ expect_eq burst_1000_answered "$(jq .summary.answered <<<"$out")" 1000
 rtts=$(jq -c '.summary | {rtt_ms, rtt_resolution_ns, rtt_under_resolution}' <<<"$out")
 check burst_rtt_plausible sh -c "echo '$rtts' | jq -e '(.rtt_ms == null or (.rtt_ms.min > 0 and .rtt_ms.p99 < 1000)) and (.rtt_resolution_ns > 1000000 or .rtt_under_resolution == 0)' >/dev/null || { echo '$rtts'; false; }"
 
+# probe --trace: every hook the probe and its answer met, in order
+out=$(probe --from tq-a --to $B:8080 --trace)
+expect_eq trace_summary_kept "$(verdicts <<<"$out")" answered
+check trace_starts_at_injection jq -e '.probes[0].trace[0] | .hook == "inject" and .way == "out" and .verdict == "redirect"' <<<"$out"
+check trace_out_decisions jq -e '[.probes[0].trace[] | select(.way == "out" and .event == "policy") | .pod + ":" + .dir + ":" + .action + ":" + .decided_by] | index("tq-a:egress:allow:rules") != null and index("tq-b:ingress:allow:rules") != null' <<<"$out"
+check trace_out_redirected jq -e '[.probes[0].trace[] | select(.way == "out" and .hook == "pod-egress")][0] | .pod == "tq-a" and .verdict == "redirect"' <<<"$out"
+echo "$out" >/tmp/tq$$.t
+check trace_answer_taken sh -c 'jq -e "[.probes[0].trace[] | select(.way == \"back\")] | (.[-1] | .hook == \"pod-reply\" and .verdict == \"taken\" and .pod == \"tq-a\" and .tcp_flags == \"SA\") and (map(select(.event == \"policy\") | .decided_by) | all(. == \"tracked flow\"))" "$1" >/dev/null || { jq -c "[.probes[0].trace[] | select(.way == \"back\")]" "$1"; false; }' _ /tmp/tq$$.t
+rm -f /tmp/tq$$.t
+did=$(pi -N $X -j policy add tq-a deny to $B/32 proto tcp port 8082 | jq .id)
+out=$(probe --from tq-a --to $B:8082 --trace)
+check trace_denied_ends_at_drop jq -e --argjson id "$did" '.probes[0].trace as $t | ($t[-1] | .hook == "pod-egress" and .verdict == "drop") and ([$t[] | select(.event == "drop")][0] | .reason == "policy" and .rule == $id) and ([$t[] | select(.way == "back")] | length == 0)' <<<"$out"
+pi -N $X policy del tq-a egress "$did" >/dev/null
+out=$(probe --from tq-a --to $B:8081 --trace)
+check trace_refused_ends_with_reset jq -e '.probes[0].verdict == "refused" and (.probes[0].trace[-1] | .hook == "pod-reply" and .verdict == "taken" and (.tcp_flags | contains("R")))' <<<"$out"
+check trace_only_when_asked jq -e '.probes[0] | has("trace") | not' <<<"$(probe --from tq-a --to $B:8080)"
+expect_eq trace_turned_off "$(monitor_kinds "$(node_pin_dir $X)")" 0
+
 # The matrix over 4 pods, one pair blocked by policy: exactly that pair.
 id=$(pi -N $X -j policy add tq-c deny to 10.244.0.13/32 proto tcp port 8080 | jq .id)
 out=$(pi -N $X -j probe matrix --proto tcp --port 8080 --timeout 1500)
@@ -206,35 +224,44 @@ interrupt() {
 	local sig=$1 out=$2 pid
 	shift 2
 	set -m
-	"$PI" -N $X -j "$@" >"$out" 2>/dev/null &
+	local t0=$SECONDS rc
+	"$PI" -N $X -j "$@" >"$out" 2>/tmp/tq$$.ierr &
 	pid=$!
 	set +m
 	probing_now
 	kill -s $sig $pid
+	echo "signalled after $((SECONDS - t0)) s" >/tmp/tq$$.itime
 	wait $pid
-	echo $?
+	rc=$?
+	echo "$rc"
+	# how it went, for exit_1 to name should it fail (a run that ended
+	# before the signal, one that did not see it)
+	echo "'$*' with SIG$sig: $(cat /tmp/tq$$.itime), ended after $((SECONDS - t0)) s; stderr: $(head -c 300 /tmp/tq$$.ierr); summary: $(jq -c .summary "$out" 2>/dev/null); neither answered nor self: $(jq -c '[(.results // .probes // [])[] | select(.verdict != "answered" and .verdict != "self") | {from, to, verdict}]' "$out" 2>/dev/null | head -c 400)" >/tmp/tq$$.itime
+}
+exit_1() {	# exit_1 NAME RC: the interrupted command exited 1
+	if [ "$2" = 1 ]; then pass "$1"; else fail "$1" "exit $2, want 1: $(cat /tmp/tq$$.itime)"; fi
 }
 reported() {	# reported FILE JQ: the interrupted command's JSON says so
 	test -s "$1" && jq -e "$2" "$1"
 }
 rc=$(interrupt INT /tmp/tq$$.i probe --from tq-a --to $B --count 1000 --interval 200)
-expect_eq sigint_exit_1 "$rc" 1
+exit_1 sigint_exit_1 "$rc"
 check sigint_reports_sent reported /tmp/tq$$.i '.interrupted == "SIGINT" and .summary.answered >= 1'
 left_nothing sigint
 scrub
 rc=$(interrupt TERM /tmp/tq$$.i probe --from tq-a --to fd00::b --count 1000 --interval 200)
-expect_eq sigterm_exit_1 "$rc" 1
+exit_1 sigterm_exit_1 "$rc"
 check sigterm_reports_sent reported /tmp/tq$$.i '.interrupted == "SIGTERM" and .summary.answered >= 1'
 left_nothing sigterm
 scrub
 # the matrix waits for 10.244.0.99, which never answers
 rc=$(interrupt INT /tmp/tq$$.i probe matrix --to 10.244.0.99 --timeout 60000)
-expect_eq matrix_sigint_exit_1 "$rc" 1
+exit_1 matrix_sigint_exit_1 "$rc"
 check matrix_sigint_reports reported /tmp/tq$$.i '.interrupted == "SIGINT" and .summary.answered == 12'
 left_nothing matrix_sigint
 scrub
 rc=$(interrupt TERM /tmp/tq$$.i probe matrix --to 10.244.0.99 --timeout 60000)
-expect_eq matrix_sigterm_exit_1 "$rc" 1
+exit_1 matrix_sigterm_exit_1 "$rc"
 check matrix_sigterm_reports reported /tmp/tq$$.i '.interrupted == "SIGTERM" and .summary.answered == 12'
 left_nothing matrix_sigterm
 scrub
@@ -305,7 +332,7 @@ expect_eq probe_pod_device_kept "$(ip -n $X -j link show pi-probe | jq '.[0].ifi
 check probe_pod_link_kept test -e "$INJ/link_$("$PI" -N $X -j pod show probe | jq .host_ifindex)"
 expect_eq probe_pod_auth_kept "$("$PI" -N $X -j inject list | jq -r '[.[] | .injector + ">" + .as] | unique | join(",")')" "probe>tq-c"
 expect_eq probe_pod_injects_after "$(udp_from_probe 10)" 10
-rm -f /tmp/tq$$.i /tmp/tq$$.r /tmp/tq$$.bg
+rm -f /tmp/tq$$.i /tmp/tq$$.r /tmp/tq$$.bg /tmp/tq$$.ierr /tmp/tq$$.itime
 
 # ---- The probe waits without the node's lock. Its source pod deleted
 # meanwhile and a pod of the same name, address and namespace name put in

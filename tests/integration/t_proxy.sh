@@ -48,7 +48,7 @@ proxied_pair() {	# proxied_pair SERVER_POD ADDR BYTES [-6]
 	local srv=$1 addr=$2 bytes=$3 fam=${4:-} out
 	in_ns "$srv" "$PINET" tcp-server $fam 8080 --sink --timeout 20000 >/tmp/tp$$.srv 2>&1 &
 	local s=$!
-	sleep 0.3
+	wait_tcp_listen "$srv" 8080 >/dev/null
 	out=$(in_ns tp-c "$PINET" tcp-connect $fam --timeout 5000 "$addr" 8080 --send "$bytes") || { echo "$out"; return 1; }
 	wait $s
 	local sent_fnv got_fnv
@@ -75,22 +75,32 @@ check server_sees_client_v6 grep -q "^accept fd00::a " /tmp/tp$$.srv
 # The client sees the server's address, never the proxy's.
 in_ns tp-s "$PINET" tcp-server 8081 --echo --timeout 10000 >/dev/null &
 srv=$!
-sleep 0.3
+wait_tcp_listen tp-s 8081 >/dev/null
 check half_close_echo in_ns tp-c "$PINET" tcp-connect --timeout 3000 $S 8081 --send 300000 --expect-echo
 wait $srv
 
-# 100 concurrent connections
-in_ns tp-s "$PINET" tcp-server 8082 --count 100 --echo --timeout 60000 >/tmp/tp$$.many &
+# 100 concurrent connections. 60 s is plenty on a host; under the lab's
+# emulation, with the host busy, 100 echoes through the proxy took longer
+# (82 and 90 of 100 were done in time on debian-6.12): 4 minutes there.
+many_ms=60000
+[ -n "${PODINJECT_LAB:-}" ] && many_ms=240000
+in_ns tp-s "$PINET" tcp-server 8082 --count 100 --echo --timeout $many_ms >/tmp/tp$$.many &
 srv=$!
-sleep 0.3
+wait_tcp_listen tp-s 8082 >/dev/null
+t0=$SECONDS
 for i in $(seq 100); do
-	in_ns tp-c "$PINET" tcp-connect --timeout 60000 $S 8082 --send 20000 --expect-echo >/tmp/tp$$.c$i 2>&1 &
+	in_ns tp-c "$PINET" tcp-connect --timeout $many_ms $S 8082 --send 20000 --expect-echo >/tmp/tp$$.c$i 2>&1 &
 	clients+=($!)
 done
 wait $srv
 wait "${clients[@]}"
 ok=$(cat /tmp/tp$$.c* | grep -c '^done sent 20000 received 20000')
-expect_eq concurrent_100 "$ok" 100
+if [ "$ok" = 100 ]; then
+	pass concurrent_100
+else
+	# what one that did not finish said, and how long they all took
+	fail concurrent_100 "$ok of 100 done in $((SECONDS - t0)) s; one of the others: $(grep -L '^done sent 20000 received 20000' /tmp/tp$$.c* | head -n 1 | xargs -r tail -n 2 | tr '\n' ' ')"
+fi
 expect_eq concurrent_100_server_sees_client "$(grep -c "^accept $C " /tmp/tp$$.many)" 100
 rm -f /tmp/tp$$.c*
 
@@ -113,7 +123,7 @@ id=$(pi -N $X -j policy add tp-c deny to $S/32 proto tcp port 8080 | jq .id)
 pd0=$(pod_stat $X tp-c .drops.policy)
 in_ns tp-s "$PINET" tcp-server 8080 --sink --timeout 4000 >/tmp/tp$$.srv &
 srv=$!
-sleep 0.3
+wait_tcp_listen tp-s 8080 >/dev/null
 # (the proxy logs each connection as it ends; earlier ones may have had
 # the same client port)
 log0=$(wc -l </tmp/tp$$.pxlog)
@@ -185,7 +195,7 @@ expect_lt proxy_down_fast "$(sub "$t1" "$t0")" 1000
 check proxy_del pi -N $X proxy del tp-p --for tp-c
 in_ns tp-s "$PINET" tcp-server 8080 --sink --timeout 5000 >/tmp/tp$$.srv &
 srv=$!
-sleep 0.3
+wait_tcp_listen tp-s 8080 >/dev/null
 check direct_after_del in_ns tp-c "$PINET" tcp-connect --timeout 3000 $S 8080 --send 1000
 wait $srv
 check direct_server_sees_client grep -q "^accept $C " /tmp/tp$$.srv

@@ -7,15 +7,19 @@
 #                                              | upstream as 10.244.0.10
 #   tr-s (server, 10.244.0.11) <---------------+
 #
-# 30 000 short connections one after the other in at most 10 s, almost four
-# times the pod's share of the flow tables (8 192). They go through only
-# if a done connection's entries leave at its close (or the pod makes room
-# from its own): with entries kept 10 s after the close, the share is full
-# after some 8 000 and every further SYN is dropped and sent again a second
-# later (issue 23).
+# 30 000 short connections one after the other, almost four times the
+# pod's share of the flow tables (8 192). They go through only if a done
+# connection's entries leave at its close (or the pod makes room from its
+# own): with entries kept 10 s after the close, a client faster than 820
+# connections a second fills the share and every further SYN is dropped
+# and sent again a second later (issue 23), which fails the connection.
+# The host opens some 3 000 a second, the CI's busy machine 2 100; the
+# rate is printed, and the check needs only that it was above the 820 that
+# make the old bug show (a slower machine could not tell: SKIP). The rate
+# itself is the proxy benchmark's (make bench).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=11
+EXPECT=12
 PREFIX=tr-
 X=tr-x
 C=10.244.0.10
@@ -54,24 +58,53 @@ open_flows() {
 		jq '[.[] | select(.value.flags % 4 < 2)] | length'
 }
 
+# mono_ns: the kernel's monotonic clock, which the entries' times are
+# (bpf_ktime_get_ns()); only /proc/timer_list shows it as it is
+# (/proc/uptime counts suspended time, and a time namespace moves both)
+mono_ns() {
+	awk '/^now at/ { print $3; exit }' /proc/timer_list 2>/dev/null
+}
+
+# entries MAP [FILTER]: the pod's entries of proxy_MAP that FILTER (jq)
+# selects, as JSON: how many, and the first eight (flags, seconds since
+# last seen, ports as in the map)
+entries() {
+	bpftool map dump pinned "$(node_pin_dir $X)/inject/proxy_$1" |
+		jq -c --argjson now "$(mono_ns || echo null)" \
+			"[.[] | {flags: .value.flags, pod_port: .key.pod_port, dst_port: .key.dst_port,
+			  idle_s: (if \$now == null then null else ((\$now - .value.last_seen_ns) / 1e9 | floor) end)}
+			 | select(${2:-true})] | if length == 0 then [] else {n: length, first: .[:8]} end"
+}
+
 # flows_back TABLE MAP: a second after the last connection no entry of
 # the pod's in that table is still open (a done connection's go at its
-# last ACK), and within the closing timeout (10 s) none is left at all (a
-# late segment of a done connection may make a closing one)
+# last ACK), and none is left once the closing ones had their timeout
+# (10 s) from their last segment. A late segment of a done connection
+# makes a closing entry (the proxy's answer to a FIN the far end sent
+# again), and each segment after it keeps it 10 s more; how long that
+# goes on is the peers' (their retransmissions back off), so the check
+# is on the entries themselves: one unseen for three times the timeout is
+# one its timer did not take, a leak of the share, and so is a count left
+# when the table is empty. (The timers run in softirq context: on a
+# machine whose two cores are busy, ksoftirqd ran them 2 s late, and an
+# entry idle for 12 s was still there, to go a moment later.)
 flows_back() {
-	local n o
+	local n o t0 stale
 	for _ in $(seq 20); do
 		o=$(open_flows "$2")
 		[ "$o" = 0 ] && break
 		sleep 0.05
 	done
 	[ "$o" = 0 ] || { echo "the $1 table still holds '$o' open entries"; return 1; }
-	for _ in $(seq 110); do
+	t0=$(date +%s)
+	while [ $(($(date +%s) - t0)) -lt 60 ]; do
 		n=$(proxy_series "flows\\{.*table=\"$1\"")
 		[ "$n" = 0 ] && return 0
-		sleep 0.1
+		stale=$(entries "$2" '.idle_s != null and .idle_s > 30')
+		[ "$stale" = "[]" ] || break
+		sleep 0.2
 	done
-	echo "the pod still holds '$n' entries in the $1 table"
+	echo "the pod still holds '$n' entries in the $1 table after $(($(date +%s) - t0)) s; in the map: $(entries "$2"); sockets not closed: server $(in_ns tr-s ss -Htan state last-ack state fin-wait-1 state fin-wait-2 state closing | wc -l), proxy $(in_ns tr-p ss -Htan state last-ack state fin-wait-1 state fin-wait-2 state closing | wc -l)"
 	return 1
 }
 
@@ -89,13 +122,25 @@ check proxy_add pi -N $X proxy add tr-p --port 15001 --for tr-c --match tcp
 # not through check: its subshell would keep PROXY_PID from us
 if start_proxy; then pass proxy_ready; else fail proxy_ready "not ready"; fi
 
-in_ns tr-s "$PINET" tcp-server 8080 --count $N --timeout 15000 >/tmp/tr$$.srv 2>&1 &
+in_ns tr-s "$PINET" tcp-server 8080 --count $N --timeout 60000 >/tmp/tr$$.srv 2>&1 &
 srv=$!
 check server_listens wait_tcp_listen tr-s 8080
 retr0=$(syn_retrans)
 # The client: connect, wait for the server's close (relayed by the proxy),
 # close; a connection not done within a second (a SYN sent again) fails.
-check "short_connections_${N}_in_10s" in_ns tr-c "$PINET" tcp-conn-loop --timeout 1000 $S 8080 $N 10
+if in_ns tr-c "$PINET" tcp-conn-loop --timeout 1000 $S 8080 $N 60 >/tmp/tr$$.loop 2>&1; then
+	pass "short_connections_$N"
+else
+	fail "short_connections_$N" "$(cat /tmp/tr$$.loop)"
+fi
+cps=$(awk '$1 == "conns" { printf "%d", $8 }' /tmp/tr$$.loop)
+echo "# t_proxy_rate: $(cat /tmp/tr$$.loop)"
+# 8 192 entries kept 10 s each: above 820 a second the old bug shows
+if [ "${cps:-0}" -gt 900 ]; then
+	pass rate_beyond_the_share
+else
+	skip rate_beyond_the_share "this machine opened ${cps:-0} connections a second; below 820 the share never fills, so the run could not show the bug"
+fi
 wait $srv
 expect_num server_accepted_all "$(grep -c '^accept 10.244.0.10 ' /tmp/tr$$.srv)" $N
 expect_num no_syn_sent_twice "$(sub "$(syn_retrans)" "$retr0")" 0

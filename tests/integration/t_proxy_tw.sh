@@ -86,7 +86,9 @@ reuse() {
 	fi
 	in_ns tt-s "$PINET" tcp-server $fam 8080 --timeout 5000 >/tmp/tt$$.srv 2>&1 &
 	srv=$!
-	sleep 0.3
+	# (a fixed 0.3 s was too short under the lab's emulation with the
+	# host busy: the proxy's upstream connect was refused)
+	wait_tcp_listen tt-s 8080 >/dev/null
 	out=$(in_ns tt-c "$PINET" tcp-connect $fam --timeout 3000 --wait-eof $dst 8080 2>&1)
 	wait $srv
 	expect_eq "${name}_server_closed_first" "$(sed -n 2p <<<"$out")" "eof received 0"
@@ -101,7 +103,7 @@ reuse() {
 
 	in_ns tt-s "$PINET" tcp-server $fam 8080 --sink --timeout 5000 >/tmp/tt$$.srv 2>&1 &
 	srv=$!
-	sleep 0.3
+	wait_tcp_listen tt-s 8080 >/dev/null
 	rec0=$(client_recoveries)
 	# "at once" is measured in packets, not wall-clock time (which under
 	# the lab's emulation also holds the 100 kB exchange): the handshake

@@ -31,14 +31,14 @@ check ping_node_addr in_ns tw-a ping -c 1 -W 2 192.168.77.1
 
 in_ns tw-b "$PINET" tcp-server 7100 --count 2 --sink --timeout 8000 >/tmp/tw$$.srv &
 srv=$!
-sleep 0.3
+wait_tcp_listen tw-b 7100 >/dev/null
 check tcp_v4 in_ns tw-a "$PINET" tcp-connect --timeout 3000 10.244.1.10 7100 --send 2000000
 check tcp_v4_second_pod in_ns tw-a2 "$PINET" tcp-connect --timeout 3000 10.244.1.10 7100 --send 1000
 wait $srv
 check tcp_v4_server_saw_pod_source grep -q "accept 10.244.0.10 " /tmp/tw$$.srv
 in_ns tw-b "$PINET" tcp-server -6 7101 --count 1 --sink --timeout 8000 >/tmp/tw$$.srv &
 srv=$!
-sleep 0.3
+wait_tcp_listen tw-b 7101 >/dev/null
 check tcp_v6 in_ns tw-a "$PINET" tcp-connect -6 --timeout 3000 fd00:1::a 7101 --send 2000000
 wait $srv
 check tcp_v6_intact grep -q "conn-done bytes 2000000" /tmp/tw$$.srv

@@ -195,7 +195,7 @@ tcp_to_a() {	# tcp_to_a FROM_NS [--bind SRC]
 	shift
 	in_ns xp-a "$PINET" tcp-server 7100 --count 1 --sink --timeout 6000 >/tmp/xp$$.srv &
 	local s=$!
-	sleep 0.3
+	wait_tcp_listen xp-a 7100 >/dev/null
 	in_ns "$from" "$PINET" tcp-connect "$@" --timeout 4000 $A4 7100 --send 2000000 >/dev/null || return 1
 	wait $s
 	grep -q "conn-done bytes 2000000" /tmp/xp$$.srv

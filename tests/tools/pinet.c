@@ -7,9 +7,9 @@
  *   pinet tcp-server [-6] PORT [--count N] [--echo] [--sink] [--timeout MS]
  *                    [--delay MS]
  *   pinet tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS] DST PORT
- *                     [--send BYTES] [--expect-echo] [--wait-eof]
+ *                     [--send BYTES] [--expect-echo] [--wait-eof] [--delay MS]
  *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
- *   pinet tcp-conn-loop [-6] [--timeout MS] DST PORT COUNT SECONDS
+ *   pinet tcp-conn-loop [-6] [--timeout MS] [--latency] DST PORT COUNT SECONDS
  *   pinet udp-echo [-6] PORT COUNT TIMEOUT_MS
  *   pinet udp-rr [-6] DST PORT COUNT TIMEOUT_MS
  *   pinet raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]
@@ -48,7 +48,11 @@
  *                prints "done sent N received M fnv HEX" (fnv of the bytes
  *                sent, comparable to the server's --sink line); with
  *                --expect-echo a reply that differs from what was sent
- *                prints "mismatch sent N received M" and exits 1. With
+ *                prints "mismatch sent N received M" and exits 1, and an
+ *                error is followed by "partial received M mismatch
+ *                yes|no" (whether a byte received before it was wrong);
+ *                --delay MS waits that long before each read (a slow
+ *                reader). With
  *                --wait-eof (not with --send) it sends nothing and closes
  *                only after the peer has: "eof received M". The peer is
  *                then the active closer, and only its side keeps the
@@ -63,7 +67,11 @@
  *                one refused, reset, or not done within --timeout MS
  *                (1000: a SYN sent again costs one second) is a failure.
  *                "conns N failed F seconds S cps R"; exit 1 unless all
- *                COUNT were made, none failed.
+ *                COUNT were made, none failed. --latency adds "latency_us
+ *                p50 A p99 B max C": each successful connection's time
+ *                from connect() to the server's close, in microseconds
+ *                (timed in this process: a loop in bash would time its
+ *                own process starts).
  *   udp-echo     answers each datagram with the same bytes; "echoed N",
  *                then "from ADDR count K" per source address.
  *   udp-rr       COUNT requests, each waiting for its answer; "replies N"
@@ -140,6 +148,7 @@ enum {
 	OPT_HOPOPTS	= 1 << 10,
 	OPT_DELAY	= 1 << 11,
 	OPT_PORTS	= 1 << 12,
+	OPT_LATENCY	= 1 << 13,
 };
 
 struct opts {
@@ -167,18 +176,20 @@ static int usage(void)
 		"       %s tcp-server [-6] PORT [--count N] [--echo] [--sink]\n"
 		"                  [--timeout MS] [--delay MS]\n"
 		"       %s tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS]\n"
-		"                   DST PORT [--send BYTES] [--expect-echo] [--wait-eof]\n"
+		"                   DST PORT [--send BYTES] [--expect-echo] [--wait-eof] [--delay MS]\n"
 		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
-		"       %s tcp-conn-loop [-6] [--timeout MS] DST PORT COUNT SECONDS\n"
+		"       %s tcp-conn-loop [-6] [--timeout MS] [--latency] DST PORT COUNT\n"
+		"                     SECONDS\n"
 		"       %s udp-echo [-6] PORT COUNT TIMEOUT_MS\n"
 		"       %s udp-rr [-6] DST PORT COUNT TIMEOUT_MS\n"
 		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]\n"
+		"       %s raw-frame DEV HEX COUNT\n"
 		"       %s router-adv DEV COUNT\n"
 		"       %s neigh-adv DEV TARGET COUNT\n"
 		"       %s arp-announce DEV IP COUNT\n"
 		"       %s icmp-too-big SRC DST SPORT DPORT MTU\n",
 		prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
-		prog, prog, prog);
+		prog, prog, prog, prog);
 	return EXIT_USAGE;
 }
 
@@ -236,6 +247,8 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 			bit = OPT_DELAY;
 		else if (!strcmp(a, "--ports"))
 			bit = OPT_PORTS;
+		else if (!strcmp(a, "--latency"))
+			bit = OPT_LATENCY;
 		else if (a[0] == '-' && a[1])
 			return -1;
 		else {
@@ -801,7 +814,7 @@ fail:
  * printing why it failed.
  */
 static int tcp_exchange(int fd, long long total, long timeout_ms,
-			bool expect_echo)
+			bool expect_echo, long delay_ms)
 {
 	static unsigned char out[IO_CHUNK], in[IO_CHUNK];
 	long long sent = 0, received = 0;
@@ -839,7 +852,7 @@ static int tcp_exchange(int fd, long long total, long timeout_ms,
 			w = send(fd, out, n, MSG_NOSIGNAL);
 			if (w < 0 && errno != EAGAIN && errno != EINTR) {
 				printf("error %s\n", errname(errno));
-				return 1;
+				goto partial;
 			}
 			if (w > 0) {
 				h = pi_fnv64(h, out, w);
@@ -847,12 +860,14 @@ static int tcp_exchange(int fd, long long total, long timeout_ms,
 			}
 		}
 		if (!eof && (p.revents & (POLLIN | POLLERR | POLLHUP))) {
-			ssize_t n = read(fd, in, sizeof(in));
-			ssize_t i;
+			ssize_t n, i;
 
+			if (delay_ms)
+				poll(NULL, 0, delay_ms);
+			n = read(fd, in, sizeof(in));
 			if (n < 0 && errno != EAGAIN && errno != EINTR) {
 				printf("error %s\n", errname(errno));
-				return 1;
+				goto partial;
 			}
 			if (n == 0) {
 				/* The peer may stop sending before we do. */
@@ -873,6 +888,11 @@ static int tcp_exchange(int fd, long long total, long timeout_ms,
 	printf("done sent %lld received %lld fnv %016llx\n", sent, received,
 	       (unsigned long long)h);
 	return 0;
+partial:
+	if (expect_echo)
+		printf("partial received %lld mismatch %s\n", received,
+		       mismatch ? "yes" : "no");
+	return 1;
 }
 
 /* Reads and drops what comes until the peer closes. Returns 0, or 1 after
@@ -914,7 +934,8 @@ static int cmd_tcp_connect(int argc, char **argv)
 	struct opts o;
 
 	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_TIMEOUT | OPT_SEND |
-		  OPT_EXPECT_ECHO | OPT_SPORT | OPT_WAIT_EOF, &o) || o.npos != 2)
+		  OPT_EXPECT_ECHO | OPT_SPORT | OPT_WAIT_EOF | OPT_DELAY, &o) ||
+	    o.npos != 2)
 		return usage();
 	if ((o.seen & OPT_EXPECT_ECHO) && !(o.seen & OPT_SEND))
 		return usage();
@@ -935,7 +956,7 @@ static int cmd_tcp_connect(int argc, char **argv)
 	fflush(stdout);
 	if (o.seen & OPT_SEND)
 		ret = tcp_exchange(fd, o.send, timeout,
-				   o.seen & OPT_EXPECT_ECHO);
+				   o.seen & OPT_EXPECT_ECHO, o.delay_ms);
 	else if (o.seen & OPT_WAIT_EOF)
 		ret = wait_eof(fd, timeout);
 	close(fd);
@@ -981,16 +1002,32 @@ static double mono_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* index of the nearest-rank P-th percentile of N sorted values */
+static long rank(long n, int p)
+{
+	long r = (n * p + 99) / 100;
+
+	return r > 0 ? r - 1 : 0;
+}
+
 static int cmd_tcp_conn_loop(int argc, char **argv)
 {
 	long port, count, seconds, timeout, conns = 0, failed = 0;
-	double t0, t;
+	double t0, t, *lat = NULL;
 	int family, fd;
 	union sa dst;
 	struct opts o;
 	char c;
 
-	if (parse(argc, argv, OPT_6 | OPT_TIMEOUT, &o) || o.npos != 4)
+	if (parse(argc, argv, OPT_6 | OPT_TIMEOUT | OPT_LATENCY, &o) ||
+	    o.npos != 4)
 		return usage();
 	family = family_of(&o, o.pos[0]);
 	port = number(o.pos[1], 1, 65535);
@@ -1000,25 +1037,46 @@ static int cmd_tcp_conn_loop(int argc, char **argv)
 	    make_sa(family, o.pos[0], port, &dst) < 0)
 		return usage();
 	timeout = o.timeout_ms >= 0 ? o.timeout_ms : 1000;
+	/* allocated up front: nothing but the connections inside the loop */
+	if ((o.seen & OPT_LATENCY) && !(lat = calloc(count, sizeof(*lat)))) {
+		perror("calloc");
+		return 1;
+	}
 
 	t0 = t = mono_s();
 	while (conns < count && t < t0 + seconds) {
+		double c0 = t;
+
 		fd = tcp_open(family, NULL, 0, &dst, timeout, true, true);
 		if (fd < 0) {
 			failed++;
 		} else {
 			/* the server's close: EOF, nothing before it */
 			if (wait_fd(fd, POLLIN, timeout) > 0 &&
-			    read(fd, &c, 1) == 0)
+			    read(fd, &c, 1) == 0) {
+				/* timed before close(): the set-up, not
+				 * our own teardown */
+				if (lat)
+					lat[conns] = mono_s() - c0;
 				conns++;
-			else
+			} else {
 				failed++;
+			}
 			close(fd);
 		}
 		t = mono_s();
 	}
 	printf("conns %ld failed %ld seconds %.3f cps %.0f\n", conns, failed,
 	       t - t0, conns / (t - t0));
+	if (lat && conns) {
+		qsort(lat, conns, sizeof(*lat), cmp_double);
+		/* nearest rank: the smallest value with at least p% at or
+		 * below it */
+		printf("latency_us p50 %.0f p99 %.0f max %.0f\n",
+		       lat[rank(conns, 50)] * 1e6, lat[rank(conns, 99)] * 1e6,
+		       lat[conns - 1] * 1e6);
+	}
+	free(lat);
 	return conns == count && !failed ? 0 : 1;
 }
 
@@ -1125,6 +1183,32 @@ static uint16_t ip_csum(const void *hdr, int len)
 	return htons(~sum & 0xffff);
 }
 
+/* Writes `frame` COUNT times out of the device sll names; "sent N". */
+static int send_frames(const struct sockaddr_ll *sll, const uint8_t *frame,
+		       size_t len, long count)
+{
+	long sent = 0;
+	int fd;
+
+	fd = socket(AF_PACKET, SOCK_RAW, 0);
+	if (fd < 0) {
+		fprintf(stderr, "%s: AF_PACKET: %s\n", prog, strerror(errno));
+		return 1;
+	}
+	for (long i = 0; i < count; i++) {
+		if (sendto(fd, frame, len, 0, (const struct sockaddr *)sll,
+			   sizeof(*sll)) < 0) {
+			fprintf(stderr, "%s: sendto: %s\n", prog,
+				strerror(errno));
+			break;
+		}
+		sent++;
+	}
+	close(fd);
+	printf("sent %ld\n", sent);
+	return sent == count ? 0 : 1;
+}
+
 static int cmd_raw_udp(int argc, char **argv)
 {
 	uint8_t f[14 + 20 + 8 + 16] = { 0 }, *ip = f + 14, *udp = f + 34;
@@ -1133,8 +1217,7 @@ static int cmd_raw_udp(int argc, char **argv)
 	size_t flen = sizeof(f);
 	unsigned int m[6];
 	struct in_addr src, dst;
-	long port, count, sent = 0, vid = -1;
-	int fd;
+	long port, count, vid = -1;
 
 	if (argc == 7) {
 		vid = number(argv[6], 0, 4095);
@@ -1179,24 +1262,39 @@ static int cmd_raw_udp(int argc, char **argv)
 		frame = tagged;
 		flen = sizeof(tagged);
 	}
-	fd = socket(AF_PACKET, SOCK_RAW, 0);
-	if (fd < 0) {
-		fprintf(stderr, "%s: AF_PACKET: %s\n", prog, strerror(errno));
-		return 1;
-	}
 	sll.sll_halen = 6;
-	for (long i = 0; i < count; i++) {
-		if (sendto(fd, frame, flen, 0, (struct sockaddr *)&sll,
-			   sizeof(sll)) < 0) {
-			fprintf(stderr, "%s: sendto: %s\n", prog,
-				strerror(errno));
-			break;
-		}
-		sent++;
+	return send_frames(&sll, frame, flen, count);
+}
+
+/* A whole frame, given in hex from its destination MAC on, COUNT times:
+ * for frames no socket would build (non-IP, a bad header, a fragment
+ * cut short). */
+static int cmd_raw_frame(int argc, char **argv)
+{
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_halen = 6 };
+	uint8_t frame[1514];
+	size_t len = 0, hl;
+	long count;
+
+	if (argc != 3)
+		return usage();
+	hl = strlen(argv[1]);
+	count = number(argv[2], 0, 100000000);
+	sll.sll_ifindex = if_nametoindex(argv[0]);
+	if (count < 0 || !sll.sll_ifindex || hl % 2 || hl / 2 < 14 ||
+	    hl / 2 > sizeof(frame))
+		return usage();
+	for (; len < hl / 2; len++) {
+		unsigned int b;
+
+		if (sscanf(argv[1] + 2 * len, "%2x", &b) != 1)
+			return usage();
+		frame[len] = b;
 	}
-	close(fd);
-	printf("sent %ld\n", sent);
-	return sent == count ? 0 : 1;
+	/* the shortest frame Ethernet carries */
+	for (; len < 60; len++)
+		frame[len] = 0;
+	return send_frames(&sll, frame, len, count);
 }
 
 /* ---- router advertisement ---- */
@@ -1456,6 +1554,8 @@ int main(int argc, char **argv)
 		return cmd_udp_rr(argc, argv);
 	if (!strcmp(cmd, "raw-udp"))
 		return cmd_raw_udp(argc, argv);
+	if (!strcmp(cmd, "raw-frame"))
+		return cmd_raw_frame(argc, argv);
 	if (!strcmp(cmd, "router-adv"))
 		return cmd_router_adv(argc, argv);
 	if (!strcmp(cmd, "neigh-adv"))

@@ -299,30 +299,52 @@ UNIT_TEST(ct_policy_change_rechecks_open_flows)
 	fx_teardown(&fx);
 }
 
+/* A's UDP flow 10.0.0.1:5000 -> 10.0.0.2:53 under an ingress deny on A
+ * (rule `rule_id`): its key in A's name, the query and the answer built,
+ * the query sent (the flow opened). False when the fixture is not there
+ * or the query did not go. */
+struct udp_flow {
+	struct pi_ct_key k;
+	uint8_t out[PKT_MAX], in[PKT_MAX];
+	int lo, li;
+};
+
+static bool udp_flow_open(struct ct_fx *fx, struct udp_flow *f,
+			  uint32_t rule_id)
+{
+	struct pi_dp_rule deny = { .id = rule_id, .action = PI_DP_DENY };
+
+	memset(f, 0, sizeof(*f));
+	f->k = (struct pi_ct_key){ .pod_id = 0, .family = AF_INET,
+				   .proto = IPPROTO_UDP, .pod_port = 5000,
+				   .peer_port = 53 };
+	if (!fx_setup(fx))
+		return false;
+	inet_pton(AF_INET, "10.0.0.1", f->k.pod.a);
+	inet_pton(AF_INET, "10.0.0.2", f->k.peer.a);
+	set_policy(fx, 0, PI_DP_DIR_INGRESS, &deny, 1, 0);
+	f->lo = pkt_build(f->out, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 5000, 53 });
+	f->li = pkt_build(f->in, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_UDP, 53, 5000 });
+	return ASSERT_EQ(run(fx, fx->if_a, f->out, f->lo), PI_REDIRECT, "open");
+}
+
 /* An entry past its idle timeout is no flow: the reply it would have let
  * through meets the ingress deny, and the entry is freed. */
 UNIT_TEST(ct_expired_entry_is_freed)
 {
-	struct pi_dp_rule deny = { .id = 5, .action = PI_DP_DENY };
-	struct pi_ct_key k = { .pod_id = 0, .family = AF_INET,
-			       .proto = IPPROTO_UDP, .pod_port = 5000,
-			       .peer_port = 53 };
-	uint8_t out[PKT_MAX], in[PKT_MAX];
 	struct pi_ct_entry e;
+	struct udp_flow f;
 	struct ct_fx fx;
-	int lo, li;
+	struct pi_ct_key k;
 
-	if (!fx_setup(&fx))
+	if (!udp_flow_open(&fx, &f, 5)) {
+		fx_teardown(&fx);
 		return;
-	inet_pton(AF_INET, "10.0.0.1", k.pod.a);
-	inet_pton(AF_INET, "10.0.0.2", k.peer.a);
-	set_policy(&fx, 0, PI_DP_DIR_INGRESS, &deny, 1, 0);
-	lo = pkt_build(out, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_UDP, 5000, 53 });
-	li = pkt_build(in, &(struct pkt_spec){ AF_INET, "10.0.0.2",
-		"10.0.0.1", IPPROTO_UDP, 53, 5000 });
-	ASSERT_EQ(run(&fx, fx.if_a, out, lo), PI_REDIRECT, "open");
-	ASSERT_EQ(run(&fx, fx.if_b, in, li), PI_REDIRECT, "fresh: answered");
+	}
+	k = f.k;
+	ASSERT_EQ(run(&fx, fx.if_b, f.in, f.li), PI_REDIRECT, "fresh: answered");
 	if (!ASSERT_OK(bpf_map__lookup_elem(fx.skel->maps.ct, &k, sizeof(k),
 					    &e, sizeof(e), 0), "entry"))
 		goto out;
@@ -330,12 +352,40 @@ UNIT_TEST(ct_expired_entry_is_freed)
 	e.last_ns -= 61ull * 1000000000ull;
 	bpf_map__update_elem(fx.skel->maps.ct, &k, sizeof(k), &e, sizeof(e), 0);
 	ASSERT_EQ(ct_count(&fx), 2, "A's and B's entries");
-	ASSERT_EQ(run(&fx, fx.if_b, in, li), PI_DROP,
+	ASSERT_EQ(run(&fx, fx.if_b, f.in, f.li), PI_DROP,
 		  "idle past its timeout: the answer is a new flow, denied");
 	ASSERT_TRUE(bpf_map__lookup_elem(fx.skel->maps.ct, &k, sizeof(k), &e,
 					 sizeof(e), 0) == -ENOENT,
 		    "A's expired entry freed");
 	ASSERT_EQ(ct_count(&fx), 1, "B's entry left");
+out:
+	fx_teardown(&fx);
+}
+
+/* The tracker stamps entries with the coarse clock, which lags the fine
+ * one an earlier build stamped with (and the other CPUs' stamps) by up to
+ * a tick: an entry stamped ahead of the clock is a flow seen just now,
+ * not one idle for 2^64 ns, so the reply it lets through passes across an
+ * upgrade. */
+UNIT_TEST(ct_entry_stamped_ahead_is_not_idle)
+{
+	struct pi_ct_entry e;
+	struct udp_flow f;
+	struct ct_fx fx;
+
+	if (!udp_flow_open(&fx, &f, 7) ||
+	    !ASSERT_OK(bpf_map__lookup_elem(fx.skel->maps.ct, &f.k,
+					    sizeof(f.k), &e, sizeof(e), 0),
+		       "entry"))
+		goto out;
+	/* a second ahead: more than any tick */
+	e.last_ns += 1000000000ull;
+	bpf_map__update_elem(fx.skel->maps.ct, &f.k, sizeof(f.k), &e,
+			     sizeof(e), 0);
+	ASSERT_EQ(run(&fx, fx.if_b, f.in, f.li), PI_REDIRECT,
+		  "stamped ahead of the clock: the answer passes as the flow's");
+	ASSERT_OK(bpf_map__lookup_elem(fx.skel->maps.ct, &f.k, sizeof(f.k),
+				       &e, sizeof(e), 0), "the entry stays");
 out:
 	fx_teardown(&fx);
 }

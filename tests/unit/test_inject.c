@@ -393,3 +393,59 @@ UNIT_TEST(inject_netkit_untag_neutralises_forged_tag)
 	ASSERT_EQ(guard_of(&gx).forged, 1, "still 1");
 	guard_teardown(&gx);
 }
+
+static int mon_first(void *ctx, void *data, size_t size)
+{
+	struct pi_dp_mon_event *e = ctx;
+
+	if (size == sizeof(*e) && !e->kind)
+		memcpy(e, data, size);
+	return 0;
+}
+
+/* The injection object's own events: an injected packet names its
+ * injector's device, the target's and the path; with no monitor asking,
+ * nothing is written. */
+UNIT_TEST(monitor_inject_event)
+{
+	struct pi_dp_monitor_config cfg = { .kinds = 1u << PI_DP_MON_INJECT };
+	struct pi_dp_mon_event ev = {};
+	struct ring_buffer *rb;
+	struct inj_fx fx;
+	uint8_t pkt[PKT_MAX];
+	uint32_t zero = 0;
+	int len, n;
+
+	if (!fx_setup(&fx, PI_DP_PATH_FALLBACK))
+		return;
+	rb = ring_buffer__new(bpf_map__fd(fx.skel->maps.monitor_events),
+			      mon_first, &ev, NULL);
+	if (!ASSERT_TRUE(rb, "ring buffer"))
+		goto out;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 1000, 53 });
+	ASSERT_EQ(run(&fx, fx.if_inj, pkt, len, NULL), PI_REDIRECT, "off");
+	ASSERT_EQ(ring_buffer__consume(rb), 0, "no event with no monitor");
+	bpf_map__update_elem(fx.skel->maps.monitor_config, &zero, 4, &cfg,
+			     sizeof(cfg), 0);
+	ASSERT_EQ(run(&fx, fx.if_inj, pkt, len, NULL), PI_REDIRECT, "on");
+	n = ring_buffer__consume(rb);
+	ASSERT_EQ(n, 1, "one event");
+	ASSERT_EQ(ev.kind, PI_DP_MON_INJECT, "kind");
+	ASSERT_EQ(ev.hook, PI_DP_HOOK_INJECT, "hook");
+	ASSERT_EQ(ev.reason, PI_DP_PATH_FALLBACK, "path");
+	ASSERT_EQ(ev.ifindex, fx.if_inj, "injector's device");
+	ASSERT_EQ(ev.aux, fx.if_tgt, "target's device");
+	ASSERT_EQ(ev.pod_id, PI_DP_MON_NO_POD, "known by device only");
+	ASSERT_EQ(ev.sport, 1000, "sport");
+	ASSERT_EQ(ev.dport, 53, "dport");
+	ASSERT_EQ(ev.proto, IPPROTO_UDP, "proto");
+	/* not the injector's own traffic */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.7",
+		"10.0.0.2", IPPROTO_UDP, 1000, 53 });
+	ASSERT_EQ(run(&fx, fx.if_inj, pkt, len, NULL), PI_NEXT, "own");
+	ASSERT_EQ(ring_buffer__consume(rb), 0, "own traffic: no event");
+	ring_buffer__free(rb);
+out:
+	inject_bpf__destroy(fx.skel);
+}

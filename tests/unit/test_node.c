@@ -194,20 +194,27 @@ UNIT_TEST(node_egress_elsewhere_without_uplink_goes_to_stack)
 	fx_teardown(&fx);
 }
 
+/* The node has an uplink (fx->if_up): traffic to no local pod leaves
+ * through it. */
+static void set_uplink(struct node_fx *fx)
+{
+	struct pi_node_config cfg = { .uplink_ifindex = fx->if_up };
+	uint32_t zero = 0;
+
+	bpf_map__update_elem(fx->skel->maps.node_config, &zero, 4, &cfg,
+			     sizeof(cfg), 0);
+}
+
 UNIT_TEST(node_egress_elsewhere_with_uplink_uses_redirect_neigh)
 {
-	struct pi_node_config cfg = {};
 	struct pi_redirect_record rd;
 	struct node_fx fx;
 	uint8_t pkt[PKT_MAX];
-	uint32_t zero = 0;
 	int len;
 
 	if (!fx_setup(&fx))
 		return;
-	cfg.uplink_ifindex = fx.if_up;
-	bpf_map__update_elem(fx.skel->maps.node_config, &zero, 4, &cfg,
-			     sizeof(cfg), 0);
+	set_uplink(&fx);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
 		"fd01::9", IPPROTO_TCP, 1234, 443 });
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
@@ -215,6 +222,47 @@ UNIT_TEST(node_egress_elsewhere_with_uplink_uses_redirect_neigh)
 	rd = last_redirect(&fx);
 	ASSERT_EQ(rd.kind, PI_RD_NEIGH, "redirect kind");
 	ASSERT_EQ(rd.ifindex, fx.if_up, "redirect target");
+	fx_teardown(&fx);
+}
+
+/* Pod B's datapath is another plugin's (PI_EP_FOREIGN_POD): A's packets
+ * to it go to the node's stack, which routes them through that plugin's
+ * programs on B's device, even with an uplink; from the wire it is not
+ * delivered either, and its address as a source is still refused. */
+UNIT_TEST(node_foreign_pod_reached_through_the_stack)
+{
+	struct pi_endpoint_key k = { .family = AF_INET };
+	struct pi_endpoint ep;
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	set_uplink(&fx);
+	inet_pton(AF_INET, "10.0.0.2", k.addr.a);
+	if (!ASSERT_OK(bpf_map__lookup_elem(fx.skel->maps.endpoints, &k,
+					    sizeof(k), &ep, sizeof(ep), 0),
+		       "B's endpoint"))
+		goto out;
+	ep.kind = PI_EP_FOREIGN_POD;
+	bpf_map__update_elem(fx.skel->maps.endpoints, &k, sizeof(k), &ep,
+			     sizeof(ep), 0);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 40000, 80 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_PASS, "A to B: to the stack");
+	ASSERT_EQ(last_redirect(&fx).kind, PI_RD_NONE, "not redirected");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0, "not counted as B's");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "192.0.2.9",
+		"10.0.0.2", IPPROTO_TCP, 40000, 80 });
+	ASSERT_EQ(run(fx.skel->progs.uplink_ingress, fx.if_up, pkt, len, NULL),
+		  PI_NEXT, "wire to B: to the stack");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 40000, 80 });
+	ASSERT_EQ(run(fx.skel->progs.uplink_ingress, fx.if_up, pkt, len, NULL),
+		  PI_DROP, "B's address from the wire");
+out:
 	fx_teardown(&fx);
 }
 
@@ -930,5 +978,273 @@ UNIT_TEST(node_harden_policy_ref_one_load)
 			 bpf_program__name(progs[i]));
 		ASSERT_TRUE(dw >= 1, what);
 	}
+	fx_teardown(&fx);
+}
+
+/* ---- the event monitor (bpf/lib/monitor.h) ---- */
+
+#define MON_EVENTS_MAX	16
+
+struct mon_seen {
+	struct pi_dp_mon_event ev[MON_EVENTS_MAX];
+	int cnt;
+};
+
+static int mon_collect(void *ctx, void *data, size_t size)
+{
+	struct mon_seen *s = ctx;
+
+	if (size == sizeof(s->ev[0]) && s->cnt < MON_EVENTS_MAX)
+		memcpy(&s->ev[s->cnt], data, size);
+	s->cnt++;
+	return 0;
+}
+
+static void mon_set(struct node_fx *fx, uint32_t kinds)
+{
+	struct pi_dp_monitor_config cfg = { .kinds = kinds };
+	uint32_t zero = 0;
+
+	bpf_map__update_elem(fx->skel->maps.monitor_config, &zero, 4, &cfg,
+			     sizeof(cfg), 0);
+}
+
+/* The events written since the last call. */
+static struct mon_seen mon_read(struct node_fx *fx)
+{
+	struct mon_seen s = {};
+	struct ring_buffer *rb;
+
+	rb = ring_buffer__new(bpf_map__fd(fx->skel->maps.monitor_events),
+			      mon_collect, &s, NULL);
+	if (rb) {
+		ring_buffer__consume(rb);
+		ring_buffer__free(rb);
+	}
+	return s;
+}
+
+static bool mon_tuple_is(const struct pi_dp_mon_event *e, int family,
+			 const char *src, const char *dst, uint8_t proto,
+			 uint16_t sport, uint16_t dport)
+{
+	struct pi_dp_addr s = {}, d = {};
+
+	inet_pton(family, src, s.a);
+	inet_pton(family, dst, d.a);
+	return e->family == family && e->proto == proto &&
+	       e->sport == sport && e->dport == dport &&
+	       !memcmp(&e->saddr, &s, sizeof(s)) &&
+	       !memcmp(&e->daddr, &d, sizeof(d));
+}
+
+/* No monitor asking: drops and decisions are counted as ever, and the
+ * ring buffer stays empty. */
+UNIT_TEST(monitor_off_writes_nothing)
+{
+	struct pi_dp_rule deny = rule(31, PI_DP_DENY, "10.0.0.2/32", 0, 0, 0);
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny, 1, 0);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.9",
+		"10.0.0.2", IPPROTO_UDP, 1, 2 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "spoofed");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 1, 2 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "denied");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_SPOOFED], 1, "counted");
+	ASSERT_EQ(mon_read(&fx).cnt, 0, "events with no monitor");
+	fx_teardown(&fx);
+}
+
+/* Drops only: where, why, whose, the 5-tuple; a decision that lets the
+ * packet go writes nothing, as the monitor asked for drops alone. */
+UNIT_TEST(monitor_drop_events)
+{
+	struct node_fx fx;
+	struct mon_seen s;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	mon_set(&fx, 1u << PI_DP_MON_DROP);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.9",
+		"10.0.0.2", IPPROTO_TCP, 4000, 80 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "spoofed v4");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::99",
+		"fd00::2", IPPROTO_UDP, 53, 5353 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "spoofed v6");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 80 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_REDIRECT, "allowed");
+	memset(pkt, 0, 64);
+	pkt[12] = 0x88;
+	pkt[13] = 0xcc;
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, 60, NULL),
+		  PI_DROP, "lldp");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 2 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_up, pkt, len, NULL),
+		  PI_DROP, "no pod's device");
+	s = mon_read(&fx);
+	if (!ASSERT_EQ(s.cnt, 4, "events"))
+		goto out;
+	ASSERT_EQ(s.ev[0].kind, PI_DP_MON_DROP, "kind");
+	ASSERT_EQ(s.ev[0].reason, PI_DP_DROP_SPOOFED, "v4 reason");
+	ASSERT_EQ(s.ev[0].hook, PI_DP_HOOK_POD_EGRESS, "hook");
+	ASSERT_EQ(s.ev[0].pod_id, 0, "pod");
+	ASSERT_EQ(s.ev[0].ifindex, fx.if_a, "device");
+	ASSERT_EQ(s.ev[0].dir, PI_DP_DIR_EGRESS, "dir");
+	ASSERT_EQ(s.ev[0].rule_id, 0, "no rule");
+	ASSERT_EQ(s.ev[0].len, len, "length");
+	ASSERT_TRUE(mon_tuple_is(&s.ev[0], AF_INET, "10.0.0.9", "10.0.0.2",
+				 IPPROTO_TCP, 4000, 80), "v4 tuple");
+	ASSERT_EQ(s.ev[0].tcp_flags, 0x02, "SYN");
+	ASSERT_TRUE(s.ev[0].ts_ns > 0, "time");
+	ASSERT_EQ(s.ev[1].reason, PI_DP_DROP_SPOOFED, "v6 reason");
+	ASSERT_TRUE(mon_tuple_is(&s.ev[1], AF_INET6, "fd00::99", "fd00::2",
+				 IPPROTO_UDP, 53, 5353), "v6 tuple");
+	ASSERT_EQ(s.ev[2].reason, PI_DP_DROP_UNSUPPORTED, "lldp reason");
+	ASSERT_EQ(s.ev[2].family, 0, "lldp has no tuple");
+	ASSERT_EQ(s.ev[3].reason, PI_DP_DROP_UNKNOWN_POD, "unknown reason");
+	ASSERT_EQ(s.ev[3].pod_id, PI_DP_MON_NO_POD, "no pod");
+	ASSERT_EQ(s.ev[3].ifindex, fx.if_up, "its device");
+out:
+	fx_teardown(&fx);
+}
+
+/* A flow's first packet is decided by a rule walk: its verdict, with the
+ * rule, and for a deny the drop that names the same rule; the flow's
+ * later packets pass on its entry and write nothing. The destination's
+ * ingress policy is reported as the destination's. */
+UNIT_TEST(monitor_verdict_and_policy_drop_name_the_rule)
+{
+	struct pi_dp_rule egress[] = {
+		rule(41, PI_DP_ALLOW, "10.0.0.2/32", IPPROTO_TCP, 80, 80),
+		rule(42, PI_DP_DENY, "10.0.0.2/32", IPPROTO_TCP, 0, 0),
+	};
+	struct pi_dp_rule ingress = rule(43, PI_DP_DENY, "10.0.0.1/32",
+					 IPPROTO_UDP, 0, 0);
+	struct node_fx fx;
+	struct mon_seen s;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, egress, 2, 0);
+	set_policy(&fx, 1, PI_DP_DIR_INGRESS, &ingress, 1, 10);
+	mon_set(&fx, 1u << PI_DP_MON_DROP | 1u << PI_DP_MON_VERDICT);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1000, 80 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_REDIRECT, "allowed");
+	s = mon_read(&fx);
+	/* A's egress decision, then B's ingress one (no rule: default) */
+	if (ASSERT_EQ(s.cnt, 2, "first packet's events")) {
+		ASSERT_EQ(s.ev[0].kind, PI_DP_MON_VERDICT, "verdict");
+		ASSERT_EQ(s.ev[0].reason, PI_DP_ALLOW, "allow");
+		ASSERT_EQ(s.ev[0].rule_id, 41, "allow rule");
+		ASSERT_EQ(s.ev[0].pod_id, 0, "A's");
+		ASSERT_EQ(s.ev[0].dir, PI_DP_DIR_EGRESS, "egress");
+		ASSERT_TRUE(mon_tuple_is(&s.ev[0], AF_INET, "10.0.0.1",
+					 "10.0.0.2", IPPROTO_TCP, 1000, 80),
+			    "tuple");
+		ASSERT_EQ(s.ev[1].pod_id, 1, "B's");
+		ASSERT_EQ(s.ev[1].dir, PI_DP_DIR_INGRESS, "ingress");
+		ASSERT_EQ(s.ev[1].rule_id, 0, "default");
+	}
+	pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1", "10.0.0.2",
+		IPPROTO_TCP, 1000, 80, 0x10 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_REDIRECT, "established");
+	ASSERT_EQ(mon_read(&fx).cnt, 0, "an established flow's packet");
+
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1001, 443 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "denied");
+	s = mon_read(&fx);
+	if (ASSERT_EQ(s.cnt, 2, "deny's events")) {
+		ASSERT_EQ(s.ev[0].kind, PI_DP_MON_VERDICT, "verdict first");
+		ASSERT_EQ(s.ev[0].reason, PI_DP_DENY, "deny");
+		ASSERT_EQ(s.ev[0].rule_id, 42, "deny rule");
+		ASSERT_EQ(s.ev[1].kind, PI_DP_MON_DROP, "then the drop");
+		ASSERT_EQ(s.ev[1].reason, PI_DP_DROP_POLICY, "policy");
+		ASSERT_EQ(s.ev[1].rule_id, 42, "the drop's rule");
+		ASSERT_TRUE(mon_tuple_is(&s.ev[1], AF_INET, "10.0.0.1",
+					 "10.0.0.2", IPPROTO_TCP, 1001, 443),
+			    "drop tuple");
+	}
+
+	/* drops only: the deny's rule still reaches the drop */
+	mon_set(&fx, 1u << PI_DP_MON_DROP);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 7, 9 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "B's ingress denies");
+	s = mon_read(&fx);
+	if (ASSERT_EQ(s.cnt, 1, "one drop")) {
+		ASSERT_EQ(s.ev[0].reason, PI_DP_DROP_INGRESS_POLICY, "reason");
+		ASSERT_EQ(s.ev[0].rule_id, 43, "B's rule");
+		ASSERT_EQ(s.ev[0].pod_id, 1, "B's drop");
+		ASSERT_EQ(s.ev[0].dir, PI_DP_DIR_INGRESS, "ingress");
+		ASSERT_EQ(s.ev[0].hook, PI_DP_HOOK_POD_EGRESS,
+			  "seen at A's egress hook");
+	}
+	fx_teardown(&fx);
+}
+
+/* probe --trace: a probe's packet (a port of the probe's range) at the
+ * program's end, with the program's verdict, and each policy decision on
+ * it with how it was made; other packets make no trace. */
+UNIT_TEST(monitor_trace_follows_probe_packets)
+{
+	struct node_fx fx;
+	struct mon_seen s;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	mon_set(&fx, 1u << PI_DP_MON_TRACE);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1000, 80 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_REDIRECT, "not a probe's");
+	ASSERT_EQ(mon_read(&fx).cnt, 0, "no trace of other packets");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, PI_DP_PROBE_PORT_LO + 7, 80 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_REDIRECT, "a probe's");
+	s = mon_read(&fx);
+	if (ASSERT_EQ(s.cnt, 3, "A's decision, B's, the hook's verdict")) {
+		ASSERT_EQ(s.ev[0].kind, PI_DP_MON_TRACE, "kind");
+		ASSERT_EQ(s.ev[0].hook, PI_DP_HOOK_NONE, "a decision");
+		ASSERT_EQ(s.ev[0].aux, PI_DP_DECIDED_WALK, "by the rules");
+		ASSERT_EQ(s.ev[0].pod_id, 0, "A's");
+		ASSERT_EQ(s.ev[1].pod_id, 1, "B's");
+		ASSERT_EQ(s.ev[1].dir, PI_DP_DIR_INGRESS, "B's ingress");
+		ASSERT_EQ(s.ev[2].hook, PI_DP_HOOK_POD_EGRESS, "the hook");
+		ASSERT_EQ(s.ev[2].reason, PI_REDIRECT, "its verdict");
+		ASSERT_EQ(s.ev[2].sport, PI_DP_PROBE_PORT_LO + 7, "sport");
+	}
+	pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1", "10.0.0.2",
+		IPPROTO_TCP, PI_DP_PROBE_PORT_LO + 7, 80, 0x10 });
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_REDIRECT, "the flow's next packet");
+	s = mon_read(&fx);
+	if (ASSERT_EQ(s.cnt, 3, "traced again"))
+		ASSERT_EQ(s.ev[0].aux, PI_DP_DECIDED_TRACKED, "by its entry");
 	fx_teardown(&fx);
 }

@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * podinject monitor: the datapath's events as they happen, one line each
+ * (text, or a JSON object per line with -j), filtered by kind, pod and
+ * reason, until SIGINT/SIGTERM, --count events or --duration seconds.
+ * Events the datapath could not write (the reader was too slow) are
+ * reported as they are noticed and at the end.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include "cmds.h"
+#include "util.h"
+
+#define MON_MAX_FILTER	32
+
+struct name_list {
+	const char *names[MON_MAX_FILTER];
+	int cnt;
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static const char *const kind_names[] = PI_MON_KIND_NAMES;
+static const char *const hook_names[] = PI_MON_HOOK_NAMES;
+static const char *const drop_names[] = PI_DROP_NAMES;
+static const char *const mon_drop_names[] = PI_MON_DROP_NAMES;
+static const char *const path_names[] = PI_PATH_NAMES;
+
+/* The reason's name: a drop's, a verdict's action, an injection's path. */
+static const char *reason_name(const struct pi_monitor_event *e)
+{
+	switch (e->kind) {
+	case PI_MON_DROP:
+		if (e->reason < PI_DROP_MAX)
+			return drop_names[e->reason];
+		if (e->reason >= PI_MON_DROP_INJECT_REDIRECT &&
+		    e->reason < PI_MON_DROP_MAX)
+			return mon_drop_names[e->reason -
+					      PI_MON_DROP_INJECT_REDIRECT];
+		return "unknown";
+	case PI_MON_VERDICT:
+		return e->reason == PI_ALLOW ? "allow" :
+		       e->reason == PI_DENY ? "deny" : "unknown";
+	case PI_MON_INJECT:
+		return e->reason <= PI_PATH_MAX ? path_names[e->reason] :
+						  "unknown";
+	case PI_MON_PROXY:
+		return "captured";
+	case PI_MON_TRACE:
+		if (e->hook == PI_MON_HOOK_POLICY)
+			return e->reason == PI_ALLOW ? "allow" : "deny";
+		return hook_verdict_name((int32_t)e->reason);
+	}
+	return "unknown";
+}
+
+/* Every name a --reason may give: drop reasons, allow/deny, paths. */
+static bool known_reason(const char *s)
+{
+	for (size_t i = 1; i < sizeof(drop_names) / sizeof(drop_names[0]); i++)
+		if (!strcmp(s, drop_names[i]))
+			return true;
+	for (size_t i = 0; i < sizeof(mon_drop_names) / sizeof(mon_drop_names[0]); i++)
+		if (!strcmp(s, mon_drop_names[i]))
+			return true;
+	for (size_t i = 1; i <= PI_PATH_MAX; i++)
+		if (!strcmp(s, path_names[i]))
+			return true;
+	return !strcmp(s, "allow") || !strcmp(s, "deny") ||
+	       !strcmp(s, "captured") || !strcmp(s, "pass") ||
+	       !strcmp(s, "next") || !strcmp(s, "drop") ||
+	       !strcmp(s, "redirect");
+}
+
+static int add_kinds(const char *v, void *dst)
+{
+	uint32_t *kinds = dst;
+	char buf[128], *save = NULL, *tok;
+
+	if (strlen(v) >= sizeof(buf))
+		return -EINVAL;
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		int k;
+
+		for (k = 1; k < PI_MON_KIND_MAX; k++)
+			if (!strcmp(tok, kind_names[k]))
+				break;
+		if (k == PI_MON_KIND_MAX)
+			return -EINVAL;
+		*kinds |= 1u << k;
+	}
+	return 0;
+}
+
+static int add_pod(const char *v, void *dst)
+{
+	struct name_list *l = dst;
+
+	if (l->cnt >= MON_MAX_FILTER || !pi_valid_pod_name(v))
+		return -EINVAL;
+	l->names[l->cnt++] = v;
+	return 0;
+}
+
+static int add_reason(const char *v, void *dst)
+{
+	struct name_list *l = dst;
+
+	if (l->cnt >= MON_MAX_FILTER || !known_reason(v))
+		return -EINVAL;
+	l->names[l->cnt++] = v;
+	return 0;
+}
+
+struct mon_run {
+	struct name_list pods, reasons;
+	uint64_t count, shown;
+};
+
+static bool in_list(const struct name_list *l, const char *s)
+{
+	if (!l->cnt)
+		return true;
+	for (int i = 0; i < l->cnt; i++)
+		if (!strcmp(l->names[i], s))
+			return true;
+	return false;
+}
+
+static const char *proto_name(uint8_t proto)
+{
+	return proto == IPPROTO_ICMPV6 ? "icmpv6" : pi_proto_name(proto);
+}
+
+/* The event's time (the kernel's monotonic clock) on the wall clock. */
+static uint64_t wall_ns(uint64_t mono)
+{
+	static int64_t offset;
+	struct timespec rt, mt;
+
+	if (!offset) {
+		clock_gettime(CLOCK_REALTIME, &rt);
+		clock_gettime(CLOCK_MONOTONIC, &mt);
+		offset = (int64_t)(rt.tv_sec - mt.tv_sec) * 1000000000ll +
+			 (rt.tv_nsec - mt.tv_nsec);
+	}
+	return mono + offset;
+}
+
+static void print_text(const struct pi_monitor_event *e)
+{
+	char src[INET6_ADDRSTRLEN + 8], dst[INET6_ADDRSTRLEN + 8], fl[9];
+	uint64_t t = wall_ns(e->ts_ns);
+	struct tm tm;
+	time_t sec = t / 1000000000ull;
+
+	localtime_r(&sec, &tm);
+	printf("%02d:%02d:%02d.%06llu %-7s %-14s %s%s%s %s", tm.tm_hour,
+	       tm.tm_min, tm.tm_sec,
+	       (unsigned long long)(t % 1000000000ull) / 1000,
+	       kind_names[e->kind],
+	       e->hook < PI_MON_HOOK_MAX ? hook_names[e->hook] : "?",
+	       e->pod[0] ? e->pod : "-", e->as_pod[0] ? " as " : "",
+	       e->as_pod, reason_name(e));
+	if (e->rule_id)
+		printf(" rule %u", e->rule_id);
+	printf(" %s", e->dir == PI_DIR_INGRESS ? "ingress" : "egress");
+	if (e->family) {
+		pi_fmt_addr(e->family, &e->saddr, -1, src, sizeof(src));
+		pi_fmt_addr(e->family, &e->daddr, -1, dst, sizeof(dst));
+		printf(" %s", proto_name(e->proto));
+		if (e->sport || e->dport)
+			printf(e->family == AF_INET6 ? " [%s]:%u -> [%s]:%u" :
+						       " %s:%u -> %s:%u",
+			       src, e->sport, dst, e->dport);
+		else
+			printf(" %s -> %s", src, dst);
+		if (e->proto == IPPROTO_TCP)
+			printf(" [%s]", tcp_flags_text(e->tcp_flags, fl));
+	}
+	printf(" len %u", e->len);
+	if (e->kind == PI_MON_PROXY)
+		printf(" proxy-port %u", e->aux);
+	printf("\n");
+}
+
+static void print_json(const struct pi_monitor_event *e)
+{
+	char a[INET6_ADDRSTRLEN], fl[9];
+
+	json_init(jw, stdout);
+	json_obj_open(jw);
+	json_ku64(jw, "time_ns", wall_ns(e->ts_ns));
+	json_ku64(jw, "ktime_ns", e->ts_ns);
+	json_kstr(jw, "kind", kind_names[e->kind]);
+	json_kstr(jw, "hook", e->hook < PI_MON_HOOK_MAX ? hook_names[e->hook] :
+							 "unknown");
+	json_kstr(jw, "pod", e->pod);
+	if (e->kind == PI_MON_INJECT || e->as_pod[0])
+		json_kstr(jw, "as_pod", e->as_pod);
+	json_kstr(jw, "reason", reason_name(e));
+	json_ku64(jw, "rule", e->rule_id);
+	json_kstr(jw, "dir", e->dir == PI_DIR_INGRESS ? "ingress" : "egress");
+	json_ku64(jw, "ifindex", e->ifindex);
+	if (e->kind == PI_MON_PROXY)
+		json_ku64(jw, "proxy_port", e->aux);
+	json_ku64(jw, "family", e->family == AF_INET ? 4 :
+				 e->family == AF_INET6 ? 6 : 0);
+	json_kstr(jw, "proto", e->family ? proto_name(e->proto) : "");
+	json_kstr(jw, "src", e->family ? pi_fmt_addr(e->family, &e->saddr, -1,
+						      a, sizeof(a)) : "");
+	json_ku64(jw, "sport", e->sport);
+	json_kstr(jw, "dst", e->family ? pi_fmt_addr(e->family, &e->daddr, -1,
+						      a, sizeof(a)) : "");
+	json_ku64(jw, "dport", e->dport);
+	if (e->proto == IPPROTO_TCP)
+		json_kstr(jw, "tcp_flags", tcp_flags_text(e->tcp_flags, fl));
+	json_ku64(jw, "len", e->len);
+	json_obj_close(jw);
+	json_end(jw);
+}
+
+static void print_lost(uint64_t lost)
+{
+	if (json_output) {
+		json_init(jw, stdout);
+		json_obj_open(jw);
+		json_kstr(jw, "kind", "lost");
+		json_ku64(jw, "lost", lost);
+		json_obj_close(jw);
+		json_end(jw);
+	} else {
+		printf("lost %llu events so far: the reader was too slow\n",
+		       (unsigned long long)lost);
+	}
+}
+
+static int on_event(const struct pi_monitor_event *e, void *ctx)
+{
+	struct mon_run *r = ctx;
+
+	if (!in_list(&r->pods, e->pod) && !in_list(&r->pods, e->as_pod))
+		return 0;
+	if (!in_list(&r->reasons, reason_name(e)))
+		return 0;
+	if (json_output)
+		print_json(e);
+	else
+		print_text(e);
+	r->shown++;
+	return r->count && r->shown >= r->count;
+}
+
+static int monitor_help(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	fprintf(stderr,
+		"Usage: podinject [-N NODE] [-j] monitor [--type KIND[,KIND...]]\n"
+		"                 [--pod NAME]... [--reason REASON]...\n"
+		"                 [--count N] [--duration SECONDS]\n"
+		"\n"
+		"Prints the datapath's events as they happen, one per line (-j: a\n"
+		"JSON object per line): drop (where, why, the deciding rule),\n"
+		"verdict (a policy decision on a flow's first packet), inject (a\n"
+		"packet injected as a pod: injector, as-pod, path), proxy (a\n"
+		"connection captured for a proxy). KIND: drop, verdict, inject,\n"
+		"proxy (default: all of these), trace (probes' packets at each\n"
+		"hook, as probe --trace shows them). --pod: events about that pod (as injector\n"
+		"or as the pod injected as); --reason: a drop reason, allow or\n"
+		"deny, an injection path, captured. The datapath writes events only\n"
+		"while a monitor runs. Events it could not write because this reader\n"
+		"was too slow are reported as 'lost'. Stops at SIGINT or SIGTERM,\n"
+		"after N events, or after SECONDS; exit codes: 0, 1 runtime\n"
+		"failure, 2 usage error.\n");
+	return EXIT_OK;
+}
+
+int do_monitor(int argc, char **argv)
+{
+	struct mon_run run = {};
+	const char *duration_arg = NULL, *count_arg = NULL;
+	uint32_t kinds = 0, duration = 0, count = 0;
+	const struct opt opts[] = {
+		OPT_LIST("--type", add_kinds, &kinds,
+			 "drop, verdict, inject or proxy, comma-separated"),
+		OPT_LIST("--pod", add_pod, &run.pods, "a pod name; at most 32"),
+		OPT_LIST("--reason", add_reason, &run.reasons,
+			 "a drop reason, allow, deny, a path or captured; at most 32"),
+		OPT_STR("--count", &count_arg, "N"),
+		OPT_STR("--duration", &duration_arg, "SECONDS"),
+		{ 0 },
+	};
+	struct timespec t0, now;
+	struct pi_monitor *m;
+	struct sigaction sa = {};
+	uint64_t lost = 0, l;
+	int err, ret = EXIT_OK;
+
+	if (argc > 0 && (!strcmp(argv[0], "help") ||
+			 !strcmp(argv[0], "--help")))
+		return monitor_help(argc, argv);
+	err = parse_opts(opts, argc, argv, 0, NULL, NULL);
+	if (err)
+		return err;
+	if (count_arg && (pi_parse_u32(count_arg, &count) || !count))
+		return usage_err("invalid --count '%s' (want a number > 0)",
+				 count_arg);
+	if (duration_arg && (pi_parse_u32(duration_arg, &duration) ||
+			     !duration))
+		return usage_err("invalid --duration '%s' (want seconds > 0)",
+				 duration_arg);
+	run.count = count;
+	if (!kinds)
+		kinds = PI_MON_ALL;
+
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	err = pi_monitor_open(node_name, kinds, lock_timeout_ms, &m);
+	if (err)
+		return exit_code(err);
+	if (!json_output)
+		fprintf(stderr, "monitoring node %s (%s%s%s%s%s )\n", node_name,
+			kinds & (1u << PI_MON_DROP) ? " drop" : "",
+			kinds & (1u << PI_MON_VERDICT) ? " verdict" : "",
+			kinds & (1u << PI_MON_INJECT) ? " inject" : "",
+			kinds & (1u << PI_MON_PROXY) ? " proxy" : "",
+			kinds & (1u << PI_MON_TRACE) ? " trace" : "");
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!stop_signal && (!count || run.shown < count)) {
+		err = pi_monitor_poll(m, 200, on_event, &run);
+		if (err == -ENOENT) {
+			p_err("node '%s' is gone", node_name);
+			ret = EXIT_RUNTIME;
+			break;
+		}
+		if (err < 0) {
+			p_err("reading the node's events: %s", strerror(-err));
+			ret = EXIT_RUNTIME;
+			break;
+		}
+		l = pi_monitor_lost(m);
+		if (l != lost) {
+			lost = l;
+			print_lost(lost);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (duration && now.tv_sec - t0.tv_sec +
+				(now.tv_nsec - t0.tv_nsec) / 1e9 >= duration)
+			break;
+	}
+	pi_monitor_close(m);
+	fflush(stdout);
+	if (!json_output)
+		fprintf(stderr, "%llu events shown, %llu lost\n",
+			(unsigned long long)run.shown,
+			(unsigned long long)lost);
+	return ret;
+}

@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# podinject monitor with real packets: an event for every drop reason the
+# reference datapath has (each with its pod, hook, 5-tuple and, for a
+# policy, its rule), the policy verdicts of new flows, an injection (the
+# monitor started before injection's object existed), a proxy capture;
+# filters; events lost to a reader that stops reading, counted; and the
+# datapath told to stop writing when the last monitor is gone, a killed
+# one included.
+#
+#   node mo-x: mo-a 10.244.0.40  mo-b 10.244.0.41  mo-c 10.244.0.42 (injector)
+#              mo-s 10.244.0.43 (server)  mo-p 10.244.0.44 (proxy)
+#   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
+. "$(dirname "$0")/lib.sh"
+require_root
+EXPECT=45
+PREFIX=mo-
+X=mo-x
+Y=mo-y
+A=10.244.0.40
+B=10.244.0.41
+S=10.244.0.43
+T=/tmp/mo$$
+cleanup_all
+trap 'kill $(jobs -p) 2>/dev/null; rm -f $T.*; cleanup_all' EXIT
+
+make_wire $X $Y
+in_ns $X sysctl -qw net.ipv4.ip_forward=0
+node_up $X --uplink wire0
+pi -N $X pod add mo-a --ip $A --ip6 fd00::40 >/dev/null
+pi -N $X pod add mo-b --ip $B --ip6 fd00::41 >/dev/null
+pi -N $X pod add mo-c --ip 10.244.0.42 >/dev/null
+pi -N $X pod add mo-s --ip $S --ip6 fd00::43 >/dev/null
+pi -N $X pod add mo-p --ip 10.244.0.44 >/dev/null
+PIN=$(node_pin_dir $X)
+
+kinds_of() { monitor_kinds "$@"; }
+# events FILTER: how many of the main monitor's events jq's FILTER selects
+events() { jq -s "[.[] | select($1)] | length" $T.ev; }
+# has NAME FILTER: at least one such event
+has() {
+	local n
+	n=$(events "$2")
+	if is_num "$n" && [ "$n" -ge 1 ]; then
+		pass "$1"
+	else
+		fail "$1" "no event with $2 (of $(wc -l <$T.ev) events)"
+	fi
+}
+hexip() { printf '%02x%02x%02x%02x' ${1//./ }; }
+
+# ---- bad input: clear errors, nothing left behind
+check_fails bad_type pi -N $X monitor --type bogus
+check_fails bad_reason pi -N $X monitor --reason not-a-reason
+out=$(pi -N ${PREFIX}none monitor --duration 1 2>&1)
+expect_eq no_node_exit "$?" 1
+check_fails no_node_left_nothing test -e /run/podinject/monitor/${PREFIX}none
+
+# ---- the main monitor, every kind, as JSON lines
+expect_num off_before "$(kinds_of $PIN)" 0
+"$PI" -N $X -j monitor >$T.ev 2>$T.everr &
+MON=$!
+for _ in $(seq 50); do [ "$(kinds_of $PIN)" != 0 ] && break; sleep 0.1; done
+expect_num on_while_running "$(kinds_of $PIN)" 30
+
+# spoofed: a sends as s
+in_ns mo-a "$PINET" udp-send --bind $S $B 6000 2 >/dev/null 2>&1
+# policy: a's egress rule denies b's port 6001; 6002 is allowed
+ra=$(pi -N $X policy add mo-a egress deny to $B/32 proto udp port 6001 | awk '{print $2}')
+in_ns mo-a "$PINET" udp-send $B 6001 2 >/dev/null 2>&1
+in_ns mo-a "$PINET" udp-send $B 6002 1 >/dev/null 2>&1
+# ingress policy: s's rule denies b's datagrams to 6003
+rs=$(pi -N $X policy add mo-s ingress deny from $B/32 proto udp port 6003 | awk '{print $2}')
+in_ns mo-b "$PINET" udp-send $S 6003 1 >/dev/null 2>&1
+# frames no socket sends, written whole from b's eth0
+BMAC=$(ip -n mo-b -j link show eth0 | jq -r '.[0].address')
+M=ffffffffffff${BMAC//:/}
+HB=$(hexip $B) HS=$(hexip $S)
+in_ns mo-b "$PINET" raw-frame eth0 "${M}88cc0000" 1 >/dev/null		# LLDP
+in_ns mo-b "$PINET" raw-frame eth0 "${M}0800430000141234000040110000${HB}${HS}" 1 >/dev/null	# ihl 3
+in_ns mo-b "$PINET" raw-frame eth0 "${M}08004500001c1234200040060000${HB}${HS}1770177100000001" 1 >/dev/null	# first fragment, TCP cut
+in_ns mo-b "$PINET" raw-frame eth0 "${M}08004500001c4321001040110000${HB}${HS}0000000000000000" 1 >/dev/null	# later fragment, no first
+in_ns mo-b "$PINET" raw-udp eth0 "$BMAC" $B $S 6006 1 5 >/dev/null	# VLAN 5
+in_ns mo-b "$PINET" router-adv eth0 1 >/dev/null
+in_ns mo-b "$PINET" neigh-adv eth0 fd00::43 1 >/dev/null
+# the other node speaks as a
+in_ns $Y "$PINET" udp-send --bind $A $S 6004 1 >/dev/null 2>&1
+# routed with no TTL left
+in_ns mo-a ping -c 1 -t 1 -W 1 $S >/dev/null 2>&1
+# injection, whose object the first `inject allow` makes now
+pi -N $X inject allow mo-c --as mo-a >/dev/null
+in_ns mo-c "$PINET" udp-send --bind $A $S 6005 2 >/dev/null 2>&1
+# a proxy capture
+pi -N $X proxy add mo-p --port 15001 --for mo-b --match tcp dport 8080 >/dev/null
+ip netns exec mo-p "$BUILD/podinject-proxy" --connect-timeout 3000 15001 >$T.px 2>&1 </dev/null &
+for _ in $(seq 50); do grep -q ready $T.px 2>/dev/null && break; sleep 0.1; done
+in_ns mo-s "$PINET" tcp-server 8080 --count 1 --timeout 4000 >/dev/null 2>&1 &
+wait_tcp_listen mo-s 8080
+in_ns mo-b "$PINET" tcp-connect --timeout 3000 $S 8080 >/dev/null 2>&1
+sleep 1
+kill -TERM $MON
+wait $MON
+expect_eq monitor_stopped "$?" 0
+
+has drop_spoofed "$(printf '.kind == "drop" and .reason == "spoofed" and .hook == "pod-egress" and .pod == "mo-a" and .src == "%s" and .dst == "%s" and .proto == "udp" and .dport == 6000 and .dir == "egress"' $S $B)"
+has drop_policy_with_rule "$(printf '.kind == "drop" and .reason == "policy" and .pod == "mo-a" and .rule == %s and .src == "%s" and .dst == "%s" and .dport == 6001' "${ra:-0}" $A $B)"
+has verdict_deny_with_rule "$(printf '.kind == "verdict" and .reason == "deny" and .pod == "mo-a" and .rule == %s and .dport == 6001 and .dir == "egress"' "${ra:-0}")"
+has verdict_allow "$(printf '.kind == "verdict" and .reason == "allow" and .pod == "mo-a" and .dst == "%s" and .dport == 6002 and .dir == "egress"' $B)"
+has verdict_allow_at_destination '.kind == "verdict" and .reason == "allow" and .pod == "mo-b" and .dport == 6002 and .dir == "ingress"'
+expect_num denied_flow_dropped_each_time "$(events '.kind == "drop" and .reason == "policy" and .dport == 6001')" 2
+has drop_ingress_policy "$(printf '.kind == "drop" and .reason == "ingress-policy" and .pod == "mo-s" and .rule == %s and .src == "%s" and .dport == 6003 and .dir == "ingress"' "${rs:-0}" $B)"
+has drop_unsupported '.kind == "drop" and .reason == "unsupported" and .pod == "mo-b" and .family == 0'
+has drop_malformed "$(printf '.kind == "drop" and .reason == "malformed" and .pod == "mo-b" and .dst == "%s"' $S)"
+has drop_frag_tiny "$(printf '.kind == "drop" and .reason == "frag-tiny" and .pod == "mo-b" and .src == "%s" and .proto == "tcp" and .sport == 6000 and .dport == 6001' $B)"
+has drop_frag_orphan "$(printf '.kind == "drop" and .reason == "frag-orphan" and .pod == "mo-b" and .src == "%s" and .proto == "udp" and .dport == 0' $B)"
+has drop_vlan '.kind == "drop" and .reason == "vlan" and .pod == "mo-b"'
+has drop_router '.kind == "drop" and .reason == "router" and .pod == "mo-b" and .proto == "icmpv6"'
+has drop_nd_spoofed '.kind == "drop" and .reason == "nd-spoofed" and .pod == "mo-b"'
+has drop_uplink_spoofed "$(printf '.kind == "drop" and .reason == "uplink-spoofed" and .hook == "uplink-ingress" and .pod == "mo-a" and .src == "%s" and .dst == "%s" and .dport == 6004' $A $S)"
+has drop_ttl "$(printf '.kind == "drop" and .reason == "ttl" and .pod == "mo-a" and .proto == "icmp" and .dst == "%s"' $S)"
+has inject_event "$(printf '.kind == "inject" and .pod == "mo-c" and .as_pod == "mo-a" and .src == "%s" and .dst == "%s" and .dport == 6005 and (.reason == "fallback" or .reason == "fast")' $A $S)"
+has proxy_capture "$(printf '.kind == "proxy" and .pod == "mo-b" and .proxy_port == 15001 and .dst == "%s" and .dport == 8080 and .tcp_flags == "S"' $S)"
+expect_num all_lines_json "$(jq -c . $T.ev >/dev/null 2>&1 && echo 0 || echo 1)" 0
+expect_num off_after_stop "$(kinds_of $PIN)" 0
+expect_num inject_off_after_stop "$(kinds_of $PIN/inject)" 0
+expect_num no_file_left "$(ls /run/podinject/monitor/$(basename $PIN) 2>/dev/null | wc -l)" 0
+
+# ---- filters: kind, pod, reason, and a count that ends the monitor
+"$PI" -N $X -j monitor --type drop --pod mo-b --reason vlan --count 2 >$T.f 2>&1 &
+F=$!
+for _ in $(seq 50); do [ "$(kinds_of $PIN)" != 0 ] && break; sleep 0.1; done
+expect_num filter_asks_drops_only "$(kinds_of $PIN)" 2
+in_ns mo-a "$PINET" udp-send --bind $S $B 6000 2 >/dev/null 2>&1
+in_ns mo-b "$PINET" raw-frame eth0 "${M}88cc0000" 2 >/dev/null
+in_ns mo-b "$PINET" raw-udp eth0 "$BMAC" $B $S 6006 3 5 >/dev/null
+timeout 10 tail --pid=$F -f /dev/null
+expect_eq filter_count_ends_it "$(kill -0 $F 2>/dev/null && echo running || echo ended)" ended
+expect_num filter_lines "$(wc -l <$T.f)" 2
+expect_num filter_only_vlan_of_b "$(jq -s '[.[] | select(.reason == "vlan" and .pod == "mo-b")] | length' $T.f)" 2
+
+# ---- text lines
+"$PI" -N $X monitor --type drop --count 1 >$T.t 2>/dev/null &
+F=$!
+for _ in $(seq 50); do [ "$(kinds_of $PIN)" != 0 ] && break; sleep 0.1; done
+in_ns mo-a "$PINET" udp-send --bind $S $B 6000 1 >/dev/null 2>&1
+timeout 10 tail --pid=$F -f /dev/null
+if grep -qE "^[0-9:.]+ drop +pod-egress +mo-a spoofed egress udp $S:[0-9]+ -> $B:6000 len [0-9]+$" $T.t; then
+	pass text_line
+else
+	fail text_line "$(cat $T.t)"
+fi
+
+# ---- a reader that stops reading: the events it misses are counted
+"$PI" -N $X -j monitor --type drop --pod mo-a >$T.l 2>&1 &
+L=$!
+for _ in $(seq 50); do [ "$(kinds_of $PIN)" != 0 ] && break; sleep 0.1; done
+kill -STOP $L
+N=100000
+in_ns mo-a "$PINET" udp-send --bind $S $B 6010 $N >/dev/null 2>&1
+kill -CONT $L
+sleep 2
+kill -TERM $L
+wait $L
+lost=$(jq -s '[.[] | select(.kind == "lost") | .lost] | max // 0' $T.l)
+shown=$(jq -s '[.[] | select(.kind == "drop" and .dport == 6010)] | length' $T.l)
+if is_num "$lost" && [ "$lost" -gt 0 ]; then pass lost_counted; else fail lost_counted "lost '$lost', shown '$shown'"; fi
+# all of them: written or counted lost (other drops, none here, would add)
+if is_num "$shown" && [ $((shown + lost)) -ge $N ]; then
+	pass lost_plus_shown_is_all
+else
+	fail lost_plus_shown_is_all "shown $shown + lost $lost < $N"
+fi
+
+# ---- a monitor killed without stopping: the next one to stop clears it
+"$PI" -N $X monitor --type verdict >/dev/null 2>&1 &
+K=$!
+for _ in $(seq 50); do [ "$(kinds_of $PIN)" != 0 ] && break; sleep 0.1; done
+kill -9 $K
+wait $K 2>/dev/null
+expect_num killed_leaves_it_on "$(kinds_of $PIN)" 4
+pi -N $X monitor --type drop --duration 1 >/dev/null 2>&1
+expect_num next_one_clears_it "$(kinds_of $PIN)" 0
+expect_num inject_cleared_too "$(kinds_of $PIN/inject)" 0
+
+# two at once: each keeps what it asked for until it stops
+"$PI" -N $X monitor --type inject --duration 3 >/dev/null 2>&1 &
+M1=$!
+"$PI" -N $X monitor --type proxy --duration 1 >/dev/null 2>&1 &
+M2=$!
+sleep 0.7
+expect_num two_monitors_union "$(kinds_of $PIN)" 24
+wait $M2
+expect_num first_one_still_served "$(kinds_of $PIN)" 8
+wait $M1
+expect_num both_gone "$(kinds_of $PIN)" 0
+
+# the node taken down under a running monitor: it says so and ends
+"$PI" -N $X monitor --duration 20 >/dev/null 2>$T.gone &
+G=$!
+sleep 0.5
+check node_down pi -N $X node down
+timeout 5 tail --pid=$G -f /dev/null
+wait $G
+expect_eq node_gone_ends_monitor "$?" 1
+check node_gone_said grep -q "node 'mo-x' is gone" $T.gone

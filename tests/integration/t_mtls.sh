@@ -1,0 +1,373 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# TLS origination: podinject-proxy --tls-dir relays a pod's plaintext
+# connections over mutual TLS 1.3, with the pod's own certificate, from the
+# pod's address, through the pod's egress datapath:
+#
+#   mt-a (client, 10.244.0.10, plaintext) --capture--> mt-p (proxy :15001)
+#       mt-p: TLS client with mt-a's identity (DIR/10.244.0.10/), bound to
+#       10.244.0.10, injected into mt-a's egress (policy, counters)
+#   mt-b (tlsd, 10.244.0.11): wants a client certificate whose IP SAN is
+#       the caller's address
+#   mt-c..mt-f: clients with no identity, another CA's, an expired one, one
+#       for another address
+#
+# The wire is captured at mt-b's eth0 (its namespace): the host side of
+# mt-b sees only mt-b's own packets, since the datapath hands mt-a's
+# upstream packets to mt-b's eth0 directly (bpf_redirect_peer); the host
+# side of mt-a also carries mt-a's plaintext leg to the proxy, which never
+# leaves the node.
+# MTLS_BIG=1: 1 GiB each way instead of 64 MiB.
+. "$(dirname "$0")/lib.sh"
+require_root
+EXPECT=51
+PREFIX=mt-
+X=mt-x
+A=10.244.0.10
+B=10.244.0.11
+PROXY_PID=
+T=/tmp/mt$$
+TLSD=$BUILD/tlsd
+PKI=$ROOT/scripts/mtls-pki.sh
+FLIP_PIN=/sys/fs/bpf/mt-flip$$
+
+for tool in openssl tcpdump python3; do
+	if ! command -v $tool >/dev/null; then
+		skip all "no $tool (make deps)"
+		exit 0
+	fi
+done
+[ -x "$TLSD" ] || { skip all "no $TLSD (make)"; exit 0; }
+
+trap 'kill $PROXY_PID 2>/dev/null; rm -rf "$T" "$FLIP_PIN"; cleanup_all' EXIT
+mkdir -p "$T"
+
+ip netns add $X
+check up node_up $X
+pods_ok() {
+	local p ip
+	for p in a:10 b:11 p:12 c:20 d:21 e:22 f:23; do
+		ip=10.244.0.${p#*:}
+		pi -N $X pod add mt-${p%:*} --ip $ip >/dev/null || return 1
+	done
+	for p in a c d e f; do
+		pi -N $X proxy add mt-p --port 15001 --for mt-$p >/dev/null || return 1
+	done
+}
+check pods_and_proxies pods_ok
+
+# The PKI: the node's CA (trust domain mt.test), another CA of another
+# trust domain that the proxy also trusts (a server of it must be refused
+# for its trust domain alone), and a third CA nobody trusts.
+pki_ok() {
+	"$PKI" ca $T/ca mt.test &&
+	"$PKI" ca $T/td2 other.test &&
+	"$PKI" ca $T/rogue mt.test &&
+	"$PKI" issue $T/ca mt mt-a $A &&
+	"$PKI" issue $T/ca mt mt-b $B &&
+	"$PKI" issue $T/ca mt mt-d 10.244.0.21 --ca $T/rogue &&
+	"$PKI" issue $T/ca mt mt-e 10.244.0.22 --expired &&
+	mkdir -p $T/expA && "$PKI" issue $T/expA mt mt-a $A --expired --ca $T/ca &&
+	"$PKI" issue $T/ca mt mt-f 10.244.0.99 &&
+	mv $T/ca/10.244.0.99 $T/ca/10.244.0.23 &&
+	mkdir -p $T/wrongip $T/td2srv &&
+	"$PKI" issue $T/wrongip mt mt-b 10.244.0.98 --ca $T/ca &&
+	"$PKI" issue $T/td2srv mt mt-b $B --ca $T/td2 &&
+	cat $T/ca/ca.pem $T/td2/ca.pem >$T/bundle.pem
+} >/dev/null
+check pki pki_ok
+# bad input: a clear error, a non-zero exit, nothing left behind
+pki_refuses() {
+	local before after
+	before=$(find $T/ca | sort | md5sum)
+	! "$PKI" issue $T/ca mt x 10.244.0.300 2>$T/err && grep -q "bad IP address" $T/err &&
+	! "$PKI" issue $T/ca 'm t' x $A 2>/dev/null &&
+	! "$PKI" issue $T/nodir mt x $A 2>/dev/null &&
+	! "$PKI" issue $T/ca mt x $A --days 0 2>/dev/null &&
+	! "$PKI" ca $T/ca mt.test 2>/dev/null &&
+	! "$PKI" ca $T/new Bad.Domain 2>/dev/null || { echo "accepted bad input"; return 1; }
+	after=$(find $T/ca | sort | md5sum)
+	[ "$before" = "$after" ] && [ ! -e $T/nodir ] && [ ! -e $T/new/ca.pem ] ||
+		{ echo "left files behind"; return 1; }
+}
+check pki_bad_input pki_refuses
+
+proxy_args_refused() {
+	local p=$BUILD/podinject-proxy
+	! in_ns mt-p $p --tls-dir $T/ca 15001 2>/dev/null &&
+	! in_ns mt-p $p --tls-dir $T/ca --tls-ca $T/none.pem 15001 2>/dev/null &&
+	! in_ns mt-p $p --tls-dir $T/none --tls-ca $T/ca/ca.pem 15001 2>/dev/null &&
+	! in_ns mt-p $p --tls-dir $T/ca --tls-ca $T/ca/ca.pem --tls-trust-domain 'a/b' 15001 2>/dev/null &&
+	! in_ns mt-p $p --tls-dir $T/ca --tls-ca $T/ca/10.244.0.10/key.pem 15001 2>/dev/null
+}
+check proxy_bad_args proxy_args_refused
+
+start_proxy() {
+	# a connect timeout far above what "fast" allows below: a refused
+	# client is reset by the TLS failure, never by the timeout
+	ip netns exec mt-p "$BUILD/podinject-proxy" -v --connect-timeout 10000 \
+		--tls-dir $T/ca --tls-ca $T/bundle.pem --tls-trust-domain mt.test \
+		15001 >$T/px 2>$T/pxlog </dev/null &
+	PROXY_PID=$!
+	for _ in $(seq 50); do grep -q ready $T/px 2>/dev/null && return 0; sleep 0.1; done
+	echo "the proxy did not start: $(tail -n 1 $T/pxlog)"
+	return 1
+}
+# (not under check, which runs its command in a subshell: PROXY_PID is
+# needed here)
+if start_proxy >$T/start 2>&1; then
+	pass proxy_started
+else
+	fail proxy_started "$(tail -n 1 $T/start)"
+fi
+# what the proxy says of kTLS must be what this kernel has
+ktls_said() {
+	local want=
+	if [ -r /proc/config.gz ]; then
+		case $(zcat /proc/config.gz | grep -E '^(# )?CONFIG_TLS[= ]') in
+		"# CONFIG_TLS is not set") want=unavailable ;;
+		CONFIG_TLS=*) want=available ;;
+		esac
+	fi
+	grep -qE "^podinject-proxy: tls: ktls ${want:-(un)?available} " $T/pxlog ||
+		{ echo "want ktls ${want:-any}: $(grep ktls $T/pxlog)"; return 1; }
+}
+check ktls_reported ktls_said
+
+# tlsd_bg PORT [ARGS...]: the TLS server in mt-b with mt-b's identity
+tlsd_bg() {
+	local port=$1
+	shift
+	in_ns mt-b "$TLSD" $port --cert $T/ca/$B/cert.pem --key $T/ca/$B/key.pem \
+		--ca $T/ca/ca.pem "$@" >$T/srv 2>&1 &
+	SRV=$!
+	wait_tcp_listen mt-b $port >/dev/null
+}
+srv_field() { awk -v k="$1" '/^accept/ { for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' $T/srv; }
+
+# 1. A marker from mt-a never appears on the wire; only TLS records do.
+marker=$(openssl rand -hex 32)
+in_ns mt-b timeout 15 tcpdump -Z root -i eth0 -s 0 -U -w $T/cap.pcap tcp port 8443 2>$T/tcpdump &
+dump=$!
+for _ in $(seq 50); do grep -q listening $T/tcpdump 2>/dev/null && break; sleep 0.1; done
+tlsd_bg 8443 --timeout 5000
+in_ns mt-a bash -c "exec 3<>/dev/tcp/$B/8443 && printf %s '$marker' >&3 && sleep 0.2 && exec 3>&-" 2>$T/cl
+wait $SRV
+sleep 0.3
+kill $dump 2>/dev/null
+wait $dump 2>/dev/null
+expect_eq marker_relayed "$(srv_field sha256)" "$(printf %s "$marker" | sha256sum | cut -d' ' -f1)"
+expect_eq server_sees_client_address "$(awk '/^accept/ {print $2}' $T/srv)" $A
+expect_eq server_sees_client_spiffe_id "$(srv_field uri)" spiffe://mt.test/ns/mt/pod/mt-a
+check proxy_verified_server grep -q "^tls $A:[0-9]* -> $B:8443 verified spiffe://mt.test/ns/mt/pod/mt-b " $T/pxlog
+python3 "$ROOT/tests/integration/mtls_records.py" $T/cap.pcap 8443 "$marker" >$T/rec 2>&1
+rec() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' $T/rec; }
+# not vacuous: both directions seen whole, a handshake, and the marker's
+# 64 bytes in application data records
+caught() {
+	[ "$(rec streams)" = 2 ] && [ "$(rec gaps)" = 0 ] && [ "$(rec handshake)" -ge 2 ] &&
+		[ "$(rec appbytes)" -ge 64 ] || { echo "capture: $(cat $T/rec)"; return 1; }
+}
+check capture_saw_tls caught
+expect_eq capture_no_marker "$(rec marker)" 0
+expect_eq capture_only_tls_records "$(rec bad) $(rec alert)" "0 0"
+
+# client_result NETNS PINET_ARGS...: the first word of the client's result
+# line (stdout only: its stderr may come first)
+client_result() {
+	local ns=$1
+	shift
+	in_ns $ns "$PINET" tcp-connect "$@" 2>/dev/null |
+		awk '/^(done|error|timeout|refused|mismatch)/ {print $1; exit}'
+}
+
+# 2. Clients that cannot prove who they are: nothing reaches the server's
+# application, the client is reset at once.
+# refused_client NAME POD_IP: prints "CLIENT_RESULT MS SERVER_ACCEPTS"
+refused_client() {
+	local t0 t1 out
+	tlsd_bg 8444 --timeout 3000
+	t0=$(now_ms)
+	out=$(client_result mt-$1 --timeout 5000 $B 8444 --send 1000)
+	t1=$(now_ms)
+	wait $SRV
+	echo "${out%% *} $(sub "$t1" "$t0") $(grep -c '^accept' $T/srv)"
+	cp $T/srv $T/srv.$1
+}
+for case in c:no_identity d:other_ca e:expired f:wrong_ip_san; do
+	r=$(refused_client ${case%:*})
+	name=${case#*:}
+	expect_eq ${name}_server_got_nothing "${r##* }" 0
+	set -- $r
+	# (3 s: two process starts in namespaces on a busy host; the
+	# proxy's connect timeout is 10 s)
+	if [ "$1" = error ] && is_num "$2" && [ "$2" -lt 3000 ]; then
+		pass ${name}_client_reset_fast
+	else
+		fail ${name}_client_reset_fast "got '$r' (want error, < 3000 ms)"
+	fi
+done
+# and the server refused the handshakes it saw, for the reason given
+check refusal_reasons sh -c "grep -q 'refused 10.244.0.21 .*unable to get local issuer' $T/srv.d &&
+	grep -q 'refused 10.244.0.22 .*certificate has expired' $T/srv.e &&
+	grep -q 'refused 10.244.0.23 .*IP address mismatch' $T/srv.f &&
+	grep -q 'tls: no identity' $T/pxlog"
+
+# 3. Servers the proxy must refuse: the right CA for another address, and
+# a CA it trusts for another trust domain.
+# refused_server DIR: "CLIENT_RESULT MS SERVER_BYTES"
+refused_server() {
+	local t0 t1 out
+	in_ns mt-b "$TLSD" 8450 --cert $1/$2/cert.pem --key $1/$2/key.pem \
+		--ca $T/ca/ca.pem --timeout 3000 >$T/srv 2>&1 &
+	SRV=$!
+	wait_tcp_listen mt-b 8450 >/dev/null
+	t0=$(now_ms)
+	out=$(client_result mt-a --timeout 5000 $B 8450 --send 1000)
+	t1=$(now_ms)
+	wait $SRV
+	echo "${out%% *} $(sub "$t1" "$t0") $(grep -c '^accept' $T/srv)"
+}
+r=$(refused_server $T/wrongip 10.244.0.98)
+set -- $r
+expect_eq wrong_server_ip_refused "$1 $3 $(grep -c "$A:[0-9]* -> $B:8450 .*server certificate: IP address mismatch" $T/pxlog)" "error 0 1"
+expect_lt wrong_server_ip_client_reset_fast "$2" 3000
+r=$(refused_server $T/td2srv $B)
+set -- $r
+expect_eq other_trust_domain_refused "$1 $3 $(grep -c "$A:[0-9]* -> $B:8450 .*server certificate: application verification failure" $T/pxlog)" "error 0 1"
+
+# 4. mt-a's policy holds for the encrypted connection: deny port 8447,
+# allow (and count) 8448.
+deny=$(pi -N $X -j policy add mt-a egress deny to $B/32 proto tcp port 8447 | jq .id)
+allow=$(pi -N $X -j policy add mt-a egress allow to $B/32 proto tcp port 8448 | jq .id)
+# (the proxy retries the upstream SYN until its connect timeout; the
+# client gives up first)
+tlsd_bg 8447 --timeout 3000
+out=$(client_result mt-a --timeout 3000 $B 8447 --send 1000)
+wait $SRV
+expect_eq policy_denies_port "${out%% *} $(grep -c '^accept' $T/srv)" "timeout 0"
+pk=$(pi -N $X -j policy list mt-a | jq ".[] | select(.id == $deny) | .packets")
+check policy_deny_counted test "${pk:-0}" -gt 0
+tlsd_bg 8448 --send 1048576 --timeout 5000
+out=$(in_ns mt-a "$PINET" tcp-connect --timeout 5000 $B 8448 --send 1048576 --expect-echo 2>&1 | tail -n 1)
+wait $SRV
+expect_eq policy_other_port_allowed "$out $(srv_field uri)" \
+	"done sent 1048576 received 1048576 fnv $(awk '{print $NF}' <<<"$out") spiffe://mt.test/ns/mt/pod/mt-a"
+pk=$(pi -N $X -j policy list mt-a | jq ".[] | select(.id == $allow) | .packets")
+# mt-a's 1 MiB, encrypted, takes at least 16 packets of 64 KiB
+check policy_allow_counts_tls test "${pk:-0}" -ge 16
+pi -N $X policy del mt-a all >/dev/null
+
+# 5. Bulk, both ways at once, and half-closes both ways: tlsd sends its
+# stream and its close_notify first; mt-a's direction goes on after it.
+size=$((64 << 20))
+[ "${MTLS_BIG:-0}" = 1 ] && size=$((1 << 30))
+tlsd_bg 8443 --send $size --timeout 30000
+t0=$(now_ms)
+out=$(in_ns mt-a "$PINET" tcp-connect --timeout 30000 $B 8443 --send $size --expect-echo 2>&1 | tail -n 1)
+t1=$(now_ms)
+wait $SRV
+echo "# $((size >> 20)) MiB each way through TLS in $(sub "$t1" "$t0") ms"
+expect_eq bulk_each_way "$out" "done sent $size received $size fnv $(srv_field fnv)"
+expect_eq bulk_server_counts "$(srv_field bytes) $(srv_field sent)" "$size $size"
+expect_eq half_close_close_notify "$(srv_field close_notify)" yes
+check bulk_logged grep -q "^conn $A:[0-9]* -> $B:8443 up $size down $size done" $T/pxlog
+
+# 6. A byte flipped on the wire (server -> client, TCP checksum fixed):
+# TLS notices, the client is reset and never gets a wrong byte.
+mkdir -p $FLIP_PIN
+check flip_attached "$BUILD/tcx-attach" attach "$BUILD/mt_flip.bpf.o" mt_flip mt-b eth0 egress $FLIP_PIN
+in_ns mt-b "$TLSD" 8445 --cert $T/ca/$B/cert.pem --key $T/ca/$B/key.pem \
+	--ca $T/ca/ca.pem --send 8388608 --timeout 5000 >$T/srv 2>&1 &
+SRV=$!
+wait_tcp_listen mt-b 8445 >/dev/null
+out=$(in_ns mt-a "$PINET" tcp-connect --timeout 5000 $B 8445 --send 1000 --expect-echo 2>&1)
+wait $SRV
+flipped=$("$BUILD/tcx-attach" counter $FLIP_PIN)
+rm -rf $FLIP_PIN	# the link goes with its pin
+expect_eq flip_done "$flipped" 1
+expect_eq flip_client_reset "$(grep '^error' <<<"$out")" "error ECONNRESET"
+expect_eq flip_no_corrupt_bytes "$(awk '/^partial/ {print $NF}' <<<"$out")" no
+check flip_bad_record_seen grep -q "^conn $A:[0-9]* -> $B:8445 .*tls: .*bad record mac" $T/pxlog
+
+# 7. Slow readers with small windows both ends: everything arrives.
+in_ns mt-a sysctl -qw net.ipv4.tcp_rmem="4096 4096 4096"
+tlsd_bg 8443 --send 4194304 --delay 1 --rcvbuf 4096 --timeout 30000
+out=$(in_ns mt-a "$PINET" tcp-connect --timeout 30000 --delay 1 $B 8443 --send 4194304 --expect-echo 2>&1 | tail -n 1)
+wait $SRV
+in_ns mt-a sysctl -qw net.ipv4.tcp_rmem="4096 131072 6291456"
+expect_eq slow_readers_get_everything "$out $(srv_field bytes)" \
+	"done sent 4194304 received 4194304 fnv $(srv_field fnv) 4194304"
+# A server that stops reading while the client has sent all and
+# half-closed: the proxy's buffer is full, the client's FIN waits behind
+# data; the proxy must wait, not spin (CPU ticks over one second).
+cpu() { [ -n "$PROXY_PID" ] && awk '{print $14 + $15}' /proc/$PROXY_PID/stat; }
+tlsd_bg 8443 --stall 3000 --rcvbuf 4096 --timeout 30000
+in_ns mt-a "$PINET" tcp-connect --timeout 30000 $B 8443 --send 4194304 >$T/cl 2>&1 &
+cl=$!
+sleep 1
+c0=$(cpu); sleep 1; c1=$(cpu)
+expect_lt stalled_server_no_spin "$(sub "$c1" "$c0")" 20
+wait $cl
+wait $SRV
+expect_eq stalled_server_transfer_complete "$(srv_field bytes) $(srv_field fnv)" "4194304 $(awk '/^done/ {print $NF}' $T/cl)"
+
+# 8. Identity files are reloaded when they change: an expired
+# certificate in mt-a's place is refused, the valid one works again.
+cp -a $T/ca/$A $T/a.keep
+cp $T/expA/$A/cert.pem $T/ca/$A/cert.pem.new && mv $T/ca/$A/cert.pem.new $T/ca/$A/cert.pem
+cp $T/expA/$A/key.pem $T/ca/$A/key.pem.new && mv $T/ca/$A/key.pem.new $T/ca/$A/key.pem
+sleep 1.2
+tlsd_bg 8443 --timeout 3000
+in_ns mt-a "$PINET" tcp-connect --timeout 5000 $B 8443 --send 1000 >/dev/null 2>&1
+wait $SRV
+check reload_expired_refused grep -q "^refused $A .*certificate has expired" $T/srv
+cp $T/a.keep/cert.pem $T/ca/$A/cert.pem.new && mv $T/ca/$A/cert.pem.new $T/ca/$A/cert.pem
+cp $T/a.keep/key.pem $T/ca/$A/key.pem.new && mv $T/ca/$A/key.pem.new $T/ca/$A/key.pem
+sleep 1.2
+tlsd_bg 8443 --timeout 3000
+check reload_valid_again in_ns mt-a "$PINET" tcp-connect --timeout 5000 $B 8443 --send 1000
+wait $SRV
+
+# 8b. 16 connections at once, each 256 KiB each way: the proxy holds them
+# all (tlsd serves one at a time, so the others wait in its backlog and
+# then in their handshakes), and each gets its own stream back intact.
+tlsd_bg 8449 --send 262144 --count 16 --timeout 15000
+par_pids=
+for i in $(seq 16); do
+	in_ns mt-a "$PINET" tcp-connect --timeout 20000 $B 8449 --send 262144 \
+		--expect-echo >$T/par.$i 2>&1 &
+	par_pids+=" $!"
+done
+wait $SRV
+# shellcheck disable=SC2086
+wait $par_pids
+par_ok=0
+for i in $(seq 16); do
+	grep -q "^done sent 262144 received 262144 " $T/par.$i && par_ok=$((par_ok + 1))
+done
+expect_eq parallel_16_intact "$par_ok $(grep -c '^accept .* bytes 262144 .* sent 262144 close_notify yes' $T/srv)" "16 16"
+
+# 9. 2 000 connections one after the other: no descriptor left behind.
+fds() { [ -n "$PROXY_PID" ] && [ -d /proc/$PROXY_PID/fd ] && ls /proc/$PROXY_PID/fd | wc -l; }
+fd0=$(fds)
+tlsd_bg 8446 --send 0 --count 2000 --timeout 10000
+out=$(in_ns mt-a "$PINET" tcp-conn-loop --timeout 5000 $B 8446 2000 120 2>&1)
+wait $SRV
+expect_eq conns_2000 "$(awk '{print $1, $2, $3, $4}' <<<"$out") $(grep -c 'close_notify yes' $T/srv)" "conns 2000 failed 0 2000"
+for _ in $(seq 20); do [ "$(fds)" = "$fd0" ] && break; sleep 0.1; done
+expect_num conns_2000_no_fd_left "$(fds)" "$fd0"
+check proxy_alive kill -0 $PROXY_PID
+
+# SIGTERM: a clean exit, and (on the sanitizer build) no report of a
+# leak or a memory error
+kill $PROXY_PID
+wait $PROXY_PID
+rc=$?
+PROXY_PID=
+expect_eq proxy_clean_exit "$rc $(grep -cE 'Sanitizer|runtime error' $T/pxlog)" "0 0"
+ids=$(node_prog_ids $X)
+for p in a b c d e f p; do pi -N $X pod del mt-$p >/dev/null; done
+check down pi -N $X node down
+expect_unhooked no_links_left $ids
+ip netns del $X
