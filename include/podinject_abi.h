@@ -351,7 +351,7 @@ enum pi_dp_ct_flags {
 };
 
 struct pi_ct_entry {
-	__u64 last_ns;		/* bpf_ktime_get_ns() of its last packet */
+	__u64 last_ns;		/* ct_now() of its last packet (pi_ct_idle_ns) */
 	__u64 packets[2];	/* by enum pi_dp_policy_dir: sent by the pod, */
 	__u64 bytes[2];		/* received by it */
 	__u32 rev;		/* policy revision the verdict was made at */
@@ -361,6 +361,22 @@ struct pi_ct_entry {
 	__u8 flags;		/* enum pi_dp_ct_flags */
 	__u8 pad[5];
 };
+
+/*
+ * How long an entry stamped at `last_ns` has been idle at `now`, both
+ * CLOCK_MONOTONIC: the difference taken modulo 2^64 and read signed, as
+ * the kernel's time_after() does. A stamp a little ahead of the clock
+ * (the coarse clock lags the fine one and other CPUs by up to a tick) is
+ * idle 0, not 2^64 ns; a stamp taken further back than the clock has run
+ * (a machine younger than the entry's timeout, a test that ages an entry)
+ * is idle for the real span, not 0.
+ */
+static inline __u64 pi_ct_idle_ns(__u64 now, __u64 last_ns)
+{
+	__s64 d = (__s64)(now - last_ns);
+
+	return d > 0 ? (__u64)d : 0;
+}
 
 /* Per pod, of the XDP programs (bpf/xdp.bpf.c); the packets and drops
  * are in pi_pod_stats too, this says which of them were decided in XDP. */

@@ -81,7 +81,7 @@ static int ct_walk(struct pi_node *n, uint32_t pod_id, bool forget,
 			continue;
 		if (bpf_map_lookup_elem(fd, &next, &e))
 			continue;	/* gone meanwhile */
-		idle = now > e.last_ns ? now - e.last_ns : 0;
+		idle = pi_ct_idle_ns(now, e.last_ns);
 		to = (uint64_t)timeout_s(n, &next, &e) * 1000000000ull;
 		if (idle > to) {
 			gone = true;

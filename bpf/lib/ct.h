@@ -217,7 +217,7 @@ static __always_inline void ct_tcp_update(struct pi_ct_entry *e, __u32 dir,
  * a tracked packet 40 to 50 ns of its 200 where the clock source is a
  * hypervisor's (kvm-clock: docs/bench.md, "Where a packet's time goes");
  * the coarse one is a load. User space reads the same clock
- * (lib/ct.c: CLOCK_MONOTONIC, an entry ahead of it counts as not idle).
+ * (lib/ct.c: CLOCK_MONOTONIC); both take the idle time with pi_ct_idle_ns.
  */
 static __always_inline __u64 ct_now(void)
 {
@@ -311,8 +311,8 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 		/* an entry stamped a little later than this clock reads (by
 		 * an earlier build with the fine clock, or on another CPU
 		 * since) is not idle */
-		if (e && ((now > e->last_ns &&
-			   now - e->last_ns > ct_timeout_ns(&k, e)) ||
+		if (e && (pi_ct_idle_ns(now, e->last_ns) >
+			  ct_timeout_ns(&k, e) ||
 			  /* a new SYN on a closed flow's ports opens anew */
 			  (p->proto == IPPROTO_TCP &&
 			   e->state == PI_DP_CT_CLOSING &&

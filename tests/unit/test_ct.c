@@ -362,6 +362,23 @@ out:
 	fx_teardown(&fx);
 }
 
+/* The idle time both the tracker and `ct list` take: on a machine up for
+ * less than an entry's timeout (a lab guest 10 s after boot), an entry
+ * aged by 61 s carries a stamp "before boot", wrapped below zero; it is
+ * 61 s idle all the same, and a stamp ahead of the clock is idle 0. */
+UNIT_TEST(ct_idle_time_across_a_young_clock)
+{
+	const uint64_t s = 1000000000ull, now = 10 * s;
+
+	ASSERT_EQ(pi_ct_idle_ns(now, now - 61 * s), 61 * s,
+		  "stamped 61 s before a clock at 10 s");
+	ASSERT_EQ(pi_ct_idle_ns(now, now - s), s, "a second ago");
+	ASSERT_EQ(pi_ct_idle_ns(now, now), 0, "just now");
+	ASSERT_EQ(pi_ct_idle_ns(now, now + s), 0, "a second ahead");
+	ASSERT_EQ(pi_ct_idle_ns(~0ull - s, 3 * s), 0,
+		  "far ahead, across the wrap");
+}
+
 /* The tracker stamps entries with the coarse clock, which lags the fine
  * one an earlier build stamped with (and the other CPUs' stamps) by up to
  * a tick: an entry stamped ahead of the clock is a flow seen just now,
