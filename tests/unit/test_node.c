@@ -73,6 +73,15 @@ static int run(struct bpf_program *prog, int ifindex, uint8_t *pkt, int len,
 	return fixture_run(bpf_program__fd(prog), ifindex, pkt, len, out);
 }
 
+/* A packet built from `spec`, sent by pod A: pod_egress's verdict. */
+static int a_sends(struct node_fx *fx, const struct pkt_spec *spec)
+{
+	uint8_t pkt[PKT_MAX];
+	int len = pkt_build(pkt, spec);
+
+	return run(fx->skel->progs.pod_egress, fx->if_a, pkt, len, NULL);
+}
+
 static struct pi_dp_pod_stats stats(struct node_fx *fx, uint32_t id)
 {
 	int ncpu = libbpf_num_possible_cpus();
@@ -163,14 +172,11 @@ UNIT_TEST(node_egress_to_local_pod_v4)
 UNIT_TEST(node_egress_to_local_pod_v6)
 {
 	struct node_fx fx;
-	uint8_t pkt[PKT_MAX];
-	int len;
 
 	if (!fx_setup(&fx))
 		return;
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
-		"fd00::2", IPPROTO_UDP, 5000, 53 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd00::2", IPPROTO_UDP, 5000, 53 }),
 		  PI_REDIRECT, "verdict");
 	ASSERT_EQ(last_redirect(&fx).ifindex, fx.if_b, "redirect target");
 	ASSERT_EQ(stats(&fx, 1).ingress_packets, 1, "B ingress");
@@ -180,14 +186,11 @@ UNIT_TEST(node_egress_to_local_pod_v6)
 UNIT_TEST(node_egress_elsewhere_without_uplink_goes_to_stack)
 {
 	struct node_fx fx;
-	uint8_t pkt[PKT_MAX];
-	int len;
 
 	if (!fx_setup(&fx))
 		return;
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"192.0.2.7", IPPROTO_ICMP });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"192.0.2.7", IPPROTO_ICMP }),
 		  PI_PASS, "verdict");
 	ASSERT_EQ(last_redirect(&fx).kind, PI_RD_NONE, "no redirect");
 	ASSERT_EQ(stats(&fx, 0).egress_packets, 1, "A egress");
@@ -209,15 +212,12 @@ UNIT_TEST(node_egress_elsewhere_with_uplink_uses_redirect_neigh)
 {
 	struct pi_redirect_record rd;
 	struct node_fx fx;
-	uint8_t pkt[PKT_MAX];
-	int len;
 
 	if (!fx_setup(&fx))
 		return;
 	set_uplink(&fx);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
-		"fd01::9", IPPROTO_TCP, 1234, 443 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd01::9", IPPROTO_TCP, 1234, 443 }),
 		  PI_REDIRECT, "verdict");
 	rd = last_redirect(&fx);
 	ASSERT_EQ(rd.kind, PI_RD_NEIGH, "redirect kind");
@@ -248,9 +248,8 @@ UNIT_TEST(node_foreign_pod_reached_through_the_stack)
 	ep.kind = PI_EP_FOREIGN_POD;
 	bpf_map__update_elem(fx.skel->maps.endpoints, &k, sizeof(k), &ep,
 			     sizeof(ep), 0);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_TCP, 40000, 80 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 40000, 80 }),
 		  PI_PASS, "A to B: to the stack");
 	ASSERT_EQ(last_redirect(&fx).kind, PI_RD_NONE, "not redirected");
 	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0, "not counted as B's");
@@ -269,19 +268,15 @@ out:
 UNIT_TEST(node_egress_spoofed_source_dropped)
 {
 	struct node_fx fx;
-	uint8_t pkt[PKT_MAX];
-	int len;
 
 	if (!fx_setup(&fx))
 		return;
 	/* B's address sent from A's device */
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
-		"10.0.0.1", IPPROTO_UDP, 1, 2 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_UDP, 1, 2 }),
 		  PI_DROP, "v4 verdict");
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::99",
-		"fd00::2", IPPROTO_UDP, 1, 2 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET6, "fd00::99",
+		"fd00::2", IPPROTO_UDP, 1, 2 }),
 		  PI_DROP, "v6 verdict");
 	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_SPOOFED], 2, "spoof drops");
 	ASSERT_EQ(stats(&fx, 0).egress_packets, 0, "A egress");
@@ -292,14 +287,11 @@ UNIT_TEST(node_egress_spoofed_source_dropped)
 UNIT_TEST(node_egress_link_local_v6_to_stack)
 {
 	struct node_fx fx;
-	uint8_t pkt[PKT_MAX];
-	int len;
 
 	if (!fx_setup(&fx))
 		return;
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fe80::1234",
-		"ff02::2", IPPROTO_ICMP });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET6, "fe80::1234",
+		"ff02::2", IPPROTO_ICMP }),
 		  PI_PASS, "verdict");
 	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_SPOOFED], 0, "spoof drops");
 	fx_teardown(&fx);
@@ -357,8 +349,6 @@ UNIT_TEST(node_egress_policy_10000_rules_last_matches)
 {
 	static struct pi_dp_rule rules[10000];
 	struct node_fx fx;
-	uint8_t pkt[PKT_MAX];
-	int len;
 
 	if (!fx_setup(&fx))
 		return;
@@ -367,9 +357,8 @@ UNIT_TEST(node_egress_policy_10000_rules_last_matches)
 				1000 + i % 50000, 1000 + i % 50000);
 	rules[9999] = rule(10000, PI_DP_DENY, "10.0.0.2/32", 0, 0, 0);
 	set_policy(&fx, 0, PI_DP_DIR_EGRESS, rules, 10000, 0);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_TCP, 1, 80 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 80 }),
 		  PI_DROP, "verdict");
 	ASSERT_EQ(rule_packets(&fx, 10000), 1, "last rule counter");
 	fx_teardown(&fx);
@@ -386,15 +375,13 @@ UNIT_TEST(node_ingress_policy_on_local_delivery)
 	if (!fx_setup(&fx))
 		return;
 	set_policy(&fx, 1, PI_DP_DIR_INGRESS, &deny, 1, 0);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_TCP, 1, 22 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 22 }),
 		  PI_DROP, "denied by B's ingress policy");
 	ASSERT_EQ(stats(&fx, 1).drops[PI_DP_DROP_INGRESS_POLICY], 1,
 		  "B ingress-policy drops");
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_TCP, 1, 23 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1, 23 }),
 		  PI_REDIRECT, "other port delivered");
 	/* The same rule at the other way in: from the node's stack. */
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
@@ -581,38 +568,31 @@ UNIT_TEST(node_harden_link_local_meets_egress_policy)
 {
 	struct pi_dp_rule deny_all = rule(41, PI_DP_DENY, NULL, 0, 0, 0);
 	struct node_fx fx;
-	uint8_t pkt[PKT_MAX];
-	int len;
 
 	if (!fx_setup(&fx))
 		return;
 	/* without a policy: to the node's stack, as before */
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fe80::a",
-		"fe80::1", IPPROTO_TCP, 40000, 22 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET6, "fe80::a",
+		"fe80::1", IPPROTO_TCP, 40000, 22 }),
 		  PI_PASS, "link-local to the host side, no policy");
 	ASSERT_EQ(stats(&fx, 0).egress_packets, 0,
 		  "link traffic stays out of the egress counters");
 	/* a link-local source cannot reach beyond the link */
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fe80::a",
-		"fd00::2", IPPROTO_UDP, 1, 53 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET6, "fe80::a",
+		"fd00::2", IPPROTO_UDP, 1, 53 }),
 		  PI_DROP, "link-local source to pod B");
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "::",
-		"fd00::2", IPPROTO_UDP, 1, 53 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET6, "::",
+		"fd00::2", IPPROTO_UDP, 1, 53 }),
 		  PI_DROP, "unspecified source to pod B");
 	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_SPOOFED], 2, "spoofed");
 	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0, "B got nothing");
 	/* egress deny everything: the host's link-local services too */
 	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny_all, 1, 0);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fe80::a",
-		"fe80::1", IPPROTO_TCP, 40000, 22 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET6, "fe80::a",
+		"fe80::1", IPPROTO_TCP, 40000, 22 }),
 		  PI_DROP, "link-local to the host side, deny all");
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "::",
-		"ff02::16", IPPROTO_ICMP });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET6, "::",
+		"ff02::16", IPPROTO_ICMP }),
 		  PI_DROP, "unspecified source, deny all");
 	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_POLICY], 2, "policy drops");
 	ASSERT_EQ(rule_packets(&fx, 41), 2, "deny-all counter");
@@ -1044,19 +1024,15 @@ UNIT_TEST(monitor_off_writes_nothing)
 {
 	struct pi_dp_rule deny = rule(31, PI_DP_DENY, "10.0.0.2/32", 0, 0, 0);
 	struct node_fx fx;
-	uint8_t pkt[PKT_MAX];
-	int len;
 
 	if (!fx_setup(&fx))
 		return;
 	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny, 1, 0);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.9",
-		"10.0.0.2", IPPROTO_UDP, 1, 2 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.9",
+		"10.0.0.2", IPPROTO_UDP, 1, 2 }),
 		  PI_DROP, "spoofed");
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_UDP, 1, 2 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 1, 2 }),
 		  PI_DROP, "denied");
 	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_SPOOFED], 1, "counted");
 	ASSERT_EQ(mon_read(&fx).cnt, 0, "events with no monitor");
@@ -1075,13 +1051,11 @@ UNIT_TEST(monitor_drop_events)
 	if (!fx_setup(&fx))
 		return;
 	mon_set(&fx, 1u << PI_DP_MON_DROP);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.9",
-		"10.0.0.2", IPPROTO_TCP, 4000, 80 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.9",
+		"10.0.0.2", IPPROTO_TCP, 4000, 80 }),
 		  PI_DROP, "spoofed v4");
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::99",
-		"fd00::2", IPPROTO_UDP, 53, 5353 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET6, "fd00::99",
+		"fd00::2", IPPROTO_UDP, 53, 5353 }),
 		  PI_DROP, "spoofed v6");
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 1, 80 });
@@ -1170,9 +1144,8 @@ UNIT_TEST(monitor_verdict_and_policy_drop_name_the_rule)
 		  PI_REDIRECT, "established");
 	ASSERT_EQ(mon_read(&fx).cnt, 0, "an established flow's packet");
 
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_TCP, 1001, 443 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1001, 443 }),
 		  PI_DROP, "denied");
 	s = mon_read(&fx);
 	if (ASSERT_EQ(s.cnt, 2, "deny's events")) {
@@ -1189,9 +1162,8 @@ UNIT_TEST(monitor_verdict_and_policy_drop_name_the_rule)
 
 	/* drops only: the deny's rule still reaches the drop */
 	mon_set(&fx, 1u << PI_DP_MON_DROP);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_UDP, 7, 9 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 7, 9 }),
 		  PI_DROP, "B's ingress denies");
 	s = mon_read(&fx);
 	if (ASSERT_EQ(s.cnt, 1, "one drop")) {
@@ -1218,9 +1190,8 @@ UNIT_TEST(monitor_trace_follows_probe_packets)
 	if (!fx_setup(&fx))
 		return;
 	mon_set(&fx, 1u << PI_DP_MON_TRACE);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_TCP, 1000, 80 });
-	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1000, 80 }),
 		  PI_REDIRECT, "not a probe's");
 	ASSERT_EQ(mon_read(&fx).cnt, 0, "no trace of other packets");
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
