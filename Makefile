@@ -28,8 +28,9 @@ PUBLIC_INC := $(BUILD)/public-include
 PUBLIC_HDR := $(PUBLIC_INC)/podinject/podinject.h
 PUBLIC_CFLAGS = $(filter-out -Iinclude,$(CFLAGS)) -I$(PUBLIC_INC)
 LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson -lyaml
+# BPF_EXTRA_CFLAGS: the bench's variant builds only (bench/suites/progcost.sh)
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
-	      -Iinclude -Ibpf -I$(BUILD)
+	      -Iinclude -Ibpf -I$(BUILD) $(BPF_EXTRA_CFLAGS)
 
 # Debian packages the build, the tests and the demo need. libclang-rt-14-dev
 # holds clang's libFuzzer and sanitizer runtimes (make fuzz, t_fuzz): clang

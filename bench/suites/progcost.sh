@@ -30,6 +30,16 @@ datapath_at() {
 	[ -s "$dir/.commit" ] && echo "$dir/build"
 }
 
+# datapath_variant NAME CFLAGS: node.bpf.o and inject.bpf.o of this tree
+# built with CFLAGS added (a bench-only variant), into build/bench/var-NAME
+datapath_variant() {
+	local dir=$BUILD/bench/var-$1
+	rm -rf "$dir"
+	make -C "$ROOT" -s BUILD="$dir" BPF_EXTRA_CFLAGS="$2" \
+		"$dir/node.bpf.o" "$dir/inject.bpf.o" >/dev/null 2>&1 &&
+		echo "$dir"
+}
+
 suite_progcost() {
 	local line v rep ns r
 	suite_begin progcost "Per-packet program cost (BPF_PROG_TEST_RUN, repeat)"
@@ -53,13 +63,23 @@ suite_progcost() {
 			note "no build of ${b#* } (${b% *}; no git history?): its comparison is left out"
 		fi
 	done
+	# and this tree with the monitor's checks compiled out: what they cost
+	# a datapath no monitor watches (issue 25), apart from every other
+	# change since the release before the monitor
+	if dir=$(datapath_variant no-monitor -DPI_BENCH_NO_MONITOR); then
+		base_args+=(--baseline "$dir" --baseline-name no-monitor)
+		built+=(no-monitor)
+	else
+		note "no build of this tree without the monitor's checks: its comparison is left out"
+	fi
 	meta baselines "$(printf '%s\n' "${built[@]}" | jq -R . | jq -sc .)"
-	local -A floor passon
+	local -A floor passon bynv
 	while read -r line; do
 		v=$(jq -r .variant <<<"$line")
 		rep=$(jq -r .rep <<<"$line")
 		ns=$(jq -r .value <<<"$line")
 		sample ns_per_packet ns "$v" "$rep" "$ns"
+		bynv["$v|$rep"]=$ns
 		case $v in
 		"empty program (test-run overhead)") floor[$rep]=$ns ;;
 		"inject_egress, own traffic (pass on)") passon[$rep]=$ns ;;
@@ -72,6 +92,18 @@ suite_progcost() {
 		[ -n "${floor[$rep]:-}" ] || continue
 		sample ns_over_floor ns "inject_egress, own traffic (pass on) - empty program" "$rep" \
 			"$(awk -v a="${passon[$rep]}" -v b="${floor[$rep]}" 'BEGIN { d = a - b; printf "%.1f", d < 0 ? 0 : d }')"
+	done
+	# the monitor's checks with no monitor running, in ns per packet over
+	# the same tree without them, round by round (goal of issue 25: at
+	# most 5 ns)
+	local c key
+	for key in "${!bynv[@]}"; do
+		c=${key%|*}
+		rep=${key##*|}
+		case $c in *" [no-monitor]") continue ;; esac
+		[ -n "${bynv["$c [no-monitor]|$rep"]:-}" ] || continue
+		sample ns_monitor_off ns "$c: monitor off - no monitor" "$rep" \
+			"$(awk -v a="${bynv[$key]}" -v b="${bynv["$c [no-monitor]|$rep"]}" 'BEGIN { printf "%.1f", a - b }')"
 	done
 	for r in 1 100 1000 10000; do
 		local unit=rules
@@ -91,7 +123,6 @@ suite_progcost() {
 	# and one running against none
 	# the floor against the datapath before the tracker (goal of issue
 	# 23: at most 1.3), before the hardening too, and what each step cost
-	local c
 	for c in "pod_egress, no policy" "pod_ingress (stack to pod)" "uplink_ingress (to local pod)" \
 		"inject_egress, own traffic (pass on)" "inject_egress, authorised (fallback redirect)"; do
 		ratio "$c / before the tracker" ns_per_packet "$c" "$c [before-tracker]"
@@ -100,6 +131,11 @@ suite_progcost() {
 		ratio "$c: the tracker (tracker / before the tracker)" ns_per_packet "$c [tracker]" "$c [before-tracker]"
 		ratio "$c: to v0.2 (v0.2 / tracker)" ns_per_packet "$c [v0.2]" "$c [tracker]"
 		ratio "$c: since v0.2 (this build / v0.2)" ns_per_packet "$c" "$c [v0.2]"
+	done
+	for c in "pod_egress, no policy" "pod_egress, spoofed (drop)" "pod_ingress (stack to pod)" \
+		"uplink_ingress (to local pod)" "inject_egress, own traffic (pass on)" \
+		"inject_egress, authorised (fallback redirect)"; do
+		ratio "monitor off: $c / no monitor" ns_per_packet "$c" "$c [no-monitor]"
 	done
 	ratio "monitor off: pod_egress, no policy / v0.2" ns_per_packet "pod_egress, no policy" "pod_egress, no policy [v0.2]"
 	ratio "monitor off: pod_egress, spoofed drop / v0.2" ns_per_packet "pod_egress, spoofed (drop)" "pod_egress, spoofed (drop) [v0.2]"

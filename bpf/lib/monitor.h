@@ -54,6 +54,13 @@ static __always_inline bool mon_wants(__u32 kinds)
 	return c && (c->kinds & kinds);
 }
 
+#ifdef PI_BENCH_NO_MONITOR
+/* A build for the bench only (progcost's "no-monitor" baseline): every
+ * check compiled out, so that the same tree with and without them shows
+ * what the checks cost a datapath no monitor watches. */
+#define mon_wants(kinds)	((void)(kinds), false)
+#endif
+
 static __always_inline struct pi_dp_mon_event *mon_reserve(void)
 {
 	struct pi_dp_mon_event *ev;
@@ -305,6 +312,10 @@ __noinline int mon_verdict(const struct pkt *p, const struct mon_decision *d,
 	bpf_ringbuf_submit(ev, 0);
 	return 0;
 }
+
+#ifdef PI_BENCH_NO_MONITOR
+#define mon_verdict(p, d, pod_id)	((void)(p), (void)(d), (void)(pod_id))
+#endif
 
 /* An event about a packet the injection object handles (it knows pods by
  * their devices only): an injection, a capture, or one of its drops. */
