@@ -492,7 +492,7 @@ struct pi_flow_key {
 
 enum pi_flow_flags {
 	PI_FLOW_UPSTREAM = 1 << 0,	/* in proxy_upstream, not proxy_flows */
-	PI_FLOW_CLOSING = 1 << 1,	/* a FIN or RST was seen */
+	PI_FLOW_CLOSING = 1 << 1,	/* both FINs seen, or a late segment */
 	PI_FLOW_FIN_POD = 1 << 2,	/* a FIN from the pod's end */
 	PI_FLOW_FIN_PEER = 1 << 3,	/* a FIN from the far end */
 };

@@ -136,8 +136,8 @@ static int flow_expire(void *map, struct pi_flow_key *k, struct pi_flow *f)
 /*
  * A packet of the flow, from the pod's end (`from_pod`: what the pod or
  * the proxy as the pod sends) or the far end. The flow is alive, and
- * closing once a FIN or RST went by (a new SYN on the same 4-tuple opens
- * it again). True when the connection is done and the caller takes the
+ * closing once both ends sent their FIN (a new SYN on the same 4-tuple
+ * opens it again). True when the connection is done and the caller takes the
  * entry out, after it has sent this packet on: at an RST (nothing
  * answers one), or at the last ACK: once both ends sent their FIN, the
  * one segment without a FIN is the first closer's ACK of the second FIN
@@ -147,9 +147,10 @@ static int flow_expire(void *map, struct pi_flow_key *k, struct pi_flow *f)
  * simultaneous close the later of the two ACKs finds no flow either and
  * goes where any packet of an unknown flow goes (the pod's: its egress
  * programs, as a connection older than the capture; the proxy's: its
- * source check). Both sockets are done by then. Whatever
- * close the datapath does not see (a proxy socket closed while the pod's
- * end is gone) leaves by the closing timeout, or when the pod makes room.
+ * source check). Both sockets are done by then. A close the datapath
+ * does not see to its end leaves by the closing timeout once both FINs
+ * went by (the last ACK lost), by the long one after a single FIN (the
+ * other end gone without a word), or when the pod makes room.
  */
 static __always_inline bool flow_touch(struct pi_flow *f, const struct pkt *p,
 				       bool from_pod)
@@ -166,9 +167,14 @@ static __always_inline bool flow_touch(struct pi_flow *f, const struct pkt *p,
 	if (!(p->tcp_flags & TCP_FIN))
 		return (f->flags & PI_FLOW_FINS) == PI_FLOW_FINS;
 	f->flags |= from_pod ? PI_FLOW_FIN_POD : PI_FLOW_FIN_PEER;
-	/* from then on the shorter timeout: the timer, armed with the long
-	 * one, is brought forward */
-	if (!(f->flags & PI_FLOW_CLOSING)) {
+	/* Both ends closed: from then on the shorter timeout (the timer,
+	 * armed with the long one, is brought forward). One end's FIN alone
+	 * is a half-closed connection, which may stay quiet as long as an
+	 * open one (a request sent with its FIN, an answer that takes its
+	 * time, a retransmission backing off): it keeps the long timeout,
+	 * or its next segments would lose their way and it would hang. */
+	if ((f->flags & PI_FLOW_FINS) == PI_FLOW_FINS &&
+	    !(f->flags & PI_FLOW_CLOSING)) {
 		f->flags |= PI_FLOW_CLOSING;
 		bpf_timer_start(&f->timer, flow_idle_closing_ns, 0);
 	}
@@ -202,7 +208,9 @@ static long flow_room_visit(void *map, struct pi_flow_key *k,
 		}
 		return 0;
 	}
-	if (f->flags & PI_FLOW_CLOSING) {
+	/* closing, or half closed: one end is done with it, so at the
+	 * share it is the first to go (its timeout is still the long one) */
+	if (f->flags & (PI_FLOW_CLOSING | PI_FLOW_FINS)) {
 		flow_remove(map, k, f);
 		c->freed++;
 		return 0;

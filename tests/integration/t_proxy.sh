@@ -12,7 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=39
+EXPECT=40
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -77,6 +77,16 @@ in_ns tp-s "$PINET" tcp-server 8081 --echo --timeout 10000 >/dev/null &
 srv=$!
 wait_tcp_listen tp-s 8081 >/dev/null
 check half_close_echo in_ns tp-c "$PINET" tcp-connect --timeout 3000 $S 8081 --send 300000 --expect-echo
+wait $srv
+
+# A half-closed connection quiet for longer than the flow tables' closing
+# timeout (10 s): a request and its FIN, an answer 12 s later. Its entries
+# outlive the quiet; when one FIN brought the 10 s, the answer lost its
+# way to the proxy and the client hung (in the lab, 12 of the 100 below).
+in_ns tp-s "$PINET" tcp-server 8083 --echo --delay 12000 --timeout 30000 >/dev/null &
+srv=$!
+wait_tcp_listen tp-s 8083 >/dev/null
+check half_closed_quiet_past_closing_timeout in_ns tp-c "$PINET" tcp-connect --timeout 30000 $S 8083 --send 300 --expect-echo
 wait $srv
 
 # 100 concurrent connections. 60 s is plenty on a host; under the lab's

@@ -1028,14 +1028,33 @@ UNIT_TEST(proxy_harden_idle_flows_expire)
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 1001, 80, 0x02 });
 	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	/* 1001 closed by both ends, its last ACK never seen */
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 1001, 80, 0x11 });	/* FIN */
 	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
-	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 3, "three flows");
-	for (i = 0; i < 100 && rule_of(&fx, fx.if_pod).nflows != 1; i++)
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 80, 1001, 0x11 });	/* FIN */
+	run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len, NULL);
+	/* 1002 half closed: the pod's FIN alone */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1002, 80, 0x02 });
+	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 1002, 80, 0x11 });	/* FIN */
+	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 4, "four flows");
+	for (i = 0; i < 100 && rule_of(&fx, fx.if_pod).nflows != 2; i++)
 		usleep(10000);
-	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 1,
-		  "idle udp and closed tcp gone, open tcp kept");
+	usleep(100000);		/* five closing timeouts more */
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 2,
+		  "idle udp and closed tcp gone; open and half-closed tcp kept");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
+			       1002, 80, IPPROTO_TCP), 1,
+		  "half closed and quiet past the closing timeout: kept");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 80, 1002, 0x18 });	/* the answer */
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
+		      NULL), PI_REDIRECT, "the late answer goes to the pod");
 	inet_pton(AF_INET, "10.0.0.1", k.pod.a);
 	inet_pton(AF_INET, "10.0.0.2", k.dst.a);
 	k.pod_port = htons(1000);
