@@ -23,8 +23,12 @@ datapath_at() {
 	   [ ! -s "$dir/build/node.bpf.o" ] || [ ! -s "$dir/build/inject.bpf.o" ]; then
 		rm -rf "$dir"
 		mkdir -p "$dir"
+		# BUILD given on the command line: its Makefile takes BUILD from
+		# the environment where it has one (`BUILD ?= build`), and the
+		# bench's own would send the objects elsewhere, or nowhere
 		git -C "$ROOT" archive "$commit" | tar -x -C "$dir" &&
-			make -C "$dir" -s -j2 build/node.bpf.o build/inject.bpf.o >/dev/null 2>&1 &&
+			make -C "$dir" -s -j2 BUILD=build build/node.bpf.o build/inject.bpf.o >/dev/null 2>&1 &&
+			[ -s "$dir/build/node.bpf.o" ] && [ -s "$dir/build/inject.bpf.o" ] &&
 			echo "$commit" >"$dir/.commit"
 	fi
 	[ -s "$dir/.commit" ] && echo "$dir/build"
@@ -40,10 +44,16 @@ datapath_variant() {
 		echo "$dir"
 }
 
+# Each round is a process of its own, which loads every build's objects
+# anew: a tracked packet's cost is bimodal per load (pod_egress with no
+# policy ~170 or ~300 ns on this machine, the same object file either way
+# in different processes; docs/bench.md, "Program cost"), so rounds
+# sharing one load would pair the same modes every time and bias every
+# ratio between two builds.
 suite_progcost() {
 	local line v rep ns r
 	suite_begin progcost "Per-packet program cost (BPF_PROG_TEST_RUN, repeat)"
-	meta method "\"BPF_PROG_TEST_RUN, one 72-byte TCP SYN, repeat calibrated to ~200 ms per sample, CPU $PB_CPU_SEND\""
+	meta method "\"BPF_PROG_TEST_RUN, one 72-byte TCP SYN, repeat calibrated to ~200 ms per sample, CPU $PB_CPU_SEND; each round a process of its own (every object loaded anew)\""
 	if [ ! -x "$PROGCOST" ]; then
 		skip all "progcost was not built"
 		suite_end
@@ -84,8 +94,12 @@ suite_progcost() {
 		"empty program (test-run overhead)") floor[$rep]=$ns ;;
 		"inject_egress, own traffic (pass on)") passon[$rep]=$ns ;;
 		esac
-	done < <(taskset -c "$PB_CPU_SEND" "$PROGCOST" --reps "$PB_REPS" \
-		--target-ms "${PB_PROGCOST_MS:-200}" "${base_args[@]}" || echo '{"variant":"error","rep":0,"value":0}')
+	done < <(for rep in $(seq 1 "$PB_REPS"); do
+			taskset -c "$PB_CPU_SEND" "$PROGCOST" --reps 1 \
+				--target-ms "${PB_PROGCOST_MS:-200}" "${base_args[@]}" |
+				jq -c --argjson rep "$rep" '.rep = $rep' ||
+				echo '{"variant":"error","rep":0,"value":0}'
+		done)
 	# the head program's pass-on over the test run's own cost (goal of
 	# issue 23: at most 15 ns)
 	for rep in "${!passon[@]}"; do
