@@ -147,9 +147,12 @@ srv_field() { awk -v k="$1" '/^accept/ { for (i = 1; i < NF; i++) if ($i == k) p
 
 # 1. A marker from mt-a never appears on the wire; only TLS records do.
 marker=$(openssl rand -hex 32)
-in_ns mt-b timeout 15 tcpdump -Z root -i eth0 -s 0 -U -w $T/cap.pcap tcp port 8443 2>$T/tcpdump &
+# The capture must be listening before the client starts: on a loaded
+# machine tcpdump took more than the 5 s this once waited, and the
+# capture then held nothing (capture_saw_tls: "streams 0").
+in_ns mt-b timeout 90 tcpdump -Z root -i eth0 -s 0 -U -w $T/cap.pcap tcp port 8443 2>$T/tcpdump &
 dump=$!
-for _ in $(seq 50); do grep -q listening $T/tcpdump 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q listening $T/tcpdump 2>/dev/null && break; sleep 0.1; done
 tlsd_bg 8443 --timeout 5000
 in_ns mt-a bash -c "exec 3<>/dev/tcp/$B/8443 && printf %s '$marker' >&3 && sleep 0.2 && exec 3>&-" 2>$T/cl
 wait $SRV
@@ -166,7 +169,7 @@ rec() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'
 # 64 bytes in application data records
 caught() {
 	[ "$(rec streams)" = 2 ] && [ "$(rec gaps)" = 0 ] && [ "$(rec handshake)" -ge 2 ] &&
-		[ "$(rec appbytes)" -ge 64 ] || { echo "capture: $(cat $T/rec)"; return 1; }
+		[ "$(rec appbytes)" -ge 64 ] || { echo "capture: $(cat $T/rec); tcpdump: $(tr '\n' ' ' <$T/tcpdump)"; return 1; }
 }
 check capture_saw_tls caught
 expect_eq capture_no_marker "$(rec marker)" 0
