@@ -13,8 +13,9 @@
 # Environment:
 #   PODINJECT_CACHE  cache directory (default ~/.cache/podinject)
 #   LAB_OUT          where initramfs images and console logs go (default build/lab)
-#   LAB_TIMEOUT      seconds per boot (default 3600: debian-6.1's full
-#                    suite took 41 minutes under TCG on a shared host)
+#   LAB_TIMEOUT      seconds per boot (default 5400: our kernel's busier
+#                    guest took 3 556 s of the old 3 600 on 2026-12-02,
+#                    with tests running on the host beside it)
 #   LAB_MEM, LAB_SMP QEMU memory (default 2G) and CPUs (default 2)
 #   LAB_ACCEL        QEMU accelerator (default tcg; /dev/kvm here is not usable)
 #   LAB_SUITE        command run inside the VM (see lab/mkinitramfs.sh);
@@ -32,7 +33,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 LAB_OUT=${LAB_OUT:-$ROOT/build/lab}
-LAB_TIMEOUT=${LAB_TIMEOUT:-3600}
+LAB_TIMEOUT=${LAB_TIMEOUT:-5400}
 LAB_MEM=${LAB_MEM:-2G}
 LAB_SMP=${LAB_SMP:-2}
 LAB_ACCEL=${LAB_ACCEL:-tcg}
