@@ -1022,26 +1022,18 @@ UNIT_TEST(proxy_harden_idle_flows_expire)
 		"10.0.0.2", IPPROTO_UDP, 1000, 53 });
 	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
 		  PI_REDIRECT, "udp flow");
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_TCP, 1000, 80, 0x02 });
-	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_TCP, 1001, 80, 0x02 });
-	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+#define FROM_POD(pp, fl) (len = seg(pkt, true, pp, 80, fl),		\
+	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL))
+#define TO_POD_BY_PROXY(pp, fl) (len = seg(pkt, false, pp, 80, fl),	\
+	run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len, NULL))
+	FROM_POD(1000, TCP_F_SYN);
 	/* 1001 closed by both ends, its last ACK never seen */
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_TCP, 1001, 80, 0x11 });	/* FIN */
-	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
-		"10.0.0.1", IPPROTO_TCP, 80, 1001, 0x11 });	/* FIN */
-	run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len, NULL);
+	FROM_POD(1001, TCP_F_SYN);
+	FROM_POD(1001, TCP_F_FIN | TCP_F_ACK);
+	TO_POD_BY_PROXY(1001, TCP_F_FIN | TCP_F_ACK);
 	/* 1002 half closed: the pod's FIN alone */
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_TCP, 1002, 80, 0x02 });
-	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-		"10.0.0.2", IPPROTO_TCP, 1002, 80, 0x11 });	/* FIN */
-	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	FROM_POD(1002, TCP_F_SYN);
+	FROM_POD(1002, TCP_F_FIN | TCP_F_ACK);
 	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 4, "four flows");
 	for (i = 0; i < 100 && rule_of(&fx, fx.if_pod).nflows != 2; i++)
 		usleep(10000);
@@ -1051,10 +1043,10 @@ UNIT_TEST(proxy_harden_idle_flows_expire)
 	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
 			       1002, 80, IPPROTO_TCP), 1,
 		  "half closed and quiet past the closing timeout: kept");
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
-		"10.0.0.1", IPPROTO_TCP, 80, 1002, 0x18 });	/* the answer */
-	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
-		      NULL), PI_REDIRECT, "the late answer goes to the pod");
+	ASSERT_EQ(TO_POD_BY_PROXY(1002, TCP_F_ACK | 0x08), PI_REDIRECT,
+		  "the late answer goes to the pod");
+#undef FROM_POD
+#undef TO_POD_BY_PROXY
 	inet_pton(AF_INET, "10.0.0.1", k.pod.a);
 	inet_pton(AF_INET, "10.0.0.2", k.dst.a);
 	k.pod_port = htons(1000);
