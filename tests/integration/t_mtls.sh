@@ -147,10 +147,14 @@ srv_field() { awk -v k="$1" '/^accept/ { for (i = 1; i < NF; i++) if ($i == k) p
 
 # 1. A marker from mt-a never appears on the wire; only TLS records do.
 marker=$(openssl rand -hex 32)
-# The capture must be listening before the client starts: on a loaded
-# machine tcpdump took more than the 5 s this once waited, and the
-# capture then held nothing (capture_saw_tls: "streams 0").
-in_ns mt-b timeout 90 tcpdump -Z root -i eth0 -s 0 -U -w $T/cap.pcap tcp port 8443 2>$T/tcpdump &
+# The capture: listening before the client starts; --immediate-mode, or
+# libpcap's TPACKET_V3 ring hands a block of packets over only when it
+# fills or its timeout (a second) runs out, and the file read 0.3 s after
+# the exchange held nothing (capture_saw_tls: "streams 0", sometimes);
+# started by ip itself, not a shell function, so that the kill below
+# reaches timeout and through it tcpdump, which writes what it has and
+# ends before the file is read.
+ip netns exec mt-b timeout 90 tcpdump --immediate-mode -Z root -i eth0 -s 0 -U -w $T/cap.pcap tcp port 8443 2>$T/tcpdump &
 dump=$!
 for _ in $(seq 600); do grep -q listening $T/tcpdump 2>/dev/null && break; sleep 0.1; done
 tlsd_bg 8443 --timeout 5000
