@@ -193,6 +193,11 @@ $(BUILD)/tlsd: tests/tools/tlsd.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $< -o $@ -lssl -lcrypto
 
+# the TLS test client (podinject-proxy --inbound)
+$(BUILD)/tlsc: tests/tools/tlsc.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $< -o $@ -lssl -lcrypto
+
 test: all
 	@./tests/run.sh
 

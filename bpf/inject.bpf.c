@@ -109,6 +109,7 @@ static __always_inline int inject_egress_body(struct __sk_buff *skb)
 	void *data, *data_end;
 	struct ethhdr *eth;
 	struct pkt p;
+	bool mine;
 	long ret;
 	int res;
 
@@ -119,6 +120,14 @@ static __always_inline int inject_egress_body(struct __sk_buff *skb)
 	if (res != PARSE_OK && res != PARSE_FRAG_ORPHAN &&
 	    res != PARSE_FRAG_TINY)
 		return PI_NEXT;
+	if (res == PARSE_OK) {
+		ret = inbound_steer(skb, &p, &mine);
+		if (mine) {
+			if (ret == PI_REDIRECT)
+				frag_note(&p);
+			return ret;
+		}
+	}
 	key.family = p.family;
 	key.addr = p.saddr;
 	t = bpf_map_lookup_elem(&inject_auth, &key);
@@ -272,7 +281,10 @@ int netkit_untag(struct __sk_buff *skb)
 static __always_inline int pod_reply_body(struct __sk_buff *skb)
 {
 	struct pi_flow_key k;
+	struct pi_flow *f;
 	struct pkt p;
+	bool mine;
+	int verdict;
 
 	if (parse_pkt(skb, &p) != PARSE_OK)
 		return PI_NEXT;
@@ -285,8 +297,14 @@ static __always_inline int pod_reply_body(struct __sk_buff *skb)
 			return redirect_peer(skb->ifindex, 0);
 		return PI_NEXT;
 	}
+	/* a protected pod's client connections, and the proxy's plaintext
+	 * ones to it */
+	verdict = inbound_capture(skb, &p, &mine);
+	if (mine)
+		return verdict;
 	flow_key(&k, &p, false);
-	if (!bpf_map_lookup_elem(&proxy_upstream, &k))
+	f = bpf_map_lookup_elem(&proxy_upstream, &k);
+	if (!f || (f->flags & PI_FLOW_INBOUND))
 		return PI_NEXT;
 	frag_note(&p);
 	return redirect_peer(skb->ifindex, 0);
@@ -410,11 +428,17 @@ int proxy_assign(struct __sk_buff *skb)
 		return PI_NEXT;
 	}
 
-	/* a captured flow: the proxy's listener on its port */
+	/* a captured flow: the proxy's listener on its port; the flow is
+	 * keyed by the captured pod's end, which is the client's for an
+	 * outbound capture, the destination's for an inbound one */
 	flow_key(&k, &p, true);
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
-	if (!f)
-		return PI_NEXT;
+	if (!f || (f->flags & PI_FLOW_INBOUND)) {
+		flow_key(&k, &p, false);
+		f = bpf_map_lookup_elem(&proxy_flows, &k);
+		if (!f || !(f->flags & PI_FLOW_INBOUND))
+			return PI_NEXT;
+	}
 	if (p.family == AF_INET)
 		tuple.ipv4.dport = bpf_htons(f->proxy_port);
 	else
@@ -503,8 +527,19 @@ int proxy_lookup(struct bpf_sk_lookup *ctx)
 	k.pod_port = ctx->remote_port;
 	k.dst_port = bpf_htons(ctx->local_port);
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
-	if (!f)
-		return SK_PASS;
+	if (!f || (f->flags & PI_FLOW_INBOUND)) {
+		/* an inbound capture's flow: keyed by the local end */
+		struct pi_dp_addr a = k.pod;
+		__u16 port = k.pod_port;
+
+		k.pod = k.dst;
+		k.pod_port = k.dst_port;
+		k.dst = a;
+		k.dst_port = port;
+		f = bpf_map_lookup_elem(&proxy_flows, &k);
+		if (!f || !(f->flags & PI_FLOW_INBOUND))
+			return SK_PASS;
+	}
 	listener_key(&lk, f, ctx->family);
 	sk = bpf_map_lookup_elem(&proxy_listeners, &lk);
 	if (!sk)

@@ -24,7 +24,7 @@
  * mean what this build thinks. Bump it with any change to a struct below,
  * to a map's size or to the set of pinned objects, and add the migration
  * from the version before to lib/upgrade.c (docs/architecture.md). */
-#define PI_ABI_VERSION		6
+#define PI_ABI_VERSION		7
 /* pi_node_config.abi while `node upgrade` runs: this bit or'ed with the
  * version the upgrade started from. No build takes it for its own, so
  * every other command, of either build, leaves the node alone until the
@@ -196,6 +196,7 @@ struct pi_pod_meta {
 enum pi_head_owner {
 	PI_HEAD_INJECT	= 1 << 0,	/* the pod is an injector */
 	PI_HEAD_PROXY	= 1 << 1,	/* the pod's connections are captured */
+	PI_HEAD_INBOUND	= 1 << 2,	/* connections to the pod are captured */
 };
 
 /* Policy rules. All rules of a node live in one array (`rules`); a pod's
@@ -495,6 +496,12 @@ enum pi_flow_flags {
 	PI_FLOW_CLOSING = 1 << 1,	/* both FINs seen, or a late segment */
 	PI_FLOW_FIN_POD = 1 << 2,	/* a FIN from the pod's end */
 	PI_FLOW_FIN_PEER = 1 << 3,	/* a FIN from the far end */
+	/* An inbound (termination) flow of a protected pod: in proxy_flows
+	 * the client's connection, captured at the pod's eth0; in
+	 * proxy_upstream the proxy's plaintext connection to the pod made
+	 * with the client's address. The pod's end is the pod (B:N), the
+	 * far end the client. */
+	PI_FLOW_INBOUND = 1 << 4,
 };
 
 struct pi_flow {
@@ -506,6 +513,10 @@ struct pi_flow {
 	__u8 pod_host_mac[6];
 	__u8 proxy_pod_mac[6];		/* to hand packets to the proxy */
 	__u8 proxy_host_mac[6];
+	/* An inbound plaintext flow: the sequence number of the proxy's SYN,
+	 * which the protected pod's eth0 asks of any SYN of the 4-tuple (a
+	 * client reusing it cannot get past the proxy). Network order. */
+	__u32 syn_seq;
 	__u64 last_seen_ns;		/* bpf_ktime_get_ns() of its last packet */
 	/* Expires the flow when idle, and gives its place in the pod's
 	 * share back (bpf/lib/proxy.h). Opaque to userspace. */
@@ -745,6 +756,7 @@ _Static_assert(sizeof(struct pi_frag_key) == 44, "size of pi_frag_key");
 _Static_assert(sizeof(struct pi_frag) == 8, "size of pi_frag");
 _Static_assert(__builtin_offsetof(struct pi_flow, last_seen_ns) == 40, "pi_flow.last_seen_ns");
 _Static_assert(__builtin_offsetof(struct pi_flow, timer) == 48, "pi_flow.timer");
+_Static_assert(__builtin_offsetof(struct pi_flow, syn_seq) == 36, "pi_flow.syn_seq");
 _Static_assert(__builtin_offsetof(struct pi_dp_proxy_rule, nflows) == 88, "pi_dp_proxy_rule.nflows");
 _Static_assert(__builtin_offsetof(struct pi_dp_proxy_rule, limit_drops) == 96, "pi_dp_proxy_rule.limit_drops");
 _Static_assert(__builtin_offsetof(struct pi_frag_key, saddr) == 12, "pi_frag_key.saddr");

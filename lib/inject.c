@@ -41,6 +41,8 @@ const char *const inject_map_names[IM__COUNT] = {
 	[IM_MONITOR_EVENTS] = "monitor_events",
 	[IM_MONITOR_CONFIG] = "monitor_config",
 	[IM_MONITOR_CPU] = "monitor_cpu",
+	[IM_PROXY_INBOUND_RULES] = "proxy_inbound_rules",
+	[IM_PROXY_INBOUND_PODS] = "proxy_inbound_pods",
 };
 
 const char *const inject_prog_names[IP__COUNT] = {

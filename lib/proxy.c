@@ -14,6 +14,13 @@
  *     rule "what arrives on eth0 is local" (table PI_PROXY_TABLE)
  *   - proxy_lookup, PROXY's namespace's sk_lookup program, and the
  *     proxy's listeners in proxy_listeners (put there by proxy_assign)
+ *
+ * An inbound rule (PI_PROXY_INBOUND: connections to POD are captured and
+ * terminated by PROXY) has the same pieces, its rule in
+ * proxy_inbound_rules[POD] and POD's addresses in proxy_inbound_pods;
+ * inject_auth[PROXY, POD ip] lets the proxy answer the clients as POD.
+ * A pod may have a rule of each kind; a grant two rules share stays
+ * while either does.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -178,12 +185,25 @@ int reply_hook_attach(const struct pi_node *n, const struct inject_state *s,
 	return attach_in_pod(n, s, pod, s->progs[IP_POD_REPLY], "reply");
 }
 
+static int rules_map(const struct inject_state *s, bool inbound)
+{
+	return s->maps[inbound ? IM_PROXY_INBOUND_RULES : IM_PROXY_RULES];
+}
+
+static bool has_rule(const struct inject_state *s, bool inbound,
+		     uint32_t pod_ifindex, struct pi_dp_proxy_rule *r)
+{
+	struct pi_dp_proxy_rule tmp;
+
+	return !bpf_map_lookup_elem(rules_map(s, inbound), &pod_ifindex,
+				    r ? r : &tmp);
+}
+
 void reply_hook_release(const struct pi_node *n, const struct inject_state *s,
 			const struct pi_pod_info *pod)
 {
-	struct pi_dp_proxy_rule r;
-
-	if (!bpf_map_lookup_elem(s->maps[IM_PROXY_RULES], &pod->ifindex, &r))
+	if (has_rule(s, false, pod->ifindex, NULL) ||
+	    has_rule(s, true, pod->ifindex, NULL))
 		return;
 	detach_in_pod(n, s, pod, "reply");
 }
@@ -197,33 +217,39 @@ void reply_hook_unpin(const struct inject_state *s,
 	unlink(path);
 }
 
-static int proxy_serves(const struct inject_state *s, uint32_t proxy_ifindex,
-			uint32_t except)
+/* The rules the proxy has, of both kinds. */
+static int proxy_serves(const struct inject_state *s, uint32_t proxy_ifindex)
 {
-	uint32_t key, next, *prev = NULL;
+	uint32_t key, next, *prev;
 	struct pi_dp_proxy_rule r;
 	int cnt = 0;
 
-	while (!bpf_map_get_next_key(s->maps[IM_PROXY_RULES], prev, &next)) {
-		if (next != except &&
-		    !bpf_map_lookup_elem(s->maps[IM_PROXY_RULES], &next, &r) &&
-		    r.proxy_ifindex == proxy_ifindex)
-			cnt++;
-		key = next;
-		prev = &key;
+	for (int in = 0; in < 2; in++) {
+		int map = rules_map(s, in);
+
+		prev = NULL;
+		while (!bpf_map_get_next_key(map, prev, &next)) {
+			if (!bpf_map_lookup_elem(map, &next, &r) &&
+			    r.proxy_ifindex == proxy_ifindex)
+				cnt++;
+			key = next;
+			prev = &key;
+		}
 	}
 	return cnt;
 }
 
-/* Drops every flow of the pod from one flow map. */
-static void forget_flows(int map, uint32_t pod_ifindex)
+/* Drops every flow of the pod of one kind (inbound or not) from one flow
+ * map. */
+static void forget_flows(int map, uint32_t pod_ifindex, bool inbound)
 {
 	struct pi_flow_key key, next, *prev = NULL;
 	struct pi_flow f;
 
 	while (!bpf_map_get_next_key(map, prev, &next)) {
 		if (!bpf_map_lookup_elem(map, &next, &f) &&
-		    f.pod_ifindex == pod_ifindex) {
+		    f.pod_ifindex == pod_ifindex &&
+		    !(f.flags & PI_FLOW_INBOUND) == !inbound) {
 			bpf_map_delete_elem(map, &next);
 			prev = NULL;
 			continue;
@@ -251,24 +277,56 @@ static void deauthorise(struct inject_state *s, const struct pi_pod_info *proxy,
 	}
 }
 
-/* Takes a pod out of proxying; `proxy` may be gone (NULL) when the proxy
- * pod itself is being deleted. */
+/* The pod's addresses as protected by an inbound rule, or no more. */
+static int inbound_pods_set(const struct inject_state *s,
+			    const struct pi_pod_info *pod, bool add)
+{
+	struct pi_endpoint_key k[2];
+	int nk = 0, err = 0;
+
+	memset(k, 0, sizeof(k));
+	if (pod->flags & PI_POD_HAS_V4) {
+		k[nk].family = AF_INET;
+		k[nk++].addr.a[0] = pod->ip4;
+	}
+	if (pod->flags & PI_POD_HAS_V6) {
+		k[nk].family = AF_INET6;
+		memcpy(k[nk++].addr.a, pod->ip6, 16);
+	}
+	for (int i = 0; i < nk; i++) {
+		if (!add)
+			bpf_map_delete_elem(s->maps[IM_PROXY_INBOUND_PODS], &k[i]);
+		else if (bpf_map_update_elem(s->maps[IM_PROXY_INBOUND_PODS],
+					     &k[i], &pod->ifindex, BPF_ANY))
+			err = err ? err : -errno;
+	}
+	return err;
+}
+
+/* Takes a pod's rule of one kind away; `proxy` may be gone (NULL) when the
+ * proxy pod itself is being deleted. */
 static void unproxy(const struct pi_node *n, struct inject_state *s,
 		    const struct pi_pod_info *proxy, const struct pi_pod_info *pod,
-		    bool keep_auth)
+		    bool keep_auth, bool inbound)
 {
-	bpf_map_delete_elem(s->maps[IM_PROXY_RULES], &pod->ifindex);
-	forget_flows(s->maps[IM_PROXY_FLOWS], pod->ifindex);
-	forget_flows(s->maps[IM_PROXY_UPSTREAM], pod->ifindex);
+	struct pi_dp_proxy_rule other;
+
+	bpf_map_delete_elem(rules_map(s, inbound), &pod->ifindex);
+	if (inbound)
+		inbound_pods_set(s, pod, false);
+	forget_flows(s->maps[IM_PROXY_FLOWS], pod->ifindex, inbound);
+	forget_flows(s->maps[IM_PROXY_UPSTREAM], pod->ifindex, inbound);
 	reply_hook_release(n, s, pod);
-	head_release(n, s, pod, PI_HEAD_PROXY);
+	head_release(n, s, pod, inbound ? PI_HEAD_INBOUND : PI_HEAD_PROXY);
 	if (!proxy)
 		return;
-	if (!keep_auth)
+	/* the grant is the other rule's as well when it has the same proxy */
+	if (!keep_auth && !(has_rule(s, !inbound, pod->ifindex, &other) &&
+			    other.proxy_ifindex == proxy->ifindex))
 		deauthorise(s, proxy, pod);
 	if (!inject_auth_count(s, proxy->ifindex))
 		head_release(n, s, proxy, PI_HEAD_INJECT);
-	if (!proxy_serves(s, proxy->ifindex, pod->ifindex)) {
+	if (!proxy_serves(s, proxy->ifindex)) {
 		detach_in_pod(n, s, proxy, "assign");
 		lookup_detach(s, proxy);
 		forget_listeners(s->maps[IM_PROXY_LISTENERS], proxy->ifindex);
@@ -276,29 +334,37 @@ static void unproxy(const struct pi_node *n, struct inject_state *s,
 	}
 }
 
-void proxy_forget_pod(const struct pi_node *n, struct inject_state *s,
-		      const struct pi_pod_info *gone)
+static void forget_rules(const struct pi_node *n, struct inject_state *s,
+			 const struct pi_pod_info *gone, bool inbound)
 {
 	uint32_t key, next, *prev = NULL;
+	int map = rules_map(s, inbound);
 	struct pi_dp_proxy_rule r;
 	struct pi_pod_info proxy, pod;
 
-	while (!bpf_map_get_next_key(s->maps[IM_PROXY_RULES], prev, &next)) {
+	while (!bpf_map_get_next_key(map, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(s->maps[IM_PROXY_RULES], &key, &r))
+		if (bpf_map_lookup_elem(map, &key, &r))
 			continue;
 		if (key != gone->ifindex && r.proxy_ifindex != gone->ifindex)
 			continue;
 		if (pod_by_ifindex(n, key, &pod))
 			continue;
 		if (pod_by_ifindex(n, r.proxy_ifindex, &proxy)) {
-			unproxy(n, s, NULL, &pod, false);
+			unproxy(n, s, NULL, &pod, false, inbound);
 		} else {
-			unproxy(n, s, &proxy, &pod, false);
+			unproxy(n, s, &proxy, &pod, false, inbound);
 		}
 		prev = NULL;	/* the map changed under the walk */
 	}
+}
+
+void proxy_forget_pod(const struct pi_node *n, struct inject_state *s,
+		      const struct pi_pod_info *gone)
+{
+	forget_rules(n, s, gone, false);
+	forget_rules(n, s, gone, true);
 }
 
 static int two_pods(struct pi_node *n, const char *proxy_name,
@@ -369,6 +435,7 @@ void proxy_rule_from_dp(struct pi_proxy_rule *r,
 int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 		 const char *pod_name, const struct pi_proxy_rule *spec)
 {
+	bool inbound = spec->flags & PI_PROXY_INBOUND;
 	struct pi_dp_proxy_rule rule, old;
 	struct pi_inject_key keys[2];
 	struct pi_pod_info proxy, pod;
@@ -385,6 +452,16 @@ int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 		pr_err("a proxy needs its listening port");
 		return -EINVAL;
 	}
+	if (spec->flags & ~PI_PROXY_INBOUND) {
+		pr_err("unknown proxy rule flags 0x%x", spec->flags);
+		return -EINVAL;
+	}
+	/* Inbound capture takes TCP connections to the pod's own addresses:
+	 * no other protocol, no destination to choose. */
+	if (inbound && (spec->proto == IPPROTO_UDP || spec->dst_family)) {
+		pr_err("an inbound rule captures TCP connections to the pod: no udp, no dst");
+		return -EINVAL;
+	}
 	/* Capture and the reply bounce use bpf_redirect_peer() with flags
 	 * 0, which netkit programs cannot call (tc ingress only). */
 	if ((proxy.flags | pod.flags) & PI_POD_NETKIT) {
@@ -398,21 +475,27 @@ int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 		       strerror(-created));
 		return created;
 	}
-	if (!bpf_map_lookup_elem(s.maps[IM_PROXY_RULES], &pod.ifindex, &old)) {
-		pr_err("pod '%s' is proxied already", pod.name);
+	if (has_rule(&s, inbound, pod.ifindex, &old)) {
+		pr_err(inbound ? "pod '%s' is protected by an inbound proxy already" :
+				 "pod '%s' is proxied already", pod.name);
 		err = -EEXIST;
 		goto out;
 	}
 
 	rule = proxy_rule_to_dp(spec, &proxy, &pod);
+	if (inbound)
+		rule.proto = IPPROTO_TCP;
 
 	err = inject_authorise(n, &s, &proxy, &pod, 1, 0, keys, &nkeys);
 	if (!err)
-		err = bpf_map_update_elem(s.maps[IM_PROXY_RULES], &pod.ifindex,
+		err = bpf_map_update_elem(rules_map(&s, inbound), &pod.ifindex,
 					  &rule, BPF_NOEXIST) ? -errno : 0;
 	ruled = !err;
+	if (!err && inbound)
+		err = inbound_pods_set(&s, &pod, true);
 	if (!err)
-		err = head_acquire(n, &s, &pod, PI_HEAD_PROXY);
+		err = head_acquire(n, &s, &pod, inbound ? PI_HEAD_INBOUND :
+							  PI_HEAD_PROXY);
 	if (!err)
 		err = head_acquire(n, &s, &proxy, PI_HEAD_INJECT);
 	if (!err)
@@ -432,7 +515,7 @@ out:
 		for (int i = 0; i < nkeys; i++)
 			bpf_map_delete_elem(s.maps[IM_AUTH], &keys[i]);
 		if (ruled)
-			unproxy(n, &s, &proxy, &pod, true);
+			unproxy(n, &s, &proxy, &pod, true, inbound);
 	}
 	inject_close(&s);
 	if (err && created == 1)
@@ -440,8 +523,8 @@ out:
 	return err;
 }
 
-int pi_proxy_del(struct pi_node *n, const char *proxy_name,
-		 const char *pod_name)
+static int proxy_del(struct pi_node *n, const char *proxy_name,
+		     const char *pod_name, bool inbound)
 {
 	struct pi_pod_info proxy, pod;
 	struct pi_dp_proxy_rule r;
@@ -454,15 +537,29 @@ int pi_proxy_del(struct pi_node *n, const char *proxy_name,
 	if (err)
 		return err;
 	if (inject_open(n, &s, false) ||
-	    bpf_map_lookup_elem(s.maps[IM_PROXY_RULES], &pod.ifindex, &r) ||
+	    !has_rule(&s, inbound, pod.ifindex, &r) ||
 	    r.proxy_ifindex != proxy.ifindex) {
-		pr_err("pod '%s' is not proxied by '%s'", pod.name, proxy.name);
+		pr_err(inbound ? "pod '%s' is not protected by '%s' (inbound)" :
+				 "pod '%s' is not proxied by '%s'",
+		       pod.name, proxy.name);
 		inject_close(&s);
 		return -ESRCH;
 	}
-	unproxy(n, &s, &proxy, &pod, false);
+	unproxy(n, &s, &proxy, &pod, false, inbound);
 	inject_close(&s);
 	return 0;
+}
+
+int pi_proxy_del(struct pi_node *n, const char *proxy_name,
+		 const char *pod_name)
+{
+	return proxy_del(n, proxy_name, pod_name, false);
+}
+
+int pi_proxy_del_inbound(struct pi_node *n, const char *proxy_name,
+			 const char *pod_name)
+{
+	return proxy_del(n, proxy_name, pod_name, true);
 }
 
 int pi_proxy_list(struct pi_node *n, struct pi_proxy_info **out)
@@ -473,25 +570,32 @@ int pi_proxy_list(struct pi_node *n, struct pi_proxy_info **out)
 	int cnt = 0;
 
 	*out = NULL;
-	all = calloc(PI_DP_MAX_PODS + 1, sizeof(*all));
+	all = calloc(2 * PI_DP_MAX_PODS + 1, sizeof(*all));
 	if (!all)
 		return -ENOMEM;
 	if (!inject_open(n, &s, false)) {
-		while (cnt < PI_DP_MAX_PODS &&
-		       !bpf_map_get_next_key(s.maps[IM_PROXY_RULES], prev, &next)) {
-			struct pi_proxy_info *p = &all[cnt];
-			struct pi_dp_proxy_rule r;
+		for (int in = 0; in < 2; in++) {
+			int map = rules_map(&s, in);
 
-			key = next;
-			prev = &key;
-			if (bpf_map_lookup_elem(s.maps[IM_PROXY_RULES], &key,
-						&r))
-				continue;
-			proxy_rule_from_dp(&p->rule, &r);
-			pod_name_by_ifindex(n, key, p->pod, sizeof(p->pod));
-			pod_name_by_ifindex(n, r.proxy_ifindex, p->proxy,
-					    sizeof(p->proxy));
-			cnt++;
+			prev = NULL;
+			while (cnt < 2 * PI_DP_MAX_PODS &&
+			       !bpf_map_get_next_key(map, prev, &next)) {
+				struct pi_proxy_info *p = &all[cnt];
+				struct pi_dp_proxy_rule r;
+
+				key = next;
+				prev = &key;
+				if (bpf_map_lookup_elem(map, &key, &r))
+					continue;
+				proxy_rule_from_dp(&p->rule, &r);
+				if (in)
+					p->rule.flags = PI_PROXY_INBOUND;
+				pod_name_by_ifindex(n, key, p->pod,
+						    sizeof(p->pod));
+				pod_name_by_ifindex(n, r.proxy_ifindex,
+						    p->proxy, sizeof(p->proxy));
+				cnt++;
+			}
 		}
 		inject_close(&s);
 	}

@@ -270,6 +270,10 @@ static const struct migration {
 	 * monitor's ring buffer, configuration and per-CPU counters, the
 	 * node's and the injection object's. */
 	{ 5, "the event monitor's maps (podinject monitor)", NULL, NULL },
+	/* New maps only, the injection object's: the inbound capture's rules
+	 * and protected pods. proxy_flows and proxy_upstream keep their
+	 * layout; an inbound flow is a flag and a field that was padding. */
+	{ 6, "inbound proxy capture (proxy add --inbound)", NULL, NULL },
 };
 
 _Static_assert(PI_ABI_OLDEST_UPGRADE + sizeof(migrations) / sizeof(migrations[0]) ==

@@ -35,9 +35,18 @@
  * A client with no usable identity, and any TLS failure, gets a reset:
  * nothing ever goes out in plaintext. UDP is not relayed then.
  *
+ * With --inbound as well, the proxy terminates TLS instead (docs/proxy.md
+ * "mTLS: TLS termination (inbound)"): the accepted connection is a client's
+ * to a protected server pod, the proxy is the TLS 1.3 server with that
+ * pod's identity (DIR/<getsockname address>/), the client must show a
+ * certificate of the CA bundle for its own address (getpeername), and only
+ * then is the pod connected to, in plaintext, from the client's address.
+ * A client that does not start with a TLS handshake is reset, or, with
+ * --permissive, relayed as it is.
+ *
  *   podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]
  *                   [--client-max N] [--tls-dir DIR --tls-ca FILE
- *                   [--tls-trust-domain TD]] PORT
+ *                   [--tls-trust-domain TD] [--inbound [--permissive]]] PORT
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -92,6 +101,9 @@ static int ep;
 static int reserve_fd = -1;
 /* TLS origination: on when tls_dir is given. */
 static const char *tls_dir, *tls_ca, *tls_td;
+/* TLS termination instead (--inbound), and whether a client that does
+ * not speak TLS is relayed in plaintext rather than reset. */
+static bool inbound, permissive;
 
 enum kind { K_LISTEN_TCP, K_LISTEN_UDP, K_SIGNAL, K_CLIENT, K_UPSTREAM,
 	    K_UDP_UP };
@@ -133,7 +145,11 @@ struct conn {
 	struct client *who;
 	struct sockaddr_storage peer, orig;
 	SSL *ssl;		/* relayed over TLS */
-	bool handshaking;	/* TLS: connected, the handshake not done */
+	/* Which socket speaks TLS: the client's when the proxy terminates
+	 * it (inbound), else the upstream's (origination). */
+	bool tls_on_client;
+	bool handshaking;	/* TLS: the handshake not done */
+	bool sniffing;		/* inbound: the client's first byte not seen */
 	bool client_off, upstream_off;	/* out of epoll: nothing more to wait for */
 	bool dead;		/* closed; freed after the event batch */
 	struct conn *prev, *next;
@@ -428,8 +444,10 @@ static void conn_free(struct conn *c, bool reset, const char *why)
 
 		setsockopt(c->client, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 		/* Over TLS the server must not take a cut stream for a
-		 * finished one: no close_notify was sent, and the reset says
-		 * so at once. */
+		 * finished one: no close_notify was sent (origination), or
+		 * the client's stream broke before its close_notify
+		 * (inbound: a FIN would tell the protected pod it ended);
+		 * the reset says so at once. */
 		if (c->ssl && c->upstream >= 0)
 			setsockopt(c->upstream, SOL_SOCKET, SO_LINGER, &lg,
 				   sizeof(lg));
@@ -530,12 +548,15 @@ static void conn_rearm(struct conn *c)
 }
 
 /*
- * TLS origination. Each client pod has an identity: its certificate and
- * key in tls_dir/<address>/, loaded into an SSL_CTX of its own, looked at
- * again (stat) at most once a RELOAD_MS at its new connections, so that an
- * issuer can rotate them. The CA bundle that server certificates are
- * checked against is one store, reloaded the same way and given to each
- * connection as it starts.
+ * TLS, originated or terminated. Each pod the proxy speaks for has an
+ * identity: its certificate and key in tls_dir/<address>/, loaded into an
+ * SSL_CTX of its own, looked at again (stat) at most once a RELOAD_MS at
+ * its new connections, so that an issuer can rotate them. Originating,
+ * that pod is the client (the connection's peer); terminating (inbound),
+ * it is the protected server pod (the connection's original destination).
+ * The CA bundle that the other end's certificate is checked against is
+ * one store, reloaded the same way and given to each connection as it
+ * starts.
  */
 struct file_id {
 	bool present;
@@ -649,9 +670,10 @@ static bool in_trust_domain(X509 *cert)
 }
 
 /* OpenSSL has checked the chain and the IP SAN (the connection's verify
- * parameters); the trust domain is the one thing left, on the leaf. A
- * failure here fails the handshake like any other. */
-static int verify_server(int ok, X509_STORE_CTX *x)
+ * parameters) of the other end, server or client; the trust domain is the
+ * one thing left, on the leaf. A failure here fails the handshake like
+ * any other. */
+static int verify_peer(int ok, X509_STORE_CTX *x)
 {
 	if (!ok || !tls_td || X509_STORE_CTX_get_error_depth(x) != 0)
 		return ok;
@@ -661,9 +683,12 @@ static int verify_server(int ok, X509_STORE_CTX *x)
 	return 0;
 }
 
+/* A context for one identity: a TLS client's when originating, a
+ * server's when terminating (the proxy runs in one mode). */
 static SSL_CTX *tls_ctx_new(void)
 {
-	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX *ctx = SSL_CTX_new(inbound ? TLS_server_method() :
+					     TLS_client_method());
 
 	if (!ctx)
 		return NULL;
@@ -679,11 +704,21 @@ static SSL_CTX *tls_ctx_new(void)
 	 * and its retry, and it takes what each call wrote. */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
 			 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, verify_server);
-	/* No resumption: every connection checks the server's certificate
-	 * against the CA and the destination as they are now. */
+	/* A server asks for the client's certificate, and a client that
+	 * shows none fails the handshake like one that shows a bad one. */
+	SSL_CTX_set_verify(ctx, inbound ? SSL_VERIFY_PEER |
+			   SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_PEER,
+			   verify_peer);
+	/* No resumption: every connection checks the other end's
+	 * certificate against the CA and its address as they are now. */
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+	/* NO_TICKET alone makes a TLS 1.3 server issue stateful tickets;
+	 * none at all are sent. */
+	if (inbound && !SSL_CTX_set_num_tickets(ctx, 0)) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
 	return ctx;
 }
 
@@ -741,7 +776,7 @@ static SSL_CTX *identity_load(const struct identity *id, const char *cert,
 }
 
 /*
- * The identity of the client at addr, as its files are now (looked at no
+ * The identity of the pod at addr, as its files are now (looked at no
  * more than once a RELOAD_MS): NULL when it has none. Files that are gone
  * take the identity away at once; files that are there but do not load
  * (an issuer half way through writing them) leave the last good identity,
@@ -811,10 +846,12 @@ static SSL_CTX *identity_of(const struct sockaddr_storage *addr,
 	return ctx;
 }
 
-/* The connection's TLS client: its pod's identity, the CA as it is now,
- * and the destination's address as the name the server must prove. */
-static SSL *tls_conn_new(const struct sockaddr_storage *peer,
-			 const struct sockaddr_storage *orig, const char **why)
+/* The connection's TLS end: the identity of the pod at `own` (the client
+ * pod's when originating, the protected server pod's when terminating),
+ * the CA as it is now, and the address of the other end, `other`, as the
+ * name its certificate must prove (an IP SAN). */
+static SSL *tls_conn_new(const struct sockaddr_storage *own,
+			 const struct sockaddr_storage *other, const char **why)
 {
 	long long now = pi_mono_ms();
 	SSL_CTX *ctx;
@@ -822,7 +859,7 @@ static SSL *tls_conn_new(const struct sockaddr_storage *peer,
 	int ok;
 
 	ca_refresh(now);
-	ctx = identity_of(peer, now);
+	ctx = identity_of(own, now);
 	*why = "tls: no identity";
 	if (!ctx)
 		return NULL;
@@ -830,12 +867,12 @@ static SSL *tls_conn_new(const struct sockaddr_storage *peer,
 	ssl = SSL_new(ctx);
 	if (!ssl)
 		return NULL;
-	if (orig->ss_family == AF_INET)
+	if (other->ss_family == AF_INET)
 		ok = X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl),
-			(const void *)&((const struct sockaddr_in *)orig)->sin_addr, 4);
+			(const void *)&((const struct sockaddr_in *)other)->sin_addr, 4);
 	else
 		ok = X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl),
-			(const void *)&((const struct sockaddr_in6 *)orig)->sin6_addr, 16);
+			(const void *)&((const struct sockaddr_in6 *)other)->sin6_addr, 16);
 	if (!ok || !SSL_set1_verify_cert_store(ssl, ca_store)) {
 		SSL_free(ssl);
 		return NULL;
@@ -907,14 +944,42 @@ static bool tls_retry(struct conn *c, struct half *h, int r)
 }
 
 /*
- * Client -> server: read the client while the buffer has room, SSL_write
- * what it holds. At the client's EOF, once all is written: close_notify,
- * then the TCP FIN. -1: the connection is broken (a reset for the
- * client).
+ * The two sides of a TLS connection. The TLS socket is the upstream when
+ * the proxy originates TLS and the client when it terminates it; the
+ * other one speaks plaintext. One pump encrypts (plaintext side -> TLS
+ * side: client -> server when originating, server pod -> client when
+ * terminating), the other decrypts, whichever way that is.
  */
-static int tls_pump_up(struct conn *c)
+static int tls_fd(const struct conn *c)
 {
-	struct half *h = &c->up;
+	return c->tls_on_client ? c->client : c->upstream;
+}
+
+static int plain_fd(const struct conn *c)
+{
+	return c->tls_on_client ? c->upstream : c->client;
+}
+
+/* The direction whose bytes go into TLS, and the one they come out of. */
+static struct half *to_tls(struct conn *c)
+{
+	return c->tls_on_client ? &c->down : &c->up;
+}
+
+static struct half *from_tls(struct conn *c)
+{
+	return c->tls_on_client ? &c->up : &c->down;
+}
+
+/*
+ * Plaintext side -> TLS side: read the plaintext side while the buffer
+ * has room, SSL_write what it holds. At its EOF, once all is written:
+ * close_notify, then the TCP FIN. -1: the connection is broken (a reset
+ * for the client).
+ */
+static int tls_pump_encrypt(struct conn *c)
+{
+	struct half *h = to_tls(c);
 	bool moved;
 	ssize_t n;
 	int r;
@@ -924,8 +989,8 @@ static int tls_pump_up(struct conn *c)
 
 		moved = false;
 		if (room) {
-			n = recv(c->client, h->buf + h->head + h->queued, room,
-				 0);
+			n = recv(plain_fd(c), h->buf + h->head + h->queued,
+				 room, 0);
 			if (n > 0) {
 				h->queued += n;
 				moved = true;
@@ -957,27 +1022,27 @@ static int tls_pump_up(struct conn *c)
 			return 0;	/* the alert goes when it can */
 		}
 		h->want = 0;
-		shutdown(c->upstream, SHUT_WR);
+		shutdown(tls_fd(c), SHUT_WR);
 		h->shut = true;
 	}
 	return 0;
 }
 
 /*
- * Server -> client: SSL_read while the buffer has room, send to the
- * client what it holds. SSL_read is tried whenever there is room, not
- * only when the socket is readable: OpenSSL may hold plaintext of a
- * record read before (more than the room then was), which no epoll event
- * announces. The loop ends only when SSL_read wants the socket or the
- * buffer is full and the client takes nothing, so nothing is left inside
- * OpenSSL unannounced. The server's close_notify ends the direction
- * (SHUT_WR to the client); an EOF without it, a bad record or an alert is
- * an error: -1, and the client is reset, never given what was not
- * authenticated.
+ * TLS side -> plaintext side: SSL_read while the buffer has room, send
+ * to the plaintext side what it holds. SSL_read is tried whenever there
+ * is room, not only when the socket is readable: OpenSSL may hold
+ * plaintext of a record read before (more than the room then was), which
+ * no epoll event announces. The loop ends only when SSL_read wants the
+ * socket or the buffer is full and the plaintext side takes nothing, so
+ * nothing is left inside OpenSSL unannounced. The peer's close_notify
+ * ends the direction (SHUT_WR to the plaintext side); an EOF without it,
+ * a bad record or an alert is an error: -1, and the connection is reset,
+ * never given what was not authenticated.
  */
-static int tls_pump_down(struct conn *c)
+static int tls_pump_decrypt(struct conn *c)
 {
-	struct half *h = &c->down;
+	struct half *h = from_tls(c);
 	bool moved;
 	ssize_t n;
 	int r;
@@ -1006,7 +1071,7 @@ static int tls_pump_down(struct conn *c)
 			}
 		}
 		if (h->queued) {
-			n = send(c->client, h->buf + h->head, h->queued,
+			n = send(plain_fd(c), h->buf + h->head, h->queued,
 				 MSG_NOSIGNAL);
 			if (n > 0) {
 				tls_took(h, n);
@@ -1017,7 +1082,7 @@ static int tls_pump_down(struct conn *c)
 		}
 	} while (moved);
 	if (h->eof && !h->queued && !h->shut) {
-		shutdown(c->client, SHUT_WR);
+		shutdown(plain_fd(c), SHUT_WR);
 		h->shut = true;
 	}
 	return 0;
@@ -1045,28 +1110,41 @@ static void ep_off(struct conn *c, bool upstream)
 	*off = true;
 }
 
-/* As conn_rearm, for TLS: the upstream waits for what the stalled SSL
- * calls asked for. */
+/* One side's interest: the upstream's or the client's. */
+static void side_set(struct conn *c, bool upstream, uint32_t events)
+{
+	if (upstream)
+		ep_set(c->upstream, &c->utag, events, false);
+	else
+		ep_set(c->client, &c->ctag, events, false);
+}
+
+/* As conn_rearm, for TLS: the plaintext side is read while its buffer
+ * has room and written while the other one holds bytes; the TLS side
+ * waits for what the stalled SSL calls asked for. */
 static void tls_rearm(struct conn *c)
 {
-	uint32_t ce = 0, ue = 0;
+	struct half *out = to_tls(c), *in = from_tls(c);
+	/* the plaintext side is the upstream when the client's is TLS */
+	bool plain_up = c->tls_on_client;
+	uint32_t pe = 0, te = 0;
 
-	if (!c->up.eof && c->up.queued < c->up.cap)
-		ce |= EPOLLIN;
-	if (c->down.queued)
-		ce |= EPOLLOUT;
-	if (!c->down.eof && c->down.queued < c->down.cap)
-		ue |= want_events(c->down.want);
-	if (c->up.queued || (c->up.eof && !c->up.shut))
-		ue |= want_events(c->up.want);
-	if (c->up.eof && c->down.shut)
-		ep_off(c, false);
+	if (!out->eof && out->queued < out->cap)
+		pe |= EPOLLIN;
+	if (in->queued)
+		pe |= EPOLLOUT;
+	if (!in->eof && in->queued < in->cap)
+		te |= want_events(in->want);
+	if (out->queued || (out->eof && !out->shut))
+		te |= want_events(out->want);
+	if (out->eof && in->shut)
+		ep_off(c, plain_up);
 	else
-		ep_set(c->client, &c->ctag, ce, false);
-	if (c->up.shut && c->down.eof)
-		ep_off(c, true);
+		side_set(c, plain_up, pe);
+	if (out->shut && in->eof)
+		ep_off(c, !plain_up);
 	else
-		ep_set(c->upstream, &c->utag, ue, false);
+		side_set(c, !plain_up, te);
 }
 
 /* Relays what can move; frees the connection when it is done or broken. */
@@ -1074,7 +1152,7 @@ static void tls_relay(struct conn *c)
 {
 	unsigned long long before = c->up.bytes + c->down.bytes;
 
-	if (tls_pump_up(c) || tls_pump_down(c)) {
+	if (tls_pump_encrypt(c) || tls_pump_decrypt(c)) {
 		static char why[300];
 		bool tls = c->up.want == SSL_ERROR_SSL ||
 			   c->up.want == SSL_ERROR_SYSCALL ||
@@ -1094,8 +1172,41 @@ static void tls_relay(struct conn *c)
 	tls_rearm(c);
 }
 
-/* The handshake, step by step as the upstream socket allows; the server's
- * certificate is checked in it (chain, IP SAN, trust domain). */
+/*
+ * The upstream connection, from the client's address (any port: the
+ * connection is the client pod's own, as far as the network can tell) to
+ * the original destination, waiting in epoll to be connected within the
+ * connect timeout. 0; -1 when it cannot be tried, the connection freed
+ * (a reset for the client).
+ */
+static int upstream_connect(struct conn *c)
+{
+	int one = 1;
+
+	c->upstream = bound_socket(&c->peer, SOCK_STREAM, 0);
+	if (c->upstream < 0) {
+		conn_free(c, true, "bind to client address");
+		return -1;
+	}
+	setsockopt(c->upstream, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(c->upstream, (void *)&c->orig, ss_len(&c->orig)) &&
+	    errno != EINPROGRESS) {
+		conn_free(c, true, strerror(errno));
+		return -1;
+	}
+	c->deadline = pi_mono_ms() + connect_timeout_ms;
+	ep_set(c->upstream, &c->utag, EPOLLOUT | EPOLLIN, true);
+	return 0;
+}
+
+/*
+ * The handshake, step by step as the TLS socket allows; the other end's
+ * certificate is checked in it (chain, IP SAN, trust domain). Originating,
+ * the upstream is connected already and the relay starts at once.
+ * Terminating, nothing has been connected yet: only an authenticated
+ * client makes the proxy connect to the protected pod, and a failed
+ * handshake leaves the pod with no connection at all.
+ */
 static void tls_handshake(struct conn *c)
 {
 	static char why[320];
@@ -1115,7 +1226,8 @@ static void tls_handshake(struct conn *c)
 		if (verbose) {
 			X509 *cert = SSL_get0_peer_certificate(c->ssl);
 
-			fprintf(stderr, "tls %s -> %s verified %s ktls send %s recv %s\n",
+			fprintf(stderr, "%s %s -> %s verified %s ktls send %s recv %s\n",
+				c->tls_on_client ? "tls-in" : "tls",
 				addr_str(&c->peer, p, sizeof(p)),
 				addr_str(&c->orig, o, sizeof(o)),
 				cert && *cert_uri(cert, uri, sizeof(uri)) ?
@@ -1123,17 +1235,28 @@ static void tls_handshake(struct conn *c)
 				BIO_get_ktls_send(SSL_get_wbio(c->ssl)) ? "on" : "off",
 				BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ? "on" : "off");
 		}
+		if (c->tls_on_client) {
+			/* What the client sends now waits in its socket (or
+			 * in OpenSSL) until the upstream is connected: it is
+			 * watched for nothing meanwhile, else its readiness,
+			 * level-triggered, would wake the loop again and
+			 * again (HUP and ERR still come). */
+			ep_set(c->client, &c->ctag, 0, false);
+			upstream_connect(c);
+			return;
+		}
 		tls_relay(c);
 		return;
 	}
 	e = SSL_get_error(c->ssl, r);
 	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-		ep_set(c->upstream, &c->utag, want_events(e), false);
+		side_set(c, !c->tls_on_client, want_events(e));
 		return;
 	}
 	verr = SSL_get_verify_result(c->ssl);
 	if (verr != X509_V_OK)
-		snprintf(why, sizeof(why), "tls handshake: server certificate: %s",
+		snprintf(why, sizeof(why), "tls handshake: %s certificate: %s",
+			 c->tls_on_client ? "client" : "server",
 			 X509_verify_cert_error_string(verr));
 	else
 		snprintf(why, sizeof(why), "tls handshake: %s",
@@ -1142,8 +1265,77 @@ static void tls_handshake(struct conn *c)
 	conn_free(c, true, why);
 }
 
+/*
+ * Inbound: what the client's first byte says, once there is one. A TLS
+ * handshake record (0x16) is terminated here with the protected pod's
+ * identity; anything else is refused, or, with --permissive, relayed as
+ * it is, exactly as the plaintext proxy relays a connection. Either way
+ * nothing is connected upstream before this.
+ */
+static void inbound_sniff(struct conn *c)
+{
+	char p[64], o[64];
+	const char *why;
+	unsigned char b;
+	ssize_t n = recv(c->client, &b, 1, MSG_PEEK);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;		/* nothing yet: EPOLLIN comes with it */
+	if (n <= 0) {
+		conn_free(c, false, "client gone");
+		return;
+	}
+	c->sniffing = false;
+	if (b == 0x16) {
+		c->ssl = tls_conn_new(&c->orig, &c->peer, &why);
+		if (!c->ssl) {
+			conn_free(c, true, why);
+			return;
+		}
+		c->tls_on_client = true;
+		if (!SSL_set_fd(c->ssl, c->client)) {
+			conn_free(c, true, "tls: set fd");
+			return;
+		}
+		SSL_set_accept_state(c->ssl);
+		c->handshaking = true;
+		tls_handshake(c);
+		return;
+	}
+	if (!permissive) {
+		if (verbose)
+			fprintf(stderr, "tls: plaintext refused %s -> %s\n",
+				addr_str(&c->peer, p, sizeof(p)),
+				addr_str(&c->orig, o, sizeof(o)));
+		conn_free(c, true, "plaintext refused");
+		return;
+	}
+	if (verbose)
+		fprintf(stderr, "plaintext (permissive) %s -> %s\n",
+			addr_str(&c->peer, p, sizeof(p)),
+			addr_str(&c->orig, o, sizeof(o)));
+	if (half_init(&c->up) || half_init(&c->down)) {
+		conn_free(c, true, "no pipes");
+		return;
+	}
+	if (upstream_connect(c))
+		return;
+	/* from here on a plaintext proxy's connection, its client watched
+	 * as accept_tcp watches one while the upstream connects */
+	ep_set(c->client, &c->ctag, EPOLLRDHUP, false);
+}
+
 static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 {
+	if (c->sniffing) {
+		inbound_sniff(c);
+		return;
+	}
+	if (c->handshaking && c->tls_on_client) {
+		/* inbound: the client's handshake, before any upstream */
+		tls_handshake(c);
+		return;
+	}
 	if (!c->connected || c->handshaking) {
 		int err = 0;
 		socklen_t len = sizeof(err);
@@ -1153,10 +1345,13 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 			ssize_t n = recv(c->client, &b, 1,
 					 MSG_PEEK | MSG_DONTWAIT);
 
-			/* the client left before the upstream answered */
+			/* The client left before the upstream answered.
+			 * An authenticated inbound client's stream is cut
+			 * then: the upstream, should it be connected by
+			 * now, gets a reset too. */
 			if ((events & (EPOLLHUP | EPOLLERR)) || n == 0 ||
 			    (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-				conn_free(c, false, "client gone");
+				conn_free(c, c->tls_on_client, "client gone");
 				return;
 			}
 			/* Data, maybe followed by a half-close: it goes
@@ -1178,7 +1373,7 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 		}
 		c->connected = true;
 		c->last = pi_mono_ms();
-		if (c->ssl) {
+		if (c->ssl && !c->tls_on_client) {
 			/* TCP is up; the connect deadline holds for the
 			 * handshake too */
 			if (!SSL_set_fd(c->ssl, c->upstream)) {
@@ -1190,6 +1385,8 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 			tls_handshake(c);
 			return;
 		}
+		/* inbound over TLS: the handshake was done before the
+		 * upstream was tried; the relay starts */
 	}
 	if (c->ssl) {
 		tls_relay(c);
@@ -1337,6 +1534,14 @@ static void accept_tcp(struct listener *l)
 		conns = c;
 		nconns++;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (inbound) {
+			/* TLS or not is the client's first byte's to say,
+			 * within the connect timeout; nothing goes upstream
+			 * before (inbound_sniff). */
+			c->sniffing = true;
+			ep_set(c->client, &c->ctag, EPOLLIN, true);
+			continue;
+		}
 		if (tls_dir) {
 			const char *why;
 
@@ -1350,22 +1555,9 @@ static void accept_tcp(struct listener *l)
 			conn_free(c, true, "no pipes");
 			continue;
 		}
-		/* The client's address, any port: the connection is the
-		 * client pod's own, as far as the network can tell. */
-		c->upstream = bound_socket(&peer, SOCK_STREAM, 0);
-		if (c->upstream < 0) {
-			conn_free(c, true, "bind to client address");
+		if (upstream_connect(c))
 			continue;
-		}
-		setsockopt(c->upstream, IPPROTO_TCP, TCP_NODELAY, &one,
-			   sizeof(one));
-		if (connect(c->upstream, (void *)&orig, ss_len(&orig)) &&
-		    errno != EINPROGRESS) {
-			conn_free(c, true, strerror(errno));
-			continue;
-		}
 		ep_set(c->client, &c->ctag, EPOLLRDHUP, true);
-		ep_set(c->upstream, &c->utag, EPOLLOUT | EPOLLIN, true);
 	}
 }
 
@@ -1532,10 +1724,14 @@ static void expire(void)
 	expire_last = now;
 	for (c = conns; c; c = next) {
 		next = c->next;
-		if (!c->connected && now > c->deadline)
-			conn_free(c, true, "connect timeout");
+		/* inbound, the client's phases come before the upstream's
+		 * connect; originating, the handshake comes after it */
+		if (c->sniffing && now > c->deadline)
+			conn_free(c, true, "client sent nothing");
 		else if (c->handshaking && now > c->deadline)
 			conn_free(c, true, "tls handshake timeout");
+		else if (!c->connected && now > c->deadline)
+			conn_free(c, true, "connect timeout");
 		else if (c->connected && !c->handshaking &&
 			 now - c->last > idle_ms)
 			conn_free(c, true, "idle");
@@ -1586,9 +1782,10 @@ static int raise_nofile(void)
 			(unsigned long long)rl.rlim_cur);
 		return -1;
 	}
-	/* room for both kinds at once: half the descriptors each */
+	/* room for both kinds at once: half the descriptors each; a
+	 * permissive inbound proxy may splice any of its connections */
 	conn_max = (rl.rlim_cur - FDS_SPARE) / 2 /
-		   (tls_dir ? FDS_PER_TLS_CONN : FDS_PER_CONN);
+		   (tls_dir && !permissive ? FDS_PER_TLS_CONN : FDS_PER_CONN);
 	session_max = (rl.rlim_cur - FDS_SPARE) / 2 / FDS_PER_SESSION;
 	if (err)
 		fprintf(stderr, "podinject-proxy: open files limit %llu, not %d (%s): at most %ld connections and %ld udp sessions\n",
@@ -1627,8 +1824,18 @@ static bool trust_domain_ok(const char *td)
 /* The TLS options go together; the directory and the bundle are there. */
 static bool tls_args_ok(void)
 {
-	struct stat st;
+	/* zeroed: a stat that fails must not leave a mode to be read */
+	struct stat st = { 0 };
 
+	/* never a plaintext fallback where the proxy originates TLS */
+	if (permissive && !inbound) {
+		fprintf(stderr, "podinject-proxy: --permissive goes with --inbound\n");
+		return false;
+	}
+	if (inbound && (!tls_dir || !tls_ca)) {
+		fprintf(stderr, "podinject-proxy: --inbound needs --tls-dir and --tls-ca (the protected pods' identities, the clients' CA)\n");
+		return false;
+	}
 	if (!tls_dir && !tls_ca && !tls_td)
 		return true;
 	if (!tls_dir || !tls_ca) {
@@ -1653,9 +1860,9 @@ static bool tls_args_ok(void)
 	return true;
 }
 
-/* The options into the globals they set and the port; false (said) on
- * anything else. */
-static bool parse_args(int argc, char **argv, long *port)
+/* The options into the globals they set and the port: 0; 1 for a value
+ * that is wrong (said); 2 for a command line that is not the usage's. */
+static int parse_args(int argc, char **argv, long *port)
 {
 	static const struct option opts[] = {
 		{ "verbose", no_argument, NULL, 'v' },
@@ -1666,6 +1873,8 @@ static bool parse_args(int argc, char **argv, long *port)
 		{ "tls-dir", required_argument, NULL, 'D' },
 		{ "tls-ca", required_argument, NULL, 'C' },
 		{ "tls-trust-domain", required_argument, NULL, 'T' },
+		{ "inbound", no_argument, NULL, 'I' },
+		{ "permissive", no_argument, NULL, 'P' },
 		{ 0 },
 	};
 	long v = 0;
@@ -1675,17 +1884,21 @@ static bool parse_args(int argc, char **argv, long *port)
 		if (c == 'D' || c == 'C' || c == 'T') {
 			if (!*optarg) {
 				fprintf(stderr, "podinject-proxy: empty value\n");
-				return false;
+				return 1;
 			}
 			*(c == 'D' ? &tls_dir : c == 'C' ? &tls_ca : &tls_td) =
 				optarg;
+			continue;
+		}
+		if (c == 'I' || c == 'P') {
+			*(c == 'I' ? &inbound : &permissive) = true;
 			continue;
 		}
 		if (c != 'v' && c != '?' &&
 		    (v = number(optarg, 1, c == 'm' ? 1000000 : INT32_MAX)) < 0) {
 			fprintf(stderr, "podinject-proxy: bad value '%s'\n",
 				optarg);
-			return false;
+			return 1;
 		}
 		switch (c) {
 		case 'v': verbose = true; break;
@@ -1693,13 +1906,17 @@ static bool parse_args(int argc, char **argv, long *port)
 		case 'i': idle_ms = v; break;
 		case 'u': udp_idle_ms = v; break;
 		case 'm': client_max = v; break;
-		default: return false;
+		default: return 2;
 		}
 	}
 	if (optind != argc - 1)
-		return false;
+		return 2;
 	*port = number(argv[optind], 1, 65535);
-	return *port >= 0 && tls_args_ok();
+	if (*port < 0) {
+		fprintf(stderr, "podinject-proxy: bad port '%s'\n", argv[optind]);
+		return 1;
+	}
+	return tls_args_ok() ? 0 : 1;
 }
 
 /* The reserve descriptor, SIGTERM and SIGINT as a signalfd, and the epoll
@@ -1835,21 +2052,25 @@ static void shut_down(const int lfds[4])
 int main(int argc, char **argv)
 {
 	struct tag sigtag = { K_SIGNAL, NULL };
-	int lfds[4];
+	int lfds[4], bad;
 	long port;
 
-	if (!parse_args(argc, argv, &port)) {
+	bad = parse_args(argc, argv, &port);
+	if (bad == 2)
 		fprintf(stderr, "usage: podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]\n"
 			"                       [--client-max N] [--tls-dir DIR --tls-ca FILE\n"
-			"                       [--tls-trust-domain TD]] PORT\n");
-		return 2;
-	}
+			"                       [--tls-trust-domain TD] [--inbound [--permissive]]] PORT\n");
+	if (bad)
+		return bad;
 	if (tls_dir) {
 		/* a bundle that does not load at start is an error, not a
 		 * proxy that resets every connection */
 		ca_refresh(pi_mono_ms());
 		if (!ca_store)
 			return 1;
+		if (inbound)
+			fprintf(stderr, "podinject-proxy: inbound tls termination, %s\n",
+				permissive ? "permissive" : "strict");
 		ktls_report();
 	}
 	if (raise_nofile() || setup_events(&sigtag) ||

@@ -259,14 +259,16 @@ static void write_proxy(struct prom_buf *b, const struct scrape *s)
 	const char *node = s->ni.name;
 
 	prom_family(b, "podinject_proxy_flows", "gauge",
-		    "Live proxied flows of a captured pod, by table (client: the pod's connections to the proxy; upstream: the proxy's, as the pod); each table holds at most podinject_proxy_flows_limit of one pod.");
+		    "Live proxied flows of a captured pod, by direction of the capture (outbound: the pod's own connections; inbound: connections to it) and table (client: the client's connections to the proxy; upstream: the proxy's, as the client); each table holds at most podinject_proxy_flows_limit of one pod and direction.");
 	for (int i = 0; i < s->nproxies; i++) {
 		const struct pi_proxy_info *p = &s->proxies[i];
+		const char *dir = p->rule.flags & PI_PROXY_INBOUND ?
+				  "inbound" : "outbound";
 		const char *const c[] = { "node", node, "pod", p->pod,
-					  "proxy", p->proxy,
+					  "proxy", p->proxy, "direction", dir,
 					  "table", "client", NULL };
 		const char *const u[] = { "node", node, "pod", p->pod,
-					  "proxy", p->proxy,
+					  "proxy", p->proxy, "direction", dir,
 					  "table", "upstream", NULL };
 
 		prom_sample(b, "podinject_proxy_flows", c, p->rule.nflows);
@@ -282,7 +284,9 @@ static void write_proxy(struct prom_buf *b, const struct scrape *s)
 	for (int i = 0; i < s->nproxies; i++) {
 		const struct pi_proxy_info *p = &s->proxies[i];
 		const char *const l[] = { "node", node, "pod", p->pod,
-					  "proxy", p->proxy, NULL };
+					  "proxy", p->proxy, "direction",
+					  p->rule.flags & PI_PROXY_INBOUND ?
+					  "inbound" : "outbound", NULL };
 
 		prom_sample(b, "podinject_proxy_limit_drops_total", l,
 			    p->rule.limit_drops);

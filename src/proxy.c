@@ -13,14 +13,23 @@ static int proxy_help(int argc, char **argv)
 	fprintf(stderr,
 		"Usage: podinject [-N NODE] proxy add PROXY_POD --port N --for POD\n"
 		"                 [--match tcp|udp [dport LIST] [dst CIDR]]\n"
-		"       podinject [-N NODE] proxy del PROXY_POD --for POD\n"
+		"       podinject [-N NODE] proxy add PROXY_POD --port N --for POD --inbound\n"
+		"                 [--match tcp dport LIST]\n"
+		"       podinject [-N NODE] proxy del PROXY_POD --for POD [--inbound|--outbound]\n"
 		"       podinject [-N NODE] [-j] proxy list\n"
 		"\n"
 		"New connections of POD that match (default: all TCP and UDP) go\n"
 		"to PROXY_POD's transparent socket on port N with their original\n"
 		"destination; PROXY_POD's connections bound to POD's address are\n"
 		"injected into POD's egress datapath. LIST: ports and ranges,\n"
-		"e.g. 80,443,8000-8100 (at most %d).\n", PI_PROXY_MAX_PORTS);
+		"e.g. 80,443,8000-8100 (at most %d).\n"
+		"\n"
+		"--inbound: new TCP connections *to* POD on LIST (default: every\n"
+		"port) go to PROXY_POD's transparent socket on port N, from any\n"
+		"client; PROXY_POD terminates them (podinject-proxy --inbound:\n"
+		"mTLS) and connects on to POD with the client's address.\n"
+		"proxy del without a direction removes PROXY_POD's rules of both.\n",
+		PI_PROXY_MAX_PORTS);
 	return EXIT_OK;
 }
 
@@ -46,6 +55,7 @@ static int parse_ports(const char *s, struct pi_proxy_rule *r)
 struct proxy_args {
 	const char *proxy, *pod;
 	struct pi_proxy_rule rule;
+	bool inbound, outbound;		/* del: which; neither: both */
 };
 
 static int parse_args(int argc, char **argv, struct proxy_args *a, bool add)
@@ -64,6 +74,15 @@ static int parse_args(int argc, char **argv, struct proxy_args *a, bool add)
 	while (argc > 0) {
 		const char *k = argv[0], *v = argc > 1 ? argv[1] : NULL;
 
+		if (!strcmp(k, "--inbound") || (!add && !strcmp(k, "--outbound"))) {
+			if (!strcmp(k, "--inbound"))
+				a->inbound = true;
+			else
+				a->outbound = true;
+			argc--;
+			argv++;
+			continue;
+		}
 		if (!v)
 			return usage_err("'%s' needs a value", k);
 		if (!strcmp(k, "--for")) {
@@ -106,6 +125,13 @@ static int parse_args(int argc, char **argv, struct proxy_args *a, bool add)
 		return usage_err("--port N is missing");
 	if (!strcmp(a->pod, a->proxy))
 		return usage_err("a pod cannot be its own proxy");
+	if (a->inbound && a->outbound)
+		return usage_err("--inbound or --outbound, not both");
+	if (add && a->inbound) {
+		if (a->rule.proto == IPPROTO_UDP || a->rule.dst_family)
+			return usage_err("--inbound captures TCP connections to the pod: --match tcp [dport LIST] only");
+		a->rule.flags = PI_PROXY_INBOUND;
+	}
 	return 0;
 }
 
@@ -124,7 +150,12 @@ static int proxy_add(int argc, char **argv)
 	pi_node_close(n);
 	if (err)
 		return exit_code(err);
-	p_info("pod %s proxied by %s on port %u", a.pod, a.proxy, a.rule.port);
+	if (a.inbound)
+		p_info("connections to pod %s captured by %s on port %u",
+		       a.pod, a.proxy, a.rule.port);
+	else
+		p_info("pod %s proxied by %s on port %u", a.pod, a.proxy,
+		       a.rule.port);
 	return EXIT_OK;
 }
 
@@ -138,8 +169,30 @@ static int proxy_del(int argc, char **argv)
 	if (err)
 		return err;
 	err = pi_node_open(node_name, PI_OPEN_WRITE, lock_timeout_ms, &n);
-	if (!err)
-		err = pi_proxy_del(n, a.proxy, a.pod);
+	if (!err && (a.inbound || a.outbound)) {
+		err = a.inbound ? pi_proxy_del_inbound(n, a.proxy, a.pod) :
+				  pi_proxy_del(n, a.proxy, a.pod);
+	} else if (!err) {
+		/* both kinds, whichever there are; "not proxied" when none */
+		struct pi_proxy_info *all = NULL;
+		bool in = false, out = false;
+		int cnt = pi_proxy_list(n, &all);
+
+		for (int i = 0; i < cnt; i++) {
+			if (strcmp(all[i].pod, a.pod) ||
+			    strcmp(all[i].proxy, a.proxy))
+				continue;
+			if (all[i].rule.flags & PI_PROXY_INBOUND)
+				in = true;
+			else
+				out = true;
+		}
+		free(all);
+		if (out || !in)
+			err = pi_proxy_del(n, a.proxy, a.pod);
+		if (!err && in)
+			err = pi_proxy_del_inbound(n, a.proxy, a.pod);
+	}
 	pi_node_close(n);
 	if (err)
 		return exit_code(err);
@@ -163,11 +216,13 @@ static int proxy_list(int argc, char **argv)
 	if (json_output)
 		json_arr_open(jw);
 	else
-		printf("%-12s %-12s %-6s %-5s %-24s %s\n", "POD", "PROXY",
-		       "PORT", "PROTO", "DPORTS", "DST");
+		printf("%-12s %-12s %-8s %-6s %-5s %-24s %s\n", "POD", "PROXY",
+		       "DIR", "PORT", "PROTO", "DPORTS", "DST");
 	for (int k = 0; k < cnt; k++) {
 		const struct pi_proxy_rule *r = &all[k].rule;
 		char ports[160] = "", dst[64] = "any";
+		const char *dir = r->flags & PI_PROXY_INBOUND ? "inbound" :
+								"outbound";
 		size_t off = 0;
 
 		for (int i = 0; i < r->nports && off < sizeof(ports); i++)
@@ -185,15 +240,19 @@ static int proxy_list(int argc, char **argv)
 			json_obj_open(jw);
 			json_kstr(jw, "pod", all[k].pod);
 			json_kstr(jw, "proxy", all[k].proxy);
+			json_kstr(jw, "direction", dir);
 			json_ku64(jw, "port", r->port);
 			json_kstr(jw, "proto", pi_proto_name(r->proto));
 			json_kstr(jw, "dports", ports);
 			json_kstr(jw, "dst", dst);
+			json_ku64(jw, "flows", r->nflows);
+			json_ku64(jw, "upstream_flows", r->nupstream);
+			json_ku64(jw, "limit_drops", r->limit_drops);
 			json_obj_close(jw);
 		} else {
-			printf("%-12s %-12s %-6u %-5s %-24s %s\n", all[k].pod,
-			       all[k].proxy, r->port, pi_proto_name(r->proto),
-			       ports, dst);
+			printf("%-12s %-12s %-8s %-6u %-5s %-24s %s\n",
+			       all[k].pod, all[k].proxy, dir, r->port,
+			       pi_proto_name(r->proto), ports, dst);
 		}
 	}
 	free(all);

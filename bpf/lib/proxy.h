@@ -66,6 +66,38 @@ struct {
 	__type(value, struct pi_flow);
 } proxy_upstream SEC(".maps");
 
+/*
+ * Inbound capture (proxy add --inbound): a protected pod's new TCP
+ * connections on its protected ports go to the proxy, which terminates
+ * them (TLS) and connects to the pod with the client's address. The
+ * rules, by the protected pod's host-side ifindex as proxy_rules, and the
+ * pod by its addresses: its eth0 and the proxy's hook know a packet's
+ * destination address, not the pod's device.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PI_DP_MAX_PODS);
+	__type(key, __u32);
+	__type(value, struct pi_dp_proxy_rule);
+} proxy_inbound_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 2 * PI_DP_MAX_PODS);
+	__type(key, struct pi_endpoint_key);
+	__type(value, __u32);
+} proxy_inbound_pods SEC(".maps");
+
+/* A new inbound flow is made here rather than on the stack: the head
+ * program, inbound_steer and a call below them would pass the 512 bytes
+ * of stack the verifier allows a chain of calls. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pi_flow);
+} flow_scratch SEC(".maps");
+
 /* The proxies' TCP listeners, put here by proxy_assign as it meets them
  * and taken out by the kernel when they close. A SOCKHASH because only
  * socket maps hand a socket to an sk_lookup program. */
@@ -85,20 +117,27 @@ static __always_inline __u64 flow_idle(__u8 proto, __u16 flags)
 	return proto == IPPROTO_TCP ? flow_idle_tcp_ns : flow_idle_udp_ns;
 }
 
-/* Gives one entry of the pod's share in one table back. */
-static __always_inline void flow_uncount(__u32 pod_ifindex, __u16 flags)
+/* Gives one entry of the pod's share in one table back. A global
+ * function, verified once: the rule is in one of two maps, and inlined
+ * into the flow walks that choice doubled their paths past the verifier's
+ * limit. */
+__noinline int flow_uncount(__u32 pod_ifindex, __u32 flags)
 {
-	struct pi_dp_proxy_rule *r = bpf_map_lookup_elem(&proxy_rules,
-						      &pod_ifindex);
+	struct pi_dp_proxy_rule *r;
 
+	if (flags & PI_FLOW_INBOUND)
+		r = bpf_map_lookup_elem(&proxy_inbound_rules, &pod_ifindex);
+	else
+		r = bpf_map_lookup_elem(&proxy_rules, &pod_ifindex);
 	if (!r)
-		return;		/* unproxied: the rule and its counts are gone */
+		return 0;	/* unproxied: the rule and its counts are gone */
 	if (flags & PI_FLOW_UPSTREAM) {
 		if (r->nupstream)
 			__sync_fetch_and_add(&r->nupstream, -1);
 	} else if (r->nflows) {
 		__sync_fetch_and_add(&r->nflows, -1);
 	}
+	return 0;
 }
 
 /* Takes a flow out of `map` and gives its place in the share back.
@@ -186,18 +225,27 @@ struct flow_room {
 	__u64 now;
 	__u64 oldest;		/* last_seen_ns of the pod's least recent flow */
 	__u64 cutoff;		/* second pass: flows seen before it go */
-	__u32 pod_ifindex;
+	__u32 pod_ifindex;	/* flow_share() of the pod's device */
 	__u32 freed;
 	__u32 live;		/* first pass: the pod's flows it kept */
 	__u32 quota;		/* second pass: at most this many go */
 	bool evict_old;		/* second pass */
 };
 
+/* Whose share a flow is in: the pod's device, with the top bit (never
+ * set in an ifindex, a positive int) for its inbound share. One compare
+ * in the walks below, whose every branch the verifier explores again for
+ * each element it assumes. */
+static __always_inline __u32 flow_share(__u32 pod_ifindex, __u32 flags)
+{
+	return pod_ifindex ^ ((flags & PI_FLOW_INBOUND) << 27);
+}
+
 static long flow_room_visit(void *map, struct pi_flow_key *k,
 			    struct pi_flow *f, struct flow_room *c)
 {
-	if (f->pod_ifindex != c->pod_ifindex)
-		return 0;		/* another pod's: never touched */
+	if (flow_share(f->pod_ifindex, f->flags) != c->pod_ifindex)
+		return 0;		/* another pod's, or its other share */
 	if (c->evict_old) {
 		/* the oldest always; others before the cutoff while the
 		 * eighth is not full */
@@ -231,12 +279,13 @@ static long flow_room_visit(void *map, struct pi_flow_key *k,
  * whose flows came in bursts (most of them older than the cutoff) keeps
  * seven eighths all the same. True when anything was freed.
  */
-static __always_inline bool flow_make_room(void *map, __u32 pod_ifindex)
+static __always_inline bool flow_make_room(void *map, __u32 pod_ifindex,
+					   __u16 flags)
 {
 	struct flow_room c = {
 		.now = bpf_ktime_get_ns(),
 		.oldest = ~0ULL,
-		.pod_ifindex = pod_ifindex,
+		.pod_ifindex = flow_share(pod_ifindex, flags),
 	};
 
 	bpf_for_each_map_elem(map, flow_room_visit, &c, 0);
@@ -253,12 +302,14 @@ static __always_inline bool flow_make_room(void *map, __u32 pod_ifindex)
 
 /* Puts a new flow of the pod `r` is the rule of into `map` (proxy_flows
  * or proxy_upstream, as `flags` says), within the pod's share, with its
- * expiry timer running. NULL when refused (counted in the rule). */
+ * expiry timer running; `p`, its first packet, came from the pod's end
+ * (`from_pod`) or the far end. NULL when refused (counted in the rule). */
 static __always_inline struct pi_flow *flow_add(void *map,
 						struct pi_dp_proxy_rule *r,
 						const struct pi_flow_key *k,
 						struct pi_flow *nf,
-						const struct pkt *p)
+						const struct pkt *p,
+						bool from_pod)
 {
 	__u32 *count = nf->flags & PI_FLOW_UPSTREAM ? &r->nupstream :
 						      &r->nflows;
@@ -267,21 +318,21 @@ static __always_inline struct pi_flow *flow_add(void *map,
 	/* at its share, or the table full: the pod makes room from its own
 	 * flows, once */
 	if (*count >= PI_DP_PROXY_FLOWS_PER_POD &&
-	    !flow_make_room(map, nf->pod_ifindex))
+	    !flow_make_room(map, nf->pod_ifindex, nf->flags))
 		goto refused;
 	if (*count >= PI_DP_PROXY_FLOWS_PER_POD)
 		goto refused;		/* others of its packets took the room */
 	nf->last_seen_ns = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(map, k, nf, BPF_NOEXIST) &&
-	    (!*count || !flow_make_room(map, nf->pod_ifindex) ||
+	    (!*count || !flow_make_room(map, nf->pod_ifindex, nf->flags) ||
 	     bpf_map_update_elem(map, k, nf, BPF_NOEXIST)))
 		goto refused;		/* the table is full, or a race */
 	__sync_fetch_and_add(count, 1);
 	f = bpf_map_lookup_elem(map, k);
 	if (!f)
 		return NULL;
-	/* a new flow's first packet is its pod end's SYN (or datagram) */
-	flow_touch(f, p, true);
+	/* a new flow's first packet: its SYN (or datagram) */
+	flow_touch(f, p, from_pod);
 	bpf_timer_init(&f->timer, map, CLOCK_MONOTONIC_);
 	bpf_timer_set_callback(&f->timer, flow_expire);
 	bpf_timer_start(&f->timer, flow_idle(k->proto, f->flags), 0);
@@ -490,7 +541,8 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	/* client side: the proxy answering POD as D */
 	flow_key(&k, p, false);
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
-	if (f && f->proxy_ifindex == ifindex) {
+	if (f && f->proxy_ifindex == ifindex &&
+	    !(f->flags & PI_FLOW_INBOUND)) {
 		done = flow_touch(f, p, false);
 		if (set_macs(skb, f->pod_mac, f->pod_host_mac))
 			verdict = PI_DROP;
@@ -507,7 +559,8 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 
 	/* upstream reply, bounced here from POD's eth0 */
 	f = bpf_map_lookup_elem(&proxy_upstream, &k);
-	if (f && f->pod_ifindex == ifindex) {
+	if (f && f->pod_ifindex == ifindex &&
+	    !(f->flags & PI_FLOW_INBOUND)) {
 		done = flow_touch(f, p, false);
 		verdict = to_proxy(skb, f);
 		if (done)
@@ -528,7 +581,8 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	 * added later with the address) does not continue it, though its new
 	 * connection may take the key over. */
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
-	if (f && f->pod_ifindex == ifindex) {
+	if (f && f->pod_ifindex == ifindex &&
+	    !(f->flags & PI_FLOW_INBOUND)) {
 		done = flow_touch(f, p, true);
 		verdict = to_proxy(skb, f);
 		if (done)
@@ -550,7 +604,7 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	__builtin_memcpy(nf.proxy_host_mac, r->proxy_host_mac, ETH_ALEN);
 	/* Beyond the pod's share the new flow is refused, not made direct:
 	 * a pod does not get around its proxy by opening many flows. */
-	f = flow_add(&proxy_flows, r, &k, &nf, p);
+	f = flow_add(&proxy_flows, r, &k, &nf, p, true);
 	if (!f) {
 		if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
 			mon_inject_event(skb, p, PI_DP_MON_DROP,
@@ -606,7 +660,272 @@ static __always_inline bool proxy_note_upstream(const struct pkt *p,
 	nf.flags |= PI_FLOW_UPSTREAM;
 	__builtin_memcpy(nf.proxy_pod_mac, r->proxy_pod_mac, ETH_ALEN);
 	__builtin_memcpy(nf.proxy_host_mac, r->proxy_host_mac, ETH_ALEN);
-	return flow_add(&proxy_upstream, r, &k, &nf, p) != NULL;
+	return flow_add(&proxy_upstream, r, &k, &nf, p, true) != NULL;
+}
+
+/*
+ * Inbound capture (proxy add --inbound): the protected pod B's new TCP
+ * connections on its protected ports are terminated by the proxy P, which
+ * connects on to B with the client's address. Two flows, keyed as B sees
+ * them (B:N the pod's end, the client's address and port the far end):
+ *
+ *  client  A:sp -> B:N, in proxy_flows    B's eth0 ingress takes the SYN
+ *          (PI_FLOW_INBOUND)              (inbound_capture), bounces it to
+ *                                         B's hook -> P's listener; P's
+ *                                         answers as B:N are injections as
+ *                                         B (P is B's injector): B's egress
+ *  plain   A:p3 -> B:N, P's connection    P's hook -> B's eth0 (B's ingress
+ *          to B with A's address, in      decided on A -> B:N already, on
+ *          proxy_upstream                 the client flow); B's answers ->
+ *          (PI_FLOW_UPSTREAM|INBOUND)     P's eth0
+ *
+ * The pod is found by address (proxy_inbound_pods): B's eth0 and P's hook
+ * see a packet's destination, not B's host-side device.
+ */
+static __always_inline __u32 *inbound_pod(const struct pi_dp_addr *addr,
+					  __u32 family)
+{
+	struct pi_endpoint_key ek = { .family = family, .addr = *addr };
+
+	return bpf_map_lookup_elem(&proxy_inbound_pods, &ek);
+}
+
+static __always_inline bool is_inbound(const struct pi_flow *f, __u32 pod)
+{
+	return f && (f->flags & PI_FLOW_INBOUND) && f->pod_ifindex == pod;
+}
+
+/* The sequence number of a TCP segment, network order (0 if unread). */
+static __always_inline __u32 tcp_seq(struct __sk_buff *skb,
+				     const struct pkt *p)
+{
+	__u32 seq = 0;
+
+	if (p->l4_off <= PKT_L4_OFF_MAX)
+		bpf_skb_load_bytes(skb, p->l4_off + 4, &seq, 4);
+	return seq;
+}
+
+/* A new inbound flow in flow_scratch (its timer field, which a program
+ * may not write, is never set there: the table's copy starts zeroed). */
+static __always_inline struct pi_flow *
+inbound_flow_init(const struct pi_dp_proxy_rule *r, __u32 pod, __u16 flags)
+{
+	__u32 zero = 0;
+	struct pi_flow *nf = bpf_map_lookup_elem(&flow_scratch, &zero);
+
+	if (!nf)
+		return NULL;
+	nf->syn_seq = 0;
+	nf->last_seen_ns = 0;
+	nf->pod_ifindex = pod;
+	nf->proxy_ifindex = r->proxy_ifindex;
+	nf->proxy_port = r->port;
+	nf->flags = flags | PI_FLOW_INBOUND;
+	__builtin_memcpy(nf->pod_mac, r->pod_mac, ETH_ALEN);
+	__builtin_memcpy(nf->pod_host_mac, r->pod_host_mac, ETH_ALEN);
+	__builtin_memcpy(nf->proxy_pod_mac, r->proxy_pod_mac, ETH_ALEN);
+	__builtin_memcpy(nf->proxy_host_mac, r->proxy_host_mac, ETH_ALEN);
+	return nf;
+}
+
+/*
+ * inbound_capture and inbound_steer are global functions, verified once on
+ * their own: inlined into the head program beside the outbound capture,
+ * the verifier's pending branches passed its limit ("the sequence of 8193
+ * jumps is too complex").
+ *
+ * At a protected pod's eth0 ingress (pod_reply), inside its namespace:
+ * every way into the pod ends here, so a client's connection is taken
+ * whatever path it came by (a local pod, the uplink, another CNI). Sets
+ * `mine` when the packet is inbound capture's, and returns its verdict
+ * then: PI_NEXT lets it into the pod.
+ */
+__noinline int inbound_capture(struct __sk_buff *skb, const struct pkt *p,
+			       bool *mine)
+{
+	struct pi_dp_proxy_rule *r;
+	struct pi_flow_key k;
+	struct pi_flow *f, *nf;
+	__u32 *pod;
+
+	if (!skb || !p || !mine)
+		return PI_NEXT;
+	*mine = false;
+	if (p->proto != IPPROTO_TCP)
+		return PI_NEXT;
+	pod = inbound_pod(&p->daddr, p->family);
+	if (!pod)
+		return PI_NEXT;
+	r = bpf_map_lookup_elem(&proxy_inbound_rules, pod);
+	if (!r || !rule_matches_pkt(r, p))
+		return PI_NEXT;
+	flow_key(&k, p, false);
+	/* The proxy's plaintext connection, made with the client's address:
+	 * the pod's. A SYN of its 4-tuple with another sequence number than
+	 * the proxy's is someone else's (a client reusing the tuple) and
+	 * would get past the proxy: dropped. */
+	f = bpf_map_lookup_elem(&proxy_upstream, &k);
+	if (is_inbound(f, *pod)) {
+		*mine = true;
+		if (starts_flow(p) && tcp_seq(skb, p) != f->syn_seq)
+			return PI_DROP;
+		return PI_NEXT;
+	}
+	f = bpf_map_lookup_elem(&proxy_flows, &k);
+	if (is_inbound(f, *pod)) {
+		*mine = true;
+		frag_note(p);
+		return redirect_peer(skb->ifindex, 0);
+	}
+	/* anything but a new connection of an unknown flow is older than
+	 * the rule, or no client's (replies to the pod's own connections) */
+	if (!starts_flow(p))
+		return PI_NEXT;
+	*mine = true;
+	if (f) {
+		if (!(f->flags & PI_FLOW_INBOUND))
+			return PI_DROP;	/* the pod's own flow from B:N */
+		flow_remove(&proxy_flows, &k, f);	/* another pod's, gone */
+	}
+	nf = inbound_flow_init(r, *pod, 0);
+	f = nf ? flow_add(&proxy_flows, r, &k, nf, p, false) : NULL;
+	if (!f) {
+		if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
+			mon_inject_event(skb, p, PI_DP_MON_DROP,
+					 PI_DP_MON_DROP_PROXY_LIMIT, r->port);
+		return PI_DROP;
+	}
+	if (mon_wants(MON_BIT(PI_DP_MON_PROXY)))
+		mon_inject_event(skb, p, PI_DP_MON_PROXY, 0, r->port);
+	/* to the pod's host side, whose head program hands it to the proxy */
+	frag_note(p);
+	return redirect_peer(skb->ifindex, 0);
+}
+
+/*
+ * At the head program, before injection and outbound capture. Sets
+ * `mine` when the packet is inbound capture's, and returns its verdict
+ * then (PI_NEXT: on to the pod's egress programs, nothing else here).
+ */
+__noinline int inbound_steer(struct __sk_buff *skb, const struct pkt *p,
+			     bool *mine)
+{
+	struct pi_dp_proxy_rule *r;
+	struct pi_flow_key k;
+	struct pi_flow *f, *nf;
+	__u32 ifindex, *pod;
+	int verdict;
+	bool done;
+
+	if (!skb || !p || !mine)
+		return PI_NEXT;
+	ifindex = skb->ifindex;
+	*mine = false;
+	if (!p->has_ports || p->proto != IPPROTO_TCP)
+		return PI_NEXT;
+
+	/* at the protected pod's own hook */
+	r = bpf_map_lookup_elem(&proxy_inbound_rules, &ifindex);
+	if (r) {
+		/* a client's packet, bounced here from the pod's eth0 */
+		flow_key(&k, p, false);
+		f = bpf_map_lookup_elem(&proxy_flows, &k);
+		if (is_inbound(f, ifindex)) {
+			*mine = true;
+			done = flow_touch(f, p, false);
+			verdict = to_proxy(skb, f);
+			if (done)
+				flow_remove(&proxy_flows, &k, f);
+			return verdict;
+		}
+		flow_key(&k, p, true);
+		/* the pod answering the proxy's plaintext connection */
+		f = bpf_map_lookup_elem(&proxy_upstream, &k);
+		if (is_inbound(f, ifindex)) {
+			*mine = true;
+			done = flow_touch(f, p, true);
+			verdict = to_proxy(skb, f);
+			if (done)
+				flow_remove(&proxy_upstream, &k, f);
+			return verdict;
+		}
+		/* the proxy's answer to the client as the pod, injected:
+		 * the pod's egress programs take it from here */
+		f = bpf_map_lookup_elem(&proxy_flows, &k);
+		if (is_inbound(f, ifindex)) {
+			*mine = true;
+			if (flow_touch(f, p, true))
+				flow_remove(&proxy_flows, &k, f);
+			return PI_NEXT;
+		}
+	}
+
+	/* at the proxy's hook: its answer to a client as the pod is an
+	 * injection as the pod (the proxy is its injector) */
+	flow_key(&k, p, true);
+	f = bpf_map_lookup_elem(&proxy_flows, &k);
+	if (f && (f->flags & PI_FLOW_INBOUND) && f->proxy_ifindex == ifindex)
+		return PI_NEXT;
+
+	/* its plaintext connection to a pod it protects, on a protected
+	 * port, with a client's address: the one thing it may send with a
+	 * source that is not its own and not a grant's (docs/security.md) */
+	pod = inbound_pod(&p->daddr, p->family);
+	if (!pod)
+		return PI_NEXT;
+	r = bpf_map_lookup_elem(&proxy_inbound_rules, pod);
+	if (!r || r->proxy_ifindex != ifindex || !rule_matches_pkt(r, p))
+		return PI_NEXT;
+	*mine = true;
+	flow_key(&k, p, false);
+	f = bpf_map_lookup_elem(&proxy_upstream, &k);
+	if (f && !is_inbound(f, *pod)) {
+		if (!(f->flags & PI_FLOW_INBOUND))
+			return PI_DROP;	/* the pod's own upstream flow */
+		flow_remove(&proxy_upstream, &k, f);	/* another pod's */
+		f = NULL;
+	}
+	if (f) {
+		if (starts_flow(p))
+			f->syn_seq = tcp_seq(skb, p);
+		done = flow_touch(f, p, false);
+	} else {
+		if (p->tcp_flags & TCP_RST)
+			goto deliver;	/* nothing answers it */
+		/* a client flow holds the 4-tuple already (the client's port
+		 * is the one the proxy's stack picked): refused, the proxy
+		 * resets its client */
+		if (bpf_map_lookup_elem(&proxy_flows, &k))
+			return PI_DROP;
+		/* a late segment of a connection that is done gets an entry
+		 * that leaves after the closing timeout, so that its answer
+		 * finds the proxy */
+		nf = inbound_flow_init(r, *pod, PI_FLOW_UPSTREAM |
+				       (starts_flow(p) ? 0 : PI_FLOW_CLOSING));
+		if (nf && starts_flow(p))
+			nf->syn_seq = tcp_seq(skb, p);
+		f = nf ? flow_add(&proxy_upstream, r, &k, nf, p, false) : NULL;
+		if (!f) {
+			if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
+				mon_inject_event(skb, p, PI_DP_MON_DROP,
+						 PI_DP_MON_DROP_PROXY_LIMIT,
+						 r->port);
+			return PI_DROP;
+		}
+		done = false;
+	}
+	if (set_macs(skb, r->pod_mac, r->pod_host_mac))
+		verdict = PI_DROP;
+	else
+		verdict = redirect_peer(*pod, 0);
+	if (done)
+		flow_remove(&proxy_upstream, &k, f);
+	return verdict;
+deliver:
+	if (set_macs(skb, r->pod_mac, r->pod_host_mac))
+		return PI_DROP;
+	return redirect_peer(*pod, 0);
 }
 
 #endif

@@ -519,6 +519,7 @@ struct pi_proxy_rule {
 	uint32_t dst_family;		/* 0 = any destination */
 	uint32_t dst_plen;
 	struct pi_addr dst;
+	uint32_t flags;			/* PI_PROXY_INBOUND */
 	/* Read back only (pi_proxy_list); ignored by pi_proxy_add. */
 	uint32_t nflows;		/* live captured flows */
 	uint32_t nupstream;		/* live upstream connections */
@@ -531,6 +532,16 @@ struct pi_proxy_rule {
 int pi_proxy_add(struct pi_node *node, const char *proxy, const char *pod,
 		 const struct pi_proxy_rule *rule);
 int pi_proxy_del(struct pi_node *node, const char *proxy, const char *pod);
+
+/* PI_PROXY_INBOUND in a rule's flags: the rule captures connections *to*
+ * POD (TCP, on its ports `dports`, from anyone) for PROXY, which
+ * terminates them and connects on to POD with the client's address
+ * (docs/proxy.md, "Inbound capture"). A pod may have one rule of each
+ * kind. */
+#define PI_PROXY_INBOUND	(1u << 0)
+/* Removes POD's inbound rule of PROXY (pi_proxy_del: its outbound one). */
+int pi_proxy_del_inbound(struct pi_node *node, const char *proxy,
+			 const char *pod);
 
 struct pi_proxy_info {
 	char pod[PI_POD_NAME_MAX + 1];

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# TLS termination: `proxy add --inbound` captures the new TCP connections
+# to a protected pod on its protected ports, from any client, at the pod's
+# eth0; podinject-proxy --inbound terminates mutual TLS 1.3 with the pod's
+# identity, checks the client's certificate against its source address,
+# and connects on to the pod from the client's address:
+#
+#   mi-a (tlsc, 10.244.0.10, its own identity) --TLS--> 10.244.0.11:8080
+#       captured at mi-b's eth0 -> mi-b's hook -> mi-p (proxy :15006)
+#   mi-p: TLS server as mi-b (DIR/10.244.0.11/), checks mi-a's certificate
+#       (chain, IP SAN = 10.244.0.10, trust domain), then connects to
+#       10.244.0.11:8080 bound to 10.244.0.10 -> mi-b's eth0
+#   mi-b (plaintext pinet server :8080 and :9090): sees mi-a's address
+#   mi-c (10.244.0.20): plaintext, no certificate, someone else's
+#   mi-q (outbound proxy :15001) + mi-d (10.244.0.21): the whole chain, a
+#       plaintext client reaching a plaintext server through mTLS
+. "$(dirname "$0")/lib.sh"
+require_root
+EXPECT=42
+PREFIX=mi-
+X=mi-x
+A=10.244.0.10
+B=10.244.0.11
+C=10.244.0.20
+D=10.244.0.21
+PIDS=()
+T=/tmp/mi$$
+TLSC=$BUILD/tlsc
+PKI=$ROOT/scripts/mtls-pki.sh
+
+for tool in openssl tcpdump python3; do
+	if ! command -v $tool >/dev/null; then
+		skip all "no $tool (make deps)"
+		exit 0
+	fi
+done
+[ -x "$TLSC" ] || { skip all "no $TLSC (make)"; exit 0; }
+
+trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; rm -rf "$T"; cleanup_all' EXIT
+mkdir -p "$T"
+
+ip netns add $X
+check up node_up $X
+pods_ok() {
+	local p
+	for p in a:10 b:11 p:12 q:13 c:20 d:21; do
+		pi -N $X pod add mi-${p%:*} --ip 10.244.0.${p#*:} >/dev/null || return 1
+	done
+}
+check pods pods_ok
+
+pki_ok() {
+	"$PKI" ca $T/ca mi.test &&
+	"$PKI" ca $T/rogue mi.test &&
+	"$PKI" issue $T/ca mi mi-a $A &&
+	"$PKI" issue $T/ca mi mi-b $B &&
+	"$PKI" issue $T/ca mi mi-d $D &&
+	mkdir -p $T/exp $T/rog &&
+	"$PKI" issue $T/exp mi mi-c $C --expired --ca $T/ca &&
+	"$PKI" issue $T/rog mi mi-c $C --ca $T/rogue
+} >/dev/null
+check pki pki_ok
+
+# bad input: a clear error, a non-zero exit, nothing left behind
+bad_rules() {
+	! pi -N $X proxy add mi-p --port 15006 --for mi-b --inbound --match udp 2>$T/err &&
+	grep -q "TCP" $T/err &&
+	! pi -N $X proxy add mi-p --port 15006 --for mi-b --inbound --match tcp dst 10.0.0.0/8 2>/dev/null &&
+	! pi -N $X proxy add mi-b --port 15006 --for mi-b --inbound 2>/dev/null &&
+	[ "$(pi -N $X -j proxy list | jq length)" = 0 ]
+}
+check inbound_bad_input bad_rules
+check inbound_add pi -N $X proxy add mi-p --port 15006 --for mi-b --inbound --match tcp dport 8080
+check inbound_twice_refused bash -c "! $PI -N $X proxy add mi-p --port 15007 --for mi-b --inbound 2>/dev/null"
+listed() {
+	pi -N $X -j proxy list | jq -e '.[] | select(.pod == "mi-b" and .proxy == "mi-p"
+		and .direction == "inbound" and .port == 15006 and .proto == "tcp" and .dports == "8080")' >/dev/null
+}
+check inbound_listed listed
+
+start_proxy() {	# NAME ARGS...: podinject-proxy in pod NAME, -v, log $T/NAME.log
+	local ns=$1
+	shift
+	ip netns exec $ns "$BUILD/podinject-proxy" -v --connect-timeout 3000 "$@" \
+		>$T/$ns.out 2>$T/$ns.log </dev/null &
+	PIDS+=($!)
+	for _ in $(seq 100); do grep -q ready $T/$ns.out 2>/dev/null && return 0; sleep 0.1; done
+	echo "the proxy did not start: $(tail -n 1 $T/$ns.log)"
+	return 1
+}
+if start_proxy mi-p --inbound --tls-dir $T/ca --tls-ca $T/ca/ca.pem \
+		--tls-trust-domain mi.test 15006 >$T/start 2>&1; then
+	pass proxy_started
+else
+	fail proxy_started "$(tail -n 1 $T/start)"
+fi
+check proxy_says_strict grep -q "inbound tls termination, strict" $T/mi-p.log
+
+# server_bg PORT [COUNT]: mi-b's plaintext echo server
+server_bg() {
+	in_ns mi-b "$BUILD/pinet" tcp-server $1 --count ${2:-1} --echo --timeout 8000 >$T/srv 2>&1 &
+	SRV=$!
+	wait_tcp_listen mi-b $1 >/dev/null
+}
+tlsc_from() {	# POD [ARGS...]: tlsc in POD to B:8080
+	local pod=$1
+	shift
+	in_ns $pod "$TLSC" $B 8080 --ca $T/ca/ca.pem --timeout 5000 "$@"
+}
+
+# 1. A client with its identity: mi-b gets the bytes, from mi-a's address;
+#    only TLS records on mi-a's wire
+ip netns exec mi-a timeout 60 tcpdump --immediate-mode -Z root -i eth0 -s 0 -U \
+	-w $T/cap.pcap tcp port 8080 2>$T/tcpdump &
+dump=$!
+for _ in $(seq 600); do grep -q listening $T/tcpdump 2>/dev/null && break; sleep 0.1; done
+server_bg 8080
+tlsc_from mi-a --cert $T/ca/$A/cert.pem --key $T/ca/$A/key.pem --send 100000 >$T/cli 2>&1
+wait $SRV
+sleep 0.3
+kill $dump 2>/dev/null
+wait $dump 2>/dev/null
+check client_verified_server_identity grep -q "^ok verified spiffe://mi.test/ns/mi/pod/mi-b bytes-sent 100000 bytes-received 100000 " $T/cli
+expect_eq server_sees_client_address "$(awk '/^accept/ {print $2}' $T/srv)" $A
+check proxy_verified_client grep -q "^tls-in $A:[0-9]* -> $B:8080 verified spiffe://mi.test/ns/mi/pod/mi-a " $T/mi-p.log
+expect_eq echo_intact "$(awk '{for (i = 1; i < NF; i++) if ($i == "sha256") print $(i + 1)}' $T/cli)" \
+	"$(python3 -c 'import hashlib,sys; sys.stdout.write(hashlib.sha256(bytes(i % 251 for i in range(100000))).hexdigest())')"
+python3 "$ROOT/tests/integration/mtls_records.py" $T/cap.pcap 8080 "no-marker-$$" >$T/rec 2>&1
+rec() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' $T/rec; }
+# both directions seen whole, a handshake, the data in application data
+# records, and nothing that is not a TLS record
+only_tls() {
+	[ "$(rec streams)" = 2 ] && [ "$(rec gaps)" = 0 ] && [ "$(rec handshake)" -ge 2 ] &&
+	[ "$(rec appbytes)" -ge 100000 ] && [ "$(rec bad)" = 0 ] ||
+		{ echo "capture: $(cat $T/rec)"; return 1; }
+}
+check capture_only_tls only_tls
+
+# 2. Refused clients: the handshake fails, mi-b's server gets no connection
+refused() {	# NAME POD [TLSC ARGS...]
+	local name=$1 pod=$2
+	shift 2
+	server_bg 8080
+	tlsc_from $pod "$@" >$T/cli 2>&1
+	kill $SRV 2>/dev/null
+	wait $SRV 2>/dev/null
+	check ${name}_refused grep -q "^refused" $T/cli
+	check ${name}_server_saw_nothing bash -c "! grep -q '^accept' $T/srv"
+}
+refused no_cert mi-c
+refused expired_cert mi-c --cert $T/exp/$C/cert.pem --key $T/exp/$C/key.pem
+refused other_ca mi-c --cert $T/rog/$C/cert.pem --key $T/rog/$C/key.pem
+# mi-a's own certificate used from mi-c's address
+refused stolen_cert mi-c --cert $T/ca/$A/cert.pem --key $T/ca/$A/key.pem
+check stolen_cert_reason grep -q "client certificate: .*IP address mismatch" $T/mi-p.log
+
+# 3. Strict: a plaintext connection to the protected port is refused
+server_bg 8080
+plain_out=$(in_ns mi-c "$BUILD/pinet" tcp-connect --timeout 5000 $B 8080 --send 1000 2>&1)
+kill $SRV 2>/dev/null
+wait $SRV 2>/dev/null
+check plaintext_refused bash -c "! grep -q '^done sent 1000 received 1000' <<<'$plain_out'"
+check plaintext_server_saw_nothing bash -c "! grep -q '^accept' $T/srv"
+check plaintext_logged grep -q "tls: plaintext refused $C:[0-9]* -> $B:8080" $T/mi-p.log
+
+# 4. A port that is not protected stays direct (and plaintext)
+server_bg 9090
+plain_out=$(in_ns mi-c "$BUILD/pinet" tcp-connect --timeout 5000 $B 9090 --send 1000 2>&1)
+wait $SRV
+check other_port_direct grep -q "^done sent 1000 received 1000" <<<"$plain_out"
+expect_eq other_port_client_address "$(awk '/^accept/ {print $2}' $T/srv)" $C
+
+# 5. What the proxy may send with a client's address: to the pod it
+#    protects, on a protected port, and nothing else (its source check
+#    drops the rest as spoofed)
+foreign_source() {	# NAME POD PORT: mi-p connects as mi-a to POD's PORT
+	local out
+	in_ns $2 "$BUILD/pinet" tcp-server $3 --count 1 --timeout 3000 >$T/srv2 2>&1 &
+	local srv=$!
+	wait_tcp_listen $2 $3 >/dev/null
+	out=$(in_ns mi-p "$BUILD/pinet" tcp-connect --bind $A --timeout 1500 \
+		$(pi -N $X -j pod show ${2} | jq -r .ipv4) $3 2>&1)
+	kill $srv 2>/dev/null
+	wait $srv 2>/dev/null
+	check ${1}_not_connected bash -c "! grep -q '^connected' <<<'$out'"
+	check ${1}_server_saw_nothing bash -c "! grep -q '^accept' $T/srv2"
+}
+foreign_source as_client_to_other_pod mi-c 9091
+foreign_source as_client_to_unprotected_port mi-b 9090
+
+# 6. The whole chain: mi-d speaks plaintext; mi-q originates TLS as mi-d,
+#    mi-p terminates it as mi-b; mi-b sees mi-d's address
+chain_setup() {
+	pi -N $X proxy add mi-q --port 15001 --for mi-d --match tcp dport 8080 >/dev/null &&
+	start_proxy mi-q --tls-dir $T/ca --tls-ca $T/ca/ca.pem --tls-trust-domain mi.test 15001
+}
+check chain_setup chain_setup
+server_bg 8080
+chain_out=$(in_ns mi-d "$BUILD/pinet" tcp-connect --timeout 8000 $B 8080 --send 200000 --expect-echo 2>&1)
+wait $SRV
+check chain_delivered grep -q "^done sent 200000 received 200000" <<<"$chain_out"
+expect_eq chain_server_sees_client "$(awk '/^accept/ {print $2}' $T/srv)" $D
+check chain_origination_verified_server grep -q "^tls $D:[0-9]* -> $B:8080 verified spiffe://mi.test/ns/mi/pod/mi-b " $T/mi-q.log
+check chain_termination_verified_client grep -q "^tls-in $D:[0-9]* -> $B:8080 verified spiffe://mi.test/ns/mi/pod/mi-d " $T/mi-p.log
+
+# 7. Done connections leave the flow tables
+inbound_flows() {
+	pi -N $X -j proxy list | jq -r '.[] | select(.direction == "inbound") |
+		"\(.flows) \(.upstream_flows) \(.limit_drops)"'
+}
+flows_gone() {
+	for _ in $(seq 50); do
+		[ "$(inbound_flows)" = "0 0 0" ] && return 0
+		sleep 0.2
+	done
+	echo "inbound flows, upstream flows, limit drops: $(inbound_flows)"
+	return 1
+}
+check flows_gone flows_gone
+
+# 8. proxy del: the pod is reached directly again, plaintext
+check inbound_del pi -N $X proxy del mi-p --for mi-b --inbound
+server_bg 8080
+plain_out=$(in_ns mi-c "$BUILD/pinet" tcp-connect --timeout 5000 $B 8080 --send 1000 2>&1)
+wait $SRV
+check direct_after_del grep -q "^done sent 1000 received 1000" <<<"$plain_out"
+expect_eq direct_after_del_address "$(awk '/^accept/ {print $2}' $T/srv)" $C
+check nothing_left bash -c "[ \"\$($PI -N $X -j proxy list | jq '[.[] | select(.direction == \"inbound\")] | length')\" = 0 ]"

@@ -1,0 +1,489 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * tlsc: the TLS client of podinject's mTLS tests. It stands for a client
+ * whose application speaks TLS 1.3 to a protected server pod, and so for
+ * what podinject-proxy --inbound terminates.
+ *
+ *   tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE
+ *        [--send BYTES | --stdin] [--expect-ip ADDR] [--timeout MS]
+ *
+ * One connection. The server must show a certificate of the --ca bundle
+ * with an IP SAN equal to ADDR (or to --expect-ip: the name to check when
+ * the address connected to is not the server's own); with --cert and --key
+ * tlsc shows its own. It sends BYTES of pinet's pattern (byte i is
+ * i % 251), or what comes on stdin, then close_notify, while reading what
+ * the server sends until its close_notify or EOF (a half-close from the
+ * client's side: the other direction goes on). Then one line:
+ *
+ *   ok verified URI bytes-sent N bytes-received M sha256 HEX close_notify yes|no
+ *   refused REASON
+ *
+ * URI is the server certificate's first URI SAN ("-" if none), N the
+ * bytes sent, M the bytes received and HEX their SHA-256; close_notify
+ * says whether the server ended with one (no: a plain EOF). Any failure
+ * is "refused": the handshake (the server's certificate, or the server
+ * refusing tlsc's: in TLS 1.3 its alert comes after tlsc's handshake is
+ * done), a reset, a bad record, or --timeout running out.
+ *
+ *   -6            ADDR (and --expect-ip) is IPv6
+ *   --timeout MS  wait at most this long for the connection and for each
+ *                 read or write (10000)
+ *
+ * Exit 0 on "ok", 1 on "refused", or on an address or a file that is
+ * no good (said on stderr), 2 on bad usage.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#define CHUNK	(64 << 10)
+
+static struct {
+	bool v6, from_stdin;
+	long long send;
+	long timeout_ms;
+	const char *addr, *cert, *key, *ca, *expect_ip;
+	long port;
+} o = { .timeout_ms = 10000 };
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE\n"
+		"            [--send BYTES | --stdin] [--expect-ip ADDR] [--timeout MS]\n");
+	return 2;
+}
+
+static long long number(const char *s, long long min, long long max)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -1;
+	return v;
+}
+
+static bool parse(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "cert", required_argument, NULL, 'c' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "ca", required_argument, NULL, 'a' },
+		{ "send", required_argument, NULL, 's' },
+		{ "stdin", no_argument, NULL, 'i' },
+		{ "expect-ip", required_argument, NULL, 'e' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ 0 },
+	};
+	bool sent = false;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "6", opts, NULL)) != -1) {
+		switch (c) {
+		case '6': o.v6 = true; break;
+		case 'c': o.cert = optarg; break;
+		case 'k': o.key = optarg; break;
+		case 'a': o.ca = optarg; break;
+		case 's': o.send = number(optarg, 0, 1LL << 40); if (o.send < 0) return false; sent = true; break;
+		case 'i': o.from_stdin = true; break;
+		case 'e': o.expect_ip = optarg; break;
+		case 't': o.timeout_ms = number(optarg, 1, 86400000); if (o.timeout_ms < 0) return false; break;
+		default: return false;
+		}
+	}
+	/* a certificate without its key (or the other way) is no identity;
+	 * one source of bytes only */
+	if (optind != argc - 2 || !o.ca || !o.cert != !o.key ||
+	    (sent && o.from_stdin))
+		return false;
+	o.addr = argv[optind];
+	o.port = number(argv[optind + 1], 1, 65535);
+	return o.port > 0;
+}
+
+/* OpenSSL's last error as text, its queue emptied. */
+static const char *ssl_error(void)
+{
+	static char buf[256];
+	unsigned long e = ERR_get_error(), next;
+
+	while ((next = ERR_get_error()))
+		e = next;
+	if (!e)
+		return "connection closed";
+	ERR_error_string_n(e, buf, sizeof(buf));
+	return buf;
+}
+
+static SSL_CTX *make_ctx(void)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+
+	if (!ctx || !SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
+	    SSL_CTX_load_verify_locations(ctx, o.ca, NULL) != 1) {
+		fprintf(stderr, "tlsc: --ca %s: %s\n", o.ca, ssl_error());
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	if (o.cert &&
+	    (SSL_CTX_use_certificate_chain_file(ctx, o.cert) != 1 ||
+	     SSL_CTX_use_PrivateKey_file(ctx, o.key, SSL_FILETYPE_PEM) != 1 ||
+	     SSL_CTX_check_private_key(ctx) != 1)) {
+		fprintf(stderr, "tlsc: --cert %s --key %s: %s\n", o.cert, o.key,
+			ssl_error());
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	/* a stalled SSL_write is retried from the same buffer, and the
+	 * loop takes what each call wrote */
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	return ctx;
+}
+
+static void first_uri(X509 *cert, char *buf, size_t len)
+{
+	GENERAL_NAMES *names;
+
+	snprintf(buf, len, "-");
+	names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+	for (int i = 0; names && i < sk_GENERAL_NAME_num(names); i++) {
+		GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
+		int n;
+
+		if (g->type != GEN_URI)
+			continue;
+		n = ASN1_STRING_length(g->d.uniformResourceIdentifier);
+		snprintf(buf, len, "%.*s", n,
+			 (const char *)ASN1_STRING_get0_data(g->d.uniformResourceIdentifier));
+		break;
+	}
+	GENERAL_NAMES_free(names);
+}
+
+/* The socket, connected to ADDR:PORT within the timeout, non-blocking;
+ * -1 with *why set. */
+static int dial(const char **why)
+{
+	static char buf[128];
+	union {
+		struct sockaddr_in v4;
+		struct sockaddr_in6 v6;
+	} a = { 0 };
+	struct pollfd p;
+	socklen_t len = sizeof(int);
+	int fd, err = 0, one = 1;
+
+	if (o.v6) {
+		a.v6.sin6_family = AF_INET6;
+		a.v6.sin6_port = htons(o.port);
+		inet_pton(AF_INET6, o.addr, &a.v6.sin6_addr);
+	} else {
+		a.v4.sin_family = AF_INET;
+		a.v4.sin_port = htons(o.port);
+		inet_pton(AF_INET, o.addr, &a.v4.sin_addr);
+	}
+	fd = socket(o.v6 ? AF_INET6 : AF_INET,
+		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		*why = strerror(errno);
+		return -1;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (void *)&a, o.v6 ? sizeof(a.v6) : sizeof(a.v4)) &&
+	    errno != EINPROGRESS) {
+		err = errno;
+	} else {
+		p = (struct pollfd){ .fd = fd, .events = POLLOUT };
+		if (poll(&p, 1, o.timeout_ms) <= 0)
+			err = ETIMEDOUT;
+		else
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+	}
+	if (err) {
+		snprintf(buf, sizeof(buf), "connect: %s", strerror(err));
+		*why = buf;
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Waits for what the stalled SSL call asked for (SSL_ERROR_WANT_*); false
+ * when the timeout ran out. */
+static bool wait_for(int fd, int want)
+{
+	struct pollfd p = {
+		.fd = fd,
+		.events = want == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN,
+	};
+
+	return poll(&p, 1, o.timeout_ms) > 0;
+}
+
+/* The handshake, the server's certificate checked in it; NULL, or why
+ * not. */
+static const char *handshake(SSL *ssl, int fd)
+{
+	static char buf[320];
+	long v;
+	int r, e;
+
+	for (;;) {
+		ERR_clear_error();
+		errno = 0;	/* what a failing call leaves is its own */
+		r = SSL_connect(ssl);
+		if (r == 1)
+			return NULL;
+		e = SSL_get_error(ssl, r);
+		if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+			break;
+		if (!wait_for(fd, e))
+			return "handshake: timeout";
+	}
+	v = SSL_get_verify_result(ssl);
+	if (v != X509_V_OK)
+		snprintf(buf, sizeof(buf), "handshake: server certificate: %s",
+			 X509_verify_cert_error_string(v));
+	else
+		snprintf(buf, sizeof(buf), "handshake: %s",
+			 e == SSL_ERROR_SYSCALL && !ERR_peek_error() ?
+			 (errno ? strerror(errno) : "connection closed") :
+			 ssl_error());
+	return buf;
+}
+
+struct tally {
+	long long sent, got;
+	EVP_MD_CTX *md;
+	bool close_notify;
+};
+
+/*
+ * Sends and receives at once, as far as the socket lets each go: a server
+ * that echoes would otherwise stop reading while tlsc does not read its
+ * answer, and both would wait for ever. The bytes to send are one buffer
+ * at a time (pattern or stdin), a stalled SSL_write retried with the same
+ * one; once all is sent, close_notify. NULL once both ways are done, or
+ * why not.
+ */
+static const char *exchange(SSL *ssl, int fd, struct tally *t)
+{
+	static unsigned char out[CHUNK], in[CHUNK];
+	static char buf[320];
+	size_t off = 0, len = 0;
+	long long made = 0;	/* pattern bytes put into `out` so far */
+	bool src_done = false, shut = false, read_done = false;
+	int wwant = 0, rwant = 0, r, e = 0;
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = fd }, { .fd = 0 } };
+		bool moved = false;
+		int np = 1;
+
+		if (off == len && !src_done && !o.from_stdin) {
+			/* the next piece of the pattern */
+			off = 0;
+			len = o.send - made < CHUNK ? o.send - made : CHUNK;
+			for (size_t i = 0; i < len; i++)
+				out[i] = (made + i) % 251;
+			made += len;
+			src_done = !len;
+		}
+		if (off < len) {
+			ERR_clear_error();
+			errno = 0;
+			r = SSL_write(ssl, out + off, len - off);
+			if (r > 0) {
+				off += r;
+				t->sent += r;
+				wwant = 0;
+				moved = true;
+				if (off == len)
+					off = len = 0;
+			} else {
+				e = SSL_get_error(ssl, r);
+				if (e != SSL_ERROR_WANT_READ &&
+				    e != SSL_ERROR_WANT_WRITE)
+					goto fail;
+				wwant = e;
+			}
+		} else if (src_done && !shut) {
+			ERR_clear_error();
+			errno = 0;
+			r = SSL_shutdown(ssl);
+			if (r >= 0) {
+				shut = true;
+				wwant = 0;
+				moved = true;
+			} else {
+				e = SSL_get_error(ssl, r);
+				if (e != SSL_ERROR_WANT_READ &&
+				    e != SSL_ERROR_WANT_WRITE)
+					goto fail;
+				wwant = e;
+			}
+		}
+		if (!read_done) {
+			ERR_clear_error();
+			errno = 0;
+			r = SSL_read(ssl, in, sizeof(in));
+			if (r > 0) {
+				EVP_DigestUpdate(t->md, in, r);
+				t->got += r;
+				rwant = 0;
+				moved = true;
+			} else {
+				e = SSL_get_error(ssl, r);
+				if (e == SSL_ERROR_ZERO_RETURN) {
+					t->close_notify = true;
+					read_done = moved = true;
+				} else if (e == SSL_ERROR_SSL &&
+					   ERR_GET_REASON(ERR_peek_error()) ==
+					   SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+					/* a plain EOF: the end, as the
+					 * server's application saw fit */
+					ERR_clear_error();
+					read_done = moved = true;
+				} else if (e == SSL_ERROR_WANT_READ ||
+					   e == SSL_ERROR_WANT_WRITE) {
+					rwant = e;
+				} else {
+					goto fail;
+				}
+			}
+		}
+		if (shut && read_done)
+			return NULL;
+		if (moved)
+			continue;
+		if (wwant)
+			p[0].events |= wwant == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
+		if (!read_done)
+			p[0].events |= rwant == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
+		if (o.from_stdin && !src_done && off == len) {
+			p[1].events = POLLIN;
+			np = 2;
+		}
+		if (poll(p, np, o.timeout_ms) <= 0) {
+			snprintf(buf, sizeof(buf), "timeout (bytes-sent %lld bytes-received %lld)",
+				 t->sent, t->got);
+			return buf;
+		}
+		if (np == 2 && p[1].revents) {
+			ssize_t n = read(0, out, sizeof(out));
+
+			if (n > 0) {
+				off = 0;
+				len = n;
+			} else if (n == 0) {
+				src_done = true;
+			} else if (errno != EINTR && errno != EAGAIN) {
+				snprintf(buf, sizeof(buf), "stdin: %s",
+					 strerror(errno));
+				return buf;
+			}
+		}
+	}
+fail:
+	snprintf(buf, sizeof(buf), "after handshake: %s (bytes-sent %lld bytes-received %lld)",
+		 e == SSL_ERROR_SYSCALL && !ERR_peek_error() ?
+		 (errno ? strerror(errno) : "connection closed") : ssl_error(),
+		 t->sent, t->got);
+	return buf;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned char md[EVP_MAX_MD_SIZE], ip[16];
+	char uri[512], hex[2 * EVP_MAX_MD_SIZE + 1];
+	struct tally t = { 0 };
+	unsigned int mdlen = 0;
+	const char *why;
+	SSL_CTX *ctx;
+	SSL *ssl;
+	int fd;
+
+	if (!parse(argc, argv))
+		return usage();
+	if (inet_pton(o.v6 ? AF_INET6 : AF_INET, o.addr, ip) != 1) {
+		fprintf(stderr, "tlsc: bad %s address '%s'\n",
+			o.v6 ? "IPv6" : "IPv4 (-6 for IPv6)", o.addr);
+		return 1;
+	}
+	if (o.expect_ip &&
+	    inet_pton(o.v6 ? AF_INET6 : AF_INET, o.expect_ip, ip) != 1) {
+		fprintf(stderr, "tlsc: bad --expect-ip '%s'\n", o.expect_ip);
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	ctx = make_ctx();
+	if (!ctx)
+		return 1;
+	ssl = SSL_new(ctx);
+	/* the name the server must prove: the address called, or the one
+	 * asked for */
+	if (!ssl || !X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl),
+			o.expect_ip ? o.expect_ip : o.addr)) {
+		fprintf(stderr, "tlsc: %s\n", ssl_error());
+		SSL_free(ssl);
+		SSL_CTX_free(ctx);
+		return 1;
+	}
+	fd = dial(&why);
+	if (fd < 0)
+		goto refused;
+	if (!SSL_set_fd(ssl, fd)) {
+		why = "setup";
+		goto refused;
+	}
+	why = handshake(ssl, fd);
+	if (why)
+		goto refused;
+	first_uri(SSL_get0_peer_certificate(ssl), uri, sizeof(uri));
+	t.md = EVP_MD_CTX_new();
+	if (!t.md || !EVP_DigestInit_ex(t.md, EVP_sha256(), NULL)) {
+		why = "no memory";
+		goto refused;
+	}
+	why = exchange(ssl, fd, &t);
+	if (why)
+		goto refused;
+	EVP_DigestFinal_ex(t.md, md, &mdlen);
+	for (unsigned int i = 0; i < mdlen; i++)
+		sprintf(hex + 2 * i, "%02x", md[i]);
+	hex[2 * mdlen] = 0;
+	printf("ok verified %s bytes-sent %lld bytes-received %lld sha256 %s close_notify %s\n",
+	       uri, t.sent, t.got, hex, t.close_notify ? "yes" : "no");
+	EVP_MD_CTX_free(t.md);
+	SSL_free(ssl);
+	close(fd);
+	SSL_CTX_free(ctx);
+	return 0;
+refused:
+	printf("refused %s\n", why);
+	EVP_MD_CTX_free(t.md);
+	SSL_free(ssl);
+	if (fd >= 0)
+		close(fd);
+	SSL_CTX_free(ctx);
+	return 1;
+}
