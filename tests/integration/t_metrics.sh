@@ -228,7 +228,7 @@ in_ns ${PREFIX}c sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.defau
 check proxy_add pi -N $N proxy add ${PREFIX}c --port 15001 --for ${PREFIX}b --match tcp dport 9
 max_flows=$(sed -n 's/^#define PI_MAX_FLOWS[[:space:]]*\([0-9]*\).*/\1/p' "$ROOT/include/podinject_abi.h")
 expect_eq proxy_series "$(pi -N $N metrics | grep '^podinject_proxy' | sed 's/{node="'$N'",\?/{/' | sort | tr '\n' ';')" \
-	"podinject_proxy_flows_limit{} $((max_flows / 8));podinject_proxy_flows{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",table=\"client\"} 0;podinject_proxy_flows{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",table=\"upstream\"} 0;podinject_proxy_limit_drops_total{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\"} 0;"
+	"podinject_proxy_flows_limit{} $((max_flows / 8));podinject_proxy_flows{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",direction=\"outbound\",table=\"client\"} 0;podinject_proxy_flows{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",direction=\"outbound\",table=\"upstream\"} 0;podinject_proxy_limit_drops_total{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",direction=\"outbound\"} 0;"
 
 # A node gone under a running server: 503 and why, not a stale answer
 pi -N $N node down >/dev/null

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # Upgrade in place: a node made by a previous release (OLD_REV: v0.1, ABI
-# 4, here; t_upgrade_v02 the last one, v0.2, ABI 5; built from git history and kept under the build dir) with pods, rules,
+# 4, here; t_upgrade_v03 the last one, v0.3, ABI 6; built from git history and kept under the build dir) with pods, rules,
 # an injection grant, a proxy rule and tracked flows is upgraded by this
 # build while traffic flows:
 #   - a UDP flow a -> b at a fixed rate with sequence numbers: none lost,
@@ -224,7 +224,9 @@ state() {
 	$pi -N $N -j pod list | jq -c 'map(del(.stats, .conntrack, .datapath) | .xdp = (.xdp != null))'
 	$pi -N $N -j policy list | jq -c 'map(del(.packets, .bytes))'
 	$pi -N $N -j inject list | jq -c .
-	$pi -N $N -j proxy list | jq -c .
+	# (the fields every build's list has; "direction" and the flow
+	# counts came with inbound capture)
+	$pi -N $N -j proxy list | jq -c 'map({pod, proxy, port, proto, dports, dst})'
 }
 idle_flow() {	# the idle connection's entry in a's table
 	$1 -N $N -j ct list $A | jq -c --arg b $IPB --argjson p "${IDLE_PORT:-0}" '[.[] |

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# t_upgrade from the last release, v0.3 (ABI 6): the step each ABI change
+# ships (lib/upgrade.c migrations[]) run on its own, from a node of the
+# version before, under the same traffic and checks. (The steps from ABI 4
+# and 5 run in t_upgrade, chained from v0.1.)
+PREFIX=u3-
+EXPECT=87
+OLD_REV=v0.3
+. "$(dirname "$0")/t_upgrade.sh"
