@@ -3,8 +3,9 @@
 # The end-to-end demo: a node with three pods routed by podinject's BPF
 # datapath, a policy drop, a spoof drop, and injection into a pod's egress
 # datapath with the counters that show it ran exactly once; the event
-# monitor showing a drop with its reason and rule. All in network
-# namespaces made here, all torn down at the end.
+# monitor showing a drop with its reason and rule; a transparent proxy, and
+# mTLS between two plaintext pods (origination and termination). All in
+# network namespaces made here, all torn down at the end.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${PODINJECT_BUILD:-$ROOT/build}
@@ -109,6 +110,53 @@ run pi inject stats
 kill $proxy
 wait $proxy 2>/dev/null || true
 run pi proxy del demo-p --for demo-a
+
+say "mTLS: demo-a and demo-b speak plaintext; between them only TLS 1.3 records travel"
+# demo-p originates TLS as demo-a (demo-a's certificate), demo-q terminates
+# it as demo-b (demo-b's certificate, demo-a's checked against its source
+# address) and connects to demo-b from demo-a's address.
+pki=$(mktemp -d)
+"$ROOT/scripts/mtls-pki.sh" ca "$pki" demo.test >/dev/null
+"$ROOT/scripts/mtls-pki.sh" issue "$pki" demo demo-a 10.244.0.10 >/dev/null
+"$ROOT/scripts/mtls-pki.sh" issue "$pki" demo demo-b 10.244.0.11 >/dev/null
+run pi pod add demo-q --ip 10.244.0.14
+run pi proxy add demo-p --port 15001 --for demo-a --match tcp dport 8443
+run pi proxy add demo-q --port 15006 --for demo-b --inbound --match tcp dport 8443
+run pi proxy list
+tls=(--tls-dir "$pki" --tls-ca "$pki/ca.pem" --tls-trust-domain demo.test)
+ip netns exec demo-p "$B/podinject-proxy" -v "${tls[@]}" 15001 >/dev/null 2>"$pki/p.log" &
+pout=$!
+ip netns exec demo-q "$B/podinject-proxy" -v --inbound "${tls[@]}" 15006 >/dev/null 2>"$pki/q.log" &
+pin=$!
+srvout=$(mktemp)
+ip netns exec demo-b "$B/pinet" tcp-server 8443 --sink --timeout 5000 >"$srvout" &
+srv=$!
+# the wire to demo-b: its host-side device, which the client's packets
+# cross on their way to demo-q (the plaintext leg goes from demo-q to
+# demo-b's eth0 directly, inside the node)
+ip netns exec $N timeout 20 tcpdump --immediate-mode -Z root -i pi-demo-b -s 0 -U -w "$pki/wire.pcap" tcp port 8443 2>"$pki/dump.log" &
+dump=$!
+for _ in $(seq 100); do grep -q listening "$pki/dump.log" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+marker=plaintext-marker-$(openssl rand -hex 8)
+echo "$ ip netns exec demo-a bash -c 'echo $marker > /dev/tcp/10.244.0.11/8443'"
+ip netns exec demo-a bash -c "exec 3<>/dev/tcp/10.244.0.11/8443 && echo $marker >&3 && sleep 0.3 && exec 3>&-"
+wait $srv || true
+sleep 0.3
+kill $dump 2>/dev/null || true
+wait $dump 2>/dev/null || true
+echo "demo-b saw the connection from: $(awk '$1 == "accept" {print $2; exit}' "$srvout"), $(awk '$1 == "conn-done" {print $3; exit}' "$srvout") bytes"
+echo "the originating proxy:  $(grep -m1 '^tls ' "$pki/p.log" | cut -d' ' -f1-6)"
+echo "the terminating proxy: $(grep -m1 '^tls-in ' "$pki/q.log" | cut -d' ' -f1-6)"
+pkts=$(tcpdump -r "$pki/wire.pcap" src 10.244.0.10 2>/dev/null | wc -l)
+if grep -qa "$marker" "$pki/wire.pcap"; then seen=yes; else seen=no; fi
+echo "the wire to demo-b: $pkts packets from 10.244.0.10 captured, the plaintext marker in them: $seen"
+echo "  TLS records in them: $(python3 "$ROOT/tests/integration/mtls_records.py" "$pki/wire.pcap" 8443 "$marker" | cut -d' ' -f3-10)"
+kill $pout $pin 2>/dev/null || true
+wait $pout $pin 2>/dev/null || true
+rm -rf "$pki" "$srvout"
+run pi proxy del demo-p --for demo-a
+run pi proxy del demo-q --for demo-b
 
 say "Probes: debug a policy from demo-b's point of view, without entering demo-b"
 ip netns exec demo-c "$B/pinet" tcp-server 8080 --count 5 --timeout 5000 >/dev/null &
