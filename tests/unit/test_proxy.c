@@ -1056,3 +1056,147 @@ UNIT_TEST(proxy_harden_idle_flows_expire)
 		    "udp entry removed");
 	inject_bpf__destroy(fx.skel);
 }
+
+/* ---- inbound capture (proxy add --inbound) ---------------------------
+ * The fixture's pod (xc, 10.0.0.1) is the protected one, the proxy (xp)
+ * terminates its connections on 15006; a client is 10.0.0.7. */
+
+static void inbound_setup_rule(struct px_fx *fx, uint16_t dport)
+{
+	struct pi_dp_proxy_rule r = { .proto = IPPROTO_TCP, .nports = 1,
+				      .dport_lo = { dport },
+				      .dport_hi = { dport },
+				      .proxy_ifindex = fx->if_proxy,
+				      .port = 15006 };
+	struct pi_endpoint_key ek = { .family = AF_INET };
+
+	memcpy(r.proxy_pod_mac, PROXY_POD_MAC, 6);
+	memcpy(r.proxy_host_mac, PROXY_HOST_MAC, 6);
+	memcpy(r.pod_mac, POD_MAC, 6);
+	memcpy(r.pod_host_mac, POD_HOST_MAC, 6);
+	/* the fixture's outbound rule goes: the pod is protected only */
+	bpf_map__delete_elem(fx->skel->maps.proxy_rules, &fx->if_pod, 4, 0);
+	bpf_map__update_elem(fx->skel->maps.proxy_inbound_rules, &fx->if_pod,
+			     4, &r, sizeof(r), 0);
+	inet_pton(AF_INET, "10.0.0.1", ek.addr.a);
+	bpf_map__update_elem(fx->skel->maps.proxy_inbound_pods, &ek,
+			     sizeof(ek), &fx->if_pod, 4, 0);
+}
+
+/* A TCP segment from src:sport to dst:dport with `flags` and sequence
+ * number `seq`. */
+static int seg_seq(uint8_t *pkt, const char *src, const char *dst,
+		   uint16_t sport, uint16_t dport, uint8_t flags, uint32_t seq)
+{
+	int len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, src, dst,
+		IPPROTO_TCP, sport, dport, flags });
+	uint32_t nseq = htonl(seq);
+
+	memcpy(pkt + 14 + 20 + 4, &nseq, 4);
+	return len;
+}
+
+static struct pi_dp_proxy_rule inbound_rule(struct px_fx *fx)
+{
+	struct pi_dp_proxy_rule r = {};
+
+	bpf_map__lookup_elem(fx->skel->maps.proxy_inbound_rules, &fx->if_pod,
+			     4, &r, sizeof(r), 0);
+	return r;
+}
+
+UNIT_TEST(proxy_inbound_capture_at_the_pods_eth0)
+{
+	struct pi_dp_proxy_rule r = {};
+	struct pi_redirect_record rd;
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX], out[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	inbound_setup_rule(&fx, 8080);
+	/* a client's SYN to the protected port: a client flow, bounced to
+	 * the pod's host side */
+	len = seg_seq(pkt, "10.0.0.7", "10.0.0.1", 40000, 8080, 0x02, 1000);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_REDIRECT, "SYN to the protected port taken");
+	rd = last(&fx);
+	ASSERT_EQ(rd.kind, PI_RD_PEER, "bounced with redirect_peer");
+	ASSERT_EQ(rd.ifindex, fx.if_other, "on the device it came in on");
+	ASSERT_EQ(inbound_rule(&fx).nflows, 1, "one client flow, counted");
+	/* its later packets follow it */
+	len = seg_seq(pkt, "10.0.0.7", "10.0.0.1", 40000, 8080, 0x10, 1001);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_REDIRECT, "its ACK follows");
+	/* at the pod's head, the bounced packet goes to the proxy */
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, out),
+		  PI_REDIRECT, "the head hands it on");
+	rd = last(&fx);
+	ASSERT_EQ(rd.ifindex, fx.if_proxy, "to the proxy");
+	ASSERT_TRUE(!memcmp(out, PROXY_POD_MAC, 6), "dst mac: proxy's eth0");
+	/* another port, and an ACK of a connection older than the rule, go
+	 * into the pod */
+	len = seg_seq(pkt, "10.0.0.7", "10.0.0.1", 40001, 9090, 0x02, 1);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_NEXT, "an unprotected port is not taken");
+	len = seg_seq(pkt, "10.0.0.7", "10.0.0.1", 40002, 8080, 0x10, 1);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_NEXT, "an older connection is not taken");
+	/* UDP is never captured inbound */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.7",
+		"10.0.0.1", IPPROTO_UDP, 40003, 8080 });
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_NEXT, "udp is not taken");
+	inject_bpf__destroy(fx.skel);
+}
+
+UNIT_TEST(proxy_inbound_plaintext_leg_confined)
+{
+	struct pi_dp_proxy_rule r = {};
+	struct pi_redirect_record rd;
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX], out[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	inbound_setup_rule(&fx, 8080);
+	/* the proxy connects to the pod with the client's address: handed
+	 * to the pod's eth0 */
+	len = seg_seq(pkt, "10.0.0.7", "10.0.0.1", 20000, 8080, 0x02, 5555);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len, out),
+		  PI_REDIRECT, "the proxy's SYN as the client");
+	rd = last(&fx);
+	ASSERT_EQ(rd.kind, PI_RD_PEER, "redirect_peer");
+	ASSERT_EQ(rd.ifindex, fx.if_pod, "to the pod");
+	ASSERT_TRUE(!memcmp(out, POD_MAC, 6), "dst mac: the pod's eth0");
+	ASSERT_EQ(inbound_rule(&fx).nupstream, 1, "one plain flow, counted");
+	/* the pod's eth0 lets it in, and its retransmission */
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_NEXT, "the proxy's SYN goes into the pod");
+	/* a SYN of the same 4-tuple with another sequence number is not the
+	 * proxy's: a client borrowing the tuple is dropped */
+	len = seg_seq(pkt, "10.0.0.7", "10.0.0.1", 20000, 8080, 0x02, 7777);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_DROP, "a borrowed 4-tuple is dropped");
+	/* the pod's answer goes to the proxy from its head */
+	len = seg_seq(pkt, "10.0.0.1", "10.0.0.7", 8080, 20000, 0x12, 1);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, out),
+		  PI_REDIRECT, "the pod's SYN-ACK");
+	rd = last(&fx);
+	ASSERT_EQ(rd.ifindex, fx.if_proxy, "to the proxy");
+	/* with a client's address, the proxy reaches nothing else: another
+	 * port of the pod, another destination */
+	len = seg_seq(pkt, "10.0.0.7", "10.0.0.1", 20001, 9090, 0x02, 1);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len, NULL),
+		  PI_NEXT, "an unprotected port: to the proxy's source check");
+	len = seg_seq(pkt, "10.0.0.7", "10.0.0.9", 20002, 8080, 0x02, 1);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len, NULL),
+		  PI_NEXT, "another destination: to the proxy's source check");
+	/* and another device cannot use the rule: only the pod's proxy */
+	len = seg_seq(pkt, "10.0.0.7", "10.0.0.1", 20003, 8080, 0x02, 1);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_other, pkt, len, NULL),
+		  PI_NEXT, "not the pod's proxy");
+	inject_bpf__destroy(fx.skel);
+}
