@@ -7,6 +7,8 @@
  * An apply reads the document and the node, checks every line of the
  * document before it changes anything, and then makes the difference in
  * an order that never leaves a proxy without its grant:
+ * (A pod has two proxy slots: [0] its outbound rule, the document's
+ * "proxy"; [1] its inbound rule, "proxy_inbound".)
  *   1. proxy rules that go or change are removed
  *   2. grants that go are removed
  *   3. each changed pod direction gets its whole new rule list, compiled
@@ -60,9 +62,10 @@ struct apod {
 	uint32_t nwant[2];
 	uint32_t kept[2];
 	bool changed[2];
-	int proxy_cur, proxy_want;	/* the proxy pod's index, -1: none */
-	struct pi_proxy_rule prule_cur, prule_want;
-	bool proxy_del, proxy_add;
+	/* [0] outbound (proxy add), [1] inbound (proxy add --inbound) */
+	int proxy_cur[2], proxy_want[2];	/* the proxy pod's index, -1: none */
+	struct pi_proxy_rule prule_cur[2], prule_want[2];
+	bool proxy_del[2], proxy_add[2];
 };
 
 /* An authorisation of injector to inject as target (pod indices). */
@@ -194,7 +197,8 @@ static int read_node(struct apply *a, bool rules)
 		struct apod *p = &a->pods[i];
 
 		p->info = infos[i];
-		p->proxy_cur = p->proxy_want = -1;
+		p->proxy_cur[0] = p->proxy_want[0] = -1;
+		p->proxy_cur[1] = p->proxy_want[1] = -1;
 		a->by_name[i] = i;
 		for (uint32_t d = 0; !err && d < 2; d++) {
 			const struct pi_policy_ref *r = &refs[p->info.id * 2 + d];
@@ -244,23 +248,26 @@ static int read_node(struct apply *a, bool rules)
 							      false };
 		}
 	}
-	{
+	for (int k = 0; k < 2; k++) {
+		int map = s.maps[k ? IM_PROXY_INBOUND_RULES : IM_PROXY_RULES];
 		uint32_t key, next, *prev = NULL;
 		struct pi_dp_proxy_rule r;
 
-		while (!bpf_map_get_next_key(s.maps[IM_PROXY_RULES], prev, &next)) {
+		while (!bpf_map_get_next_key(map, prev, &next)) {
 			int pod, proxy;
 
 			key = next;
 			prev = &key;
-			if (bpf_map_lookup_elem(s.maps[IM_PROXY_RULES], &key, &r))
+			if (bpf_map_lookup_elem(map, &key, &r))
 				continue;
 			pod = pod_index_by_ifindex(a, key);
 			proxy = pod_index_by_ifindex(a, r.proxy_ifindex);
 			if (pod < 0 || proxy < 0)
 				continue;
-			a->pods[pod].proxy_cur = proxy;
-			proxy_rule_from_dp(&a->pods[pod].prule_cur, &r);
+			a->pods[pod].proxy_cur[k] = proxy;
+			proxy_rule_from_dp(&a->pods[pod].prule_cur[k], &r);
+			if (k)
+				a->pods[pod].prule_cur[k].flags = PI_PROXY_INBOUND;
 		}
 	}
 	inject_close(&s);
@@ -510,23 +517,28 @@ static int parse_grants(struct apply *a, int inj, json_t *arr,
 	return 0;
 }
 
+/* The pod's proxy rule of slot k: 0 "proxy" (outbound), 1
+ * "proxy_inbound" (TCP connections to the pod, no "dst"). */
 static int parse_proxy(struct apply *a, int pod, json_t *o,
-		       const char *pod_where)
+		       const char *pod_where, int k)
 {
 	static const char *const keys[] = { "by", "port", "match", "dports",
 					    "dst", NULL };
-	struct pi_proxy_rule *r = &a->pods[pod].prule_want;
+	static const char *const in_keys[] = { "by", "port", "match",
+					       "dports", NULL };
+	struct pi_proxy_rule *r = &a->pods[pod].prule_want[k];
 	char where[600], at[640];
 	json_t *v;
 	int proxy, ret = 0;
 
-	snprintf(where, sizeof(where), "%s.proxy", pod_where);
+	snprintf(where, sizeof(where), "%s.%s", pod_where,
+		 k ? "proxy_inbound" : "proxy");
 	if (json_is_null(o))
 		return 0;
 	if (!json_is_object(o))
 		return refuse(a, -EINVAL, where,
 			      "an object: {\"by\": POD, \"port\": N, ...}");
-	if (!only_keys(a, o, where, keys, &ret))
+	if (!only_keys(a, o, where, k ? in_keys : keys, &ret))
 		return ret;
 	v = json_object_get(o, "by");
 	snprintf(at, sizeof(at), "%s.by", where);
@@ -555,10 +567,11 @@ static int parse_proxy(struct apply *a, int pod, json_t *o,
 	snprintf(at, sizeof(at), "%s.match", where);
 	if (v && json_is_string(v) && !strcmp(json_string_value(v), "tcp"))
 		r->proto = IPPROTO_TCP;
-	else if (v && json_is_string(v) && !strcmp(json_string_value(v), "udp"))
+	else if (!k && v && json_is_string(v) && !strcmp(json_string_value(v), "udp"))
 		r->proto = IPPROTO_UDP;
 	else if (v)
-		return refuse(a, -EINVAL, at, "want tcp or udp");
+		return refuse(a, -EINVAL, at, k ? "want tcp: an inbound rule takes TCP only" :
+					       "want tcp or udp");
 	v = json_object_get(o, "dports");
 	snprintf(at, sizeof(at), "%s.dports", where);
 	if (v) {
@@ -595,14 +608,18 @@ static int parse_proxy(struct apply *a, int pod, json_t *o,
 		r->dst_family = family;
 		r->dst_plen = plen;
 	}
-	a->pods[pod].proxy_want = proxy;
+	if (k) {
+		r->flags = PI_PROXY_INBOUND;
+		r->proto = IPPROTO_TCP;	/* as pi_proxy_add stores it */
+	}
+	a->pods[pod].proxy_want[k] = proxy;
 	return 0;
 }
 
 static int parse_pod(struct apply *a, const char *name, json_t *o)
 {
 	static const char *const keys[] = { "egress", "ingress", "inject",
-					    "proxy", NULL };
+					    "proxy", "proxy_inbound", NULL };
 	char where[600];
 	json_t *v;
 	int idx, err, ret = 0;
@@ -631,7 +648,10 @@ static int parse_pod(struct apply *a, const char *name, json_t *o)
 	if (v && (err = parse_grants(a, idx, v, where)))
 		return err;
 	v = json_object_get(o, "proxy");
-	if (v && (err = parse_proxy(a, idx, v, where)))
+	if (v && (err = parse_proxy(a, idx, v, where, 0)))
+		return err;
+	v = json_object_get(o, "proxy_inbound");
+	if (v && (err = parse_proxy(a, idx, v, where, 1)))
 		return err;
 	return 0;
 }
@@ -852,12 +872,15 @@ static int plan(struct apply *a, uint32_t **new_ids, uint32_t *nnew)
 				p->want[d][r].id = next;
 			}
 		}
-		if (p->proxy_cur >= 0 &&
-		    (p->proxy_want != p->proxy_cur ||
-		     !proxy_rule_same(&p->prule_cur, &p->prule_want)))
-			p->proxy_del = true;
-		if (p->proxy_want >= 0 && (p->proxy_del || p->proxy_cur < 0))
-			p->proxy_add = true;
+		for (int k = 0; k < 2; k++) {
+			if (p->proxy_cur[k] >= 0 &&
+			    (p->proxy_want[k] != p->proxy_cur[k] ||
+			     !proxy_rule_same(&p->prule_cur[k], &p->prule_want[k])))
+				p->proxy_del[k] = true;
+			if (p->proxy_want[k] >= 0 &&
+			    (p->proxy_del[k] || p->proxy_cur[k] < 0))
+				p->proxy_add[k] = true;
+		}
 	}
 	free(used);
 	if (err == -ENOSPC)
@@ -874,12 +897,51 @@ static int plan(struct apply *a, uint32_t **new_ids, uint32_t *nnew)
 	for (int i = 0; i < a->npods; i++) {
 		struct apod *p = &a->pods[i];
 
-		if (p->proxy_want >= 0 &&
-		    !grant_find(a->gwant, a->ngwant, p->proxy_want, i))
-			a->gwant[a->ngwant++] = (struct grant){ p->proxy_want, i,
-								0, true };
+		for (int k = 0; k < 2; k++)
+			if (p->proxy_want[k] >= 0 &&
+			    !grant_find(a->gwant, a->ngwant, p->proxy_want[k], i))
+				a->gwant[a->ngwant++] = (struct grant){
+					p->proxy_want[k], i, 0, true };
 	}
 	return 0;
+}
+
+/* Whether the grant of injector for target goes with the proxy rules
+ * removed in step 1: a rule of its that goes, and none that stays. */
+static bool grant_goes_with_proxy(const struct apply *a, int injector,
+				  int target)
+{
+	const struct apod *p = &a->pods[target];
+	bool goes = false;
+
+	for (int k = 0; k < 2; k++) {
+		if (p->proxy_cur[k] != injector)
+			continue;
+		if (!p->proxy_del[k])
+			return false;
+		goes = true;
+	}
+	return goes;
+}
+
+/* Whether a proxy rule step 5 makes brings the grant of injector for
+ * target. */
+static bool grant_comes_with_proxy(const struct apply *a, int injector,
+				   int target)
+{
+	const struct apod *p = &a->pods[target];
+
+	for (int k = 0; k < 2; k++)
+		if (p->proxy_add[k] && p->proxy_want[k] == injector)
+			return true;
+	return false;
+}
+
+static int proxy_del_k(struct apply *a, int k, const char *proxy,
+		       const char *pod)
+{
+	return k ? pi_proxy_del_inbound(a->n, proxy, pod) :
+		   pi_proxy_del(a->n, proxy, pod);
 }
 
 /* ---- making it so ---------------------------------------------------- */
@@ -946,12 +1008,13 @@ static void undo_all(struct apply *a)
 		case U_GRANT_REMOVED:
 			err = grant_allow(a, u->pod, u->other, u->path);
 			break;
-		case U_PROXY_ADDED:
-			err = pi_proxy_del(a->n, pname(a, u->other), p->info.name);
+		case U_PROXY_ADDED:	/* dir: the proxy slot */
+			err = proxy_del_k(a, u->dir, pname(a, u->other),
+					  p->info.name);
 			break;
 		case U_PROXY_REMOVED:
 			err = pi_proxy_add(a->n, pname(a, u->other), p->info.name,
-					   &p->prule_cur);
+					   &p->prule_cur[u->dir]);
 			break;
 		case U_TIMEOUTS:
 			break;	/* saved last: nothing is ever undone after it */
@@ -978,7 +1041,7 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 
 	if (!gafter)
 		return -ENOMEM;
-	a->undo = calloc(a->npods * 7 + a->ngcur + a->ngwant + 8,
+	a->undo = calloc(a->npods * 9 + a->ngcur + a->ngwant + 8,
 			 sizeof(*a->undo));
 	if (!a->undo) {
 		free(gafter);
@@ -986,20 +1049,21 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 	}
 
 	/* 1. proxy rules that go or change (their grant goes with them) */
-	for (int i = 0; !err && i < a->npods; i++) {
-		struct apod *p = &a->pods[i];
+	for (int i = 0; !err && i < a->npods * 2; i++) {
+		struct apod *p = &a->pods[i / 2];
+		int k = i % 2;
 		struct pi_plan_step st = { .what = PI_PLAN_PROXY_DEL,
-			.pod = p->info.name, .proxy = &p->prule_cur };
+			.pod = p->info.name, .proxy = &p->prule_cur[k] };
 
-		if (!p->proxy_del)
+		if (!p->proxy_del[k])
 			continue;
-		st.other = pname(a, p->proxy_cur);
+		st.other = pname(a, p->proxy_cur[k]);
 		if (!dry) {
-			err = pi_proxy_del(a->n, st.other, p->info.name);
+			err = proxy_del_k(a, k, st.other, p->info.name);
 			if (err)
 				break;
-			push_undo(a, (struct undo){ U_PROXY_REMOVED, i,
-						    p->proxy_cur, 0, 0 });
+			push_undo(a, (struct undo){ U_PROXY_REMOVED, i / 2,
+						    p->proxy_cur[k], k, 0 });
 		}
 		report(a, fn, ctx, &st);
 		changes++;
@@ -1007,8 +1071,7 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 	for (int i = 0; i < a->ngcur; i++) {
 		const struct grant *g = &a->gcur[i];
 
-		if (a->pods[g->target].proxy_del &&
-		    a->pods[g->target].proxy_cur == g->injector)
+		if (grant_goes_with_proxy(a, g->injector, g->target))
 			continue;
 		gafter[ngafter++] = *g;
 	}
@@ -1079,8 +1142,7 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 
 		/* the proxy rule made below brings its own grant (its path
 		 * is set after it, when the document names one) */
-		if (a->pods[g->target].proxy_add &&
-		    a->pods[g->target].proxy_want == g->injector)
+		if (grant_comes_with_proxy(a, g->injector, g->target))
 			continue;
 		if (g->from_proxy) {
 			if (now)
@@ -1102,37 +1164,38 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 	}
 
 	/* 5. proxy rules that come */
-	for (int i = 0; !err && i < a->npods; i++) {
+	for (int j = 0; !err && j < a->npods * 2; j++) {
+		int i = j / 2, k = j % 2;
 		struct apod *p = &a->pods[i];
 		struct grant *ex;
 		struct pi_plan_step st = { .what = PI_PLAN_PROXY_ADD,
-			.pod = p->info.name, .proxy = &p->prule_want };
+			.pod = p->info.name, .proxy = &p->prule_want[k] };
 
-		if (!p->proxy_add)
+		if (!p->proxy_add[k])
 			continue;
-		st.other = pname(a, p->proxy_want);
+		st.other = pname(a, p->proxy_want[k]);
 		if (!dry) {
 			err = pi_proxy_add(a->n, st.other, p->info.name,
-					   &p->prule_want);
+					   &p->prule_want[k]);
 			if (err)
 				break;
 			push_undo(a, (struct undo){ U_PROXY_ADDED, i,
-						    p->proxy_want, 0, 0 });
+						    p->proxy_want[k], k, 0 });
 		}
 		report(a, fn, ctx, &st);
 		changes++;
-		ex = grant_find(a->gwant, a->ngwant, p->proxy_want, i);
+		ex = grant_find(a->gwant, a->ngwant, p->proxy_want[k], i);
 		if (ex && !ex->from_proxy && ex->path != stored_path(a, 0, i)) {
 			struct pi_plan_step gs = { .what = PI_PLAN_GRANT_ADD,
 				.pod = st.other, .other = p->info.name,
 				.path = ex->path };
 
 			if (!dry) {
-				err = grant_allow(a, p->proxy_want, i, ex->path);
+				err = grant_allow(a, p->proxy_want[k], i, ex->path);
 				if (err)
 					break;
 				push_undo(a, (struct undo){ U_GRANT_CHANGED,
-					p->proxy_want, i, 0, stored_path(a, 0, i) });
+					p->proxy_want[k], i, 0, stored_path(a, 0, i) });
 			}
 			report(a, fn, ctx, &gs);
 			changes++;
@@ -1324,8 +1387,6 @@ static int state_bytes(struct apply *a, struct sbuf *b)
 	for (int k = 0; k < a->npods; k++) {
 		const struct apod *p = &a->pods[a->by_name[k]];
 		const struct pi_pod_info *in = &p->info;
-		const struct pi_proxy_rule *r = &p->prule_cur;
-
 		sb_str(b, in->name);
 		sb_str(b, in->netns);
 		sb_str(b, in->ifname);
@@ -1345,17 +1406,21 @@ static int state_bytes(struct apply *a, struct sbuf *b)
 			sb_u32(b, p->ref[d].count);
 			sb_u32(b, p->ref[d].rev);
 		}
-		sb_u32(b, pod_ifindex_or_none(a, p->proxy_cur));
-		if (p->proxy_cur < 0)
-			continue;
-		sb_put(b, &r->port, 2);
-		sb_put(b, &r->proto, 1);
-		sb_put(b, &r->nports, 1);
-		sb_put(b, r->dport_lo, sizeof(r->dport_lo));
-		sb_put(b, r->dport_hi, sizeof(r->dport_hi));
-		sb_u32(b, r->dst_family);
-		sb_u32(b, r->dst_plen);
-		sb_addr(b, &r->dst);
+		for (int j = 0; j < 2; j++) {
+			const struct pi_proxy_rule *r = &p->prule_cur[j];
+
+			sb_u32(b, pod_ifindex_or_none(a, p->proxy_cur[j]));
+			if (p->proxy_cur[j] < 0)
+				continue;
+			sb_put(b, &r->port, 2);
+			sb_put(b, &r->proto, 1);
+			sb_put(b, &r->nports, 1);
+			sb_put(b, r->dport_lo, sizeof(r->dport_lo));
+			sb_put(b, r->dport_hi, sizeof(r->dport_hi));
+			sb_u32(b, r->dst_family);
+			sb_u32(b, r->dst_plen);
+			sb_addr(b, &r->dst);
+		}
 	}
 	sb_u32(b, a->ngcur);
 	for (int i = 0; i < a->ngcur; i++) {
@@ -1959,13 +2024,13 @@ static json_t *port_json(uint16_t lo, uint16_t hi)
 	return json_string(buf);
 }
 
-static json_t *proxy_json(const struct apply *a, const struct apod *p)
+static json_t *proxy_json(const struct apply *a, const struct apod *p, int k)
 {
-	const struct pi_proxy_rule *r = &p->prule_cur;
+	const struct pi_proxy_rule *r = &p->prule_cur[k];
 	json_t *o = json_object();
 	char buf[64];
 
-	json_object_set_new(o, "by", json_string(pname(a, p->proxy_cur)));
+	json_object_set_new(o, "by", json_string(pname(a, p->proxy_cur[k])));
 	json_object_set_new(o, "port", json_integer(r->port));
 	if (r->proto)
 		json_object_set_new(o, "match",
@@ -2037,7 +2102,8 @@ int pi_export(struct pi_node *n, pi_write_fn write, void *ctx)
 			/* a proxy's grant is written as the proxy rule, unless
 			 * its path is not the one the rule brings */
 			if (gr->injector != i ||
-			    (a.pods[gr->target].proxy_cur == i &&
+			    ((a.pods[gr->target].proxy_cur[0] == i ||
+			      a.pods[gr->target].proxy_cur[1] == i) &&
 			     gr->path == stored_path(&a, 0, gr->target)))
 				continue;
 			e = json_object();
@@ -2051,8 +2117,11 @@ int pi_export(struct pi_node *n, pi_write_fn write, void *ctx)
 			json_object_set_new(o, "inject", grants);
 		else
 			json_decref(grants);
-		if (p->proxy_cur >= 0)
-			json_object_set_new(o, "proxy", proxy_json(&a, p));
+		if (p->proxy_cur[0] >= 0)
+			json_object_set_new(o, "proxy", proxy_json(&a, p, 0));
+		if (p->proxy_cur[1] >= 0)
+			json_object_set_new(o, "proxy_inbound",
+					    proxy_json(&a, p, 1));
 		json_object_set_new(pods, p->info.name, o);
 	}
 	ct = json_object();

@@ -130,6 +130,9 @@ static void on_step(const struct pi_plan_step *st, void *ctx)
 			json_ku64(jw, "to", st->to);
 		} else {
 			json_kstr(jw, "proxy", st->other);
+			json_kstr(jw, "direction",
+				  st->proxy->flags & PI_PROXY_INBOUND ?
+				  "inbound" : "outbound");
 			json_ku64(jw, "port", st->proxy->port);
 		}
 		json_obj_close(jw);
@@ -151,8 +154,10 @@ static void on_step(const struct pi_plan_step *st, void *ctx)
 		break;
 	case PI_PLAN_PROXY_DEL:
 	case PI_PLAN_PROXY_ADD:
-		printf("%c pod %s proxy by %s", st->what == PI_PLAN_PROXY_ADD ?
-		       '+' : '-', st->pod, st->other);
+		printf("%c pod %s %s by %s", st->what == PI_PLAN_PROXY_ADD ?
+		       '+' : '-', st->pod,
+		       st->proxy && (st->proxy->flags & PI_PROXY_INBOUND) ?
+		       "proxy-inbound" : "proxy", st->other);
 		print_proxy(st->proxy);
 		printf("\n");
 		break;

@@ -17,7 +17,7 @@
 #       plaintext client reaching a plaintext server through mTLS
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=42
+EXPECT=47
 PREFIX=mi-
 X=mi-x
 A=10.244.0.10
@@ -219,7 +219,40 @@ flows_gone() {
 }
 check flows_gone flows_gone
 
-# 8. proxy del: the pod is reached directly again, plaintext
+# 8. Desired state: export writes the inbound rule ("proxy_inbound"),
+#    export | apply changes nothing, and a node that lost the rule gets it
+#    back from the document
+pi -N $X export >$T/state.json 2>&1
+inbound_exported() {
+	jq -e '.pods["mi-b"].proxy_inbound == {"by": "mi-p", "port": 15006, "match": "tcp", "dports": [8080]}
+		and .pods["mi-d"].proxy.by == "mi-q" and (.pods["mi-b"] | has("proxy") | not)' $T/state.json >/dev/null ||
+		{ echo "export: $(jq -c '.pods' $T/state.json)"; return 1; }
+}
+check export_inbound inbound_exported
+out=$(pi -N $X apply -f $T/state.json 2>&1); rc=$?
+expect_eq export_apply_noop "$rc:$out" "0:"
+restored() {
+	pi -N $X proxy del mi-p --for mi-b --inbound >/dev/null &&
+	[ "$(pi -N $X -j apply -f $T/state.json --dry-run | jq -c '[.changes[] | select(.pod == "mi-b") | [.change, .proxy, .direction, .port]]')" = '[["proxy-add","mi-p","inbound",15006]]' ] &&
+	pi -N $X apply -f $T/state.json >/dev/null && listed &&
+	[ "$(pi -N $X export | jq -c .pods)" = "$(jq -c .pods $T/state.json)" ] ||
+		{ echo "after apply: $(pi -N $X -j proxy list)"; return 1; }
+}
+check apply_restores_inbound restored
+server_bg 8080
+tlsc_from mi-a --cert $T/ca/$A/cert.pem --key $T/ca/$A/key.pem --send 1000 >$T/cli 2>&1
+wait $SRV
+check terminated_after_apply grep -q "^ok verified spiffe://mi.test/ns/mi/pod/mi-b bytes-sent 1000 bytes-received 1000 " $T/cli
+refuse_udp() {
+	jq '.pods["mi-b"].proxy_inbound.match = "udp"' $T/state.json >$T/bad.json
+	! pi -N $X apply -f $T/bad.json 2>$T/err && grep -q 'proxy_inbound.match' $T/err &&
+	jq '.pods["mi-b"].proxy_inbound.dst = "10.0.0.0/8"' $T/state.json >$T/bad.json &&
+	! pi -N $X apply -f $T/bad.json 2>/dev/null &&
+	[ "$(pi -N $X export | jq -c .pods)" = "$(jq -c .pods $T/state.json)" ]
+}
+check apply_refuses_bad_inbound refuse_udp
+
+# 9. proxy del: the pod is reached directly again, plaintext
 check inbound_del pi -N $X proxy del mi-p --for mi-b --inbound
 server_bg 8080
 plain_out=$(in_ns mi-c "$BUILD/pinet" tcp-connect --timeout 5000 $B 8080 --send 1000 2>&1)
