@@ -121,7 +121,8 @@ static __always_inline int inject_egress_body(struct __sk_buff *skb)
 	    res != PARSE_FRAG_TINY)
 		return PI_NEXT;
 	if (res == PARSE_OK) {
-		ret = inbound_steer(skb, &p, &mine);
+		ret = p.has_ports ? inbound_steer(skb, &p, &mine) :
+				    inbound_icmp(skb, &p, &mine);
 		if (mine) {
 			if (ret == PI_REDIRECT)
 				frag_note(&p);
@@ -291,9 +292,15 @@ static __always_inline int pod_reply_body(struct __sk_buff *skb)
 	if (probe_take(skb, &p))
 		return PI_DROP;
 	if (!p.has_ports) {
-		/* an ICMP error quoting an upstream flow: the proxy's */
-		if (icmp_error_flow(skb, &p, &k) &&
-		    bpf_map_lookup_elem(&proxy_upstream, &k))
+		/* an ICMP error quoting an upstream flow, or a protected
+		 * pod's client flow (what the proxy sent to the client as
+		 * the pod): the proxy's */
+		if (!icmp_error_flow(skb, &p, &k))
+			return PI_NEXT;
+		if (bpf_map_lookup_elem(&proxy_upstream, &k))
+			return redirect_peer(skb->ifindex, 0);
+		f = bpf_map_lookup_elem(&proxy_flows, &k);
+		if (f && (f->flags & PI_FLOW_INBOUND))
 			return redirect_peer(skb->ifindex, 0);
 		return PI_NEXT;
 	}

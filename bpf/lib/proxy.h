@@ -804,6 +804,34 @@ __noinline int inbound_capture(struct __sk_buff *skb, const struct pkt *p,
 }
 
 /*
+ * At the head program: an ICMP error about what the proxy sent to a
+ * client as the protected pod, bounced here from the pod's eth0, is the
+ * proxy's, whose stack finds the accepted socket by the quoted header
+ * (path MTU discovery). A function of its own: inside inbound_steer its
+ * stack passed what 6.1's verifier allows a chain of calls (512 bytes).
+ */
+__noinline int inbound_icmp(struct __sk_buff *skb, const struct pkt *p,
+			    bool *mine)
+{
+	struct pi_flow_key k;
+	struct pi_flow *f;
+	__u32 ifindex;
+
+	if (!skb || !p || !mine)
+		return PI_NEXT;
+	ifindex = skb->ifindex;
+	*mine = false;
+	if (!bpf_map_lookup_elem(&proxy_inbound_rules, &ifindex) ||
+	    !icmp_error_flow(skb, p, &k))
+		return PI_NEXT;
+	f = bpf_map_lookup_elem(&proxy_flows, &k);
+	if (!is_inbound(f, ifindex))
+		return PI_NEXT;
+	*mine = true;
+	return to_proxy(skb, f);
+}
+
+/*
  * At the head program, before injection and outbound capture. Sets
  * `mine` when the packet is inbound capture's, and returns its verdict
  * then (PI_NEXT: on to the pod's egress programs, nothing else here).

@@ -1200,3 +1200,39 @@ UNIT_TEST(proxy_inbound_plaintext_leg_confined)
 		  PI_NEXT, "not the pod's proxy");
 	inject_bpf__destroy(fx.skel);
 }
+
+/* An ICMP error about what the proxy sent to a client as the protected
+ * pod is the proxy's: path MTU discovery for terminated connections. */
+UNIT_TEST(proxy_inbound_icmp_errors_to_the_proxy)
+{
+	struct pi_dp_proxy_rule r = {};
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX], out[PKT_MAX], inner[PKT_MAX];
+	int len, ilen;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	inbound_setup_rule(&fx, 8080);
+	len = seg_seq(pkt, "10.0.0.7", "10.0.0.1", 40000, 8080, 0x02, 1000);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_REDIRECT, "the client flow");
+	/* the proxy's answer as the pod, quoted by a router's error */
+	ilen = seg_seq(inner, "10.0.0.1", "10.0.0.7", 8080, 40000, 0x10, 1);
+	len = icmp_error(pkt, AF_INET, "10.0.0.254", "10.0.0.1", 3, 4, inner,
+			 ilen);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_REDIRECT, "frag needed: bounced from the pod's eth0");
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, out),
+		  PI_REDIRECT, "frag needed: on to the proxy");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_proxy, "the proxy");
+	ASSERT_TRUE(!memcmp(out, PROXY_POD_MAC, 6), "dst mac: proxy's eth0");
+	/* about another flow of the pod's: the pod's own */
+	ilen = seg_seq(inner, "10.0.0.1", "10.0.0.7", 8080, 40001, 0x10, 1);
+	len = icmp_error(pkt, AF_INET, "10.0.0.254", "10.0.0.1", 3, 4, inner,
+			 ilen);
+	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
+		  PI_NEXT, "another flow: into the pod");
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_NEXT, "another flow, at the hook");
+	inject_bpf__destroy(fx.skel);
+}
