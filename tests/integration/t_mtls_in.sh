@@ -17,7 +17,7 @@
 #       plaintext client reaching a plaintext server through mTLS
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=47
+EXPECT=48
 PREFIX=mi-
 X=mi-x
 A=10.244.0.10
@@ -78,6 +78,17 @@ listed() {
 		and .direction == "inbound" and .port == 15006 and .proto == "tcp" and .dports == "8080")' >/dev/null
 }
 check inbound_listed listed
+
+# the proxy's bad arguments: a clear error, exit 1, nothing served
+proxy_args_refused() {
+	local p=$BUILD/podinject-proxy rc
+	in_ns mi-p $p --inbound 15006 2>$T/err </dev/null; rc=$?
+	[ $rc = 1 ] && grep -q -- "--inbound needs --tls-dir and --tls-ca" $T/err &&
+	! in_ns mi-p $p --tls-dir $T/ca --tls-ca $T/ca/ca.pem --permissive 15006 2>/dev/null </dev/null &&
+	! in_ns mi-p $p --inbound --tls-dir $T/ca 15006 2>/dev/null </dev/null ||
+		{ echo "rc $rc: $(cat $T/err)"; return 1; }
+}
+check proxy_bad_args proxy_args_refused
 
 start_proxy() {	# NAME ARGS...: podinject-proxy in pod NAME, -v, log $T/NAME.log
 	local ns=$1
