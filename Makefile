@@ -189,12 +189,12 @@ $(BUILD)/%: tests/tools/%.c | $(BUILD)
 	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $< -o $@ $(LDLIBS)
 
 # the TLS test server (t_mtls)
-$(BUILD)/tlsd: tests/tools/tlsd.c | $(BUILD)
+$(BUILD)/tlsd: tests/tools/tlsd.c tests/tools/tls_tool.h | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $< -o $@ -lssl -lcrypto
 
 # the TLS test client (podinject-proxy --inbound)
-$(BUILD)/tlsc: tests/tools/tlsc.c | $(BUILD)
+$(BUILD)/tlsc: tests/tools/tlsc.c tests/tools/tls_tool.h | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $< -o $@ -lssl -lcrypto
 

@@ -392,6 +392,21 @@ static __always_inline int to_proxy(struct __sk_buff *skb,
 	return redirect_peer(f->proxy_ifindex, 0);
 }
 
+/* A packet of a known flow, to the proxy: the flow touched from its end,
+ * and taken out once the packet that ends the connection is on its way. */
+static __always_inline int flow_to_proxy(struct __sk_buff *skb, void *map,
+					 const struct pi_flow_key *k,
+					 struct pi_flow *f,
+					 const struct pkt *p, bool from_pod)
+{
+	bool done = flow_touch(f, p, from_pod);
+	int verdict = to_proxy(skb, f);
+
+	if (done)
+		flow_remove(map, k, f);
+	return verdict;
+}
+
 static __always_inline bool rule_matches_pkt(const struct pi_dp_proxy_rule *r,
 					     const struct pkt *p)
 {
@@ -560,13 +575,8 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	/* upstream reply, bounced here from POD's eth0 */
 	f = bpf_map_lookup_elem(&proxy_upstream, &k);
 	if (f && f->pod_ifindex == ifindex &&
-	    !(f->flags & PI_FLOW_INBOUND)) {
-		done = flow_touch(f, p, false);
-		verdict = to_proxy(skb, f);
-		if (done)
-			flow_remove(&proxy_upstream, &k, f);
-		return verdict;
-	}
+	    !(f->flags & PI_FLOW_INBOUND))
+		return flow_to_proxy(skb, &proxy_upstream, &k, f, p, false);
 
 	/* Everything else here is what the pod sends: captured only from
 	 * its own addresses. Another source goes on to the source check of
@@ -582,13 +592,8 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	 * connection may take the key over. */
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
 	if (f && f->pod_ifindex == ifindex &&
-	    !(f->flags & PI_FLOW_INBOUND)) {
-		done = flow_touch(f, p, true);
-		verdict = to_proxy(skb, f);
-		if (done)
-			flow_remove(&proxy_flows, &k, f);
-		return verdict;
-	}
+	    !(f->flags & PI_FLOW_INBOUND))
+		return flow_to_proxy(skb, &proxy_flows, &k, f, p, true);
 	if (!starts_flow(p) || !rule_matches_pkt(r, p))
 		return PI_NEXT;
 	if (f)
@@ -861,22 +866,14 @@ __noinline int inbound_steer(struct __sk_buff *skb, const struct pkt *p,
 		f = bpf_map_lookup_elem(&proxy_flows, &k);
 		if (is_inbound(f, ifindex)) {
 			*mine = true;
-			done = flow_touch(f, p, false);
-			verdict = to_proxy(skb, f);
-			if (done)
-				flow_remove(&proxy_flows, &k, f);
-			return verdict;
+			return flow_to_proxy(skb, &proxy_flows, &k, f, p, false);
 		}
 		flow_key(&k, p, true);
 		/* the pod answering the proxy's plaintext connection */
 		f = bpf_map_lookup_elem(&proxy_upstream, &k);
 		if (is_inbound(f, ifindex)) {
 			*mine = true;
-			done = flow_touch(f, p, true);
-			verdict = to_proxy(skb, f);
-			if (done)
-				flow_remove(&proxy_upstream, &k, f);
-			return verdict;
+			return flow_to_proxy(skb, &proxy_upstream, &k, f, p, true);
 		}
 		/* the proxy's answer to the client as the pod, injected:
 		 * the pod's egress programs take it from here */

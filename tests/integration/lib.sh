@@ -201,6 +201,36 @@ prev_release() {
 		[ -s "$dir/.commit" ] && echo "$dir"
 }
 
+# need_mtls_tools TOOL...: the mTLS suites' openssl, tcpdump and python3
+# (make deps), and the built tools they name; else the suite is one SKIP
+# and the shell exits
+need_mtls_tools() {
+	local tool
+	for tool in openssl tcpdump python3; do
+		if ! command -v $tool >/dev/null; then
+			skip all "no $tool (make deps)"
+			exit 0
+		fi
+	done
+	for tool in "$@"; do
+		[ -x "$tool" ] || { skip all "no $tool (make)"; exit 0; }
+	done
+}
+
+# inbound_flows_gone NODE: the node's inbound proxy rules come to hold no
+# flow (client, upstream) and no refusal, within 10 s
+inbound_flows_gone() {
+	local now
+	for _ in $(seq 50); do
+		now=$("$PI" -N "$1" -j proxy list | jq -r '.[] | select(.direction == "inbound") |
+			"\(.flows) \(.upstream_flows) \(.limit_drops)"')
+		[ -z "$(grep -v '^0 0 0$' <<<"$now")" ] && [ -n "$now" ] && return 0
+		sleep 0.2
+	done
+	echo "inbound flows, upstream flows, limit drops: $now"
+	return 1
+}
+
 # node_pin_dir NODE: where the node's pins are (a host node's are keyed by
 # its namespace)
 # monitor_kinds DIR: the kinds the datapath writes events of, from the

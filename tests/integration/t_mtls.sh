@@ -31,13 +31,7 @@ TLSD=$BUILD/tlsd
 PKI=$ROOT/scripts/mtls-pki.sh
 FLIP_PIN=/sys/fs/bpf/mt-flip$$
 
-for tool in openssl tcpdump python3; do
-	if ! command -v $tool >/dev/null; then
-		skip all "no $tool (make deps)"
-		exit 0
-	fi
-done
-[ -x "$TLSD" ] || { skip all "no $TLSD (make)"; exit 0; }
+need_mtls_tools "$TLSD"
 
 trap 'kill $PROXY_PID 2>/dev/null; rm -rf "$T" "$FLIP_PIN"; cleanup_all' EXIT
 mkdir -p "$T"

@@ -25,13 +25,7 @@ T=/tmp/mj$$
 TLSC=$BUILD/tlsc
 PKI=$ROOT/scripts/mtls-pki.sh
 
-for tool in openssl tcpdump python3; do
-	if ! command -v $tool >/dev/null; then
-		skip all "no $tool (make deps)"
-		exit 0
-	fi
-done
-[ -x "$TLSC" ] || { skip all "no $TLSC (make)"; exit 0; }
+need_mtls_tools "$TLSC"
 
 trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; rm -rf "$T"; cleanup_all' EXIT
 mkdir -p "$T"
@@ -136,16 +130,4 @@ check remote_no_cert_refused grep -q "^refused" $T/cli
 check remote_no_cert_server_saw_nothing bash -c "! grep -q '^accept' $T/srv"
 
 # 4. Nothing left of the flows once the connections are done
-inbound_flows() {
-	pi -N $X -j proxy list | jq -r '.[] | select(.direction == "inbound") |
-		"\(.flows) \(.upstream_flows) \(.limit_drops)"'
-}
-flows_gone() {
-	for _ in $(seq 50); do
-		[ "$(inbound_flows)" = "0 0 0" ] && return 0
-		sleep 0.2
-	done
-	echo "inbound flows, upstream flows, limit drops: $(inbound_flows)"
-	return 1
-}
-check flows_gone flows_gone
+check flows_gone inbound_flows_gone $X

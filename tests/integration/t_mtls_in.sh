@@ -29,13 +29,7 @@ T=/tmp/mi$$
 TLSC=$BUILD/tlsc
 PKI=$ROOT/scripts/mtls-pki.sh
 
-for tool in openssl tcpdump python3; do
-	if ! command -v $tool >/dev/null; then
-		skip all "no $tool (make deps)"
-		exit 0
-	fi
-done
-[ -x "$TLSC" ] || { skip all "no $TLSC (make)"; exit 0; }
+need_mtls_tools "$TLSC"
 
 trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; rm -rf "$T"; cleanup_all' EXIT
 mkdir -p "$T"
@@ -216,19 +210,7 @@ check chain_origination_verified_server grep -q "^tls $D:[0-9]* -> $B:8080 verif
 check chain_termination_verified_client grep -q "^tls-in $D:[0-9]* -> $B:8080 verified spiffe://mi.test/ns/mi/pod/mi-d " $T/mi-p.log
 
 # 7. Done connections leave the flow tables
-inbound_flows() {
-	pi -N $X -j proxy list | jq -r '.[] | select(.direction == "inbound") |
-		"\(.flows) \(.upstream_flows) \(.limit_drops)"'
-}
-flows_gone() {
-	for _ in $(seq 50); do
-		[ "$(inbound_flows)" = "0 0 0" ] && return 0
-		sleep 0.2
-	done
-	echo "inbound flows, upstream flows, limit drops: $(inbound_flows)"
-	return 1
-}
-check flows_gone flows_gone
+check flows_gone inbound_flows_gone $X
 
 # 8. Desired state: export writes the inbound rule ("proxy_inbound"),
 #    export | apply changes nothing, and a node that lost the rule gets it

@@ -50,6 +50,7 @@
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include "tls_tool.h"
 
 #define CHUNK	(64 << 10)
 
@@ -66,18 +67,6 @@ static int usage(void)
 	fprintf(stderr, "usage: tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE\n"
 		"            [--send BYTES | --stdin] [--expect-ip ADDR] [--timeout MS]\n");
 	return 2;
-}
-
-static long long number(const char *s, long long min, long long max)
-{
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		return -1;
-	return v;
 }
 
 static bool parse(int argc, char **argv)
@@ -118,20 +107,6 @@ static bool parse(int argc, char **argv)
 	return o.port > 0;
 }
 
-/* OpenSSL's last error as text, its queue emptied. */
-static const char *ssl_error(void)
-{
-	static char buf[256];
-	unsigned long e = ERR_get_error(), next;
-
-	while ((next = ERR_get_error()))
-		e = next;
-	if (!e)
-		return "connection closed";
-	ERR_error_string_n(e, buf, sizeof(buf));
-	return buf;
-}
-
 static SSL_CTX *make_ctx(void)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
@@ -157,26 +132,6 @@ static SSL_CTX *make_ctx(void)
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	return ctx;
-}
-
-static void first_uri(X509 *cert, char *buf, size_t len)
-{
-	GENERAL_NAMES *names;
-
-	snprintf(buf, len, "-");
-	names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
-	for (int i = 0; names && i < sk_GENERAL_NAME_num(names); i++) {
-		GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
-		int n;
-
-		if (g->type != GEN_URI)
-			continue;
-		n = ASN1_STRING_length(g->d.uniformResourceIdentifier);
-		snprintf(buf, len, "%.*s", n,
-			 (const char *)ASN1_STRING_get0_data(g->d.uniformResourceIdentifier));
-		break;
-	}
-	GENERAL_NAMES_free(names);
 }
 
 /* The socket, connected to ADDR:PORT within the timeout, non-blocking;
