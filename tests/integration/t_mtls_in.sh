@@ -17,7 +17,7 @@
 #       plaintext client reaching a plaintext server through mTLS
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=48
+EXPECT=50
 PREFIX=mi-
 X=mi-x
 A=10.244.0.10
@@ -245,7 +245,40 @@ refuse_udp() {
 }
 check apply_refuses_bad_inbound refuse_udp
 
-# 9. proxy del: the pod is reached directly again, plaintext
+# 9. Rules made and removed at the same time by separate commands (the
+#    node's lock orders them): each lands whole, each goes whole, the
+#    proxy's grant and the other rules stay
+concurrent_rules() {
+	local pids=() p rc=0
+	for p in mi-a mi-c; do
+		pi -N $X proxy add mi-p --port 15006 --for $p --inbound --match tcp dport 7000 >/dev/null &
+		pids+=($!)
+	done
+	pi -N $X proxy add mi-p --port 15001 --for mi-b --match tcp dport 7001 >/dev/null &
+	pids+=($!)
+	for p in "${pids[@]}"; do wait $p || rc=1; done
+	[ $rc = 0 ] && [ "$(pi -N $X -j proxy list | jq -c '[.[] | select(.proxy == "mi-p") | "\(.pod):\(.direction)"] | sort')" = \
+		'["mi-a:inbound","mi-b:inbound","mi-b:outbound","mi-c:inbound"]' ] ||
+		{ echo "after the adds: $(pi -N $X -j proxy list | jq -c '[.[] | [.pod, .direction]]')"; return 1; }
+	pids=()
+	for p in mi-a mi-c; do
+		pi -N $X proxy del mi-p --for $p --inbound >/dev/null &
+		pids+=($!)
+	done
+	pi -N $X proxy del mi-p --for mi-b --outbound >/dev/null &
+	pids+=($!)
+	for p in "${pids[@]}"; do wait $p || rc=1; done
+	[ $rc = 0 ] && [ "$(pi -N $X -j proxy list | jq -c '[.[] | select(.proxy == "mi-p") | "\(.pod):\(.direction)"]')" = '["mi-b:inbound"]' ] &&
+	[ "$(pi -N $X -j inject list | jq -c '[.[] | select(.injector == "mi-p") | .as]')" = '["mi-b"]' ] ||
+		{ echo "after the dels: $(pi -N $X -j proxy list | jq -c '[.[] | [.pod, .direction]]') grants $(pi -N $X -j inject list | jq -c .)"; return 1; }
+}
+check concurrent_rules concurrent_rules
+server_bg 8080
+tlsc_from mi-a --cert $T/ca/$A/cert.pem --key $T/ca/$A/key.pem --send 1000 >$T/cli 2>&1
+wait $SRV
+check terminated_after_concurrent_rules grep -q "^ok verified spiffe://mi.test/ns/mi/pod/mi-b bytes-sent 1000 bytes-received 1000 " $T/cli
+
+# 10. proxy del: the pod is reached directly again, plaintext
 check inbound_del pi -N $X proxy del mi-p --for mi-b --inbound
 server_bg 8080
 plain_out=$(in_ns mi-c "$BUILD/pinet" tcp-connect --timeout 5000 $B 8080 --send 1000 2>&1)
