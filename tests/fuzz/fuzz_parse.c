@@ -132,6 +132,11 @@ int pi_proxy_del(struct pi_node *n, const char *proxy, const char *pod)
 	return -ENOSYS;
 }
 
+int pi_proxy_del_inbound(struct pi_node *n, const char *proxy, const char *pod)
+{
+	return -ENOSYS;
+}
+
 int pi_proxy_list(struct pi_node *n, struct pi_proxy_info **p)
 {
 	return -ENOSYS;
