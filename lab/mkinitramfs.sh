@@ -93,7 +93,9 @@ for t in bash ip nstat jq; do
 	command -v "$t" >/dev/null || die "host program $t is needed (lab/deps.sh)"
 	copy_tool "$t"
 done
-for t in tc bpftool iperf3 ethtool nsenter unshare ss flock setpriv prlimit ${LAB_EXTRA_TOOLS:-}; do
+# openssl (scripts/mtls-pki.sh) and tcpdump: the mTLS suites, which run in
+# the lab for kTLS (the host kernel has no CONFIG_TLS).
+for t in tc bpftool iperf3 ethtool nsenter unshare ss flock setpriv prlimit openssl tcpdump ${LAB_EXTRA_TOOLS:-}; do
 	copy_tool "$t"
 done
 # coreutils where busybox's applet differs from what the tests expect:
@@ -103,6 +105,8 @@ done
 for t in date timeout; do
 	copy_tool "$t"
 done
+# openssl's configuration (req reads it)
+[ -e /usr/lib/ssl/openssl.cnf ] && copy_file /usr/lib/ssl/openssl.cnf
 # busybox sh runs its own applets before PATH (so `sh -c "ip netns ..."` would
 # get busybox ip, which has no netns): /bin/sh is bash in the image. /init
 # runs under it too; busybox's shell stays available as ash.
@@ -165,11 +169,14 @@ if [ -n "$MODROOT" ] && [ ! -f "$MODROOT/modules.dep" ]; then
 	depmod -b "$KDIR/root" "$rel" || die "depmod failed"
 fi
 if [ -n "$MODROOT" ]; then
+	# tls, and the AES-GCM its sockets ask the crypto API for (gcm,
+	# ghash): the crypto API would load those through modprobe, which
+	# the image has not
 	WANT=(veth dummy sch_ingress cls_bpf act_bpf act_mirred
 	      x_tables xt_mark xt_socket xt_TPROXY ip_tables iptable_mangle
 	      ip6_tables ip6table_mangle nf_tproxy_ipv4 nf_tproxy_ipv6
 	      nf_tables nft_compat nft_socket nft_tproxy
-	      netkit ipv6 ${LAB_MODULES:-})
+	      netkit ipv6 tls gcm ghash_generic ${LAB_MODULES:-})
 	declare -A DEP=() PATHOF=() DONE=()
 	norm() { local n=${1##*/}; n=${n%%.ko*}; echo "${n//-/_}"; }
 	while IFS= read -r line; do

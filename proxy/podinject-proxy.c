@@ -78,6 +78,7 @@
 #define NOFILE_WANTED	(1 << 20)
 #define FDS_PER_CONN	6	/* client, upstream, two pipes */
 #define FDS_PER_TLS_CONN 2	/* client, upstream: TLS needs no pipes */
+#define FDS_PER_KTLS_CONN 4	/* and one pipe into the kTLS socket */
 #define TLS_BUF		(64 << 10)	/* per direction of a TLS connection */
 #define RELOAD_MS	1000	/* identity and CA files checked at most so often */
 #define IDENTITY_BUCKETS 1024
@@ -104,6 +105,7 @@ static const char *tls_dir, *tls_ca, *tls_td;
 /* TLS termination instead (--inbound), and whether a client that does
  * not speak TLS is relayed in plaintext rather than reset. */
 static bool inbound, permissive;
+static bool ktls_kernel;	/* the kernel has the "tls" TCP ULP */
 
 enum kind { K_LISTEN_TCP, K_LISTEN_UDP, K_SIGNAL, K_CLIENT, K_UPSTREAM,
 	    K_UDP_UP };
@@ -149,6 +151,9 @@ struct conn {
 	 * it (inbound), else the upstream's (origination). */
 	bool tls_on_client;
 	bool handshaking;	/* TLS: the handshake not done */
+	/* kTLS sends the records: the plaintext side is spliced into the
+	 * TLS socket through a pipe (to_tls(c)'s), the kernel encrypts */
+	bool ktls_splice;
 	bool sniffing;		/* inbound: the client's first byte not seen */
 	bool client_off, upstream_off;	/* out of epoll: nothing more to wait for */
 	bool dead;		/* closed; freed after the event batch */
@@ -405,14 +410,14 @@ fail:
  * pages, for a proxy without CAP_SYS_RESOURCE): the direction is sized by
  * what it holds, else it would wait to read into a full pipe forever and
  * epoll would wake it for that, again and again. */
-static int half_init(struct half *h)
+static int half_pipe(struct half *h)
 {
 	int sz;
 
-	memset(h, 0, sizeof(*h));
-	h->pipe[0] = h->pipe[1] = -1;
-	if (pipe2(h->pipe, O_NONBLOCK | O_CLOEXEC))
+	if (pipe2(h->pipe, O_NONBLOCK | O_CLOEXEC)) {
+		h->pipe[0] = h->pipe[1] = -1;
 		return -1;
+	}
 	sz = fcntl(h->pipe[1], F_SETPIPE_SZ, PIPE_BYTES);
 	if (sz < 0)
 		sz = fcntl(h->pipe[1], F_GETPIPE_SZ);
@@ -420,6 +425,13 @@ static int half_init(struct half *h)
 		return -1;
 	h->cap = sz;
 	return 0;
+}
+
+static int half_init(struct half *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->pipe[0] = h->pipe[1] = -1;
+	return half_pipe(h);
 }
 
 /* Room to read into: the pipe's size, and not while a read found it full
@@ -482,8 +494,9 @@ static void conn_free(struct conn *c, bool reset, const char *why)
 	nconns--;
 }
 
-/* Moves what it can of one direction. Returns -1 on a fatal error. */
-static int pump(struct half *h, int in, int out)
+/* Moves what it can of one direction through its pipe, without ending
+ * it. -1 on a fatal error. */
+static int splice_through(struct half *h, int in, int out)
 {
 	ssize_t n;
 
@@ -517,6 +530,14 @@ static int pump(struct half *h, int in, int out)
 			return -1;
 		break;	/* `out` is full: wait for EPOLLOUT */
 	}
+	return 0;
+}
+
+/* Moves what it can of one direction; its end becomes `out`'s FIN. */
+static int pump(struct half *h, int in, int out)
+{
+	if (splice_through(h, in, out))
+		return -1;
 	if (h->eof && !h->queued && !h->shut) {
 		shutdown(out, SHUT_WR);
 		h->shut = true;
@@ -697,8 +718,9 @@ static SSL_CTX *tls_ctx_new(void)
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
-	/* OpenSSL hands the record layer to the kernel where it can; the
-	 * relay goes through SSL_read/SSL_write either way. */
+	/* OpenSSL hands the record layer to the kernel where it can
+	 * (OpenSSL 3.0: the sending half of TLS 1.3), and the relay then
+	 * splices the plaintext into the socket (tls_pump_encrypt). */
 	SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
 	/* The relay's buffers move and grow between a stalled SSL_write
 	 * and its retry, and it takes what each call wrote. */
@@ -895,10 +917,11 @@ static void ktls_report(void)
 		return;
 	err = setsockopt(fd, SOL_TCP, TCP_ULP, "tls", sizeof("tls")) ? errno : 0;
 	close(fd);
-	if (err == ENOENT)
+	ktls_kernel = err != ENOENT;
+	if (!ktls_kernel)
 		fprintf(stderr, "podinject-proxy: tls: ktls unavailable (no CONFIG_TLS: no \"tls\" TCP ULP)\n");
 	else
-		fprintf(stderr, "podinject-proxy: tls: ktls available (the kernel has the \"tls\" TCP ULP)\n");
+		fprintf(stderr, "podinject-proxy: tls: ktls available (the kernel has the \"tls\" TCP ULP): records sent by the kernel, plaintext spliced into them\n");
 }
 
 /* Both directions' buffers, in one allocation (freed through up.buf). */
@@ -984,6 +1007,14 @@ static int tls_pump_encrypt(struct conn *c)
 	ssize_t n;
 	int r;
 
+	if (c->ktls_splice) {
+		/* What splice cannot put into the socket now waits for
+		 * EPOLLOUT, as a stalled SSL_write would. */
+		if (splice_through(h, plain_fd(c), tls_fd(c)))
+			return -1;
+		h->want = h->queued ? SSL_ERROR_WANT_WRITE : 0;
+		goto end;
+	}
 	do {
 		size_t room = h->eof ? 0 : tls_room(h);
 
@@ -1013,7 +1044,10 @@ static int tls_pump_encrypt(struct conn *c)
 			}
 		}
 	} while (moved);
+end:
 	if (h->eof && !h->queued && !h->shut) {
+		/* with kTLS, OpenSSL hands the alert to the kernel as a
+		 * record of its own type, after the spliced data */
 		ERR_clear_error();
 		r = SSL_shutdown(c->ssl);
 		if (r < 0) {
@@ -1129,7 +1163,7 @@ static void tls_rearm(struct conn *c)
 	bool plain_up = c->tls_on_client;
 	uint32_t pe = 0, te = 0;
 
-	if (!out->eof && out->queued < out->cap)
+	if (half_room(out))
 		pe |= EPOLLIN;
 	if (in->queued)
 		pe |= EPOLLOUT;
@@ -1221,19 +1255,24 @@ static void tls_handshake(struct conn *c)
 			conn_free(c, true, "no memory");
 			return;
 		}
+		/* A pipe that cannot be had (the open files limit) leaves
+		 * the connection on SSL_write, which kTLS still encrypts. */
+		c->ktls_splice = BIO_get_ktls_send(SSL_get_wbio(c->ssl)) &&
+				 !half_pipe(to_tls(c));
 		c->handshaking = false;
 		c->last = pi_mono_ms();
 		if (verbose) {
 			X509 *cert = SSL_get0_peer_certificate(c->ssl);
 
-			fprintf(stderr, "%s %s -> %s verified %s ktls send %s recv %s\n",
+			fprintf(stderr, "%s %s -> %s verified %s ktls send %s recv %s splice %s\n",
 				c->tls_on_client ? "tls-in" : "tls",
 				addr_str(&c->peer, p, sizeof(p)),
 				addr_str(&c->orig, o, sizeof(o)),
 				cert && *cert_uri(cert, uri, sizeof(uri)) ?
 				uri : "(no uri)",
 				BIO_get_ktls_send(SSL_get_wbio(c->ssl)) ? "on" : "off",
-				BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ? "on" : "off");
+				BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ? "on" : "off",
+				c->ktls_splice ? "on" : "off");
 		}
 		if (c->tls_on_client) {
 			/* What the client sends now waits in its socket (or
@@ -1785,7 +1824,8 @@ static int raise_nofile(void)
 	/* room for both kinds at once: half the descriptors each; a
 	 * permissive inbound proxy may splice any of its connections */
 	conn_max = (rl.rlim_cur - FDS_SPARE) / 2 /
-		   (tls_dir && !permissive ? FDS_PER_TLS_CONN : FDS_PER_CONN);
+		   (!tls_dir || permissive ? FDS_PER_CONN :
+		    ktls_kernel ? FDS_PER_KTLS_CONN : FDS_PER_TLS_CONN);
 	session_max = (rl.rlim_cur - FDS_SPARE) / 2 / FDS_PER_SESSION;
 	if (err)
 		fprintf(stderr, "podinject-proxy: open files limit %llu, not %d (%s): at most %ld connections and %ld udp sessions\n",

@@ -151,7 +151,7 @@ echo "the terminating proxy: $(grep -m1 '^tls-in ' "$pki/q.log" | cut -d' ' -f1-
 pkts=$(tcpdump -r "$pki/wire.pcap" src 10.244.0.10 2>/dev/null | wc -l)
 if grep -qa "$marker" "$pki/wire.pcap"; then seen=yes; else seen=no; fi
 echo "the wire to demo-b: $pkts packets from 10.244.0.10 captured, the plaintext marker in them: $seen"
-echo "  TLS records in them: $(python3 "$ROOT/tests/integration/mtls_records.py" "$pki/wire.pcap" 8443 "$marker" | cut -d' ' -f3-10)"
+echo "  TLS records in them: $("$B/tlsrec" "$pki/wire.pcap" 8443 "$marker" | cut -d' ' -f3-10)"
 kill $pout $pin 2>/dev/null || true
 wait $pout $pin 2>/dev/null || true
 rm -rf "$pki" "$srvout"

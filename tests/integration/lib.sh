@@ -201,20 +201,26 @@ prev_release() {
 		[ -s "$dir/.commit" ] && echo "$dir"
 }
 
-# need_mtls_tools TOOL...: the mTLS suites' openssl, tcpdump and python3
-# (make deps), and the built tools they name; else the suite is one SKIP
-# and the shell exits
+# need_mtls_tools TOOL...: the mTLS suites' openssl and tcpdump (make
+# deps), the capture reader tlsrec and the built tools they name; else the
+# suite is one SKIP and the shell exits
 need_mtls_tools() {
 	local tool
-	for tool in openssl tcpdump python3; do
+	for tool in openssl tcpdump; do
 		if ! command -v $tool >/dev/null; then
 			skip all "no $tool (make deps)"
 			exit 0
 		fi
 	done
-	for tool in "$@"; do
+	for tool in "$BUILD/tlsrec" "$@"; do
 		[ -x "$tool" ] || { skip all "no $tool (make)"; exit 0; }
 	done
+}
+
+# tls_records PCAP PORT MARKER: the TCP streams to and from PORT in the
+# capture cut into TLS records, as one line of counts (tests/tools/tlsrec.c)
+tls_records() {
+	"$BUILD/tlsrec" "$@"
 }
 
 # inbound_flows_gone NODE: the node's inbound proxy rules come to hold no

@@ -20,7 +20,7 @@
 # MTLS_BIG=1: 1 GiB each way instead of 64 MiB.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=51
+EXPECT=52
 PREFIX=mt-
 X=mt-x
 A=10.244.0.10
@@ -161,7 +161,17 @@ expect_eq marker_relayed "$(srv_field sha256)" "$(printf %s "$marker" | sha256su
 expect_eq server_sees_client_address "$(awk '/^accept/ {print $2}' $T/srv)" $A
 expect_eq server_sees_client_spiffe_id "$(srv_field uri)" spiffe://mt.test/ns/mt/pod/mt-a
 check proxy_verified_server grep -q "^tls $A:[0-9]* -> $B:8443 verified spiffe://mt.test/ns/mt/pod/mt-b " $T/pxlog
-python3 "$ROOT/tests/integration/mtls_records.py" $T/cap.pcap 8443 "$marker" >$T/rec 2>&1
+# where the kernel has kTLS, it sends the records and the plaintext is
+# spliced into them (OpenSSL 3.0 gives TLS 1.3's receiving half to the
+# kernel only from 3.2 on: recv is not checked); where it has not, both off
+ktls_used() {
+	local want="off .* splice off"
+	grep -q '^podinject-proxy: tls: ktls available ' $T/pxlog && want="on .* splice on"
+	grep -qE "^tls $A:[0-9]* -> $B:8443 verified .* ktls send $want\$" $T/pxlog ||
+		{ echo "want ktls send $want: $(grep "^tls $A" $T/pxlog | head -n 1)"; return 1; }
+}
+check ktls_send_spliced ktls_used
+tls_records $T/cap.pcap 8443 "$marker" >$T/rec 2>&1
 rec() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' $T/rec; }
 # not vacuous: both directions seen whole, a handshake, and the marker's
 # 64 bytes in application data records
@@ -349,15 +359,19 @@ for i in $(seq 16); do
 done
 expect_eq parallel_16_intact "$par_ok $(grep -c '^accept .* bytes 262144 .* sent 262144 close_notify yes' $T/srv)" "16 16"
 
-# 9. 2 000 connections one after the other: no descriptor left behind.
+# 9. 2 000 connections one after the other: no descriptor left behind
+# (500 in the kernel lab, where each handshake's cryptography is emulated:
+# 1 181 of 2 000 were done in the 120 s there, on a busy host)
 fds() { [ -n "$PROXY_PID" ] && [ -d /proc/$PROXY_PID/fd ] && ls /proc/$PROXY_PID/fd | wc -l; }
 fd0=$(fds)
-tlsd_bg 8446 --send 0 --count 2000 --timeout 10000
-out=$(in_ns mt-a "$PINET" tcp-conn-loop --timeout 5000 $B 8446 2000 120 2>&1)
+nconn=2000
+[ -n "${PODINJECT_LAB:-}" ] && nconn=500
+tlsd_bg 8446 --send 0 --count $nconn --timeout 10000
+out=$(in_ns mt-a "$PINET" tcp-conn-loop --timeout 5000 $B 8446 $nconn 120 2>&1)
 wait $SRV
-expect_eq conns_2000 "$(awk '{print $1, $2, $3, $4}' <<<"$out") $(grep -c 'close_notify yes' $T/srv)" "conns 2000 failed 0 2000"
+expect_eq conns_loop "$(awk '{print $1, $2, $3, $4}' <<<"$out") $(grep -c 'close_notify yes' $T/srv)" "conns $nconn failed 0 $nconn"
 for _ in $(seq 20); do [ "$(fds)" = "$fd0" ] && break; sleep 0.1; done
-expect_num conns_2000_no_fd_left "$(fds)" "$fd0"
+expect_num conns_loop_no_fd_left "$(fds)" "$fd0"
 check proxy_alive kill -0 $PROXY_PID
 
 # SIGTERM: a clean exit, and (on the sanitizer build) no report of a

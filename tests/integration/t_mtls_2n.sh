@@ -93,7 +93,7 @@ capture_stop
 check remote_client_verified grep -q "^ok verified spiffe://mj.test/ns/mj/pod/mj-b bytes-sent 300000 bytes-received 300000 " $T/cli
 expect_eq remote_client_address "$(awk '/^accept/ {print $2}' $T/srv)" $A
 check remote_proxy_verified_client grep -q "^tls-in $A:[0-9]* -> $B:8080 verified spiffe://mj.test/ns/mj/pod/mj-a " $T/mj-p.log
-python3 "$ROOT/tests/integration/mtls_records.py" $T/tls.pcap 8080 "none-$$" >$T/tls.rec 2>&1
+tls_records $T/tls.pcap 8080 "none-$$" >$T/tls.rec 2>&1
 wire_tls() {
 	[ "$(rec tls streams)" = 2 ] && [ "$(rec tls gaps)" = 0 ] && [ "$(rec tls bad)" = 0 ] &&
 	[ "$(rec tls appbytes)" -ge 300000 ] || { echo "wire: $(cat $T/tls.rec)"; return 1; }
@@ -112,7 +112,7 @@ capture_stop
 expect_eq chain_server_sees_client "$(awk '/^accept/ {print $2}' $T/srv)" $D
 check chain_origination_verified grep -q "^tls $D:[0-9]* -> $B:8080 verified spiffe://mj.test/ns/mj/pod/mj-b " $T/mj-q.log
 check chain_termination_verified grep -q "^tls-in $D:[0-9]* -> $B:8080 verified spiffe://mj.test/ns/mj/pod/mj-d " $T/mj-p.log
-python3 "$ROOT/tests/integration/mtls_records.py" $T/chain.pcap 8080 "$marker" >$T/chain.rec 2>&1
+tls_records $T/chain.pcap 8080 "$marker" >$T/chain.rec 2>&1
 chain_wire() {
 	[ "$(rec chain streams)" = 2 ] && [ "$(rec chain bad)" = 0 ] &&
 	[ "$(rec chain appbytes)" -ge 64 ] || { echo "wire: $(cat $T/chain.rec)"; return 1; }

@@ -15,11 +15,12 @@
  * the server sends until its close_notify or EOF (a half-close from the
  * client's side: the other direction goes on). Then one line:
  *
- *   ok verified URI bytes-sent N bytes-received M sha256 HEX close_notify yes|no
+ *   ok verified URI bytes-sent N bytes-received M sha256 HEX close_notify yes|no sent-sha256 HEX
  *   refused REASON
  *
  * URI is the server certificate's first URI SAN ("-" if none), N the
- * bytes sent, M the bytes received and HEX their SHA-256; close_notify
+ * bytes sent, M the bytes received and HEX their SHA-256 (sent-sha256: of
+ * the bytes sent); close_notify
  * says whether the server ended with one (no: a plain EOF). Any failure
  * is "refused": the handshake (the server's certificate, or the server
  * refusing tlsc's: in TLS 1.3 its alert comes after tlsc's handshake is
@@ -229,6 +230,7 @@ static const char *handshake(SSL *ssl, int fd)
 struct tally {
 	long long sent, got;
 	EVP_MD_CTX *md;
+	EVP_MD_CTX *sent_md;	/* of what was sent */
 	bool close_notify;
 };
 
@@ -268,6 +270,7 @@ static const char *exchange(SSL *ssl, int fd, struct tally *t)
 			errno = 0;
 			r = SSL_write(ssl, out + off, len - off);
 			if (r > 0) {
+				EVP_DigestUpdate(t->sent_md, out + off, r);
 				off += r;
 				t->sent += r;
 				wwant = 0;
@@ -366,12 +369,24 @@ fail:
 	return buf;
 }
 
+/* The digest in hex, into hex (2 * EVP_MAX_MD_SIZE + 1 bytes). */
+static const char *digest_hex(EVP_MD_CTX *ctx, char *hex)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+
+	EVP_DigestFinal_ex(ctx, md, &len);
+	for (unsigned int i = 0; i < len; i++)
+		sprintf(hex + 2 * i, "%02x", md[i]);
+	hex[2 * len] = 0;
+	return hex;
+}
+
 int main(int argc, char **argv)
 {
-	unsigned char md[EVP_MAX_MD_SIZE], ip[16];
+	unsigned char ip[16];
 	char uri[512], hex[2 * EVP_MAX_MD_SIZE + 1];
 	struct tally t = { 0 };
-	unsigned int mdlen = 0;
 	const char *why;
 	SSL_CTX *ctx;
 	SSL *ssl;
@@ -415,20 +430,21 @@ int main(int argc, char **argv)
 		goto refused;
 	first_uri(SSL_get0_peer_certificate(ssl), uri, sizeof(uri));
 	t.md = EVP_MD_CTX_new();
-	if (!t.md || !EVP_DigestInit_ex(t.md, EVP_sha256(), NULL)) {
+	t.sent_md = EVP_MD_CTX_new();
+	if (!t.md || !EVP_DigestInit_ex(t.md, EVP_sha256(), NULL) ||
+	    !t.sent_md || !EVP_DigestInit_ex(t.sent_md, EVP_sha256(), NULL)) {
 		why = "no memory";
 		goto refused;
 	}
 	why = exchange(ssl, fd, &t);
 	if (why)
 		goto refused;
-	EVP_DigestFinal_ex(t.md, md, &mdlen);
-	for (unsigned int i = 0; i < mdlen; i++)
-		sprintf(hex + 2 * i, "%02x", md[i]);
-	hex[2 * mdlen] = 0;
-	printf("ok verified %s bytes-sent %lld bytes-received %lld sha256 %s close_notify %s\n",
-	       uri, t.sent, t.got, hex, t.close_notify ? "yes" : "no");
+	printf("ok verified %s bytes-sent %lld bytes-received %lld sha256 %s close_notify %s",
+	       uri, t.sent, t.got, digest_hex(t.md, hex),
+	       t.close_notify ? "yes" : "no");
+	printf(" sent-sha256 %s\n", digest_hex(t.sent_md, hex));
 	EVP_MD_CTX_free(t.md);
+	EVP_MD_CTX_free(t.sent_md);
 	SSL_free(ssl);
 	close(fd);
 	SSL_CTX_free(ctx);
@@ -436,6 +452,7 @@ int main(int argc, char **argv)
 refused:
 	printf("refused %s\n", why);
 	EVP_MD_CTX_free(t.md);
+	EVP_MD_CTX_free(t.sent_md);
 	SSL_free(ssl);
 	if (fd >= 0)
 		close(fd);
