@@ -67,7 +67,10 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/tls.h>
+#include <openssl/core_names.h>
 #include <openssl/err.h>
+#include <openssl/kdf.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <podinject_util.h>
@@ -78,7 +81,9 @@
 #define NOFILE_WANTED	(1 << 20)
 #define FDS_PER_CONN	6	/* client, upstream, two pipes */
 #define FDS_PER_TLS_CONN 2	/* client, upstream: TLS needs no pipes */
-#define FDS_PER_KTLS_CONN 4	/* and one pipe into the kTLS socket */
+#define FDS_PER_KTLS_CONN 6	/* and a pipe each way through kTLS */
+/* A TLS record's plaintext at most (2^14) and its content type */
+#define TLS_RECORD_MAX	(16384 + 256)
 #define TLS_BUF		(64 << 10)	/* per direction of a TLS connection */
 #define RELOAD_MS	1000	/* identity and CA files checked at most so often */
 #define IDENTITY_BUCKETS 1024
@@ -154,6 +159,15 @@ struct conn {
 	/* kTLS sends the records: the plaintext side is spliced into the
 	 * TLS socket through a pipe (to_tls(c)'s), the kernel encrypts */
 	bool ktls_splice;
+	/* kTLS opens the peer's records: spliced out of the TLS socket
+	 * through from_tls(c)'s pipe; OpenSSL reads nothing more */
+	bool ktls_rx;
+	bool close_notify;	/* kTLS RX: the peer's close_notify came */
+	const char *why;	/* kTLS RX: why the connection broke */
+	/* The secret the peer's records are sealed with, from OpenSSL's key
+	 * log, until the kernel has the keys made from it (then wiped). */
+	unsigned char rx_secret[EVP_MAX_MD_SIZE];
+	size_t rx_secret_len;
 	bool sniffing;		/* inbound: the client's first byte not seen */
 	bool client_off, upstream_off;	/* out of epoll: nothing more to wait for */
 	bool dead;		/* closed; freed after the event batch */
@@ -434,6 +448,15 @@ static int half_init(struct half *h)
 	return half_pipe(h);
 }
 
+/* A pipe given back: the direction is a buffer of `cap` bytes again. */
+static void half_unpipe(struct half *h, size_t cap)
+{
+	close(h->pipe[0]);
+	close(h->pipe[1]);
+	h->pipe[0] = h->pipe[1] = -1;
+	h->cap = cap;
+}
+
 /* Room to read into: the pipe's size, and not while a read found it full
  * (a pipe counts pages, so small segments fill it before its size). */
 static bool half_room(const struct half *h)
@@ -704,6 +727,30 @@ static int verify_peer(int ok, X509_STORE_CTX *x)
 	return 0;
 }
 
+/*
+ * OpenSSL 3.0 gives the kernel TLS 1.3's sending keys only; the receiving
+ * ones the proxy hands over itself (ktls_rx_start), made from the peer's
+ * application traffic secret, which OpenSSL tells through its key log
+ * callback alone. Only that secret is kept, in its connection, and only
+ * until the handshake is done; nothing is written anywhere.
+ */
+static void keylog(const SSL *ssl, const char *line)
+{
+	/* the secret the peer sends with: the client's when terminating */
+	const char *want = inbound ? "CLIENT_TRAFFIC_SECRET_0 " :
+				     "SERVER_TRAFFIC_SECRET_0 ";
+	struct conn *c = SSL_get_app_data(ssl);
+	const char *hex = strrchr(line, ' ');
+	size_t len = 0;
+
+	if (!c || !hex || strncmp(line, want, strlen(want)))
+		return;
+	if (!OPENSSL_hexstr2buf_ex(c->rx_secret, sizeof(c->rx_secret), &len,
+				   hex + 1, ':'))
+		len = 0;
+	c->rx_secret_len = len;
+}
+
 /* A context for one identity: a TLS client's when originating, a
  * server's when terminating (the proxy runs in one mode). */
 static SSL_CTX *tls_ctx_new(void)
@@ -722,6 +769,8 @@ static SSL_CTX *tls_ctx_new(void)
 	 * (OpenSSL 3.0: the sending half of TLS 1.3), and the relay then
 	 * splices the plaintext into the socket (tls_pump_encrypt). */
 	SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
+	if (ktls_kernel)
+		SSL_CTX_set_keylog_callback(ctx, keylog);
 	/* The relay's buffers move and grow between a stalled SSL_write
 	 * and its retry, and it takes what each call wrote. */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
@@ -872,7 +921,7 @@ static SSL_CTX *identity_of(const struct sockaddr_storage *addr,
  * pod's when originating, the protected server pod's when terminating),
  * the CA as it is now, and the address of the other end, `other`, as the
  * name its certificate must prove (an IP SAN). */
-static SSL *tls_conn_new(const struct sockaddr_storage *own,
+static SSL *tls_conn_new(struct conn *c, const struct sockaddr_storage *own,
 			 const struct sockaddr_storage *other, const char **why)
 {
 	long long now = pi_mono_ms();
@@ -899,6 +948,7 @@ static SSL *tls_conn_new(const struct sockaddr_storage *own,
 		SSL_free(ssl);
 		return NULL;
 	}
+	SSL_set_app_data(ssl, c);	/* for keylog() */
 	return ssl;
 }
 
@@ -994,6 +1044,206 @@ static struct half *from_tls(struct conn *c)
 	return c->tls_on_client ? &c->up : &c->down;
 }
 
+/* HKDF-Expand-Label(secret, label, "", len) of TLS 1.3 (RFC 8446, 7.1),
+ * OpenSSL's own. */
+static int tls13_expand(const char *digest, const unsigned char *secret,
+			size_t secret_len, const char *label,
+			unsigned char *out, size_t len)
+{
+	EVP_KDF *kdf = EVP_KDF_fetch(NULL, "TLS13-KDF", NULL);
+	EVP_KDF_CTX *kctx = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
+	int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY, ok;
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
+		OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST,
+						 (char *)digest, 0),
+		OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY,
+						  (void *)secret, secret_len),
+		OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_PREFIX,
+						  "tls13 ", 6),
+		OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_LABEL,
+						  (void *)label, strlen(label)),
+		OSSL_PARAM_construct_end(),
+	};
+
+	ok = kctx && EVP_KDF_derive(kctx, out, len, params) > 0;
+	EVP_KDF_CTX_free(kctx);
+	EVP_KDF_free(kdf);
+	return ok ? 0 : -1;
+}
+
+/*
+ * The peer's records to the kernel, once the handshake is done: the
+ * AES-GCM key and IV of its application traffic secret (the cipher suites
+ * both the kernel and the proxy's TLS 1.3 have; ChaCha20 stays with
+ * OpenSSL), record sequence 0, as nothing has been read with them yet:
+ * OpenSSL, which reads no further than the record it needs, holds nothing
+ * unread (else the connection stays with SSL_read). 0 when the kernel
+ * has them; else -1, and OpenSSL reads on (the "tls" ULP, when this set
+ * it, passes the bytes through untouched until it is given keys).
+ */
+static int ktls_rx_start(struct conn *c)
+{
+	const SSL_CIPHER *cipher = SSL_get_current_cipher(c->ssl);
+	union {
+		struct tls12_crypto_info_aes_gcm_128 g128;
+		struct tls12_crypto_info_aes_gcm_256 g256;
+	} ci;
+	unsigned char key[32], iv[12];
+	const char *md;
+	socklen_t len;
+	size_t keylen;
+	int ret = -1;
+
+	memset(&ci, 0, sizeof(ci));
+	switch (cipher ? SSL_CIPHER_get_protocol_id(cipher) : 0) {
+	case 0x1301:	/* TLS_AES_128_GCM_SHA256 */
+		keylen = 16;
+		md = "SHA256";
+		break;
+	case 0x1302:	/* TLS_AES_256_GCM_SHA384 */
+		keylen = 32;
+		md = "SHA384";
+		break;
+	default:
+		goto out;
+	}
+	if (SSL_version(c->ssl) != TLS1_3_VERSION || !c->rx_secret_len ||
+	    SSL_has_pending(c->ssl) ||
+	    tls13_expand(md, c->rx_secret, c->rx_secret_len, "key", key,
+			 keylen) ||
+	    tls13_expand(md, c->rx_secret, c->rx_secret_len, "iv", iv,
+			 sizeof(iv)))
+		goto out;
+	/* the nonce is the 4-byte salt followed by the 8-byte IV */
+	if (keylen == 16) {
+		ci.g128.info.version = TLS_1_3_VERSION;
+		ci.g128.info.cipher_type = TLS_CIPHER_AES_GCM_128;
+		memcpy(ci.g128.salt, iv, TLS_CIPHER_AES_GCM_128_SALT_SIZE);
+		memcpy(ci.g128.iv, iv + TLS_CIPHER_AES_GCM_128_SALT_SIZE,
+		       TLS_CIPHER_AES_GCM_128_IV_SIZE);
+		memcpy(ci.g128.key, key, keylen);
+		len = sizeof(ci.g128);
+	} else {
+		ci.g256.info.version = TLS_1_3_VERSION;
+		ci.g256.info.cipher_type = TLS_CIPHER_AES_GCM_256;
+		memcpy(ci.g256.salt, iv, TLS_CIPHER_AES_GCM_256_SALT_SIZE);
+		memcpy(ci.g256.iv, iv + TLS_CIPHER_AES_GCM_256_SALT_SIZE,
+		       TLS_CIPHER_AES_GCM_256_IV_SIZE);
+		memcpy(ci.g256.key, key, keylen);
+		len = sizeof(ci.g256);
+	}
+	/* the ULP is there already when OpenSSL gave the kernel its
+	 * sending keys */
+	if (setsockopt(tls_fd(c), SOL_TCP, TCP_ULP, "tls", sizeof("tls")) &&
+	    errno != EEXIST)
+		goto out;
+	if (!setsockopt(tls_fd(c), SOL_TLS, TLS_RX, &ci, len))
+		ret = 0;
+out:
+	OPENSSL_cleanse(&ci, sizeof(ci));
+	OPENSSL_cleanse(key, sizeof(key));
+	OPENSSL_cleanse(iv, sizeof(iv));
+	OPENSSL_cleanse(c->rx_secret, sizeof(c->rx_secret));
+	c->rx_secret_len = 0;
+	return ret;
+}
+
+/*
+ * kTLS RX: a record that is not application data, which splice() cannot
+ * read (EINVAL), read with its type. The server's session tickets are
+ * passed over (no session is resumed); the peer's close_notify ends the
+ * direction (1); a key update, which the kernel cannot follow here, or
+ * any other alert or record breaks the connection (-1, c->why). 0: the
+ * tickets read.
+ */
+static int ktls_control(struct conn *c)
+{
+	static unsigned char rec[TLS_RECORD_MAX];
+	char cbuf[CMSG_SPACE(sizeof(unsigned char))];
+	struct iovec iov = { .iov_base = rec, .iov_len = sizeof(rec) };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
+	};
+	struct cmsghdr *cm;
+	unsigned char type;
+	ssize_t n = recvmsg(tls_fd(c), &msg, MSG_DONTWAIT);
+
+	if (n < 0) {
+		/* (splice said a whole record is there: EAGAIN too is
+		 * something gone wrong, not a reason to try again) */
+		c->why = errno == EBADMSG ? "tls: bad record mac (ktls)" :
+					    "tls: ktls read";
+		return -1;
+	}
+	cm = CMSG_FIRSTHDR(&msg);
+	if (!cm || cm->cmsg_level != SOL_TLS ||
+	    cm->cmsg_type != TLS_GET_RECORD_TYPE) {
+		c->why = "tls: ktls record without its type";
+		return -1;
+	}
+	type = *CMSG_DATA(cm);
+	if (type == 21 && n >= 2 && rec[1] == 0)	/* alert: close_notify */
+		return 1;
+	if (type == 22) {	/* handshake messages: type, 24-bit length */
+		ssize_t i = 0;
+
+		while (i + 4 <= n && rec[i] == 4)	/* NewSessionTicket */
+			i += 4 + (rec[i + 1] << 16 | rec[i + 2] << 8 | rec[i + 3]);
+		if (i == n)
+			return 0;
+		c->why = i + 4 <= n && rec[i] == 24 ?
+			 "tls: key update (ktls cannot follow it)" :
+			 "tls: unexpected handshake message";
+		return -1;
+	}
+	c->why = type == 21 ? "tls: alert from the peer" :
+			      "tls: unexpected record";
+	return -1;
+}
+
+/*
+ * TLS side -> plaintext side with kTLS RX: the kernel's plaintext spliced
+ * out of the TLS socket into the pipe and on, as the plaintext relay
+ * does. A record splice cannot read is read by ktls_control; an EOF
+ * without the peer's close_notify, a record that fails its check
+ * (EBADMSG) or any error breaks the connection: -1, never a FIN after a
+ * cut stream.
+ */
+static int ktls_pump_decrypt(struct conn *c)
+{
+	struct half *h = from_tls(c);
+	int r;
+
+	for (;;) {
+		if (!splice_through(h, tls_fd(c), plain_fd(c)))
+			break;
+		if (errno != EINVAL) {
+			c->why = errno == EBADMSG ? "tls: bad record mac (ktls)" :
+						    NULL;
+			return -1;
+		}
+		r = ktls_control(c);
+		if (r < 0)
+			return -1;
+		if (r > 0) {
+			c->close_notify = true;
+			h->eof = true;
+		}
+	}
+	if (h->eof && !c->close_notify) {
+		c->why = "tls: connection closed without close_notify";
+		return -1;
+	}
+	h->want = SSL_ERROR_WANT_READ;
+	if (h->eof && !h->queued && !h->shut) {
+		shutdown(plain_fd(c), SHUT_WR);
+		h->shut = true;
+	}
+	return 0;
+}
+
 /*
  * Plaintext side -> TLS side: read the plaintext side while the buffer
  * has room, SSL_write what it holds. At its EOF, once all is written:
@@ -1081,6 +1331,8 @@ static int tls_pump_decrypt(struct conn *c)
 	ssize_t n;
 	int r;
 
+	if (c->ktls_rx)
+		return ktls_pump_decrypt(c);
 	do {
 		size_t room = h->eof ? 0 : tls_room(h);
 
@@ -1167,7 +1419,7 @@ static void tls_rearm(struct conn *c)
 		pe |= EPOLLIN;
 	if (in->queued)
 		pe |= EPOLLOUT;
-	if (!in->eof && in->queued < in->cap)
+	if (half_room(in))
 		te |= want_events(in->want);
 	if (out->queued || (out->eof && !out->shut))
 		te |= want_events(out->want);
@@ -1194,7 +1446,7 @@ static void tls_relay(struct conn *c)
 			   c->down.want == SSL_ERROR_SYSCALL;
 
 		snprintf(why, sizeof(why), "tls: %s", tls_error());
-		conn_free(c, true, tls ? why : "reset");
+		conn_free(c, true, c->why ? c->why : tls ? why : "reset");
 		return;
 	}
 	if (c->up.bytes + c->down.bytes != before)
@@ -1259,20 +1511,32 @@ static void tls_handshake(struct conn *c)
 		 * the connection on SSL_write, which kTLS still encrypts. */
 		c->ktls_splice = BIO_get_ktls_send(SSL_get_wbio(c->ssl)) &&
 				 !half_pipe(to_tls(c));
+		/* the receiving keys: OpenSSL's, or the proxy's own */
+		if (ktls_kernel && !half_pipe(from_tls(c))) {
+			c->ktls_rx = BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ?
+				     !SSL_has_pending(c->ssl) :
+				     !ktls_rx_start(c);
+			if (!c->ktls_rx)
+				half_unpipe(from_tls(c), TLS_BUF);
+		}
+		OPENSSL_cleanse(c->rx_secret, sizeof(c->rx_secret));
+		c->rx_secret_len = 0;
 		c->handshaking = false;
 		c->last = pi_mono_ms();
 		if (verbose) {
 			X509 *cert = SSL_get0_peer_certificate(c->ssl);
 
-			fprintf(stderr, "%s %s -> %s verified %s ktls send %s recv %s splice %s\n",
+			fprintf(stderr, "%s %s -> %s verified %s ktls send %s recv %s splice send %s recv %s\n",
 				c->tls_on_client ? "tls-in" : "tls",
 				addr_str(&c->peer, p, sizeof(p)),
 				addr_str(&c->orig, o, sizeof(o)),
 				cert && *cert_uri(cert, uri, sizeof(uri)) ?
 				uri : "(no uri)",
 				BIO_get_ktls_send(SSL_get_wbio(c->ssl)) ? "on" : "off",
+				c->ktls_rx ||
 				BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ? "on" : "off",
-				c->ktls_splice ? "on" : "off");
+				c->ktls_splice ? "on" : "off",
+				c->ktls_rx ? "on" : "off");
 		}
 		if (c->tls_on_client) {
 			/* What the client sends now waits in its socket (or
@@ -1326,7 +1590,7 @@ static void inbound_sniff(struct conn *c)
 	}
 	c->sniffing = false;
 	if (b == 0x16) {
-		c->ssl = tls_conn_new(&c->orig, &c->peer, &why);
+		c->ssl = tls_conn_new(c, &c->orig, &c->peer, &why);
 		if (!c->ssl) {
 			conn_free(c, true, why);
 			return;
@@ -1585,7 +1849,7 @@ static void accept_tcp(struct listener *l)
 			const char *why;
 
 			/* No identity, no connection: never in plaintext. */
-			c->ssl = tls_conn_new(&peer, &orig, &why);
+			c->ssl = tls_conn_new(c, &peer, &orig, &why);
 			if (!c->ssl) {
 				conn_free(c, true, why);
 				continue;

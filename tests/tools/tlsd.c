@@ -6,6 +6,7 @@
  *
  *   tlsd [-6] PORT --cert FILE --key FILE --ca FILE [--echo] [--send BYTES]
  *        [--count N] [--timeout MS] [--delay MS] [--stall MS] [--rcvbuf BYTES]
+ *        [--tickets N] [--key-update]
  *
  * One connection at a time. A client must show a certificate of the --ca
  * bundle with an IP SAN equal to its TCP peer address (the server's check
@@ -36,6 +37,11 @@
  *                 server that stopped reading for a while)
  *   --rcvbuf B    the listener's receive buffer (with --delay: a slow
  *                 reader with a small window)
+ *   --tickets N   issue N TLS 1.3 session tickets after each handshake
+ *                 (0: records a client reads after the handshake that are
+ *                 not application data)
+ *   --key-update  update its sending keys right after the handshake (a
+ *                 KeyUpdate message before the first byte it sends)
  *
  * "listening PORT" on stdout once it listens. Exit 0 after COUNT
  * connections, 1 on a timeout waiting for one, 2 on bad usage.
@@ -66,9 +72,9 @@
 #define FNV64_PRIME	0x100000001b3ULL
 
 static struct {
-	bool v6, echo;
+	bool v6, echo, key_update;
 	long long send;
-	long count, timeout_ms, delay_ms, stall_ms, rcvbuf;
+	long count, timeout_ms, delay_ms, stall_ms, rcvbuf, tickets;
 	const char *cert, *key, *ca;
 	long port;
 } o = { .count = 1, .timeout_ms = 10000, .send = -1 };
@@ -76,7 +82,8 @@ static struct {
 static int usage(void)
 {
 	fprintf(stderr, "usage: tlsd [-6] PORT --cert FILE --key FILE --ca FILE [--echo] [--send BYTES]\n"
-		"            [--count N] [--timeout MS] [--delay MS] [--stall MS] [--rcvbuf BYTES]\n");
+		"            [--count N] [--timeout MS] [--delay MS] [--stall MS] [--rcvbuf BYTES]\n"
+		"            [--tickets N] [--key-update]\n");
 	return 2;
 }
 
@@ -93,6 +100,8 @@ static bool parse(int argc, char **argv)
 		{ "delay", required_argument, NULL, 'd' },
 		{ "rcvbuf", required_argument, NULL, 'r' },
 		{ "stall", required_argument, NULL, 'S' },
+		{ "tickets", required_argument, NULL, 'T' },
+		{ "key-update", no_argument, NULL, 'u' },
 		{ 0 },
 	};
 	int c;
@@ -110,6 +119,8 @@ static bool parse(int argc, char **argv)
 		case 'd': o.delay_ms = number(optarg, 0, 60000); if (o.delay_ms < 0) return false; break;
 		case 'S': o.stall_ms = number(optarg, 0, 600000); if (o.stall_ms < 0) return false; break;
 		case 'r': o.rcvbuf = number(optarg, 1, 1 << 30); if (o.rcvbuf < 0) return false; break;
+		case 'T': o.tickets = number(optarg, 0, 16); if (o.tickets < 0) return false; break;
+		case 'u': o.key_update = true; break;
 		default: return false;
 		}
 	}
@@ -134,7 +145,7 @@ static SSL_CTX *make_ctx(void)
 	}
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER |
 			   SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-	SSL_CTX_set_num_tickets(ctx, 0);
+	SSL_CTX_set_num_tickets(ctx, o.tickets);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	return ctx;
 }
@@ -231,6 +242,8 @@ static void serve(SSL_CTX *ctx, int fd, const char *peer, int pport)
 		return;
 	}
 	first_uri(SSL_get0_peer_certificate(ssl), uri, sizeof(uri));
+	if (o.key_update)
+		SSL_key_update(ssl, SSL_KEY_UPDATE_NOT_REQUESTED);
 	if (o.stall_ms)
 		sleep_ms(o.stall_ms);
 	t.md = EVP_MD_CTX_new();
