@@ -176,7 +176,7 @@ if [ -n "$MODROOT" ]; then
 	      x_tables xt_mark xt_socket xt_TPROXY ip_tables iptable_mangle
 	      ip6_tables ip6table_mangle nf_tproxy_ipv4 nf_tproxy_ipv6
 	      nf_tables nft_compat nft_socket nft_tproxy
-	      netkit ipv6 tls gcm ghash_generic ${LAB_MODULES:-})
+	      netkit ipv6 tls gcm ghash_generic ctr ${LAB_MODULES:-})
 	declare -A DEP=() PATHOF=() DONE=()
 	norm() { local n=${1##*/}; n=${n%%.ko*}; echo "${n//-/_}"; }
 	while IFS= read -r line; do

@@ -81,7 +81,7 @@
 #define NOFILE_WANTED	(1 << 20)
 #define FDS_PER_CONN	6	/* client, upstream, two pipes */
 #define FDS_PER_TLS_CONN 2	/* client, upstream: TLS needs no pipes */
-#define FDS_PER_KTLS_CONN 6	/* and a pipe each way through kTLS */
+#define FDS_PER_KTLS_CONN 4	/* and a pipe out of the kTLS socket */
 /* A TLS record's plaintext at most (2^14) and its content type */
 #define TLS_RECORD_MAX	(16384 + 256)
 #define TLS_BUF		(64 << 10)	/* per direction of a TLS connection */
@@ -156,9 +156,6 @@ struct conn {
 	 * it (inbound), else the upstream's (origination). */
 	bool tls_on_client;
 	bool handshaking;	/* TLS: the handshake not done */
-	/* kTLS sends the records: the plaintext side is spliced into the
-	 * TLS socket through a pipe (to_tls(c)'s), the kernel encrypts */
-	bool ktls_splice;
 	/* kTLS opens the peer's records: spliced out of the TLS socket
 	 * through from_tls(c)'s pipe; OpenSSL reads nothing more */
 	bool ktls_rx;
@@ -766,8 +763,8 @@ static SSL_CTX *tls_ctx_new(void)
 		return NULL;
 	}
 	/* OpenSSL hands the record layer to the kernel where it can
-	 * (OpenSSL 3.0: the sending half of TLS 1.3), and the relay then
-	 * splices the plaintext into the socket (tls_pump_encrypt). */
+	 * (OpenSSL 3.0: the sending half of TLS 1.3; the receiving half is
+	 * the proxy's to hand over, ktls_rx_start). */
 	SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
 	if (ktls_kernel)
 		SSL_CTX_set_keylog_callback(ctx, keylog);
@@ -971,7 +968,7 @@ static void ktls_report(void)
 	if (!ktls_kernel)
 		fprintf(stderr, "podinject-proxy: tls: ktls unavailable (no CONFIG_TLS: no \"tls\" TCP ULP)\n");
 	else
-		fprintf(stderr, "podinject-proxy: tls: ktls available (the kernel has the \"tls\" TCP ULP): records sent by the kernel, plaintext spliced into them\n");
+		fprintf(stderr, "podinject-proxy: tls: ktls available (the kernel has the \"tls\" TCP ULP): records sealed and opened by the kernel, received plaintext spliced\n");
 }
 
 /* Both directions' buffers, in one allocation (freed through up.buf). */
@@ -988,12 +985,17 @@ static int tls_bufs(struct conn *c)
 }
 
 /* Room at the end of a buffer, its bytes moved to the front when that
- * makes some. */
+ * makes some; not while an SSL_write() of them waits to be tried again:
+ * with kTLS, OpenSSL keeps a pointer to the bytes it was given, not a
+ * copy (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER holds only without it), and
+ * the retry sends what is at that address then. Moved, the server got
+ * other bytes than the client sent (t_mtls bulk_each_way, our kernel). */
 static size_t tls_room(struct half *h)
 {
 	if (!h->queued)
 		h->head = 0;
-	else if (h->head && h->head + h->queued == h->cap) {
+	else if (h->head && h->head + h->queued == h->cap &&
+		 h->want != SSL_ERROR_WANT_WRITE) {
 		memmove(h->buf, h->buf + h->head, h->queued);
 		h->head = 0;
 	}
@@ -1257,14 +1259,6 @@ static int tls_pump_encrypt(struct conn *c)
 	ssize_t n;
 	int r;
 
-	if (c->ktls_splice) {
-		/* What splice cannot put into the socket now waits for
-		 * EPOLLOUT, as a stalled SSL_write would. */
-		if (splice_through(h, plain_fd(c), tls_fd(c)))
-			return -1;
-		h->want = h->queued ? SSL_ERROR_WANT_WRITE : 0;
-		goto end;
-	}
 	do {
 		size_t room = h->eof ? 0 : tls_room(h);
 
@@ -1294,10 +1288,7 @@ static int tls_pump_encrypt(struct conn *c)
 			}
 		}
 	} while (moved);
-end:
 	if (h->eof && !h->queued && !h->shut) {
-		/* with kTLS, OpenSSL hands the alert to the kernel as a
-		 * record of its own type, after the spliced data */
 		ERR_clear_error();
 		r = SSL_shutdown(c->ssl);
 		if (r < 0) {
@@ -1507,11 +1498,13 @@ static void tls_handshake(struct conn *c)
 			conn_free(c, true, "no memory");
 			return;
 		}
-		/* A pipe that cannot be had (the open files limit) leaves
-		 * the connection on SSL_write, which kTLS still encrypts. */
-		c->ktls_splice = BIO_get_ktls_send(SSL_get_wbio(c->ssl)) &&
-				 !half_pipe(to_tls(c));
-		/* the receiving keys: OpenSSL's, or the proxy's own */
+		/* The receiving keys: OpenSSL's, or the proxy's own; the
+		 * kernel's plaintext is then spliced out. A pipe that cannot
+		 * be had (the open files limit) leaves it all to OpenSSL.
+		 * The sending side stays SSL_write(), which OpenSSL passes
+		 * to the kernel as sendmsg() where it gave it the keys: a
+		 * non-blocking splice() into a kTLS socket lost data on
+		 * Debian's 6.1 when the socket was full (docs/proxy.md). */
 		if (ktls_kernel && !half_pipe(from_tls(c))) {
 			c->ktls_rx = BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ?
 				     !SSL_has_pending(c->ssl) :
@@ -1526,16 +1519,13 @@ static void tls_handshake(struct conn *c)
 		if (verbose) {
 			X509 *cert = SSL_get0_peer_certificate(c->ssl);
 
-			fprintf(stderr, "%s %s -> %s verified %s ktls send %s recv %s splice send %s recv %s\n",
+			fprintf(stderr, "%s %s -> %s verified %s ktls send %s recv %s\n",
 				c->tls_on_client ? "tls-in" : "tls",
 				addr_str(&c->peer, p, sizeof(p)),
 				addr_str(&c->orig, o, sizeof(o)),
 				cert && *cert_uri(cert, uri, sizeof(uri)) ?
 				uri : "(no uri)",
 				BIO_get_ktls_send(SSL_get_wbio(c->ssl)) ? "on" : "off",
-				c->ktls_rx ||
-				BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ? "on" : "off",
-				c->ktls_splice ? "on" : "off",
 				c->ktls_rx ? "on" : "off");
 		}
 		if (c->tls_on_client) {
