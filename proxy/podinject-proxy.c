@@ -1117,24 +1117,21 @@ static int ktls_rx_start(struct conn *c)
 	    tls13_expand(md, c->rx_secret, c->rx_secret_len, "iv", iv,
 			 sizeof(iv)))
 		goto out;
-	/* the nonce is the 4-byte salt followed by the 8-byte IV */
-	if (keylen == 16) {
-		ci.g128.info.version = TLS_1_3_VERSION;
-		ci.g128.info.cipher_type = TLS_CIPHER_AES_GCM_128;
-		memcpy(ci.g128.salt, iv, TLS_CIPHER_AES_GCM_128_SALT_SIZE);
-		memcpy(ci.g128.iv, iv + TLS_CIPHER_AES_GCM_128_SALT_SIZE,
-		       TLS_CIPHER_AES_GCM_128_IV_SIZE);
-		memcpy(ci.g128.key, key, keylen);
-		len = sizeof(ci.g128);
-	} else {
-		ci.g256.info.version = TLS_1_3_VERSION;
-		ci.g256.info.cipher_type = TLS_CIPHER_AES_GCM_256;
-		memcpy(ci.g256.salt, iv, TLS_CIPHER_AES_GCM_256_SALT_SIZE);
-		memcpy(ci.g256.iv, iv + TLS_CIPHER_AES_GCM_256_SALT_SIZE,
-		       TLS_CIPHER_AES_GCM_256_IV_SIZE);
-		memcpy(ci.g256.key, key, keylen);
-		len = sizeof(ci.g256);
-	}
+	/* The nonce is the salt (4 bytes) followed by the IV (8): the two
+	 * kernel structures differ only in their key's size. */
+#define KTLS_RX_INFO(ci, type) do {					\
+		(ci).info.version = TLS_1_3_VERSION;			\
+		(ci).info.cipher_type = (type);				\
+		memcpy((ci).salt, iv, sizeof((ci).salt));		\
+		memcpy((ci).iv, iv + sizeof((ci).salt), sizeof((ci).iv)); \
+		memcpy((ci).key, key, sizeof((ci).key));		\
+		len = sizeof(ci);					\
+	} while (0)
+	if (keylen == 16)
+		KTLS_RX_INFO(ci.g128, TLS_CIPHER_AES_GCM_128);
+	else
+		KTLS_RX_INFO(ci.g256, TLS_CIPHER_AES_GCM_256);
+#undef KTLS_RX_INFO
 	/* the ULP is there already when OpenSSL gave the kernel its
 	 * sending keys */
 	if (setsockopt(tls_fd(c), SOL_TCP, TCP_ULP, "tls", sizeof("tls")) &&
