@@ -9,8 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/tcp.h>
 #include <bpf/bpf.h>
 #include "lib.h"
+#include "inject.h"
+#include "nl.h"
 #include "podinject_util.h"
 
 static const uint32_t ct_defaults[PI_DP_CT_TO_MAX] = PI_CT_TIMEOUT_DEFAULTS;
@@ -236,6 +241,268 @@ int pi_ct_set_timeout(struct pi_node *n, uint32_t kind, uint32_t seconds)
 		pr_err("cannot set the conntrack timeout: %s", strerror(-err));
 	}
 	return err;
+}
+
+/*
+ * A pod with no rules is not tracked (bpf/lib/ct.h, ct_pod_tracked). When
+ * it gets its first, the connections it has open must be known as flows,
+ * or a reply would meet its new policy as a flow of its own: an ingress
+ * deny would cut the answers to every connection the pod opened, and an
+ * egress deny every answer it sends on a connection it accepted, until the
+ * connection's other end happened to send first. So before the rule is
+ * published, and once more after (for what opened meanwhile), the pod's
+ * open connections are entered into the table:
+ *  - its sockets, read through sock_diag in its namespace: TCP sockets on
+ *    one of its addresses that are neither listening nor closed, opened
+ *    from outside when a listener holds their local port and from the pod
+ *    otherwise, and connected UDP sockets, opened from the pod;
+ *  - the proxy's connections made as the pod (proxy_upstream): opened by
+ *    the pod, or, for a protected pod's inbound flow, from outside.
+ * Each is entered as the tracker would have made it, but at a revision
+ * that is not the policy's, so its next packet has it decided by the
+ * policy of the direction that opened it (which may deny it, as any edit
+ * may). An entry the datapath made already is left as it is.
+ */
+
+int ct_seed_entry(int ct_fd, int refs_fd, const struct pi_ct_key *k,
+		  uint32_t dir, uint8_t state)
+{
+	uint32_t key = k->pod_id * 2 + (dir & 1);
+	struct pi_policy_ref ref = { 0 };
+	struct pi_ct_entry e = { 0 };
+
+	if (bpf_map_lookup_elem(refs_fd, &key, &ref))
+		return -errno;
+	e.last_ns = (uint64_t)pi_mono_ns();
+	/* revisions only grow: this one no reference will carry again */
+	e.rev = ref.rev - 1;
+	e.dir = dir & 1;
+	e.state = state;
+	if (bpf_map_update_elem(ct_fd, k, &e, BPF_NOEXIST) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+#define SEED_LISTEN_MAX	1024
+
+struct seed_ctx {
+	int ct_fd, refs_fd;
+	const struct pi_pod_info *pod;
+	int proto;
+	struct {
+		int family;
+		uint8_t addr[16];
+		uint16_t port;
+	} listen[SEED_LISTEN_MAX];
+	int nlisten;
+	int seeded;
+};
+
+static const uint8_t v4_mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+/* A socket's addresses as the pod's flow names them: an IPv4-mapped IPv6
+ * socket speaks IPv4. */
+static int sock_family(const struct nl_sock *sk, uint8_t local[16],
+		       uint8_t remote[16])
+{
+	memset(local, 0, 16);
+	memset(remote, 0, 16);
+	if (sk->family == AF_INET6 && !memcmp(sk->local, v4_mapped, 12)) {
+		memcpy(local, sk->local + 12, 4);
+		memcpy(remote, sk->remote + 12, 4);
+		return AF_INET;
+	}
+	memcpy(local, sk->local, sk->family == AF_INET ? 4 : 16);
+	memcpy(remote, sk->remote, sk->family == AF_INET ? 4 : 16);
+	return sk->family;
+}
+
+static bool is_pod_addr(const struct pi_pod_info *pod, int family,
+			const uint8_t *a)
+{
+	if (family == AF_INET)
+		return (pod->flags & PI_POD_HAS_V4) && !memcmp(a, &pod->ip4, 4);
+	return (pod->flags & PI_POD_HAS_V6) && !memcmp(a, pod->ip6, 16);
+}
+
+static int seed_listener(const struct nl_sock *sk, void *ctx)
+{
+	struct seed_ctx *c = ctx;
+	uint8_t local[16], remote[16];
+
+	if (c->nlisten == SEED_LISTEN_MAX)
+		return 0;	/* more: their connections count as the pod's */
+	c->listen[c->nlisten].family = sock_family(sk, local, remote);
+	memcpy(c->listen[c->nlisten].addr, local, 16);
+	c->listen[c->nlisten].port = sk->local_port;
+	c->nlisten++;
+	return 0;
+}
+
+static bool accepted(const struct seed_ctx *c, int family,
+		     const uint8_t *local, uint16_t port)
+{
+	static const uint8_t any[16];
+
+	for (int i = 0; i < c->nlisten; i++) {
+		if (c->listen[i].port != port)
+			continue;
+		/* a dual-stack listener (::) takes IPv4 too */
+		if (!memcmp(c->listen[i].addr, any, 16) ||
+		    (c->listen[i].family == family &&
+		     !memcmp(c->listen[i].addr, local, 16)))
+			return true;
+	}
+	return false;
+}
+
+static int seed_sock(const struct nl_sock *sk, void *ctx)
+{
+	struct seed_ctx *c = ctx;
+	struct pi_ct_key k = { 0 };
+	uint8_t local[16], remote[16];
+	uint32_t dir = PI_DP_DIR_EGRESS;
+	uint8_t state = PI_DP_CT_ESTABLISHED;
+	int family = sock_family(sk, local, remote), err;
+
+	if (!is_pod_addr(c->pod, family, local))
+		return 0;
+	if (c->proto == IPPROTO_TCP &&
+	    (sk->state == TCP_SYN_RECV ||
+	     accepted(c, family, local, sk->local_port)))
+		dir = PI_DP_DIR_INGRESS;
+	if (c->proto == IPPROTO_TCP &&
+	    (sk->state == TCP_SYN_SENT || sk->state == TCP_SYN_RECV))
+		state = PI_DP_CT_OPENING;
+	k.pod_id = c->pod->id;
+	k.family = family;
+	k.proto = c->proto;
+	memcpy(k.pod.a, local, 16);
+	memcpy(k.peer.a, remote, 16);
+	k.pod_port = sk->local_port;
+	k.peer_port = sk->remote_port;
+	err = ct_seed_entry(c->ct_fd, c->refs_fd, &k, dir, state);
+	if (!err)
+		c->seeded++;
+	return err;
+}
+
+/* The states of a TCP connection that may still carry data either way. */
+#define SEED_TCP_STATES	((1u << TCP_ESTABLISHED) | (1u << TCP_SYN_SENT) | \
+			 (1u << TCP_SYN_RECV) | (1u << TCP_FIN_WAIT1) | \
+			 (1u << TCP_FIN_WAIT2) | (1u << TCP_CLOSE_WAIT) | \
+			 (1u << TCP_LAST_ACK) | (1u << TCP_CLOSING))
+
+static int seed_sockets(struct seed_ctx *c)
+{
+	static const int families[] = { AF_INET, AF_INET6 };
+	int ns, saved, err;
+
+	ns = pod_netns_open(c->pod);
+	if (ns < 0)
+		return ns;
+	err = netns_enter(ns, &saved);
+	close(ns);
+	if (err)
+		return err;
+	c->proto = IPPROTO_TCP;
+	for (int f = 0; f < 2 && !err; f++)
+		err = nl_sock_dump(families[f], IPPROTO_TCP, 1u << TCP_LISTEN,
+				   seed_listener, c);
+	for (int f = 0; f < 2 && !err; f++)
+		err = nl_sock_dump(families[f], IPPROTO_TCP, SEED_TCP_STATES,
+				   seed_sock, c);
+	c->proto = IPPROTO_UDP;
+	for (int f = 0; f < 2 && !err; f++)
+		err = nl_sock_dump(families[f], IPPROTO_UDP,
+				   1u << TCP_ESTABLISHED, seed_sock, c);
+	netns_restore(saved);
+	return err;
+}
+
+/* The proxy's connections made as the pod. */
+static int seed_upstream(const struct pi_node *n, struct seed_ctx *c)
+{
+	struct pi_flow_key fk, next, *prev = NULL;
+	struct inject_state s;
+	int err;
+
+	err = inject_open(n, &s, false);
+	if (err == -ENOENT)
+		return 0;	/* no injection, no proxy on the node */
+	if (err)
+		return err;
+	while (!err &&
+	       !bpf_map_get_next_key(s.maps[IM_PROXY_UPSTREAM], prev, &next)) {
+		struct pi_ct_key k = { 0 };
+		struct pi_flow f;
+
+		fk = next;
+		prev = &fk;
+		if (bpf_map_lookup_elem(s.maps[IM_PROXY_UPSTREAM], &next, &f) ||
+		    f.pod_ifindex != c->pod->ifindex)
+			continue;
+		k.pod_id = c->pod->id;
+		k.family = next.family;
+		k.proto = next.proto;
+		k.pod = next.pod;
+		k.peer = next.dst;
+		k.pod_port = next.pod_port;
+		k.peer_port = next.dst_port;
+		err = ct_seed_entry(c->ct_fd, c->refs_fd, &k,
+				    f.flags & PI_FLOW_INBOUND ?
+				    PI_DP_DIR_INGRESS : PI_DP_DIR_EGRESS,
+				    PI_DP_CT_ESTABLISHED);
+		if (!err)
+			c->seeded++;
+	}
+	inject_close(&s);
+	return err;
+}
+
+static int find_id_cb(const struct pi_node *n, const struct pi_pod_info *pod,
+		      void *ctx)
+{
+	struct pi_pod_info *out = ctx;
+
+	if (pod->id != out->id)
+		return 0;
+	*out = *pod;
+	return 1;
+}
+
+int ct_seed_pod(const struct pi_node *n, uint32_t pod_id)
+{
+	struct seed_ctx *c = calloc(1, sizeof(*c));
+	struct pi_pod_info pod = { .id = pod_id };
+	int err, seeded;
+
+	if (!c)
+		return -ENOMEM;
+	c->ct_fd = n->maps[M_CT];
+	c->refs_fd = n->maps[M_POLICY_REFS];
+	c->pod = &pod;
+	/* a pod being added has no record yet, and no connections */
+	err = pod_for_each(n, find_id_cb, &pod) == 1 ? 0 : -ENOENT;
+	if (!err)
+		err = seed_sockets(c);
+	if (!err)
+		err = seed_upstream(n, c);
+	seeded = c->seeded;
+	free(c);
+	if (err == -ENOENT && !pod.name[0])
+		return 0;
+	if (err)
+		pr_warn("pod '%s': its open connections are not all tracked (%s): an answer on one may meet its new policy as a flow of its own",
+			pod.name, strerror(-err));
+	return err ? err : seeded;
+}
+
+/* The pod has no rule left: it is not tracked, and its entries would only
+ * age (and, were it tracked again, stand for connections long gone). */
+void ct_forget_pod_id(const struct pi_node *n, uint32_t pod_id)
+{
+	ct_walk((struct pi_node *)n, pod_id, true, NULL, NULL);
 }
 
 /* A pod's id is given to the next pod: its flows go with it. */

@@ -28,6 +28,8 @@
 #include <linux/fib_rules.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
+#include <linux/sock_diag.h>
+#include <linux/inet_diag.h>
 #include "podinject_util.h"
 
 #include "nl.h"
@@ -49,11 +51,12 @@
 #define NL_REQ_SIZE	1024
 
 /*
- * Send one request and read until the kernel's ACK (or error) arrives.
- * Replies other than the ACK go to cb when it is given. Returns 0 or the
- * kernel's -errno.
+ * Send one request on netlink bus `bus` and read until the kernel's ACK
+ * (with `ack`), the end of a dump, or an error arrives. Replies other than
+ * the ACK go to cb when it is given. Returns 0 or the kernel's -errno.
  */
-static int nl_request(struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
+static int nl_talk(int bus, struct nlmsghdr *nlh, bool ack, mnl_cb_t cb,
+		   void *data)
 {
 	char *buf;
 	struct mnl_socket *nl;
@@ -64,7 +67,7 @@ static int nl_request(struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 	buf = malloc(NL_BUF_SIZE);
 	if (!buf)
 		return -ENOMEM;
-	nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+	nl = mnl_socket_open2(bus, SOCK_CLOEXEC);
 	if (!nl) {
 		free(buf);
 		return -errno;
@@ -75,7 +78,8 @@ static int nl_request(struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 	}
 	portid = mnl_socket_get_portid(nl);
 	seq = nlh->nlmsg_seq = 1;
-	nlh->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+	/* a dump ends with NLMSG_DONE, anything else with the ACK */
+	nlh->nlmsg_flags |= NLM_F_REQUEST | (ack ? NLM_F_ACK : 0);
 
 	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
 		err = -errno;
@@ -101,6 +105,11 @@ out:
 	mnl_socket_close(nl);
 	free(buf);
 	return err;
+}
+
+static int nl_request(struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
+{
+	return nl_talk(NETLINK_ROUTE, nlh, true, cb, data);
 }
 
 static struct nlmsghdr *nl_msg(char *buf, uint16_t type, uint16_t flags)
@@ -831,4 +840,51 @@ int sysctl_read(const char *path, char *buf, size_t len)
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
 		buf[--n] = '\0';
 	return 0;
+}
+
+/* ---- sockets (sock_diag) ---- */
+
+struct sock_dump {
+	int (*fn)(const struct nl_sock *sk, void *ctx);
+	void *ctx;
+	int err;
+};
+
+static int sock_dump_cb(const struct nlmsghdr *nlh, void *data)
+{
+	const struct inet_diag_msg *m = mnl_nlmsg_get_payload(nlh);
+	struct sock_dump *d = data;
+	struct nl_sock sk = { 0 };
+	size_t alen;
+
+	if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*m))
+		return MNL_CB_ERROR;
+	if (m->idiag_family != AF_INET && m->idiag_family != AF_INET6)
+		return MNL_CB_OK;
+	alen = m->idiag_family == AF_INET ? 4 : 16;
+	sk.family = m->idiag_family;
+	sk.state = m->idiag_state;
+	memcpy(sk.local, m->id.idiag_src, alen);
+	memcpy(sk.remote, m->id.idiag_dst, alen);
+	sk.local_port = ntohs(m->id.idiag_sport);
+	sk.remote_port = ntohs(m->id.idiag_dport);
+	d->err = d->fn(&sk, d->ctx);
+	return d->err ? MNL_CB_STOP : MNL_CB_OK;
+}
+
+int nl_sock_dump(int family, int proto, uint32_t states,
+		 int (*fn)(const struct nl_sock *sk, void *ctx), void *ctx)
+{
+	char buf[NL_REQ_SIZE] = { 0 };
+	struct nlmsghdr *nlh = nl_msg(buf, SOCK_DIAG_BY_FAMILY, NLM_F_DUMP);
+	struct inet_diag_req_v2 *req;
+	struct sock_dump d = { .fn = fn, .ctx = ctx };
+	int err;
+
+	req = mnl_nlmsg_put_extra_header(nlh, sizeof(*req));
+	req->sdiag_family = family;
+	req->sdiag_protocol = proto;
+	req->idiag_states = states;
+	err = nl_talk(NETLINK_SOCK_DIAG, nlh, false, sock_dump_cb, &d);
+	return err ? err : d.err;
 }

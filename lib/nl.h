@@ -86,4 +86,19 @@ int nl_neigh_add(int ifindex, int family, const void *addr,
 int sysctl_write(const char *path, const char *value);
 int sysctl_read(const char *path, char *buf, size_t len);
 
+/* Sockets of the current namespace (sock_diag): fn is called on each of
+ * protocol `proto` (IPPROTO_TCP, IPPROTO_UDP) in `family` whose state
+ * (the kernel's TCP_* numbering; a connected UDP socket is
+ * TCP_ESTABLISHED) is in the mask `states` (1 << state); a non-zero return
+ * ends the walk and is returned. Addresses in network order, ports in
+ * host order; an AF_INET6 socket may carry IPv4-mapped addresses. */
+struct nl_sock {
+	int family;
+	uint8_t state;
+	uint8_t local[16], remote[16];
+	uint16_t local_port, remote_port;
+};
+int nl_sock_dump(int family, int proto, uint32_t states,
+		 int (*fn)(const struct nl_sock *sk, void *ctx), void *ctx);
+
 #endif

@@ -151,23 +151,45 @@ struct cls_maps policy_cls_maps(const struct pi_node *n)
 	};
 }
 
+/* How many rules the pod has in `dir` (0 when unreadable). */
+static uint32_t rules_in(const struct pi_node *n, uint32_t pod_id, uint32_t dir)
+{
+	struct pi_policy_ref ref;
+
+	return read_ref(n, pod_id, dir, &ref) ? 0 : ref.count;
+}
+
 /* Publishes `rules` as the pod's policy in `dir`: into a free range of
- * `rules`, compiled into the classifier's pools (lib/cls.c). */
+ * `rules`, compiled into the classifier's pools (lib/cls.c). A pod's first
+ * rule has its open connections entered into the tracker first, and again
+ * after (lib/ct.c, ct_seed_pod); its last one has them forgotten. */
 static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
 			const struct pi_dp_rule *rules, uint32_t count)
 {
 	struct cls_maps m = policy_cls_maps(n);
+	uint32_t other = rules_in(n, pod_id, !dir);
+	/* the datapath tracks a pod with a rule either way (bpf/lib/ct.h) */
+	bool was = other || rules_in(n, pod_id, dir);
+	bool will = other || count;
 	const char *why = NULL;
 	uint32_t start = 0;
 	int err = 0;
 
+	if (!was && will)
+		ct_seed_pod(n, pod_id);
 	if (count)
 		err = find_free_range(n, count, &start);
 	if (!err)
 		err = cls_publish(&m, pod_id, dir, rules, count, start, &why);
 	if (err && why)
 		pr_err("%s; the policy is unchanged", why);
-	return err;
+	if (err)
+		return err;
+	if (!was && will)
+		ct_seed_pod(n, pod_id);
+	if (was && !will)
+		ct_forget_pod_id(n, pod_id);
+	return 0;
 }
 
 /* The bulk path (lib/apply.c): a pod direction's whole rule list, ids

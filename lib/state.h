@@ -162,4 +162,13 @@ void pod_name_by_ifindex(const struct pi_node *n, uint32_t ifindex, char *buf,
 int pod_stats_sum(const struct pi_node *n, uint32_t pod_id,
 		  struct pi_pod_stats *out);
 
+/* ct.c: the tracker's entries of a pod that gets its first rule (its open
+ * connections, entered to be decided again by their first packet), and
+ * of one whose last rule goes. ct_seed_pod returns how many it entered or
+ * -errno, having warned; ct_seed_entry is one entry (BPF_NOEXIST). */
+int ct_seed_pod(const struct pi_node *n, uint32_t pod_id);
+int ct_seed_entry(int ct_fd, int refs_fd, const struct pi_ct_key *k,
+		  uint32_t dir, uint8_t state);
+void ct_forget_pod_id(const struct pi_node *n, uint32_t pod_id);
+
 #endif

@@ -413,6 +413,26 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 	return PI_DP_ALLOW;
 }
 
+/*
+ * Whether pod `pod_id` has a rule in either direction. A pod with none
+ * has nothing to decide, so its packets are not tracked: the lookup of a
+ * 48-byte key in the table, the clock and the entry's update were most of
+ * what such a pod paid per packet (docs/bench.md, "Where a packet's time
+ * goes"). Its first rule turns tracking on; the library enters the
+ * pod's open connections before it publishes that rule, so that their
+ * replies are known as replies (lib/ct.c, ct_seed_pod).
+ */
+static __always_inline bool ct_pod_tracked(__u32 pod_id)
+{
+	struct pi_policy_ref ref;
+
+	policy_ref_of(pod_id, PI_DP_DIR_EGRESS, &ref);
+	if (ref.count)
+		return true;
+	policy_ref_of(pod_id, PI_DP_DIR_INGRESS, &ref);
+	return ref.count;
+}
+
 /* The pod `pod_id`'s policy in `dir` for packet p, with connection
  * tracking: PI_DP_ALLOW or PI_DP_DENY. */
 static __always_inline int ct_policy(void *ctx, bool xdp, __u32 pod_id,
@@ -422,6 +442,14 @@ static __always_inline int ct_policy(void *ctx, bool xdp, __u32 pod_id,
 	struct pi_ct_key k = {};
 	int kind;
 
+	if (!ct_pod_tracked(pod_id)) {
+		if (!mon_wants(MON_BIT(PI_DP_MON_VERDICT) |
+			       MON_BIT(PI_DP_MON_TRACE)))
+			return PI_DP_ALLOW;
+		/* a monitor asking for verdicts sees the default's */
+		k.pod_id = pod_id;
+		return ct_verdict(p, &k, CT_UNTRACKED, dir, len);
+	}
 	kind = ct_classify_ctx(ctx, p, dir, &k);
 	k.pod_id = pod_id;
 	return ct_verdict(p, &k, kind, dir, len);

@@ -18,6 +18,7 @@
 #include "pkt.h"
 #include "unit.h"
 #include "fixture.h"
+#include "state.h"
 
 struct ct_fx {
 	struct node_bpf *skel;
@@ -98,6 +99,17 @@ static void set_policy(struct ct_fx *fx, uint32_t id, uint32_t dir,
 		       uint32_t start)
 {
 	fixture_set_policy(fx->skel->obj, id, dir, rules, count, start);
+}
+
+/* A pod with no rules is not tracked (bpf/lib/ct.h, ct_pod_tracked): an
+ * ingress rule no packet here matches (protocol 250) makes pod `id` one
+ * that is, with the policy's outcome unchanged. */
+static void track(struct ct_fx *fx, uint32_t id)
+{
+	struct pi_dp_rule none = { .id = 90 + id, .action = PI_DP_ALLOW,
+				   .proto = 250 };
+
+	set_policy(fx, id, PI_DP_DIR_INGRESS, &none, 1, PI_MAX_RULES - 1 - id);
 }
 
 static struct pi_dp_rule deny_proto(uint32_t id, uint8_t proto)
@@ -272,6 +284,7 @@ UNIT_TEST(ct_policy_change_rechecks_open_flows)
 
 	if (!fx_setup(&fx))
 		return;
+	track(&fx, 0);
 	lo = pkt_build(out, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_UDP, 5000, 53 });
 	li = pkt_build(in, &(struct pkt_spec){ AF_INET, "10.0.0.2",
@@ -351,13 +364,13 @@ UNIT_TEST(ct_expired_entry_is_freed)
 	/* 61 s idle: past the UDP default of 60 s */
 	e.last_ns -= 61ull * 1000000000ull;
 	bpf_map__update_elem(fx.skel->maps.ct, &k, sizeof(k), &e, sizeof(e), 0);
-	ASSERT_EQ(ct_count(&fx), 2, "A's and B's entries");
+	ASSERT_EQ(ct_count(&fx), 1, "A's entry (B has no rules: untracked)");
 	ASSERT_EQ(run(&fx, fx.if_b, f.in, f.li), PI_DROP,
 		  "idle past its timeout: the answer is a new flow, denied");
 	ASSERT_TRUE(bpf_map__lookup_elem(fx.skel->maps.ct, &k, sizeof(k), &e,
 					 sizeof(e), 0) == -ENOENT,
 		    "A's expired entry freed");
-	ASSERT_EQ(ct_count(&fx), 1, "B's entry left");
+	ASSERT_EQ(ct_count(&fx), 0, "none left");
 out:
 	fx_teardown(&fx);
 }
@@ -463,6 +476,7 @@ UNIT_TEST(ct_tcp_close_and_reopen)
 	AF_INET, s, d, IPPROTO_TCP, sp, dp, fl }), run(&fx, ifx, pkt, len))
 	if (!fx_setup(&fx))
 		return;
+	track(&fx, 0);
 	ASSERT_EQ(SEG(fx.if_a, "10.0.0.1", "10.0.0.2", 40000, 80, 0x02),
 		  PI_REDIRECT, "SYN");
 	ASSERT_EQ(SEG(fx.if_b, "10.0.0.2", "10.0.0.1", 80, 40000, 0x12),
@@ -485,6 +499,115 @@ UNIT_TEST(ct_tcp_close_and_reopen)
 		  PI_DROP, "a new SYN on the closed ports is decided anew");
 	ASSERT_EQ(rule_packets(&fx, 8), 1, "by the deny rule");
 #undef SEG
+	fx_teardown(&fx);
+}
+
+/* A pod without rules has nothing to decide: its flows are not tracked.
+ * Its first rule, in either direction, turns tracking on. */
+UNIT_TEST(ct_pod_without_rules_untracked)
+{
+	uint8_t out[PKT_MAX], in[PKT_MAX];
+	struct pi_ct_entry e;
+	struct ct_fx fx;
+	int lo, li;
+
+	if (!fx_setup(&fx))
+		return;
+	lo = pkt_build(out, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 5000, 53 });
+	li = pkt_build(in, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_UDP, 53, 5000 });
+	ASSERT_EQ(run(&fx, fx.if_a, out, lo), PI_REDIRECT, "A sends");
+	ASSERT_EQ(run(&fx, fx.if_b, in, li), PI_REDIRECT, "B answers");
+	ASSERT_EQ(ct_count(&fx), 0, "no entry: neither pod has a rule");
+	track(&fx, 0);
+	ASSERT_EQ(run(&fx, fx.if_a, out, lo), PI_REDIRECT, "A sends again");
+	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET, IPPROTO_UDP, "10.0.0.1", 5000,
+			     "10.0.0.2", 53, &e) && e.dir == PI_DP_DIR_EGRESS,
+		    "A has a rule: A's flow is tracked");
+	ASSERT_EQ(ct_count(&fx), 1, "B still untracked");
+	fx_teardown(&fx);
+}
+
+/* What the library does at a pod's first rule (lib/ct.c, ct_seed_pod):
+ * the pod's open connections entered, opened in the direction its sockets
+ * say, at a revision no policy has. Their next packet has them decided by
+ * the policy of the direction that opened them: the answer to A's query
+ * passes A's new ingress deny, A's answer on a connection B opened passes
+ * A's new egress deny, and a flow the new policy denies in its opener's
+ * direction is cut. A connection not entered is cut by its answer. */
+UNIT_TEST(ct_seeded_flows_decided_by_their_opener)
+{
+	struct pi_dp_rule deny_in = { .id = 11, .action = PI_DP_DENY };
+	struct pi_dp_rule deny_udp_out = deny_proto(12, IPPROTO_UDP);
+	uint8_t pkt[PKT_MAX];
+	struct pi_ct_entry e;
+	struct pi_ct_key k;
+	struct ct_fx fx;
+	int ct_fd, refs_fd, len;
+
+#define UDP(ifx, s, d, sp, dp) (len = pkt_build(pkt, &(struct pkt_spec){ \
+	AF_INET, s, d, IPPROTO_UDP, sp, dp }), run(&fx, ifx, pkt, len))
+#define TCP(ifx, s, d, sp, dp, fl) (len = pkt_build(pkt, &(struct pkt_spec){ \
+	AF_INET, s, d, IPPROTO_TCP, sp, dp, fl }), run(&fx, ifx, pkt, len))
+	if (!fx_setup(&fx))
+		return;
+	ct_fd = bpf_map__fd(fx.skel->maps.ct);
+	refs_fd = bpf_map__fd(fx.skel->maps.policy_refs);
+	/* opened while A had no rules: untracked */
+	ASSERT_EQ(UDP(fx.if_a, "10.0.0.1", "10.0.0.2", 5000, 53), PI_REDIRECT,
+		  "A's query (entered below)");
+	ASSERT_EQ(UDP(fx.if_a, "10.0.0.1", "10.0.0.2", 5001, 53), PI_REDIRECT,
+		  "A's other query (not entered)");
+	ASSERT_EQ(TCP(fx.if_b, "10.0.0.2", "10.0.0.1", 40000, 80, 0x02),
+		  PI_REDIRECT, "B connects to A");
+	ASSERT_EQ(ct_count(&fx), 0, "nothing tracked");
+	k = (struct pi_ct_key){ .pod_id = 0, .family = AF_INET,
+				.proto = IPPROTO_UDP, .pod_port = 5000,
+				.peer_port = 53 };
+	inet_pton(AF_INET, "10.0.0.1", k.pod.a);
+	inet_pton(AF_INET, "10.0.0.2", k.peer.a);
+	ASSERT_OK(ct_seed_entry(ct_fd, refs_fd, &k, PI_DP_DIR_EGRESS,
+				PI_DP_CT_ESTABLISHED), "A's query entered");
+	k.proto = IPPROTO_TCP;
+	k.pod_port = 80;
+	k.peer_port = 40000;
+	ASSERT_OK(ct_seed_entry(ct_fd, refs_fd, &k, PI_DP_DIR_INGRESS,
+				PI_DP_CT_OPENING), "B's connection entered");
+	ASSERT_OK(ct_seed_entry(ct_fd, refs_fd, &k, PI_DP_DIR_EGRESS,
+				PI_DP_CT_ESTABLISHED), "entered twice: kept");
+	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET, IPPROTO_TCP, "10.0.0.1", 80,
+			     "10.0.0.2", 40000, &e) &&
+		    e.dir == PI_DP_DIR_INGRESS, "the first entry stays");
+
+	set_policy(&fx, 0, PI_DP_DIR_INGRESS, &deny_in, 1, 0);
+	ASSERT_EQ(UDP(fx.if_b, "10.0.0.2", "10.0.0.1", 53, 5000), PI_REDIRECT,
+		  "the answer to A's entered query passes A's ingress deny");
+	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET, IPPROTO_UDP, "10.0.0.1", 5000,
+			     "10.0.0.2", 53, &e) &&
+		    (e.flags & PI_DP_CT_REPLIED), "decided, and answered");
+	ASSERT_EQ(UDP(fx.if_b, "10.0.0.2", "10.0.0.1", 53, 5001), PI_DROP,
+		  "the answer to the query not entered meets the deny");
+	ASSERT_EQ(TCP(fx.if_b, "10.0.0.2", "10.0.0.1", 40000, 80, 0x10),
+		  PI_DROP, "B's connection: its opener's policy now denies it");
+	ASSERT_EQ(rule_packets(&fx, 11), 2, "both counted by the deny");
+
+	/* the egress side: A accepted B's connection, and A's egress now
+	 * denies UDP; the flow B opened is ingress's to decide */
+	set_policy(&fx, 0, PI_DP_DIR_INGRESS, NULL, 0, 0);
+	ASSERT_EQ(ct_count(&fx), 1, "the library would forget them; the entry is still here");
+	k.pod_port = 81;
+	ASSERT_OK(ct_seed_entry(ct_fd, refs_fd, &k, PI_DP_DIR_INGRESS,
+				PI_DP_CT_ESTABLISHED), "B's other connection entered");
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny_udp_out, 1, 1);
+	ASSERT_EQ(TCP(fx.if_a, "10.0.0.1", "10.0.0.2", 81, 40000, 0x10),
+		  PI_REDIRECT, "A's answer on a connection B opened");
+	ASSERT_EQ(UDP(fx.if_b, "10.0.0.2", "10.0.0.1", 53, 5000), PI_DROP,
+		  "A's query: its opener's direction now denies UDP");
+	ASSERT_TRUE(!ct_entry(&fx, 0, AF_INET, IPPROTO_UDP, "10.0.0.1", 5000,
+			      "10.0.0.2", 53, &e), "its entry gone");
+#undef UDP
+#undef TCP
 	fx_teardown(&fx);
 }
 

@@ -883,6 +883,48 @@ UNIT_TEST(node_harden_uplink_source_of_local_pod)
  * one 8-byte load, so start and count always come from the same edit.
  * Checked in the loaded instructions: every load through the pointer
  * bpf_map_lookup_elem(&policy_refs, ..) returns. */
+/* The loads through the pointers in `track` (a register mask) from
+ * instruction i on, along every path, up to the next call or exit. */
+static void ref_paths(const struct bpf_insn *in, size_t n, size_t i,
+		      uint32_t track, int depth, int *words, int *dwords)
+{
+	for (; i < n && track && depth < 256; i++, depth++) {
+		uint8_t cls = BPF_CLASS(in[i].code), op = BPF_OP(in[i].code);
+
+		if (in[i].code == (BPF_JMP | BPF_CALL) ||
+		    in[i].code == (BPF_JMP | BPF_EXIT))
+			return;
+		if (cls == BPF_JMP || cls == BPF_JMP32) {
+			if (op == BPF_JA) {
+				i += in[i].off;
+				continue;
+			}
+			/* a conditional jump: the taken branch, then on */
+			ref_paths(in, n, i + 1 + in[i].off, track, depth + 1,
+				  words, dwords);
+			continue;
+		}
+		if (cls == BPF_LDX && (track >> in[i].src_reg & 1)) {
+			if (BPF_SIZE(in[i].code) == BPF_DW)
+				(*dwords)++;
+			else
+				(*words)++;
+			track &= ~(1u << in[i].dst_reg);
+		} else if (in[i].code == (BPF_ALU64 | BPF_MOV | BPF_X)) {
+			if (track >> in[i].src_reg & 1)
+				track |= 1u << in[i].dst_reg;
+			else
+				track &= ~(1u << in[i].dst_reg);
+		} else if (in[i].code == (BPF_LD | BPF_IMM | BPF_DW)) {
+			track &= ~(1u << in[i].dst_reg);
+			i++;	/* two slots */
+		} else if (cls == BPF_LDX || cls == BPF_ALU ||
+			   cls == BPF_ALU64 || cls == BPF_LD) {
+			track &= ~(1u << in[i].dst_reg);
+		}
+	}
+}
+
 static bool ref_loads(const struct bpf_program *prog, int map_fd, int *words,
 		      int *dwords)
 {
@@ -892,8 +934,6 @@ static bool ref_loads(const struct bpf_program *prog, int map_fd, int *words,
 
 	*words = *dwords = 0;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t track;
-
 		if (!(in[i].code == (BPF_LD | BPF_IMM | BPF_DW) &&
 		      in[i].src_reg == BPF_PSEUDO_MAP_FD &&
 		      in[i].imm == map_fd && in[i].dst_reg == 1))
@@ -904,27 +944,7 @@ static bool ref_loads(const struct bpf_program *prog, int map_fd, int *words,
 		if (i >= n || in[i].imm != BPF_FUNC_map_lookup_elem)
 			continue;
 		lookups++;
-		track = 1u << 0;
-		for (i++; i < n && in[i].code != (BPF_JMP | BPF_CALL) &&
-			  in[i].code != (BPF_JMP | BPF_EXIT); i++) {
-			uint8_t cls = BPF_CLASS(in[i].code);
-
-			if (cls == BPF_LDX && (track >> in[i].src_reg & 1)) {
-				if (BPF_SIZE(in[i].code) == BPF_DW)
-					(*dwords)++;
-				else
-					(*words)++;
-				track &= ~(1u << in[i].dst_reg);
-			} else if (in[i].code == (BPF_ALU64 | BPF_MOV | BPF_X)) {
-				if (track >> in[i].src_reg & 1)
-					track |= 1u << in[i].dst_reg;
-				else
-					track &= ~(1u << in[i].dst_reg);
-			} else if (cls == BPF_LDX || cls == BPF_ALU ||
-				   cls == BPF_ALU64 || cls == BPF_LD) {
-				track &= ~(1u << in[i].dst_reg);
-			}
-		}
+		ref_paths(in, n, i + 1, 1u << 0, 0, words, dwords);
 	}
 	return lookups > 0;
 }
@@ -1187,8 +1207,14 @@ UNIT_TEST(monitor_trace_follows_probe_packets)
 	uint8_t pkt[PKT_MAX];
 	int len;
 
+	struct pi_dp_rule none = { .id = 90, .action = PI_DP_ALLOW,
+				   .proto = 250 };
+
 	if (!fx_setup(&fx))
 		return;
+	/* A tracked: a rule no packet here matches (a pod without rules is
+	 * not tracked) */
+	set_policy(&fx, 0, PI_DP_DIR_INGRESS, &none, 1, 200);
 	mon_set(&fx, 1u << PI_DP_MON_TRACE);
 	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 1000, 80 }),
