@@ -387,9 +387,14 @@ int main(int argc, char **argv)
 		}
 	}
 	/* a node of its own whose flow table is full: 65 536 flows of
-	 * another pod, then pod 0's flow among them */
+	 * another pod, then pod 0's flow among them (pod 0 has a rule: a pod
+	 * without one is not tracked) */
 	add_pod(full, 0, ifz, "10.0.3.1");
 	add_pod(full, 1, ifa, "10.0.0.1");
+	if (set_rules(full, 0, 1, 0)) {
+		fprintf(stderr, "error: cannot install rules\n");
+		goto out;
+	}
 	for (__u32 i = 0; i < PI_MAX_CT; i++) {
 		struct pi_ct_key k = { .pod_id = 500, .family = AF_INET,
 				       .proto = IPPROTO_TCP,
@@ -453,7 +458,7 @@ int main(int argc, char **argv)
 	 * 10 000 rules, only the port tells them from the last */
 	ADD("pod_egress, first packet, 10000 rules, CIDR covers", egress,
 	    iff[3], "10.0.2.4", "192.0.2.7", PI_DROP);
-	ADD("pod_egress, no policy, flow table full",
+	ADD("pod_egress, established, 1 rule, flow table full",
 	    bpf_program__fd(full->progs.pod_egress), ifz, "10.0.3.1",
 	    "10.0.0.1", PI_REDIRECT);
 	ADD("pod_egress, spoofed (drop)", egress, ifa, "10.0.0.9", "10.0.0.2",

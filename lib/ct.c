@@ -447,8 +447,9 @@ static int seed_upstream(const struct pi_node *n, struct seed_ctx *c)
 		k.proto = next.proto;
 		k.pod = next.pod;
 		k.peer = next.dst;
-		k.pod_port = next.pod_port;
-		k.peer_port = next.dst_port;
+		/* the flow tables keep the packet's byte order */
+		k.pod_port = ntohs(next.pod_port);
+		k.peer_port = ntohs(next.dst_port);
 		err = ct_seed_entry(c->ct_fd, c->refs_fd, &k,
 				    f.flags & PI_FLOW_INBOUND ?
 				    PI_DP_DIR_INGRESS : PI_DP_DIR_EGRESS,

@@ -12,7 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=40
+EXPECT=42
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -191,6 +191,29 @@ blocked_ended() {
 check policy_blocked_attempt_ended blocked_ended
 expect_eq policy_blocked_nothing_relayed "$(blocked_log | awk '{print "up " $6 " down " $8}')" "up 0 down 0"
 check policy_removed_allows proxied_pair tp-s $S 1000
+
+# A proxied connection open when the client gets its first rule, an
+# ingress deny: the upstream's answers still reach the proxy. The pod had
+# no rules, so nothing of it was tracked; the rule's publication enters
+# the connection first (lib/ct.c, ct_seed_pod: the pod's sockets and the
+# proxy's upstream flows as the pod). The server waits before it echoes,
+# so its answer is the first packet after the rule: without the entry it
+# would meet the deny as a flow of its own.
+hold=3000
+[ -n "${PODINJECT_LAB:-}" ] && hold=10000
+in_ns tp-s "$PINET" tcp-server 8084 --echo --delay $hold --timeout $((hold + 10000)) >/tmp/tp$$.e 2>&1 &
+srv=$!
+wait_tcp_listen tp-s 8084 >/dev/null
+in_ns tp-c "$PINET" tcp-connect --timeout $((hold + 10000)) $S 8084 --send 1000 --expect-echo >/tmp/tp$$.c 2>&1 &
+cli=$!
+for _ in $(seq 100); do grep -q accept /tmp/tp$$.e && break; sleep 0.1; done
+if [ -n "${PODINJECT_LAB:-}" ]; then sleep 2; else sleep 0.5; fi
+r=$(pi -N $X -j policy add tp-c ingress deny | jq .id)
+wait $cli
+wait $srv
+expect_eq first_rule_keeps_proxied_answers "$(grep -o 'done sent [0-9]* received [0-9]*' /tmp/tp$$.c)" "done sent 1000 received 1000"
+expect_num first_rule_answers_not_denied "$(pi -N $X -j policy list tp-c | jq ".[] | select(.id == $r) | .packets")" 0
+pi -N $X policy del tp-c ingress all >/dev/null
 
 # Killing the proxy: new connections fail fast with a reset.
 kill $PROXY_PID
