@@ -357,6 +357,9 @@ int main(int argc, char **argv)
 	add_pod(node, 1, ifb, "10.0.0.2");
 	add_pod(node, 2, ifu, "10.0.0.3");
 	add_pod(node, 3, ifi, "10.0.0.4");
+	/* the no-policy cases' destination: a pod without rules either (a
+	 * pod with rules is tracked at its ingress, 10.0.0.3 has 100) */
+	add_pod(node, 4, ifz, "10.0.0.5");
 	/* pod 0: no rules; pods 1, 2, 3 get 1, 100 and 10 000 non-matching
 	 * rules (sent from their own devices) */
 	if (set_rules(node, 1, 1, 0) || set_rules(node, 2, 100, 16) ||
@@ -432,7 +435,7 @@ int main(int argc, char **argv)
 	ADD("empty program (test-run overhead)", empty_fd, ifa, "10.0.0.1",
 	    "10.0.0.3", PI_PASS);
 
-	ADD("pod_egress, no policy", egress, ifa, "10.0.0.1", "10.0.0.3",
+	ADD("pod_egress, no policy", egress, ifa, "10.0.0.1", "10.0.0.5",
 	    PI_REDIRECT);
 	static const char *const est[4] = {
 		"pod_egress, established, 1 rule",
@@ -531,7 +534,7 @@ int main(int argc, char **argv)
 		int ifd = bpf_map__fd(inj->maps.monitor_config);
 
 		ADD("pod_egress, no policy, monitor on", egress, ifa,
-		    "10.0.0.1", "10.0.0.3", PI_REDIRECT);
+		    "10.0.0.1", "10.0.0.5", PI_REDIRECT);
 		cases[n - 1].mon_fd = nfd;
 		cases[n - 1].mon_kinds = all;
 		ADD("pod_egress, spoofed (drop), monitor on (an event each)",
@@ -570,7 +573,7 @@ int main(int argc, char **argv)
 			int expect;
 		} bc[BASELINE_CASES] = {
 			{ "pod_egress, no policy", "pod_egress", false, ifa,
-			  "10.0.0.1", "10.0.0.3", PI_REDIRECT },
+			  "10.0.0.1", "10.0.0.5", PI_REDIRECT },
 			{ "pod_egress, spoofed (drop)", "pod_egress", false, ifa,
 			  "10.0.0.9", "10.0.0.2", PI_DROP },
 			{ "pod_ingress (stack to pod)", "pod_ingress", false, ifa,
@@ -603,6 +606,7 @@ int main(int argc, char **argv)
 		add_pod_maps(pods, eps, 0, ifa, "10.0.0.1");
 		add_pod_maps(pods, eps, 1, ifb, "10.0.0.2");
 		add_pod_maps(pods, eps, 2, ifu, "10.0.0.3");
+		add_pod_maps(pods, eps, 4, ifz, "10.0.0.5");
 		{
 			struct pi_inject_key k = { .injector_ifindex = ifi,
 						   .family = AF_INET };
