@@ -656,6 +656,8 @@ enum pi_dp_mon_decided {
 					 * or an untracked one */
 	PI_DP_DECIDED_TRACKED,		/* by the flow's tracker entry */
 	PI_DP_DECIDED_RELATED,		/* an ICMP error about a tracked flow */
+	PI_DP_DECIDED_NO_RULES,		/* the pod has no rules: allowed,
+					 * not tracked */
 };
 
 /* pi_dp_mon_event.pod_id of an event whose program knows no pod id */

@@ -171,6 +171,7 @@ static const char *decided_name(uint32_t how)
 	return how == PI_MON_DECIDED_WALK ? "rules" :
 	       how == PI_MON_DECIDED_TRACKED ? "tracked flow" :
 	       how == PI_MON_DECIDED_RELATED ? "related to a tracked flow" :
+	       how == PI_MON_DECIDED_NO_RULES ? "no rules" :
 					       "unknown";
 }
 

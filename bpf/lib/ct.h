@@ -38,6 +38,7 @@ enum ct_kind {
 	CT_UNTRACKED = 0,	/* decided packet by packet */
 	CT_FLOW,		/* a packet of a flow the key names */
 	CT_RELATED,		/* an ICMP error quoting the flow the key names */
+	CT_NO_RULES,		/* the pod has no rules: allowed, nothing kept */
 };
 
 static __always_inline bool icmp_is_echo(__u32 family, __u8 type)
@@ -292,6 +293,15 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 		return PI_DP_DENY;
 	k = *key;
 	pod_id = k.pod_id;
+	if (kind == CT_NO_RULES) {
+		struct mon_decision d = {
+			.action = PI_DP_ALLOW, .dir = dir, .len = len,
+			.how = PI_DP_DECIDED_NO_RULES,
+		};
+
+		mon_verdict(p, &d, pod_id);
+		return PI_DP_ALLOW;
+	}
 	if (kind != CT_UNTRACKED)
 		e = bpf_map_lookup_elem(&ct, &k);
 	if (kind == CT_RELATED && e) {
@@ -443,12 +453,13 @@ static __always_inline int ct_policy(void *ctx, bool xdp, __u32 pod_id,
 	int kind;
 
 	if (!ct_pod_tracked(pod_id)) {
-		if (!mon_wants(MON_BIT(PI_DP_MON_VERDICT) |
-			       MON_BIT(PI_DP_MON_TRACE)))
+		/* verdict events are the rule walks' (monitor.h): only a
+		 * trace has something to say */
+		if (!mon_wants(MON_BIT(PI_DP_MON_TRACE)))
 			return PI_DP_ALLOW;
-		/* a monitor asking for verdicts sees the default's */
+		/* a monitor asking for verdicts is told why it passed */
 		k.pod_id = pod_id;
-		return ct_verdict(p, &k, CT_UNTRACKED, dir, len);
+		return ct_verdict(p, &k, CT_NO_RULES, dir, len);
 	}
 	kind = ct_classify_ctx(ctx, p, dir, &k);
 	k.pod_id = pod_id;

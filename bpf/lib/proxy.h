@@ -886,8 +886,16 @@ __noinline int inbound_steer(struct __sk_buff *skb, const struct pkt *p,
 		}
 	}
 
+	/* What follows is for a packet to a protected pod: most packets
+	 * are not, and pass on after this one lookup (a pod's own traffic
+	 * at its head program; issue 23). */
+	pod = inbound_pod(&p->daddr, p->family);
+	if (!pod)
+		return PI_NEXT;
+
 	/* at the proxy's hook: its answer to a client as the pod is an
-	 * injection as the pod (the proxy is its injector) */
+	 * injection as the pod (the proxy is its injector); the client may
+	 * be a protected pod too */
 	flow_key(&k, p, true);
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
 	if (f && (f->flags & PI_FLOW_INBOUND) && f->proxy_ifindex == ifindex)
@@ -896,9 +904,6 @@ __noinline int inbound_steer(struct __sk_buff *skb, const struct pkt *p,
 	/* its plaintext connection to a pod it protects, on a protected
 	 * port, with a client's address: the one thing it may send with a
 	 * source that is not its own and not a grant's (docs/security.md) */
-	pod = inbound_pod(&p->daddr, p->family);
-	if (!pod)
-		return PI_NEXT;
 	r = bpf_map_lookup_elem(&proxy_inbound_rules, pod);
 	if (!r || r->proxy_ifindex != ifindex || !rule_matches_pkt(r, p))
 		return PI_NEXT;

@@ -745,6 +745,7 @@ enum pi_monitor_decided {
 	PI_MON_DECIDED_WALK = 1,	/* by the rules */
 	PI_MON_DECIDED_TRACKED,		/* by the flow's tracker entry */
 	PI_MON_DECIDED_RELATED,		/* an ICMP error of a tracked flow */
+	PI_MON_DECIDED_NO_RULES,	/* the pod has none: allowed, untracked */
 };
 
 /* The hook (program) that saw it. */

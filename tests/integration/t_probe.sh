@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=115
+EXPECT=116
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -118,7 +118,11 @@ expect_eq burst_1000_answered "$(jq .summary.answered <<<"$out")" 1000
 rtts=$(jq -c '.summary | {rtt_ms, rtt_resolution_ns, rtt_under_resolution}' <<<"$out")
 check burst_rtt_plausible sh -c "echo '$rtts' | jq -e '(.rtt_ms == null or (.rtt_ms.min > 0 and .rtt_ms.p99 < 1000)) and (.rtt_resolution_ns > 1000000 or .rtt_under_resolution == 0)' >/dev/null || { echo '$rtts'; false; }"
 
-# probe --trace: every hook the probe and its answer met, in order
+# probe --trace: every hook the probe and its answer met, in order. Both
+# pods first get a rule that matches nothing here: a pod without rules is
+# not tracked, and its decisions say so (checked after).
+ta=$(pi -N $X -j policy add tq-a ingress deny from 192.0.2.1/32 | jq .id)
+tb=$(pi -N $X -j policy add tq-b ingress deny from 192.0.2.1/32 | jq .id)
 out=$(probe --from tq-a --to $B:8080 --trace)
 expect_eq trace_summary_kept "$(verdicts <<<"$out")" answered
 check trace_starts_at_injection jq -e '.probes[0].trace[0] | .hook == "inject" and .way == "out" and .verdict == "redirect"' <<<"$out"
@@ -127,6 +131,10 @@ check trace_out_redirected jq -e '[.probes[0].trace[] | select(.way == "out" and
 echo "$out" >/tmp/tq$$.t
 check trace_answer_taken sh -c 'jq -e "[.probes[0].trace[] | select(.way == \"back\")] | (.[-1] | .hook == \"pod-reply\" and .verdict == \"taken\" and .pod == \"tq-a\" and .tcp_flags == \"SA\") and (map(select(.event == \"policy\") | .decided_by) | all(. == \"tracked flow\"))" "$1" >/dev/null || { jq -c "[.probes[0].trace[] | select(.way == \"back\")]" "$1"; false; }' _ /tmp/tq$$.t
 rm -f /tmp/tq$$.t
+pi -N $X policy del tq-a ingress "$ta" >/dev/null
+pi -N $X policy del tq-b ingress "$tb" >/dev/null
+out=$(probe --from tq-a --to $B:8080 --trace)
+check trace_no_rules_untracked sh -c 'printf "%s" "$1" | jq -e "[.probes[0].trace[] | select(.event == \"policy\") | .decided_by] | length >= 4 and all(. == \"no rules\")" >/dev/null || { printf "%s" "$1" | jq -c "[.probes[0].trace[] | select(.event == \"policy\")]"; false; }' _ "$out"
 did=$(pi -N $X -j policy add tq-a deny to $B/32 proto tcp port 8082 | jq .id)
 out=$(probe --from tq-a --to $B:8082 --trace)
 check trace_denied_ends_at_drop jq -e --argjson id "$did" '.probes[0].trace as $t | ($t[-1] | .hook == "pod-egress" and .verdict == "drop") and ([$t[] | select(.event == "drop")][0] | .reason == "policy" and .rule == $id) and ([$t[] | select(.way == "back")] | length == 0)' <<<"$out"
