@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/tcp.h>
 #include <bpf/bpf.h>
@@ -396,13 +395,9 @@ static int seed_sock(const struct nl_sock *sk, void *ctx)
 static int seed_sockets(struct seed_ctx *c)
 {
 	static const int families[] = { AF_INET, AF_INET6 };
-	int ns, saved, err;
+	int saved, err;
 
-	ns = pod_netns_open(c->pod);
-	if (ns < 0)
-		return ns;
-	err = netns_enter(ns, &saved);
-	close(ns);
+	err = pod_netns_enter(c->pod, &saved);
 	if (err)
 		return err;
 	c->proto = IPPROTO_TCP;

@@ -51,16 +51,12 @@ int attach_in_pod(const struct pi_node *n, const struct inject_state *s,
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
 	char path[PATH_MAX];
-	int ns, saved, err;
+	int saved, err;
 
 	pin_of(s, path, sizeof(path), what, pod);
 	if (!access(path, F_OK))
 		return 0;
-	ns = pod_netns_open(pod);
-	if (ns < 0)
-		return ns;
-	err = netns_enter(ns, &saved);
-	close(ns);
+	err = pod_netns_enter(pod, &saved);
 	if (err)
 		return err;
 	err = attach_prog(prog, pod->peer_ifindex, PI_HOOK_INGRESS, mode, true,

@@ -681,6 +681,17 @@ int pod_netns_open(const struct pi_pod_info *pod)
 	return netns_open_any(pod->netns);
 }
 
+int pod_netns_enter(const struct pi_pod_info *pod, int *saved)
+{
+	int ns = pod_netns_open(pod), err;
+
+	if (ns < 0)
+		return ns;
+	err = netns_enter(ns, saved);
+	close(ns);
+	return err;
+}
+
 struct find_ctx {
 	const char *name;
 	struct pi_pod_info *out;

@@ -156,6 +156,9 @@ int pod_for_each(const struct pi_node *n,
 			   void *ctx), void *ctx);
 /* The pod's namespace: an O_RDONLY fd, or -errno. */
 int pod_netns_open(const struct pi_pod_info *pod);
+/* Moves the calling thread into the pod's namespace; *saved as
+ * netns_enter's, for netns_restore(). */
+int pod_netns_enter(const struct pi_pod_info *pod, int *saved);
 /* The pod's name, or "ifindex-N" for a device that is no pod (any more). */
 void pod_name_by_ifindex(const struct pi_node *n, uint32_t ifindex, char *buf,
 			 size_t len);

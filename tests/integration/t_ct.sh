@@ -8,7 +8,7 @@
 #   ct-b 10.244.9.11 fd00:9::b --+
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=66
+EXPECT=64
 PREFIX=ct-
 N=ct-n
 A=10.244.9.10
@@ -110,33 +110,35 @@ wait_accept() {
 	for _ in $(seq 100); do grep -q accept "$1" && break; sleep 0.1; done
 	if [ -n "${PODINJECT_LAB:-}" ]; then sleep 2; else sleep 0.5; fi
 }
+# held_echo SERVER CLIENT DST PORT DIR FILTER: CLIENT sends 1000 bytes to
+# SERVER's echo, which answers $hold later; meanwhile ct-a gets its first
+# rule, `DIR deny`. Sets RULE (its id), ENTERED (ct-a's flows matching
+# FILTER right after the rule) and RESULT (the client's line).
+held_echo() {
+	local e c
+	in_ns "$1" "$PINET" tcp-server "$4" --echo --delay $hold --timeout $((hold + 10000)) >/tmp/ct$$.e 2>&1 &
+	e=$!
+	wait_tcp_listen "$1" "$4" >/dev/null
+	in_ns "$2" "$PINET" tcp-connect --timeout $((hold + 10000)) "$3" "$4" --send 1000 --expect-echo >/tmp/ct$$.c 2>&1 &
+	c=$!
+	wait_accept /tmp/ct$$.e
+	RULE=$(pi -N $N -j policy add ct-a "$5" deny | jq .id)
+	ENTERED=$(flows ct-a "$6")
+	wait $c
+	wait $e
+	RESULT=$(grep -o 'done sent [0-9]* received [0-9]*' /tmp/ct$$.c)
+}
 in_ns ct-a ping -c 1 -W 2 $B >/dev/null
 expect_num untracked_without_rules "$(pi -N $N -j ct list ct-a | jq length)" 0
-in_ns ct-b "$PINET" tcp-server 7110 --echo --delay $hold --timeout $((hold + 10000)) >/tmp/ct$$.e1 2>&1 &
-e1=$!
-check echo_b_listens wait_tcp_listen ct-b 7110
-in_ns ct-a "$PINET" tcp-connect --timeout $((hold + 10000)) $B 7110 --send 1000 --expect-echo >/tmp/ct$$.c1 2>&1 &
-c1=$!
-wait_accept /tmp/ct$$.e1
-r=$(pi -N $N -j policy add ct-a ingress deny | jq .id)
-expect_num open_conn_entered "$(flows ct-a '.proto == "tcp" and .peer_port == 7110 and .opened_by == "egress"')" 1
-wait $c1
-wait $e1
-expect_eq answer_passes_first_ingress_rule "$(grep -o 'done sent [0-9]* received [0-9]*' /tmp/ct$$.c1)" "done sent 1000 received 1000"
-expect_num answer_not_counted_by_deny "$(rule_pk ct-a "$r")" 0
+held_echo ct-b ct-a $B 7110 ingress '.proto == "tcp" and .peer_port == 7110 and .opened_by == "egress"'
+expect_num open_conn_entered "$ENTERED" 1
+expect_eq answer_passes_first_ingress_rule "$RESULT" "done sent 1000 received 1000"
+expect_num answer_not_counted_by_deny "$(rule_pk ct-a "$RULE")" 0
 pi -N $N policy del ct-a ingress all >/dev/null
 expect_num last_rule_forgets_flows "$(pi -N $N -j ct list ct-a | jq length)" 0
-in_ns ct-a "$PINET" tcp-server 7111 --echo --delay $hold --timeout $((hold + 10000)) >/tmp/ct$$.e2 2>&1 &
-e2=$!
-check echo_a_listens wait_tcp_listen ct-a 7111
-in_ns ct-b "$PINET" tcp-connect --timeout $((hold + 10000)) $A 7111 --send 1000 --expect-echo >/tmp/ct$$.c2 2>&1 &
-c2=$!
-wait_accept /tmp/ct$$.e2
-r=$(pi -N $N -j policy add ct-a egress deny | jq .id)
-expect_num accepted_conn_entered "$(flows ct-a '.proto == "tcp" and .pod_port == 7111 and .opened_by == "ingress"')" 1
-wait $c2
-wait $e2
-expect_eq answer_passes_first_egress_rule "$(grep -o 'done sent [0-9]* received [0-9]*' /tmp/ct$$.c2)" "done sent 1000 received 1000"
+held_echo ct-a ct-b $A 7111 egress '.proto == "tcp" and .pod_port == 7111 and .opened_by == "ingress"'
+expect_num accepted_conn_entered "$ENTERED" 1
+expect_eq answer_passes_first_egress_rule "$RESULT" "done sent 1000 received 1000"
 check_fails new_flow_meets_egress_deny in_ns ct-a ping -c 1 -W 1 $B
 pi -N $N policy del ct-a egress all >/dev/null
 
