@@ -471,7 +471,7 @@ int ct_seed_pod(const struct pi_node *n, uint32_t pod_id)
 {
 	struct seed_ctx *c = calloc(1, sizeof(*c));
 	struct pi_pod_info pod = { .id = pod_id };
-	int err, seeded;
+	int err, err2, seeded;
 
 	if (!c)
 		return -ENOMEM;
@@ -479,15 +479,17 @@ int ct_seed_pod(const struct pi_node *n, uint32_t pod_id)
 	c->refs_fd = n->maps[M_POLICY_REFS];
 	c->pod = &pod;
 	/* a pod being added has no record yet, and no connections */
-	err = pod_for_each(n, find_id_cb, &pod) == 1 ? 0 : -ENOENT;
-	if (!err)
-		err = seed_sockets(c);
-	if (!err)
-		err = seed_upstream(n, c);
+	if (pod_for_each(n, find_id_cb, &pod) != 1) {
+		free(c);
+		return 0;
+	}
+	/* each source on its own: a kernel without sock_diag still has
+	 * the proxy's flows entered */
+	err = seed_sockets(c);
+	err2 = seed_upstream(n, c);
+	err = err ? err : err2;
 	seeded = c->seeded;
 	free(c);
-	if (err == -ENOENT && !pod.name[0])
-		return 0;
 	if (err)
 		pr_warn("pod '%s': its open connections are not all tracked (%s): an answer on one may meet its new policy as a flow of its own",
 			pod.name, strerror(-err));
