@@ -160,29 +160,40 @@ static uint32_t rules_in(const struct pi_node *n, uint32_t pod_id, uint32_t dir)
 }
 
 /* Publishes `rules` as the pod's policy in `dir`: into a free range of
- * `rules`, compiled into the classifier's pools (lib/cls.c). A pod's first
- * rule has its open connections entered into the tracker first, and again
- * after (lib/ct.c, ct_seed_pod); its last one has them forgotten. */
-static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
-			const struct pi_dp_rule *rules, uint32_t count)
+ * `rules`, compiled into the classifier's pools (lib/cls.c). */
+static int publish_policy(const struct pi_node *n, uint32_t pod_id,
+			  uint32_t dir, const struct pi_dp_rule *rules,
+			  uint32_t count)
 {
 	struct cls_maps m = policy_cls_maps(n);
-	uint32_t other = rules_in(n, pod_id, !dir);
-	/* the datapath tracks a pod with a rule either way (bpf/lib/ct.h) */
-	bool was = other || rules_in(n, pod_id, dir);
-	bool will = other || count;
 	const char *why = NULL;
 	uint32_t start = 0;
 	int err = 0;
 
-	if (!was && will)
-		ct_seed_pod(n, pod_id);
 	if (count)
 		err = find_free_range(n, count, &start);
 	if (!err)
 		err = cls_publish(&m, pod_id, dir, rules, count, start, &why);
 	if (err && why)
 		pr_err("%s; the policy is unchanged", why);
+	return err;
+}
+
+/* An edit of a pod's policy. A pod's first rule has its open connections
+ * entered into the tracker first, and again after (lib/ct.c,
+ * ct_seed_pod); its last one has them forgotten. */
+static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
+			const struct pi_dp_rule *rules, uint32_t count)
+{
+	uint32_t other = rules_in(n, pod_id, !dir);
+	/* the datapath tracks a pod with a rule either way (bpf/lib/ct.h) */
+	bool was = other || rules_in(n, pod_id, dir);
+	bool will = other || count;
+	int err;
+
+	if (!was && will)
+		ct_seed_pod(n, pod_id);
+	err = publish_policy(n, pod_id, dir, rules, count);
 	if (err)
 		return err;
 	if (!was && will)
@@ -244,13 +255,15 @@ int policy_zero_counters(const struct pi_node *n, const uint32_t *ids,
 	return 0;
 }
 
-/* Drops a pod id's policy in both directions. */
+/* Drops a pod id's policy in both directions. Its flows go with the pod
+ * (the conntrack feature's leave_pod and reset_pod): no walk of the table
+ * here. */
 static int policy_clear_pod(struct pi_node *n, uint32_t pod_id)
 {
-	int err = write_policy(n, pod_id, PI_DP_DIR_EGRESS, NULL, 0);
+	int err = publish_policy(n, pod_id, PI_DP_DIR_EGRESS, NULL, 0);
 
 	if (!err)
-		err = write_policy(n, pod_id, PI_DP_DIR_INGRESS, NULL, 0);
+		err = publish_policy(n, pod_id, PI_DP_DIR_INGRESS, NULL, 0);
 	return err;
 }
 
