@@ -63,7 +63,7 @@ static void ct_info_from_dp(struct pi_ct_info *ci, const struct pi_ct_key *k,
  * CT_ALL_PODS); frees expired ones. With
  * `forget`, deletes each one fn was called on. Deletions wait for the end
  * of the walk: a hash map's next key after a deleted one is its first. */
-static int ct_walk(struct pi_node *n, uint32_t pod_id, bool forget,
+static int ct_walk(const struct pi_node *n, uint32_t pod_id, bool forget,
 		   int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci,
 			     void *ctx),
 		   void *ctx)
@@ -500,7 +500,7 @@ int ct_seed_pod(const struct pi_node *n, uint32_t pod_id)
  * age (and, were it tracked again, stand for connections long gone). */
 void ct_forget_pod_id(const struct pi_node *n, uint32_t pod_id)
 {
-	ct_walk((struct pi_node *)n, pod_id, true, NULL, NULL);
+	ct_walk(n, pod_id, true, NULL, NULL);
 }
 
 /* A pod's id is given to the next pod: its flows go with it. */

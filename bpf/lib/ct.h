@@ -454,10 +454,9 @@ static __always_inline int ct_policy(void *ctx, bool xdp, __u32 pod_id,
 
 	if (!ct_pod_tracked(pod_id)) {
 		/* verdict events are the rule walks' (monitor.h): only a
-		 * trace has something to say */
+		 * trace is told why the packet passed */
 		if (!mon_wants(MON_BIT(PI_DP_MON_TRACE)))
 			return PI_DP_ALLOW;
-		/* a monitor asking for verdicts is told why it passed */
 		k.pod_id = pod_id;
 		return ct_verdict(p, &k, CT_NO_RULES, dir, len);
 	}
