@@ -223,6 +223,50 @@ tls_records() {
 	"$BUILD/tlsrec" "$@"
 }
 
+# wire_capture NS IFACE PORT PCAP: tcpdump in NS on IFACE, TCP to or from
+# PORT, into PCAP (what it says in PCAP.log); returns once it listens.
+# --immediate-mode, or libpcap's TPACKET_V3 ring hands a block of packets
+# over only when it fills or its timeout (a second) runs out; a 32 MiB ring,
+# since one 64 KiB GSO packet takes a whole slot of the default 2 MiB; run
+# by ip itself, so that a signal to WIRE_DUMP reaches timeout and through it
+# tcpdump
+wire_capture() {
+	ip netns exec $1 timeout 90 tcpdump --immediate-mode -B 32768 -Z root -i $2 -s 0 -U \
+		-w $4 tcp port $3 2>$4.log &
+	WIRE_DUMP=$!
+	for _ in $(seq 600); do grep -q listening $4.log 2>/dev/null && break; sleep 0.1; done
+}
+
+# wire_capture_end PCAP: stops the capture once PCAP has not grown for 0.3 s
+# (a tcpdump starved on a loaded machine is behind the wire, and what is
+# still in its ring when it stops is lost without being counted as a drop);
+# fails, saying so, when the capture is not whole: the kernel dropped
+# packets, or tcpdump stopped before reading all it was handed. A check on
+# a capture that is not whole says nothing, so the callers run the exchange
+# again.
+wire_capture_end() {
+	local pcap=$1 size last=-1 still=0 got recv drop
+	for _ in $(seq 100); do
+		size=$(stat -c %s "$pcap" 2>/dev/null || echo 0)
+		if [ "$size" = "$last" ]; then
+			still=$((still + 1))
+			[ $still -ge 3 ] && break
+		else
+			still=0
+		fi
+		last=$size
+		sleep 0.1
+	done
+	kill -INT $WIRE_DUMP 2>/dev/null
+	wait $WIRE_DUMP 2>/dev/null
+	got=$(awk '/packets captured/ {print $1}' "$pcap.log")
+	recv=$(awk '/packets received by filter/ {print $1}' "$pcap.log")
+	drop=$(awk '/packets dropped by kernel/ {print $1}' "$pcap.log")
+	[ -n "$got" ] && [ "$got" = "$recv" ] && [ "$drop" = 0 ] && return 0
+	echo "# capture not whole (captured ${got:-?}, received ${recv:-?}, dropped ${drop:-?}): the exchange again"
+	return 1
+}
+
 # inbound_flows_gone NODE: the node's inbound proxy rules come to hold no
 # flow (client, upstream) and no refusal, within 10 s
 inbound_flows_gone() {

@@ -141,22 +141,15 @@ srv_field() { awk -v k="$1" '/^accept/ { for (i = 1; i < NF; i++) if ($i == k) p
 
 # 1. A marker from mt-a never appears on the wire; only TLS records do.
 marker=$(openssl rand -hex 32)
-# The capture: listening before the client starts; --immediate-mode, or
-# libpcap's TPACKET_V3 ring hands a block of packets over only when it
-# fills or its timeout (a second) runs out, and the file read 0.3 s after
-# the exchange held nothing (capture_saw_tls: "streams 0", sometimes);
-# started by ip itself, not a shell function, so that the kill below
-# reaches timeout and through it tcpdump, which writes what it has and
-# ends before the file is read.
-ip netns exec mt-b timeout 90 tcpdump --immediate-mode -Z root -i eth0 -s 0 -U -w $T/cap.pcap tcp port 8443 2>$T/tcpdump &
-dump=$!
-for _ in $(seq 600); do grep -q listening $T/tcpdump 2>/dev/null && break; sleep 0.1; done
-tlsd_bg 8443 --timeout 5000
-in_ns mt-a bash -c "exec 3<>/dev/tcp/$B/8443 && printf %s '$marker' >&3 && sleep 0.2 && exec 3>&-" 2>$T/cl
-wait $SRV
-sleep 0.3
-kill $dump 2>/dev/null
-wait $dump 2>/dev/null
+# The capture is taken again when it was not whole (wire_capture_end)
+marker_over_wire() {
+	wire_capture mt-b eth0 8443 $T/cap.pcap
+	tlsd_bg 8443 --timeout 5000
+	in_ns mt-a bash -c "exec 3<>/dev/tcp/$B/8443 && printf %s '$marker' >&3 && sleep 0.2 && exec 3>&-" 2>$T/cl
+	wait $SRV
+	wire_capture_end $T/cap.pcap
+}
+for _ in 1 2 3; do marker_over_wire && break; done
 expect_eq marker_relayed "$(srv_field sha256)" "$(printf %s "$marker" | sha256sum | cut -d' ' -f1)"
 expect_eq server_sees_client_address "$(awk '/^accept/ {print $2}' $T/srv)" $A
 expect_eq server_sees_client_spiffe_id "$(srv_field uri)" spiffe://mt.test/ns/mt/pod/mt-a
@@ -178,7 +171,7 @@ rec() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'
 # 64 bytes in application data records
 caught() {
 	[ "$(rec streams)" = 2 ] && [ "$(rec gaps)" = 0 ] && [ "$(rec handshake)" -ge 2 ] &&
-		[ "$(rec appbytes)" -ge 64 ] || { echo "capture: $(cat $T/rec); tcpdump: $(tr '\n' ' ' <$T/tcpdump)"; return 1; }
+		[ "$(rec appbytes)" -ge 64 ] || { echo "capture: $(cat $T/rec); tcpdump: $(tr '\n' ' ' <$T/cap.pcap.log)"; return 1; }
 }
 check capture_saw_tls caught
 expect_eq capture_no_marker "$(rec marker)" 0
