@@ -211,7 +211,10 @@ kill "${held[@]}" $HOLD_SRV 2>/dev/null
 wait "${held[@]}" $HOLD_SRV 2>/dev/null
 
 # ---- a UDP flood from one client over many ports: the other client's
-# session still gets its answers
+# session still gets its answers. Not all of them: the flood and its
+# datagrams share the proxy's receive queue, which overflows on a loaded
+# machine (14 of 20 seen); a proxy whose sessions the flood had all taken
+# (no cap per client) answers none, so at least half tells the two apart
 start_proxy
 check flood_proxy proxy_ready
 ip netns exec pa-s "$PINET" udp-echo 9100 1000 20000 >/dev/null 2>&1 &
@@ -225,7 +228,7 @@ flooding=no
 kill -0 $flood 2>/dev/null && flooding=yes
 kill $flood $echo_pid 2>/dev/null
 wait $flood $echo_pid 2>/dev/null
-expect_eq flood_other_client_answered "$flooding $([ "${rr:-0}" -ge 15 ] && echo "15+" || echo "${rr:-none}")" "yes 15+"
+expect_eq flood_other_client_answered "$flooding $([ "${rr:-0}" -ge 10 ] && echo "10+" || echo "${rr:-none}")" "yes 10+"
 
 # ---- ICMP "fragmentation needed" / "packet too big" about the proxy's
 # upstream session reach the proxy's socket: its path MTU to the server
