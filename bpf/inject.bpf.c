@@ -36,6 +36,25 @@ struct {
 	__type(value, struct pi_inject_target);
 } inject_auth SEC(".maps");
 
+/* What the head program on each device has to look at (enum
+ * pi_dp_head_role, by ifindex): each check costs only the devices that
+ * need it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PI_DP_HEAD_ROLES_MAX);
+	__type(key, __u32);
+	__type(value, __u32);
+} head_roles SEC(".maps");
+
+/* A device without a written record gets every check: a missing record
+ * costs time, never a capture or an injection. */
+static __always_inline __u32 head_roles_of(__u32 ifindex)
+{
+	__u32 *r = bpf_map_lookup_elem(&head_roles, &ifindex);
+
+	return r && (*r & PI_DP_ROLE_KNOWN) ? *r : PI_DP_ROLE_ALL;
+}
+
 #include "lib/monitor.h"
 #include "lib/proxy.h"
 #include "lib/probe.h"
@@ -104,15 +123,21 @@ stats_of(__u32 injector, const struct pi_inject_target *t)
 static __always_inline int inject_egress_body(struct __sk_buff *skb)
 {
 	struct pi_inject_key key = { .injector_ifindex = skb->ifindex };
-	struct pi_inject_target *t;
+	struct pi_inject_target *t = NULL;
 	struct pi_inject_stats *st;
 	void *data, *data_end;
 	struct ethhdr *eth;
 	struct pkt p;
+	__u32 roles;
 	bool mine;
 	long ret;
 	int res;
 
+	/* Before the parse: a device none of whose roles is left passes
+	 * on at the cost of one array lookup. */
+	roles = head_roles_of(skb->ifindex);
+	if (!(roles & PI_DP_ROLE_ALL))
+		return PI_NEXT;
 	/* A fragment this object has no first fragment of is still injected
 	 * by its source (no ports needed): the target's own programs decide
 	 * on it with their fragment table. */
@@ -120,22 +145,26 @@ static __always_inline int inject_egress_body(struct __sk_buff *skb)
 	if (res != PARSE_OK && res != PARSE_FRAG_ORPHAN &&
 	    res != PARSE_FRAG_TINY)
 		return PI_NEXT;
-	if (res == PARSE_OK) {
-		ret = p.has_ports ? inbound_steer(skb, &p, &mine) :
-				    inbound_icmp(skb, &p, &mine);
+	if (res == PARSE_OK &&
+	    (roles & (PI_DP_ROLE_PROTECTED | PI_DP_ROLE_PROXY))) {
+		ret = p.has_ports ? inbound_steer(skb, &p, roles, &mine) :
+				    inbound_icmp(skb, &p, roles, &mine);
 		if (mine) {
 			if (ret == PI_REDIRECT)
 				frag_note(&p);
 			return ret;
 		}
 	}
-	key.family = p.family;
-	key.addr = p.saddr;
-	t = bpf_map_lookup_elem(&inject_auth, &key);
+	if (roles & PI_DP_ROLE_INJECT) {
+		key.family = p.family;
+		key.addr = p.saddr;
+		t = bpf_map_lookup_elem(&inject_auth, &key);
+	}
 	if (!t) {
-		if (res != PARSE_OK)
+		if (res != PARSE_OK ||
+		    !(roles & (PI_DP_ROLE_CAPTURED | PI_DP_ROLE_PROXY)))
 			return PI_NEXT;
-		ret = proxy_steer(skb, &p);
+		ret = proxy_steer(skb, &p, roles);
 		/* later fragments follow the first one the same way */
 		if (ret == PI_REDIRECT)
 			frag_note(&p);

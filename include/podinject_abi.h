@@ -24,7 +24,7 @@
  * mean what this build thinks. Bump it with any change to a struct below,
  * to a map's size or to the set of pinned objects, and add the migration
  * from the version before to lib/upgrade.c (docs/architecture.md). */
-#define PI_ABI_VERSION		7
+#define PI_ABI_VERSION		8
 /* pi_node_config.abi while `node upgrade` runs: this bit or'ed with the
  * version the upgrade started from. No build takes it for its own, so
  * every other command, of either build, leaves the node alone until the
@@ -417,6 +417,28 @@ struct pi_inject_target {
 	__u8 target_pod_mac[6];		/* the L2 header the target's own */
 	__u8 target_host_mac[6];	/* packets would carry */
 };
+
+/*
+ * inject/head_roles, an array by the host-side device's ifindex: what the
+ * head program on that device has to look at, so that each check costs
+ * only the devices that need it (issue 23). Written by user space alone,
+ * from the maps each role reads (lib/inject.c, head_roles_refresh), before
+ * the head runs there and after every change of them. A record without
+ * PI_DP_ROLE_KNOWN (never written: a node whose upgrade did not fill the
+ * map, a device past the array's end) gets every check, so a missing
+ * record costs time, never a capture or an injection.
+ */
+#define PI_DP_HEAD_ROLES_MAX	65536
+
+enum pi_dp_head_role {
+	PI_DP_ROLE_INJECT	= 1 << 0,	/* inject_auth has its grants */
+	PI_DP_ROLE_CAPTURED	= 1 << 1,	/* proxy_rules has it */
+	PI_DP_ROLE_PROTECTED	= 1 << 2,	/* proxy_inbound_rules has it */
+	PI_DP_ROLE_PROXY	= 1 << 3,	/* the proxy of a rule of either */
+	PI_DP_ROLE_KNOWN	= 1u << 31,	/* the record is written */
+};
+#define PI_DP_ROLE_ALL		(PI_DP_ROLE_INJECT | PI_DP_ROLE_CAPTURED | \
+				 PI_DP_ROLE_PROTECTED | PI_DP_ROLE_PROXY)
 
 enum pi_dp_inject_drop {
 	PI_DP_INJ_DROP_REDIRECT = 0,	/* the kernel refused the redirect */

@@ -43,6 +43,7 @@ const char *const inject_map_names[IM__COUNT] = {
 	[IM_MONITOR_CPU] = "monitor_cpu",
 	[IM_PROXY_INBOUND_RULES] = "proxy_inbound_rules",
 	[IM_PROXY_INBOUND_PODS] = "proxy_inbound_pods",
+	[IM_HEAD_ROLES] = "head_roles",
 };
 
 const char *const inject_prog_names[IP__COUNT] = {
@@ -251,12 +252,105 @@ static void head_detach(const struct pi_node *n, struct inject_state *s,
 	netns_restore(saved);
 }
 
+/* Whether some rule of `rules` names `ifindex` as its proxy; -errno when
+ * the map cannot be walked. */
+static int proxy_of_some(int rules, uint32_t ifindex)
+{
+	uint32_t key, next, *prev = NULL;
+	struct pi_dp_proxy_rule r;
+
+	if (rules < 0)
+		return 0;
+	while (!bpf_map_get_next_key(rules, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(rules, &key, &r) &&
+		    r.proxy_ifindex == ifindex)
+			return 1;
+	}
+	return errno == ENOENT ? 0 : -errno;
+}
+
+/* Whether `map` has `key`: 1, 0, or -errno. */
+static int has_key(int map, const void *key, void *val)
+{
+	if (map < 0)
+		return 0;
+	if (!bpf_map_lookup_elem(map, key, val))
+		return 1;
+	return errno == ENOENT ? 0 : -errno;
+}
+
+/* A map fd < 0 is a map the node does not have yet (an upgrade from
+ * before it): no entries. */
+uint32_t head_roles_of(int auth, int rules, int inbound_rules,
+		       uint32_t ifindex)
+{
+	struct pi_inject_key key, next, *prev = NULL;
+	uint32_t roles = PI_DP_ROLE_KNOWN;
+	struct pi_dp_proxy_rule r;
+	int got;
+
+	got = has_key(rules, &ifindex, &r);
+	if (got < 0)
+		return 0;
+	roles |= got ? PI_DP_ROLE_CAPTURED : 0;
+	got = has_key(inbound_rules, &ifindex, &r);
+	if (got < 0)
+		return 0;
+	roles |= got ? PI_DP_ROLE_PROTECTED : 0;
+	got = proxy_of_some(rules, ifindex);
+	if (!got)
+		got = proxy_of_some(inbound_rules, ifindex);
+	if (got < 0)
+		return 0;
+	roles |= got ? PI_DP_ROLE_PROXY : 0;
+	errno = ENOENT;
+	while (auth >= 0 && !bpf_map_get_next_key(auth, prev, &next)) {
+		if (next.injector_ifindex == ifindex) {
+			roles |= PI_DP_ROLE_INJECT;
+			break;
+		}
+		key = next;
+		prev = &key;
+	}
+	if (!(roles & PI_DP_ROLE_INJECT) && errno != ENOENT)
+		return 0;
+	return roles;
+}
+
+int head_roles_refresh(const struct inject_state *s, uint32_t ifindex)
+{
+	uint32_t roles;
+
+	/* past the array's end the head makes every check */
+	if (ifindex >= PI_DP_HEAD_ROLES_MAX)
+		return 0;
+	roles = head_roles_of(s->maps[IM_AUTH], s->maps[IM_PROXY_RULES],
+			      s->maps[IM_PROXY_INBOUND_RULES], ifindex);
+	return bpf_map_update_elem(s->maps[IM_HEAD_ROLES], &ifindex, &roles,
+				   BPF_ANY) ? -errno : 0;
+}
+
+void head_roles_clear(const struct inject_state *s, uint32_t ifindex)
+{
+	uint32_t none = 0;
+
+	if (ifindex < PI_DP_HEAD_ROLES_MAX)
+		bpf_map_update_elem(s->maps[IM_HEAD_ROLES], &ifindex, &none,
+				    BPF_ANY);
+}
+
+/* The record first, from the maps the caller has filled: a head attached
+ * here never runs on an older device's record of this ifindex. */
 int head_acquire(const struct pi_node *n, struct inject_state *s,
 		 const struct pi_pod_info *pod, uint32_t owner)
 {
 	bool was = head_attached(s, pod);
-	int err = head_attach(n, s, pod);
+	int err = head_roles_refresh(s, pod->ifindex);
 
+	if (!err)
+		err = head_attach(n, s, pod);
 	if (!err)
 		err = pod_head_owners(n, pod->ifindex, owner, 0, NULL);
 	if (err && !was)
@@ -264,6 +358,7 @@ int head_acquire(const struct pi_node *n, struct inject_state *s,
 	return err;
 }
 
+/* After the caller took its entries away: the record follows them. */
 void head_release(const struct pi_node *n, struct inject_state *s,
 		  const struct pi_pod_info *pod, uint32_t owner)
 {
@@ -273,6 +368,10 @@ void head_release(const struct pi_node *n, struct inject_state *s,
 	pod_head_owners(n, pod->ifindex, 0, owner, &left);
 	if (!left && head_attached(s, pod))
 		head_detach(n, s, pod);
+	if (left)
+		head_roles_refresh(s, pod->ifindex);
+	else
+		head_roles_clear(s, pod->ifindex);
 }
 
 static int target_key(const struct pi_pod_info *inj, const struct pi_pod_info *tgt,
@@ -693,6 +792,7 @@ int inject_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
 	}
 	if (head_attached(&s, pod))
 		head_detach(n, &s, pod);
+	head_roles_clear(&s, pod->ifindex);
 	netkit_guards_sync_all(n, &s);
 	inject_close(&s);
 	return 0;

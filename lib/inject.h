@@ -12,7 +12,8 @@ enum inject_map {
 	IM_AUTH, IM_STATS, IM_PROXY_RULES, IM_PROXY_FLOWS, IM_PROXY_UPSTREAM,
 	IM_PROBE_FLOWS, IM_PROBE_EVENTS, IM_NETKIT_GUARDS, IM_NETKIT_PEER_PROGS,
 	IM_CONFIG, IM_PROXY_LISTENERS, IM_MONITOR_EVENTS, IM_MONITOR_CONFIG,
-	IM_MONITOR_CPU, IM_PROXY_INBOUND_RULES, IM_PROXY_INBOUND_PODS, IM__COUNT,
+	IM_MONITOR_CPU, IM_PROXY_INBOUND_RULES, IM_PROXY_INBOUND_PODS,
+	IM_HEAD_ROLES, IM__COUNT,
 };
 enum inject_prog {
 	IP_EGRESS, IP_POD_REPLY, IP_PROXY_ASSIGN, IP_NETKIT_GUARD, IP_NETKIT_UNTAG,
@@ -39,6 +40,17 @@ int head_acquire(const struct pi_node *n, struct inject_state *s,
 		 const struct pi_pod_info *pod, uint32_t owner);
 void head_release(const struct pi_node *n, struct inject_state *s,
 		  const struct pi_pod_info *pod, uint32_t owner);
+/* The head program's record of what it has to look at on device
+ * `ifindex` (inject/head_roles, enum pi_dp_head_role), written from the
+ * maps each role's checks read. Call before the head first runs there and
+ * after every change of those maps; head_acquire and head_release do.
+ * head_roles_of computes it from the maps given (the upgrade's, too): 0,
+ * "every check", when it cannot read them. */
+uint32_t head_roles_of(int auth, int rules, int inbound_rules,
+		       uint32_t ifindex);
+int head_roles_refresh(const struct inject_state *s, uint32_t ifindex);
+/* The record of a device that is gone, or whose head is: 0 */
+void head_roles_clear(const struct inject_state *s, uint32_t ifindex);
 /* Authorisations the injector still has. */
 int inject_auth_count(const struct inject_state *s, uint32_t injector);
 

@@ -437,6 +437,7 @@ static void session_close(struct session *ss)
 		detach_prog(ss->injector.ifindex, PI_HOOK_INGRESS,
 			    node_attach_mode(ss->n), PI_PRIO_HEAD, path);
 		nl_link_del(ss->injector.ifindex);
+		head_roles_clear(&ss->s, ss->injector.ifindex);
 		netns_restore(saved);
 	}
 	inject_close(&ss->s);
@@ -517,6 +518,10 @@ static int probe_device(struct session *ss)
 	if (err)
 		goto out;
 	probe_link_pin(ss, path, sizeof(path));
+	/* no record: the head makes every check here (its grants come and
+	 * go with the probed pods; a probe's few packets do not need the
+	 * shortcut), whatever a device gone before left at this ifindex */
+	head_roles_clear(&ss->s, ss->injector.ifindex);
 	err = attach_prog(ss->s.progs[IP_EGRESS], ss->injector.ifindex,
 			  PI_HOOK_INGRESS, node_attach_mode(ss->n), true,
 			  PI_PRIO_HEAD, path);

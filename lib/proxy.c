@@ -322,6 +322,8 @@ static void unproxy(const struct pi_node *n, struct inject_state *s,
 		deauthorise(s, proxy, pod);
 	if (!inject_auth_count(s, proxy->ifindex))
 		head_release(n, s, proxy, PI_HEAD_INJECT);
+	if (head_attached(s, proxy))
+		head_roles_refresh(s, proxy->ifindex);
 	if (!proxy_serves(s, proxy->ifindex)) {
 		detach_in_pod(n, s, proxy, "assign");
 		lookup_detach(s, proxy);
@@ -489,6 +491,10 @@ int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 	ruled = !err;
 	if (!err && inbound)
 		err = inbound_pods_set(&s, &pod, true);
+	/* the proxy's head, if it has one already, takes its answers to
+	 * the pod as soon as the pod's head captures */
+	if (!err && head_attached(&s, &proxy))
+		err = head_roles_refresh(&s, proxy.ifindex);
 	if (!err)
 		err = head_acquire(n, &s, &pod, inbound ? PI_HEAD_INBOUND :
 							  PI_HEAD_PROXY);

@@ -59,6 +59,7 @@
 #include "lib.h"
 #include "nl.h"
 #include "state.h"
+#include "inject.h"
 #include "node.skel.h"
 #include "xdp.skel.h"
 #include "inject.skel.h"
@@ -251,6 +252,8 @@ static int migrate_4_to_5(struct upgrade *u)
 	return err;
 }
 
+static int migrate_7_to_8(struct upgrade *u);
+
 /* One step per ABI version: `stage` makes, under the staging directory,
  * each map whose layout changed from `from` to from + 1, filled from the
  * map as the step before left it (view_get); `after_switch`, if a changed
@@ -274,6 +277,10 @@ static const struct migration {
 	 * and protected pods. proxy_flows and proxy_upstream keep their
 	 * layout; an inbound flow is a flag and a field that was padding. */
 	{ 6, "inbound proxy capture (proxy add --inbound)", NULL, NULL },
+	/* A new map, the injection object's, filled: each pod's head
+	 * roles, from the grants and proxy rules it has. */
+	{ 7, "the head program's roles per device (inject/head_roles)",
+	  migrate_7_to_8, NULL },
 };
 
 _Static_assert(PI_ABI_OLDEST_UPGRADE + sizeof(migrations) / sizeof(migrations[0]) ==
@@ -529,6 +536,64 @@ static int pods_view_open(struct upgrade *u, struct pods_view *pv)
 	return 0;
 fail:
 	pods_view_close(pv);
+	return err;
+}
+
+/* 7 -> 8: inject/head_roles, each pod's record written from the maps its
+ * roles read, as head_acquire writes them (lib/inject.c). Made here, not
+ * empty by the load: an empty one would be right as well (no record,
+ * every check), but would leave the shortcut to the next change of each
+ * pod's rules. A node without injection has nothing to fill. */
+static int migrate_7_to_8(struct upgrade *u)
+{
+	int auth = -1, rules = -1, inbound = -1, roles = -1, err;
+	char path[PATH_MAX];
+	struct pods_view pv;
+
+	snprintf(path, sizeof(path), "%s/" INJECT_DIR, u->n.pin_dir);
+	if (access(path, F_OK))
+		return 0;
+	stage_path(u, path, sizeof(path), INJECT_DIR);
+	if (mkdir(path, 0700) && errno != EEXIST)
+		return -errno;
+	err = pods_view_open(u, &pv);
+	if (err)
+		return err;
+	auth = view_get(u, INJECT_DIR "/inject_auth");
+	rules = view_get(u, INJECT_DIR "/proxy_rules");
+	inbound = view_get(u, INJECT_DIR "/proxy_inbound_rules");
+	roles = bpf_map_create(BPF_MAP_TYPE_ARRAY, "head_roles",
+			       sizeof(__u32), sizeof(__u32),
+			       PI_DP_HEAD_ROLES_MAX, NULL);
+	/* proxy_inbound_rules is ABI 7's: from before it, none */
+	if (roles < 0 || auth < 0 || rules < 0 ||
+	    (inbound < 0 && inbound != -ENOENT)) {
+		err = roles < 0 ? -errno : -ENOENT;
+		goto out;
+	}
+	for (int i = 0; i < pv.cnt && !err; i++) {
+		uint32_t ifindex = pv.pods[i].ifindex, r;
+
+		if (ifindex >= PI_DP_HEAD_ROLES_MAX)
+			continue;
+		r = head_roles_of(auth, rules, inbound, ifindex);
+		if (bpf_map_update_elem(roles, &ifindex, &r, BPF_ANY))
+			err = -errno;
+	}
+	stage_path(u, path, sizeof(path), INJECT_DIR "/head_roles");
+	unlink(path);
+	if (!err && bpf_obj_pin(roles, path))
+		err = -errno;
+out:
+	if (auth >= 0)
+		close(auth);
+	if (rules >= 0)
+		close(rules);
+	if (inbound >= 0)
+		close(inbound);
+	if (roles >= 0)
+		close(roles);
+	pods_view_close(&pv);
 	return err;
 }
 

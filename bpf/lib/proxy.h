@@ -531,7 +531,7 @@ static __always_inline bool icmp_error_flow(struct __sk_buff *skb,
 /* Steering at a pod's egress hook (the head program). Returns a verdict,
  * or PI_NEXT to go on with injection handling and the CNI's programs. */
 static __always_inline int proxy_steer(struct __sk_buff *skb,
-				       const struct pkt *p)
+				       const struct pkt *p, __u32 roles)
 {
 	struct pi_dp_proxy_rule *r;
 	struct pi_flow_key k;
@@ -544,7 +544,8 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	 * eth0 like the flow's replies: to the proxy, whose stack finds the
 	 * upstream socket by the quoted header */
 	if (!p->has_ports) {
-		if (!bpf_map_lookup_elem(&proxy_rules, &ifindex) ||
+		if (!(roles & PI_DP_ROLE_CAPTURED) ||
+		    !bpf_map_lookup_elem(&proxy_rules, &ifindex) ||
 		    !icmp_error_flow(skb, p, &k))
 			return PI_NEXT;
 		f = bpf_map_lookup_elem(&proxy_upstream, &k);
@@ -555,7 +556,8 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 
 	/* client side: the proxy answering POD as D */
 	flow_key(&k, p, false);
-	f = bpf_map_lookup_elem(&proxy_flows, &k);
+	f = (roles & PI_DP_ROLE_PROXY) ?
+	    bpf_map_lookup_elem(&proxy_flows, &k) : NULL;
 	if (f && f->proxy_ifindex == ifindex &&
 	    !(f->flags & PI_FLOW_INBOUND)) {
 		done = flow_touch(f, p, false);
@@ -568,6 +570,8 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 		return verdict;
 	}
 
+	if (!(roles & PI_DP_ROLE_CAPTURED))
+		return PI_NEXT;
 	r = bpf_map_lookup_elem(&proxy_rules, &ifindex);
 	if (!r)
 		return PI_NEXT;
@@ -816,7 +820,7 @@ __noinline int inbound_capture(struct __sk_buff *skb, const struct pkt *p,
  * stack passed what 6.1's verifier allows a chain of calls (512 bytes).
  */
 __noinline int inbound_icmp(struct __sk_buff *skb, const struct pkt *p,
-			    bool *mine)
+			    __u32 roles, bool *mine)
 {
 	struct pi_flow_key k;
 	struct pi_flow *f;
@@ -826,7 +830,8 @@ __noinline int inbound_icmp(struct __sk_buff *skb, const struct pkt *p,
 		return PI_NEXT;
 	ifindex = skb->ifindex;
 	*mine = false;
-	if (!bpf_map_lookup_elem(&proxy_inbound_rules, &ifindex) ||
+	if (!(roles & PI_DP_ROLE_PROTECTED) ||
+	    !bpf_map_lookup_elem(&proxy_inbound_rules, &ifindex) ||
 	    !icmp_error_flow(skb, p, &k))
 		return PI_NEXT;
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
@@ -842,7 +847,7 @@ __noinline int inbound_icmp(struct __sk_buff *skb, const struct pkt *p,
  * then (PI_NEXT: on to the pod's egress programs, nothing else here).
  */
 __noinline int inbound_steer(struct __sk_buff *skb, const struct pkt *p,
-			     bool *mine)
+			     __u32 roles, bool *mine)
 {
 	struct pi_dp_proxy_rule *r;
 	struct pi_flow_key k;
@@ -859,7 +864,8 @@ __noinline int inbound_steer(struct __sk_buff *skb, const struct pkt *p,
 		return PI_NEXT;
 
 	/* at the protected pod's own hook */
-	r = bpf_map_lookup_elem(&proxy_inbound_rules, &ifindex);
+	r = (roles & PI_DP_ROLE_PROTECTED) ?
+	    bpf_map_lookup_elem(&proxy_inbound_rules, &ifindex) : NULL;
 	if (r) {
 		/* a client's packet, bounced here from the pod's eth0 */
 		flow_key(&k, p, false);
@@ -886,9 +892,10 @@ __noinline int inbound_steer(struct __sk_buff *skb, const struct pkt *p,
 		}
 	}
 
-	/* What follows is for a packet to a protected pod: most packets
-	 * are not, and pass on after this one lookup (a pod's own traffic
-	 * at its head program; issue 23). */
+	/* What follows is at a proxy's hook, for a packet to a protected
+	 * pod: most packets are not, and pass on after this one lookup. */
+	if (!(roles & PI_DP_ROLE_PROXY))
+		return PI_NEXT;
 	pod = inbound_pod(&p->daddr, p->family);
 	if (!pod)
 		return PI_NEXT;

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "fixture.h"
+#include "inject.h"
 #include "nl.h"
 #include "inject.skel.h"
 #include "pkt.h"
@@ -1234,5 +1235,120 @@ UNIT_TEST(proxy_inbound_icmp_errors_to_the_proxy)
 		  PI_NEXT, "another flow: into the pod");
 	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
 		  PI_NEXT, "another flow, at the hook");
+	inject_bpf__destroy(fx.skel);
+}
+
+/* ---- the head's record of each device's roles (inject/head_roles) ---- */
+
+/* Each fixture device's record, as head_acquire writes it: from the maps. */
+static void roles_write(struct px_fx *fx)
+{
+	int ifs[3] = { fx->if_pod, fx->if_proxy, fx->if_other };
+
+	for (int i = 0; i < 3; i++) {
+		uint32_t roles = head_roles_of(
+			bpf_map__fd(fx->skel->maps.inject_auth),
+			bpf_map__fd(fx->skel->maps.proxy_rules),
+			bpf_map__fd(fx->skel->maps.proxy_inbound_rules), ifs[i]);
+
+		bpf_map__update_elem(fx->skel->maps.head_roles, &ifs[i], 4,
+				     &roles, 4, 0);
+	}
+}
+
+static void roles_set(struct px_fx *fx, int ifindex, uint32_t roles)
+{
+	bpf_map__update_elem(fx->skel->maps.head_roles, &ifindex, 4, &roles,
+			     4, 0);
+}
+
+static uint32_t roles_get(struct px_fx *fx, int ifindex)
+{
+	uint32_t roles = 0;
+
+	bpf_map__lookup_elem(fx->skel->maps.head_roles, &ifindex, 4, &roles,
+			     4, 0);
+	return roles;
+}
+
+/* The records read from the maps say what each device is; with them the
+ * proxy's whole exchange works as with every check; a role a record lacks
+ * is a check not made, and no record at all is every check. */
+UNIT_TEST(proxy_head_roles_choose_the_checks)
+{
+	struct pi_dp_proxy_rule r = {};
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	roles_write(&fx);
+	ASSERT_EQ(roles_get(&fx, fx.if_pod),
+		  PI_DP_ROLE_KNOWN | PI_DP_ROLE_CAPTURED, "the captured pod");
+	ASSERT_EQ(roles_get(&fx, fx.if_proxy),
+		  PI_DP_ROLE_KNOWN | PI_DP_ROLE_INJECT | PI_DP_ROLE_PROXY,
+		  "the proxy: an injector and a rule's proxy");
+	ASSERT_EQ(roles_get(&fx, fx.if_other), PI_DP_ROLE_KNOWN,
+		  "a device with no role");
+	/* the exchange of proxy_upstream_and_replies, on the records */
+	len = syn(pkt, "10.0.0.2", 40000, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "captured");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_proxy, "to the proxy");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 80, 40000, 0x12 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
+		      NULL), PI_REDIRECT, "the proxy's answer as D");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_pod, "to the pod");
+	len = syn(pkt, "10.0.0.2", 50000, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
+		      NULL), PI_REDIRECT, "upstream injected");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_pod, "into the pod's datapath");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 80, 50000, 0x12 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "the upstream reply on to the proxy");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_proxy, "the proxy");
+
+	/* a record without the role: the check is not made */
+	roles_set(&fx, fx.if_pod, PI_DP_ROLE_KNOWN);
+	len = syn(pkt, "10.0.0.2", 40001, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_NEXT, "not captured without CAPTURED");
+	roles_set(&fx, fx.if_proxy, PI_DP_ROLE_KNOWN | PI_DP_ROLE_PROXY);
+	len = syn(pkt, "10.0.0.2", 50001, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
+		      NULL), PI_NEXT, "not injected without INJECT");
+	/* no record (never written, or cleared): every check */
+	roles_set(&fx, fx.if_pod, 0);
+	len = syn(pkt, "10.0.0.2", 40002, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "captured without a record");
+	roles_set(&fx, fx.if_proxy, PI_DP_ROLE_INJECT);
+	len = syn(pkt, "10.0.0.2", 50002, 80, 0x02);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
+		      NULL), PI_REDIRECT, "injected: a value without KNOWN is no record");
+
+	/* inbound: the pod protected, the proxy its terminator */
+	inbound_setup_rule(&fx, 8080);
+	roles_write(&fx);
+	ASSERT_EQ(roles_get(&fx, fx.if_pod),
+		  PI_DP_ROLE_KNOWN | PI_DP_ROLE_PROTECTED, "the protected pod");
+	ASSERT_EQ(roles_get(&fx, fx.if_proxy),
+		  PI_DP_ROLE_KNOWN | PI_DP_ROLE_INJECT | PI_DP_ROLE_PROXY,
+		  "its proxy");
+	len = seg_seq(pkt, "10.0.0.7", "10.0.0.1", 20000, 8080, 0x02, 5555);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
+		      NULL), PI_REDIRECT, "the proxy's SYN as the client");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_pod, "to the pod");
+	len = seg_seq(pkt, "10.0.0.1", "10.0.0.7", 8080, 20000, 0x12, 1);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "the pod's SYN-ACK");
+	ASSERT_EQ(last(&fx).ifindex, fx.if_proxy, "to the proxy");
+	roles_set(&fx, fx.if_pod, PI_DP_ROLE_KNOWN | PI_DP_ROLE_CAPTURED);
+	len = seg_seq(pkt, "10.0.0.1", "10.0.0.7", 8080, 20000, 0x10, 2);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_NEXT, "not handed on without PROTECTED");
 	inject_bpf__destroy(fx.skel);
 }
