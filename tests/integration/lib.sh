@@ -267,6 +267,22 @@ wire_capture_end() {
 	return 1
 }
 
+# head_roles NODE POD: the head program's record of what it has to look
+# at on the pod's host-side device (inject/head_roles, enum
+# pi_dp_head_role), as a number; 0 for none
+ROLE_KNOWN=$((1 << 31))
+head_roles() {
+	local ifi v=0 i=0 byte
+	ifi=$("$PI" -N $1 -j pod show $2 | jq .host_ifindex)
+	for byte in $(bpftool -j map lookup pinned /sys/fs/bpf/podinject/$1/inject/head_roles \
+		key $((ifi & 255)) $((ifi >> 8 & 255)) $((ifi >> 16 & 255)) $((ifi >> 24)) |
+		jq -r '.value[]'); do
+		v=$((v + (byte << (8 * i))))
+		i=$((i + 1))
+	done
+	echo $v
+}
+
 # inbound_flows_gone NODE: the node's inbound proxy rules come to hold no
 # flow (client, upstream) and no refusal, within 10 s
 inbound_flows_gone() {

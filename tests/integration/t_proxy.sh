@@ -12,7 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=42
+EXPECT=44
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -34,6 +34,10 @@ pi -N $Y pod add tp-r --ip $R --ip6 fd00:1::a >/dev/null
 check proxy_add pi -N $X proxy add tp-p --port 15001 --for tp-c
 check proxy_list sh -c "$PI -N $X -j proxy list | jq -e '.[0].pod == \"tp-c\" and .[0].proxy == \"tp-p\" and .[0].port == 15001'"
 check proxy_is_injector sh -c "$PI -N $X -j inject list | jq -e 'length == 2 and .[0].injector == \"tp-p\"'"
+# the head's records: tp-c captured, tp-p an injector and a proxy, tp-s
+# with no head none
+expect_eq head_roles_written "$(head_roles $X tp-c) $(head_roles $X tp-p) $(head_roles $X tp-s)" \
+	"$((ROLE_KNOWN | 2)) $((ROLE_KNOWN | 1 | 8)) 0"
 
 start_proxy() {
 	ip netns exec tp-p "$BUILD/podinject-proxy" -v --connect-timeout 30000 15001 >/tmp/tp$$.px 2>/tmp/tp$$.pxlog </dev/null &
@@ -236,6 +240,7 @@ check del_no_rules sh -c "$PI -N $X -j proxy list | jq -e 'length == 0'"
 check del_no_auth sh -c "$PI -N $X -j inject list | jq -e 'length == 0'"
 check del_no_proxy_routing sh -c "! ip -n tp-p rule | grep -q 'lookup 100'"
 check del_no_pins sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_"
+expect_eq del_head_roles_cleared "$(head_roles $X tp-c) $(head_roles $X tp-p)" "0 0"
 
 # the nodes adopted their namespaces (make_wire): counted before they go
 ids=$(node_prog_ids $X; node_prog_ids $Y)

@@ -26,7 +26,7 @@
 # t_upgrade_netkit (WANT_DEV=netkit, POD_ARGS, INJECT_ARGS: kernel lab).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=87
+EXPECT=88
 PREFIX=${PREFIX:-up-}
 MODE=${WANT_ATTACH:-tcx}
 # netkit pods (t_upgrade_netkit): their hooks are the pair's peer (the
@@ -63,7 +63,7 @@ trap '[ -n "$PROXY" ] && kill $PROXY; cleanup_nodes; rm -rf "$TMP"' EXIT
 
 ALL_CHECKS="old_build old_up old_pods old_rules old_grant old_proxy old_stream_tracked
 old_refused_by_new old_hooked lost_pin upgrade_under_traffic upgrade_said udp_all_through
-udp_none_lost_or_twice injected_none_lost inject_swapped tcp_stream_not_reset tcp_stream_every_byte proxied_not_reset proxied_by_proxy state_kept ct_stream_kept
+udp_none_lost_or_twice injected_none_lost inject_swapped tcp_stream_not_reset tcp_stream_every_byte proxied_not_reset proxied_by_proxy state_kept head_roles_migrated ct_stream_kept
 counters_go_on links_kept progs_changed one_per_hook lost_pin_found abi_recorded
 no_staging_left traffic_after refused_by_old second_upgrade second_links_kept
 second_progs_changed downgrade_refused downgrade_message downgrade_nothing_changed
@@ -393,6 +393,15 @@ expect_eq tcp_stream_every_byte "$(grep -o 'conn-done bytes [0-9]*' $TMP/srv | h
 wait
 
 expect_eq state_kept "$(state "$PI")" "$before_state"
+# The step to ABI 8 wrote each pod's head roles (PI_DP_ROLE_*) from its
+# grants and rules: a captured, c an injector and a's proxy, b nothing
+KNOWN=$ROLE_KNOWN
+if [ "$DEV" = netkit ]; then
+	want_roles="$KNOWN $KNOWN $((KNOWN | 1))"
+else
+	want_roles="$((KNOWN | 2)) $KNOWN $((KNOWN | 1 | 8))"
+fi
+expect_eq head_roles_migrated "$(head_roles $N $A) $(head_roles $N $B) $(head_roles $N $C)" "$want_roles"
 if [ "$after_flow" = "$before_flow" ]; then
 	pass ct_stream_kept
 else

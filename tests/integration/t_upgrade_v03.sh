@@ -5,6 +5,6 @@
 # version before, under the same traffic and checks. (The steps from ABI 4
 # and 5 run in t_upgrade, chained from v0.1.)
 PREFIX=u3-
-EXPECT=87
+EXPECT=88
 OLD_REV=v0.3
 . "$(dirname "$0")/t_upgrade.sh"
