@@ -256,6 +256,15 @@ static void set_kinds(int fd, __u32 kinds)
 	bpf_map_update_elem(fd, &zero, &cfg, 0);
 }
 
+/* The head program's record of a device (inject/head_roles), in an
+ * object that has the map. */
+static void set_roles(struct bpf_map *roles, __u32 ifindex, __u32 value)
+{
+	if (roles)
+		bpf_map__update_elem(roles, &ifindex, sizeof(ifindex), &value,
+				     sizeof(value), 0);
+}
+
 static int run_case(struct tcase *c, unsigned int repeat, double *ns)
 {
 	struct __sk_buff ctx = { .ifindex = c->ifindex };
@@ -483,10 +492,21 @@ int main(int argc, char **argv)
 		inet_pton(AF_INET, "10.0.0.1", &k.addr.a[0]);
 		bpf_map__update_elem(inj->maps.inject_auth, &k, sizeof(k), &t,
 				     sizeof(t), 0);
+		/* the injector's record, as `inject allow` writes it */
+		set_roles(inj->maps.head_roles, ifi,
+			  PI_DP_ROLE_KNOWN | PI_DP_ROLE_INJECT);
 		ADD("inject_egress, authorised (fallback redirect)", fd, ifi,
 		    "10.0.0.1", "10.0.0.2", PI_REDIRECT);
 		ADD("inject_egress, own traffic (pass on)", fd, ifi,
 		    "10.0.0.4", "10.0.0.2", PI_NEXT);
+		/* without a record (a device past the array, a node whose
+		 * upgrade did not fill it): every check, as before it */
+		ADD("inject_egress, own traffic, no record (every check)", fd,
+		    ifb, "10.0.0.2", "10.0.0.4", PI_NEXT);
+		/* a device whose last role went, its head not yet detached */
+		set_roles(inj->maps.head_roles, ifu, PI_DP_ROLE_KNOWN);
+		ADD("inject_egress, a device with no role", fd, ifu,
+		    "10.0.0.3", "10.0.0.4", PI_NEXT);
 	}
 
 	/* the synthetic probe's reply matching (pod_reply, at a probed pod's
@@ -616,6 +636,10 @@ int main(int argc, char **argv)
 			inet_pton(AF_INET, "10.0.0.1", &k.addr.a[0]);
 			bpf_map__update_elem(auth, &k, sizeof(k), &t,
 					     sizeof(t), 0);
+			/* a build with the head's records: the injector's */
+			set_roles(bpf_object__find_map_by_name(binj[b],
+							       "head_roles"),
+				  ifi, PI_DP_ROLE_KNOWN | PI_DP_ROLE_INJECT);
 		}
 		for (int c = 0; c < BASELINE_CASES; c++) {
 			snprintf(names[b][c], 128, "%s [%s]", bc[c].what, bname[b]);

@@ -24,7 +24,7 @@
 #                    between groups) that each run in a guest of their own
 #                    beside one more guest that runs the rest, all booted at
 #                    once (default "t_scale,t_upgrade_xdp,t_upgrade_netkit,
-#                    t_upgrade_v03" for the whole suite, none
+#                    t_upgrade_v04" for the whole suite, none
 #                    for a LAB_SUITE; "" boots one guest). The kernel's
 #                    count line adds up its guests'.
 #   LAB_VERBOSE=1    print the whole console, not only the result lines
@@ -94,7 +94,7 @@ if [ -n "${LAB_SUITE:-}" ]; then
 	suite=$LAB_SUITE
 	LAB_SPLIT=${LAB_SPLIT:-}
 else
-	LAB_SPLIT=${LAB_SPLIT-t_scale,t_upgrade_xdp,t_upgrade_netkit,t_upgrade_v03}
+	LAB_SPLIT=${LAB_SPLIT-t_scale,t_upgrade_xdp,t_upgrade_netkit,t_upgrade_v04}
 	suite=
 fi
 guests=1

@@ -112,12 +112,20 @@ suite_progcost() {
 				jq -c --argjson rep "$rep" 'select(.variant | test("monitor on|flow table full|first packet|established") | not) | .rep = $rep | .variant += " [no-monitor]"' ||
 				echo '{"variant":"error","rep":0,"value":0}'
 		done)
-	# the head program's pass-on over the test run's own cost (goal of
-	# issue 23: at most 15 ns)
+	# the head program's pass-on over the test run's own cost and over
+	# the datapath before the tracker (goal of issue 23: at most 15 ns
+	# over the floor), and a device with no role over the test run's
+	local bt nr
 	for rep in "${!passon[@]}"; do
 		[ -n "${floor[$rep]:-}" ] || continue
 		sample ns_over_floor ns "inject_egress, own traffic (pass on) - empty program" "$rep" \
 			"$(awk -v a="${passon[$rep]}" -v b="${floor[$rep]}" 'BEGIN { d = a - b; printf "%.1f", d < 0 ? 0 : d }')"
+		nr=${bynv["inject_egress, a device with no role|$rep"]:-}
+		[ -n "$nr" ] && sample ns_over_floor ns "inject_egress, a device with no role - empty program" "$rep" \
+			"$(awk -v a="$nr" -v b="${floor[$rep]}" 'BEGIN { d = a - b; printf "%.1f", d < 0 ? 0 : d }')"
+		bt=${bynv["inject_egress, own traffic (pass on) [before-tracker]|$rep"]:-}
+		[ -n "$bt" ] && sample ns_over_before_tracker ns "inject_egress, own traffic (pass on) - before-tracker's" "$rep" \
+			"$(awk -v a="${passon[$rep]}" -v b="$bt" 'BEGIN { printf "%.1f", a - b }')"
 	done
 	# the monitor's checks with no monitor running, in ns per packet over
 	# the same tree without them: the median of the per-round differences

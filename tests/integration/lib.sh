@@ -175,7 +175,7 @@ make_wire() {
 # release tag a clone did not fetch is found by its commit
 # (PREV_RELEASE_COMMITS), and where there is no git at all (the kernel
 # lab's guest) a cache made before, on the host, serves.
-declare -A PREV_RELEASE_COMMITS=([v0.1]=31e717c [v0.2]=db9b60b [v0.3]=f8422fb)
+declare -A PREV_RELEASE_COMMITS=([v0.1]=31e717c [v0.2]=db9b60b [v0.3]=f8422fb [v0.4]=91a6c50)
 prev_release() {
 	local commit dir=$BUILD/prev-$1
 	commit=$(git -C "$ROOT" rev-parse "$1^{commit}" 2>/dev/null) ||

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # Upgrade in place: a node made by a previous release (OLD_REV: v0.1, ABI
-# 4, here; t_upgrade_v03 the last one, v0.3, ABI 6; built from git history and kept under the build dir) with pods, rules,
+# 4, here; t_upgrade_v04 the last one, v0.4, ABI 7; built from git history and kept under the build dir) with pods, rules,
 # an injection grant, a proxy rule and tracked flows is upgraded by this
 # build while traffic flows:
 #   - a UDP flow a -> b at a fixed rate with sequence numbers: none lost,
