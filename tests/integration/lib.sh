@@ -267,6 +267,42 @@ wire_capture_end() {
 	return 1
 }
 
+# inject_at_scale NODE INJECTOR TARGET RECEIVER DST PORT PATH COUNT RATE:
+# COUNT sequence-numbered datagrams (useq) at RATE a second from INJECTOR's
+# namespace with TARGET's address (an injection as TARGET on PATH) to
+# DST:PORT in RECEIVER's, and what each counter saw of them, one line:
+# "sent N received N missing 0 duplicated 0 egress N stats N" when every
+# one was handled exactly once (TARGET's egress counter and `inject
+# stats` moved by N, the receiver saw each number once)
+INJECT_SCALE=100000
+inject_at_scale() {
+	local n=$1 inj=$2 tgt=$3 rcv=$4 dst=$5 port=$6 path=$7 count=$8 rate=$9
+	local src eg0 st0 sent got missing dup r out
+	out=$(mktemp)
+	src=$("$PI" -N $n -j pod show $tgt | jq -r .ip4)
+	eg0=$(pod_stat $n $tgt .egress_packets)
+	st0=$(inject_stat_packets $n $inj $tgt $path)
+	in_ns $rcv "$BUILD/useq" recv $port $count 3000 >$out &
+	r=$!
+	wait_udp_listen $rcv $port >/dev/null || echo -n "no-listener "
+	sent=$(in_ns $inj "$BUILD/useq" send $dst $port $rate $count $src)
+	wait $r
+	read -r _ got _ missing _ dup _ <$out
+	rm -f $out
+	echo "$sent received ${got:-?} missing ${missing:-?} duplicated ${dup:-?}" \
+		"egress $(($(pod_stat $n $tgt .egress_packets) - eg0))" \
+		"stats $(($(inject_stat_packets $n $inj $tgt $path) - st0))"
+}
+at_scale_want() {
+	echo "sent $INJECT_SCALE received $INJECT_SCALE missing 0 duplicated 0 egress $INJECT_SCALE stats $INJECT_SCALE"
+}
+# inject_stat_packets NODE INJECTOR TARGET PATH: `inject stats`' packets
+# of that injection
+inject_stat_packets() {
+	"$PI" -N $1 -j inject stats | jq --arg i $2 --arg t $3 --arg p $4 \
+		'[.[] | select(.injector == $i and .as == $t and .path == $p) | .packets] | add // 0'
+}
+
 # head_roles NODE POD: the head program's record of what it has to look
 # at on the pod's host-side device (inject/head_roles, enum
 # pi_dp_head_role), as a number; 0 for none

@@ -11,7 +11,7 @@
 # injected: not 0 (skipped), not 2x (run twice).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=47
+EXPECT=49
 PREFIX=ji-
 N=ji-n
 T=10.244.0.10
@@ -130,17 +130,25 @@ if [ "$has_flag" = true ]; then
 	expect_eq fast_path_delivered "$got" "sent 10, received 10"
 	expect_num fast_path_target_egress_once "$(sub "$(pod_stat $N ji-t .egress_packets)" "$eg0")" 10
 	skip fast_path_refused "kernel has BPF_F_EGRESS"
+	expect_eq fast_path_at_scale "$(inject_at_scale $N ji-i ji-t ji-d $D 9100 fast $INJECT_SCALE 25000)" \
+		"$(at_scale_want)"
 elif [ "$has_flag" = false ]; then
 	skip fast_path_delivered "kernel lacks BPF_F_EGRESS (our lab kernel has it: make lab)"
+	skip fast_path_at_scale "kernel lacks BPF_F_EGRESS (our lab kernel has it: make lab)"
 	expect_eq fast_path_refused "$got" "sent 10, received 0"
 	expect_num fast_path_refused_counted "$(pi -N $N -j inject stats | jq '[.[] | select(.path == "fast") | .drops."redirect-refused"] | add')" 10
 else
-	for c in fast_path_delivered fast_path_refused fast_path_refused_counted; do
+	for c in fast_path_delivered fast_path_refused fast_path_refused_counted fast_path_at_scale; do
 		skip $c "kernel $(uname -r) is not in tests/kernels.txt"
 	done
 fi
 check allow_fallback pi -N $N inject allow ji-i --as ji-t --path fallback
 expect_eq fallback_delivered "$(udp_to_d ji-i $T $D 9000 10)" "sent 10, received 10"
+# exactly once at scale (issue 23): 100 000 sequence-numbered datagrams,
+# each seen once by the receiver, the target's egress counter and the
+# injection's statistics
+expect_eq fallback_at_scale "$(inject_at_scale $N ji-i ji-t ji-d $D 9101 fallback $INJECT_SCALE 25000)" \
+	"$(at_scale_want)"
 
 # deny: the injector is back to plain spoofing and its hook to what it was.
 check deny pi -N $N inject deny ji-i

@@ -14,7 +14,7 @@
 # injected, on every path (fast; the netkit fallback with its guard).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=97
+EXPECT=100
 PREFIX=nk-
 N=nk-n
 T=10.244.0.10
@@ -135,6 +135,11 @@ expect_eq features_netkit_path "$(pi -j features | jq -r .inject_path_netkit)" "
 check allow_auto pi -N $N inject allow nk-i --as nk-t
 expect_eq auto_path "$(pi -N $N -j inject list | jq -r '.[0].path')" "$want"
 inject_once nk-i auto
+# exactly once at scale on that path (issue 23): 100 000 sequence-numbered
+# datagrams, each seen once by the receiver, the target's egress counter
+# and the injection's statistics
+expect_eq auto_at_scale "$(inject_at_scale $N nk-i nk-t nk-d $D 9100 "$want" $INJECT_SCALE 25000)" \
+	"$(at_scale_want)"
 
 # The netkit fallback, forced: the guard first at the primary's ingress,
 # the untag program first at the peer hook, the CNI's program after it.
@@ -145,6 +150,11 @@ expect_eq untag_chain "$(chain nk-t peer)" "netkit_untag pod_egress_nk"
 g0=$(guard_runs)
 inject_once nk-i netkit_fallback
 expect_num guard_ran_once_each "$(sub "$(guard_runs)" "$g0")" 40
+# and through the guard at scale: the guard ran each once
+g0=$(guard_runs)
+expect_eq netkit_fallback_at_scale "$(inject_at_scale $N nk-i nk-t nk-d $D 9101 netkit-fallback $INJECT_SCALE 25000)" \
+	"$(at_scale_want)"
+expect_num guard_ran_once_each_at_scale "$(sub "$(guard_runs)" "$g0")" $INJECT_SCALE
 expect_eq nothing_forged "$(pi -N $N -j inject stats | jq '[.[] | .guard.forged // 0] | add')" 0
 # The pod's own traffic is not run a second time by the guard.
 eg0=$(stat nk-t .egress_packets); g0=$(guard_runs)
