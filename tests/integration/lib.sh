@@ -279,7 +279,7 @@ inject_at_scale() {
 	local n=$1 inj=$2 tgt=$3 rcv=$4 dst=$5 port=$6 path=$7 count=$8 rate=$9
 	local src eg0 st0 sent got missing dup r out
 	out=$(mktemp)
-	src=$("$PI" -N $n -j pod show $tgt | jq -r .ip4)
+	src=$("$PI" -N $n -j pod show $tgt | jq -r .ipv4)
 	eg0=$(pod_stat $n $tgt .egress_packets)
 	st0=$(inject_stat_packets $n $inj $tgt $path)
 	in_ns $rcv "$BUILD/useq" recv $port $count 3000 >$out &
