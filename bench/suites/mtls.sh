@@ -17,6 +17,17 @@
 #                         the caller's address)
 #   pb-mld (10.244.0.13) --direct----> pb-mls (plaintext, no proxy)
 #
+# Both ends (issue 22's comparison: HAProxy originating *and* terminating):
+#
+#   pb-mlu (10.244.0.18) --capture--> pb-mlq (origination, as above)
+#        --TLS--> pb-mlw (10.244.0.16) captured inbound to pb-mlr
+#        (podinject-proxy --inbound :15006, pb-mlw's certificate) --plain,
+#        from pb-mlu's address--> pb-mlw's server          (variant mtls2)
+#   pb-mlh --capture--> pb-mlx (HAProxy, as above)
+#        --TLS--> pb-mlz (10.244.0.19) captured inbound to pb-mly (HAProxy
+#        :15009, bind transparent ssl crt verify required; source usesrc
+#        clientip) --plain--> pb-mlz's server              (variant haproxy2)
+#
 # A client that speaks TLS itself (direct_tls) is not measured: none of
 # the bench's tools is one. A client and its proxy are distinct pods per
 # variant, all on one node with one datapath.
@@ -83,6 +94,27 @@ mtls_setup() {
 		--tls-trust-domain ml.bench
 }
 
+# Both ends podinject-proxy (mtls2): pb-mlu's connections originated by
+# pb-mlq as above, terminated for pb-mlw by pb-mlr (--inbound), whose
+# plaintext leg reaches pb-mlw from pb-mlu's address.
+mtls2_setup() {
+	local p
+	for p in mlu:18 mlw:16 mlr:17; do
+		"$PI" -N "$ML_N" pod add "$PB_PREFIX-${p%:*}" --ip "10.244.0.${p#*:}" >/dev/null ||
+			return 1
+	done
+	"$PI" -N "$ML_N" proxy add $PB_PREFIX-mlq --port 15003 --for $PB_PREFIX-mlu \
+		--match tcp >/dev/null &&
+	"$PI" -N "$ML_N" proxy add $PB_PREFIX-mlr --port 15006 --for $PB_PREFIX-mlw \
+		--inbound --match tcp dport 5201,8443 >/dev/null || return 1
+	{
+		"$ML_PKI" issue "$ML_T" ml mlu 10.244.0.18 &&
+		"$ML_PKI" issue "$ML_T" ml mlw 10.244.0.16
+	} >/dev/null || return 1
+	ml_proxy $PB_PREFIX-mlr 15006 --inbound --tls-dir "$ML_T" \
+		--tls-ca "$ML_T/ca.pem" --tls-trust-domain ml.bench
+}
+
 # HAProxy as proxy.sh sets it up (bind transparent, usesrc clientip, server
 # 0.0.0.0: the original destination), its upstream a TLS client with
 # pb-mlh's certificate that verifies the server's chain against the CA.
@@ -119,12 +151,63 @@ haproxy_mtls_setup() {
 	ml_wait_listen $PB_PREFIX-mlx 15002
 }
 
+# Both ends HAProxy (haproxy2): pb-mlh's connections originated by pb-mlx
+# as for haproxy_mtls, terminated for pb-mlz by HAProxy in pb-mly, bound
+# transparent to the captured connections (an inbound rule), checking the
+# client's certificate against the CA, its plaintext leg from the client's
+# address to the original destination.
+haproxy2_setup() {
+	local cfg=$SUITE_DIR/haproxy2.cfg
+	"$PI" -N "$ML_N" pod add $PB_PREFIX-mlz --ip 10.244.0.19 >/dev/null &&
+	"$PI" -N "$ML_N" pod add $PB_PREFIX-mly --ip 10.244.0.21 >/dev/null &&
+	"$PI" -N "$ML_N" proxy add $PB_PREFIX-mly --port 15009 --for $PB_PREFIX-mlz \
+		--inbound --match tcp dport 5201,8443 >/dev/null || return 1
+	"$ML_PKI" issue "$ML_T" ml mlz 10.244.0.19 >/dev/null || return 1
+	cat "$ML_T/10.244.0.19/cert.pem" "$ML_T/10.244.0.19/key.pem" >"$ML_T/mlz.pem"
+	cat >"$cfg" <<-EOF
+	global
+		nbthread 1
+		maxconn 8192
+	defaults
+		mode tcp
+		timeout connect 2s
+		timeout client 60s
+		timeout server 60s
+	frontend terminated
+		bind 0.0.0.0:15009 transparent ssl crt $ML_T/mlz.pem ca-file $ML_T/ca.pem verify required ssl-min-ver TLSv1.3
+		default_backend protected
+	backend protected
+		source 0.0.0.0 usesrc clientip
+		server original 0.0.0.0
+	EOF
+	ip netns exec $PB_PREFIX-mly "$ML_HAPROXY" -db -f "$cfg" >"$cfg.log" 2>&1 &
+	ML_H2PID=$!
+	ml_wait_listen $PB_PREFIX-mly 15009
+}
+
 ml_client() {	# the client pod of a variant
 	case $1 in
 	plain) echo $PB_PREFIX-mlc ;;
 	mtls) echo $PB_PREFIX-mlt ;;
-	haproxy_mtls) echo $PB_PREFIX-mlh ;;
+	mtls2) echo $PB_PREFIX-mlu ;;
+	haproxy_mtls|haproxy2) echo $PB_PREFIX-mlh ;;
 	*) echo $PB_PREFIX-mld ;;
+	esac
+}
+
+ml_server_pod() {	# the server pod of a variant
+	case $1 in
+	mtls2) echo $PB_PREFIX-mlw ;;
+	haproxy2) echo $PB_PREFIX-mlz ;;
+	*) echo $PB_PREFIX-mls ;;
+	esac
+}
+
+ml_server_addr() {	# and its address
+	case $1 in
+	mtls2) echo 10.244.0.16 ;;
+	haproxy2) echo 10.244.0.19 ;;
+	*) echo $ML_S ;;
 	esac
 }
 
@@ -135,7 +218,8 @@ ml_client() {	# the client pod of a variant
 # branch execs, so that ML_SRV is the server and not a subshell that a
 # kill would leave it running behind.
 ml_server() {
-	local v=$1 port=$2 how=$3 n=$4 ns=$PB_PREFIX-mls
+	local v=$1 port=$2 how=$3 n=$4 ns
+	ns=$(ml_server_pod "$v")
 	case $v:$how in
 	*mtls:SINK)
 		exec ip netns exec $ns taskset -c "$PB_CPU_RECV" "$BUILD/tlsd" "$port" \
@@ -174,11 +258,11 @@ ml_server_done() {	# stops (CLOSE: pktload runs for its duration) or
 # they read (pinet: FNV-1a; tlsd: SHA-256 and FNV-1a, after decrypting):
 # the count of bytes they report is the check that all of it arrived.
 ml_throughput() {
-	local c=$(ml_client "$1") t0 t1 got
+	local c=$(ml_client "$1") dst=$(ml_server_addr "$1") t0 t1 got
 	ml_server "$1" 5201 SINK 1 || { ml_server_done SINK; return; }
 	t0=$(date +%s%N)
 	ip netns exec "$c" taskset -c "$PB_CPU_SEND" timeout 120 bash -c \
-		"exec 3<>/dev/tcp/$ML_S/5201 && dd if=/dev/zero bs=1M count=$((ML_BYTES >> 20)) status=none >&3" \
+		"exec 3<>/dev/tcp/$dst/5201 && dd if=/dev/zero bs=1M count=$((ML_BYTES >> 20)) status=none >&3" \
 		2>/dev/null
 	ml_server_done SINK
 	t1=$(date +%s%N)
@@ -198,7 +282,7 @@ ml_setup_time() {
 	local c=$(ml_client "$1") out
 	ml_server "$1" 8443 CLOSE "$ML_CONNS" || { ml_server_done CLOSE; return; }
 	out=$(ip netns exec "$c" taskset -c "$PB_CPU_SEND" "$BUILD/pinet" tcp-conn-loop \
-		--latency --timeout 5000 $ML_S 8443 "$ML_CONNS" 30 2>/dev/null)
+		--latency --timeout 5000 "$(ml_server_addr "$1")" 8443 "$ML_CONNS" 30 2>/dev/null)
 	ml_server_done CLOSE
 	awk -v n="$ML_CONNS" '$1 == "conns" { f = $4; ok = $2 == n && f == 0; cps = $8 }
 	     $1 == "latency_us" && ok { t = $3 " " $5 " " cps " " $7 }
@@ -312,12 +396,26 @@ suite_mtls() {
 	else
 		skip haproxy_mtls "could not set HAProxy up (pod add, proxy add, or no listener on :15002 within 5 s: $(tail -n 1 "$ML_HCFG.log" 2>/dev/null))"
 	fi
+	if mtls2_setup; then
+		variants="$variants mtls2"
+	else
+		skip mtls2 "could not set up podinject-proxy at both ends (pod add, proxy add --inbound, certificates, or the --inbound proxy not ready: $(tail -n 1 "$SUITE_DIR/proxy-$PB_PREFIX-mlr.log" 2>/dev/null))"
+	fi
+	case " $variants " in
+	*" haproxy_mtls "*)
+		if haproxy2_setup; then
+			variants="$variants haproxy2"
+		else
+			skip haproxy2 "could not set HAProxy up at both ends (pod add, proxy add --inbound, or no listener on :15009 within 5 s: $(tail -n 1 "$SUITE_DIR/haproxy2.cfg.log" 2>/dev/null))"
+		fi ;;
+	*) skip haproxy2 "no HAProxy originating (haproxy_mtls)" ;;
+	esac
 	skip direct_tls "no client of the bench speaks TLS itself; direct (plaintext, no proxy) is the limit instead"
 	meta ktls "\"$(grep -m 1 -o 'ktls [a-z]*' "$SUITE_DIR/proxy-$PB_PREFIX-mlq.log" || echo unknown)\""
 	meta cpus_used "\"client CPU $PB_CPU_SEND, server CPU $PB_CPU_RECV, proxies not pinned\""
 	meta transfer_bytes "$ML_BYTES"
 	meta sequential_connections "$ML_CONNS"
-	note "plain = pb-mlc captured to podinject-proxy (plaintext) to a plaintext server; mtls = pb-mlt captured to podinject-proxy --tls-dir (TLS 1.3 with pb-mlt's certificate, the server's chain and IP SAN verified) to tlsd, which verifies pb-mlt's certificate and its IP SAN against the caller's address; haproxy_mtls = pb-mlh captured to HAProxy (transparent, usesrc clientip, server 0.0.0.0 ssl crt verify required ssl-min-ver TLSv1.3: chain only, no name to check) to the same tlsd; direct = pb-mld to the plaintext server, no proxy (the limit)"
+	note "plain = pb-mlc captured to podinject-proxy (plaintext) to a plaintext server; mtls = pb-mlt captured to podinject-proxy --tls-dir (TLS 1.3 with pb-mlt's certificate, the server's chain and IP SAN verified) to tlsd, which verifies pb-mlt's certificate and its IP SAN against the caller's address; haproxy_mtls = pb-mlh captured to HAProxy (transparent, usesrc clientip, server 0.0.0.0 ssl crt verify required ssl-min-ver TLSv1.3: chain only, no name to check) to the same tlsd; mtls2 = both ends podinject-proxy: pb-mlu originated by the mtls proxy, terminated for pb-mlw by podinject-proxy --inbound (an inbound rule; the client's certificate, its IP SAN against the caller's address and the trust domain checked), plaintext to pb-mlw's server from pb-mlu's address; haproxy2 = both ends HAProxy: pb-mlh originated as haproxy_mtls, terminated for pb-mlz by HAProxy (an inbound rule; bind transparent ssl crt ca-file verify required ssl-min-ver TLSv1.3; source usesrc clientip; chain only), plaintext to pb-mlz's server; direct = pb-mld to the plaintext server, no proxy (the limit)"
 	note "tcp_gbps: one connection carrying $ML_BYTES bytes (dd from /dev/zero) to a sink (pinet tcp-server --sink, FNV-1a of every byte; tlsd: decrypt, SHA-256 and FNV-1a of every byte), timed from before the client's start to the server's exit with all of them read (connect and handshake included); setup_p50_us/setup_p99_us/setup_max_us: $ML_CONNS connections one after the other, each timed in pinet tcp-conn-loop from connect() to the server's close (TLS: tlsd's close_notify right after the handshake, relayed as EOF); setup_added_us: that round's p50 minus plain's p50"
 	for rep in $(seq 1 "$PB_REPS"); do
 		pb_alive "$ML_N" $PB_PREFIX-mlc $PB_PREFIX-mls $PB_PREFIX-mlp $PB_PREFIX-mlq \
@@ -335,7 +433,7 @@ suite_mtls() {
 			sample conns_per_s conn/s "$v" "$rep" "${cps:-}"
 			base[$v]=${p50:-}
 		done
-		for v in mtls haproxy_mtls; do
+		for v in mtls haproxy_mtls mtls2 haproxy2; do
 			[ -n "${base[plain]:-}" ] && [ -n "${base[$v]:-}" ] || continue
 			# (a negative difference is noise and records no value)
 			sample setup_added_us µs "$v - plain" "$rep" \
@@ -384,9 +482,26 @@ suite_mtls() {
 		ratio "mtls / haproxy_mtls" setup_p50_us mtls haproxy_mtls
 		ratio "mtls / haproxy_mtls" setup_p99_us mtls haproxy_mtls ;;
 	esac
-	kill "${ML_PIDS[@]}" ${ML_HPID:+"$ML_HPID"} 2>/dev/null
-	wait "${ML_PIDS[@]}" ${ML_HPID:+"$ML_HPID"} 2>/dev/null
+	case " $variants " in
+	*" mtls2 "*)
+		ratio "mtls2 / direct" tcp_gbps mtls2 direct
+		ratio "mtls2 / mtls (the terminating end's cost)" tcp_gbps mtls2 mtls ;;
+	esac
+	case " $variants " in
+	*" haproxy2 "*)
+		ratio "haproxy2 / direct" tcp_gbps haproxy2 direct ;;
+	esac
+	case " $variants " in
+	*" mtls2 "*" haproxy2 "*)
+		ratio "mtls2 / haproxy2" tcp_gbps mtls2 haproxy2
+		ratio "mtls2 / haproxy2" setup_p50_us mtls2 haproxy2
+		ratio "mtls2 / haproxy2" setup_p99_us mtls2 haproxy2
+		ratio "mtls2 / haproxy2" conns_per_s mtls2 haproxy2 ;;
+	esac
+	kill "${ML_PIDS[@]}" ${ML_HPID:+"$ML_HPID"} ${ML_H2PID:+"$ML_H2PID"} 2>/dev/null
+	wait "${ML_PIDS[@]}" ${ML_HPID:+"$ML_HPID"} ${ML_H2PID:+"$ML_H2PID"} 2>/dev/null
 	ML_PIDS=()
 	ML_HPID=
+	ML_H2PID=
 	suite_end
 }
