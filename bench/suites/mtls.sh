@@ -115,6 +115,13 @@ mtls2_setup() {
 		--tls-ca "$ML_T/ca.pem" --tls-trust-domain ml.bench
 }
 
+# The head of the suite's HAProxy configurations: one thread, as
+# podinject-proxy is one; TCP mode.
+ml_haproxy_head() {
+	printf '%s\n' global "	nbthread 1" "	maxconn 8192" defaults "	mode tcp" \
+		"	timeout connect 2s" "	timeout client 60s" "	timeout server 60s"
+}
+
 # HAProxy as proxy.sh sets it up (bind transparent, usesrc clientip, server
 # 0.0.0.0: the original destination), its upstream a TLS client with
 # pb-mlh's certificate that verifies the server's chain against the CA.
@@ -130,15 +137,7 @@ haproxy_mtls_setup() {
 	# crt wants the certificate and its key in one file
 	cat "$ML_T/10.244.0.14/cert.pem" "$ML_T/10.244.0.14/key.pem" >"$ML_T/mlh.pem"
 	ML_HCFG=$SUITE_DIR/haproxy.cfg
-	cat >"$ML_HCFG" <<-EOF
-	global
-		nbthread 1
-		maxconn 8192
-	defaults
-		mode tcp
-		timeout connect 2s
-		timeout client 60s
-		timeout server 60s
+	{ ml_haproxy_head; cat; } >"$ML_HCFG" <<-EOF
 	frontend captured
 		bind 0.0.0.0:15002 transparent
 		default_backend original_destination
@@ -164,15 +163,7 @@ haproxy2_setup() {
 		--inbound --match tcp dport 5201,8443 >/dev/null || return 1
 	"$ML_PKI" issue "$ML_T" ml mlz 10.244.0.19 >/dev/null || return 1
 	cat "$ML_T/10.244.0.19/cert.pem" "$ML_T/10.244.0.19/key.pem" >"$ML_T/mlz.pem"
-	cat >"$cfg" <<-EOF
-	global
-		nbthread 1
-		maxconn 8192
-	defaults
-		mode tcp
-		timeout connect 2s
-		timeout client 60s
-		timeout server 60s
+	{ ml_haproxy_head; cat; } >"$cfg" <<-EOF
 	frontend terminated
 		bind 0.0.0.0:15009 transparent ssl crt $ML_T/mlz.pem ca-file $ML_T/ca.pem verify required ssl-min-ver TLSv1.3
 		default_backend protected
