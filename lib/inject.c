@@ -252,71 +252,58 @@ static void head_detach(const struct pi_node *n, struct inject_state *s,
 	netns_restore(saved);
 }
 
-/* Whether some rule of `rules` names `ifindex` as its proxy; -errno when
- * the map cannot be walked. */
-static int proxy_of_some(int rules, uint32_t ifindex)
+/* Adds to `roles` (by ifindex) what the rules of `rules` give: `mine` to
+ * each captured or protected pod, PI_DP_ROLE_PROXY to each rule's proxy.
+ * A map fd < 0 is a map the node does not have yet (an upgrade from
+ * before it): no entries. */
+static int roles_of_rules(int rules, uint32_t mine, uint32_t *roles)
 {
 	uint32_t key, next, *prev = NULL;
 	struct pi_dp_proxy_rule r;
 
-	if (rules < 0)
-		return 0;
-	while (!bpf_map_get_next_key(rules, prev, &next)) {
+	while (rules >= 0 && !bpf_map_get_next_key(rules, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (!bpf_map_lookup_elem(rules, &key, &r) &&
-		    r.proxy_ifindex == ifindex)
-			return 1;
+		if (bpf_map_lookup_elem(rules, &key, &r))
+			continue;	/* deleted meanwhile */
+		if (key < PI_DP_HEAD_ROLES_MAX)
+			roles[key] |= mine;
+		if (r.proxy_ifindex < PI_DP_HEAD_ROLES_MAX)
+			roles[r.proxy_ifindex] |= PI_DP_ROLE_PROXY;
 	}
-	return errno == ENOENT ? 0 : -errno;
+	return rules < 0 || errno == ENOENT ? 0 : -errno;
 }
 
-/* Whether `map` has `key`: 1, 0, or -errno. */
-static int has_key(int map, const void *key, void *val)
+int head_roles_all(int auth, int rules, int inbound_rules, uint32_t *roles)
 {
-	if (map < 0)
-		return 0;
-	if (!bpf_map_lookup_elem(map, key, val))
-		return 1;
-	return errno == ENOENT ? 0 : -errno;
+	struct pi_inject_key key, next, *prev = NULL;
+	int err;
+
+	memset(roles, 0, PI_DP_HEAD_ROLES_MAX * sizeof(*roles));
+	err = roles_of_rules(rules, PI_DP_ROLE_CAPTURED, roles);
+	if (!err)
+		err = roles_of_rules(inbound_rules, PI_DP_ROLE_PROTECTED, roles);
+	if (err)
+		return err;
+	while (auth >= 0 && !bpf_map_get_next_key(auth, prev, &next)) {
+		if (next.injector_ifindex < PI_DP_HEAD_ROLES_MAX)
+			roles[next.injector_ifindex] |= PI_DP_ROLE_INJECT;
+		key = next;
+		prev = &key;
+	}
+	return auth < 0 || errno == ENOENT ? 0 : -errno;
 }
 
-/* A map fd < 0 is a map the node does not have yet (an upgrade from
- * before it): no entries. */
 uint32_t head_roles_of(int auth, int rules, int inbound_rules,
 		       uint32_t ifindex)
 {
-	struct pi_inject_key key, next, *prev = NULL;
-	uint32_t roles = PI_DP_ROLE_KNOWN;
-	struct pi_dp_proxy_rule r;
-	int got;
+	uint32_t *roles = calloc(PI_DP_HEAD_ROLES_MAX, sizeof(*roles)), r = 0;
 
-	got = has_key(rules, &ifindex, &r);
-	if (got < 0)
-		return 0;
-	roles |= got ? PI_DP_ROLE_CAPTURED : 0;
-	got = has_key(inbound_rules, &ifindex, &r);
-	if (got < 0)
-		return 0;
-	roles |= got ? PI_DP_ROLE_PROTECTED : 0;
-	got = proxy_of_some(rules, ifindex);
-	if (!got)
-		got = proxy_of_some(inbound_rules, ifindex);
-	if (got < 0)
-		return 0;
-	roles |= got ? PI_DP_ROLE_PROXY : 0;
-	errno = ENOENT;
-	while (auth >= 0 && !bpf_map_get_next_key(auth, prev, &next)) {
-		if (next.injector_ifindex == ifindex) {
-			roles |= PI_DP_ROLE_INJECT;
-			break;
-		}
-		key = next;
-		prev = &key;
-	}
-	if (!(roles & PI_DP_ROLE_INJECT) && errno != ENOENT)
-		return 0;
-	return roles;
+	if (ifindex < PI_DP_HEAD_ROLES_MAX && roles &&
+	    !head_roles_all(auth, rules, inbound_rules, roles))
+		r = roles[ifindex] | PI_DP_ROLE_KNOWN;
+	free(roles);
+	return r;
 }
 
 int head_roles_refresh(const struct inject_state *s, uint32_t ifindex)

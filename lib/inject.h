@@ -44,8 +44,11 @@ void head_release(const struct pi_node *n, struct inject_state *s,
  * `ifindex` (inject/head_roles, enum pi_dp_head_role), written from the
  * maps each role's checks read. Call before the head first runs there and
  * after every change of those maps; head_acquire and head_release do.
- * head_roles_of computes it from the maps given (the upgrade's, too): 0,
- * "every check", when it cannot read them. */
+ * head_roles_all computes every device's roles (without
+ * PI_DP_ROLE_KNOWN) from the maps given, one pass over each, into
+ * roles[PI_DP_HEAD_ROLES_MAX]; head_roles_of one device's record: 0,
+ * "every check", when it cannot read them. A map fd < 0 has no entries. */
+int head_roles_all(int auth, int rules, int inbound_rules, uint32_t *roles);
 uint32_t head_roles_of(int auth, int rules, int inbound_rules,
 		       uint32_t ifindex);
 int head_roles_refresh(const struct inject_state *s, uint32_t ifindex);

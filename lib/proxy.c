@@ -322,8 +322,8 @@ static void unproxy(const struct pi_node *n, struct inject_state *s,
 		deauthorise(s, proxy, pod);
 	if (!inject_auth_count(s, proxy->ifindex))
 		head_release(n, s, proxy, PI_HEAD_INJECT);
-	if (head_attached(s, proxy))
-		head_roles_refresh(s, proxy->ifindex);
+	else if (head_attached(s, proxy))
+		head_roles_refresh(s, proxy->ifindex);	/* maybe no proxy now */
 	if (!proxy_serves(s, proxy->ifindex)) {
 		detach_in_pod(n, s, proxy, "assign");
 		lookup_detach(s, proxy);

@@ -546,7 +546,8 @@ fail:
  * pod's rules. A node without injection has nothing to fill. */
 static int migrate_7_to_8(struct upgrade *u)
 {
-	int auth = -1, rules = -1, inbound = -1, roles = -1, err;
+	int auth, rules, inbound, roles, err;
+	uint32_t *all;
 	char path[PATH_MAX];
 	struct pods_view pv;
 
@@ -565,18 +566,20 @@ static int migrate_7_to_8(struct upgrade *u)
 	roles = bpf_map_create(BPF_MAP_TYPE_ARRAY, "head_roles",
 			       sizeof(__u32), sizeof(__u32),
 			       PI_DP_HEAD_ROLES_MAX, NULL);
+	all = calloc(PI_DP_HEAD_ROLES_MAX, sizeof(*all));
 	/* proxy_inbound_rules is ABI 7's: from before it, none */
 	if (roles < 0 || auth < 0 || rules < 0 ||
-	    (inbound < 0 && inbound != -ENOENT)) {
-		err = roles < 0 ? -errno : -ENOENT;
+	    (inbound < 0 && inbound != -ENOENT) || !all) {
+		err = roles < 0 ? -errno : all ? -ENOENT : -ENOMEM;
 		goto out;
 	}
+	err = head_roles_all(auth, rules, inbound, all);
 	for (int i = 0; i < pv.cnt && !err; i++) {
 		uint32_t ifindex = pv.pods[i].ifindex, r;
 
 		if (ifindex >= PI_DP_HEAD_ROLES_MAX)
 			continue;
-		r = head_roles_of(auth, rules, inbound, ifindex);
+		r = all[ifindex] | PI_DP_ROLE_KNOWN;
 		if (bpf_map_update_elem(roles, &ifindex, &r, BPF_ANY))
 			err = -errno;
 	}
@@ -585,14 +588,13 @@ static int migrate_7_to_8(struct upgrade *u)
 	if (!err && bpf_obj_pin(roles, path))
 		err = -errno;
 out:
-	if (auth >= 0)
-		close(auth);
-	if (rules >= 0)
-		close(rules);
-	if (inbound >= 0)
-		close(inbound);
-	if (roles >= 0)
-		close(roles);
+	for (int i = 0; i < 4; i++) {
+		int fd = (int[]){ auth, rules, inbound, roles }[i];
+
+		if (fd >= 0)
+			close(fd);
+	}
+	free(all);
 	pods_view_close(&pv);
 	return err;
 }

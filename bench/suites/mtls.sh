@@ -67,15 +67,20 @@ ml_proxy() {
 	return 1
 }
 
-mtls_setup() {
+# ml_pods NAME:N...: pods pb-NAME with address 10.244.0.N on the node
+ml_pods() {
 	local p
-	PB_NODES+=("$ML_N")
-	"$PI" -N "$ML_N" node up >/dev/null || return 1
-	ip netns exec "$ML_N" sysctl -qw net.ipv4.ip_forward=0
-	for p in mlc:10 mls:11 mlp:12 mld:13 mlt:20 mlq:22; do
+	for p in "$@"; do
 		"$PI" -N "$ML_N" pod add "$PB_PREFIX-${p%:*}" --ip "10.244.0.${p#*:}" >/dev/null ||
 			return 1
 	done
+}
+
+mtls_setup() {
+	PB_NODES+=("$ML_N")
+	"$PI" -N "$ML_N" node up >/dev/null || return 1
+	ip netns exec "$ML_N" sysctl -qw net.ipv4.ip_forward=0
+	ml_pods mlc:10 mls:11 mlp:12 mld:13 mlt:20 mlq:22 || return 1
 	"$PI" -N "$ML_N" proxy add $PB_PREFIX-mlp --port 15001 --for $PB_PREFIX-mlc \
 		--match tcp >/dev/null &&
 	"$PI" -N "$ML_N" proxy add $PB_PREFIX-mlq --port 15003 --for $PB_PREFIX-mlt \
@@ -98,11 +103,7 @@ mtls_setup() {
 # pb-mlq as above, terminated for pb-mlw by pb-mlr (--inbound), whose
 # plaintext leg reaches pb-mlw from pb-mlu's address.
 mtls2_setup() {
-	local p
-	for p in mlu:18 mlw:16 mlr:17; do
-		"$PI" -N "$ML_N" pod add "$PB_PREFIX-${p%:*}" --ip "10.244.0.${p#*:}" >/dev/null ||
-			return 1
-	done
+	ml_pods mlu:18 mlw:16 mlr:17 || return 1
 	"$PI" -N "$ML_N" proxy add $PB_PREFIX-mlq --port 15003 --for $PB_PREFIX-mlu \
 		--match tcp >/dev/null &&
 	"$PI" -N "$ML_N" proxy add $PB_PREFIX-mlr --port 15006 --for $PB_PREFIX-mlw \
@@ -130,8 +131,7 @@ ml_haproxy_head() {
 # podinject-proxy also the IP SAN. One thread, as podinject-proxy is one.
 haproxy_mtls_setup() {
 	[ -n "$ML_HAPROXY" ] || return 1
-	"$PI" -N "$ML_N" pod add $PB_PREFIX-mlh --ip 10.244.0.14 >/dev/null &&
-	"$PI" -N "$ML_N" pod add $PB_PREFIX-mlx --ip 10.244.0.15 >/dev/null &&
+	ml_pods mlh:14 mlx:15 &&
 	"$PI" -N "$ML_N" proxy add $PB_PREFIX-mlx --port 15002 --for $PB_PREFIX-mlh \
 		--match tcp >/dev/null || return 1
 	# crt wants the certificate and its key in one file
@@ -157,8 +157,7 @@ haproxy_mtls_setup() {
 # address to the original destination.
 haproxy2_setup() {
 	local cfg=$SUITE_DIR/haproxy2.cfg
-	"$PI" -N "$ML_N" pod add $PB_PREFIX-mlz --ip 10.244.0.19 >/dev/null &&
-	"$PI" -N "$ML_N" pod add $PB_PREFIX-mly --ip 10.244.0.21 >/dev/null &&
+	ml_pods mlz:19 mly:21 &&
 	"$PI" -N "$ML_N" proxy add $PB_PREFIX-mly --port 15009 --for $PB_PREFIX-mlz \
 		--inbound --match tcp dport 5201,8443 >/dev/null || return 1
 	"$ML_PKI" issue "$ML_T" ml mlz 10.244.0.19 >/dev/null || return 1
