@@ -11,7 +11,7 @@
 #   inject: pod i (0-7) may inject as pod i+8
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=32
+EXPECT=35
 PREFIX=cc-
 N=${PREFIX}n
 NPODS=16
@@ -162,6 +162,28 @@ else
 	fail traffic_each_injector_speaks_as_its_target "$bad of 8 receivers did not get exactly 5 from the injector's target$what"
 fi
 
+# 4 proxy adds at once, one proxy (pod 12) for pods 8-11 (TCP only: the
+# UDP above is not theirs), then the head's records (inject/head_roles),
+# each written by its own command from the maps: the 8 injectors INJECT,
+# the captured pods CAPTURED, the proxy INJECT and PROXY, none lost to
+# another command's write
+for i in 8 9 10 11; do
+	"$PI" -N $N proxy add "$(pod 12)" --port 15001 --for "$(pod $i)" \
+		--match tcp >/dev/null 2>&1 &
+done
+fails=0
+for j in $(jobs -p); do wait "$j" || fails=$((fails + 1)); done
+expect_eq proxy_adds_all_succeed "$fails" 0
+bad=
+for i in $(seq 0 7); do
+	[ "$(head_roles $N "$(pod $i)")" = $((ROLE_KNOWN | 1)) ] || bad="$bad $i"
+done
+for i in 8 9 10 11; do
+	[ "$(head_roles $N "$(pod $i)")" = $((ROLE_KNOWN | 2)) ] || bad="$bad $i"
+done
+[ "$(head_roles $N "$(pod 12)")" = $((ROLE_KNOWN | 1 | 8)) ] || bad="$bad 12"
+expect_eq head_roles_each_its_own "${bad:-none}" none
+
 # A command that cannot get the lock in time: "busy", exit 1, nothing made.
 flock -x /sys/fs/bpf/podinject/$N -c 'sleep 3' &
 holder=$!
@@ -190,6 +212,7 @@ expect_eq dels_all_succeed "$fails" 0
 expect_eq dels_no_pods_left "$("$PI" -N $N -j pod list | jq length)" 0
 expect_eq dels_no_auth_left "$("$PI" -N $N -j inject list | jq length)" 0
 expect_eq dels_no_rules_left "$("$PI" -N $N -j policy list | jq length)" 0
+expect_eq dels_no_proxy_rules_left "$("$PI" -N $N -j proxy list | jq length)" 0
 expect_eq dels_no_namespaces_left "$(ip netns list | grep -c "^${PREFIX}[pd]")" 0
 
 # `node up` racing with readers: each sees "not up" or the whole node,
