@@ -27,7 +27,7 @@ LIB_CFLAGS := -Ilib
 PUBLIC_INC := $(BUILD)/public-include
 PUBLIC_HDR := $(PUBLIC_INC)/podinject/podinject.h
 PUBLIC_CFLAGS = $(filter-out -Iinclude,$(CFLAGS)) -I$(PUBLIC_INC)
-LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson -lyaml
+LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson -lyaml -pthread
 # BPF_EXTRA_CFLAGS: the bench's variant builds only (bench/suites/progcost.sh)
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	      -Iinclude -Ibpf -I$(BUILD) $(BPF_EXTRA_CFLAGS)

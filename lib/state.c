@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <time.h>
 #include <dirent.h>
 #include <sys/file.h>
@@ -99,6 +100,104 @@ static long long now_ms(void)
 	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
+/* A waiter for the node's lock. flock() has no timeout, and polling it
+ * (the first design) left the lock idle between a release and the next
+ * poll and let late pollers win against early ones: with 32 CNI ADDs at
+ * once the last of them waited for every other, plus the gaps. A blocking
+ * flock() queues in the kernel and is woken by the release itself; it
+ * runs in a thread of its own so that the caller can stop waiting at its
+ * deadline. A waiter given up releases the lock at once if it ever gets
+ * it, and frees itself. */
+enum lock_wait_state { LW_WAITING, LW_DONE, LW_ABANDONED };
+
+struct lock_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t done;
+	enum lock_wait_state state;
+	int fd;
+	int op;
+	int err;
+};
+
+static void *lock_wait_thread(void *arg)
+{
+	struct lock_wait *w = arg;
+	int err;
+
+	while ((err = flock(w->fd, w->op) ? -errno : 0) == -EINTR)
+		;
+	pthread_mutex_lock(&w->mu);
+	if (w->state == LW_ABANDONED) {
+		pthread_mutex_unlock(&w->mu);
+		close(w->fd);	/* releases the lock if it was taken */
+		pthread_cond_destroy(&w->done);
+		pthread_mutex_destroy(&w->mu);
+		free(w);
+		return NULL;
+	}
+	w->err = err;
+	w->state = LW_DONE;
+	pthread_cond_signal(&w->done);
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* Takes flock(fd, op) before deadline (CLOCK_MONOTONIC, ms): 0, -EBUSY
+ * at the deadline, or flock's error. On -EBUSY the descriptor belongs to
+ * the waiter, which closes it; otherwise it stays the caller's. */
+static int flock_until(int fd, int op, long long deadline)
+{
+	struct lock_wait *w;
+	pthread_condattr_t ca;
+	struct timespec ts = {
+		.tv_sec = deadline / 1000,
+		.tv_nsec = (deadline % 1000) * 1000000,
+	};
+	pthread_attr_t ta;
+	pthread_t tid;
+	int err;
+
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->fd = fd;
+	w->op = op;
+	w->state = LW_WAITING;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->done, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_attr_init(&ta);
+	pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+	/* a waiter needs little stack: do not take the default 8 MiB */
+	pthread_attr_setstacksize(&ta, 64 * 1024);
+	err = -pthread_create(&tid, &ta, lock_wait_thread, w);
+	pthread_attr_destroy(&ta);
+	if (err) {
+		pthread_cond_destroy(&w->done);
+		pthread_mutex_destroy(&w->mu);
+		free(w);
+		return err;
+	}
+	pthread_mutex_lock(&w->mu);
+	while (w->state == LW_WAITING &&
+	       pthread_cond_timedwait(&w->done, &w->mu, &ts) != ETIMEDOUT)
+		;
+	if (w->state == LW_WAITING) {
+		w->state = LW_ABANDONED;
+		pthread_mutex_unlock(&w->mu);
+		return -EBUSY;
+	}
+	err = w->err;
+	pthread_mutex_unlock(&w->mu);
+	/* the thread signalled under the mutex and touches w no more */
+	pthread_cond_destroy(&w->done);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+	return err;
+}
+
 /* The lock is a flock() on the pin directory itself (bpffs takes no plain
  * files), as xdp-tools locks its own. `node down` removes the directory
  * while holding it, so a waiter that gets the lock checks that the
@@ -107,29 +206,27 @@ int node_lock_dir(const char *dir, enum node_lock lock, int timeout_ms)
 {
 	long long deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	int op = lock == NODE_LOCK_SHARED ? LOCK_SH : LOCK_EX;
-	int wait_ms = 1;
 
 	for (;;) {
 		struct stat held, now;
 		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int err;
 
 		if (fd < 0)
 			return -errno;
-		while (flock(fd, op | LOCK_NB)) {
-			int err = -errno;
-			long long left = deadline - now_ms();
-
-			if (err != -EWOULDBLOCK && err != -EINTR) {
-				close(fd);
-				return err;
-			}
-			if (left <= 0) {
+		err = flock(fd, op | LOCK_NB) ? -errno : 0;
+		if (err == -EWOULDBLOCK || err == -EINTR) {
+			if (deadline <= now_ms()) {
 				close(fd);
 				return -EBUSY;
 			}
-			usleep(1000 * (wait_ms < left ? wait_ms : left));
-			if (wait_ms < 50)
-				wait_ms *= 2;
+			err = flock_until(fd, op, deadline);
+			if (err == -EBUSY)
+				return err;	/* fd is the waiter's now */
+		}
+		if (err) {
+			close(fd);
+			return err;
 		}
 		if (!fstat(fd, &held) && !stat(dir, &now) &&
 		    held.st_ino == now.st_ino && held.st_dev == now.st_dev)
