@@ -19,15 +19,26 @@ export PB_RESULTS=/tmp/pb-results PB_TAG=lab-${PODINJECT_LAB:-unknown} PB_CPU_CO
 export PB_ONCE_PPS=${PB_ONCE_PPS:-5000}
 # bash's process substitution needs /dev/fd, which devtmpfs does not make
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
-# lab/bench.sh boots every kernel with one CPU (our tiny kernel brings up
-# only one of -smp 2), so everything shares it: sender, softirq, receiver
+# one CPU (LAB_SMP=1): everything shares it, sender, softirq, receiver
 if [ "$(nproc)" = 1 ]; then
 	export PB_CPU_SEND=0 PB_CPU_RECV=0
 fi
+export PB_CPU_SEND=${PB_CPU_SEND:-0}
 mkdir -p "$PB_RESULTS"
 ran=0 failed=0
-for dev in netkit veth; do
-	if PB_INJ_DEV=$dev ./bench/run.sh injection; then
+# PB_LAB_RUNS: DEVICE or DEVICE:backlog words; ":backlog" runs it under the
+# load that fills the backlog (RPS to the other CPU, bench/suites/injection.sh),
+# which needs two CPUs
+for run in ${PB_LAB_RUNS:-netkit veth}; do
+	rps=
+	if [ "${run#*:}" = backlog ]; then
+		if [ "$(nproc)" -lt 2 ]; then
+			echo "   SKIP $run: one CPU; the backlog load needs a second"
+			continue
+		fi
+		rps=$((1 - PB_CPU_SEND))
+	fi
+	if PB_INJ_DEV=${run%%:*} PB_INJ_RPS=$rps ./bench/run.sh injection; then
 		ran=$((ran + 1))
 	else
 		failed=$((failed + 1))

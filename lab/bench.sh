@@ -12,17 +12,21 @@
 # (the plots drawn here: the guest has no gnuplot) and prints the tables.
 # Under TCG every number is emulated: read the ratios only.
 #
-# Environment: PB_REPS (3), PB_DURATION (3 s), PB_TCP_DURATION (5 s),
-# LAB_TIMEOUT (1200 s per kernel), LAB_SMP (1: our kernel brings up one
-# CPU whatever -smp says, so the stock kernel gets one too, and every
-# kernel measures on the same one vCPU); the rest as lab/run.sh.
+# Environment: PB_REPS (9 interleaved rounds), PB_DURATION (3 s),
+# PB_TCP_DURATION (5 s), PB_LAB_RUNS (the suite's runs, "netkit
+# netkit:backlog veth veth:backlog": DEVICE, and ":backlog" for the same
+# under the load that fills the backlog, bench/suites/injection.sh),
+# LAB_TIMEOUT (4800 s per kernel), LAB_SMP (2: the sender and the backlog
+# it fills on CPUs of their own; our kernel brings up both since it has
+# ACPI); the rest as lab/run.sh.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 [ $# -gt 0 ] || set -- ours debian-6.12
 # shellcheck disable=SC2206
 KERNELS=($*)
-: "${PB_REPS:=3}" "${PB_DURATION:=3}" "${PB_TCP_DURATION:=5}"
+: "${PB_REPS:=9}" "${PB_DURATION:=3}" "${PB_TCP_DURATION:=5}"
+: "${PB_LAB_RUNS:=netkit netkit:backlog veth veth:backlog}"
 . bench/lib.sh
 out=$ROOT/build/lab-bench
 mkdir -p "$out"
@@ -33,8 +37,8 @@ make -s -C "$ROOT" -f bench/bench.mk BUILD="$BUILD" || exit 1
 status=0
 for k in "${KERNELS[@]}"; do
 	# quiet: the kernel's own messages would cut into the base64 lines
-	LAB_OUT=$out LAB_TIMEOUT=${LAB_TIMEOUT:-1200} LAB_SMP=${LAB_SMP:-1} \
-	LAB_SUITE="PB_REPS=$PB_REPS PB_DURATION=$PB_DURATION PB_TCP_DURATION=$PB_TCP_DURATION PB_DATE=$PB_DATE ./bench/lab-guest.sh" \
+	LAB_OUT=$out LAB_TIMEOUT=${LAB_TIMEOUT:-4800} LAB_SMP=${LAB_SMP:-2} \
+	LAB_SUITE="PB_LAB_RUNS='$PB_LAB_RUNS' PB_REPS=$PB_REPS PB_DURATION=$PB_DURATION PB_TCP_DURATION=$PB_TCP_DURATION PB_DATE=$PB_DATE ./bench/lab-guest.sh" \
 		nice -n 10 "$ROOT/lab/run.sh" "$k" || status=1
 	console=$out/$k.console.log
 	files=$(mktemp -d)

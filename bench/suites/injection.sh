@@ -69,6 +69,43 @@ cpu_ticks() {
 	awk '$1 == "cpu" { print $4 + $7 + $8, $8 }' /proc/stat
 }
 
+# softnet: the backlog queues' counters summed over all CPUs
+# (/proc/net/softnet_stat, hex: processed, dropped, time_squeeze): a packet
+# handed to netif_rx() (bpf_redirect(BPF_F_INGRESS), a veth's or netkit's
+# pass to its peer) waits in its CPU's backlog, dropped when the queue
+# holds net.core.netdev_max_backlog already; time_squeeze counts the
+# softirq rounds that ran out of budget or time with work left.
+softnet() {
+	local p d s drops=0 squeeze=0 rest
+	while read -r p d s rest; do
+		drops=$((drops + 16#$d))
+		squeeze=$((squeeze + 16#$s))
+	done </proc/net/softnet_stat
+	echo "$drops $squeeze"
+}
+
+# The load that fills the backlog (PB_INJ_RPS=CPU, the lab's 2-CPU guest):
+# the seed's 100G NIC hands packets to a CPU's backlog faster than that CPU
+# drains it, because the NIC is not slowed by the CPU it feeds. In one
+# guest the sender is also what feeds the queue, and netif_rx() queues on
+# the sender's own CPU, so the sender waits for its own softirq and the
+# queue never fills. RPS on the pods' host-side devices queues every
+# netif_rx() of theirs on CPU PB_INJ_RPS instead, the other CPU: the
+# sender then feeds a queue it does not drain, as the NIC does, at what
+# rate it can. The fast path hands nothing to netif_rx() on netkit pods,
+# so it never enters such a queue.
+injection_rps() {	# injection_rps CPU: prints the devices set
+	# shellcheck disable=SC2016
+	ip netns exec "$INJ_N" sh -c '
+		n=0
+		for q in /sys/class/net/pi-*/queues/rx-*; do
+			[ -e "$q/rps_cpus" ] || exit 1
+			printf "%x" $((1 << $1)) >"$q/rps_cpus" || exit 1
+			n=$((n + 1))
+		done
+		[ $n -gt 0 ] && echo $n' sh "$1"
+}
+
 rx_of_d() {	# packets pb-d's eth0 received so far
 	ip netns exec $PB_PREFIX-d cat /sys/class/net/eth0/statistics/rx_packets
 }
@@ -150,16 +187,27 @@ iperf3_sample() {
 
 suite_injection() {
 	local variants="" v rep from out eg0 eg1 in0 in1 once dmac bps retr streams m
-	local k0 s0 r0 k1 s1 r1 seed where name=injection title="Injection into a pod's egress datapath: UDP 64-byte pps and TCP (seed 001)"
+	local k0 s0 r0 k1 s1 r1 bd0 sq0 bd1 sq1 rpsq seed where name=injection title="Injection into a pod's egress datapath: UDP 64-byte pps and TCP (seed 001)"
 	if [ "$INJ_DEV" != veth ]; then
 		name=injection-$INJ_DEV
 		title="$title, $INJ_DEV pods"
+	fi
+	if [ -n "${PB_INJ_RPS:-}" ]; then
+		name=$name-backlog
+		title="$title, under a load that fills the backlog (RPS to CPU $PB_INJ_RPS)"
 	fi
 	suite_begin "$name" "$title"
 	if ! injection_setup; then
 		skip all "could not build the node (podinject node up / pod add / inject allow failed)"
 		suite_end
 		return
+	fi
+	if [ -n "${PB_INJ_RPS:-}" ]; then
+		if rpsq=$(injection_rps "$PB_INJ_RPS"); then
+			meta backlog_load "\"RPS of the pods' host-side devices ($rpsq receive queues) on CPU $PB_INJ_RPS, senders on CPU $PB_CPU_SEND: every netif_rx() of the pods' traffic queues on the other CPU's backlog, a queue its sender feeds without draining (the seed's NIC); net.core.netdev_max_backlog $(cat /proc/sys/net/core/netdev_max_backlog)\""
+		else
+			failed backlog_load "could not set rps_cpus on the pods' host-side devices"
+		fi
 	fi
 	if [ "$INJ_DEV" = veth ]; then
 		meta node "\"podinject reference node: veth pods, tcx, BPF host routing (bpf_redirect_peer to local pods), ip_forward off\""
@@ -218,9 +266,13 @@ suite_injection() {
 				read -r k0 s0 < <(cpu_ticks)
 				r0=$(rx_of_d)
 			fi
+			read -r bd0 sq0 < <(softnet)
 			out=$(pps_sample "$from" $INJ_T $INJ_D "$dmac" $PB_PREFIX-d \
 				arrived=dev:eth0 delivered=sock:9)
+			read -r bd1 sq1 < <(softnet)
 			sample udp64_arrived_pps pps "$v" "$rep" "$(jq .arrived <<<"$out")"
+			sample udp64_backlog_drops count "$v" "$rep" $((bd1 - bd0))
+			sample udp64_time_squeeze count "$v" "$rep" $((sq1 - sq0))
 			sample udp64_sent_pps pps "$v" "$rep" "$(jq .sent <<<"$out")"
 			if [ "${PB_CPU_COST:-0}" = 1 ]; then
 				read -r k1 s1 < <(cpu_ticks)
@@ -235,7 +287,9 @@ suite_injection() {
 		for streams in 1 2; do
 			for v in $variants; do
 				from=$(inj_variant "$v")
+				read -r bd0 sq0 < <(softnet)
 				read -r bps retr < <(iperf3_sample "$from" "$streams")
+				read -r bd1 sq1 < <(softnet)
 				if [ -z "${bps:-}" ]; then
 					echo "   $v -P $streams round $rep: iperf3 failed"
 					continue
@@ -243,9 +297,20 @@ suite_injection() {
 				sample "tcp_P${streams}_gbps" Gbit/s "$v" "$rep" \
 					"$(awk -v b="$bps" 'BEGIN { printf "%.3f", b / 1e9 }')"
 				sample "tcp_P${streams}_retransmits" count "$v" "$rep" "$retr"
+				sample "tcp_P${streams}_backlog_drops" count "$v" "$rep" $((bd1 - bd0))
+				sample "tcp_P${streams}_time_squeeze" count "$v" "$rep" $((sq1 - sq0))
 			done
 		done
 	done
+	# The mechanism, every round counted: a median hides the round where
+	# the queue overflowed.
+	if [ -s "$SUITE_DIR/samples" ]; then
+		meta mechanism_totals "$(jq -sc '[.[] | select(.metric | test("retransmits|backlog_drops|time_squeeze"))]
+			| group_by(.metric) | map({key: .[0].metric, value: (group_by(.variant)
+			| map({key: .[0].variant, value: {sum: (map(.value) | add), rounds: length,
+				rounds_nonzero: (map(select(.value > 0)) | length)}}) | from_entries)})
+			| from_entries' "$SUITE_DIR/samples")"
+	fi
 	m=
 	[ "${PB_CPU_COST:-0}" = 1 ] && m="udp64_kernel_ms_per_Mpkt udp64_softirq_ms_per_Mpkt"
 	for m in udp64_arrived_pps tcp_P1_gbps tcp_P2_gbps $m; do
