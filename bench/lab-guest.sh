@@ -26,19 +26,22 @@ fi
 export PB_CPU_SEND=${PB_CPU_SEND:-0}
 mkdir -p "$PB_RESULTS"
 ran=0 failed=0
-# PB_LAB_RUNS: DEVICE or DEVICE:backlog words; ":backlog" runs it under the
-# load that fills the backlog (RPS to the other CPU, bench/suites/injection.sh),
-# which needs two CPUs
+# PB_LAB_RUNS: words DEVICE[:LOAD], LOAD "backlogN" (a backlog of N
+# packets) or "rps" (the pods' receive work on the other CPU; needs two):
+# bench/suites/injection.sh says what each stands in for
 for run in ${PB_LAB_RUNS:-netkit veth}; do
-	rps=
-	if [ "${run#*:}" = backlog ]; then
+	rps= backlog=
+	case $run in
+	*:rps)
 		if [ "$(nproc)" -lt 2 ]; then
-			echo "   SKIP $run: one CPU; the backlog load needs a second"
+			echo "   SKIP $run: one CPU; RPS to another needs a second"
 			continue
 		fi
-		rps=$((1 - PB_CPU_SEND))
-	fi
-	if PB_INJ_DEV=${run%%:*} PB_INJ_RPS=$rps ./bench/run.sh injection; then
+		rps=$((1 - PB_CPU_SEND)) ;;
+	*:backlog*) backlog=${run#*:backlog} ;;
+	esac
+	if PB_INJ_DEV=${run%%:*} PB_INJ_RPS=$rps PB_INJ_BACKLOG=$backlog \
+		./bench/run.sh injection; then
 		ran=$((ran + 1))
 	else
 		failed=$((failed + 1))

@@ -14,11 +14,12 @@
 #
 # Environment: PB_REPS (9 interleaved rounds), PB_DURATION (3 s),
 # PB_TCP_DURATION (5 s), PB_LAB_RUNS (the suite's runs, "netkit
-# netkit:backlog veth veth:backlog": DEVICE, and ":backlog" for the same
-# under the load that fills the backlog, bench/suites/injection.sh),
-# LAB_TIMEOUT (4800 s per kernel), LAB_SMP (2: the sender and the backlog
-# it fills on CPUs of their own; our kernel brings up both since it has
-# ACPI); the rest as lab/run.sh.
+# netkit:backlog20 veth veth:backlog20": DEVICE, and ":backlogN" for the
+# same with a backlog of N packets, ":rps" with the pods' receive work
+# on the other CPU; bench/suites/injection.sh),
+# LAB_TIMEOUT (4800 s per kernel), LAB_SMP (2: sender and receiver on CPUs
+# of their own; our kernel brings up both since it has ACPI); the rest as
+# lab/run.sh.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -26,7 +27,7 @@ cd "$ROOT"
 # shellcheck disable=SC2206
 KERNELS=($*)
 : "${PB_REPS:=9}" "${PB_DURATION:=3}" "${PB_TCP_DURATION:=5}"
-: "${PB_LAB_RUNS:=netkit netkit:backlog veth veth:backlog}"
+: "${PB_LAB_RUNS:=netkit netkit:backlog20 veth veth:backlog20}"
 . bench/lib.sh
 out=$ROOT/build/lab-bench
 mkdir -p "$out"

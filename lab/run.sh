@@ -211,8 +211,8 @@ for name in "${KERNELS[@]}"; do
 	# the suite, the probes' RTTs among them, then reads 0 or 4 ms.
 	# tsc_early_khz: the guest's RDTSC is the host's, so the host's rate
 	# is the guest's; given, the kernel skips its calibration against
-	# the emulated PIT, which fails on a loaded host (and our kernel,
-	# without ACPI, has no HPET or PM timer to fall back on).
+	# the emulated PIT, which failed on a loaded host when our kernel
+	# had no ACPI, and so no HPET or PM timer to fall back on).
 	# PODINJECT_LAB_GUEST=K: the kernel hands an unknown NAME=VALUE on
 	# its command line to /init's environment; the suite's command picks
 	# guest K's part with it.
