@@ -119,6 +119,13 @@ struct lock_wait {
 	int err;
 };
 
+static void lock_wait_free(struct lock_wait *w)
+{
+	pthread_cond_destroy(&w->done);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+}
+
 static void *lock_wait_thread(void *arg)
 {
 	struct lock_wait *w = arg;
@@ -130,9 +137,7 @@ static void *lock_wait_thread(void *arg)
 	if (w->state == LW_ABANDONED) {
 		pthread_mutex_unlock(&w->mu);
 		close(w->fd);	/* releases the lock if it was taken */
-		pthread_cond_destroy(&w->done);
-		pthread_mutex_destroy(&w->mu);
-		free(w);
+		lock_wait_free(w);
 		return NULL;
 	}
 	w->err = err;
@@ -175,9 +180,7 @@ static int flock_until(int fd, int op, long long deadline)
 	err = -pthread_create(&tid, &ta, lock_wait_thread, w);
 	pthread_attr_destroy(&ta);
 	if (err) {
-		pthread_cond_destroy(&w->done);
-		pthread_mutex_destroy(&w->mu);
-		free(w);
+		lock_wait_free(w);
 		return err;
 	}
 	pthread_mutex_lock(&w->mu);
@@ -192,9 +195,7 @@ static int flock_until(int fd, int op, long long deadline)
 	err = w->err;
 	pthread_mutex_unlock(&w->mu);
 	/* the thread signalled under the mutex and touches w no more */
-	pthread_cond_destroy(&w->done);
-	pthread_mutex_destroy(&w->mu);
-	free(w);
+	lock_wait_free(w);
 	return err;
 }
 

@@ -429,3 +429,7 @@ expect_unhooked() {
 tcx_links() { bpftool link list -j 2>/dev/null | jq '[.[] | select(.type == "tcx" or .type == 11 or .type == "netkit" or .type == 13)] | length'; }
 
 trap cleanup_all EXIT
+
+# on_sanitizer_build: whether the suite runs on CI's sanitizer build
+# (make SANITIZE=1, PODINJECT_BUILD=.../build-san)
+on_sanitizer_build() { [[ ${PODINJECT_BUILD:-} == *build-san* ]]; }

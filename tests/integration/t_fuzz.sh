@@ -19,7 +19,7 @@ for n in parse cni proxy bpf; do
 	# fuzzers have their sanitizers built in and ran in the plain pass.
 	# The lab runs the datapath on its kernels; the fuzzers run on the
 	# host's suite.
-	if [[ ${PODINJECT_BUILD:-} == *build-san* ]]; then
+	if on_sanitizer_build; then
 		echo "SKIP $name: the fuzzers run in the plain pass (they carry ASan and UBSan)"
 		continue
 	fi

@@ -269,10 +269,9 @@ pi -N $X policy del mt-a all >/dev/null
 # 1 GiB each way (12 s on the 2-core host); 64 MiB on the sanitizer build
 # and in the lab, where the records' cryptography is ASan's or emulated
 size=$((1 << 30))
-if [[ ${PODINJECT_BUILD:-} == *build-san* ]] || [ -n "${PODINJECT_LAB:-}" ]; then
+if [ "${MTLS_BIG:-0}" != 1 ] && { on_sanitizer_build || [ -n "${PODINJECT_LAB:-}" ]; }; then
 	size=$((64 << 20))
 fi
-[ "${MTLS_BIG:-0}" = 1 ] && size=$((1 << 30))
 tlsd_bg 8443 --send $size --timeout 30000
 t0=$(now_ms)
 out=$(in_ns mt-a "$PINET" tcp-connect --timeout 30000 $B 8443 --send $size --expect-echo 2>&1 | tail -n 1)
@@ -398,7 +397,7 @@ expect_eq parallel_16_intact "$par_ok $(grep -c '^accept .* bytes 262144 .* sent
 fds() { [ -n "$PROXY_PID" ] && [ -d /proc/$PROXY_PID/fd ] && ls /proc/$PROXY_PID/fd | wc -l; }
 fd0=$(fds)
 nconn=10000
-[[ ${PODINJECT_BUILD:-} == *build-san* ]] && nconn=2000
+on_sanitizer_build && nconn=2000
 [ -n "${PODINJECT_LAB:-}" ] && nconn=500
 tlsd_bg 8446 --send 0 --count $nconn --timeout 10000
 out=$(in_ns mt-a "$PINET" tcp-conn-loop --timeout 5000 $B 8446 $nconn 240 2>&1)
