@@ -188,6 +188,9 @@ $(BUILD)/%: tests/tools/%.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $< -o $@ $(LDLIBS)
 
+# tcp-connect --sha256 takes libcrypto's digest
+$(BUILD)/pinet: LDLIBS += -lcrypto
+
 # the TLS test server (t_mtls)
 $(BUILD)/tlsd: tests/tools/tlsd.c tests/tools/tls_tool.h | $(BUILD)
 	$(call msg,CC,$@)

@@ -274,11 +274,13 @@ if [ "${MTLS_BIG:-0}" != 1 ] && { on_sanitizer_build || [ -n "${PODINJECT_LAB:-}
 fi
 tlsd_bg 8443 --send $size --timeout 30000
 t0=$(now_ms)
-out=$(in_ns mt-a "$PINET" tcp-connect --timeout 30000 $B 8443 --send $size --expect-echo 2>&1 | tail -n 1)
+out=$(in_ns mt-a "$PINET" tcp-connect --timeout 30000 $B 8443 --send $size --expect-echo --sha256 2>&1 | tail -n 1)
 t1=$(now_ms)
 wait $SRV
 echo "# $((size >> 20)) MiB each way through TLS in $(sub "$t1" "$t0") ms"
-expect_eq bulk_each_way "$out" "done sent $size received $size fnv $(srv_field fnv)"
+# each direction's SHA-256 as its sender and its receiver saw it: mt-a's
+# sent = tlsd's received, tlsd's sent = mt-a's received
+expect_eq bulk_each_way "$out" "done sent $size received $size fnv $(srv_field fnv) sha256 $(srv_field sha256) $(srv_field sent_sha256)"
 expect_eq bulk_server_counts "$(srv_field bytes) $(srv_field sent)" "$size $size"
 expect_eq half_close_close_notify "$(srv_field close_notify)" yes
 check bulk_logged grep -q "^conn $A:[0-9]* -> $B:8443 up $size down $size done" $T/pxlog

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * pinet: the traffic tool of podinject's tests. One file, libc only.
+ * pinet: the traffic tool of podinject's tests. One file, libc and (for
+ * tcp-connect --sha256) libcrypto's digest only.
  *
  *   pinet udp-recv [-6] PORT COUNT TIMEOUT_MS
  *   pinet udp-send [-6] [--bind SRC] [--ports N] DST PORT COUNT [SIZE]
  *   pinet tcp-server [-6] PORT [--count N] [--echo] [--sink] [--timeout MS]
  *                    [--delay MS]
  *   pinet tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS] DST PORT
- *                     [--send BYTES] [--expect-echo] [--wait-eof] [--delay MS]
+ *                     [--send BYTES] [--expect-echo] [--sha256] [--wait-eof]
+ *                     [--delay MS]
  *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
  *   pinet tcp-conn-loop [-6] [--timeout MS] [--latency] DST PORT COUNT SECONDS
  *   pinet udp-echo [-6] PORT COUNT TIMEOUT_MS
@@ -52,7 +54,8 @@
  *                error is followed by "partial received M mismatch
  *                yes|no" (whether a byte received before it was wrong);
  *                --delay MS waits that long before each read (a slow
- *                reader). With
+ *                reader); --sha256 ends the done line with " sha256 SENT
+ *                RECEIVED", the SHA-256 of each direction's bytes. With
  *                --wait-eof (not with --send) it sends nothing and closes
  *                only after the peer has: "eof received M". The peer is
  *                then the active closer, and only its side keeps the
@@ -116,6 +119,7 @@
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <openssl/evp.h>
 #include <podinject_util.h>
 
 #ifndef IP_FREEBIND
@@ -149,6 +153,7 @@ enum {
 	OPT_DELAY	= 1 << 11,
 	OPT_PORTS	= 1 << 12,
 	OPT_LATENCY	= 1 << 13,
+	OPT_SHA256	= 1 << 14,
 };
 
 struct opts {
@@ -176,7 +181,8 @@ static int usage(void)
 		"       %s tcp-server [-6] PORT [--count N] [--echo] [--sink]\n"
 		"                  [--timeout MS] [--delay MS]\n"
 		"       %s tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS]\n"
-		"                   DST PORT [--send BYTES] [--expect-echo] [--wait-eof] [--delay MS]\n"
+		"                   DST PORT [--send BYTES] [--expect-echo] [--sha256]\n"
+		"                   [--wait-eof] [--delay MS]\n"
 		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
 		"       %s tcp-conn-loop [-6] [--timeout MS] [--latency] DST PORT COUNT\n"
 		"                     SECONDS\n"
@@ -237,6 +243,8 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 			bit = OPT_SEND;
 		else if (!strcmp(a, "--expect-echo"))
 			bit = OPT_EXPECT_ECHO;
+		else if (!strcmp(a, "--sha256"))
+			bit = OPT_SHA256;
 		else if (!strcmp(a, "--sport"))
 			bit = OPT_SPORT;
 		else if (!strcmp(a, "--wait-eof"))
@@ -813,13 +821,38 @@ fail:
  * an echoing peer never blocks on a full window. Returns 0, or 1 after
  * printing why it failed.
  */
+static void digest_hex(EVP_MD_CTX *md, char *hex)
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned int n = 0, i;
+
+	EVP_DigestFinal_ex(md, d, &n);
+	for (i = 0; i < n; i++)
+		sprintf(hex + 2 * i, "%02x", d[i]);
+	hex[2 * n] = 0;
+}
+
 static int tcp_exchange(int fd, long long total, long timeout_ms,
-			bool expect_echo, long delay_ms)
+			bool expect_echo, bool sha256, long delay_ms)
 {
 	static unsigned char out[IO_CHUNK], in[IO_CHUNK];
+	char sent_hex[2 * EVP_MAX_MD_SIZE + 1], recv_hex[2 * EVP_MAX_MD_SIZE + 1];
 	long long sent = 0, received = 0;
 	uint64_t h = PI_FNV64_BASIS;
 	bool shut = false, eof = false, mismatch = false;
+	EVP_MD_CTX *md_out = NULL, *md_in = NULL;
+	int ret = 1;
+
+	if (sha256) {
+		md_out = EVP_MD_CTX_new();
+		md_in = EVP_MD_CTX_new();
+		if (!md_out || !md_in ||
+		    !EVP_DigestInit_ex(md_out, EVP_sha256(), NULL) ||
+		    !EVP_DigestInit_ex(md_in, EVP_sha256(), NULL)) {
+			printf("error sha256\n");
+			goto out;
+		}
+	}
 
 	for (;;) {
 		struct pollfd p = { .fd = fd };
@@ -840,7 +873,7 @@ static int tcp_exchange(int fd, long long total, long timeout_ms,
 			continue;
 		if (r == 0) {
 			printf("timeout\n");
-			return 1;
+			goto out;
 		}
 		if (!shut && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
 			size_t n = total - sent < IO_CHUNK ? total - sent : IO_CHUNK;
@@ -856,6 +889,8 @@ static int tcp_exchange(int fd, long long total, long timeout_ms,
 			}
 			if (w > 0) {
 				h = pi_fnv64(h, out, w);
+				if (md_out)
+					EVP_DigestUpdate(md_out, out, w);
 				sent += w;
 			}
 		}
@@ -877,22 +912,36 @@ static int tcp_exchange(int fd, long long total, long timeout_ms,
 			for (i = 0; i < n; i++)
 				if (in[i] != pattern(received + i))
 					mismatch = true;
-			if (n > 0)
+			if (n > 0) {
+				if (md_in)
+					EVP_DigestUpdate(md_in, in, n);
 				received += n;
+			}
 		}
 	}
 	if (expect_echo && (mismatch || received != sent)) {
 		printf("mismatch sent %lld received %lld\n", sent, received);
-		return 1;
+		goto out;
 	}
-	printf("done sent %lld received %lld fnv %016llx\n", sent, received,
-	       (unsigned long long)h);
-	return 0;
+	if (sha256) {
+		digest_hex(md_out, sent_hex);
+		digest_hex(md_in, recv_hex);
+		printf("done sent %lld received %lld fnv %016llx sha256 %s %s\n",
+		       sent, received, (unsigned long long)h, sent_hex, recv_hex);
+	} else {
+		printf("done sent %lld received %lld fnv %016llx\n", sent,
+		       received, (unsigned long long)h);
+	}
+	ret = 0;
+	goto out;
 partial:
 	if (expect_echo)
 		printf("partial received %lld mismatch %s\n", received,
 		       mismatch ? "yes" : "no");
-	return 1;
+out:
+	EVP_MD_CTX_free(md_out);
+	EVP_MD_CTX_free(md_in);
+	return ret;
 }
 
 /* Reads and drops what comes until the peer closes. Returns 0, or 1 after
@@ -934,10 +983,11 @@ static int cmd_tcp_connect(int argc, char **argv)
 	struct opts o;
 
 	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_TIMEOUT | OPT_SEND |
-		  OPT_EXPECT_ECHO | OPT_SPORT | OPT_WAIT_EOF | OPT_DELAY, &o) ||
+		  OPT_EXPECT_ECHO | OPT_SPORT | OPT_WAIT_EOF | OPT_DELAY |
+		  OPT_SHA256, &o) ||
 	    o.npos != 2)
 		return usage();
-	if ((o.seen & OPT_EXPECT_ECHO) && !(o.seen & OPT_SEND))
+	if ((o.seen & (OPT_EXPECT_ECHO | OPT_SHA256)) && !(o.seen & OPT_SEND))
 		return usage();
 	if ((o.seen & OPT_WAIT_EOF) && (o.seen & OPT_SEND))
 		return usage();
@@ -956,7 +1006,8 @@ static int cmd_tcp_connect(int argc, char **argv)
 	fflush(stdout);
 	if (o.seen & OPT_SEND)
 		ret = tcp_exchange(fd, o.send, timeout,
-				   o.seen & OPT_EXPECT_ECHO, o.delay_ms);
+				   o.seen & OPT_EXPECT_ECHO, o.seen & OPT_SHA256,
+				   o.delay_ms);
 	else if (o.seen & OPT_WAIT_EOF)
 		ret = wait_eof(fd, timeout);
 	close(fd);

@@ -14,13 +14,14 @@
  * once the client has finished sending (close_notify, or EOF, or an
  * error):
  *
- *   accept PEERIP PEERPORT uri URI bytes N sha256 HEX fnv HEX sent M close_notify yes|no
+ *   accept PEERIP PEERPORT uri URI bytes N sha256 HEX fnv HEX sent M close_notify yes|no sent_sha256 HEX
  *   refused PEERIP reason...          (the handshake failed)
  *
  * URI is the client certificate's first URI SAN ("-" if none), N the bytes
  * received, their SHA-256 and 64-bit FNV-1a (the latter comparable with
- * pinet's), M the bytes sent back; close_notify says whether the client
- * ended with one (no: a plain EOF, a reset or a TLS error).
+ * pinet's), M the bytes sent back and sent_sha256 theirs; close_notify
+ * says whether the client ended with one (no: a plain EOF, a reset or a
+ * TLS error).
  *
  *   (default)     sink what comes, then close_notify
  *   --echo        send back what comes, then close_notify at the client's end
@@ -161,7 +162,7 @@ static void sleep_ms(long ms)
 struct tally {
 	long long bytes, sent;
 	uint64_t fnv;
-	EVP_MD_CTX *md;
+	EVP_MD_CTX *md, *md_sent;
 	bool close_notify;
 };
 
@@ -196,6 +197,7 @@ static bool write_all(SSL *ssl, const unsigned char *buf, int n,
 
 		if (w <= 0)
 			return false;
+		EVP_DigestUpdate(t->md_sent, buf, w);
 		buf += w;
 		n -= w;
 		t->sent += w;
@@ -203,15 +205,27 @@ static bool write_all(SSL *ssl, const unsigned char *buf, int n,
 	return true;
 }
 
+/* Ends the digest and frees it; hex gets it in lower-case hex. */
+static void digest_hex(EVP_MD_CTX *md, char *hex)
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+
+	EVP_DigestFinal_ex(md, d, &n);
+	EVP_MD_CTX_free(md);
+	for (unsigned int i = 0; i < n; i++)
+		sprintf(hex + 2 * i, "%02x", d[i]);
+	hex[2 * n] = 0;
+}
+
 static void serve(SSL_CTX *ctx, int fd, const char *peer, int pport)
 {
 	static unsigned char buf[CHUNK];
-	unsigned char md[EVP_MAX_MD_SIZE];
 	char uri[512], hex[2 * EVP_MAX_MD_SIZE + 1];
+	char sent_hex[2 * EVP_MAX_MD_SIZE + 1];
 	struct tally t = { .fnv = FNV64_BASIS };
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	unsigned int mdlen = 0;
 	SSL *ssl = SSL_new(ctx);
 	int ok, got;
 
@@ -247,7 +261,16 @@ static void serve(SSL_CTX *ctx, int fd, const char *peer, int pport)
 	if (o.stall_ms)
 		sleep_ms(o.stall_ms);
 	t.md = EVP_MD_CTX_new();
-	EVP_DigestInit_ex(t.md, EVP_sha256(), NULL);
+	t.md_sent = EVP_MD_CTX_new();
+	if (!t.md || !t.md_sent ||
+	    !EVP_DigestInit_ex(t.md, EVP_sha256(), NULL) ||
+	    !EVP_DigestInit_ex(t.md_sent, EVP_sha256(), NULL)) {
+		printf("refused %s no memory\n", peer);
+		EVP_MD_CTX_free(t.md);
+		EVP_MD_CTX_free(t.md_sent);
+		SSL_free(ssl);
+		return;
+	}
 	if (o.send >= 0) {
 		for (long long off = 0; off < o.send;) {
 			int n = o.send - off < CHUNK ? o.send - off : CHUNK;
@@ -268,14 +291,11 @@ static void serve(SSL_CTX *ctx, int fd, const char *peer, int pport)
 		if (t.close_notify)
 			SSL_shutdown(ssl);
 	}
-	EVP_DigestFinal_ex(t.md, md, &mdlen);
-	EVP_MD_CTX_free(t.md);
-	for (unsigned int i = 0; i < mdlen; i++)
-		sprintf(hex + 2 * i, "%02x", md[i]);
-	hex[2 * mdlen] = 0;
-	printf("accept %s %d uri %s bytes %lld sha256 %s fnv %016llx sent %lld close_notify %s\n",
+	digest_hex(t.md, hex);
+	digest_hex(t.md_sent, sent_hex);
+	printf("accept %s %d uri %s bytes %lld sha256 %s fnv %016llx sent %lld close_notify %s sent_sha256 %s\n",
 	       peer, pport, uri, t.bytes, hex, (unsigned long long)t.fnv,
-	       t.sent, t.close_notify ? "yes" : "no");
+	       t.sent, t.close_notify ? "yes" : "no", sent_hex);
 	SSL_free(ssl);
 }
 
