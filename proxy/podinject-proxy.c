@@ -46,7 +46,8 @@
  *
  *   podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]
  *                   [--client-max N] [--tls-dir DIR --tls-ca FILE
- *                   [--tls-trust-domain TD] [--inbound [--permissive]]] PORT
+ *                   [--tls-trust-domain TD] [--inbound [--permissive]]
+ *                   [--no-ktls]] PORT
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -65,6 +66,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/tls.h>
@@ -82,6 +84,7 @@
 #define FDS_PER_CONN	6	/* client, upstream, two pipes */
 #define FDS_PER_TLS_CONN 2	/* client, upstream: TLS needs no pipes */
 #define FDS_PER_KTLS_CONN 4	/* and a pipe out of the kTLS socket */
+/* (and one into it, where sending is spliced too: FDS_PER_CONN) */
 /* A TLS record's plaintext at most (2^14) and its content type */
 #define TLS_RECORD_MAX	(16384 + 256)
 #define TLS_BUF		(64 << 10)	/* per direction of a TLS connection */
@@ -110,7 +113,10 @@ static const char *tls_dir, *tls_ca, *tls_td;
 /* TLS termination instead (--inbound), and whether a client that does
  * not speak TLS is relayed in plaintext rather than reset. */
 static bool inbound, permissive;
-static bool ktls_kernel;	/* the kernel has the "tls" TCP ULP */
+static bool ktls_kernel;	/* the kernel has the "tls" TCP ULP, and it is used */
+static bool ktls_off;		/* --no-ktls: OpenSSL does the records */
+/* the plaintext spliced into a kTLS socket too: kernels since 6.5 */
+static bool ktls_splice_tx;
 
 enum kind { K_LISTEN_TCP, K_LISTEN_UDP, K_SIGNAL, K_CLIENT, K_UPSTREAM,
 	    K_UDP_UP };
@@ -159,6 +165,9 @@ struct conn {
 	/* kTLS opens the peer's records: spliced out of the TLS socket
 	 * through from_tls(c)'s pipe; OpenSSL reads nothing more */
 	bool ktls_rx;
+	/* kTLS TX, sending spliced: the plaintext side's bytes go through
+	 * to_tls(c)'s pipe into the TLS socket, which seals them */
+	bool ktls_tx;
 	bool close_notify;	/* kTLS RX: the peer's close_notify came */
 	const char *why;	/* kTLS RX: why the connection broke */
 	/* The secret the peer's records are sealed with, from OpenSSL's key
@@ -765,9 +774,10 @@ static SSL_CTX *tls_ctx_new(void)
 	/* OpenSSL hands the record layer to the kernel where it can
 	 * (OpenSSL 3.0: the sending half of TLS 1.3; the receiving half is
 	 * the proxy's to hand over, ktls_rx_start). */
-	SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
-	if (ktls_kernel)
+	if (ktls_kernel) {
+		SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
 		SSL_CTX_set_keylog_callback(ctx, keylog);
+	}
 	/* The relay's buffers move and grow between a stalled SSL_write
 	 * and its retry, and it takes what each call wrote. */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
@@ -950,6 +960,24 @@ static SSL *tls_conn_new(struct conn *c, const struct sockaddr_storage *own,
 }
 
 /*
+ * Whether splice() into a kTLS socket may be used: since 6.5 it is a
+ * sendmsg(MSG_SPLICE_PAGES) to the socket, as SSL_write()'s own is;
+ * before, it went through the socket's sendpage, and a non-blocking one
+ * into a full kTLS socket lost data on Debian's 6.1 (t_mtls's slow
+ * reader and stalled server: the proxy believed sent what the server
+ * never got). No flag says which a kernel does; its version does.
+ */
+static bool splice_into_ktls_whole(void)
+{
+	struct utsname u;
+	unsigned int major, minor;
+
+	if (uname(&u) || sscanf(u.release, "%u.%u", &major, &minor) != 2)
+		return false;
+	return major > 6 || (major == 6 && minor >= 5);
+}
+
+/*
  * Whether this kernel can take TLS records (kTLS), said once at start. The
  * "tls" upper layer protocol is looked up by name: a kernel without it
  * (no CONFIG_TLS, no module) answers ENOENT; one with it refuses a socket
@@ -960,15 +988,22 @@ static void ktls_report(void)
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	int err;
 
+	if (ktls_off) {
+		fprintf(stderr, "podinject-proxy: tls: ktls off (--no-ktls): records sealed and opened by OpenSSL\n");
+		return;
+	}
 	if (fd < 0)
 		return;
 	err = setsockopt(fd, SOL_TCP, TCP_ULP, "tls", sizeof("tls")) ? errno : 0;
 	close(fd);
 	ktls_kernel = err != ENOENT;
+	ktls_splice_tx = ktls_kernel && splice_into_ktls_whole();
 	if (!ktls_kernel)
 		fprintf(stderr, "podinject-proxy: tls: ktls unavailable (no CONFIG_TLS: no \"tls\" TCP ULP)\n");
+	else if (ktls_splice_tx)
+		fprintf(stderr, "podinject-proxy: tls: ktls available (the kernel has the \"tls\" TCP ULP): records sealed and opened by the kernel, plaintext spliced both ways\n");
 	else
-		fprintf(stderr, "podinject-proxy: tls: ktls available (the kernel has the \"tls\" TCP ULP): records sealed and opened by the kernel, received plaintext spliced\n");
+		fprintf(stderr, "podinject-proxy: tls: ktls available (the kernel has the \"tls\" TCP ULP): records sealed and opened by the kernel, received plaintext spliced, sent through SSL_write (splice into a kTLS socket before 6.5 lost data)\n");
 }
 
 /* Both directions' buffers, in one allocation (freed through up.buf). */
@@ -1243,6 +1278,44 @@ static int ktls_pump_decrypt(struct conn *c)
 	return 0;
 }
 
+/* The end of the plaintext side's stream, once all of it is sent: the
+ * close_notify (through the kernel with kTLS TX: a record of its own
+ * type), then the TCP FIN. -1: the connection is broken. */
+static int tls_close_notify(struct conn *c, struct half *h)
+{
+	int r;
+
+	ERR_clear_error();
+	r = SSL_shutdown(c->ssl);
+	if (r < 0) {
+		if (!tls_retry(c, h, r))
+			return -1;
+		return 0;	/* the alert goes when it can */
+	}
+	h->want = 0;
+	shutdown(tls_fd(c), SHUT_WR);
+	h->shut = true;
+	return 0;
+}
+
+/*
+ * Plaintext side -> TLS side with kTLS TX on a kernel that splices into
+ * it whole: spliced through the pipe into the TLS socket, whose kernel
+ * seals the records, as the plaintext relay moves its bytes; the socket
+ * is waited for while the pipe holds bytes.
+ */
+static int ktls_pump_encrypt(struct conn *c)
+{
+	struct half *h = to_tls(c);
+
+	if (splice_through(h, plain_fd(c), tls_fd(c)))
+		return -1;
+	h->want = h->queued ? SSL_ERROR_WANT_WRITE : 0;
+	if (h->eof && !h->queued && !h->shut)
+		return tls_close_notify(c, h);
+	return 0;
+}
+
 /*
  * Plaintext side -> TLS side: read the plaintext side while the buffer
  * has room, SSL_write what it holds. At its EOF, once all is written:
@@ -1256,6 +1329,8 @@ static int tls_pump_encrypt(struct conn *c)
 	ssize_t n;
 	int r;
 
+	if (c->ktls_tx)
+		return ktls_pump_encrypt(c);
 	do {
 		size_t room = h->eof ? 0 : tls_room(h);
 
@@ -1285,18 +1360,8 @@ static int tls_pump_encrypt(struct conn *c)
 			}
 		}
 	} while (moved);
-	if (h->eof && !h->queued && !h->shut) {
-		ERR_clear_error();
-		r = SSL_shutdown(c->ssl);
-		if (r < 0) {
-			if (!tls_retry(c, h, r))
-				return -1;
-			return 0;	/* the alert goes when it can */
-		}
-		h->want = 0;
-		shutdown(tls_fd(c), SHUT_WR);
-		h->shut = true;
-	}
+	if (h->eof && !h->queued && !h->shut)
+		return tls_close_notify(c, h);
 	return 0;
 }
 
@@ -1498,16 +1563,20 @@ static void tls_handshake(struct conn *c)
 		/* The receiving keys: OpenSSL's, or the proxy's own; the
 		 * kernel's plaintext is then spliced out. A pipe that cannot
 		 * be had (the open files limit) leaves it all to OpenSSL.
-		 * The sending side stays SSL_write(), which OpenSSL passes
-		 * to the kernel as sendmsg() where it gave it the keys: a
-		 * non-blocking splice() into a kTLS socket lost data on
-		 * Debian's 6.1 when the socket was full (docs/proxy.md). */
+		 * The sending keys are OpenSSL's to hand over; given them,
+		 * the kernel is spliced into where that is whole (6.5 on),
+		 * else SSL_write() passes to it by sendmsg(). */
 		if (ktls_kernel && !half_pipe(from_tls(c))) {
 			c->ktls_rx = BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ?
 				     !SSL_has_pending(c->ssl) :
 				     !ktls_rx_start(c);
 			if (!c->ktls_rx)
 				half_unpipe(from_tls(c), TLS_BUF);
+		}
+		if (ktls_splice_tx && BIO_get_ktls_send(SSL_get_wbio(c->ssl))) {
+			c->ktls_tx = !half_pipe(to_tls(c));
+			if (!c->ktls_tx)
+				half_unpipe(to_tls(c), TLS_BUF);
 		}
 		OPENSSL_cleanse(c->rx_secret, sizeof(c->rx_secret));
 		c->rx_secret_len = 0;
@@ -2075,7 +2144,7 @@ static int raise_nofile(void)
 	/* room for both kinds at once: half the descriptors each; a
 	 * permissive inbound proxy may splice any of its connections */
 	conn_max = (rl.rlim_cur - FDS_SPARE) / 2 /
-		   (!tls_dir || permissive ? FDS_PER_CONN :
+		   (!tls_dir || permissive || ktls_splice_tx ? FDS_PER_CONN :
 		    ktls_kernel ? FDS_PER_KTLS_CONN : FDS_PER_TLS_CONN);
 	session_max = (rl.rlim_cur - FDS_SPARE) / 2 / FDS_PER_SESSION;
 	if (err)
@@ -2127,6 +2196,10 @@ static bool tls_args_ok(void)
 		fprintf(stderr, "podinject-proxy: --inbound needs --tls-dir and --tls-ca (the protected pods' identities, the clients' CA)\n");
 		return false;
 	}
+	if (ktls_off && !tls_dir) {
+		fprintf(stderr, "podinject-proxy: --no-ktls goes with --tls-dir\n");
+		return false;
+	}
 	if (!tls_dir && !tls_ca && !tls_td)
 		return true;
 	if (!tls_dir || !tls_ca) {
@@ -2166,6 +2239,7 @@ static int parse_args(int argc, char **argv, long *port)
 		{ "tls-trust-domain", required_argument, NULL, 'T' },
 		{ "inbound", no_argument, NULL, 'I' },
 		{ "permissive", no_argument, NULL, 'P' },
+		{ "no-ktls", no_argument, NULL, 'K' },
 		{ 0 },
 	};
 	long v = 0;
@@ -2181,8 +2255,9 @@ static int parse_args(int argc, char **argv, long *port)
 				optarg;
 			continue;
 		}
-		if (c == 'I' || c == 'P') {
-			*(c == 'I' ? &inbound : &permissive) = true;
+		if (c == 'I' || c == 'P' || c == 'K') {
+			*(c == 'I' ? &inbound : c == 'P' ? &permissive :
+			  &ktls_off) = true;
 			continue;
 		}
 		if (c != 'v' && c != '?' &&
@@ -2350,7 +2425,8 @@ int main(int argc, char **argv)
 	if (bad == 2)
 		fprintf(stderr, "usage: podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]\n"
 			"                       [--client-max N] [--tls-dir DIR --tls-ca FILE\n"
-			"                       [--tls-trust-domain TD] [--inbound [--permissive]]] PORT\n");
+			"                       [--tls-trust-domain TD] [--inbound [--permissive]]\n"
+			"                       [--no-ktls]] PORT\n");
 	if (bad)
 		return bad;
 	if (tls_dir) {

@@ -21,7 +21,7 @@
 # the sanitizer build and the lab send 64 MiB).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=55
+EXPECT=61
 PREFIX=mt-
 X=mt-x
 A=10.244.0.10
@@ -93,16 +93,18 @@ proxy_args_refused() {
 	! in_ns mt-p $p --tls-dir $T/ca --tls-ca $T/none.pem 15001 2>/dev/null &&
 	! in_ns mt-p $p --tls-dir $T/none --tls-ca $T/ca/ca.pem 15001 2>/dev/null &&
 	! in_ns mt-p $p --tls-dir $T/ca --tls-ca $T/ca/ca.pem --tls-trust-domain 'a/b' 15001 2>/dev/null &&
-	! in_ns mt-p $p --tls-dir $T/ca --tls-ca $T/ca/10.244.0.10/key.pem 15001 2>/dev/null
+	! in_ns mt-p $p --tls-dir $T/ca --tls-ca $T/ca/10.244.0.10/key.pem 15001 2>/dev/null &&
+	! in_ns mt-p $p --no-ktls 15001 2>/dev/null
 }
 check proxy_bad_args proxy_args_refused
 
+# start_proxy [OPTION...]
 start_proxy() {
 	# a connect timeout far above what "fast" allows below: a refused
 	# client is reset by the TLS failure, never by the timeout
 	ip netns exec mt-p "$BUILD/podinject-proxy" -v --connect-timeout 10000 \
 		--tls-dir $T/ca --tls-ca $T/bundle.pem --tls-trust-domain mt.test \
-		15001 >$T/px 2>$T/pxlog </dev/null &
+		"$@" 15001 >$T/px 2>$T/pxlog </dev/null &
 	PROXY_PID=$!
 	for _ in $(seq 50); do grep -q ready $T/px 2>/dev/null && return 0; sleep 0.1; done
 	echo "the proxy did not start: $(tail -n 1 $T/pxlog)"
@@ -128,6 +130,25 @@ ktls_said() {
 		{ echo "want ktls ${want:-any}: $(grep ktls $T/pxlog)"; return 1; }
 }
 check ktls_reported ktls_said
+# with kTLS, the sent plaintext is spliced into the kernel since 6.5
+# (splice into a socket is sendmsg(MSG_SPLICE_PAGES) there); before, it
+# goes through SSL_write (docs/proxy.md, kTLS)
+ktls_send_said() {
+	local rel major minor want="plaintext spliced both ways"
+	rel=$(uname -r)
+	major=${rel%%.*}
+	minor=${rel#*.}
+	minor=${minor%%[!0-9]*}
+	[ "$major" -lt 6 ] || { [ "$major" -eq 6 ] && [ "$minor" -lt 5 ]; } &&
+		want="received plaintext spliced, sent through SSL_write"
+	grep -q "^podinject-proxy: tls: ktls available .*, $want" $T/pxlog ||
+		{ echo "kernel $rel, want \"$want\": $(grep ktls $T/pxlog)"; return 1; }
+}
+if grep -q '^podinject-proxy: tls: ktls available ' $T/pxlog; then
+	check ktls_send_spliced_since_6_5 ktls_send_said
+else
+	skip ktls_send_spliced_since_6_5 "no kTLS in this kernel (the lab's kernels have it)"
+fi
 
 # tlsd_bg PORT [ARGS...]: the TLS server in mt-b with mt-b's identity
 tlsd_bg() {
@@ -416,6 +437,25 @@ wait $PROXY_PID
 rc=$?
 PROXY_PID=
 expect_eq proxy_clean_exit "$rc $(grep -cE 'Sanitizer|runtime error' $T/pxlog)" "0 0"
+
+# --no-ktls: OpenSSL seals and opens every record, whatever the kernel
+# has; a transfer each way is as intact
+if start_proxy --no-ktls >$T/start 2>&1; then
+	pass no_ktls_started
+else
+	fail no_ktls_started "$(tail -n 1 $T/start)"
+fi
+check no_ktls_said grep -q '^podinject-proxy: tls: ktls off (--no-ktls)' $T/pxlog
+tlsd_bg 8443 --send $((16 << 20)) --timeout 30000
+out=$(in_ns mt-a "$PINET" tcp-connect --timeout 30000 $B 8443 --send $((16 << 20)) --expect-echo --sha256 2>&1 | tail -n 1)
+wait $SRV
+expect_eq no_ktls_each_way "$out" "done sent $((16 << 20)) received $((16 << 20)) fnv $(srv_field fnv) sha256 $(srv_field sha256) $(srv_field sent_sha256)"
+check no_ktls_records_in_openssl grep -qE "^tls $A:[0-9]* -> $B:8443 verified .* ktls send off recv off\$" $T/pxlog
+kill $PROXY_PID
+wait $PROXY_PID
+rc=$?
+PROXY_PID=
+expect_eq no_ktls_clean_exit "$rc $(grep -cE 'Sanitizer|runtime error' $T/pxlog)" "0 0"
 ids=$(node_prog_ids $X)
 for p in a b c d e f p; do pi -N $X pod del mt-$p >/dev/null; done
 check down pi -N $X node down
