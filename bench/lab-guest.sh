@@ -26,22 +26,38 @@ fi
 export PB_CPU_SEND=${PB_CPU_SEND:-0}
 mkdir -p "$PB_RESULTS"
 ran=0 failed=0
-# PB_LAB_RUNS: words DEVICE[:LOAD], LOAD "backlogN" (a backlog of N
-# packets) or "rps" (the pods' receive work on the other CPU; needs two):
-# bench/suites/injection.sh says what each stands in for
+# PB_LAB_RUNS: words DEVICE[:LOAD...], LOAD "backlogN" (a backlog of N
+# packets), "rps" (the pods' receive work on the other CPU; needs two) or
+# "napi" (the injected packets arriving in NAPI polls on the other CPU):
+# bench/suites/injection.sh says what each stands in for; and "mtls",
+# the mTLS suite (bench/suites/mtls.sh: kTLS beside user-space TLS, the
+# lab's kernels having kTLS)
 for run in ${PB_LAB_RUNS:-netkit veth}; do
-	rps= backlog=
-	case $run in
-	*:rps)
-		if [ "$(nproc)" -lt 2 ]; then
-			echo "   SKIP $run: one CPU; RPS to another needs a second"
-			continue
+	rps= backlog= napi=
+	if [ "$run" = mtls ]; then
+		if ./bench/run.sh mtls; then
+			ran=$((ran + 1))
+		else
+			failed=$((failed + 1))
 		fi
-		rps=$((1 - PB_CPU_SEND)) ;;
-	*:backlog*) backlog=${run#*:backlog} ;;
-	esac
+		continue
+	fi
+	# LOADs may be joined: netkit:napi:backlog20
+	for load in $(tr ':' ' ' <<<"${run#*:}"); do
+		[ "$load" = "$run" ] && break	# no load
+		case $load in
+		rps)
+			if [ "$(nproc)" -lt 2 ]; then
+				echo "   SKIP $run: one CPU; RPS to another needs a second"
+				continue 2
+			fi
+			rps=$((1 - PB_CPU_SEND)) ;;
+		napi) napi=$(($(nproc) > 1 ? 1 - PB_CPU_SEND : 0)) ;;
+		backlog*) backlog=${load#backlog} ;;
+		esac
+	done
 	if PB_INJ_DEV=${run%%:*} PB_INJ_RPS=$rps PB_INJ_BACKLOG=$backlog \
-		./bench/run.sh injection; then
+		PB_INJ_NAPI=$napi ./bench/run.sh injection; then
 		ran=$((ran + 1))
 	else
 		failed=$((failed + 1))

@@ -16,7 +16,9 @@
 # PB_TCP_DURATION (5 s), PB_LAB_RUNS (the suite's runs, "netkit
 # netkit:backlog20 veth veth:backlog20": DEVICE, and ":backlogN" for the
 # same with a backlog of N packets, ":rps" with the pods' receive work
-# on the other CPU; bench/suites/injection.sh),
+# on the other CPU; bench/suites/injection.sh; "mtls" for the mTLS suite,
+# kTLS beside user-space TLS and HAProxy: PB_MTLS_BYTES 64 MiB,
+# PB_MTLS_CONNS 50, PB_MTLS_IDLE 200),
 # LAB_TIMEOUT (4800 s per kernel), LAB_SMP (2: sender and receiver on CPUs
 # of their own; our kernel brings up both since it has ACPI); the rest as
 # lab/run.sh.
@@ -36,10 +38,17 @@ mkdir -p "$out"
 make -s -C "$ROOT" -f bench/bench.mk BUILD="$BUILD" || exit 1
 
 status=0
+# the mTLS suite wants HAProxy in the image (its TLS beside ours) and
+# sizes an emulated CPU gets through: 64 MiB a transfer, 50 connections
+# a sample, 200 idle for the memory figure
+extra=${LAB_EXTRA_TOOLS:-}
+case " $PB_LAB_RUNS " in *" mtls "*) extra="$extra haproxy" ;; esac
+: "${PB_MTLS_BYTES:=$((64 << 20))}" "${PB_MTLS_CONNS:=50}" "${PB_MTLS_IDLE:=200}"
 for k in "${KERNELS[@]}"; do
 	# quiet: the kernel's own messages would cut into the base64 lines
 	LAB_OUT=$out LAB_TIMEOUT=${LAB_TIMEOUT:-4800} LAB_SMP=${LAB_SMP:-2} \
-	LAB_SUITE="PB_LAB_RUNS='$PB_LAB_RUNS' PB_REPS=$PB_REPS PB_DURATION=$PB_DURATION PB_TCP_DURATION=$PB_TCP_DURATION PB_DATE=$PB_DATE ./bench/lab-guest.sh" \
+	LAB_EXTRA_TOOLS=$extra \
+	LAB_SUITE="PB_LAB_RUNS='$PB_LAB_RUNS' PB_REPS=$PB_REPS PB_DURATION=$PB_DURATION PB_TCP_DURATION=$PB_TCP_DURATION PB_MTLS_BYTES=$PB_MTLS_BYTES PB_MTLS_CONNS=$PB_MTLS_CONNS PB_MTLS_IDLE=$PB_MTLS_IDLE PB_DATE=$PB_DATE ./bench/lab-guest.sh" \
 		nice -n 10 "$ROOT/lab/run.sh" "$k" || status=1
 	console=$out/$k.console.log
 	files=$(mktemp -d)

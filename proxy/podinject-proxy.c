@@ -66,7 +66,6 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/tls.h>
@@ -84,7 +83,6 @@
 #define FDS_PER_CONN	6	/* client, upstream, two pipes */
 #define FDS_PER_TLS_CONN 2	/* client, upstream: TLS needs no pipes */
 #define FDS_PER_KTLS_CONN 4	/* and a pipe out of the kTLS socket */
-/* (and one into it, where sending is spliced too: FDS_PER_CONN) */
 /* A TLS record's plaintext at most (2^14) and its content type */
 #define TLS_RECORD_MAX	(16384 + 256)
 #define TLS_BUF		(64 << 10)	/* per direction of a TLS connection */
@@ -115,8 +113,6 @@ static const char *tls_dir, *tls_ca, *tls_td;
 static bool inbound, permissive;
 static bool ktls_kernel;	/* the kernel has the "tls" TCP ULP, and it is used */
 static bool ktls_off;		/* --no-ktls: OpenSSL does the records */
-/* the plaintext spliced into a kTLS socket too: kernels since 6.5 */
-static bool ktls_splice_tx;
 
 enum kind { K_LISTEN_TCP, K_LISTEN_UDP, K_SIGNAL, K_CLIENT, K_UPSTREAM,
 	    K_UDP_UP };
@@ -165,9 +161,6 @@ struct conn {
 	/* kTLS opens the peer's records: spliced out of the TLS socket
 	 * through from_tls(c)'s pipe; OpenSSL reads nothing more */
 	bool ktls_rx;
-	/* kTLS TX, sending spliced: the plaintext side's bytes go through
-	 * to_tls(c)'s pipe into the TLS socket, which seals them */
-	bool ktls_tx;
 	bool close_notify;	/* kTLS RX: the peer's close_notify came */
 	const char *why;	/* kTLS RX: why the connection broke */
 	/* The secret the peer's records are sealed with, from OpenSSL's key
@@ -960,24 +953,6 @@ static SSL *tls_conn_new(struct conn *c, const struct sockaddr_storage *own,
 }
 
 /*
- * Whether splice() into a kTLS socket may be used: since 6.5 it is a
- * sendmsg(MSG_SPLICE_PAGES) to the socket, as SSL_write()'s own is;
- * before, it went through the socket's sendpage, and a non-blocking one
- * into a full kTLS socket lost data on Debian's 6.1 (t_mtls's slow
- * reader and stalled server: the proxy believed sent what the server
- * never got). No flag says which a kernel does; its version does.
- */
-static bool splice_into_ktls_whole(void)
-{
-	struct utsname u;
-	unsigned int major, minor;
-
-	if (uname(&u) || sscanf(u.release, "%u.%u", &major, &minor) != 2)
-		return false;
-	return major > 6 || (major == 6 && minor >= 5);
-}
-
-/*
  * Whether this kernel can take TLS records (kTLS), said once at start. The
  * "tls" upper layer protocol is looked up by name: a kernel without it
  * (no CONFIG_TLS, no module) answers ENOENT; one with it refuses a socket
@@ -997,13 +972,10 @@ static void ktls_report(void)
 	err = setsockopt(fd, SOL_TCP, TCP_ULP, "tls", sizeof("tls")) ? errno : 0;
 	close(fd);
 	ktls_kernel = err != ENOENT;
-	ktls_splice_tx = ktls_kernel && splice_into_ktls_whole();
 	if (!ktls_kernel)
 		fprintf(stderr, "podinject-proxy: tls: ktls unavailable (no CONFIG_TLS: no \"tls\" TCP ULP)\n");
-	else if (ktls_splice_tx)
-		fprintf(stderr, "podinject-proxy: tls: ktls available (the kernel has the \"tls\" TCP ULP): records sealed and opened by the kernel, plaintext spliced both ways\n");
 	else
-		fprintf(stderr, "podinject-proxy: tls: ktls available (the kernel has the \"tls\" TCP ULP): records sealed and opened by the kernel, received plaintext spliced, sent through SSL_write (splice into a kTLS socket before 6.5 lost data)\n");
+		fprintf(stderr, "podinject-proxy: tls: ktls available (the kernel has the \"tls\" TCP ULP): records sealed and opened by the kernel, received plaintext spliced, sent through SSL_write\n");
 }
 
 /* Both directions' buffers, in one allocation (freed through up.buf). */
@@ -1279,8 +1251,8 @@ static int ktls_pump_decrypt(struct conn *c)
 }
 
 /* The end of the plaintext side's stream, once all of it is sent: the
- * close_notify (through the kernel with kTLS TX: a record of its own
- * type), then the TCP FIN. -1: the connection is broken. */
+ * close_notify (with kTLS TX OpenSSL gives the kernel a record of its
+ * own type), then the TCP FIN. -1: the connection is broken. */
 static int tls_close_notify(struct conn *c, struct half *h)
 {
 	int r;
@@ -1299,24 +1271,6 @@ static int tls_close_notify(struct conn *c, struct half *h)
 }
 
 /*
- * Plaintext side -> TLS side with kTLS TX on a kernel that splices into
- * it whole: spliced through the pipe into the TLS socket, whose kernel
- * seals the records, as the plaintext relay moves its bytes; the socket
- * is waited for while the pipe holds bytes.
- */
-static int ktls_pump_encrypt(struct conn *c)
-{
-	struct half *h = to_tls(c);
-
-	if (splice_through(h, plain_fd(c), tls_fd(c)))
-		return -1;
-	h->want = h->queued ? SSL_ERROR_WANT_WRITE : 0;
-	if (h->eof && !h->queued && !h->shut)
-		return tls_close_notify(c, h);
-	return 0;
-}
-
-/*
  * Plaintext side -> TLS side: read the plaintext side while the buffer
  * has room, SSL_write what it holds. At its EOF, once all is written:
  * close_notify, then the TCP FIN. -1: the connection is broken (a reset
@@ -1329,8 +1283,6 @@ static int tls_pump_encrypt(struct conn *c)
 	ssize_t n;
 	int r;
 
-	if (c->ktls_tx)
-		return ktls_pump_encrypt(c);
 	do {
 		size_t room = h->eof ? 0 : tls_room(h);
 
@@ -1563,20 +1515,17 @@ static void tls_handshake(struct conn *c)
 		/* The receiving keys: OpenSSL's, or the proxy's own; the
 		 * kernel's plaintext is then spliced out. A pipe that cannot
 		 * be had (the open files limit) leaves it all to OpenSSL.
-		 * The sending keys are OpenSSL's to hand over; given them,
-		 * the kernel is spliced into where that is whole (6.5 on),
-		 * else SSL_write() passes to it by sendmsg(). */
+		 * The sending side stays SSL_write(), which OpenSSL passes
+		 * to the kernel as sendmsg() where it gave it the keys: a
+		 * non-blocking splice() into a kTLS socket lost data on
+		 * Debian's 6.1 and on 6.12 when the socket was full
+		 * (docs/proxy.md). */
 		if (ktls_kernel && !half_pipe(from_tls(c))) {
 			c->ktls_rx = BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ?
 				     !SSL_has_pending(c->ssl) :
 				     !ktls_rx_start(c);
 			if (!c->ktls_rx)
 				half_unpipe(from_tls(c), TLS_BUF);
-		}
-		if (ktls_splice_tx && BIO_get_ktls_send(SSL_get_wbio(c->ssl))) {
-			c->ktls_tx = !half_pipe(to_tls(c));
-			if (!c->ktls_tx)
-				half_unpipe(to_tls(c), TLS_BUF);
 		}
 		OPENSSL_cleanse(c->rx_secret, sizeof(c->rx_secret));
 		c->rx_secret_len = 0;
@@ -2144,7 +2093,7 @@ static int raise_nofile(void)
 	/* room for both kinds at once: half the descriptors each; a
 	 * permissive inbound proxy may splice any of its connections */
 	conn_max = (rl.rlim_cur - FDS_SPARE) / 2 /
-		   (!tls_dir || permissive || ktls_splice_tx ? FDS_PER_CONN :
+		   (!tls_dir || permissive ? FDS_PER_CONN :
 		    ktls_kernel ? FDS_PER_KTLS_CONN : FDS_PER_TLS_CONN);
 	session_max = (rl.rlim_cur - FDS_SPARE) / 2 / FDS_PER_SESSION;
 	if (err)

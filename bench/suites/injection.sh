@@ -40,7 +40,10 @@ injection_setup() {
 	ip netns exec "$INJ_N" sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
 	"$PI" -N "$INJ_N" pod add $PB_PREFIX-t --ip $INJ_T --dev "$INJ_DEV" >/dev/null || return 1
 	"$PI" -N "$INJ_N" pod add $PB_PREFIX-d --ip $INJ_D >/dev/null || return 1
-	"$PI" -N "$INJ_N" pod add $PB_PREFIX-i --ip $INJ_I --dev "$INJ_DEV" >/dev/null || return 1
+	# the NAPI load needs the injector's device to be a veth (netkit has
+	# no NAPI of its own): only the target is then on INJ_DEV
+	"$PI" -N "$INJ_N" pod add $PB_PREFIX-i --ip $INJ_I \
+		--dev "$([ -n "${PB_INJ_NAPI:-}" ] && echo veth || echo "$INJ_DEV")" >/dev/null || return 1
 	"$PI" -N "$INJ_N" inject allow $PB_PREFIX-i --as $PB_PREFIX-t --path fallback >/dev/null || return 1
 	# the reply path of an injected TCP flow (see above)
 	mkdir -p "$PB_PINS"
@@ -103,7 +106,31 @@ softnet() {
 # 9 rounds, 64-byte UDP included): a sender in process context has the
 # backlog run by its own local_bh_enable() after each packet. What fills
 # one on a NIC is arrival in softirq context (a NAPI poll's batch
-# redirected into it), which no load here builds yet (docs/bench.md).
+# redirected into it): PB_INJ_NAPI.
+# PB_INJ_NAPI=CPU: the injector's packets arrive on the node as a NIC's
+# do, in batches of a NAPI poll. pb-i is a veth pod whatever the target
+# is (netkit has no NAPI); its host-side device pi-pb-i gets GRO, which
+# gives a veth its own NAPI (a ring of 256 packets its peer's transmit
+# fills), threaded (its poll in a kernel thread, pinned to CPU, rather
+# than in the sender's softirq at its own local_bh_enable). A poll takes
+# up to 64 packets with bottom halves off, and each one the fallback
+# hands to netif_rx() waits in that CPU's backlog until the poll ends:
+# up to 64 at once, as a NIC's poll feeds it; the fast path
+# (bpf_redirect_peer) runs them through the target's device within the
+# poll and queues nothing. With PB_INJ_BACKLOG=20 (the seed's 1 000
+# packets at 38.9 Gbit/s, scaled to this guest's rate) a poll overfills
+# the fallback's queue: the seed's mechanism.
+injection_napi() {	# injection_napi CPU: prints the poll thread's pid
+	local dev=pi-$PB_PREFIX-i pid
+	ip netns exec "$INJ_N" ethtool -K "$dev" gro on >/dev/null 2>&1 || return 1
+	ip netns exec "$INJ_N" sh -c "echo 1 >/sys/class/net/$dev/threaded" || return 1
+	# (the thread is named napi/DEV-ID; DEV cut to the comm's 15 bytes)
+	pid=$(ps -eo pid=,comm= | awk -v d="napi/$dev" '
+		index($2, substr(d, 1, 15)) == 1 { print $1; exit }')
+	[ -n "$pid" ] && taskset -pc "$1" "$pid" >/dev/null || return 1
+	echo "$pid"
+}
+
 injection_rps() {	# injection_rps CPU: prints the devices set
 	# shellcheck disable=SC2016
 	ip netns exec "$INJ_N" sh -c '
@@ -197,7 +224,7 @@ iperf3_sample() {
 
 suite_injection() {
 	local variants="" v rep from out eg0 eg1 in0 in1 once dmac bps retr streams m
-	local k0 s0 r0 k1 s1 r1 bd0 sq0 bd1 sq1 rpsq backlog0= seed where name=injection title="Injection into a pod's egress datapath: UDP 64-byte pps and TCP (seed 001)"
+	local k0 s0 r0 k1 s1 r1 bd0 sq0 bd1 sq1 rpsq napi backlog0= seed where name=injection title="Injection into a pod's egress datapath: UDP 64-byte pps and TCP (seed 001)"
 	if [ "$INJ_DEV" != veth ]; then
 		name=injection-$INJ_DEV
 		title="$title, $INJ_DEV pods"
@@ -205,6 +232,10 @@ suite_injection() {
 	if [ -n "${PB_INJ_RPS:-}" ]; then
 		name=$name-rps
 		title="$title, RPS of the pods' devices to CPU $PB_INJ_RPS"
+	fi
+	if [ -n "${PB_INJ_NAPI:-}" ]; then
+		name=$name-napi
+		title="$title, injected packets arriving in NAPI polls on CPU $PB_INJ_NAPI"
 	fi
 	if [ -n "${PB_INJ_BACKLOG:-}" ]; then
 		name=$name-backlog$PB_INJ_BACKLOG
@@ -221,6 +252,13 @@ suite_injection() {
 		echo "$PB_INJ_BACKLOG" >/proc/sys/net/core/netdev_max_backlog
 		meta backlog_load "\"net.core.netdev_max_backlog $PB_INJ_BACKLOG (was $backlog0; restored after): each CPU's backlog holds $PB_INJ_BACKLOG packets\""
 	fi
+	if [ -n "${PB_INJ_NAPI:-}" ]; then
+		if napi=$(injection_napi "$PB_INJ_NAPI"); then
+			meta napi_load "\"pb-i a veth pod; its host-side device with GRO (a NAPI of its own, a 256-packet ring) and threaded NAPI, the poll thread (pid $napi) on CPU $PB_INJ_NAPI, senders on CPU $PB_CPU_SEND: injected packets arrive in polls of up to 64 with bottom halves off, as from a NIC; net.core.netdev_max_backlog $(cat /proc/sys/net/core/netdev_max_backlog)\""
+		else
+			failed napi_load "could not give pi-$PB_PREFIX-i GRO and a threaded NAPI pinned to CPU $PB_INJ_NAPI"
+		fi
+	fi
 	if [ -n "${PB_INJ_RPS:-}" ]; then
 		if rpsq=$(injection_rps "$PB_INJ_RPS"); then
 			meta rps_load "\"RPS of the pods' host-side devices ($rpsq receive queues) on CPU $PB_INJ_RPS, senders on CPU $PB_CPU_SEND: every netif_rx() of the pods' traffic queues on the other CPU's backlog, a queue its sender feeds without draining (the seed's NIC); net.core.netdev_max_backlog $(cat /proc/sys/net/core/netdev_max_backlog)\""
@@ -231,7 +269,11 @@ suite_injection() {
 	if [ "$INJ_DEV" = veth ]; then
 		meta node "\"podinject reference node: veth pods, tcx, BPF host routing (bpf_redirect_peer to local pods), ip_forward off\""
 	else
-		meta node "\"podinject reference node: target pb-t and injector pb-i on $INJ_DEV, receiver pb-d on veth, tcx, BPF host routing, ip_forward off\""
+		if [ -n "${PB_INJ_NAPI:-}" ]; then
+			meta node "\"podinject reference node: target pb-t on $INJ_DEV, injector pb-i and receiver pb-d on veth, tcx, BPF host routing, ip_forward off\""
+		else
+			meta node "\"podinject reference node: target pb-t and injector pb-i on $INJ_DEV, receiver pb-d on veth, tcx, BPF host routing, ip_forward off\""
+		fi
 	fi
 	meta inject_path_auto "\"$("$PI" -j features | jq -r .inject_path)\""
 	meta sender "\"UDP: $PB_SENDER on CPU $PB_CPU_SEND, meter on CPU $PB_CPU_RECV; TCP: iperf3 client on CPU $PB_CPU_SEND, server on CPU $PB_CPU_RECV\""

@@ -28,6 +28,12 @@
 #        :15009, bind transparent ssl crt verify required; source usesrc
 #        clientip) --plain--> pb-mlz's server              (variant haproxy2)
 #
+# Where the kernel has kTLS (the lab's kernels), the same origination
+# with the records in user space beside it (variant mtls_user):
+#
+#   pb-mlv (10.244.0.23) --capture--> pb-mlk (podinject-proxy :15004,
+#                                      --tls-dir --no-ktls) --> tlsd
+#
 # A client that speaks TLS itself (direct_tls) is not measured: none of
 # the bench's tools is one. A client and its proxy are distinct pods per
 # variant, all on one node with one datapath.
@@ -116,6 +122,21 @@ mtls2_setup() {
 		--tls-ca "$ML_T/ca.pem" --tls-trust-domain ml.bench
 }
 
+# User-space TLS beside kTLS (mtls_user): pb-mlv's connections originated
+# by pb-mlk with --no-ktls, only where pb-mlq says the kernel has kTLS
+# (elsewhere mtls is already user space): 2 then, 1 for a failure.
+mtls_user_setup() {
+	grep -q '^podinject-proxy: tls: ktls available ' \
+		"$SUITE_DIR/proxy-$PB_PREFIX-mlq.log" || return 2
+	ml_pods mlv:23 mlk:24 &&
+	"$PI" -N "$ML_N" proxy add $PB_PREFIX-mlk --port 15004 --for $PB_PREFIX-mlv \
+		--match tcp >/dev/null &&
+	"$ML_PKI" issue "$ML_T" ml mlv 10.244.0.23 >/dev/null &&
+	ml_proxy $PB_PREFIX-mlk 15004 --no-ktls --tls-dir "$ML_T" \
+		--tls-ca "$ML_T/ca.pem" --tls-trust-domain ml.bench || return 1
+	ML_KPID=${ML_PIDS[-1]}
+}
+
 # The head of the suite's HAProxy configurations: one thread, as
 # podinject-proxy is one; TCP mode.
 ml_haproxy_head() {
@@ -180,6 +201,7 @@ ml_client() {	# the client pod of a variant
 	plain) echo $PB_PREFIX-mlc ;;
 	mtls) echo $PB_PREFIX-mlt ;;
 	mtls2) echo $PB_PREFIX-mlu ;;
+	mtls_user) echo $PB_PREFIX-mlv ;;
 	haproxy_mtls|haproxy2) echo $PB_PREFIX-mlh ;;
 	*) echo $PB_PREFIX-mld ;;
 	esac
@@ -211,11 +233,11 @@ ml_server() {
 	local v=$1 port=$2 how=$3 n=$4 ns
 	ns=$(ml_server_pod "$v")
 	case $v:$how in
-	*mtls:SINK)
+	*mtls:SINK|mtls_user:SINK)
 		exec ip netns exec $ns taskset -c "$PB_CPU_RECV" "$BUILD/tlsd" "$port" \
 			--cert "$ML_T/$ML_S/cert.pem" --key "$ML_T/$ML_S/key.pem" \
 			--ca "$ML_T/ca.pem" --timeout 120000 ;;
-	*mtls:CLOSE)
+	*mtls:CLOSE|mtls_user:CLOSE)
 		# --send 0: close_notify right after the handshake, the
 		# TLS form of closing at once
 		exec ip netns exec $ns taskset -c "$PB_CPU_RECV" "$BUILD/tlsd" "$port" \
@@ -400,12 +422,19 @@ suite_mtls() {
 		fi ;;
 	*) skip haproxy2 "no HAProxy originating (haproxy_mtls)" ;;
 	esac
+	mtls_user_setup
+	case $? in
+	0) variants="$variants mtls_user" ;;
+	2) skip mtls_user "no kTLS in this kernel: mtls is already user-space TLS (the lab's kernels have kTLS)" ;;
+	*) skip mtls_user "could not set up the --no-ktls proxy (pod add, proxy add, certificate, or not ready: $(tail -n 1 "$SUITE_DIR/proxy-$PB_PREFIX-mlk.log" 2>/dev/null))" ;;
+	esac
 	skip direct_tls "no client of the bench speaks TLS itself; direct (plaintext, no proxy) is the limit instead"
 	meta ktls "\"$(grep -m 1 -o 'ktls [a-z]*' "$SUITE_DIR/proxy-$PB_PREFIX-mlq.log" || echo unknown)\""
+	meta ktls_mode "\"$(grep -m 1 '^podinject-proxy: tls: ktls' "$SUITE_DIR/proxy-$PB_PREFIX-mlq.log" | sed 's/^podinject-proxy: tls: //; s/"//g' || echo unknown)\""
 	meta cpus_used "\"client CPU $PB_CPU_SEND, server CPU $PB_CPU_RECV, proxies not pinned\""
 	meta transfer_bytes "$ML_BYTES"
 	meta sequential_connections "$ML_CONNS"
-	note "plain = pb-mlc captured to podinject-proxy (plaintext) to a plaintext server; mtls = pb-mlt captured to podinject-proxy --tls-dir (TLS 1.3 with pb-mlt's certificate, the server's chain and IP SAN verified) to tlsd, which verifies pb-mlt's certificate and its IP SAN against the caller's address; haproxy_mtls = pb-mlh captured to HAProxy (transparent, usesrc clientip, server 0.0.0.0 ssl crt verify required ssl-min-ver TLSv1.3: chain only, no name to check) to the same tlsd; mtls2 = both ends podinject-proxy: pb-mlu originated by the mtls proxy, terminated for pb-mlw by podinject-proxy --inbound (an inbound rule; the client's certificate, its IP SAN against the caller's address and the trust domain checked), plaintext to pb-mlw's server from pb-mlu's address; haproxy2 = both ends HAProxy: pb-mlh originated as haproxy_mtls, terminated for pb-mlz by HAProxy (an inbound rule; bind transparent ssl crt ca-file verify required ssl-min-ver TLSv1.3; source usesrc clientip; chain only), plaintext to pb-mlz's server; direct = pb-mld to the plaintext server, no proxy (the limit)"
+	note "plain = pb-mlc captured to podinject-proxy (plaintext) to a plaintext server; mtls = pb-mlt captured to podinject-proxy --tls-dir (TLS 1.3 with pb-mlt's certificate, the server's chain and IP SAN verified) to tlsd, which verifies pb-mlt's certificate and its IP SAN against the caller's address; haproxy_mtls = pb-mlh captured to HAProxy (transparent, usesrc clientip, server 0.0.0.0 ssl crt verify required ssl-min-ver TLSv1.3: chain only, no name to check) to the same tlsd; mtls2 = both ends podinject-proxy: pb-mlu originated by the mtls proxy, terminated for pb-mlw by podinject-proxy --inbound (an inbound rule; the client's certificate, its IP SAN against the caller's address and the trust domain checked), plaintext to pb-mlw's server from pb-mlu's address; haproxy2 = both ends HAProxy: pb-mlh originated as haproxy_mtls, terminated for pb-mlz by HAProxy (an inbound rule; bind transparent ssl crt ca-file verify required ssl-min-ver TLSv1.3; source usesrc clientip; chain only), plaintext to pb-mlz's server; direct = pb-mld to the plaintext server, no proxy (the limit); mtls_user (where the kernel has kTLS, so that mtls is kTLS) = pb-mlv captured to podinject-proxy --tls-dir --no-ktls, the records sealed and opened by OpenSSL in user space, to the same tlsd"
 	note "tcp_gbps: one connection carrying $ML_BYTES bytes (dd from /dev/zero) to a sink (pinet tcp-server --sink, FNV-1a of every byte; tlsd: decrypt, SHA-256 and FNV-1a of every byte), timed from before the client's start to the server's exit with all of them read (connect and handshake included); setup_p50_us/setup_p99_us/setup_max_us: $ML_CONNS connections one after the other, each timed in pinet tcp-conn-loop from connect() to the server's close (TLS: tlsd's close_notify right after the handshake, relayed as EOF); setup_added_us: that round's p50 minus plain's p50"
 	for rep in $(seq 1 "$PB_REPS"); do
 		pb_alive "$ML_N" $PB_PREFIX-mlc $PB_PREFIX-mls $PB_PREFIX-mlp $PB_PREFIX-mlq \
@@ -423,7 +452,7 @@ suite_mtls() {
 			sample conns_per_s conn/s "$v" "$rep" "${cps:-}"
 			base[$v]=${p50:-}
 		done
-		for v in mtls haproxy_mtls mtls2 haproxy2; do
+		for v in mtls mtls_user haproxy_mtls mtls2 haproxy2; do
 			[ -n "${base[plain]:-}" ] && [ -n "${base[$v]:-}" ] || continue
 			# (a negative difference is noise and records no value)
 			sample setup_added_us µs "$v - plain" "$rep" \
@@ -435,11 +464,12 @@ suite_mtls() {
 	if [ -z "$ML_HAPROXY" ]; then
 		skip proxy_kib_per_conn "no haproxy to hold $ML_IDLE connections open (tlsd serves one at a time)"
 	else
-		for v in mtls plain haproxy_mtls; do
+		for v in mtls mtls_user plain haproxy_mtls; do
 			case " $variants " in *" $v "*) ;; *) continue ;; esac
 			case $v in
 			plain) p=${ML_PIDS[0]} ;;
 			mtls) p=${ML_PIDS[1]} ;;
+			mtls_user) p=$ML_KPID ;;
 			haproxy_mtls) p=$ML_HPID ;;
 			esac
 			mode=tls
@@ -473,6 +503,17 @@ suite_mtls() {
 		ratio "mtls / haproxy_mtls" setup_p99_us mtls haproxy_mtls ;;
 	esac
 	case " $variants " in
+	*" mtls_user "*)
+		ratio "mtls (kTLS) / mtls_user" tcp_gbps mtls mtls_user
+		ratio "mtls_user / direct" tcp_gbps mtls_user direct
+		ratio "mtls (kTLS) / mtls_user" setup_p50_us mtls mtls_user
+		ratio "mtls (kTLS) / mtls_user" conns_per_s mtls mtls_user
+		case " $variants " in
+		*" haproxy_mtls "*)
+			ratio "mtls_user / haproxy_mtls" tcp_gbps mtls_user haproxy_mtls ;;
+		esac ;;
+	esac
+	case " $variants " in
 	*" mtls2 "*)
 		ratio "mtls2 / direct" tcp_gbps mtls2 direct
 		ratio "mtls2 / mtls (the terminating end's cost)" tcp_gbps mtls2 mtls ;;
@@ -491,6 +532,7 @@ suite_mtls() {
 	kill "${ML_PIDS[@]}" ${ML_HPID:+"$ML_HPID"} ${ML_H2PID:+"$ML_H2PID"} 2>/dev/null
 	wait "${ML_PIDS[@]}" ${ML_HPID:+"$ML_HPID"} ${ML_H2PID:+"$ML_H2PID"} 2>/dev/null
 	ML_PIDS=()
+	ML_KPID=
 	ML_HPID=
 	ML_H2PID=
 	suite_end

@@ -21,7 +21,7 @@
 # the sanitizer build and the lab send 64 MiB).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=61
+EXPECT=60
 PREFIX=mt-
 X=mt-x
 A=10.244.0.10
@@ -130,26 +130,6 @@ ktls_said() {
 		{ echo "want ktls ${want:-any}: $(grep ktls $T/pxlog)"; return 1; }
 }
 check ktls_reported ktls_said
-# with kTLS, the sent plaintext is spliced into the kernel since 6.5
-# (splice into a socket is sendmsg(MSG_SPLICE_PAGES) there); before, it
-# goes through SSL_write (docs/proxy.md, kTLS)
-ktls_send_said() {
-	local rel major minor want="plaintext spliced both ways"
-	rel=$(uname -r)
-	major=${rel%%.*}
-	minor=${rel#*.}
-	minor=${minor%%[!0-9]*}
-	[ "$major" -lt 6 ] || { [ "$major" -eq 6 ] && [ "$minor" -lt 5 ]; } &&
-		want="received plaintext spliced, sent through SSL_write"
-	grep -q "^podinject-proxy: tls: ktls available .*, $want" $T/pxlog ||
-		{ echo "kernel $rel, want \"$want\": $(grep ktls $T/pxlog)"; return 1; }
-}
-if grep -q '^podinject-proxy: tls: ktls available ' $T/pxlog; then
-	check ktls_send_spliced_since_6_5 ktls_send_said
-else
-	skip ktls_send_spliced_since_6_5 "no kTLS in this kernel (the lab's kernels have it)"
-fi
-
 # tlsd_bg PORT [ARGS...]: the TLS server in mt-b with mt-b's identity
 tlsd_bg() {
 	local port=$1
