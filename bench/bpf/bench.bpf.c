@@ -128,6 +128,16 @@ int steer_reply(struct __sk_buff *skb)
 	return bpf_redirect_peer(cfg_ifindex, 0);
 }
 
+/* The NAPI load of the injection suite: a veth with an XDP program
+ * receives every packet through its NAPI ring (its peer's TSO turned
+ * off), so that they arrive in polls, as from a NIC; this one passes
+ * them on untouched. */
+SEC("xdp")
+int xdp_pass(struct xdp_md *ctx)
+{
+	return XDP_PASS;
+}
+
 /* seed 004: drop points on the way into a pod */
 SEC("xdp")
 int xdp_drop(struct xdp_md *ctx)
