@@ -124,9 +124,15 @@ softnet() {
 # device within the poll and queues nothing. With PB_INJ_BACKLOG=20 (the
 # seed's 1 000 packets at 38.9 Gbit/s, scaled to this guest's rate) a
 # full poll overfills the fallback's queue: the seed's mechanism.
+# The receiver pb-d's eth0 gets the same program, so that what reaches it
+# waits in its NAPI ring, not in the backlog, as behind a NIC: a plain
+# veth receives by netif_rx(), and every path out of a poll would queue
+# there once (2026-12-03, lab: with pb-d a plain veth, the fast path's
+# packets were dropped in the backlog at pb-d as the fallback's were).
 injection_napi() {	# injection_napi CPU: prints the poll thread's pid
 	local dev=pi-$PB_PREFIX-i pid
 	"$PBLOAD" attach "$INJ_N" "$dev" xdp xdp_pass >/dev/null || return 1
+	"$PBLOAD" attach $PB_PREFIX-d eth0 xdp xdp_pass >/dev/null || return 1
 	ip netns exec "$INJ_N" sh -c "echo 1 >/sys/class/net/$dev/threaded" || return 1
 	# (the thread is named napi/DEV-ID; DEV cut to the comm's 15 bytes)
 	pid=$(ps -eo pid=,comm= | awk -v d="napi/$dev" '
@@ -253,7 +259,7 @@ suite_injection() {
 	fi
 	if [ -n "${PB_INJ_NAPI:-}" ]; then
 		if napi=$(injection_napi "$PB_INJ_NAPI"); then
-			meta napi_load "\"pb-i a veth pod; its host-side device with an XDP program that passes all (its NAPI ring of 256 packets, its peer's TSO off) and threaded NAPI, the poll thread (pid $napi) on CPU $PB_INJ_NAPI, senders on CPU $PB_CPU_SEND: injected packets arrive in polls of up to 64 with bottom halves off, as from a NIC\""
+			meta napi_load "\"pb-i a veth pod; its host-side device with an XDP program that passes all (its NAPI ring of 256 packets, its peer's TSO off) and threaded NAPI, the poll thread (pid $napi) on CPU $PB_INJ_NAPI, senders on CPU $PB_CPU_SEND: injected packets arrive in polls of up to 64 with bottom halves off, as from a NIC; the receiver pb-d's eth0 with the same program (a NAPI ring, not the backlog, as behind a NIC)\""
 		else
 			failed napi_load "could not give pi-$PB_PREFIX-i an XDP program and a threaded NAPI pinned to CPU $PB_INJ_NAPI"
 		fi

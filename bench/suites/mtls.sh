@@ -287,6 +287,34 @@ ml_throughput() {
 	awk -v b="$ML_BYTES" -v ns=$((t1 - t0)) 'BEGIN { printf "%.3f", b * 8 / ns }'
 }
 
+# ml_streams VARIANT N: Gbit/s of N TCP streams at once (iperf3 -P N,
+# PB_TCP_DURATION seconds, the first omitted), received by an iperf3
+# server in the variant's server pod. Only the variants whose server end
+# is plaintext (plain, direct, and the both-ends mtls2 and haproxy2): tlsd
+# serves one connection at a time, and iperf3 speaks no TLS.
+ml_streams() {
+	local v=$1 n=$2 c s dst out srv
+	case $v in plain|direct|mtls2|haproxy2) ;; *) return ;; esac
+	c=$(ml_client "$v")
+	s=$(ml_server_pod "$v")
+	dst=$(ml_server_addr "$v")
+	ip netns exec "$s" taskset -c "$PB_CPU_RECV" \
+		timeout $((PB_TCP_DURATION + 30)) iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+	srv=$!
+	if ! ml_wait_listen "$s" 5201; then
+		kill $srv 2>/dev/null
+		wait $srv 2>/dev/null
+		return
+	fi
+	out=$(ip netns exec "$c" taskset -c "$PB_CPU_SEND" \
+		timeout $((PB_TCP_DURATION + 25)) iperf3 -c "$dst" -p 5201 -P "$n" \
+		-t "$PB_TCP_DURATION" -O 1 -J 2>/dev/null)
+	kill $srv 2>/dev/null
+	wait $srv 2>/dev/null
+	jq -r '.end.sum_received.bits_per_second // empty' <<<"$out" 2>/dev/null |
+		awk '{ printf "%.3f", $1 / 1e9 }'
+}
+
 # ml_setup_time VARIANT: "FAILED P50 P99 CPS MAX" of ML_CONNS connections one
 # after the other (connect to the server's close, timed inside pinet);
 # the times only if none failed
@@ -435,12 +463,16 @@ suite_mtls() {
 	meta transfer_bytes "$ML_BYTES"
 	meta sequential_connections "$ML_CONNS"
 	note "plain = pb-mlc captured to podinject-proxy (plaintext) to a plaintext server; mtls = pb-mlt captured to podinject-proxy --tls-dir (TLS 1.3 with pb-mlt's certificate, the server's chain and IP SAN verified) to tlsd, which verifies pb-mlt's certificate and its IP SAN against the caller's address; haproxy_mtls = pb-mlh captured to HAProxy (transparent, usesrc clientip, server 0.0.0.0 ssl crt verify required ssl-min-ver TLSv1.3: chain only, no name to check) to the same tlsd; mtls2 = both ends podinject-proxy: pb-mlu originated by the mtls proxy, terminated for pb-mlw by podinject-proxy --inbound (an inbound rule; the client's certificate, its IP SAN against the caller's address and the trust domain checked), plaintext to pb-mlw's server from pb-mlu's address; haproxy2 = both ends HAProxy: pb-mlh originated as haproxy_mtls, terminated for pb-mlz by HAProxy (an inbound rule; bind transparent ssl crt ca-file verify required ssl-min-ver TLSv1.3; source usesrc clientip; chain only), plaintext to pb-mlz's server; direct = pb-mld to the plaintext server, no proxy (the limit); mtls_user (where the kernel has kTLS, so that mtls is kTLS) = pb-mlv captured to podinject-proxy --tls-dir --no-ktls, the records sealed and opened by OpenSSL in user space, to the same tlsd"
-	note "tcp_gbps: one connection carrying $ML_BYTES bytes (dd from /dev/zero) to a sink (pinet tcp-server --sink, FNV-1a of every byte; tlsd: decrypt, SHA-256 and FNV-1a of every byte), timed from before the client's start to the server's exit with all of them read (connect and handshake included); setup_p50_us/setup_p99_us/setup_max_us: $ML_CONNS connections one after the other, each timed in pinet tcp-conn-loop from connect() to the server's close (TLS: tlsd's close_notify right after the handshake, relayed as EOF); setup_added_us: that round's p50 minus plain's p50"
+	note "tcp_gbps: one connection carrying $ML_BYTES bytes (dd from /dev/zero) to a sink (pinet tcp-server --sink, FNV-1a of every byte; tlsd: decrypt, SHA-256 and FNV-1a of every byte), timed from before the client's start to the server's exit with all of them read (connect and handshake included); setup_p50_us/setup_p99_us/setup_max_us: $ML_CONNS connections one after the other, each timed in pinet tcp-conn-loop from connect() to the server's close (TLS: tlsd's close_notify right after the handshake, relayed as EOF); setup_added_us: that round's p50 minus plain's p50; tcp_P8_gbps: 8 streams at once (iperf3 -P 8, $PB_TCP_DURATION s, the first omitted; client CPU $PB_CPU_SEND, server CPU $PB_CPU_RECV) to a plaintext iperf3 server, for the variants whose server end is plaintext: plain, direct, and both ends mtls2 and haproxy2 (tlsd serves one connection at a time)"
 	for rep in $(seq 1 "$PB_REPS"); do
 		pb_alive "$ML_N" $PB_PREFIX-mlc $PB_PREFIX-mls $PB_PREFIX-mlp $PB_PREFIX-mlq \
 			$PB_PREFIX-mlt $PB_PREFIX-mld || break
 		for v in $variants; do
 			sample tcp_gbps Gbit/s "$v" "$rep" "$(ml_throughput "$v")"
+		done
+		for v in $variants; do
+			case $v in plain|direct|mtls2|haproxy2) ;; *) continue ;; esac
+			sample tcp_P8_gbps Gbit/s "$v" "$rep" "$(ml_streams "$v" 8)"
 		done
 		base=()
 		for v in $variants; do
@@ -523,7 +555,16 @@ suite_mtls() {
 		ratio "haproxy2 / direct" tcp_gbps haproxy2 direct ;;
 	esac
 	case " $variants " in
+	*" mtls2 "*)
+		ratio "mtls2 / direct" tcp_P8_gbps mtls2 direct ;;
+	esac
+	case " $variants " in
+	*" haproxy2 "*)
+		ratio "haproxy2 / direct" tcp_P8_gbps haproxy2 direct ;;
+	esac
+	case " $variants " in
 	*" mtls2 haproxy2 "*)
+		ratio "mtls2 / haproxy2" tcp_P8_gbps mtls2 haproxy2
 		ratio "mtls2 / haproxy2" tcp_gbps mtls2 haproxy2
 		ratio "mtls2 / haproxy2" setup_p50_us mtls2 haproxy2
 		ratio "mtls2 / haproxy2" setup_p99_us mtls2 haproxy2
