@@ -14,9 +14,10 @@
 #
 # Environment: PB_REPS (9 interleaved rounds), PB_DURATION (3 s),
 # PB_TCP_DURATION (5 s), PB_LAB_RUNS (the suite's runs, "netkit
-# netkit:backlog20 veth veth:backlog20": DEVICE, and ":backlogN" for the
-# same with a backlog of N packets, ":rps" with the pods' receive work
-# on the other CPU; bench/suites/injection.sh; "mtls" for the mTLS suite,
+# netkit:napi:backlog20 mtls": DEVICE, and ":backlogN" for the same with
+# a backlog of N packets, ":napi" with the injected packets arriving in
+# NAPI polls, ":rps" with the pods' receive work on the other CPU, joined
+# as DEVICE:LOAD:LOAD; bench/suites/injection.sh; "mtls" for the mTLS suite,
 # kTLS beside user-space TLS and HAProxy: PB_MTLS_BYTES 64 MiB,
 # PB_MTLS_CONNS 50, PB_MTLS_IDLE 200),
 # LAB_TIMEOUT (4800 s per kernel), LAB_SMP (2: sender and receiver on CPUs
@@ -29,7 +30,7 @@ cd "$ROOT"
 # shellcheck disable=SC2206
 KERNELS=($*)
 : "${PB_REPS:=9}" "${PB_DURATION:=3}" "${PB_TCP_DURATION:=5}"
-: "${PB_LAB_RUNS:=netkit netkit:backlog20 veth veth:backlog20}"
+: "${PB_LAB_RUNS:=netkit netkit:napi:backlog20 mtls}"
 . bench/lib.sh
 out=$ROOT/build/lab-bench
 mkdir -p "$out"
