@@ -960,13 +960,13 @@ static SSL *tls_conn_new(struct conn *c, const struct sockaddr_storage *own,
  */
 static void ktls_report(void)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int err;
+	int fd, err;
 
 	if (ktls_off) {
 		fprintf(stderr, "podinject-proxy: tls: ktls off (--no-ktls): records sealed and opened by OpenSSL\n");
 		return;
 	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return;
 	err = setsockopt(fd, SOL_TCP, TCP_ULP, "tls", sizeof("tls")) ? errno : 0;
@@ -1250,26 +1250,6 @@ static int ktls_pump_decrypt(struct conn *c)
 	return 0;
 }
 
-/* The end of the plaintext side's stream, once all of it is sent: the
- * close_notify (with kTLS TX OpenSSL gives the kernel a record of its
- * own type), then the TCP FIN. -1: the connection is broken. */
-static int tls_close_notify(struct conn *c, struct half *h)
-{
-	int r;
-
-	ERR_clear_error();
-	r = SSL_shutdown(c->ssl);
-	if (r < 0) {
-		if (!tls_retry(c, h, r))
-			return -1;
-		return 0;	/* the alert goes when it can */
-	}
-	h->want = 0;
-	shutdown(tls_fd(c), SHUT_WR);
-	h->shut = true;
-	return 0;
-}
-
 /*
  * Plaintext side -> TLS side: read the plaintext side while the buffer
  * has room, SSL_write what it holds. At its EOF, once all is written:
@@ -1312,8 +1292,18 @@ static int tls_pump_encrypt(struct conn *c)
 			}
 		}
 	} while (moved);
-	if (h->eof && !h->queued && !h->shut)
-		return tls_close_notify(c, h);
+	if (h->eof && !h->queued && !h->shut) {
+		ERR_clear_error();
+		r = SSL_shutdown(c->ssl);
+		if (r < 0) {
+			if (!tls_retry(c, h, r))
+				return -1;
+			return 0;	/* the alert goes when it can */
+		}
+		h->want = 0;
+		shutdown(tls_fd(c), SHUT_WR);
+		h->shut = true;
+	}
 	return 0;
 }
 

@@ -411,12 +411,16 @@ expect_num conns_loop_no_fd_left "$(fds)" "$fd0"
 check proxy_alive kill -0 $PROXY_PID
 
 # SIGTERM: a clean exit, and (on the sanitizer build) no report of a
-# leak or a memory error
-kill $PROXY_PID
-wait $PROXY_PID
-rc=$?
-PROXY_PID=
-expect_eq proxy_clean_exit "$rc $(grep -cE 'Sanitizer|runtime error' $T/pxlog)" "0 0"
+# leak or a memory error. stop_proxy NAME: that check, as NAME.
+stop_proxy() {
+	local rc
+	kill $PROXY_PID
+	wait $PROXY_PID
+	rc=$?
+	PROXY_PID=
+	expect_eq "$1" "$rc $(grep -cE 'Sanitizer|runtime error' $T/pxlog)" "0 0"
+}
+stop_proxy proxy_clean_exit
 
 # --no-ktls: OpenSSL seals and opens every record, whatever the kernel
 # has; a transfer each way is as intact
@@ -431,11 +435,7 @@ out=$(in_ns mt-a "$PINET" tcp-connect --timeout 30000 $B 8443 --send $((16 << 20
 wait $SRV
 expect_eq no_ktls_each_way "$out" "done sent $((16 << 20)) received $((16 << 20)) fnv $(srv_field fnv) sha256 $(srv_field sha256) $(srv_field sent_sha256)"
 check no_ktls_records_in_openssl grep -qE "^tls $A:[0-9]* -> $B:8443 verified .* ktls send off recv off\$" $T/pxlog
-kill $PROXY_PID
-wait $PROXY_PID
-rc=$?
-PROXY_PID=
-expect_eq no_ktls_clean_exit "$rc $(grep -cE 'Sanitizer|runtime error' $T/pxlog)" "0 0"
+stop_proxy no_ktls_clean_exit
 ids=$(node_prog_ids $X)
 for p in a b c d e f p; do pi -N $X pod del mt-$p >/dev/null; done
 check down pi -N $X node down

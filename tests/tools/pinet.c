@@ -816,11 +816,7 @@ fail:
 	return ret;
 }
 
-/*
- * Writes `total` pattern bytes and reads whatever comes back, both at once so
- * an echoing peer never blocks on a full window. Returns 0, or 1 after
- * printing why it failed.
- */
+/* Ends the digest; hex gets it in lower-case hex. */
 static void digest_hex(EVP_MD_CTX *md, char *hex)
 {
 	unsigned char d[EVP_MAX_MD_SIZE];
@@ -832,6 +828,11 @@ static void digest_hex(EVP_MD_CTX *md, char *hex)
 	hex[2 * n] = 0;
 }
 
+/*
+ * Writes `total` pattern bytes and reads whatever comes back, both at once so
+ * an echoing peer never blocks on a full window. Returns 0, or 1 after
+ * printing why it failed.
+ */
 static int tcp_exchange(int fd, long long total, long timeout_ms,
 			bool expect_echo, bool sha256, long delay_ms)
 {
