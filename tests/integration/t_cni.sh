@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=202
+EXPECT=203
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -189,6 +189,10 @@ out=$(echo '{"cniVersion":"1.0.0"}' | plugin VERSION podinject "" dummy "" "")
 check version_lists sh -c "echo '$out' | jq -e '.supportedVersions | index(\"0.3.0\") and index(\"0.3.1\") and index(\"0.4.0\") and index(\"1.0.0\")'"
 out=$(plugin VERSION podinject "" "" "" "" </dev/null)
 check version_without_stdin sh -c "echo '$out' | jq -e '.supportedVersions | length >= 4'"
+# The runtime starts the plugin for every pod and command: libbpf, libelf,
+# zlib, jansson and libyaml are linked in, so that the dynamic loader does
+# not load them each time (the Makefile, CNI_LDLIBS).
+expect_eq plugin_links_libraries_in "$(ldd "$BUILD/podinject-cni" | grep -cE 'lib(bpf|elf|z|jansson|yaml)[.-]')" 0
 
 # ---- ADD/CHECK/DEL on 1.0.0 and 0.4.0, ptp + host-local + podinject ----------
 for v in 10 04; do

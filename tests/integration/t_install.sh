@@ -10,7 +10,7 @@
 # The manifest is checked offline.
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=61
+EXPECT=62
 PREFIX=in-
 NODE=${PREFIX}cni
 T=$(mktemp -d /tmp/${PREFIX}install.XXXXXX)
@@ -95,7 +95,12 @@ install_once() { PM run --rm "${install_args[@]}" -e INSTALL_ONCE=1 $IMG; }
 check first_install install_once
 check binary_installed cmp "$BUILD/podinject-cni" "$T/bin/podinject"
 check binary_executable test -x "$T/bin/podinject"
-check binary_libs test -e "$T/bin/podinject.lib/libjansson.so.4"
+# Every shared library the plugin needs beyond the C library's own is
+# installed beside it (it links the rest in: the Makefile, CNI_LDLIBS).
+plugin_libs=$(ldd "$BUILD/podinject-cni" | awk '/=>/ && $3 ~ /^\// {print $1}' |
+	grep -Ev '^(libc|libm|libpthread|libdl|librt)\.so')
+check binary_libs_named test -n "$plugin_libs"
+check binary_libs sh -c 'for l in $1; do test -e "$2/$l" || { echo "missing $l"; exit 1; }; done' _ "$plugin_libs" "$T/bin/podinject.lib"
 check binary_runs_on_host sh -c "echo '{\"cniVersion\":\"1.0.0\"}' | CNI_COMMAND=VERSION $T/bin/podinject | jq -e '.supportedVersions | index(\"1.0.0\")'"
 check conf_to_conflist test -f "$T/net.d/10-ptp.conflist"
 check conf_removed test ! -e "$T/net.d/10-ptp.conf"
