@@ -34,21 +34,25 @@ static int endpoint_exists(const struct pi_node *n, int family,
 	return !bpf_map_lookup_elem(n->maps[M_ENDPOINTS], &key, &ep);
 }
 
+static int mark_used(uint32_t key, const void *val, void *used)
+{
+	const struct pi_pod *pod = val;
+
+	if (pod->id < PI_DP_MAX_PODS)
+		((bool *)used)[pod->id] = true;
+	return 0;
+}
+
 /* Called with the node's lock held, so no other command takes the same id
  * between this scan and the pod's record. */
 static int free_pod_id(const struct pi_node *n, uint32_t *id)
 {
 	bool used[PI_DP_MAX_PODS] = { false };
-	uint32_t key, next, *prev = NULL;
-	struct pi_pod pod;
+	int err = map_scan_u32(n->maps[M_PODS], sizeof(struct pi_pod),
+			       mark_used, used);
 
-	while (!bpf_map_get_next_key(n->maps[M_PODS], prev, &next)) {
-		if (!bpf_map_lookup_elem(n->maps[M_PODS], &next, &pod) &&
-		    pod.id < PI_DP_MAX_PODS)
-			used[pod.id] = true;
-		key = next;
-		prev = &key;
-	}
+	if (err)
+		return err;
 	for (uint32_t i = 0; i < PI_DP_MAX_PODS; i++) {
 		if (!used[i]) {
 			*id = i;
@@ -335,11 +339,15 @@ static int pod_admissible(const struct pi_node *n, struct pi_pod_info *pod)
 	struct pi_addr a = {};
 	struct pi_pod_info other;
 	char buf[64];
+	int err;
 
-	if (!pod_find(n, pod->name, &other)) {
+	err = pod_find(n, pod->name, &other);
+	if (!err) {
 		pr_err("pod '%s' exists already", pod->name);
 		return -EEXIST;
 	}
+	if (err != -ENOENT)
+		goto unreadable;
 	if (pod->flags & PI_POD_HAS_V4) {
 		a.a[0] = pod->ip4;
 		if (endpoint_exists(n, AF_INET, &a)) {
@@ -358,12 +366,16 @@ static int pod_admissible(const struct pi_node *n, struct pi_pod_info *pod)
 			return -EADDRINUSE;
 		}
 	}
-	if (free_pod_id(n, &pod->id)) {
+	err = free_pod_id(n, &pod->id);
+	if (err == -ENOSPC)
 		pr_err("node '%s' has no room for another pod (max %d)", n->name,
 		      PI_DP_MAX_PODS);
-		return -ENOSPC;
-	}
-	return 0;
+	else if (err)
+		goto unreadable;
+	return err;
+unreadable:
+	pr_err("cannot read the pods of node '%s': %s", n->name, strerror(-err));
+	return err;
 }
 
 /* The pod-side device of host device `hostdev` (ifindex host_ifindex) in

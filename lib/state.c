@@ -792,38 +792,52 @@ int pod_netns_enter(const struct pi_pod_info *pod, int *saved)
 
 struct find_ctx {
 	const char *name;
-	struct pi_pod_info *out;
+	uint32_t ifindex;
 };
 
-static int find_cb(const struct pi_node *n, const struct pi_pod_info *pod, void *c)
+static int find_one(uint32_t key, const void *val, void *c)
 {
+	const struct pi_pod_meta *m = val;
 	struct find_ctx *ctx = c;
 
-	if (strcmp(pod->name, ctx->name))
+	if (strncmp(m->name, ctx->name, sizeof(m->name)))
 		return 0;
-	*ctx->out = *pod;
+	ctx->ifindex = key;
 	return 1;
 }
 
+/* By name: the names alone are scanned, and only the pod found is read
+ * whole. */
 int pod_find(const struct pi_node *n, const char *name, struct pi_pod_info *pod)
 {
-	struct find_ctx ctx = { .name = name, .out = pod };
+	struct find_ctx ctx = { .name = name };
+	int ret = map_scan_u32(n->meta_map, sizeof(struct pi_pod_meta),
+			       find_one, &ctx);
 
-	return pod_for_each(n, find_cb, &ctx) == 1 ? 0 : -ENOENT;
+	/* A scan that failed found nothing, which is not "no such pod". */
+	if (ret < 0)
+		return ret;
+	return ret == 1 ? pod_by_ifindex(n, ctx.ifindex, pod) : -ENOENT;
 }
 
 int pod_lookup(const struct pi_node *n, const char *name,
 	       struct pi_pod_info *pod)
 {
+	int err;
+
 	if (!pi_valid_pod_name(name)) {
 		pr_err("invalid pod name '%s'", name ? name : "");
 		return -EINVAL;
 	}
-	if (pod_find(n, name, pod)) {
+	err = pod_find(n, name, pod);
+	if (err == -ENOENT) {
 		pr_err("no pod '%s' on node '%s'", name, n->name);
 		return -ESRCH;
 	}
-	return 0;
+	if (err)
+		pr_err("cannot read the pods of node '%s': %s", n->name,
+		       strerror(-err));
+	return err;
 }
 
 static int cmp_pod(const void *a, const void *b)
@@ -833,29 +847,103 @@ static int cmp_pod(const void *a, const void *b)
 	return (int)x->id - (int)y->id;
 }
 
+/* Calls fn(key, value, ctx) for every entry of a hash map keyed by a
+ * __u32 (the pods' maps), reading a batch of entries a call where a walk
+ * key by key makes two calls an entry, until fn returns non-zero (which
+ * is returned). Every ADD and DEL looks for a name across all pods with
+ * the node's lock held: on a node of a thousand pods the walk was three
+ * thousand calls under the lock. The buffer stays small (a big one costs
+ * its page faults on every call); it grows only if one hash bucket holds
+ * more entries than it (ENOSPC). The last batch ends with ENOENT and
+ * still holds what it returned. */
+int map_scan_u32(int fd, size_t vsz,
+		 int (*fn)(uint32_t key, const void *val, void *ctx), void *ctx)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	uint32_t chunk = 64, *keys = NULL;
+	uint64_t token = 0;
+	void *in = NULL;
+	char *vals = NULL;
+	int ret = 0;
+
+	for (;;) {
+		uint32_t got = chunk;
+		bool last;
+
+		if (!keys) {
+			keys = calloc(chunk, sizeof(*keys));
+			vals = calloc(chunk, vsz);
+			if (!keys || !vals) {
+				ret = -ENOMEM;
+				break;
+			}
+		}
+		if (bpf_map_lookup_batch(fd, in, &token, keys, vals, &got,
+					 &opts)) {
+			if (errno == ENOSPC && !got && chunk < (1u << 20)) {
+				free(keys);
+				free(vals);
+				keys = NULL;
+				vals = NULL;
+				chunk *= 2;
+				continue;
+			}
+			if (errno != ENOENT) {
+				ret = -errno;
+				break;
+			}
+			last = true;
+		} else {
+			last = false;
+		}
+		for (uint32_t i = 0; i < got && !ret; i++)
+			ret = fn(keys[i], vals + (size_t)i * vsz, ctx);
+		if (ret || last)
+			break;
+		in = &token;
+	}
+	free(keys);
+	free(vals);
+	return ret;
+}
+
+struct walk_ctx {
+	const struct pi_node *n;
+	struct pi_pod_info *all;
+	uint32_t cnt;
+};
+
+/* A pod is both records: one without the other is skipped, as
+ * pod_by_ifindex() has it. */
+static int walk_one(uint32_t key, const void *val, void *c)
+{
+	struct walk_ctx *w = c;
+	struct pi_pod dp;
+
+	if (w->cnt < PI_DP_MAX_PODS &&
+	    !bpf_map_lookup_elem(w->n->maps[M_PODS], &key, &dp))
+		pod_join(&w->all[w->cnt++], &dp, val);
+	return 0;
+}
+
 int pod_for_each(const struct pi_node *n,
 		 int (*fn)(const struct pi_node *n, const struct pi_pod_info *pod,
 			   void *ctx), void *ctx)
 {
 	/* Per call, not static: fn may walk the pods again (pod removal
 	 * re-syncs injection state of every pod). */
-	struct pi_pod_info *all = calloc(PI_DP_MAX_PODS, sizeof(*all));
-	uint32_t key, next, *prev = NULL;
-	int cnt = 0, ret = 0;
+	struct walk_ctx w = { .n = n, .all = calloc(PI_DP_MAX_PODS, sizeof(*w.all)) };
+	int ret;
 
-	if (!all)
+	if (!w.all)
 		return -ENOMEM;
-	while (cnt < PI_DP_MAX_PODS &&
-	       !bpf_map_get_next_key(n->maps[M_PODS], prev, &next)) {
-		if (!pod_by_ifindex(n, next, &all[cnt]))
-			cnt++;
-		key = next;
-		prev = &key;
+	ret = map_scan_u32(n->meta_map, sizeof(struct pi_pod_meta), walk_one, &w);
+	if (!ret) {
+		qsort(w.all, w.cnt, sizeof(w.all[0]), cmp_pod);
+		for (uint32_t i = 0; i < w.cnt && !ret; i++)
+			ret = fn(n, &w.all[i], ctx);
 	}
-	qsort(all, cnt, sizeof(all[0]), cmp_pod);
-	for (int i = 0; i < cnt && !ret; i++)
-		ret = fn(n, &all[i], ctx);
-	free(all);
+	free(w.all);
 	return ret;
 }
 

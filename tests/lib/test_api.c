@@ -407,9 +407,12 @@ int main(void)
 
 	/* A waiter takes the lock when it is released, not at its next look
 	 * (a polled lock slept up to 64 ms between looks: about 30 ms lost
-	 * per hand-over, 160 ms over these five). */
+	 * per hand-over, 160 ms over these five). What an open costs without
+	 * a wait (the node's pins opened, timed right after each hand-over)
+	 * is taken off: in an emulated guest beside a busy host it was most
+	 * of 188 ms over the five, and it is not the lock's. */
 	{
-		long long lost_us = 0;
+		long long lost_us = 0, open_us = 0;
 		int i, got = 0;
 
 		for (i = 0; i < 5; i++) {
@@ -449,13 +452,22 @@ int main(void)
 				}
 				pi_node_close(n);
 				n = NULL;
+				clock_gettime(CLOCK_MONOTONIC, &ts);
+				taken = ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+				if (!pi_node_open(NODE, PI_OPEN_WRITE, 5000, &n)) {
+					clock_gettime(CLOCK_MONOTONIC, &ts);
+					open_us += ts.tv_sec * 1000000LL +
+						   ts.tv_nsec / 1000 - taken;
+					pi_node_close(n);
+					n = NULL;
+				}
 			}
 			close(p[0]);
 			waitpid(holder, NULL, 0);
 		}
-		check(got == 5 && lost_us < 50000, "lock_handoff_prompt",
-		      "%d of 5 hand-overs, %lld us between the releases and the takes",
-		      got, lost_us);
+		check(got == 5 && lost_us - open_us < 50000, "lock_handoff_prompt",
+		      "%d of 5 hand-overs, %lld us between the releases and the takes, of which opens without a wait %lld us",
+		      got, lost_us, open_us);
 	}
 
 	/* A lock held from outside (as another process would) is seen. */
