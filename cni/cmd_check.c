@@ -23,10 +23,15 @@ int cni_cmd_check(const struct cni_conf *conf, struct cni_env *env,
 				"node %s", conf->node);
 	if (err)
 		return cni_pi_fail(e, err, "cannot open the node", conf);
-	if (pi_pod_get_by_attach_id(node, env->attach_id, &pod)) {
+	err = pi_pod_get_by_attach_id(node, env->attach_id, &pod);
+	if (err == -ESRCH) {
 		cni_fail(e, CNI_ERR_CHECK, "pod is not attached to podinject",
 			 "no pod of attachment %s on node %s", env->attach_id,
 			 conf->node);
+		goto out;
+	}
+	if (err) {
+		cni_pi_fail(e, err, "cannot read the node's pods", conf);
 		goto out;
 	}
 	err = pi_pod_check(node, &pod);

@@ -24,9 +24,13 @@ int cni_cmd_del(const struct cni_conf *conf, struct cni_env *env,
 			conf->node, env->attach_id);
 	} else if (err) {
 		return cni_pi_fail(e, err, "cannot open the node", conf);
-	} else if (pi_pod_get_by_attach_id(node, env->attach_id, &pod)) {
+	} else if ((err = pi_pod_get_by_attach_id(node, env->attach_id,
+						  &pod)) == -ESRCH) {
 		cni_log(PI_LOG_INFO, "no pod of attachment %s: nothing to remove",
 			env->attach_id);
+	} else if (err) {
+		/* Not "nothing to remove": the runtime tries again. */
+		ret = cni_pi_fail(e, err, "cannot read the node's pods", conf);
 	} else {
 		err = pi_pod_del(node, pod.name);
 		if (err && err != -ESRCH) {

@@ -802,30 +802,18 @@ int pi_pod_get(struct pi_node *n, const char *name, struct pi_pod_info *out)
 	return pod_lookup(n, name, out);
 }
 
-struct attach_ctx {
-	const char *id;
-	struct pi_pod_info *out;
-};
-
-static int attach_cb(const struct pi_node *n, const struct pi_pod_info *pod,
-		     void *c)
-{
-	struct attach_ctx *ctx = c;
-
-	if (!*pod->attach_id || strcmp(pod->attach_id, ctx->id))
-		return 0;
-	*ctx->out = *pod;
-	return 1;
-}
-
 int pi_pod_get_by_attach_id(struct pi_node *n, const char *id,
 			    struct pi_pod_info *out)
 {
-	struct attach_ctx ctx = { .id = id, .out = out };
+	int err;
 
 	if (!id || !*id)
 		return -EINVAL;
-	return pod_for_each(n, attach_cb, &ctx) == 1 ? 0 : -ESRCH;
+	err = pod_find_attach(n, id, out);
+	if (err && err != -ENOENT)
+		pr_err("cannot read the pods of node '%s': %s", n->name,
+		       strerror(-err));
+	return err == -ENOENT ? -ESRCH : err;
 }
 
 struct list_ctx {

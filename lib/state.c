@@ -791,33 +791,53 @@ int pod_netns_enter(const struct pi_pod_info *pod, int *saved)
 }
 
 struct find_ctx {
-	const char *name;
-	uint32_t ifindex;
+	const struct pi_node *n;
+	const char *name;	/* by name, or */
+	const char *attach_id;	/* by who attached it */
+	struct pi_pod_info *out;
 };
 
+/* A pod is both records: a name whose other record is missing is passed
+ * over, as pod_by_ifindex() has it. */
 static int find_one(uint32_t key, const void *val, void *c)
 {
 	const struct pi_pod_meta *m = val;
 	struct find_ctx *ctx = c;
+	struct pi_pod dp;
 
-	if (strncmp(m->name, ctx->name, sizeof(m->name)))
+	if (ctx->name ? strncmp(m->name, ctx->name, sizeof(m->name)) :
+			!m->attach_id[0] ||
+			strncmp(m->attach_id, ctx->attach_id, sizeof(m->attach_id)))
 		return 0;
-	ctx->ifindex = key;
+	if (bpf_map_lookup_elem(ctx->n->maps[M_PODS], &key, &dp))
+		return 0;
+	pod_join(ctx->out, &dp, m);
 	return 1;
 }
 
-/* By name: the names alone are scanned, and only the pod found is read
- * whole. */
+/* The names (or attach ids) alone are scanned; only the pod found is read
+ * whole. A scan that failed found nothing, which is not "no such pod". */
+static int find_by(struct find_ctx *ctx)
+{
+	int ret = map_scan_u32(ctx->n->meta_map, sizeof(struct pi_pod_meta),
+			       find_one, ctx);
+
+	return ret == 1 ? 0 : ret < 0 ? ret : -ENOENT;
+}
+
 int pod_find(const struct pi_node *n, const char *name, struct pi_pod_info *pod)
 {
-	struct find_ctx ctx = { .name = name };
-	int ret = map_scan_u32(n->meta_map, sizeof(struct pi_pod_meta),
-			       find_one, &ctx);
+	struct find_ctx ctx = { .n = n, .name = name, .out = pod };
 
-	/* A scan that failed found nothing, which is not "no such pod". */
-	if (ret < 0)
-		return ret;
-	return ret == 1 ? pod_by_ifindex(n, ctx.ifindex, pod) : -ENOENT;
+	return find_by(&ctx);
+}
+
+int pod_find_attach(const struct pi_node *n, const char *id,
+		    struct pi_pod_info *pod)
+{
+	struct find_ctx ctx = { .n = n, .attach_id = id, .out = pod };
+
+	return find_by(&ctx);
 }
 
 int pod_lookup(const struct pi_node *n, const char *name,

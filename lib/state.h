@@ -132,6 +132,10 @@ void node_pin_path(const struct pi_node *n, char *buf, size_t len,
 
 /* Pods */
 int pod_find(const struct pi_node *n, const char *name, struct pi_pod_info *pod);
+/* The pod attached as `id` (-ENOENT if none, another error if the pods
+ * could not be read). */
+int pod_find_attach(const struct pi_node *n, const char *id,
+		    struct pi_pod_info *pod);
 int pod_by_ifindex(const struct pi_node *n, uint32_t ifindex, struct pi_pod_info *pod);
 /* pod_find for a name from a caller: logs, and -EINVAL for a name no pod
  * can have, -ESRCH for no such pod. */

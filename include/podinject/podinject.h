@@ -304,7 +304,8 @@ int pi_pod_adopt(struct pi_node *node, const struct pi_adopt_spec *spec,
 int pi_pod_del(struct pi_node *node, const char *name);
 int pi_pod_get(struct pi_node *node, const char *name,
 	       struct pi_pod_info *out);
-/* The pod whose attach_id is `id` (-ESRCH if none). */
+/* The pod whose attach_id is `id` (-ESRCH if none; another negative errno
+ * if the node's pods could not be read). */
 int pi_pod_get_by_attach_id(struct pi_node *node, const char *id,
 			    struct pi_pod_info *out);
 /* All pods in id order, in a malloc()ed array the caller frees; returns
