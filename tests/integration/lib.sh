@@ -111,6 +111,21 @@ wait_tcp_listen_by() {
 pi() { "$PI" "$@"; }
 in_ns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
+# bg_wait PID...: waits for each and sets BG_FAILS to how many exited
+# non-zero. By PID, not by `jobs -p`: a job that ended before `jobs -p`
+# ran is not listed, and its status was lost (t_concurrency's winner of
+# four adds at once, fast enough once pods were read in batches, was not
+# counted; a failure would not have been either). `wait PID` gets the
+# status of a child that has ended already. Not in $(...): a subshell
+# cannot wait for this shell's children.
+bg_wait() {
+	local p
+	BG_FAILS=0
+	for p; do
+		wait "$p" || BG_FAILS=$((BG_FAILS + 1))
+	done
+}
+
 node_up() {
 	local n=$1
 	shift

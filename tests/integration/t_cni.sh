@@ -654,11 +654,13 @@ expect_eq concurrent_adds "$ok" 32
 expect_eq concurrent_pods "$("$PI" -N $NODE -j pod list | jq '[.[] | select(.name | startswith("cc/"))] | length')" 32
 expect_eq concurrent_distinct_addresses "$("$PI" -N $NODE -j pod list | jq '[.[] | .ipv4] | unique | length')" 32
 expect_eq concurrent_traffic "$(udp_count ${PREFIX}cc1 ${PREFIX}cc32 "$(pod_json cc/p32 | jq -r .ipv4)" 7200 3)" 3
+bg_pids=()
 for i in $(seq 1 32); do
 	rt DEL "$T/ptp10.conflist" "$(cid 9$i)" /run/netns/${PREFIX}cc$i >"$T/cc$i.del" 2>&1 &
+	bg_pids+=($!)
 done
-fails=0
-for j in $(jobs -p); do wait "$j" || fails=$((fails + 1)); done
+bg_wait "${bg_pids[@]}"
+fails=$BG_FAILS
 expect_eq concurrent_dels_ok "$fails" 0
 expect_eq concurrent_dels_pods "$(npods)" 0
 for i in $(seq 1 32); do ip netns del ${PREFIX}cc$i; done

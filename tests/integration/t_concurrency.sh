@@ -23,12 +23,14 @@ pod() { echo "${PREFIX}p$(($1 % NPODS))"; }
 check node_up node_up $N
 
 # 16 pod adds at once.
+bg_pids=()
 for i in $(seq 0 $((NPODS - 1))); do
 	"$PI" -N $N pod add "$(pod $i)" --ip "$(ip4 $i)" --ip6 "fd00::c:$i" \
 		>/tmp/$PREFIX$$.add$i 2>&1 &
+	bg_pids+=($!)
 done
-fails=0
-for j in $(jobs -p); do wait "$j" || fails=$((fails + 1)); done
+bg_wait "${bg_pids[@]}"
+fails=$BG_FAILS
 expect_eq adds_all_succeed "$fails" 0
 list=$("$PI" -N $N -j pod list)
 expect_eq adds_all_listed "$(echo "$list" | jq length)" $NPODS
@@ -37,13 +39,16 @@ expect_eq adds_distinct_devices "$(echo "$list" | jq '[.[].host_ifindex] | uniqu
 
 # The same address from four commands at once: one pod gets it, the others
 # are refused (exit 2) and their rollback leaves the winner's endpoint.
+declare -a dup_pid=() dup_rc=()
 for k in 0 1 2 3; do
 	"$PI" -N $N pod add ${PREFIX}d$k --ip 10.244.0.200 >/tmp/$PREFIX$$.dup$k 2>&1 &
+	dup_pid[k]=$!
 done
 ok=0 usage=0
-for j in $(jobs -p); do
-	wait "$j"
-	case $? in 0) ok=$((ok + 1)) ;; 2) usage=$((usage + 1)) ;; esac
+for k in 0 1 2 3; do
+	wait "${dup_pid[k]}"
+	dup_rc[k]=$?
+	case ${dup_rc[k]} in 0) ok=$((ok + 1)) ;; 2) usage=$((usage + 1)) ;; esac
 done
 # Every command's words go with a failure: a pod start that fails at
 # random must say why.
@@ -51,7 +56,7 @@ if [ "$ok/$usage" = 1/3 ]; then
 	pass dup_address_one_winner
 else
 	fail dup_address_one_winner "got $ok/$usage, want 1/3: $(for k in 0 1 2 3; do
-		echo "[d$k] $(tr '\n' ' ' </tmp/$PREFIX$$.dup$k)"; done)"
+		printf '[d%s rc %s] %s ' $k "${dup_rc[$k]}" "$(tr '\n' ' ' </tmp/$PREFIX$$.dup$k)"; done)"
 fi
 rm -f /tmp/$PREFIX$$.dup[0-3]
 winner=$("$PI" -N $N -j pod list | jq -r '.[] | select(.ipv4 == "10.244.0.200") | .name')
@@ -66,12 +71,14 @@ expect_eq dup_address_winner_reachable "$(head -n 1 /tmp/$PREFIX$$.dup)" "receiv
 "$PI" -N $N pod del "$winner" >/dev/null
 
 # 16 policy adds at once, each on its own pod.
+bg_pids=()
 for i in $(seq 0 $((NPODS - 1))); do
 	"$PI" -N $N policy add "$(pod $i)" egress deny to "$(ip4 $((i + 1)))/32" \
 		proto udp port 7100 >/dev/null 2>&1 &
+	bg_pids+=($!)
 done
-fails=0
-for j in $(jobs -p); do wait "$j" || fails=$((fails + 1)); done
+bg_wait "${bg_pids[@]}"
+fails=$BG_FAILS
 expect_eq policy_adds_all_succeed "$fails" 0
 rules=$("$PI" -N $N -j policy list)
 expect_eq policy_one_rule_each "$(echo "$rules" | jq '[.[].pod] | unique | length')/$(echo "$rules" | jq length)" "$NPODS/$NPODS"
@@ -84,11 +91,13 @@ done
 expect_eq policy_rules_are_their_pods "$bad" 0
 
 # 16 inject allows at once: pod i may speak as pod i+8.
+bg_pids=()
 for i in $(seq 0 7); do
 	"$PI" -N $N inject allow "$(pod $i)" --as "$(pod $((i + 8)))" >/dev/null 2>&1 &
+	bg_pids+=($!)
 done
-fails=0
-for j in $(jobs -p); do wait "$j" || fails=$((fails + 1)); done
+bg_wait "${bg_pids[@]}"
+fails=$BG_FAILS
 expect_eq inject_allows_all_succeed "$fails" 0
 auth=$("$PI" -N $N -j inject list)
 bad=0
@@ -167,12 +176,14 @@ fi
 # each written by its own command from the maps: the 8 injectors INJECT,
 # the captured pods CAPTURED, the proxy INJECT and PROXY, none lost to
 # another command's write
+bg_pids=()
 for i in 8 9 10 11; do
 	"$PI" -N $N proxy add "$(pod 12)" --port 15001 --for "$(pod $i)" \
 		--match tcp >/dev/null 2>&1 &
+	bg_pids+=($!)
 done
-fails=0
-for j in $(jobs -p); do wait "$j" || fails=$((fails + 1)); done
+bg_wait "${bg_pids[@]}"
+fails=$BG_FAILS
 expect_eq proxy_adds_all_succeed "$fails" 0
 bad=
 for i in $(seq 0 7); do
@@ -203,11 +214,13 @@ wait
 "$PI" -N $N pod del ${PREFIX}x >/dev/null
 
 # 16 pod dels at once.
+bg_pids=()
 for i in $(seq 0 $((NPODS - 1))); do
 	"$PI" -N $N pod del "$(pod $i)" >/dev/null 2>&1 &
+	bg_pids+=($!)
 done
-fails=0
-for j in $(jobs -p); do wait "$j" || fails=$((fails + 1)); done
+bg_wait "${bg_pids[@]}"
+fails=$BG_FAILS
 expect_eq dels_all_succeed "$fails" 0
 expect_eq dels_no_pods_left "$("$PI" -N $N -j pod list | jq length)" 0
 expect_eq dels_no_auth_left "$("$PI" -N $N -j inject list | jq length)" 0
