@@ -350,7 +350,18 @@ in_ns mt-a "$PINET" tcp-connect --timeout 30000 $B 8443 --send 4194304 >$T/cl 2>
 cl=$!
 sleep 1
 c0=$(cpu); sleep 1; c1=$(cpu)
-expect_lt stalled_server_no_spin "$(sub "$c1" "$c0")" 20
+spin=$(sub "$c1" "$c0")
+if is_num "$spin" && [ "$spin" -lt 20 ]; then
+	pass stalled_server_no_spin
+else
+	# Seen once in a full host run (102 ticks), not in six runs of the
+	# suite after it: what the proxy is doing goes with the failure.
+	# /proc/PID/syscall: the system call it is in, its arguments
+	# (first the number: 232 epoll_wait, 1 write, 44 sendto, 45 recvfrom).
+	samples=$(for i in 1 2 3 4 5 6 7 8; do
+		cut -d' ' -f1-3 /proc/$PROXY_PID/syscall 2>/dev/null; sleep 0.1; done | sort | uniq -c | tr '\n' ';')
+	fail stalled_server_no_spin "got $spin ticks over 1 s, want < 20; proxy in syscalls: $samples; client: $(tr '\n' ' ' <$T/cl | head -c 200); log: $(tail -n 3 $T/pxlog | tr '\n' ' ' | head -c 400)"
+fi
 wait $cl
 wait $SRV
 expect_eq stalled_server_transfer_complete "$(srv_field bytes) $(srv_field fnv)" "4194304 $(awk '/^done/ {print $NF}' $T/cl)"
