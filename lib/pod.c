@@ -51,8 +51,10 @@ static int free_pod_id(const struct pi_node *n, uint32_t *id)
 	int err = map_scan_u32(n->maps[M_PODS], sizeof(struct pi_pod),
 			       mark_used, used);
 
-	if (err)
+	if (err) {
+		pods_unreadable(n, err);
 		return err;
+	}
 	for (uint32_t i = 0; i < PI_DP_MAX_PODS; i++) {
 		if (!used[i]) {
 			*id = i;
@@ -347,7 +349,7 @@ static int pod_admissible(const struct pi_node *n, struct pi_pod_info *pod)
 		return -EEXIST;
 	}
 	if (err != -ENOENT)
-		goto unreadable;
+		return err;
 	if (pod->flags & PI_POD_HAS_V4) {
 		a.a[0] = pod->ip4;
 		if (endpoint_exists(n, AF_INET, &a)) {
@@ -370,11 +372,6 @@ static int pod_admissible(const struct pi_node *n, struct pi_pod_info *pod)
 	if (err == -ENOSPC)
 		pr_err("node '%s' has no room for another pod (max %d)", n->name,
 		      PI_DP_MAX_PODS);
-	else if (err)
-		goto unreadable;
-	return err;
-unreadable:
-	pr_err("cannot read the pods of node '%s': %s", n->name, strerror(-err));
 	return err;
 }
 
@@ -810,9 +807,6 @@ int pi_pod_get_by_attach_id(struct pi_node *n, const char *id,
 	if (!id || !*id)
 		return -EINVAL;
 	err = pod_find_attach(n, id, out);
-	if (err && err != -ENOENT)
-		pr_err("cannot read the pods of node '%s': %s", n->name,
-		       strerror(-err));
 	return err == -ENOENT ? -ESRCH : err;
 }
 

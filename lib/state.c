@@ -790,6 +790,11 @@ int pod_netns_enter(const struct pi_pod_info *pod, int *saved)
 	return err;
 }
 
+void pods_unreadable(const struct pi_node *n, int err)
+{
+	pr_err("cannot read the pods of node '%s': %s", n->name, strerror(-err));
+}
+
 struct find_ctx {
 	const struct pi_node *n;
 	const char *name;	/* by name, or */
@@ -805,9 +810,10 @@ static int find_one(uint32_t key, const void *val, void *c)
 	struct find_ctx *ctx = c;
 	struct pi_pod dp;
 
-	if (ctx->name ? strncmp(m->name, ctx->name, sizeof(m->name)) :
-			!m->attach_id[0] ||
-			strncmp(m->attach_id, ctx->attach_id, sizeof(m->attach_id)))
+	const char *have = ctx->name ? m->name : m->attach_id;
+
+	/* both fields are written NUL-terminated (pod_store) */
+	if (!*have || strcmp(have, ctx->name ? ctx->name : ctx->attach_id))
 		return 0;
 	if (bpf_map_lookup_elem(ctx->n->maps[M_PODS], &key, &dp))
 		return 0;
@@ -822,6 +828,8 @@ static int find_by(struct find_ctx *ctx)
 	int ret = map_scan_u32(ctx->n->meta_map, sizeof(struct pi_pod_meta),
 			       find_one, ctx);
 
+	if (ret < 0)
+		pods_unreadable(ctx->n, ret);
 	return ret == 1 ? 0 : ret < 0 ? ret : -ENOENT;
 }
 
@@ -854,9 +862,6 @@ int pod_lookup(const struct pi_node *n, const char *name,
 		pr_err("no pod '%s' on node '%s'", name, n->name);
 		return -ESRCH;
 	}
-	if (err)
-		pr_err("cannot read the pods of node '%s': %s", n->name,
-		       strerror(-err));
 	return err;
 }
 

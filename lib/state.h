@@ -154,11 +154,13 @@ static inline bool pod_has_datapath(const struct pi_pod_info *pod)
  * (0 when the pod has no record). */
 int pod_head_owners(const struct pi_node *n, uint32_t ifindex, uint32_t set,
 		    uint32_t clear, uint32_t *now);
-/* Calls fn for every pod, in id order; stops on a non-zero return. */
 /* fn(key, value, ctx) for every entry of a hash keyed by a __u32, read in
  * batches; stops at fn's first non-zero return, which it returns. */
 int map_scan_u32(int fd, size_t vsz,
 		 int (*fn)(uint32_t key, const void *val, void *ctx), void *ctx);
+/* Logs that the pods of n could not be read (err: a negative errno). */
+void pods_unreadable(const struct pi_node *n, int err);
+/* Calls fn for every pod, in id order; stops on a non-zero return. */
 int pod_for_each(const struct pi_node *n,
 		 int (*fn)(const struct pi_node *n, const struct pi_pod_info *pod,
 			   void *ctx), void *ctx);
