@@ -203,6 +203,15 @@ static __always_inline bool addr6_is_multicast(const struct pi_dp_addr *a)
 	return (a->a[0] & bpf_htonl(0xff000000)) == bpf_htonl(0xff000000);
 }
 
+/* What a pod's program answers for a packet it lets through: the
+ * reference datapath decides (PI_PASS, or routes it), a pod whose own
+ * plugin is its datapath gets the packet handed to that plugin's programs
+ * after podinject's checks (PI_DP_POD_PASS_ON). */
+static __always_inline int let_through(const struct pi_pod *pod)
+{
+	return pod->flags & PI_DP_POD_PASS_ON ? PI_NEXT : PI_PASS;
+}
+
 static __always_inline int pod_egress_common(struct __sk_buff *skb,
 					     bool in_netkit)
 {
@@ -234,7 +243,7 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 		    (!(pod->flags & PI_DP_POD_HAS_V4) || p.saddr.a[0] != pod->ip4))
 			return drop(skb, pod->id, PI_DP_DROP_ND_SPOOFED,
 				    PI_DP_HOOK_POD_EGRESS);
-		return PI_PASS;
+		return let_through(pod);
 	}
 	if (ret == PARSE_UNSUPPORTED)
 		return drop(skb, pod->id, PI_DP_DROP_UNSUPPORTED,
@@ -291,13 +300,15 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 	 * egress counters, as it always has: they count what the pod sends
 	 * beyond its link. */
 	if (link_scope)
-		return PI_PASS;
+		return let_through(pod);
 
 	st = stats_of(pod->id);
 	if (st) {
 		st->egress_packets++;
 		st->egress_bytes += skb->len;
 	}
+	if (pod->flags & PI_DP_POD_PASS_ON)
+		return PI_NEXT;
 	return route(skb, &p, pod->id, in_netkit);
 }
 
@@ -335,7 +346,7 @@ static __always_inline int ingress_checks(struct __sk_buff *skb,
 		st->ingress_packets++;
 		st->ingress_bytes += skb->len;
 	}
-	return PI_PASS;
+	return let_through(pod);
 }
 
 /* Traffic the node's stack sends to a pod leaves through the host-side
@@ -358,7 +369,7 @@ static __always_inline int pod_ingress_body(struct __sk_buff *skb)
 		return PI_NEXT;
 	ret = parse_pkt(skb, &p);
 	if (ret == PARSE_ARP)
-		return PI_PASS;
+		return let_through(pod);
 	if (ret == PARSE_FRAG_TINY)
 		return drop(skb, pod->id, PI_DP_DROP_FRAG_TINY,
 			    PI_DP_HOOK_POD_INGRESS);

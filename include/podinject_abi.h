@@ -90,6 +90,10 @@ enum pi_dp_pod_flags {
 	/* The XDP ingress ACL runs on the pod-side eth0: what the node's
 	 * stack sends to the pod is checked there, not at tc. */
 	PI_DP_POD_XDP	= 1 << 3,
+	/* Another plugin is the pod's datapath: the pod's programs (there
+	 * while it has a policy) check its packets and hand every one they
+	 * let through to the next program (PI_NEXT), never route them. */
+	PI_DP_POD_PASS_ON	= 1 << 4,
 };
 
 /* pods: host-side ifindex -> pod, what the datapath needs of it. Names and

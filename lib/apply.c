@@ -416,9 +416,6 @@ static int parse_rules(struct apply *a, struct apod *p, json_t *arr,
 		return refuse(a, -EINVAL, where,
 			      "%zu rules: a pod holds at most %u in a direction",
 			      json_array_size(arr), PI_MAX_POD_RULES);
-	if (json_array_size(arr) && !pod_has_datapath(&p->info))
-		return refuse(a, -EOPNOTSUPP, where,
-			      "the pod has no reference datapath (adopted with --no-datapath, or chained with \"datapath\": \"none\"): podinject's rules would not run");
 	p->want[dir] = calloc(json_array_size(arr) + 1, sizeof(struct pi_rule));
 	if (!p->want[dir])
 		return -ENOMEM;
@@ -998,7 +995,7 @@ static void undo_all(struct apply *a)
 
 		switch (u->kind) {
 		case U_POLICY:
-			err = policy_replace(a->n, p->info.id, u->dir,
+			err = policy_replace(a->n, &p->info, u->dir,
 					     p->cur[u->dir], p->ncur[u->dir]);
 			break;
 		case U_GRANT_ADDED:
@@ -1111,7 +1108,7 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 			if (!p->changed[d])
 				continue;
 			if (!dry) {
-				err = policy_replace(a->n, p->info.id, d,
+				err = policy_replace(a->n, &p->info, d,
 						     p->want[d], p->nwant[d]);
 				if (err) {
 					char where[600];

@@ -31,7 +31,11 @@ int hook_attach_type(enum pi_hook hook)
 	return -1;
 }
 
-static int link_create(int prog_fd, int ifindex, int attach_type, bool head)
+/* flags: 0 appends; BPF_F_BEFORE without an anchor means "first of
+ * all", ahead of programs that are not ours too; BPF_F_AFTER |
+ * BPF_F_LINK puts it right behind the link relative_fd. */
+static int link_create(int prog_fd, int ifindex, int attach_type,
+		       uint32_t flags, int relative_fd)
 {
 	struct link_create_attr attr;
 	int fd;
@@ -40,9 +44,8 @@ static int link_create(int prog_fd, int ifindex, int attach_type, bool head)
 	attr.prog_fd = prog_fd;
 	attr.target_ifindex = ifindex;
 	attr.attach_type = attach_type;
-	/* BPF_F_BEFORE without an anchor means "first of all", ahead of
-	 * programs that are not ours too. */
-	attr.flags = head ? PI_BPF_F_BEFORE : 0;
+	attr.flags = flags;
+	attr.relative_fd = relative_fd;
 	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
 	return fd < 0 ? -errno : fd;
 }
@@ -65,9 +68,9 @@ static int clsact_attach(int prog_fd, int ifindex, enum pi_hook hook,
 	return bpf_tc_attach(&tc_hook, &opts);
 }
 
-int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
-		enum pi_attach_mode mode, bool head, uint32_t prio,
-		const char *pin_path)
+static int attach_at(int prog_fd, int ifindex, enum pi_hook hook,
+		     enum pi_attach_mode mode, uint32_t flags, int relative_fd,
+		     uint32_t prio, const char *pin_path)
 {
 	int fd, err;
 
@@ -85,7 +88,8 @@ int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
 		return err;
 	}
 
-	fd = link_create(prog_fd, ifindex, hook_attach_type(hook), head);
+	fd = link_create(prog_fd, ifindex, hook_attach_type(hook), flags,
+			 relative_fd);
 	/* A link whose pin was just removed (detach_prog) is released by
 	 * the kernel's deferred work, not by the unlink itself: until then
 	 * the hook still holds the program, and tcx refuses it a second
@@ -95,7 +99,8 @@ int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
 	for (int waited = 0; fd == -EEXIST && access(pin_path, F_OK) &&
 	     waited < 500; waited++) {
 		usleep(1000);
-		fd = link_create(prog_fd, ifindex, hook_attach_type(hook), head);
+		fd = link_create(prog_fd, ifindex, hook_attach_type(hook),
+				 flags, relative_fd);
 	}
 	if (fd < 0)
 		return fd;
@@ -103,6 +108,29 @@ int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
 	/* Once pinned the link owns the attachment; unpinned it would go
 	 * away with this fd, which is the undo we want on failure. */
 	close(fd);
+	return err;
+}
+
+int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
+		enum pi_attach_mode mode, bool head, uint32_t prio,
+		const char *pin_path)
+{
+	return attach_at(prog_fd, ifindex, hook, mode,
+			 head ? PI_BPF_F_BEFORE : 0, 0, prio, pin_path);
+}
+
+int attach_prog_after(int prog_fd, int ifindex, enum pi_hook hook,
+		      enum pi_attach_mode mode, const char *after_pin,
+		      uint32_t prio, const char *pin_path)
+{
+	int after = after_pin ? bpf_obj_get(after_pin) : -1, err;
+
+	err = attach_at(prog_fd, ifindex, hook, mode,
+			after >= 0 ? PI_BPF_F_AFTER | PI_BPF_F_LINK :
+				     PI_BPF_F_BEFORE,
+			after >= 0 ? after : 0, prio, pin_path);
+	if (after >= 0)
+		close(after);
 	return err;
 }
 

@@ -16,6 +16,8 @@
 #define PI_BPF_NETKIT_PRIMARY	54
 #define PI_BPF_NETKIT_PEER	55
 #define PI_BPF_F_BEFORE		(1U << 3)
+#define PI_BPF_F_AFTER		(1U << 4)
+#define PI_BPF_F_LINK		(1U << 13)
 
 enum pi_hook {
 	PI_HOOK_INGRESS,	/* tc ingress of the device */
@@ -43,6 +45,11 @@ enum pi_attach_mode {
 int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
 		enum pi_attach_mode mode, bool head, uint32_t prio,
 		const char *pin_path);
+/* attach_prog, placed for tcx: right behind the link pinned at
+ * after_pin when there is one, else first of all. clsact: at prio. */
+int attach_prog_after(int prog_fd, int ifindex, enum pi_hook hook,
+		      enum pi_attach_mode mode, const char *after_pin,
+		      uint32_t prio, const char *pin_path);
 /* Undoes attach_prog; a device that is already gone is not an error. */
 int detach_prog(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
 		uint32_t prio, const char *pin_path);

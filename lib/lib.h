@@ -57,8 +57,8 @@ int node_require_write(const struct pi_node *n, const char *what);
 
 /* The bulk path of apply (lib/apply.c): `rules`, ids included, become the
  * pod's policy in `dir` in one compile and one reference flip. */
-int policy_replace(struct pi_node *n, uint32_t pod_id, uint32_t dir,
-		   const struct pi_rule *rules, uint32_t count);
+int policy_replace(struct pi_node *n, const struct pi_pod_info *pod,
+		   uint32_t dir, const struct pi_rule *rules, uint32_t count);
 /* Removes the record of the node's last apply (lib/apply.c), for a node
  * that goes. */
 void apply_record_forget(const char *pin_dir);

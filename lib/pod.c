@@ -209,25 +209,41 @@ static void reset_pod_stats(const struct pi_node *n, uint32_t id)
 	percpu_zero(n->maps[M_POD_STATS], &id, sizeof(struct pi_dp_pod_stats));
 }
 
+/* The reference datapath's programs go behind whatever is on the pod's
+ * hooks: they route, and are the pod's datapath. On a pod another plugin
+ * routes, while it has a policy, they check and pass on, so they go in
+ * front of that plugin's programs (which may redirect, and end the chain
+ * there): first of all, except behind podinject's own head program on
+ * the egress hook, which must see an injector's packets before any
+ * source check does. clsact has no such order: there they take the
+ * datapath's priority either way. */
 static int attach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
 	bool netkit = pod->flags & PI_POD_NETKIT;
-	char path[PATH_MAX];
+	bool front = !pod_has_datapath(pod);
+	char path[PATH_MAX], head[PATH_MAX];
 	int err;
 
 	if (netkit)
 		mode = PI_ATTACH_TCX;
 	pod_link_pin(n, pod, "egress", path, sizeof(path));
-	err = attach_prog(n->progs[netkit ? P_POD_EGRESS_NETKIT : P_POD_EGRESS],
-			  pod->ifindex, egress_hook(pod), mode, false,
-			  PI_PRIO_DATAPATH, path);
+	node_pin_path(n, head, sizeof(head), "inject/link_%u", pod->ifindex);
+	err = front ? attach_prog_after(n->progs[netkit ? P_POD_EGRESS_NETKIT :
+							  P_POD_EGRESS],
+					pod->ifindex, egress_hook(pod), mode,
+					access(head, F_OK) ? NULL : head,
+					PI_PRIO_DATAPATH, path) :
+		      attach_prog(n->progs[netkit ? P_POD_EGRESS_NETKIT :
+						    P_POD_EGRESS],
+				  pod->ifindex, egress_hook(pod), mode, false,
+				  PI_PRIO_DATAPATH, path);
 	if (err)
 		return err;
 	pod_link_pin(n, pod, "ingress", path, sizeof(path));
 	err = attach_prog(n->progs[netkit ? P_POD_INGRESS_NETKIT :
 					     P_POD_INGRESS], pod->ifindex,
-			  ingress_hook(pod), mode, false, PI_PRIO_DATAPATH,
+			  ingress_hook(pod), mode, front, PI_PRIO_DATAPATH,
 			  path);
 	if (err) {
 		pod_link_pin(n, pod, "egress", path, sizeof(path));
@@ -237,12 +253,28 @@ static int attach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
 	return err;
 }
 
+/* Whether the pod's programs are on its device: always with the reference
+ * datapath; on a pod another plugin routes, while it has a policy (their
+ * pins exist exactly while they are attached, attach_prog). */
+bool pod_programs_on(const struct pi_node *n, const struct pi_pod_info *pod)
+{
+	char path[PATH_MAX];
+
+	if (pod_has_datapath(pod))
+		return true;
+	pod_link_pin(n, pod, "egress", path, sizeof(path));
+	if (!access(path, F_OK))
+		return true;
+	pod_link_pin(n, pod, "ingress", path, sizeof(path));
+	return !access(path, F_OK);
+}
+
 static void detach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
 	char path[PATH_MAX];
 
-	if (!pod_has_datapath(pod))
+	if (!pod_programs_on(n, pod))
 		return;
 	if (pod->flags & PI_POD_NETKIT)
 		mode = PI_ATTACH_TCX;
@@ -252,6 +284,32 @@ static void detach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
 	pod_link_pin(n, pod, "ingress", path, sizeof(path));
 	detach_prog(pod->ifindex, ingress_hook(pod), mode, PI_PRIO_DATAPATH,
 		    path);
+}
+
+int pod_policy_programs(const struct pi_node *n, const struct pi_pod_info *pod,
+			bool on)
+{
+	int saved, err;
+
+	if (pod_has_datapath(pod) || on == pod_programs_on(n, pod))
+		return 0;
+	err = node_enter(n, &saved);
+	if (err)
+		return err;
+	if (on) {
+		/* the record says PI_POD_PASS_ON before a program reads it
+		 * (pod_store derives it; an older build's record lacks it) */
+		err = pod_store(n, pod, BPF_EXIST);
+		if (!err)
+			err = attach_pod(n, pod);
+		if (err)
+			pr_err("cannot attach podinject's programs to %s for the policy of pod '%s': %s",
+			       pod->hostdev, pod->name, strerror(-err));
+	} else {
+		detach_pod(n, pod);
+	}
+	netns_restore(saved);
+	return err;
 }
 
 /* Each feature's reset_pod: a pod starts with nothing that a former pod
@@ -861,7 +919,8 @@ int pi_pod_check(struct pi_node *n, const struct pi_pod_info *pod)
 	/* the features bring their state up to date (a netkit guard) */
 	if (node_require_write(n, "pod check"))
 		return -EBADF;
-	for (int i = 0; i < 2 && pod_has_datapath(pod); i++) {
+	for (int i = 0; i < 2 && (pod_has_datapath(pod) ||
+				  policy_pod_has_rules(n, pod->id)); i++) {
 		pod_link_pin(n, pod, hooks[i], path, sizeof(path));
 		fd = bpf_obj_get(path);
 		if (fd < 0) {

@@ -179,34 +179,54 @@ static int publish_policy(const struct pi_node *n, uint32_t pod_id,
 	return err;
 }
 
+bool policy_pod_has_rules(const struct pi_node *n, uint32_t pod_id)
+{
+	return rules_in(n, pod_id, PI_DP_DIR_EGRESS) ||
+	       rules_in(n, pod_id, PI_DP_DIR_INGRESS);
+}
+
 /* An edit of a pod's policy. A pod's first rule has its open connections
  * entered into the tracker first, and again after (lib/ct.c,
- * ct_seed_pod); its last one has them forgotten. */
-static int write_policy(const struct pi_node *n, uint32_t pod_id, uint32_t dir,
-			const struct pi_dp_rule *rules, uint32_t count)
+ * ct_seed_pod); its last one has them forgotten. On a pod another plugin
+ * routes, the first rule brings podinject's programs and the last one
+ * takes them away (pod_policy_programs): they run only while they have
+ * something to decide, and never without the rules in place before
+ * them. */
+static int write_policy(const struct pi_node *n, const struct pi_pod_info *pod,
+			uint32_t dir, const struct pi_dp_rule *rules,
+			uint32_t count)
 {
-	uint32_t other = rules_in(n, pod_id, !dir);
+	uint32_t pod_id = pod->id, other = rules_in(n, pod_id, !dir);
 	/* the datapath tracks a pod with a rule either way (bpf/lib/ct.h) */
 	bool was = other || rules_in(n, pod_id, dir);
 	bool will = other || count;
 	int err;
 
-	if (!was && will)
+	if (!was && will) {
+		err = pod_policy_programs(n, pod, true);
+		if (err)
+			return err;
 		ct_seed_pod(n, pod_id);
+	}
 	err = publish_policy(n, pod_id, dir, rules, count);
-	if (err)
+	if (err) {
+		if (!was && will)
+			pod_policy_programs(n, pod, false);
 		return err;
+	}
 	if (!was && will)
 		ct_seed_pod(n, pod_id);
-	if (was && !will)
+	if (was && !will) {
 		ct_forget_pod_id(n, pod_id);
+		pod_policy_programs(n, pod, false);
+	}
 	return 0;
 }
 
 /* The bulk path (lib/apply.c): a pod direction's whole rule list, ids
  * given by the caller, compiled once and switched with one flip. */
-int policy_replace(struct pi_node *n, uint32_t pod_id, uint32_t dir,
-		   const struct pi_rule *rules, uint32_t count)
+int policy_replace(struct pi_node *n, const struct pi_pod_info *pod,
+		   uint32_t dir, const struct pi_rule *rules, uint32_t count)
 {
 	struct pi_dp_rule *dp = calloc(count + 1, sizeof(*dp));
 	int err;
@@ -215,7 +235,7 @@ int policy_replace(struct pi_node *n, uint32_t pod_id, uint32_t dir,
 		return -ENOMEM;
 	for (uint32_t i = 0; i < count; i++)
 		dp[i] = rule_to_dp(&rules[i]);
-	err = write_policy(n, pod_id, dir, dp, count);
+	err = write_policy(n, pod, dir, dp, count);
 	free(dp);
 	return err;
 }
@@ -315,12 +335,6 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 	err = load_policy(n, pod_name, dir, &pod, &ref, &list);
 	if (err == -EINVAL || err == -ESRCH)
 		return err;
-	if (!err && !pod_has_datapath(&pod)) {
-		pr_err("pod '%s' has no reference datapath (adopted with --no-datapath, or chained with \"datapath\": \"none\"): its policy is the plugin's that made its network, and podinject's rules would not run",
-		       pod_name);
-		free(list);
-		return -EOPNOTSUPP;
-	}
 	if (!err && ref.count >= PI_MAX_POD_RULES)
 		err = -ENOSPC;
 	if (!err)
@@ -331,7 +345,7 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 		memmove(&list[at + 1], &list[at],
 			(ref.count - at) * sizeof(list[0]));
 		list[at] = rule_to_dp(&r);
-		err = write_policy(n, pod.id, dir, list, ref.count + 1);
+		err = write_policy(n, &pod, dir, list, ref.count + 1);
 	}
 	free(list);
 	if (err) {
@@ -372,7 +386,7 @@ int pi_policy_del(struct pi_node *n, const char *pod_name, uint32_t dir,
 		}
 	}
 	if (!err)
-		err = write_policy(n, pod.id, dir, list, kept);
+		err = write_policy(n, &pod, dir, list, kept);
 	free(list);
 	if (err)
 		pr_err("cannot change the policy of pod '%s': %s", pod_name,

@@ -722,7 +722,10 @@ int pod_store(const struct pi_node *n, const struct pi_pod_info *pod, uint64_t f
 		.id = pod->id,
 		.ifindex = pod->ifindex,
 		.peer_ifindex = pod->peer_ifindex,
-		.flags = pod->flags,
+		/* derived, so that a record an older build wrote gets it
+		 * with its next store */
+		.flags = pod->flags |
+			 (pod_has_datapath(pod) ? 0 : PI_POD_PASS_ON),
 		.ip4 = pod->ip4,
 	};
 	struct pi_pod_meta m = {};

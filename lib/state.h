@@ -150,6 +150,15 @@ static inline bool pod_has_datapath(const struct pi_pod_info *pod)
 {
 	return !(pod->meta_flags & PI_META_NO_DATAPATH);
 }
+/* Whether podinject's programs are on the pod's device (lib/pod.c). */
+bool pod_programs_on(const struct pi_node *n, const struct pi_pod_info *pod);
+/* On a pod another plugin routes ("datapath": "none"): attaches the
+ * programs (checking and passing on, PI_POD_PASS_ON) when `on`, takes
+ * them off when not; nothing for a reference pod or when they are so. */
+int pod_policy_programs(const struct pi_node *n, const struct pi_pod_info *pod,
+			bool on);
+/* Whether the pod has a rule in either direction (lib/policy.c). */
+bool policy_pod_has_rules(const struct pi_node *n, uint32_t pod_id);
 /* Sets and clears bits of the pod's head owners; *now gets what is left
  * (0 when the pod has no record). */
 int pod_head_owners(const struct pi_node *n, uint32_t ifindex, uint32_t set,

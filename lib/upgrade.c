@@ -914,9 +914,10 @@ static int switch_all(struct upgrade *u, bool live_only)
 		bool nk = pod->flags & PI_POD_NETKIT;
 		char pin[64];
 
-		/* another plugin's datapath: nothing of ours on its hooks,
-		 * and none is added by an upgrade */
-		if (!pod_has_datapath(pod))
+		/* another plugin's datapath: nothing of ours on its hooks
+		 * but while the pod has a policy, and none is added by an
+		 * upgrade */
+		if (!pod_programs_on(&pv.v, pod))
 			continue;
 		snprintf(pin, sizeof(pin), "link_pod_%u_egress", pod->ifindex);
 		err = switch_hook(u, &pv.v, pod->ifindex,

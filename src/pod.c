@@ -32,7 +32,8 @@ static int pod_help(int argc, char **argv)
 		"--no-datapath: the reference datapath (source check, policy,\n"
 		"routing) stays off the pod's device, whose datapath is the tool's\n"
 		"that made it (e.g. Cilium): the pod can inject, be injected into,\n"
-		"be proxied and probed; its policy is that tool's (policy add refuses).\n",
+		"be proxied and probed; its first rule puts podinject's checks on the\n"
+		"device, in front of that tool's programs, until its last rule goes.\n",
 		POD_NAME_MAX, PI_POD_NAME_MAX);
 	return EXIT_OK;
 }
@@ -304,7 +305,7 @@ static void print_pod(struct pi_node *n, const struct pi_node_info *ni,
 		printf("  adopted: its namespace and devices are left alone by pod del%s%s\n",
 		       *pod->attach_id ? "; attached by " : "", pod->attach_id);
 	if (pod->meta_flags & PI_META_NO_DATAPATH)
-		printf("  datapath: none of podinject's (the plugin that made it routes, checks and applies policy)\n");
+		printf("  datapath: the plugin's that made it (it routes); podinject's programs check and pass on while the pod has a policy\n");
 	printf("  ipv4 %s  ipv6 %s\n", b4, b6);
 	printf("  egress  %llu packets %llu bytes\n",
 	       (unsigned long long)st.egress_packets,

@@ -189,6 +189,10 @@ enum pi_pod_flags {
 	/* The XDP ingress ACL runs on the pod-side eth0: what the node's
 	 * stack sends to the pod is checked there, not at tc. */
 	PI_POD_XDP	= 1 << 3,
+	/* Another plugin routes the pod ("datapath": "none"): podinject's
+	 * programs, on its device while it has a policy, check and pass
+	 * every packet on instead of routing it. */
+	PI_POD_PASS_ON	= 1 << 4,
 };
 
 enum pi_pod_meta_flags {
@@ -196,7 +200,9 @@ enum pi_pod_meta_flags {
 	PI_META_OWNS_NETNS	= 1 << 1,	/* podinject made the namespace */
 	/* The reference datapath (source check, policy, routing) is not on
 	 * the pod's device: another plugin is its datapath. podinject keeps
-	 * what the pod uses of it (injection, the proxy, probes). */
+	 * what the pod uses of it (injection, the proxy, probes), and while
+	 * the pod has a policy, its programs check and pass on
+	 * (PI_POD_PASS_ON). */
 	PI_META_NO_DATAPATH	= 1 << 2,
 };
 

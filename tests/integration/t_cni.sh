@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=203
+EXPECT=236
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -32,6 +32,7 @@ cleanup() {
 	ip link del ${PREFIX}br0 2>/dev/null
 	ip link del ${PREFIX}dummy0 2>/dev/null
 	cleanup_all
+	rm -rf /sys/fs/bpf/${PREFIX}cni-foreign
 	echo "$FWD" >/proc/sys/net/ipv4/ip_forward
 	[ -n "${CNI_TEST_KEEP:-}" ] && echo "kept $T" || rm -rf "$T"
 }
@@ -490,14 +491,84 @@ ip netns del ${PREFIX}rf
 hook_progs() { "$BUILD/tcx-attach" query ${PREFIX}host "$dev_n1" "$1" 2>&1 || echo "query failed"; }
 expect_eq none_no_programs "${dev_n1:-no device}:$(hook_progs ingress)|$(hook_progs egress)" "$dev_n1:|"
 expect_eq none_traffic "$(udp_count ${PREFIX}n1 ${PREFIX}n2 "$ip_n2" 7110 5)" 5
-out=$("$PI" -N $NODE policy add none/n1 egress deny 2>&1)
-expect_eq none_policy_refused "$?" 1
 has() { grep -qF -- "$2" <<<"$1"; }	# has TEXT PART
-check none_policy_says_why has "$out" "no reference datapath"
-expect_eq none_policy_nothing_left "$("$PI" -N $NODE -j policy list none/n1 | jq '[.[] | .rules // [] | length] | add // 0')" 0
+# A policy brings podinject's programs to such a pod's device, for as long
+# as it has a rule: they check its source and its rules and hand what they
+# let through on, in front of the plugin's own programs (a stand-in's
+# here, which counts the UDP it sees), and go with the last rule.
+rules_of() { "$PI" -N $NODE -j policy list "$1" | jq length; }	# rules, both ways
+tcx_node=$([ "$("$PI" -N $NODE -j node show | jq -r .attach)" = tcx ] && echo 1)
+# tcx_only NAME...: a check that reads the order of a tcx chain, which a
+# clsact node has not (one SKIP line each there)
+tcx_only() {
+	[ -n "$tcx_node" ] && return 0
+	for n in "$@"; do skip "$n" "the node attaches with clsact: no tcx chain to read"; done
+	return 1
+}
+if tcx_only none_foreign_attach; then
+	fpin=/sys/fs/bpf/${PREFIX}cni-foreign
+	rm -rf "$fpin"; mkdir -p "$fpin"
+	check none_foreign_attach "$BUILD/tcx-attach" attach "$BUILD/foreign.bpf.o" foreign_count ${PREFIX}host "$dev_n1" ingress "$fpin"
+fi
+check none_policy_add "$PI" -N $NODE policy add none/n1 egress deny to "$ip_n2/32" proto udp port 7114
+tcx_only none_policy_programs_first &&
+	expect_eq none_policy_programs_first "$(hook_progs ingress)|$(hook_progs egress)" "pod_egress foreign_count|pod_ingress"
+expect_eq none_policy_says "$(pod_json none/n1 | jq -r .datapath)" none
+expect_eq none_policy_denies "$(udp_count ${PREFIX}n1 ${PREFIX}n2 "$ip_n2" 7114 5)" 0
+expect_eq none_policy_rule_counted "$("$PI" -N $NODE -j policy list none/n1 | jq '[.[] | .packets] | add')" 5
+expect_eq none_policy_other_port "$(udp_count ${PREFIX}n1 ${PREFIX}n2 "$ip_n2" 7115 5)" 5
+tcx_only none_policy_handed_on &&
+	expect_eq none_policy_handed_on "$("$BUILD/tcx-attach" counter "$fpin")" 5
+expect_eq none_policy_counted "$(pod_stat $NODE none/n1 .egress_packets)" 5
+# the source check comes with the programs: n1 may not speak as n3
+expect_eq none_policy_source_check "$(udp_count ${PREFIX}n1 ${PREFIX}n2 "$ip_n2" 7116 5 --bind "$ip_n3")" 0
+expect_eq none_policy_spoof_dropped "$(pod_stat $NODE none/n1 .drops.spoofed)" 5
+check none_policy_check rt CHECK "$T/none.conflist" "$(cid 7$(printf %d "'1"))" /run/netns/${PREFIX}n1
+# an upgrade re-points them (n1's two hooks, nothing added to n2 or n3)
+out=$("$PI" -N $NODE node upgrade 2>&1)
+if [ $? = 0 ] && grep -q "nothing to migrate; 2 hook" <<<"$out"; then
+	pass none_policy_upgrade
+else
+	fail none_policy_upgrade "$out"
+fi
+expect_eq none_policy_upgrade_denies "$(udp_count ${PREFIX}n1 ${PREFIX}n2 "$ip_n2" 7114 5)" 0
+tcx_only none_policy_upgrade_n2_bare &&
+	expect_eq none_policy_upgrade_n2_bare "$("$BUILD/tcx-attach" query ${PREFIX}host "$dev_n2" ingress 2>&1 || echo "query failed")" ""
+# an ingress rule keeps them when the egress one goes
+check none_policy_ingress "$PI" -N $NODE policy add none/n1 ingress deny from "$ip_n3/32"
+check none_policy_del_egress "$PI" -N $NODE policy del none/n1 egress all
+expect_eq none_policy_ingress_denies "$(udp_count ${PREFIX}n3 ${PREFIX}n1 "$ip_n1" 7117 5)" 0
+expect_eq none_policy_egress_open "$(udp_count ${PREFIX}n1 ${PREFIX}n2 "$ip_n2" 7114 5)" 5
+check none_policy_del_all "$PI" -N $NODE policy del none/n1 ingress all
+expect_eq none_policy_gone_rules "$(rules_of none/n1)" 0
+if [ -n "$tcx_node" ]; then
+	expect_eq none_policy_programs_gone "$(hook_progs ingress)|$(hook_progs egress)" "foreign_count|"
+else
+	expect_eq none_policy_programs_gone "$(ls "$("$PI" -N $NODE -j node show | jq -r .pin_dir)" | grep -c "^link_pod_$(cat /sys/class/net/$dev_n1/ifindex)_")" 0
+fi
+expect_eq none_policy_gone_traffic "$(udp_count ${PREFIX}n3 ${PREFIX}n1 "$ip_n1" 7117 5)" 5
+# apply: the same, all or nothing
+printf '{"apiVersion": "podinject/v1", "pods": {"none/n1": {"egress": [{"action": "deny", "to": "%s/32", "proto": "udp", "port": 7118}]}}}' "$ip_n2" >"$T/none-apply.json"
+check none_apply "$PI" -N $NODE apply -f "$T/none-apply.json"
+expect_eq none_apply_denies "$(udp_count ${PREFIX}n1 ${PREFIX}n2 "$ip_n2" 7118 5)" 0
+echo '{"apiVersion": "podinject/v1", "pods": {"none/n1": {"egress": []}}}' >"$T/none-apply.json"
+check none_apply_empty "$PI" -N $NODE apply -f "$T/none-apply.json"
+expect_eq none_apply_open "$(udp_count ${PREFIX}n1 ${PREFIX}n2 "$ip_n2" 7118 5)" 5
+tcx_only none_apply_programs_gone &&
+	expect_eq none_apply_programs_gone "$(hook_progs ingress)|$(hook_progs egress)" "foreign_count|"
 check none_inject_allow "$PI" -N $NODE inject allow none/n1 --as none/n2
 expect_eq none_inject_delivered "$(udp_count ${PREFIX}n1 ${PREFIX}n3 "$ip_n3" 7111 25 --bind "$ip_n2")" 25
 expect_eq none_inject_stats "$("$PI" -N $NODE -j inject stats | jq '[.[] | select(.injector == "none/n1" and .as == "none/n2") | .packets] | add')" 25
+# an injector's own head program stays in front of the source check
+if tcx_only none_injector_policy none_injector_order none_injector_still_injects \
+	none_injector_policy_del none_injector_order_after; then
+	check none_injector_policy "$PI" -N $NODE policy add none/n1 egress deny to "$ip_n3/32" proto udp port 7119
+	expect_eq none_injector_order "$(hook_progs ingress)" "inject_egress pod_egress foreign_count"
+	expect_eq none_injector_still_injects "$(udp_count ${PREFIX}n1 ${PREFIX}n3 "$ip_n3" 7120 5 --bind "$ip_n2")" 5
+	check none_injector_policy_del "$PI" -N $NODE policy del none/n1 egress all
+	expect_eq none_injector_order_after "$(hook_progs ingress)" "inject_egress foreign_count"
+	rm -rf "$fpin"
+fi
 # nothing of podinject's checks what such a pod sends: beside ptp, only
 # the host's strict reverse-path filter would
 # (the device's is the larger of "all" and "default"'s: the veth is new)
@@ -509,12 +580,18 @@ else
 	expect_eq none_no_source_check "$spoofed" 5
 fi
 check none_check rt CHECK "$T/none.conflist" "$(cid 7$(printf %d "'1"))" /run/netns/${PREFIX}n1
+# a pod deleted with a policy takes its programs' pins with it
+check none_del_with_policy_add "$PI" -N $NODE policy add none/n1 ingress deny from "$ip_n3/32"
+pins=$("$PI" -N $NODE -j node show | jq -r .pin_dir)
+if_n1=$(cat /sys/class/net/$dev_n1/ifindex)
+expect_eq none_del_with_policy_pins "$(ls "$pins" | grep -c "^link_pod_${if_n1}_")" 2
 for p in n1 n2 n3; do
 	rt DEL "$T/none.conflist" "$(cid 7$(printf %d "'${p#n}"))" /run/netns/${PREFIX}$p >/dev/null ||
 		fail none_del_$p "DEL failed"
 	ip netns del ${PREFIX}$p
 done
 expect_eq none_del_all "$(npods)" 0
+expect_eq none_del_with_policy_no_pins "$(ls "$pins" | grep -c "^link_pod_${if_n1}_")" 0
 expect_eq none_del_no_auth "$("$PI" -N $NODE -j inject list | jq length)" 0
 umount /run/netns/${PREFIX}host 2>/dev/null; rm -f /run/netns/${PREFIX}host
 # a value that is neither: refused before anything is made

@@ -265,6 +265,78 @@ out:
 	fx_teardown(&fx);
 }
 
+/* Pod A's datapath is another plugin's and A has a policy: its programs
+ * check the source and the rules as on any pod, and hand every packet they
+ * let through to the next program (the plugin's), never routing it: not
+ * to the local pod B, not to the stack with PI_PASS, which would end the
+ * chain before the plugin's programs. */
+UNIT_TEST(node_pass_on_pod_checks_and_hands_on)
+{
+	struct pi_dp_rule deny = rule(31, PI_DP_DENY, NULL, IPPROTO_TCP, 22, 22);
+	struct pi_dp_rule in_deny = rule(32, PI_DP_DENY, "10.0.0.2/32",
+					 IPPROTO_UDP, 0, 0);
+	uint8_t pkt[PKT_MAX];
+	struct pi_pod pod;
+	struct node_fx fx;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	set_uplink(&fx);
+	if (!ASSERT_OK(bpf_map__lookup_elem(fx.skel->maps.pods, &fx.if_a, 4,
+					    &pod, sizeof(pod), 0), "A's record"))
+		goto out;
+	pod.flags |= PI_DP_POD_PASS_ON;
+	bpf_map__update_elem(fx.skel->maps.pods, &fx.if_a, 4, &pod,
+			     sizeof(pod), 0);
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny, 1, 0);
+	set_policy(&fx, 0, PI_DP_DIR_INGRESS, &in_deny, 1, 1);
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 40000, 80 }),
+		  PI_NEXT, "to local pod B: handed on");
+	ASSERT_EQ(last_redirect(&fx).kind, PI_RD_NONE, "not redirected");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, 0, "not delivered to B");
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd01::9", IPPROTO_TCP, 1234, 443 }),
+		  PI_NEXT, "elsewhere, with an uplink: handed on");
+	ASSERT_EQ(last_redirect(&fx).kind, PI_RD_NONE, "not to the uplink");
+	ASSERT_EQ(stats(&fx, 0).egress_packets, 2, "A egress counted");
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 40001, 22 }),
+		  PI_DROP, "A's egress rule");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_POLICY], 1, "policy drop");
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_UDP, 1, 2 }),
+		  PI_DROP, "B's address from A");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_SPOOFED], 1, "spoof drop");
+	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET6, "fe80::1234",
+		"ff02::2", IPPROTO_ICMP }),
+		  PI_NEXT, "link-local: handed on");
+	len = arp_build(pkt, "10.0.0.1", MAC_A);
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_NEXT, "its own ARP: handed on");
+	len = arp_build(pkt, "10.0.0.2", MAC_A);
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "ARP claiming B's address");
+	/* from the node's stack to A, at A's ingress point */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "192.0.2.9",
+		"10.0.0.1", IPPROTO_UDP, 5, 53 });
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress, fx.if_a, pkt, len, NULL),
+		  PI_NEXT, "to A: handed on");
+	ASSERT_EQ(stats(&fx, 0).ingress_packets, 1, "A ingress counted");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_UDP, 5, 53 });
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "A's ingress rule");
+	/* B, a reference pod, is unchanged beside it */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "192.0.2.9",
+		"10.0.0.2", IPPROTO_UDP, 5, 53 });
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress, fx.if_b, pkt, len, NULL),
+		  PI_PASS, "to B: the reference datapath's pass");
+out:
+	fx_teardown(&fx);
+}
+
 UNIT_TEST(node_egress_spoofed_source_dropped)
 {
 	struct node_fx fx;
