@@ -404,11 +404,14 @@ static __always_inline int pod_ingress_nk_body(struct __sk_buff *skb)
 	    ret != PARSE_FRAG_ORPHAN)
 		return PI_NEXT;
 	ep = lookup_endpoint(&p);
-	if (!ep || ep->kind != PI_EP_POD)
+	if (!ep || (ep->kind != PI_EP_POD && ep->kind != PI_EP_FOREIGN_POD))
 		return PI_NEXT;
 	ifindex = ep->pod_ifindex;
 	pod = bpf_map_lookup_elem(&pods, &ifindex);
-	if (!pod)
+	/* a pod another plugin routes is checked here only while its
+	 * programs are on (it has a policy): they pass on */
+	if (!pod || (ep->kind == PI_EP_FOREIGN_POD &&
+		     !(pod->flags & PI_DP_POD_PASS_ON)))
 		return PI_NEXT;
 	if (ret == PARSE_FRAG_TINY)
 		return drop(skb, pod->id, PI_DP_DROP_FRAG_TINY,

@@ -328,6 +328,27 @@ UNIT_TEST(node_pass_on_pod_checks_and_hands_on)
 		"10.0.0.1", IPPROTO_UDP, 5, 53 });
 	ASSERT_EQ(run(fx.skel->progs.pod_ingress, fx.if_a, pkt, len, NULL),
 		  PI_DROP, "A's ingress rule");
+	/* a netkit pod of the kind: found by its (foreign) endpoint */
+	{
+		struct pi_endpoint_key k = { .family = AF_INET };
+		struct pi_endpoint ep;
+
+		inet_pton(AF_INET, "10.0.0.1", k.addr.a);
+		bpf_map__lookup_elem(fx.skel->maps.endpoints, &k, sizeof(k),
+				     &ep, sizeof(ep), 0);
+		ep.kind = PI_EP_FOREIGN_POD;
+		bpf_map__update_elem(fx.skel->maps.endpoints, &k, sizeof(k),
+				     &ep, sizeof(ep), 0);
+	}
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_UDP, 5, 53 });
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress_nk, fx.if_up, pkt, len, NULL),
+		  PI_DROP, "netkit: A's ingress rule");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "192.0.2.9",
+		"10.0.0.1", IPPROTO_UDP, 5, 53 });
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress_nk, fx.if_up, pkt, len, NULL),
+		  PI_NEXT, "netkit: to A, handed on");
+	ASSERT_EQ(stats(&fx, 0).ingress_packets, 2, "A ingress counted");
 	/* B, a reference pod, is unchanged beside it */
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "192.0.2.9",
 		"10.0.0.2", IPPROTO_UDP, 5, 53 });
