@@ -14,7 +14,7 @@
 # injected, on every path (fast; the netkit fallback with its guard).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=100
+EXPECT=116
 PREFIX=nk-
 N=nk-n
 T=10.244.0.10
@@ -256,6 +256,37 @@ check slash_deny pi -N $N inject deny nk-i --as default/web-nk
 expect_eq slash_guard_gone "$("$BUILD/tcx-attach" query $N nk-sl0 ingress)" ""
 check slash_del pi -N $N pod del default/web-nk
 ip netns del nk-sl
+
+# A netkit pod another plugin routes (--no-datapath): nothing of ours on
+# its hooks until its first rule, then pod_egress_nk / pod_ingress_nk in
+# pass-on mode, which check and hand on (the pod is reached through the
+# node's stack, so forwarding is on for this part), gone with the last.
+X=10.244.0.17
+ip netns add nk-nx
+check none_pair in_ns $N "$BUILD/mknetkit" nk-nx0 eth0 nk-nx
+in_ns nk-nx ip addr add $X/32 dev eth0
+in_ns nk-nx ip route add default dev eth0
+in_ns $N ip route add $X/32 dev nk-nx0
+in_ns $N sysctl -qw net.ipv4.ip_forward=1
+check none_adopt pi -N $N pod adopt nk-x --netns nk-nx --dev nk-nx0 --ip $X --no-datapath
+owner() { case $1 in $T|fd00::a) echo nk-t ;; $D|fd00::b) echo nk-d ;; $E|fd00::e) echo nk-e ;; $X) echo nk-nx ;; esac; }
+nxchain() { "$BUILD/tcx-attach" query $N nk-nx0 peer; "$BUILD/tcx-attach" query $N nk-nx0 primary; }
+expect_eq none_bare "$(nxchain | paste -sd '|')" "|"
+expect_eq none_reached "$(udp nk-d $D $X 7300 5)" 5
+check none_rule_in pi -N $N policy add nk-x ingress deny from $D/32 proto udp port 7300
+check none_rule_out pi -N $N policy add nk-x egress deny to $D/32 proto udp port 7301
+expect_eq none_programs "$(nxchain | paste -sd '|')" "pod_egress_nk|pod_ingress_nk"
+expect_eq none_ingress_denied "$(udp nk-d $D $X 7300 5)" 0
+expect_eq none_ingress_other "$(udp nk-d $D $X 7302 5)" 5
+expect_eq none_egress_denied "$(udp nk-nx $X $D 7301 5)" 0
+expect_eq none_egress_other "$(udp nk-nx $X $D 7303 5)" 5
+expect_eq none_rules_counted "$(pi -N $N -j policy list nk-x | jq '[.[] | .packets] | add')" 10
+check none_rules_gone sh -c "'$PI' -N $N policy del nk-x ingress all && '$PI' -N $N policy del nk-x egress all"
+expect_eq none_programs_gone "$(nxchain | paste -sd '|')" "|"
+expect_eq none_open_again "$(udp nk-d $D $X 7300 5)" 5
+check none_del pi -N $N pod del nk-x
+in_ns $N sysctl -qw net.ipv4.ip_forward=0
+ip netns del nk-nx
 
 # deny and del leave no guard behind.
 check deny_all pi -N $N inject deny nk-i
