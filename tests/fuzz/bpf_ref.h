@@ -56,6 +56,9 @@ struct ref_pod {
 	uint32_t ifindex;
 	const struct pi_dp_rule *rules[2];	/* by direction */
 	uint32_t nrules[2];
+	/* another plugin routes it (PI_DP_POD_PASS_ON): what the checks
+	 * let through goes on to the next program */
+	bool pass_on;
 };
 
 #define REF_MAX_CT 8
@@ -687,7 +690,7 @@ static inline int ref_pod_egress(struct ref_node *n, const struct ref_pod *pod,
 	if (ret == REF_ARP) {
 		if (p.saddr.a[0] && p.saddr.a[0] != pod->ip4)
 			return ref_drop(o, pod->id, PI_DP_DROP_ND_SPOOFED);
-		return o->verdict = PI_PASS;
+		return o->verdict = pod->pass_on ? PI_NEXT : PI_PASS;
 	}
 	if (ret == REF_UNSUPPORTED)
 		return ref_drop(o, pod->id, PI_DP_DROP_UNSUPPORTED);
@@ -716,8 +719,10 @@ static inline int ref_pod_egress(struct ref_node *n, const struct ref_pod *pod,
 		return ref_drop(o, pod->id, PI_DP_DROP_POLICY);
 	ref_frag_note(n, &p);
 	if (link_scope)
-		return o->verdict = PI_PASS;
+		return o->verdict = pod->pass_on ? PI_NEXT : PI_PASS;
 	o->egress_pod = pod->id;
+	if (pod->pass_on)
+		return o->verdict = PI_NEXT;
 	to = ref_endpoint(n, p.family, &p.daddr);
 	if (!to)
 		return o->verdict = PI_PASS;	/* no uplink configured */
@@ -746,7 +751,7 @@ static inline int ref_pod_ingress(struct ref_node *n, const struct ref_pod *pod,
 	ref_out_init(o);
 	ret = ref_parse(n, d, len, &p);
 	if (ret == REF_ARP)
-		return o->verdict = PI_PASS;
+		return o->verdict = pod->pass_on ? PI_NEXT : PI_PASS;
 	if (ret == REF_FRAG_TINY)
 		return ref_drop(o, pod->id, PI_DP_DROP_FRAG_TINY);
 	if (ret == REF_FRAG_ORPHAN)
@@ -757,7 +762,7 @@ static inline int ref_pod_ingress(struct ref_node *n, const struct ref_pod *pod,
 		return ref_drop(o, pod->id, PI_DP_DROP_INGRESS_POLICY);
 	ref_frag_note(n, &p);
 	o->ingress_pod = pod->id;
-	return o->verdict = PI_PASS;
+	return o->verdict = pod->pass_on ? PI_NEXT : PI_PASS;
 }
 
 static inline int ref_uplink_ingress(struct ref_node *n, const uint8_t *d,

@@ -10,6 +10,8 @@
  *
  * Input: [n_egress n_ingress] [rule x (n_egress + n_ingress)]
  *        then frames: [program flags len_hi len_lo] [bytes]
+ * n_egress's top bit makes pod A a pod another plugin routes
+ * (PI_DP_POD_PASS_ON: what the checks let through goes on, PI_NEXT).
  * A rule is 8 bytes (see rule_of); flags ask for fix-ups that keep a
  * mutated frame past the first checks (own source address, lengths).
  *
@@ -227,6 +229,23 @@ static uint64_t rule_packets(uint32_t id)
 	return n;
 }
 
+/* Pod A as a pod another plugin routes, or as a reference pod. */
+static void set_pass_on(bool on)
+{
+	int ifindex = node.pod[0].ifindex;
+	struct pi_pod pod;
+
+	if (bpf_map__lookup_elem(skel->maps.pods, &ifindex, 4, &pod,
+				 sizeof(pod), 0))
+		die("pods map");
+	pod.flags = on ? pod.flags | PI_DP_POD_PASS_ON :
+			 pod.flags & ~PI_DP_POD_PASS_ON;
+	if (bpf_map__update_elem(skel->maps.pods, &ifindex, 4, &pod,
+				 sizeof(pod), 0))
+		die("pods map");
+	node.pod[0].pass_on = on;
+}
+
 static void set_policy(uint32_t dir, uint32_t count, uint32_t start)
 {
 	fixture_set_policy(skel->obj, 0, dir, rules[dir], count, start);
@@ -364,6 +383,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return -1;
 	n[0] = data[0] % (MAX_RULES + 1);
 	n[1] = data[1] % (MAX_RULES + 1);
+	set_pass_on(data[0] & 0x80);
 	if (size < off + 8 * (n[0] + n[1]))
 		return -1;
 	for (uint32_t d = 0; d < 2; d++) {
