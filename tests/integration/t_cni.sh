@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=236
+EXPECT=240
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -580,6 +580,20 @@ else
 	expect_eq none_no_source_check "$spoofed" 5
 fi
 check none_check rt CHECK "$T/none.conflist" "$(cid 7$(printf %d "'1"))" /run/netns/${PREFIX}n1
+# two pods' first rules at once, and their last: each gets its programs
+# and loses them, whichever call takes the node's lock first
+pins=$("$PI" -N $NODE -j node show | jq -r .pin_dir)
+npins() { ls "$pins" | grep -c "^link_pod_$(cat /sys/class/net/$1/ifindex)_"; }
+"$PI" -N $NODE policy add none/n2 egress deny to 192.0.2.0/24 >/dev/null & p1=$!
+"$PI" -N $NODE policy add none/n3 ingress deny from 192.0.2.0/24 >/dev/null & p2=$!
+bg_wait $p1 $p2
+expect_eq none_concurrent_add "$BG_FAILS" 0
+expect_eq none_concurrent_programs "$(npins "$dev_n2") $(npins "$dev_n3")" "2 2"
+"$PI" -N $NODE policy del none/n2 egress all >/dev/null & p1=$!
+"$PI" -N $NODE policy del none/n3 ingress all >/dev/null & p2=$!
+bg_wait $p1 $p2
+expect_eq none_concurrent_del "$BG_FAILS" 0
+expect_eq none_concurrent_programs_gone "$(npins "$dev_n2") $(npins "$dev_n3")" "0 0"
 # a pod deleted with a policy takes its programs' pins with it
 check none_del_with_policy_add "$PI" -N $NODE policy add none/n1 ingress deny from "$ip_n3/32"
 pins=$("$PI" -N $NODE -j node show | jq -r .pin_dir)
