@@ -221,6 +221,7 @@ static int attach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
 	bool netkit = pod->flags & PI_POD_NETKIT;
+	int egress = n->progs[netkit ? P_POD_EGRESS_NETKIT : P_POD_EGRESS];
 	bool front = !pod_has_datapath(pod);
 	char path[PATH_MAX], head[PATH_MAX];
 	int err;
@@ -228,16 +229,16 @@ static int attach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
 	if (netkit)
 		mode = PI_ATTACH_TCX;
 	pod_link_pin(n, pod, "egress", path, sizeof(path));
-	node_pin_path(n, head, sizeof(head), "inject/link_%u", pod->ifindex);
-	err = front ? attach_prog_after(n->progs[netkit ? P_POD_EGRESS_NETKIT :
-							  P_POD_EGRESS],
-					pod->ifindex, egress_hook(pod), mode,
-					access(head, F_OK) ? NULL : head,
-					PI_PRIO_DATAPATH, path) :
-		      attach_prog(n->progs[netkit ? P_POD_EGRESS_NETKIT :
-						    P_POD_EGRESS],
-				  pod->ifindex, egress_hook(pod), mode, false,
-				  PI_PRIO_DATAPATH, path);
+	if (front) {
+		node_pin_path(n, head, sizeof(head), "inject/link_%u",
+			      pod->ifindex);
+		err = attach_prog_after(egress, pod->ifindex, egress_hook(pod),
+					mode, access(head, F_OK) ? NULL : head,
+					PI_PRIO_DATAPATH, path);
+	} else {
+		err = attach_prog(egress, pod->ifindex, egress_hook(pod), mode,
+				  false, PI_PRIO_DATAPATH, path);
+	}
 	if (err)
 		return err;
 	pod_link_pin(n, pod, "ingress", path, sizeof(path));
@@ -912,6 +913,7 @@ int pi_pod_check(struct pi_node *n, const struct pi_pod_info *pod)
 {
 	static const char *const hooks[] = { "egress", "ingress" };
 	struct bpf_link_info info = {};
+	bool wanted;
 	__u32 len = sizeof(info);
 	char path[PATH_MAX];
 	int fd, err = 0;
@@ -919,8 +921,8 @@ int pi_pod_check(struct pi_node *n, const struct pi_pod_info *pod)
 	/* the features bring their state up to date (a netkit guard) */
 	if (node_require_write(n, "pod check"))
 		return -EBADF;
-	for (int i = 0; i < 2 && (pod_has_datapath(pod) ||
-				  policy_pod_has_rules(n, pod->id)); i++) {
+	wanted = pod_has_datapath(pod) || policy_pod_has_rules(n, pod->id);
+	for (int i = 0; i < 2 && wanted; i++) {
 		pod_link_pin(n, pod, hooks[i], path, sizeof(path));
 		fd = bpf_obj_get(path);
 		if (fd < 0) {

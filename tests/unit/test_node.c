@@ -208,6 +208,24 @@ static void set_uplink(struct node_fx *fx)
 			     sizeof(cfg), 0);
 }
 
+/* The IPv4 endpoint `ip4` becomes of `kind` (a pod another plugin is the
+ * datapath of: PI_EP_FOREIGN_POD). */
+static int set_endpoint_kind(struct node_fx *fx, const char *ip4, __u32 kind)
+{
+	struct pi_endpoint_key k = { .family = AF_INET };
+	struct pi_endpoint ep;
+	int err;
+
+	inet_pton(AF_INET, ip4, k.addr.a);
+	err = bpf_map__lookup_elem(fx->skel->maps.endpoints, &k, sizeof(k),
+				   &ep, sizeof(ep), 0);
+	if (err)
+		return err;
+	ep.kind = kind;
+	return bpf_map__update_elem(fx->skel->maps.endpoints, &k, sizeof(k),
+				    &ep, sizeof(ep), 0);
+}
+
 UNIT_TEST(node_egress_elsewhere_with_uplink_uses_redirect_neigh)
 {
 	struct pi_redirect_record rd;
@@ -231,8 +249,6 @@ UNIT_TEST(node_egress_elsewhere_with_uplink_uses_redirect_neigh)
  * delivered either, and its address as a source is still refused. */
 UNIT_TEST(node_foreign_pod_reached_through_the_stack)
 {
-	struct pi_endpoint_key k = { .family = AF_INET };
-	struct pi_endpoint ep;
 	struct node_fx fx;
 	uint8_t pkt[PKT_MAX];
 	int len;
@@ -240,14 +256,9 @@ UNIT_TEST(node_foreign_pod_reached_through_the_stack)
 	if (!fx_setup(&fx))
 		return;
 	set_uplink(&fx);
-	inet_pton(AF_INET, "10.0.0.2", k.addr.a);
-	if (!ASSERT_OK(bpf_map__lookup_elem(fx.skel->maps.endpoints, &k,
-					    sizeof(k), &ep, sizeof(ep), 0),
+	if (!ASSERT_OK(set_endpoint_kind(&fx, "10.0.0.2", PI_EP_FOREIGN_POD),
 		       "B's endpoint"))
 		goto out;
-	ep.kind = PI_EP_FOREIGN_POD;
-	bpf_map__update_elem(fx.skel->maps.endpoints, &k, sizeof(k), &ep,
-			     sizeof(ep), 0);
 	ASSERT_EQ(a_sends(&fx, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 40000, 80 }),
 		  PI_PASS, "A to B: to the stack");
@@ -329,17 +340,9 @@ UNIT_TEST(node_pass_on_pod_checks_and_hands_on)
 	ASSERT_EQ(run(fx.skel->progs.pod_ingress, fx.if_a, pkt, len, NULL),
 		  PI_DROP, "A's ingress rule");
 	/* a netkit pod of the kind: found by its (foreign) endpoint */
-	{
-		struct pi_endpoint_key k = { .family = AF_INET };
-		struct pi_endpoint ep;
-
-		inet_pton(AF_INET, "10.0.0.1", k.addr.a);
-		bpf_map__lookup_elem(fx.skel->maps.endpoints, &k, sizeof(k),
-				     &ep, sizeof(ep), 0);
-		ep.kind = PI_EP_FOREIGN_POD;
-		bpf_map__update_elem(fx.skel->maps.endpoints, &k, sizeof(k),
-				     &ep, sizeof(ep), 0);
-	}
+	if (!ASSERT_OK(set_endpoint_kind(&fx, "10.0.0.1", PI_EP_FOREIGN_POD),
+		       "A's endpoint"))
+		goto out;
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
 		"10.0.0.1", IPPROTO_UDP, 5, 53 });
 	ASSERT_EQ(run(fx.skel->progs.pod_ingress_nk, fx.if_up, pkt, len, NULL),
