@@ -71,7 +71,7 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 
 TEST_BPF  := $(patsubst tests/bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(wildcard tests/bpf/*.bpf.c))
 
-all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/header_alone $(BUILD)/nl_check $(BUILD)/mknetkit $(TOOLS) $(TEST_BPF)
+all: $(LIBPI) $(BUILD)/podinject $(BUILD)/podinject-proxy $(BUILD)/podinject-cni $(BUILD)/unit_tests $(BUILD)/lib_tests $(BUILD)/header_alone $(BUILD)/nl_check $(BUILD)/mknetkit $(BUILD)/relay_check $(TOOLS) $(TEST_BPF)
 
 deps:
 	@./scripts/deps.sh $(DEB_PACKAGES)
@@ -185,6 +185,11 @@ $(BUILD)/header_alone: tests/header/alone.c $(PUBLIC_HDR) $(LIBPI) | $(BUILD)
 $(BUILD)/nl_check: tests/nlcheck/nl_check.c lib/nl.c lib/nl.h | $(BUILD)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LIB_CFLAGS) tests/nlcheck/nl_check.c lib/nl.c -o $@ -lmnl
+
+# podinject-proxy's TLS relay, its source compiled in (tests/run.sh runs it)
+$(BUILD)/relay_check: tests/relay/relay_check.c proxy/podinject-proxy.c | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $< -o $@ -lssl -lcrypto
 
 $(BUILD)/mknetkit: tests/nlcheck/mknetkit.c lib/nl.c lib/nl.h | $(BUILD)
 	$(call msg,LINK,$@)

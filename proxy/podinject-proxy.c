@@ -1009,6 +1009,20 @@ static size_t tls_room(struct half *h)
 	return h->cap - h->head - h->queued;
 }
 
+/* Whether tls_room() would find room now: what decides if the side that
+ * fills the buffer is watched for reading. Not "queued < cap": while a
+ * write waits, the bytes before head are room that cannot be used, and a
+ * readable socket watched for it wakes the loop again and again until the
+ * write goes (relay_check, stalled_server_no_spin). */
+static bool tls_can_take(const struct half *h)
+{
+	if (h->eof)
+		return false;
+	if (!h->queued || h->want != SSL_ERROR_WANT_WRITE)
+		return h->queued < h->cap;
+	return h->head + h->queued < h->cap;
+}
+
 static void tls_took(struct half *h, size_t n)
 {
 	h->head += n;
@@ -1410,11 +1424,12 @@ static void tls_rearm(struct conn *c)
 	bool plain_up = c->tls_on_client;
 	uint32_t pe = 0, te = 0;
 
-	if (half_room(out))
+	if (tls_can_take(out))
 		pe |= EPOLLIN;
 	if (in->queued)
 		pe |= EPOLLOUT;
-	if (half_room(in))
+	/* spliced out of a kTLS socket, the bytes are in a pipe */
+	if (c->ktls_rx ? half_room(in) : tls_can_take(in))
 		te |= want_events(in->want);
 	if (out->queued || (out->eof && !out->shut))
 		te |= want_events(out->want);

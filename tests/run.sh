@@ -49,11 +49,13 @@ trap 'rm -f "$out"' EXIT
 # run, and the run must not say "0 failed".
 UNIT_EXPECT=90
 LIB_EXPECT=91
+RELAY_EXPECT=7
 expected() {
 	case $1 in
 	unit) echo "$UNIT_EXPECT" ;;
 	nl_check) echo 1 ;;
 	lib) echo "$LIB_EXPECT" ;;
+	relay) echo "$RELAY_EXPECT" ;;
 	# one line per feature of a kernel in tests/kernels.txt (one SKIP
 	# line for another); the 16 flag cases in the lab, one SKIP line for
 	# them outside
@@ -116,6 +118,9 @@ else
 	fi
 	if wanted lib; then
 		run lib "" timeout 300 "$BUILD/lib_tests"
+	fi
+	if wanted relay; then
+		run relay "" timeout 120 "$BUILD/relay_check"
 	fi
 	for t in "$ROOT"/tests/integration/t_*.sh; do
 		name=$(basename "$t" .sh)
