@@ -366,7 +366,15 @@ else
 fi
 wait $cl
 wait $SRV
-expect_eq stalled_server_transfer_complete "$(srv_field bytes) $(srv_field fnv)" "4194304 $(awk '/^done/ {print $NF}' $T/cl)"
+got="$(srv_field bytes) $(srv_field fnv)"
+want="4194304 $(awk '/^done/ {print $NF}' $T/cl)"
+if [ "$got" = "$want" ]; then
+	pass stalled_server_transfer_complete
+else
+	# what the client and the proxy said of this connection go with it
+	port=$(awk '/^connected/ {print $3}' $T/cl)
+	fail stalled_server_transfer_complete "got '$got', want '$want'; server: $(tr '\n' ' ' <$T/srv | head -c 300); client: $(tr '\n' ' ' <$T/cl | head -c 200); proxy: $(grep -E "^(tls|conn) $A:${port:-none} " $T/pxlog | tr '\n' ' ' | head -c 400)"
+fi
 
 # 8. Identity files are reloaded when they change: an expired
 # certificate in mt-a's place is refused, the valid one works again.
