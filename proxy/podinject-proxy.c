@@ -1352,10 +1352,15 @@ static int ktls_tx_seq(int fd, uint64_t *seq)
 	return r;
 }
 
+/* TCP's states as TCP_INFO gives them (the kernel's tcp_states.h):
+ * those in which it still sends what it is given */
+enum { TCPI_ESTABLISHED = 1, TCPI_CLOSE_WAIT = 8 };
+
 /* The bytes the socket has given TCP: acknowledged, then still queued.
  * Read in that order, an ACK between the two makes the sum smaller,
- * never larger. */
-static int tcp_given(int fd, unsigned long long *given)
+ * never larger. `sending`: whether TCP still sends (not reset, no FIN
+ * of ours yet). */
+static int tcp_given(int fd, unsigned long long *given, bool *sending)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
@@ -1367,6 +1372,9 @@ static int tcp_given(int fd, unsigned long long *given)
 	    ioctl(fd, SIOCOUTQ, &outq))
 		return -1;
 	*given = ti.tcpi_bytes_acked + outq;
+	if (sending)
+		*sending = ti.tcpi_state == TCPI_ESTABLISHED ||
+			   ti.tcpi_state == TCPI_CLOSE_WAIT;
 	return 0;
 }
 
@@ -1376,7 +1384,7 @@ static int tcp_given(int fd, unsigned long long *given)
 static int ktls_tx_mark(struct conn *c)
 {
 	return ktls_tx_seq(tls_fd(c), &c->ktls_tx_seq) ||
-	       tcp_given(tls_fd(c), &c->ktls_tx_given) ? -1 : 0;
+	       tcp_given(tls_fd(c), &c->ktls_tx_given, NULL) ? -1 : 0;
 }
 
 /*
@@ -1393,14 +1401,18 @@ static int ktls_tx_mark(struct conn *c)
  * alert) and 22 bytes per record since ktls_tx_mark. A record of ours
  * not counted here (a key update's) only makes the sum smaller than what
  * TCP got, and any held record is bigger than one: so "at least". When
- * the kernel cannot be asked: true, as before this was known.
+ * the kernel cannot be asked, or TCP sends nothing more (the peer reset
+ * the connection: what is held will never go), true: nothing is gained
+ * by waiting.
  */
 static bool ktls_flushed(struct conn *c)
 {
 	unsigned long long given, want;
+	bool sending;
 	uint64_t seq;
 
-	if (ktls_tx_seq(tls_fd(c), &seq) || tcp_given(tls_fd(c), &given))
+	if (ktls_tx_seq(tls_fd(c), &seq) ||
+	    tcp_given(tls_fd(c), &given, &sending) || !sending)
 		return true;
 	want = c->ktls_tx_given + to_tls(c)->bytes +
 	       (c->notify_sent ? 2 : 0) +
