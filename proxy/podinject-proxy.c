@@ -2467,11 +2467,20 @@ static int open_listeners(long port, int lfds[4])
 
 /* Serves until SIGTERM or SIGINT. */
 /* Connections whose FIN waits for kTLS's held records look again: no
- * event says when TCP has taken them. */
+ * event says when TCP has taken them. Once every FLUSH_EVERY_MS, not at
+ * every turn of a busy loop: each look is three system calls. */
 static void flush_check(void)
 {
+	static long long last;
+	long long now;
 	struct conn *c, *next;
 
+	if (!flushing)
+		return;
+	now = pi_mono_ms();
+	if (now - last < FLUSH_EVERY_MS)
+		return;
+	last = now;
 	for (c = flushing; c; c = next) {
 		next = c->fnext;
 		tls_relay(c);
