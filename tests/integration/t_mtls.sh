@@ -130,12 +130,13 @@ ktls_said() {
 		{ echo "want ktls ${want:-any}: $(grep ktls $T/pxlog)"; return 1; }
 }
 check ktls_reported ktls_said
-# tlsd_bg PORT [ARGS...]: the TLS server in mt-b with mt-b's identity
+# tlsd_bg PORT [ARGS...]: the TLS server in mt-b with mt-b's identity; its
+# lines go to $TLSD_OUT ($T/srv)
 tlsd_bg() {
 	local port=$1
 	shift
 	in_ns mt-b "$TLSD" $port --cert $T/ca/$B/cert.pem --key $T/ca/$B/key.pem \
-		--ca $T/ca/ca.pem "$@" >$T/srv 2>&1 &
+		--ca $T/ca/ca.pem "$@" >"${TLSD_OUT:-$T/srv}" 2>&1 &
 	SRV=$!
 	wait_tcp_listen mt-b $port >/dev/null
 }
@@ -385,10 +386,8 @@ fi
 # before the fix; three at once make a loss far likelier.)
 stall_pids=()
 for port in 8460 8461 8462; do
-	in_ns mt-b "$TLSD" $port --cert $T/ca/$B/cert.pem --key $T/ca/$B/key.pem \
-		--ca $T/ca/ca.pem --stall 2000 --rcvbuf 4096 --timeout 30000 >$T/srv$port 2>&1 &
-	stall_pids+=($!)
-	wait_tcp_listen mt-b $port >/dev/null
+	TLSD_OUT=$T/srv$port tlsd_bg $port --stall 2000 --rcvbuf 4096 --timeout 30000
+	stall_pids+=($SRV)
 done
 for port in 8460 8461 8462; do
 	in_ns mt-a "$PINET" tcp-connect --timeout 30000 $B $port --send 4194304 >$T/cl$port 2>&1 &
