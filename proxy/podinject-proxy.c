@@ -44,10 +44,16 @@
  * A client that does not start with a TLS handshake is reset, or, with
  * --permissive, relayed as it is.
  *
+ * With --tls-resume SECONDS a TLS 1.3 session may be resumed (a new ECDHE,
+ * no certificates sent) for that long after its full handshake, by the
+ * same identity with the same destination only, and not across a new CA
+ * bundle or new identity files; the other end's certificate in the
+ * session is checked again against the connection's address.
+ *
  *   podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]
  *                   [--client-max N] [--tls-dir DIR --tls-ca FILE
  *                   [--tls-trust-domain TD] [--inbound [--permissive]]
- *                   [--no-ktls]] PORT
+ *                   [--no-ktls] [--tls-resume SECONDS]] PORT
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -90,6 +96,10 @@
 #define TLS_BUF		(64 << 10)	/* per direction of a TLS connection */
 #define RELOAD_MS	1000	/* identity and CA files checked at most so often */
 #define IDENTITY_BUCKETS 1024
+/* Sessions an originating identity keeps for resumption, one for each
+ * destination (address and port) it reached last */
+#define RESUME_PER_IDENTITY 64
+#define RESUME_MAX_S	86400	/* --tls-resume at most a day */
 #define FDS_PER_SESSION	2	/* upstream, reply */
 #define FDS_SPARE	64	/* listeners, epoll, signalfd, reserve, stdio */
 #define BATCH		64	/* datagrams or accepts per event */
@@ -121,6 +131,9 @@ static const char *tls_dir, *tls_ca, *tls_td;
 static bool inbound, permissive;
 static bool ktls_kernel;	/* the kernel has the "tls" TCP ULP, and it is used */
 static bool ktls_off;		/* --no-ktls: OpenSSL does the records */
+/* --tls-resume SECONDS: a TLS 1.3 session may be resumed for so long
+ * after its full handshake; 0 (the default): every connection makes one */
+static long tls_resume_s;
 
 enum kind { K_LISTEN_TCP, K_LISTEN_UDP, K_SIGNAL, K_CLIENT, K_UPSTREAM,
 	    K_UDP_UP };
@@ -162,6 +175,7 @@ struct conn {
 	struct client *who;
 	struct sockaddr_storage peer, orig;
 	SSL *ssl;		/* relayed over TLS */
+	unsigned long ca_gen;	/* of the CA store its peer is checked with */
 	/* Which socket speaks TLS: the client's when the proxy terminates
 	 * it (inbound), else the upstream's (origination). */
 	bool tls_on_client;
@@ -262,6 +276,13 @@ static uint32_t ss_hash(const struct sockaddr_storage *ss, bool port,
 		h = PI_FNV32_BASIS;
 	h = pi_fnv32(h, a, len);
 	return port ? pi_fnv32(h, pt, 2) : h;
+}
+
+static bool same_addr(const struct sockaddr_storage *a,
+		      const struct sockaddr_storage *b)
+{
+	return a->ss_family == b->ss_family &&
+	       !memcmp(a, b, ss_len(a));
 }
 
 static bool same_host(const struct sockaddr_storage *a,
@@ -656,12 +677,24 @@ struct file_id {
 	struct timespec mtime;
 };
 
+/* Originating with --tls-resume: what the identity's last handshake with
+ * a destination left to resume from, and under which CA store its server
+ * was checked. */
+struct saved_session {
+	struct sockaddr_storage dest;	/* address and port */
+	SSL_SESSION *sess;
+	unsigned long ca_gen;
+	struct saved_session *next;	/* newest first */
+};
+
 struct identity {
 	struct sockaddr_storage addr;	/* port 0 */
 	char name[INET6_ADDRSTRLEN];
 	SSL_CTX *ctx;			/* NULL: no usable identity */
 	struct file_id cert, key;	/* of the files ctx was made from */
 	long long checked;		/* ms */
+	/* made with ctx (as these files); dropped with it */
+	struct saved_session *sessions;
 	struct identity *next;
 };
 
@@ -669,6 +702,10 @@ static struct identity *identities[IDENTITY_BUCKETS];
 static X509_STORE *ca_store;
 static struct file_id ca_file;
 static long long ca_checked;
+/* Bumped at each new CA store: a session made under an older one is not
+ * resumed, so that a peer the new bundle no longer trusts must show its
+ * certificate again. */
+static unsigned long ca_gen;
 
 static void file_id_of(const char *path, struct file_id *f)
 {
@@ -797,6 +834,224 @@ static void keylog(const SSL *ssl, const char *line)
 	c->rx_secret_len = len;
 }
 
+static struct identity *identity_find(const struct sockaddr_storage *addr)
+{
+	struct identity *id = identities[ss_hash(addr, false, 0) %
+					 IDENTITY_BUCKETS];
+
+	while (id && !same_host(&id->addr, addr))
+		id = id->next;
+	return id;
+}
+
+static void saved_free(struct saved_session *ss)
+{
+	SSL_SESSION_free(ss->sess);
+	free(ss);
+}
+
+/* The identity's sessions go with the context they were made with: new
+ * files, or none, mean full handshakes again. */
+static void sessions_drop(struct identity *id)
+{
+	while (id->sessions) {
+		struct saved_session *ss = id->sessions;
+
+		id->sessions = ss->next;
+		saved_free(ss);
+	}
+}
+
+/* Whether a saved session may still be offered: made under the CA store
+ * of now, within --tls-resume (and the server's own lifetime for it). */
+static bool saved_usable(const struct saved_session *ss)
+{
+	long age = (long)(time(NULL) - SSL_SESSION_get_time(ss->sess));
+
+	return ss->ca_gen == ca_gen && SSL_SESSION_is_resumable(ss->sess) &&
+	       age >= 0 && age < tls_resume_s &&
+	       age < SSL_SESSION_get_timeout(ss->sess);
+}
+
+/*
+ * Originating: OpenSSL read a session ticket from the server of one of
+ * the identity's connections. It is kept for that destination alone, and
+ * only if the connection's identity and CA store are still the current
+ * ones; it replaces the destination's last, and the identity's oldest
+ * goes beyond RESUME_PER_IDENTITY. 1: the session is kept (its reference
+ * is ours).
+ */
+static int session_saved(SSL *ssl, SSL_SESSION *sess)
+{
+	struct conn *c = SSL_get_app_data(ssl);
+	struct saved_session **pp, *ss;
+	struct identity *id;
+	int n = 0;
+
+	if (!c || c->ca_gen != ca_gen || !SSL_SESSION_is_resumable(sess))
+		return 0;
+	id = identity_find(&c->peer);
+	if (!id || id->ctx != SSL_get_SSL_CTX(ssl))
+		return 0;
+	for (pp = &id->sessions; *pp; pp = &(*pp)->next)
+		if (same_addr(&(*pp)->dest, &c->orig)) {
+			ss = *pp;
+			*pp = ss->next;
+			saved_free(ss);
+			break;
+		}
+	ss = calloc(1, sizeof(*ss));
+	if (!ss)
+		return 0;
+	ss->dest = c->orig;
+	ss->sess = sess;
+	ss->ca_gen = c->ca_gen;
+	ss->next = id->sessions;
+	id->sessions = ss;
+	for (pp = &id->sessions; *pp; ) {
+		if (++n > RESUME_PER_IDENTITY || !saved_usable(*pp)) {
+			ss = *pp;
+			*pp = ss->next;
+			if (ss->sess == sess) {
+				free(ss);	/* the caller keeps it then */
+				return 0;
+			}
+			saved_free(ss);
+			continue;
+		}
+		pp = &(*pp)->next;
+	}
+	return 1;
+}
+
+/* Originating: the session the identity may resume with dest, offered on
+ * ssl; one that is no longer usable is dropped. */
+static void session_offer(SSL *ssl, const struct sockaddr_storage *own,
+			  const struct sockaddr_storage *dest)
+{
+	struct identity *id = identity_find(own);
+	struct saved_session **pp;
+
+	for (pp = id ? &id->sessions : NULL; pp && *pp; pp = &(*pp)->next) {
+		struct saved_session *ss = *pp;
+
+		if (!same_addr(&ss->dest, dest))
+			continue;
+		if (saved_usable(ss)) {
+			SSL_set_session(ssl, ss->sess);
+			return;
+		}
+		*pp = ss->next;
+		saved_free(ss);
+		return;
+	}
+}
+
+/* Terminating: a ticket carries the generation of the CA store that the
+ * client's certificate was checked against. */
+static int ticket_made(SSL *ssl, void *arg)
+{
+	struct conn *c = SSL_get_app_data(ssl);
+	unsigned long gen = c ? c->ca_gen : 0;
+
+	(void)arg;
+	return SSL_SESSION_set1_ticket_appdata(SSL_get0_session(ssl), &gen,
+					       sizeof(gen));
+}
+
+/* Terminating: a ticket from an older CA store, or one that does not
+ * open, means a full handshake (the client's certificate checked as the
+ * files are now); never a failure for that alone. */
+static SSL_TICKET_RETURN ticket_opened(SSL *ssl, SSL_SESSION *sess,
+				       const unsigned char *keyname,
+				       size_t keyname_len,
+				       SSL_TICKET_STATUS status, void *arg)
+{
+	struct conn *c = SSL_get_app_data(ssl);
+	unsigned long gen;
+	void *data = NULL;
+	size_t len = 0;
+
+	(void)keyname; (void)keyname_len; (void)arg;
+	switch (status) {
+	case SSL_TICKET_SUCCESS:
+	case SSL_TICKET_SUCCESS_RENEW:
+		break;
+	case SSL_TICKET_FATAL_ERR_MALLOC:
+	case SSL_TICKET_FATAL_ERR_OTHER:
+		return SSL_TICKET_RETURN_ABORT;
+	default:
+		return SSL_TICKET_RETURN_IGNORE_RENEW;
+	}
+	if (!c || !SSL_SESSION_get0_ticket_appdata(sess, &data, &len) ||
+	    len != sizeof(gen))
+		return SSL_TICKET_RETURN_IGNORE_RENEW;
+	memcpy(&gen, data, sizeof(gen));
+	return gen == c->ca_gen ? SSL_TICKET_RETURN_USE_RENEW :
+				  SSL_TICKET_RETURN_IGNORE_RENEW;
+}
+
+/* The checks a full handshake makes of the other end's certificate, made
+ * again of the one a resumed session carries: its validity now, its IP
+ * SAN against this connection's other end (the ticket may come from any
+ * address), the trust domain. NULL when it passes, else why not. */
+static const char *resumed_peer_bad(struct conn *c)
+{
+	const struct sockaddr_storage *other = inbound ? &c->peer : &c->orig;
+	X509 *cert = SSL_get0_peer_certificate(c->ssl);
+	int ok;
+
+	if (!cert)
+		return "tls resumed: no certificate";
+	if (X509_cmp_current_time(X509_get0_notBefore(cert)) >= 0 ||
+	    X509_cmp_current_time(X509_get0_notAfter(cert)) <= 0)
+		return "tls resumed: certificate not valid now";
+	if (other->ss_family == AF_INET)
+		ok = X509_check_ip(cert,
+			(const void *)&((const struct sockaddr_in *)other)->sin_addr,
+			4, 0);
+	else
+		ok = X509_check_ip(cert,
+			(const void *)&((const struct sockaddr_in6 *)other)->sin6_addr,
+			16, 0);
+	if (ok != 1)
+		return "tls resumed: certificate not for this address";
+	if (tls_td && !in_trust_domain(cert))
+		return "tls resumed: certificate not of the trust domain";
+	return NULL;
+}
+
+/*
+ * --tls-resume: sessions resumed for tls_resume_s seconds at most, always
+ * with a new (EC)DHE exchange (OpenSSL's client offers psk_dhe_ke only)
+ * and never with early data. Terminating, one stateless ticket after each
+ * handshake, sealed with keys of this context's own, so that an identity
+ * loaded again (a new context) makes every older ticket a full handshake.
+ * Originating, the tickets are kept by identity and destination
+ * (session_saved), never in OpenSSL's own cache.
+ */
+static SSL_CTX *resumable(SSL_CTX *ctx)
+{
+	static const unsigned char sid_ctx[] = "podinject-proxy";
+
+	SSL_CTX_set_timeout(ctx, tls_resume_s);
+	if (!inbound) {
+		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT |
+					       SSL_SESS_CACHE_NO_INTERNAL_STORE);
+		SSL_CTX_sess_set_new_cb(ctx, session_saved);
+		return ctx;
+	}
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	if (!SSL_CTX_set_num_tickets(ctx, 1) ||
+	    !SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1) ||
+	    !SSL_CTX_set_session_ticket_cb(ctx, ticket_made, ticket_opened,
+					   NULL)) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
 /* A context for one identity: a TLS client's when originating, a
  * server's when terminating (the proxy runs in one mode). */
 static SSL_CTX *tls_ctx_new(void)
@@ -827,6 +1082,8 @@ static SSL_CTX *tls_ctx_new(void)
 	SSL_CTX_set_verify(ctx, inbound ? SSL_VERIFY_PEER |
 			   SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_PEER,
 			   verify_peer);
+	if (tls_resume_s)
+		return resumable(ctx);
 	/* No resumption: every connection checks the other end's
 	 * certificate against the CA and its address as they are now. */
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
@@ -873,6 +1130,7 @@ static void ca_refresh(long long now)
 	X509_STORE_free(ca_store);
 	ca_store = st;
 	ca_file = f;
+	ca_gen++;
 	if (verbose && ca_checked)
 		fprintf(stderr, "tls: CA bundle %s loaded\n", tls_ca);
 }
@@ -906,13 +1164,10 @@ static SSL_CTX *identity_of(const struct sockaddr_storage *addr,
 	struct identity **head = &identities[ss_hash(addr, false, 0) %
 					      IDENTITY_BUCKETS];
 	char cert[PATH_MAX], key[PATH_MAX];
+	struct identity *id = identity_find(addr);
 	struct file_id fc, fk;
-	struct identity *id;
 	SSL_CTX *ctx;
 
-	for (id = *head; id; id = id->next)
-		if (same_host(&id->addr, addr))
-			break;
 	if (!id) {
 		id = calloc(1, sizeof(*id));
 		if (!id)
@@ -942,6 +1197,7 @@ static SSL_CTX *identity_of(const struct sockaddr_storage *addr,
 	if (!fc.present || !fk.present) {
 		if (id->ctx && verbose)
 			fprintf(stderr, "tls: identity of %s gone\n", id->name);
+		sessions_drop(id);
 		SSL_CTX_free(id->ctx);
 		id->ctx = NULL;
 		memset(&id->cert, 0, sizeof(id->cert));
@@ -955,6 +1211,7 @@ static SSL_CTX *identity_of(const struct sockaddr_storage *addr,
 	if (!ctx)
 		return id->ctx;
 	/* connections made with the old one hold their own reference */
+	sessions_drop(id);
 	SSL_CTX_free(id->ctx);
 	id->ctx = ctx;
 	id->cert = fc;
@@ -995,7 +1252,10 @@ static SSL *tls_conn_new(struct conn *c, const struct sockaddr_storage *own,
 		SSL_free(ssl);
 		return NULL;
 	}
-	SSL_set_app_data(ssl, c);	/* for keylog() */
+	c->ca_gen = ca_gen;
+	SSL_set_app_data(ssl, c);	/* for keylog() and the sessions' */
+	if (tls_resume_s && !inbound)
+		session_offer(ssl, own, other);
 	return ssl;
 }
 
@@ -1678,6 +1938,13 @@ static void tls_handshake(struct conn *c)
 	ERR_clear_error();
 	r = SSL_do_handshake(c->ssl);
 	if (r == 1) {
+		const char *bad = SSL_session_reused(c->ssl) ?
+				  resumed_peer_bad(c) : NULL;
+
+		if (bad) {
+			conn_free(c, true, bad);
+			return;
+		}
 		if (tls_bufs(c)) {
 			conn_free(c, true, "no memory");
 			return;
@@ -1689,8 +1956,11 @@ static void tls_handshake(struct conn *c)
 		 * to the kernel as sendmsg() where it gave it the keys: a
 		 * non-blocking splice() into a kTLS socket lost data on
 		 * Debian's 6.1 and on 6.12 when the socket was full
-		 * (docs/proxy.md). */
-		if (ktls_kernel && !half_pipe(from_tls(c))) {
+		 * (docs/proxy.md). Originating with --tls-resume, the
+		 * tickets are OpenSSL's to read: the kernel's control
+		 * records would pass them over. */
+		if (ktls_kernel && !(tls_resume_s && !inbound) &&
+		    !half_pipe(from_tls(c))) {
 			c->ktls_rx = BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ?
 				     !SSL_has_pending(c->ssl) :
 				     !ktls_rx_start(c);
@@ -1706,12 +1976,13 @@ static void tls_handshake(struct conn *c)
 		if (verbose) {
 			X509 *cert = SSL_get0_peer_certificate(c->ssl);
 
-			fprintf(stderr, "%s %s -> %s verified %s ktls send %s recv %s\n",
+			fprintf(stderr, "%s %s -> %s verified %s%s ktls send %s recv %s\n",
 				c->tls_on_client ? "tls-in" : "tls",
 				addr_str(&c->peer, p, sizeof(p)),
 				addr_str(&c->orig, o, sizeof(o)),
 				cert && *cert_uri(cert, uri, sizeof(uri)) ?
 				uri : "(no uri)",
+				SSL_session_reused(c->ssl) ? " resumed" : "",
 				BIO_get_ktls_send(SSL_get_wbio(c->ssl)) ? "on" : "off",
 				c->ktls_rx ? "on" : "off");
 		}
@@ -2041,13 +2312,6 @@ static void accept_tcp(struct listener *l)
 	}
 }
 
-static bool same_addr(const struct sockaddr_storage *a,
-		      const struct sockaddr_storage *b)
-{
-	return a->ss_family == b->ss_family &&
-	       !memcmp(a, b, ss_len(a));
-}
-
 static struct udp_session **session_bucket(const struct sockaddr_storage *client,
 					   const struct sockaddr_storage *orig)
 {
@@ -2321,6 +2585,10 @@ static bool tls_args_ok(void)
 		fprintf(stderr, "podinject-proxy: --no-ktls goes with --tls-dir\n");
 		return false;
 	}
+	if (tls_resume_s && !tls_dir) {
+		fprintf(stderr, "podinject-proxy: --tls-resume goes with --tls-dir\n");
+		return false;
+	}
 	if (!tls_dir && !tls_ca && !tls_td)
 		return true;
 	if (!tls_dir || !tls_ca) {
@@ -2361,6 +2629,7 @@ static int parse_args(int argc, char **argv, long *port)
 		{ "inbound", no_argument, NULL, 'I' },
 		{ "permissive", no_argument, NULL, 'P' },
 		{ "no-ktls", no_argument, NULL, 'K' },
+		{ "tls-resume", required_argument, NULL, 'R' },
 		{ 0 },
 	};
 	long v = 0;
@@ -2382,7 +2651,8 @@ static int parse_args(int argc, char **argv, long *port)
 			continue;
 		}
 		if (c != 'v' && c != '?' &&
-		    (v = number(optarg, 1, c == 'm' ? 1000000 : INT32_MAX)) < 0) {
+		    (v = number(optarg, 1, c == 'm' ? 1000000 :
+				c == 'R' ? RESUME_MAX_S : INT32_MAX)) < 0) {
 			fprintf(stderr, "podinject-proxy: bad value '%s'\n",
 				optarg);
 			return 1;
@@ -2393,6 +2663,7 @@ static int parse_args(int argc, char **argv, long *port)
 		case 'i': idle_ms = v; break;
 		case 'u': udp_idle_ms = v; break;
 		case 'm': client_max = v; break;
+		case 'R': tls_resume_s = v; break;
 		default: return 2;
 		}
 	}
@@ -2570,7 +2841,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]\n"
 			"                       [--client-max N] [--tls-dir DIR --tls-ca FILE\n"
 			"                       [--tls-trust-domain TD] [--inbound [--permissive]]\n"
-			"                       [--no-ktls]] PORT\n");
+			"                       [--no-ktls] [--tls-resume SECONDS]] PORT\n");
 	if (bad)
 		return bad;
 	if (tls_dir) {
@@ -2583,6 +2854,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "podinject-proxy: inbound tls termination, %s\n",
 				permissive ? "permissive" : "strict");
 		ktls_report();
+		if (tls_resume_s)
+			fprintf(stderr, "podinject-proxy: tls: sessions resumed for %lds at most%s\n",
+				tls_resume_s, !inbound && ktls_kernel ?
+				" (received records stay with OpenSSL, which reads the tickets)" : "");
 	}
 	if (raise_nofile() || setup_events(&sigtag) ||
 	    open_listeners(port, lfds))

@@ -21,7 +21,7 @@
 # the sanitizer build and the lab send 64 MiB).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=61
+EXPECT=72
 PREFIX=mt-
 X=mt-x
 A=10.244.0.10
@@ -484,7 +484,70 @@ out=$(in_ns mt-a "$PINET" tcp-connect --timeout 30000 $B 8443 --send $((16 << 20
 wait $SRV
 expect_eq no_ktls_each_way "$out" "done sent $((16 << 20)) received $((16 << 20)) fnv $(srv_field fnv) sha256 $(srv_field sha256) $(srv_field sent_sha256)"
 check no_ktls_records_in_openssl grep -qE "^tls $A:[0-9]* -> $B:8443 verified .* ktls send off recv off\$" $T/pxlog
+# Without --tls-resume nothing is resumed, even by a server that would
+tlsd_bg 8447 --send 0 --count 3 --resume 60
+out=$(in_ns mt-a "$PINET" tcp-conn-loop --timeout 5000 $B 8447 3 30 2>&1)
+wait $SRV
+expect_eq no_resume_by_default "$(awk '{print $1, $2, $3, $4}' <<<"$out") $(srv_field resumed | sort | uniq -c | xargs)" "conns 3 failed 0 3 no"
 stop_proxy no_ktls_clean_exit
+
+# 10. --tls-resume: a client pod's next connection to the same destination
+# resumes the session of its last (a new ECDHE, no certificates), and the
+# server still sees the pod's address and identity. Never another pod's
+# session, another destination's, or one made under an older CA bundle;
+# an identity whose files are gone has no connection at all.
+if start_proxy --tls-resume 60 >$T/start 2>&1; then
+	pass resume_started
+else
+	fail resume_started "$(tail -n 1 $T/start)"
+fi
+check resume_said grep -q '^podinject-proxy: tls: sessions resumed for 60s at most' $T/pxlog
+# One server for the whole of it, whose tickets stay good: a new tlsd
+# would seal its tickets with new keys, and refuse every older session
+# itself. resumed_runs PORT POD N: N connections from POD one after the
+# other; the loop's tally, then the server's "resumed" of each in order,
+# then each one's peer and URI where they are not the same.
+TLSD_OUT=$T/srv7 tlsd_bg 8447 --send 0 --count 10 --resume 60 --timeout 30000
+SRV7=$SRV
+TLSD_OUT=$T/srv8 tlsd_bg 8448 --send 0 --count 2 --resume 60 --timeout 30000
+SRV8=$SRV
+resumed_runs() {
+	local out f=$T/srv${1#844} n0
+	n0=$(grep -c '^accept' $f)
+	out=$(in_ns $2 "$PINET" tcp-conn-loop --timeout 5000 $B $1 $3 30 2>&1)
+	# the server says a connection after the client has seen its end
+	for _ in $(seq 50); do
+		[ "$(grep -c '^accept' $f)" -ge $((n0 + $3)) ] && break
+		sleep 0.1
+	done
+	grep '^accept' $f | tail -n $3 >$T/srv.last
+	echo "$(awk '{print $1, $2, $3, $4}' <<<"$out") $(srv_field resumed $T/srv.last | xargs)" \
+		"$(awk '{print $2, $5}' $T/srv.last | sort -u | xargs)"
+}
+uriA=spiffe://mt.test/ns/mt/pod/mt-a
+expect_eq resume_next_connections "$(resumed_runs 8447 mt-a 4)" "conns 4 failed 0 no yes yes yes $A $uriA"
+check resume_proxy_said bash -c "[ \$(grep -c '^tls $A:[0-9]* -> $B:8447 verified spiffe://mt.test/ns/mt/pod/mt-b resumed ' $T/pxlog) = 3 ]"
+# another port of the same server is another destination
+expect_eq resume_per_destination "$(resumed_runs 8448 mt-a 2)" "conns 2 failed 0 no yes $A $uriA"
+# another pod, through the same proxy, to the same destination: its own
+# identity, in a full handshake
+"$PKI" issue $T/ca mt mt-c 10.244.0.20 >/dev/null
+expect_eq resume_per_identity "$(resumed_runs 8447 mt-c 2)" "conns 2 failed 0 no yes 10.244.0.20 spiffe://mt.test/ns/mt/pod/mt-c"
+# a new CA bundle (a new file in its place): full handshakes again
+cat $T/ca/ca.pem $T/td2/ca.pem >$T/bundle.new && mv $T/bundle.new $T/bundle.pem
+sleep 1.2
+expect_eq resume_not_across_ca_reload "$(resumed_runs 8447 mt-a 1)" "conns 1 failed 0 no $A $uriA"
+# the identity's files gone: refused at once; back (the same files), a
+# full handshake: its sessions went with it
+mv $T/ca/$A $T/gone
+sleep 1.2
+out=$(client_result mt-a --timeout 5000 $B 8447 --send 100)
+expect_eq resume_not_without_identity "${out%% *} $(grep -c '^accept' $T/srv7)" "error 7"
+mv $T/gone $T/ca/$A
+sleep 1.2
+expect_eq resume_after_identity_back "$(resumed_runs 8447 mt-a 3)" "conns 3 failed 0 no yes yes $A $uriA"
+wait $SRV7 $SRV8
+stop_proxy resume_clean_exit
 ids=$(node_prog_ids $X)
 for p in a b c d e f p; do pi -N $X pod del mt-$p >/dev/null; done
 check down pi -N $X node down

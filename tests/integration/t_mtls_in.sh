@@ -17,7 +17,7 @@
 #       plaintext client reaching a plaintext server through mTLS
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=51
+EXPECT=59
 PREFIX=mi-
 X=mi-x
 A=10.244.0.10
@@ -217,6 +217,73 @@ check chain_delivered grep -q "^done sent 200000 received 200000" <<<"$chain_out
 expect_eq chain_server_sees_client "$(awk '/^accept/ {print $2}' $T/srv)" $D
 check chain_origination_verified_server grep -q "^tls $D:[0-9]* -> $B:8080 verified spiffe://mi.test/ns/mi/pod/mi-b " $T/mi-q.log
 check chain_termination_verified_client grep -q "^tls-in $D:[0-9]* -> $B:8080 verified spiffe://mi.test/ns/mi/pod/mi-d " $T/mi-p.log
+
+# 6b. --tls-resume at both ends: a client's next connection resumes its
+#     session (no certificates sent), and the terminating proxy checks the
+#     certificate the session carries against the address it comes from:
+#     a session taken to another pod is refused. A new CA bundle means full
+#     handshakes again.
+# (not under check, whose subshell could not keep the new proxies' PIDS;
+# mi-q's first proxy was started under one, so it is found by its pod)
+stop_pod_procs() {
+	local ns
+	for ns in "$@"; do kill $(ip netns pids $ns) 2>/dev/null; done
+	for _ in $(seq 50); do
+		[ -z "$(for ns in "$@"; do ip netns pids $ns; done)" ] && return 0
+		sleep 0.1
+	done
+}
+stop_pod_procs mi-p mi-q
+wait "${PIDS[@]}" 2>/dev/null
+PIDS=()
+if start_proxy mi-p --inbound --tls-dir $T/ca --tls-ca $T/ca/ca.pem \
+		--tls-trust-domain mi.test --tls-resume 60 15006 >$T/start 2>&1 &&
+	start_proxy mi-q --tls-dir $T/ca --tls-ca $T/ca/ca.pem \
+		--tls-trust-domain mi.test --tls-resume 60 15001 >$T/start 2>&1; then
+	pass resume_restarted
+else
+	fail resume_restarted "$(tail -n 1 $T/start)"
+fi
+# resumed_from NAME POD ARGS...: tlsc from POD through mi-p to mi-b's echo
+# server; the client's "resumed", the address mi-b saw
+resumed_from() {
+	local pod=$1
+	shift
+	server_bg 8080
+	tlsc_from $pod "$@" --send 1000 >$T/cli 2>&1
+	kill $SRV 2>/dev/null
+	wait $SRV 2>/dev/null
+	echo "$(awk '/^ok/ {print "ok", $NF} /^refused/ {print "refused"}' $T/cli)" \
+		"$(awk '/^accept/ {print $2}' $T/srv)"
+}
+idA="--cert $T/ca/$A/cert.pem --key $T/ca/$A/key.pem"
+expect_eq resume_first_full "$(resumed_from mi-a $idA --sess-out $T/a.sess)" "ok no $A"
+expect_eq resume_second_resumed "$(resumed_from mi-a $idA --sess-in $T/a.sess)" "ok yes $A"
+check resume_proxy_said grep -q "^tls-in $A:[0-9]* -> $B:8080 verified spiffe://mi.test/ns/mi/pod/mi-a resumed " $T/mi-p.log
+# mi-a's session (its secret) used from mi-c's address, with no
+# certificate: refused, mi-b sees nothing
+expect_eq resume_stolen_session_refused "$(resumed_from mi-c --sess-in $T/a.sess)" "refused "
+check resume_stolen_session_reason grep -q "tls resumed: certificate not for this address" $T/mi-p.log
+# the chain, both proxies resuming: mi-d's second connection
+chain_twice() {
+	local i out
+	for i in 1 2; do
+		server_bg 8080
+		out=$(in_ns mi-d "$BUILD/pinet" tcp-connect --timeout 8000 $B 8080 --send 1000 --expect-echo 2>&1)
+		wait $SRV
+		grep -q "^done sent 1000 received 1000" <<<"$out" &&
+			[ "$(awk '/^accept/ {print $2}' $T/srv)" = $D ] ||
+			{ echo "connection $i: $out; server: $(cat $T/srv)"; return 1; }
+	done
+	grep -q "^tls $D:[0-9]* -> $B:8080 verified spiffe://mi.test/ns/mi/pod/mi-b resumed " $T/mi-q.log &&
+	grep -q "^tls-in $D:[0-9]* -> $B:8080 verified spiffe://mi.test/ns/mi/pod/mi-d resumed " $T/mi-p.log ||
+		{ echo "not resumed: $(grep -h "$D:" $T/mi-q.log $T/mi-p.log | tail -n 4)"; return 1; }
+}
+check resume_chain chain_twice
+# a new CA bundle in the file's place: the ticket is not taken any more
+cp $T/ca/ca.pem $T/ca.new && mv $T/ca.new $T/ca/ca.pem
+sleep 1.2
+expect_eq resume_not_across_ca_reload "$(resumed_from mi-a $idA --sess-in $T/a.sess)" "ok no $A"
 
 # 7. Done connections leave the flow tables
 check flows_gone inbound_flows_gone $X

@@ -6,6 +6,7 @@
  *
  *   tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE
  *        [--send BYTES | --stdin] [--expect-ip ADDR] [--timeout MS]
+ *        [--sess-in FILE] [--sess-out FILE]
  *
  * One connection. The server must show a certificate of the --ca bundle
  * with an IP SAN equal to ADDR (or to --expect-ip: the name to check when
@@ -15,7 +16,7 @@
  * the server sends until its close_notify or EOF (a half-close from the
  * client's side: the other direction goes on). Then one line:
  *
- *   ok verified URI bytes-sent N bytes-received M sha256 HEX close_notify yes|no sent-sha256 HEX
+ *   ok verified URI bytes-sent N bytes-received M sha256 HEX close_notify yes|no sent-sha256 HEX resumed yes|no
  *   refused REASON
  *
  * URI is the server certificate's first URI SAN ("-" if none), N the
@@ -29,6 +30,10 @@
  *   -6            ADDR (and --expect-ip) is IPv6
  *   --timeout MS  wait at most this long for the connection and for each
  *                 read or write (10000)
+ *   --sess-in F   offer the TLS session in F (PEM) for resumption; the
+ *                 line's "resumed" says whether the server took it
+ *   --sess-out F  write the last session ticket the server sent to F (PEM;
+ *                 exit 1 after the line when it sent none)
  *
  * Exit 0 on "ok", 1 on "refused", or on an address or a file that is
  * no good (said on stderr), 2 on bad usage.
@@ -49,6 +54,7 @@
 #include <unistd.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include "tls_tool.h"
@@ -59,14 +65,15 @@ static struct {
 	bool v6, from_stdin;
 	long long send;
 	long timeout_ms;
-	const char *addr, *cert, *key, *ca, *expect_ip;
+	const char *addr, *cert, *key, *ca, *expect_ip, *sess_in, *sess_out;
 	long port;
 } o = { .timeout_ms = 10000 };
 
 static int usage(void)
 {
 	fprintf(stderr, "usage: tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE\n"
-		"            [--send BYTES | --stdin] [--expect-ip ADDR] [--timeout MS]\n");
+		"            [--send BYTES | --stdin] [--expect-ip ADDR] [--timeout MS]\n"
+		"            [--sess-in FILE] [--sess-out FILE]\n");
 	return 2;
 }
 
@@ -80,6 +87,8 @@ static bool parse(int argc, char **argv)
 		{ "stdin", no_argument, NULL, 'i' },
 		{ "expect-ip", required_argument, NULL, 'e' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "sess-in", required_argument, NULL, 'I' },
+		{ "sess-out", required_argument, NULL, 'O' },
 		{ 0 },
 	};
 	bool sent = false;
@@ -94,6 +103,8 @@ static bool parse(int argc, char **argv)
 		case 's': o.send = number(optarg, 0, 1LL << 40); if (o.send < 0) return false; sent = true; break;
 		case 'i': o.from_stdin = true; break;
 		case 'e': o.expect_ip = optarg; break;
+		case 'I': o.sess_in = optarg; break;
+		case 'O': o.sess_out = optarg; break;
 		case 't': o.timeout_ms = number(optarg, 1, 86400000); if (o.timeout_ms < 0) return false; break;
 		default: return false;
 		}
@@ -106,6 +117,53 @@ static bool parse(int argc, char **argv)
 	o.addr = argv[optind];
 	o.port = number(argv[optind + 1], 1, 65535);
 	return o.port > 0;
+}
+
+/* --sess-out: the last session ticket the server sent */
+static SSL_SESSION *last_session;
+
+static int session_got(SSL *ssl, SSL_SESSION *sess)
+{
+	(void)ssl;
+	SSL_SESSION_free(last_session);
+	last_session = sess;
+	return 1;
+}
+
+/* --sess-in FILE offered on ssl; false (said) when it does not load */
+static bool session_load(SSL *ssl)
+{
+	FILE *f = fopen(o.sess_in, "r");
+	SSL_SESSION *sess = f ? PEM_read_SSL_SESSION(f, NULL, NULL, NULL) : NULL;
+	bool ok = sess && SSL_set_session(ssl, sess);
+
+	if (f)
+		fclose(f);
+	SSL_SESSION_free(sess);
+	if (!ok)
+		fprintf(stderr, "tlsc: --sess-in %s: %s\n", o.sess_in,
+			f ? ssl_error() : strerror(errno));
+	return ok;
+}
+
+/* The session for --sess-out; false (said) when there is none */
+static bool session_save(void)
+{
+	FILE *f;
+	bool ok;
+
+	if (!last_session) {
+		fprintf(stderr, "tlsc: --sess-out: the server sent no ticket\n");
+		return false;
+	}
+	f = fopen(o.sess_out, "w");
+	ok = f && PEM_write_SSL_SESSION(f, last_session);
+	if (f && fclose(f))
+		ok = false;
+	if (!ok)
+		fprintf(stderr, "tlsc: --sess-out %s: %s\n", o.sess_out,
+			strerror(errno));
+	return ok;
 }
 
 static SSL_CTX *make_ctx(void)
@@ -131,7 +189,10 @@ static SSL_CTX *make_ctx(void)
 	/* a stalled SSL_write is retried from the same buffer, and the
 	 * loop takes what each call wrote */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE);
-	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_session_cache_mode(ctx, o.sess_out ? SSL_SESS_CACHE_CLIENT |
+				       SSL_SESS_CACHE_NO_INTERNAL_STORE :
+				       SSL_SESS_CACHE_OFF);
+	SSL_CTX_sess_set_new_cb(ctx, session_got);
 	return ctx;
 }
 
@@ -418,6 +479,11 @@ int main(int argc, char **argv)
 		SSL_CTX_free(ctx);
 		return 1;
 	}
+	if (o.sess_in && !session_load(ssl)) {
+		SSL_free(ssl);
+		SSL_CTX_free(ctx);
+		return 1;
+	}
 	fd = dial(&why);
 	if (fd < 0)
 		goto refused;
@@ -442,13 +508,17 @@ int main(int argc, char **argv)
 	printf("ok verified %s bytes-sent %lld bytes-received %lld sha256 %s close_notify %s",
 	       uri, t.sent, t.got, digest_hex(t.md, hex),
 	       t.close_notify ? "yes" : "no");
-	printf(" sent-sha256 %s\n", digest_hex(t.sent_md, hex));
+	printf(" sent-sha256 %s resumed %s\n", digest_hex(t.sent_md, hex),
+	       SSL_session_reused(ssl) ? "yes" : "no");
+	if (o.sess_out && !session_save())
+		why = "no session saved";
 	EVP_MD_CTX_free(t.md);
 	EVP_MD_CTX_free(t.sent_md);
 	SSL_free(ssl);
+	SSL_SESSION_free(last_session);
 	close(fd);
 	SSL_CTX_free(ctx);
-	return 0;
+	return why ? 1 : 0;
 refused:
 	printf("refused %s\n", why);
 	EVP_MD_CTX_free(t.md);

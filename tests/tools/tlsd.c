@@ -6,7 +6,7 @@
  *
  *   tlsd [-6] PORT --cert FILE --key FILE --ca FILE [--echo] [--send BYTES]
  *        [--count N] [--timeout MS] [--delay MS] [--stall MS] [--rcvbuf BYTES]
- *        [--tickets N] [--key-update]
+ *        [--tickets N] [--key-update] [--resume SECONDS]
  *
  * One connection at a time. A client must show a certificate of the --ca
  * bundle with an IP SAN equal to its TCP peer address (the server's check
@@ -14,7 +14,7 @@
  * once the client has finished sending (close_notify, or EOF, or an
  * error):
  *
- *   accept PEERIP PEERPORT uri URI bytes N sha256 HEX fnv HEX sent M close_notify yes|no sent_sha256 HEX
+ *   accept PEERIP PEERPORT uri URI bytes N sha256 HEX fnv HEX sent M close_notify yes|no sent_sha256 HEX resumed yes|no
  *   refused PEERIP reason...          (the handshake failed)
  *
  * URI is the client certificate's first URI SAN ("-" if none), N the bytes
@@ -43,6 +43,9 @@
  *                 not application data)
  *   --key-update  update its sending keys right after the handshake (a
  *                 KeyUpdate message before the first byte it sends)
+ *   --resume S    sessions may be resumed for S seconds: stateless tickets
+ *                 (--tickets N, at least 1); a resumed session's client
+ *                 certificate must still name the caller's address
  *
  * "listening PORT" on stdout once it listens. Exit 0 after COUNT
  * connections, 1 on a timeout waiting for one, 2 on bad usage.
@@ -75,7 +78,7 @@
 static struct {
 	bool v6, echo, key_update;
 	long long send;
-	long count, timeout_ms, delay_ms, stall_ms, rcvbuf, tickets;
+	long count, timeout_ms, delay_ms, stall_ms, rcvbuf, tickets, resume_s;
 	const char *cert, *key, *ca;
 	long port;
 } o = { .count = 1, .timeout_ms = 10000, .send = -1 };
@@ -84,7 +87,7 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: tlsd [-6] PORT --cert FILE --key FILE --ca FILE [--echo] [--send BYTES]\n"
 		"            [--count N] [--timeout MS] [--delay MS] [--stall MS] [--rcvbuf BYTES]\n"
-		"            [--tickets N] [--key-update]\n");
+		"            [--tickets N] [--key-update] [--resume SECONDS]\n");
 	return 2;
 }
 
@@ -103,6 +106,7 @@ static bool parse(int argc, char **argv)
 		{ "stall", required_argument, NULL, 'S' },
 		{ "tickets", required_argument, NULL, 'T' },
 		{ "key-update", no_argument, NULL, 'u' },
+		{ "resume", required_argument, NULL, 'R' },
 		{ 0 },
 	};
 	int c;
@@ -122,6 +126,7 @@ static bool parse(int argc, char **argv)
 		case 'r': o.rcvbuf = number(optarg, 1, 1 << 30); if (o.rcvbuf < 0) return false; break;
 		case 'T': o.tickets = number(optarg, 0, 16); if (o.tickets < 0) return false; break;
 		case 'u': o.key_update = true; break;
+		case 'R': o.resume_s = number(optarg, 1, 86400); if (o.resume_s < 0) return false; break;
 		default: return false;
 		}
 	}
@@ -148,6 +153,15 @@ static SSL_CTX *make_ctx(void)
 			   SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
 	SSL_CTX_set_num_tickets(ctx, o.tickets);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	if (o.resume_s) {
+		/* stateless tickets, good for resume_s, at least one */
+		static const unsigned char sid[] = "tlsd";
+
+		if (!o.tickets)
+			SSL_CTX_set_num_tickets(ctx, 1);
+		SSL_CTX_set_timeout(ctx, o.resume_s);
+		SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
+	}
 	return ctx;
 }
 
@@ -255,6 +269,17 @@ static void serve(SSL_CTX *ctx, int fd, const char *peer, int pport)
 		SSL_free(ssl);
 		return;
 	}
+	/* a resumed session's certificate was checked at its full
+	 * handshake, maybe from another address: its IP SAN again */
+	if (SSL_session_reused(ssl) &&
+	    X509_check_ip(SSL_get0_peer_certificate(ssl), ss.ss_family == AF_INET ?
+			  (void *)&((struct sockaddr_in *)&ss)->sin_addr :
+			  (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
+			  ss.ss_family == AF_INET ? 4 : 16, 0) != 1) {
+		printf("refused %s resumed session of another address\n", peer);
+		SSL_free(ssl);
+		return;
+	}
 	first_uri(SSL_get0_peer_certificate(ssl), uri, sizeof(uri));
 	if (o.key_update)
 		SSL_key_update(ssl, SSL_KEY_UPDATE_NOT_REQUESTED);
@@ -293,9 +318,10 @@ static void serve(SSL_CTX *ctx, int fd, const char *peer, int pport)
 	}
 	digest_hex(t.md, hex);
 	digest_hex(t.md_sent, sent_hex);
-	printf("accept %s %d uri %s bytes %lld sha256 %s fnv %016llx sent %lld close_notify %s sent_sha256 %s\n",
+	printf("accept %s %d uri %s bytes %lld sha256 %s fnv %016llx sent %lld close_notify %s sent_sha256 %s resumed %s\n",
 	       peer, pport, uri, t.bytes, hex, (unsigned long long)t.fnv,
-	       t.sent, t.close_notify ? "yes" : "no", sent_hex);
+	       t.sent, t.close_notify ? "yes" : "no", sent_hex,
+	       SSL_session_reused(ssl) ? "yes" : "no");
 	SSL_free(ssl);
 }
 
