@@ -28,15 +28,30 @@
 #        :15009, bind transparent ssl crt verify required; source usesrc
 #        clientip) --plain--> pb-mlz's server              (variant haproxy2)
 #
+# The same with --tls-resume at both ends (a client's next connection to
+# the same destination resumes its TLS 1.3 session: a new ECDHE, no
+# certificates), set-up time only:
+#
+#   pb-mla (10.244.0.25) --capture--> pb-mlb (:15010, --tls-resume)
+#        --TLS--> pb-mle (10.244.0.27) captured inbound to pb-mlf
+#        (:15011, --inbound --tls-resume) --plain--> pb-mle's server
+#                                                          (variant mtls2r)
+#
 # Where the kernel has kTLS (the lab's kernels), the same origination
 # with the records in user space beside it (variant mtls_user):
 #
 #   pb-mlv (10.244.0.23) --capture--> pb-mlk (podinject-proxy :15004,
 #                                      --tls-dir --no-ktls) --> tlsd
 #
-# A client that speaks TLS itself (direct_tls) is not measured: none of
-# the bench's tools is one. A client and its proxy are distinct pods per
-# variant, all on one node with one datapath.
+# A client that speaks TLS itself, no proxy (set-up time only: the floor
+# of a mutual TLS 1.3 handshake between two pods on this machine):
+#
+#   pb-mld (tlsc, its own certificate) --direct--> pb-mls (tlsd)
+#                                      (variants direct_tls; direct_tls_r
+#                                      resuming each time)
+#
+# A client and its proxy are distinct pods per variant, all on one node
+# with one datapath.
 
 ML_N=$PB_PREFIX-mln
 ML_S=10.244.0.11
@@ -98,7 +113,8 @@ mtls_setup() {
 		"$ML_PKI" ca "$ML_T" ml.bench &&
 		"$ML_PKI" issue "$ML_T" ml mls $ML_S &&
 		"$ML_PKI" issue "$ML_T" ml mlt 10.244.0.20 &&
-		"$ML_PKI" issue "$ML_T" ml mlh 10.244.0.14
+		"$ML_PKI" issue "$ML_T" ml mlh 10.244.0.14 &&
+		"$ML_PKI" issue "$ML_T" ml mld 10.244.0.13
 	} >/dev/null || return 1
 	ml_proxy $PB_PREFIX-mlp 15001 &&
 	ml_proxy $PB_PREFIX-mlq 15003 --tls-dir "$ML_T" --tls-ca "$ML_T/ca.pem" \
@@ -120,6 +136,24 @@ mtls2_setup() {
 	} >/dev/null || return 1
 	ml_proxy $PB_PREFIX-mlr 15006 --inbound --tls-dir "$ML_T" \
 		--tls-ca "$ML_T/ca.pem" --tls-trust-domain ml.bench
+}
+
+# Both ends podinject-proxy resuming sessions (mtls2r): pods, rules and
+# proxies of their own, so that mtls2 stays full handshakes.
+mtls2r_setup() {
+	local tls=(--tls-dir "$ML_T" --tls-ca "$ML_T/ca.pem" --tls-trust-domain ml.bench
+		--tls-resume 300)
+	ml_pods mla:25 mlb:26 mle:27 mlf:28 || return 1
+	"$PI" -N "$ML_N" proxy add $PB_PREFIX-mlb --port 15010 --for $PB_PREFIX-mla \
+		--match tcp >/dev/null &&
+	"$PI" -N "$ML_N" proxy add $PB_PREFIX-mlf --port 15011 --for $PB_PREFIX-mle \
+		--inbound --match tcp dport 8443 >/dev/null || return 1
+	{
+		"$ML_PKI" issue "$ML_T" ml mla 10.244.0.25 &&
+		"$ML_PKI" issue "$ML_T" ml mle 10.244.0.27
+	} >/dev/null || return 1
+	ml_proxy $PB_PREFIX-mlb 15010 "${tls[@]}" &&
+	ml_proxy $PB_PREFIX-mlf 15011 -v --inbound "${tls[@]}"
 }
 
 # User-space TLS beside kTLS (mtls_user): pb-mlv's connections originated
@@ -186,6 +220,8 @@ haproxy2_setup() {
 	{ ml_haproxy_head; cat; } >"$cfg" <<-EOF
 	frontend terminated
 		bind 0.0.0.0:15009 transparent ssl crt $ML_T/mlz.pem ca-file $ML_T/ca.pem verify required ssl-min-ver TLSv1.3
+		log stdout format raw local0
+		log-format "tls-in resumed %[ssl_fc_is_resumed]"
 		default_backend protected
 	backend protected
 		source 0.0.0.0 usesrc clientip
@@ -196,11 +232,17 @@ haproxy2_setup() {
 	ml_wait_listen $PB_PREFIX-mly 15009
 }
 
+ml_has() {	# ml_has VARIANT: it is in this run's $variants
+	case " $variants " in *" $1 "*) return 0 ;; esac
+	return 1
+}
+
 ml_client() {	# the client pod of a variant
 	case $1 in
 	plain) echo $PB_PREFIX-mlc ;;
 	mtls) echo $PB_PREFIX-mlt ;;
 	mtls2) echo $PB_PREFIX-mlu ;;
+	mtls2r) echo $PB_PREFIX-mla ;;
 	mtls_user) echo $PB_PREFIX-mlv ;;
 	haproxy_mtls|haproxy2) echo $PB_PREFIX-mlh ;;
 	*) echo $PB_PREFIX-mld ;;
@@ -210,6 +252,7 @@ ml_client() {	# the client pod of a variant
 ml_server_pod() {	# the server pod of a variant
 	case $1 in
 	mtls2) echo $PB_PREFIX-mlw ;;
+	mtls2r) echo $PB_PREFIX-mle ;;
 	haproxy2) echo $PB_PREFIX-mlz ;;
 	*) echo $PB_PREFIX-mls ;;
 	esac
@@ -218,6 +261,7 @@ ml_server_pod() {	# the server pod of a variant
 ml_server_addr() {	# and its address
 	case $1 in
 	mtls2) echo 10.244.0.16 ;;
+	mtls2r) echo 10.244.0.27 ;;
 	haproxy2) echo 10.244.0.19 ;;
 	*) echo $ML_S ;;
 	esac
@@ -237,12 +281,13 @@ ml_server() {
 		exec ip netns exec $ns taskset -c "$PB_CPU_RECV" "$BUILD/tlsd" "$port" \
 			--cert "$ML_T/$ML_S/cert.pem" --key "$ML_T/$ML_S/key.pem" \
 			--ca "$ML_T/ca.pem" --timeout 120000 ;;
-	*mtls:CLOSE|mtls_user:CLOSE)
+	*mtls:CLOSE|mtls_user:CLOSE|direct_tls:CLOSE|direct_tls_r:CLOSE)
 		# --send 0: close_notify right after the handshake, the
 		# TLS form of closing at once
 		exec ip netns exec $ns taskset -c "$PB_CPU_RECV" "$BUILD/tlsd" "$port" \
 			--cert "$ML_T/$ML_S/cert.pem" --key "$ML_T/$ML_S/key.pem" \
-			--ca "$ML_T/ca.pem" --send 0 --count "$n" --timeout 10000 ;;
+			--ca "$ML_T/ca.pem" --send 0 --count "$n" --timeout 10000 \
+			$([ "$v" = direct_tls_r ] && echo --resume 300) ;;
 	*:SINK)
 		exec ip netns exec $ns taskset -c "$PB_CPU_RECV" "$BUILD/pinet" tcp-server \
 			"$port" --sink --count 1 --timeout 120000 ;;
@@ -321,8 +366,18 @@ ml_streams() {
 ml_setup_time() {
 	local c=$(ml_client "$1") out
 	ml_server "$1" 8443 CLOSE "$ML_CONNS" || { ml_server_done CLOSE; return; }
-	out=$(ip netns exec "$c" taskset -c "$PB_CPU_SEND" "$BUILD/pinet" tcp-conn-loop \
-		--latency --timeout 5000 "$(ml_server_addr "$1")" 8443 "$ML_CONNS" 30 2>/dev/null)
+	case $1 in
+	direct_tls*)
+		# tlsc speaks TLS itself, with pb-mld's certificate, and
+		# prints what pinet tcp-conn-loop --latency does
+		out=$(ip netns exec "$c" taskset -c "$PB_CPU_SEND" "$BUILD/tlsc" \
+			"$(ml_server_addr "$1")" 8443 --cert "$ML_T/10.244.0.13/cert.pem" \
+			--key "$ML_T/10.244.0.13/key.pem" --ca "$ML_T/ca.pem" --timeout 5000 \
+			--count "$ML_CONNS" $([ "$1" = direct_tls_r ] && echo --resume) 2>/dev/null) ;;
+	*)
+		out=$(ip netns exec "$c" taskset -c "$PB_CPU_SEND" "$BUILD/pinet" tcp-conn-loop \
+			--latency --timeout 5000 "$(ml_server_addr "$1")" 8443 "$ML_CONNS" 30 2>/dev/null) ;;
+	esac
 	ml_server_done CLOSE
 	awk -v n="$ML_CONNS" '$1 == "conns" { f = $4; ok = $2 == n && f == 0; cps = $8 }
 	     $1 == "latency_us" && ok { t = $3 " " $5 " " cps " " $7 }
@@ -442,6 +497,14 @@ suite_mtls() {
 		skip mtls2 "could not set up podinject-proxy at both ends (pod add, proxy add --inbound, certificates, or the --inbound proxy not ready: $(tail -n 1 "$SUITE_DIR/proxy-$PB_PREFIX-mlr.log" 2>/dev/null))"
 	fi
 	case " $variants " in
+	*" mtls2 "*)
+		if mtls2r_setup; then
+			variants="$variants mtls2r"
+		else
+			skip mtls2r "could not set up podinject-proxy --tls-resume at both ends: $(tail -qn 1 "$SUITE_DIR/proxy-$PB_PREFIX-mlb.log" "$SUITE_DIR/proxy-$PB_PREFIX-mlf.log" 2>/dev/null | head -n 1)"
+		fi ;;
+	esac
+	case " $variants " in
 	*" haproxy_mtls "*)
 		if haproxy2_setup; then
 			variants="$variants haproxy2"
@@ -456,18 +519,22 @@ suite_mtls() {
 	2) skip mtls_user "no kTLS in this kernel: mtls is already user-space TLS (the lab's kernels have kTLS)" ;;
 	*) skip mtls_user "could not set up the --no-ktls proxy (pod add, proxy add, certificate, or not ready: $(tail -n 1 "$SUITE_DIR/proxy-$PB_PREFIX-mlk.log" 2>/dev/null))" ;;
 	esac
-	skip direct_tls "no client of the bench speaks TLS itself; direct (plaintext, no proxy) is the limit instead"
+	[ -x "$BUILD/tlsc" ] && variants="$variants direct_tls direct_tls_r" ||
+		skip direct_tls "$BUILD/tlsc does not exist in this build"
 	meta ktls "\"$(grep -m 1 -o 'ktls [a-z]*' "$SUITE_DIR/proxy-$PB_PREFIX-mlq.log" || echo unknown)\""
 	meta ktls_mode "\"$(grep -m 1 '^podinject-proxy: tls: ktls' "$SUITE_DIR/proxy-$PB_PREFIX-mlq.log" | sed 's/^podinject-proxy: tls: //; s/"//g' || echo unknown)\""
 	meta cpus_used "\"client CPU $PB_CPU_SEND, server CPU $PB_CPU_RECV, proxies not pinned\""
 	meta transfer_bytes "$ML_BYTES"
 	meta sequential_connections "$ML_CONNS"
-	note "plain = pb-mlc captured to podinject-proxy (plaintext) to a plaintext server; mtls = pb-mlt captured to podinject-proxy --tls-dir (TLS 1.3 with pb-mlt's certificate, the server's chain and IP SAN verified) to tlsd, which verifies pb-mlt's certificate and its IP SAN against the caller's address; haproxy_mtls = pb-mlh captured to HAProxy (transparent, usesrc clientip, server 0.0.0.0 ssl crt verify required ssl-min-ver TLSv1.3: chain only, no name to check) to the same tlsd; mtls2 = both ends podinject-proxy: pb-mlu originated by the mtls proxy, terminated for pb-mlw by podinject-proxy --inbound (an inbound rule; the client's certificate, its IP SAN against the caller's address and the trust domain checked), plaintext to pb-mlw's server from pb-mlu's address; haproxy2 = both ends HAProxy: pb-mlh originated as haproxy_mtls, terminated for pb-mlz by HAProxy (an inbound rule; bind transparent ssl crt ca-file verify required ssl-min-ver TLSv1.3; source usesrc clientip; chain only), plaintext to pb-mlz's server; direct = pb-mld to the plaintext server, no proxy (the limit); mtls_user (where the kernel has kTLS, so that mtls is kTLS) = pb-mlv captured to podinject-proxy --tls-dir --no-ktls, the records sealed and opened by OpenSSL in user space, to the same tlsd"
+	note "plain = pb-mlc captured to podinject-proxy (plaintext) to a plaintext server; mtls = pb-mlt captured to podinject-proxy --tls-dir (TLS 1.3 with pb-mlt's certificate, the server's chain and IP SAN verified) to tlsd, which verifies pb-mlt's certificate and its IP SAN against the caller's address; haproxy_mtls = pb-mlh captured to HAProxy (transparent, usesrc clientip, server 0.0.0.0 ssl crt verify required ssl-min-ver TLSv1.3: chain only, no name to check) to the same tlsd; mtls2 = both ends podinject-proxy: pb-mlu originated by the mtls proxy, terminated for pb-mlw by podinject-proxy --inbound (an inbound rule; the client's certificate, its IP SAN against the caller's address and the trust domain checked), plaintext to pb-mlw's server from pb-mlu's address; haproxy2 = both ends HAProxy: pb-mlh originated as haproxy_mtls, terminated for pb-mlz by HAProxy (an inbound rule; bind transparent ssl crt ca-file verify required ssl-min-ver TLSv1.3; source usesrc clientip; chain only), plaintext to pb-mlz's server; direct = pb-mld to the plaintext server, no proxy (the limit); mtls2r = both ends podinject-proxy with --tls-resume 300 (pb-mla through pb-mlb, terminated for pb-mle by pb-mlf): a client's next connection to the same destination resumes its TLS 1.3 session (a new ECDHE, no certificates sent or checked; the session's certificate checked again against the caller's address), set-up only; direct_tls = pb-mld speaking TLS 1.3 itself (tlsc --count, its own certificate) to tlsd in pb-mls, no proxy, set-up only: the floor of a mutual TLS handshake between two pods here; direct_tls_r = the same, each connection resuming the last one's session (tlsc --resume, tlsd --resume 300); mtls_user (where the kernel has kTLS, so that mtls is kTLS) = pb-mlv captured to podinject-proxy --tls-dir --no-ktls, the records sealed and opened by OpenSSL in user space, to the same tlsd"
 	note "tcp_gbps: one connection carrying $ML_BYTES bytes (dd from /dev/zero) to a sink (pinet tcp-server --sink, FNV-1a of every byte; tlsd: decrypt, SHA-256 and FNV-1a of every byte), timed from before the client's start to the server's exit with all of them read (connect and handshake included); setup_p50_us/setup_p99_us/setup_max_us: $ML_CONNS connections one after the other, each timed in pinet tcp-conn-loop from connect() to the server's close (TLS: tlsd's close_notify right after the handshake, relayed as EOF); setup_added_us: that round's p50 minus plain's p50; tcp_P8_gbps: 8 streams at once (iperf3 -P 8, $PB_TCP_DURATION s, the first omitted; client CPU $PB_CPU_SEND, server CPU $PB_CPU_RECV) to a plaintext iperf3 server, for the variants whose server end is plaintext: plain, direct, and both ends mtls2 and haproxy2 (tlsd serves one connection at a time)"
 	for rep in $(seq 1 "$PB_REPS"); do
 		pb_alive "$ML_N" $PB_PREFIX-mlc $PB_PREFIX-mls $PB_PREFIX-mlp $PB_PREFIX-mlq \
 			$PB_PREFIX-mlt $PB_PREFIX-mld || break
 		for v in $variants; do
+			# (a resumed handshake is a millisecond of seconds;
+			# tlsc's loop only times set-ups)
+			case $v in mtls2r|direct_tls*) continue ;; esac
 			sample tcp_gbps Gbit/s "$v" "$rep" "$(ml_throughput "$v")"
 		done
 		for v in $variants; do
@@ -484,7 +551,7 @@ suite_mtls() {
 			sample conns_per_s conn/s "$v" "$rep" "${cps:-}"
 			base[$v]=${p50:-}
 		done
-		for v in mtls mtls_user haproxy_mtls mtls2 haproxy2; do
+		for v in mtls mtls_user haproxy_mtls mtls2 mtls2r haproxy2; do
 			[ -n "${base[plain]:-}" ] && [ -n "${base[$v]:-}" ] || continue
 			# (a negative difference is noise and records no value)
 			sample setup_added_us µs "$v - plain" "$rep" \
@@ -521,6 +588,17 @@ suite_mtls() {
 		done
 		note "proxy_kib_per_conn: the proxy's VmRSS with $ML_IDLE idle connections of its client open (to a HAProxy in pb-mls that holds them: TLS with client certificates for mtls and haproxy_mtls) minus its VmRSS with none, divided by $ML_IDLE; measured once, after the rounds (RSS counts pages touched, not heap freed and kept)"
 	fi
+	# How many handshakes the terminating ends resumed, all rounds
+	# together: HAProxy resumes by default, podinject-proxy with
+	# --tls-resume only
+	case " $variants " in
+	*" haproxy2 "*)
+		meta haproxy2_resumed "\"$(grep -c '^tls-in resumed 1' "$SUITE_DIR/haproxy2.cfg.log") of $(grep -c '^tls-in resumed' "$SUITE_DIR/haproxy2.cfg.log")\"" ;;
+	esac
+	case " $variants " in
+	*" mtls2r "*)
+		meta mtls2r_resumed "\"$(grep -c '^tls-in .* resumed ktls' "$SUITE_DIR/proxy-$PB_PREFIX-mlf.log") of $(grep -c '^tls-in ' "$SUITE_DIR/proxy-$PB_PREFIX-mlf.log")\"" ;;
+	esac
 	ratio "mtls / plain" tcp_gbps mtls plain
 	ratio "mtls / direct" tcp_gbps mtls direct
 	ratio "plain / direct" tcp_gbps plain direct
@@ -563,13 +641,28 @@ suite_mtls() {
 		ratio "haproxy2 / direct" tcp_P8_gbps haproxy2 direct ;;
 	esac
 	case " $variants " in
-	*" mtls2 haproxy2 "*)
+	*" mtls2r "*)
+		ratio "mtls2r / mtls2 (resumed / full handshakes)" setup_p50_us mtls2r mtls2
+		ratio "mtls2r / plain" setup_p50_us mtls2r plain
+		ratio "mtls2r / mtls2" conns_per_s mtls2r mtls2 ;;
+	esac
+	if ml_has direct_tls; then
+		ratio "mtls2 / direct_tls (full handshakes)" setup_p50_us mtls2 direct_tls
+		ratio "mtls2r / direct_tls_r (resumed)" setup_p50_us mtls2r direct_tls_r
+		ratio "direct_tls_r / direct_tls (resumed / full)" setup_p50_us direct_tls_r direct_tls
+	fi
+	if ml_has mtls2r && ml_has haproxy2; then
+		ratio "mtls2r / haproxy2 (both resuming)" setup_p50_us mtls2r haproxy2
+		ratio "mtls2r / haproxy2 (both resuming)" conns_per_s mtls2r haproxy2
+	fi
+	if ml_has mtls2 && ml_has haproxy2; then
 		ratio "mtls2 / haproxy2" tcp_P8_gbps mtls2 haproxy2
 		ratio "mtls2 / haproxy2" tcp_gbps mtls2 haproxy2
+		# (HAProxy resumes sessions, mtls2 does not: haproxy2_resumed)
 		ratio "mtls2 / haproxy2" setup_p50_us mtls2 haproxy2
 		ratio "mtls2 / haproxy2" setup_p99_us mtls2 haproxy2
-		ratio "mtls2 / haproxy2" conns_per_s mtls2 haproxy2 ;;
-	esac
+		ratio "mtls2 / haproxy2" conns_per_s mtls2 haproxy2
+	fi
 	kill "${ML_PIDS[@]}" ${ML_HPID:+"$ML_HPID"} ${ML_H2PID:+"$ML_H2PID"} 2>/dev/null
 	wait "${ML_PIDS[@]}" ${ML_HPID:+"$ML_HPID"} ${ML_H2PID:+"$ML_H2PID"} 2>/dev/null
 	ML_PIDS=()

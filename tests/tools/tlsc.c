@@ -7,6 +7,8 @@
  *   tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE
  *        [--send BYTES | --stdin] [--expect-ip ADDR] [--timeout MS]
  *        [--sess-in FILE] [--sess-out FILE]
+ *   tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE --count N [--resume]
+ *        [--expect-ip ADDR] [--timeout MS]
  *
  * One connection. The server must show a certificate of the --ca bundle
  * with an IP SAN equal to ADDR (or to --expect-ip: the name to check when
@@ -35,6 +37,13 @@
  *   --sess-out F  write the last session ticket the server sent to F (PEM;
  *                 exit 1 after the line when it sent none)
  *
+ * With --count N instead: N connections one after the other, each reading
+ * to the server's end and sending nothing, timed from before its connect
+ * to that end (the bench's set-up time of a client that speaks TLS
+ * itself); --resume offers each the session of the last ticket. Prints
+ * pinet tcp-conn-loop's lines ("conns N failed F seconds S cps R",
+ * "latency_us p50 X p99 Y max Z") and "resumed R"; exit 0 if all N went.
+ *
  * Exit 0 on "ok", 1 on "refused", or on an address or a file that is
  * no good (said on stderr), 2 on bad usage.
  */
@@ -51,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -62,7 +72,8 @@
 #define CHUNK	(64 << 10)
 
 static struct {
-	bool v6, from_stdin;
+	bool v6, from_stdin, resume;
+	long count;		/* --count: connections in a loop (0: one, the line) */
 	long long send;
 	long timeout_ms;
 	const char *addr, *cert, *key, *ca, *expect_ip, *sess_in, *sess_out;
@@ -73,7 +84,9 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE\n"
 		"            [--send BYTES | --stdin] [--expect-ip ADDR] [--timeout MS]\n"
-		"            [--sess-in FILE] [--sess-out FILE]\n");
+		"            [--sess-in FILE] [--sess-out FILE]\n"
+		"       tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE --count N [--resume]\n"
+		"            [--expect-ip ADDR] [--timeout MS]\n");
 	return 2;
 }
 
@@ -89,6 +102,8 @@ static bool parse(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "sess-in", required_argument, NULL, 'I' },
 		{ "sess-out", required_argument, NULL, 'O' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "resume", no_argument, NULL, 'r' },
 		{ 0 },
 	};
 	bool sent = false;
@@ -105,6 +120,8 @@ static bool parse(int argc, char **argv)
 		case 'e': o.expect_ip = optarg; break;
 		case 'I': o.sess_in = optarg; break;
 		case 'O': o.sess_out = optarg; break;
+		case 'n': o.count = number(optarg, 1, 10000000); if (o.count < 0) return false; break;
+		case 'r': o.resume = true; break;
 		case 't': o.timeout_ms = number(optarg, 1, 86400000); if (o.timeout_ms < 0) return false; break;
 		default: return false;
 		}
@@ -112,7 +129,9 @@ static bool parse(int argc, char **argv)
 	/* a certificate without its key (or the other way) is no identity;
 	 * one source of bytes only */
 	if (optind != argc - 2 || !o.ca || !o.cert != !o.key ||
-	    (sent && o.from_stdin))
+	    (sent && o.from_stdin) ||
+	    (o.count && (sent || o.from_stdin || o.sess_in || o.sess_out)) ||
+	    (o.resume && !o.count))
 		return false;
 	o.addr = argv[optind];
 	o.port = number(argv[optind + 1], 1, 65535);
@@ -189,7 +208,7 @@ static SSL_CTX *make_ctx(void)
 	/* a stalled SSL_write is retried from the same buffer, and the
 	 * loop takes what each call wrote */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE);
-	SSL_CTX_set_session_cache_mode(ctx, o.sess_out ? SSL_SESS_CACHE_CLIENT |
+	SSL_CTX_set_session_cache_mode(ctx, o.sess_out || o.resume ? SSL_SESS_CACHE_CLIENT |
 				       SSL_SESS_CACHE_NO_INTERNAL_STORE :
 				       SSL_SESS_CACHE_OFF);
 	SSL_CTX_sess_set_new_cb(ctx, session_got);
@@ -443,6 +462,121 @@ static const char *digest_hex(EVP_MD_CTX *ctx, char *hex)
 	return hex;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* index of the nearest-rank P-th percentile of N sorted values */
+static long rank(long n, int p)
+{
+	long r = (n * p + 99) / 100;
+
+	return r > 0 ? r - 1 : 0;
+}
+
+/* One connection of --count: connected, the handshake, then read to the
+ * server's end (close_notify or EOF), nothing sent; true if all of it
+ * went so. The session the server's ticket made is last_session. */
+static bool one_of_loop(SSL_CTX *ctx, bool *resumed)
+{
+	const char *why = NULL;
+	unsigned char b[512];
+	SSL *ssl = SSL_new(ctx);
+	bool ok = false;
+	int fd = -1, r, e;
+
+	if (!ssl || !X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl),
+			o.expect_ip ? o.expect_ip : o.addr) ||
+	    (o.resume && last_session && !SSL_set_session(ssl, last_session)))
+		goto out;
+	fd = dial(&why);
+	if (fd < 0 || !SSL_set_fd(ssl, fd) || handshake(ssl, fd))
+		goto out;
+	*resumed = SSL_session_reused(ssl);
+	for (;;) {
+		ERR_clear_error();
+		r = SSL_read(ssl, b, sizeof(b));
+		if (r > 0)
+			continue;
+		e = SSL_get_error(ssl, r);
+		if (e == SSL_ERROR_ZERO_RETURN) {
+			/* ours too: a connection not shut down makes OpenSSL
+			 * take its sessions for bad ones, never resumed */
+			SSL_shutdown(ssl);
+			ok = true;
+			break;
+		}
+		if (e == SSL_ERROR_SSL && ERR_GET_REASON(ERR_peek_error()) ==
+		    SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+			ok = true;
+			break;
+		}
+		if ((e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) ||
+		    !wait_for(fd, e))
+			break;
+	}
+out:
+	ERR_clear_error();
+	SSL_free(ssl);
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/*
+ * --count N: N connections one after the other, each timed from before
+ * its connect() to the server's end (what pinet tcp-conn-loop times for
+ * plain TCP), the handshake in it. With --resume each offers the session
+ * of the last ticket. Prints pinet's lines and how many were resumed.
+ */
+static int loop(SSL_CTX *ctx)
+{
+	double *lat = calloc(o.count, sizeof(*lat)), t0, c0;
+	long conns = 0, failed = 0, resumed = 0;
+
+	if (!lat) {
+		perror("calloc");
+		return 1;
+	}
+	t0 = mono_s();
+	for (long i = 0; i < o.count; i++) {
+		bool r = false;
+
+		c0 = mono_s();
+		if (!one_of_loop(ctx, &r)) {
+			failed++;
+			continue;
+		}
+		lat[conns++] = mono_s() - c0;
+		resumed += r;
+	}
+	c0 = mono_s();
+	printf("conns %ld failed %ld seconds %.3f cps %.0f\n", conns, failed,
+	       c0 - t0, conns / (c0 - t0));
+	if (conns) {
+		qsort(lat, conns, sizeof(*lat), cmp_double);
+		printf("latency_us p50 %.0f p99 %.0f max %.0f\n",
+		       lat[rank(conns, 50)] * 1e6, lat[rank(conns, 99)] * 1e6,
+		       lat[conns - 1] * 1e6);
+	}
+	printf("resumed %ld\n", resumed);
+	free(lat);
+	SSL_SESSION_free(last_session);
+	SSL_CTX_free(ctx);
+	return conns == o.count ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned char ip[16];
@@ -469,6 +603,8 @@ int main(int argc, char **argv)
 	ctx = make_ctx();
 	if (!ctx)
 		return 1;
+	if (o.count)
+		return loop(ctx);
 	ssl = SSL_new(ctx);
 	/* the name the server must prove: the address called, or the one
 	 * asked for */

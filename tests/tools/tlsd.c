@@ -51,6 +51,7 @@
  * connections, 1 on a timeout waiting for one, 2 on bad usage.
  */
 #include <arpa/inet.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
@@ -384,6 +385,10 @@ int main(int argc, char **argv)
 		/* a peer that stops talking ends its connection, not tlsd */
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		/* each record as it is written: a session ticket and the
+		 * close_notify after it must not wait for the client's
+		 * delayed ACK */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		if (ss.ss_family == AF_INET) {
 			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr,
 				  peer, sizeof(peer));
