@@ -176,6 +176,9 @@ struct conn {
 	struct sockaddr_storage peer, orig;
 	SSL *ssl;		/* relayed over TLS */
 	unsigned long ca_gen;	/* of the CA store its peer is checked with */
+	/* --tls-resume, originating: when the full handshake was made whose
+	 * session this connection offers (ms), 0 for none */
+	long long resumed_born;
 	/* Which socket speaks TLS: the client's when the proxy terminates
 	 * it (inbound), else the upstream's (origination). */
 	bool tls_on_client;
@@ -684,7 +687,17 @@ struct saved_session {
 	struct sockaddr_storage dest;	/* address and port */
 	SSL_SESSION *sess;
 	unsigned long ca_gen;
+	/* when its full handshake was made (ms): a resumed session's new
+	 * tickets carry the same, so that a chain of resumptions ends
+	 * --tls-resume after the certificates were last shown */
+	long long born;
 	struct saved_session *next;	/* newest first */
+};
+
+/* What a ticket the proxy issues carries (terminating): the same two */
+struct ticket_data {
+	unsigned long ca_gen;
+	long long born;
 };
 
 struct identity {
@@ -862,14 +875,27 @@ static void sessions_drop(struct identity *id)
 	}
 }
 
+/* Whether a session whose full handshake was made at `born` (ms) is
+ * still within --tls-resume */
+static bool young_enough(long long born)
+{
+	long long age = pi_mono_ms() - born;
+
+	return age >= 0 && age < tls_resume_s * 1000LL;
+}
+
 /* Whether a saved session may still be offered: made under the CA store
- * of now, within --tls-resume (and the server's own lifetime for it). */
+ * of now, within --tls-resume of its full handshake, and within the
+ * lifetime OpenSSL gives it. (OpenSSL 3.0 keeps a session's first time
+ * through renewals, and its lifetime is at most the context's, so the
+ * last test alone would end a chain of resumptions too, to the second;
+ * `born` does not lean on that.) */
 static bool saved_usable(const struct saved_session *ss)
 {
 	long age = (long)(time(NULL) - SSL_SESSION_get_time(ss->sess));
 
 	return ss->ca_gen == ca_gen && SSL_SESSION_is_resumable(ss->sess) &&
-	       age >= 0 && age < tls_resume_s &&
+	       young_enough(ss->born) && age >= 0 &&
 	       age < SSL_SESSION_get_timeout(ss->sess);
 }
 
@@ -906,6 +932,10 @@ static int session_saved(SSL *ssl, SSL_SESSION *sess)
 	ss->dest = c->orig;
 	ss->sess = sess;
 	ss->ca_gen = c->ca_gen;
+	/* a ticket of a resumed connection descends from the session it
+	 * resumed */
+	ss->born = SSL_session_reused(ssl) && c->resumed_born ?
+		   c->resumed_born : pi_mono_ms();
 	ss->next = id->sessions;
 	id->sessions = ss;
 	for (pp = &id->sessions; *pp; ) {
@@ -926,7 +956,8 @@ static int session_saved(SSL *ssl, SSL_SESSION *sess)
 
 /* Originating: the session the identity may resume with dest, offered on
  * ssl; one that is no longer usable is dropped. */
-static void session_offer(SSL *ssl, const struct sockaddr_storage *own,
+static void session_offer(struct conn *c, SSL *ssl,
+			  const struct sockaddr_storage *own,
 			  const struct sockaddr_storage *dest)
 {
 	struct identity *id = identity_find(own);
@@ -938,7 +969,8 @@ static void session_offer(SSL *ssl, const struct sockaddr_storage *own,
 		if (!same_addr(&ss->dest, dest))
 			continue;
 		if (saved_usable(ss)) {
-			SSL_set_session(ssl, ss->sess);
+			if (SSL_set_session(ssl, ss->sess))
+				c->resumed_born = ss->born;
 			return;
 		}
 		*pp = ss->next;
@@ -948,19 +980,29 @@ static void session_offer(SSL *ssl, const struct sockaddr_storage *own,
 }
 
 /* Terminating: a ticket carries the generation of the CA store that the
- * client's certificate was checked against. */
+ * client's certificate was checked against, and when it was (the full
+ * handshake: a resumed session's new tickets keep the time of the one it
+ * resumed, whose data OpenSSL has copied into it). */
 static int ticket_made(SSL *ssl, void *arg)
 {
+	SSL_SESSION *sess = SSL_get0_session(ssl);
 	struct conn *c = SSL_get_app_data(ssl);
-	unsigned long gen = c ? c->ca_gen : 0;
+	struct ticket_data t = { c ? c->ca_gen : 0, pi_mono_ms() };
+	void *data = NULL;
+	size_t len = 0;
 
 	(void)arg;
-	return SSL_SESSION_set1_ticket_appdata(SSL_get0_session(ssl), &gen,
-					       sizeof(gen));
+	if (SSL_session_reused(ssl) &&
+	    SSL_SESSION_get0_ticket_appdata(sess, &data, &len) &&
+	    len == sizeof(t))
+		memcpy(&t.born, &((struct ticket_data *)data)->born,
+		       sizeof(t.born));
+	return SSL_SESSION_set1_ticket_appdata(sess, &t, sizeof(t));
 }
 
-/* Terminating: a ticket from an older CA store, or one that does not
- * open, means a full handshake (the client's certificate checked as the
+/* Terminating: a ticket from an older CA store, one whose full handshake
+ * is older than --tls-resume, or one that does not open, means a full
+ * handshake (the client's certificate checked as the
  * files are now); never a failure for that alone. */
 static SSL_TICKET_RETURN ticket_opened(SSL *ssl, SSL_SESSION *sess,
 				       const unsigned char *keyname,
@@ -968,7 +1010,7 @@ static SSL_TICKET_RETURN ticket_opened(SSL *ssl, SSL_SESSION *sess,
 				       SSL_TICKET_STATUS status, void *arg)
 {
 	struct conn *c = SSL_get_app_data(ssl);
-	unsigned long gen;
+	struct ticket_data t;
 	void *data = NULL;
 	size_t len = 0;
 
@@ -984,11 +1026,11 @@ static SSL_TICKET_RETURN ticket_opened(SSL *ssl, SSL_SESSION *sess,
 		return SSL_TICKET_RETURN_IGNORE_RENEW;
 	}
 	if (!c || !SSL_SESSION_get0_ticket_appdata(sess, &data, &len) ||
-	    len != sizeof(gen))
+	    len != sizeof(t))
 		return SSL_TICKET_RETURN_IGNORE_RENEW;
-	memcpy(&gen, data, sizeof(gen));
-	return gen == c->ca_gen ? SSL_TICKET_RETURN_USE_RENEW :
-				  SSL_TICKET_RETURN_IGNORE_RENEW;
+	memcpy(&t, data, sizeof(t));
+	return t.ca_gen == c->ca_gen && young_enough(t.born) ?
+	       SSL_TICKET_RETURN_USE_RENEW : SSL_TICKET_RETURN_IGNORE_RENEW;
 }
 
 /* The checks a full handshake makes of the other end's certificate, made
@@ -1255,7 +1297,7 @@ static SSL *tls_conn_new(struct conn *c, const struct sockaddr_storage *own,
 	c->ca_gen = ca_gen;
 	SSL_set_app_data(ssl, c);	/* for keylog() and the sessions' */
 	if (tls_resume_s && !inbound)
-		session_offer(ssl, own, other);
+		session_offer(c, ssl, own, other);
 	return ssl;
 }
 

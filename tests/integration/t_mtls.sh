@@ -21,7 +21,7 @@
 # the sanitizer build and the lab send 64 MiB).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=72
+EXPECT=75
 PREFIX=mt-
 X=mt-x
 A=10.244.0.10
@@ -548,6 +548,31 @@ sleep 1.2
 expect_eq resume_after_identity_back "$(resumed_runs 8447 mt-a 3)" "conns 3 failed 0 no yes yes $A $uriA"
 wait $SRV7 $SRV8
 stop_proxy resume_clean_exit
+# A chain of resumptions ends --tls-resume after its full handshake: each
+# resumed connection gets a new ticket, which must not start the count
+# again (else a session would never show its certificate again)
+if start_proxy --tls-resume 3 >$T/start 2>&1; then
+	pass resume_short_started
+else
+	fail resume_short_started "$(tail -n 1 $T/start)"
+fi
+TLSD_OUT=$T/srv9 tlsd_bg 8449 --send 0 --count 5 --resume 60 --timeout 30000
+SRV9=$SRV
+chain_bounded() {
+	local t0 r=
+	t0=$(now_ms)
+	for i in 1 2 3; do
+		r="$r $(resumed_runs 8449 mt-a 1 | awk '{print $5}')"
+		sleep 0.3
+	done
+	# past 3 s since the first (full) handshake
+	while [ $(( $(now_ms) - t0 )) -lt 3500 ]; do sleep 0.1; done
+	for i in 4 5; do r="$r $(resumed_runs 8449 mt-a 1 | awk '{print $5}')"; done
+	echo $r
+}
+expect_eq resume_chain_bounded "$(chain_bounded)" "no yes yes no yes"
+wait $SRV9
+stop_proxy resume_short_clean_exit
 ids=$(node_prog_ids $X)
 for p in a b c d e f p; do pi -N $X pod del mt-$p >/dev/null; done
 check down pi -N $X node down

@@ -17,7 +17,7 @@
 #       plaintext client reaching a plaintext server through mTLS
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=59
+EXPECT=61
 PREFIX=mi-
 X=mi-x
 A=10.244.0.10
@@ -284,6 +284,30 @@ check resume_chain chain_twice
 cp $T/ca/ca.pem $T/ca.new && mv $T/ca.new $T/ca/ca.pem
 sleep 1.2
 expect_eq resume_not_across_ca_reload "$(resumed_from mi-a $idA --sess-in $T/a.sess)" "ok no $A"
+# A chain of resumptions ends --tls-resume after its full handshake: a
+# resumed connection's new ticket must not start the count again
+stop_pod_procs mi-p
+if start_proxy mi-p --inbound --tls-dir $T/ca --tls-ca $T/ca/ca.pem \
+		--tls-trust-domain mi.test --tls-resume 3 15006 >$T/start 2>&1; then
+	pass resume_short_restarted
+else
+	fail resume_short_restarted "$(tail -n 1 $T/start)"
+fi
+chain_bounded() {
+	local t0 r i
+	t0=$(now_ms)
+	r=$(resumed_from mi-a $idA --sess-out $T/c1.sess | awk '{print $2}')
+	for i in 2 3; do
+		sleep 0.3
+		r="$r $(resumed_from mi-a $idA --sess-in $T/c$((i - 1)).sess --sess-out $T/c$i.sess | awk '{print $2}')"
+	done
+	# past 3 s since the first (full) handshake
+	while [ $(( $(now_ms) - t0 )) -lt 3500 ]; do sleep 0.1; done
+	r="$r $(resumed_from mi-a $idA --sess-in $T/c3.sess --sess-out $T/c4.sess | awk '{print $2}')"
+	r="$r $(resumed_from mi-a $idA --sess-in $T/c4.sess | awk '{print $2}')"
+	echo $r
+}
+expect_eq resume_chain_bounded "$(chain_bounded)" "no yes yes no yes"
 
 # 7. Done connections leave the flow tables
 check flows_gone inbound_flows_gone $X
