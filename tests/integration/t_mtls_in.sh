@@ -213,7 +213,11 @@ check chain_setup chain_setup
 server_bg 8080
 chain_out=$(in_ns mi-d "$BUILD/pinet" tcp-connect --timeout 8000 $B 8080 --send 200000 --expect-echo 2>&1)
 wait $SRV
-check chain_delivered grep -q "^done sent 200000 received 200000" <<<"$chain_out"
+chain_delivered() {
+	grep -q "^done sent 200000 received 200000" <<<"$chain_out" ||
+		{ echo "client: $(tail -n 1 <<<"$chain_out"); mi-q: $(tail -n 3 $T/mi-q.log | tr '\n' ' ')mi-p: $(tail -n 3 $T/mi-p.log | tr '\n' ' ')server: $(tail -n 1 $T/srv)"; return 1; }
+}
+check chain_delivered chain_delivered
 expect_eq chain_server_sees_client "$(awk '/^accept/ {print $2}' $T/srv)" $D
 check chain_origination_verified_server grep -q "^tls $D:[0-9]* -> $B:8080 verified spiffe://mi.test/ns/mi/pod/mi-b " $T/mi-q.log
 check chain_termination_verified_client grep -q "^tls-in $D:[0-9]* -> $B:8080 verified spiffe://mi.test/ns/mi/pod/mi-d " $T/mi-p.log
