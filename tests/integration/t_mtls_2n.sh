@@ -68,7 +68,7 @@ proxies() { start_proxy mj-p --inbound 15006 && start_proxy mj-q 15001; }
 check proxies_started proxies
 
 server_bg() {
-	in_ns mj-b "$BUILD/pinet" tcp-server 8080 --count 1 --echo --timeout 10000 >$T/srv 2>&1 &
+	ip netns exec mj-b "$BUILD/pinet" tcp-server 8080 --count 1 --echo --timeout 10000 >$T/srv 2>&1 &
 	SRV=$!
 	wait_tcp_listen mj-b 8080 >/dev/null
 }

@@ -102,9 +102,13 @@ else
 fi
 check proxy_says_strict grep -q "inbound tls termination, strict" $T/mi-p.log
 
-# server_bg PORT [COUNT]: mi-b's plaintext echo server
+# server_bg PORT [COUNT]: mi-b's plaintext echo server. SRV is the server
+# itself (ip netns exec execs it), so that `kill $SRV` ends it: through a
+# shell function it was the function's subshell, and a server that got no
+# connection held its port for its 8 s timeout, which the next server_bg
+# on that port then could not bind (t_mtls_in chain_delivered, lab).
 server_bg() {
-	in_ns mi-b "$BUILD/pinet" tcp-server $1 --count ${2:-1} --echo --timeout 8000 >$T/srv 2>&1 &
+	ip netns exec mi-b "$BUILD/pinet" tcp-server $1 --count ${2:-1} --echo --timeout 8000 >$T/srv 2>&1 &
 	SRV=$!
 	wait_tcp_listen mi-b $1 >/dev/null
 }
@@ -190,7 +194,8 @@ expect_eq other_port_client_address "$(awk '/^accept/ {print $2}' $T/srv)" $C
 #    drops the rest as spoofed)
 foreign_source() {	# NAME POD PORT: mi-p connects as mi-a to POD's PORT
 	local out
-	in_ns $2 "$BUILD/pinet" tcp-server $3 --count 1 --timeout 3000 >$T/srv2 2>&1 &
+	# (not through in_ns: $! must be the server, for the kill below)
+	ip netns exec $2 "$BUILD/pinet" tcp-server $3 --count 1 --timeout 3000 >$T/srv2 2>&1 &
 	local srv=$!
 	wait_tcp_listen $2 $3 >/dev/null
 	out=$(in_ns mi-p "$BUILD/pinet" tcp-connect --bind $A --timeout 1500 \

@@ -85,7 +85,7 @@ id2=$(pi -N $N -j policy add ${PREFIX}a egress deny to fd00::c/128 | jq .id)
 check policy_listed test "$(pi -N $N -j policy list ${PREFIX}a | jq length)" = 2
 # c listens on 7000, so without the rule the connection would succeed;
 # with it the SYNs vanish: a timeout, not a refusal.
-in_ns ${PREFIX}c "$PINET" tcp-server 7000 --count 1 --timeout 3000 >/dev/null 2>&1 &
+ip netns exec ${PREFIX}c "$PINET" tcp-server 7000 --count 1 --timeout 3000 >/dev/null 2>&1 &
 srv=$!
 check policy_denied_tcp_listener wait_tcp_listen ${PREFIX}c 7000
 expect_eq policy_denied_tcp "$(in_ns ${PREFIX}a "$PINET" tcp-connect --timeout 1000 10.244.0.12 7000 2>/dev/null)" timeout

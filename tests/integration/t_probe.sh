@@ -36,7 +36,7 @@ verdicts() { jq -r '[.probes[].verdict] | unique | join(",")'; }
 
 # The servers live until the matrix below: 30 s was enough on a host, not
 # under the lab's emulation, where the matrix found nothing listening.
-in_ns tq-b "$PINET" tcp-server 8080 --count 1000 --timeout 300000 >/dev/null 2>&1 &
+ip netns exec tq-b "$PINET" tcp-server 8080 --count 1000 --timeout 300000 >/dev/null 2>&1 &
 srv=$!
 in_ns tq-b "$PINET" tcp-server -6 8080 --count 1000 --timeout 300000 >/dev/null 2>&1 &
 srv6=$!
