@@ -2866,6 +2866,7 @@ static void shut_down(const int lfds[4])
 			struct identity *id = identities[i];
 
 			identities[i] = id->next;
+			sessions_drop(id);
 			SSL_CTX_free(id->ctx);
 			free(id);
 		}
