@@ -202,6 +202,7 @@ $(BUILD)/%: tests/tools/%.c | $(BUILD)
 
 # tcp-connect --sha256 takes libcrypto's digest
 $(BUILD)/pinet: LDLIBS += -lcrypto
+$(BUILD)/pinet: tests/tools/conn_loop.h
 
 # the TLS test server (t_mtls)
 $(BUILD)/tlsd: tests/tools/tlsd.c tests/tools/tls_tool.h | $(BUILD)
@@ -209,7 +210,7 @@ $(BUILD)/tlsd: tests/tools/tlsd.c tests/tools/tls_tool.h | $(BUILD)
 	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $< -o $@ -lssl -lcrypto
 
 # the TLS test client (podinject-proxy --inbound)
-$(BUILD)/tlsc: tests/tools/tlsc.c tests/tools/tls_tool.h | $(BUILD)
+$(BUILD)/tlsc: tests/tools/tlsc.c tests/tools/tls_tool.h tests/tools/conn_loop.h | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS)) $< -o $@ -lssl -lcrypto
 

@@ -281,6 +281,15 @@ static uint32_t ss_hash(const struct sockaddr_storage *ss, bool port,
 	return port ? pi_fnv32(h, pt, 2) : h;
 }
 
+/* The address bytes of ss (4 or 16 of them, into *len). */
+static const void *ss_ip(const struct sockaddr_storage *ss, size_t *len)
+{
+	*len = ss->ss_family == AF_INET ? 4 : 16;
+	return ss->ss_family == AF_INET ?
+	       (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
+	       (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+}
+
 static bool same_addr(const struct sockaddr_storage *a,
 		      const struct sockaddr_storage *b)
 {
@@ -919,13 +928,6 @@ static int session_saved(SSL *ssl, SSL_SESSION *sess)
 	id = identity_find(&c->peer);
 	if (!id || id->ctx != SSL_get_SSL_CTX(ssl))
 		return 0;
-	for (pp = &id->sessions; *pp; pp = &(*pp)->next)
-		if (same_addr(&(*pp)->dest, &c->orig)) {
-			ss = *pp;
-			*pp = ss->next;
-			saved_free(ss);
-			break;
-		}
 	ss = calloc(1, sizeof(*ss));
 	if (!ss)
 		return 0;
@@ -936,17 +938,21 @@ static int session_saved(SSL *ssl, SSL_SESSION *sess)
 	 * resumed */
 	ss->born = SSL_session_reused(ssl) && c->resumed_born ?
 		   c->resumed_born : pi_mono_ms();
+	if (!saved_usable(ss)) {
+		free(ss);	/* OpenSSL keeps its reference */
+		return 0;
+	}
 	ss->next = id->sessions;
 	id->sessions = ss;
-	for (pp = &id->sessions; *pp; ) {
-		if (++n > RESUME_PER_IDENTITY || !saved_usable(*pp)) {
-			ss = *pp;
-			*pp = ss->next;
-			if (ss->sess == sess) {
-				free(ss);	/* the caller keeps it then */
-				return 0;
-			}
-			saved_free(ss);
+	/* the destination's last goes, and what is past its time or the
+	 * identity's share */
+	for (pp = &ss->next; *pp; ) {
+		if (++n >= RESUME_PER_IDENTITY ||
+		    same_addr(&(*pp)->dest, &ss->dest) || !saved_usable(*pp)) {
+			struct saved_session *old = *pp;
+
+			*pp = old->next;
+			saved_free(old);
 			continue;
 		}
 		pp = &(*pp)->next;
@@ -1039,24 +1045,17 @@ static SSL_TICKET_RETURN ticket_opened(SSL *ssl, SSL_SESSION *sess,
  * address), the trust domain. NULL when it passes, else why not. */
 static const char *resumed_peer_bad(struct conn *c)
 {
-	const struct sockaddr_storage *other = inbound ? &c->peer : &c->orig;
 	X509 *cert = SSL_get0_peer_certificate(c->ssl);
-	int ok;
+	const void *ip;
+	size_t len;
 
 	if (!cert)
 		return "tls resumed: no certificate";
 	if (X509_cmp_current_time(X509_get0_notBefore(cert)) >= 0 ||
 	    X509_cmp_current_time(X509_get0_notAfter(cert)) <= 0)
 		return "tls resumed: certificate not valid now";
-	if (other->ss_family == AF_INET)
-		ok = X509_check_ip(cert,
-			(const void *)&((const struct sockaddr_in *)other)->sin_addr,
-			4, 0);
-	else
-		ok = X509_check_ip(cert,
-			(const void *)&((const struct sockaddr_in6 *)other)->sin6_addr,
-			16, 0);
-	if (ok != 1)
+	ip = ss_ip(inbound ? &c->peer : &c->orig, &len);
+	if (X509_check_ip(cert, ip, len, 0) != 1)
 		return "tls resumed: certificate not for this address";
 	if (tls_td && !in_trust_domain(cert))
 		return "tls resumed: certificate not of the trust domain";
@@ -1271,9 +1270,10 @@ static SSL *tls_conn_new(struct conn *c, const struct sockaddr_storage *own,
 			 const struct sockaddr_storage *other, const char **why)
 {
 	long long now = pi_mono_ms();
+	const void *ip;
 	SSL_CTX *ctx;
+	size_t len;
 	SSL *ssl;
-	int ok;
 
 	ca_refresh(now);
 	ctx = identity_of(own, now);
@@ -1284,13 +1284,9 @@ static SSL *tls_conn_new(struct conn *c, const struct sockaddr_storage *own,
 	ssl = SSL_new(ctx);
 	if (!ssl)
 		return NULL;
-	if (other->ss_family == AF_INET)
-		ok = X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl),
-			(const void *)&((const struct sockaddr_in *)other)->sin_addr, 4);
-	else
-		ok = X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl),
-			(const void *)&((const struct sockaddr_in6 *)other)->sin6_addr, 16);
-	if (!ok || !SSL_set1_verify_cert_store(ssl, ca_store)) {
+	ip = ss_ip(other, &len);
+	if (!X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl), ip, len) ||
+	    !SSL_set1_verify_cert_store(ssl, ca_store)) {
 		SSL_free(ssl);
 		return NULL;
 	}

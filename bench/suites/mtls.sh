@@ -496,23 +496,20 @@ suite_mtls() {
 	else
 		skip mtls2 "could not set up podinject-proxy at both ends (pod add, proxy add --inbound, certificates, or the --inbound proxy not ready: $(tail -n 1 "$SUITE_DIR/proxy-$PB_PREFIX-mlr.log" 2>/dev/null))"
 	fi
-	case " $variants " in
-	*" mtls2 "*)
+	if ml_has mtls2; then
 		if mtls2r_setup; then
 			variants="$variants mtls2r"
 		else
 			skip mtls2r "could not set up podinject-proxy --tls-resume at both ends: $(tail -qn 1 "$SUITE_DIR/proxy-$PB_PREFIX-mlb.log" "$SUITE_DIR/proxy-$PB_PREFIX-mlf.log" 2>/dev/null | head -n 1)"
-		fi ;;
-	esac
-	case " $variants " in
-	*" haproxy_mtls "*)
-		if haproxy2_setup; then
-			variants="$variants haproxy2"
-		else
-			skip haproxy2 "could not set HAProxy up at both ends (pod add, proxy add --inbound, or no listener on :15009 within 5 s: $(tail -n 1 "$SUITE_DIR/haproxy2.cfg.log" 2>/dev/null))"
-		fi ;;
-	*) skip haproxy2 "no HAProxy originating (haproxy_mtls)" ;;
-	esac
+		fi
+	fi
+	if ! ml_has haproxy_mtls; then
+		skip haproxy2 "no HAProxy originating (haproxy_mtls)"
+	elif haproxy2_setup; then
+		variants="$variants haproxy2"
+	else
+		skip haproxy2 "could not set HAProxy up at both ends (pod add, proxy add --inbound, or no listener on :15009 within 5 s: $(tail -n 1 "$SUITE_DIR/haproxy2.cfg.log" 2>/dev/null))"
+	fi
 	mtls_user_setup
 	case $? in
 	0) variants="$variants mtls_user" ;;
@@ -564,7 +561,7 @@ suite_mtls() {
 		skip proxy_kib_per_conn "no haproxy to hold $ML_IDLE connections open (tlsd serves one at a time)"
 	else
 		for v in mtls mtls_user plain haproxy_mtls; do
-			case " $variants " in *" $v "*) ;; *) continue ;; esac
+			ml_has $v || continue
 			case $v in
 			plain) p=${ML_PIDS[0]} ;;
 			mtls) p=${ML_PIDS[1]} ;;
@@ -591,61 +588,50 @@ suite_mtls() {
 	# How many handshakes the terminating ends resumed, all rounds
 	# together: HAProxy resumes by default, podinject-proxy with
 	# --tls-resume only
-	case " $variants " in
-	*" haproxy2 "*)
-		meta haproxy2_resumed "\"$(grep -c '^tls-in resumed 1' "$SUITE_DIR/haproxy2.cfg.log") of $(grep -c '^tls-in resumed' "$SUITE_DIR/haproxy2.cfg.log")\"" ;;
-	esac
-	case " $variants " in
-	*" mtls2r "*)
-		meta mtls2r_resumed "\"$(grep -c '^tls-in .* resumed ktls' "$SUITE_DIR/proxy-$PB_PREFIX-mlf.log") of $(grep -c '^tls-in ' "$SUITE_DIR/proxy-$PB_PREFIX-mlf.log")\"" ;;
-	esac
+	if ml_has haproxy2; then
+		meta haproxy2_resumed "\"$(grep -c '^tls-in resumed 1' "$SUITE_DIR/haproxy2.cfg.log") of $(grep -c '^tls-in resumed' "$SUITE_DIR/haproxy2.cfg.log")\""
+	fi
+	if ml_has mtls2r; then
+		meta mtls2r_resumed "\"$(grep -c '^tls-in .* resumed ktls' "$SUITE_DIR/proxy-$PB_PREFIX-mlf.log") of $(grep -c '^tls-in ' "$SUITE_DIR/proxy-$PB_PREFIX-mlf.log")\""
+	fi
 	ratio "mtls / plain" tcp_gbps mtls plain
 	ratio "mtls / direct" tcp_gbps mtls direct
 	ratio "plain / direct" tcp_gbps plain direct
 	ratio "mtls / plain" setup_p50_us mtls plain
 	ratio "mtls / plain" setup_p99_us mtls plain
 	ratio "mtls / plain" conns_per_s mtls plain
-	case " $variants " in
-	*" haproxy_mtls "*)
+	if ml_has haproxy_mtls; then
 		ratio "mtls / haproxy_mtls" tcp_gbps mtls haproxy_mtls
 		ratio "haproxy_mtls / direct" tcp_gbps haproxy_mtls direct
 		ratio "mtls / haproxy_mtls" setup_p50_us mtls haproxy_mtls
-		ratio "mtls / haproxy_mtls" setup_p99_us mtls haproxy_mtls ;;
-	esac
-	case " $variants " in
-	*" mtls_user "*)
+		ratio "mtls / haproxy_mtls" setup_p99_us mtls haproxy_mtls
+	fi
+	if ml_has mtls_user; then
 		ratio "mtls (kTLS) / mtls_user" tcp_gbps mtls mtls_user
 		ratio "mtls_user / direct" tcp_gbps mtls_user direct
 		ratio "mtls (kTLS) / mtls_user" setup_p50_us mtls mtls_user
 		ratio "mtls (kTLS) / mtls_user" conns_per_s mtls mtls_user
-		case " $variants " in
-		*" haproxy_mtls "*)
-			ratio "mtls_user / haproxy_mtls" tcp_gbps mtls_user haproxy_mtls ;;
-		esac ;;
-	esac
-	case " $variants " in
-	*" mtls2 "*)
+		ml_has haproxy_mtls &&
+			ratio "mtls_user / haproxy_mtls" tcp_gbps mtls_user haproxy_mtls
+	fi
+	if ml_has mtls2; then
 		ratio "mtls2 / direct" tcp_gbps mtls2 direct
-		ratio "mtls2 / mtls (the terminating end's cost)" tcp_gbps mtls2 mtls ;;
-	esac
-	case " $variants " in
-	*" haproxy2 "*)
-		ratio "haproxy2 / direct" tcp_gbps haproxy2 direct ;;
-	esac
-	case " $variants " in
-	*" mtls2 "*)
-		ratio "mtls2 / direct" tcp_P8_gbps mtls2 direct ;;
-	esac
-	case " $variants " in
-	*" haproxy2 "*)
-		ratio "haproxy2 / direct" tcp_P8_gbps haproxy2 direct ;;
-	esac
-	case " $variants " in
-	*" mtls2r "*)
+		ratio "mtls2 / mtls (the terminating end's cost)" tcp_gbps mtls2 mtls
+	fi
+	if ml_has haproxy2; then
+		ratio "haproxy2 / direct" tcp_gbps haproxy2 direct
+	fi
+	if ml_has mtls2; then
+		ratio "mtls2 / direct" tcp_P8_gbps mtls2 direct
+	fi
+	if ml_has haproxy2; then
+		ratio "haproxy2 / direct" tcp_P8_gbps haproxy2 direct
+	fi
+	if ml_has mtls2r; then
 		ratio "mtls2r / mtls2 (resumed / full handshakes)" setup_p50_us mtls2r mtls2
 		ratio "mtls2r / plain" setup_p50_us mtls2r plain
-		ratio "mtls2r / mtls2" conns_per_s mtls2r mtls2 ;;
-	esac
+		ratio "mtls2r / mtls2" conns_per_s mtls2r mtls2
+	fi
 	if ml_has direct_tls; then
 		ratio "mtls2 / direct_tls (full handshakes)" setup_p50_us mtls2 direct_tls
 		ratio "mtls2r / direct_tls_r (resumed)" setup_p50_us mtls2r direct_tls_r

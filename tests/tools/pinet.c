@@ -121,6 +121,7 @@
 #include <sys/socket.h>
 #include <openssl/evp.h>
 #include <podinject_util.h>
+#include "conn_loop.h"
 
 #ifndef IP_FREEBIND
 #define IP_FREEBIND		15
@@ -1046,29 +1047,6 @@ static int cmd_tcp_syn(int argc, char **argv)
 	return sent == count ? 0 : 1;
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* index of the nearest-rank P-th percentile of N sorted values */
-static long rank(long n, int p)
-{
-	long r = (n * p + 99) / 100;
-
-	return r > 0 ? r - 1 : 0;
-}
-
 static int cmd_tcp_conn_loop(int argc, char **argv)
 {
 	long port, count, seconds, timeout, conns = 0, failed = 0;
@@ -1118,16 +1096,7 @@ static int cmd_tcp_conn_loop(int argc, char **argv)
 		}
 		t = mono_s();
 	}
-	printf("conns %ld failed %ld seconds %.3f cps %.0f\n", conns, failed,
-	       t - t0, conns / (t - t0));
-	if (lat && conns) {
-		qsort(lat, conns, sizeof(*lat), cmp_double);
-		/* nearest rank: the smallest value with at least p% at or
-		 * below it */
-		printf("latency_us p50 %.0f p99 %.0f max %.0f\n",
-		       lat[rank(conns, 50)] * 1e6, lat[rank(conns, 99)] * 1e6,
-		       lat[conns - 1] * 1e6);
-	}
+	conn_loop_report(conns, failed, t - t0, lat);
 	free(lat);
 	return conns == count && !failed ? 0 : 1;
 }

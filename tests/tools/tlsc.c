@@ -67,6 +67,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include "conn_loop.h"
 #include "tls_tool.h"
 
 #define CHUNK	(64 << 10)
@@ -462,29 +463,6 @@ static const char *digest_hex(EVP_MD_CTX *ctx, char *hex)
 	return hex;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* index of the nearest-rank P-th percentile of N sorted values */
-static long rank(long n, int p)
-{
-	long r = (n * p + 99) / 100;
-
-	return r > 0 ? r - 1 : 0;
-}
-
 /* One connection of --count: connected, the handshake, then read to the
  * server's end (close_notify or EOF), nothing sent; true if all of it
  * went so. The session the server's ticket made is last_session. */
@@ -561,15 +539,7 @@ static int loop(SSL_CTX *ctx)
 		lat[conns++] = mono_s() - c0;
 		resumed += r;
 	}
-	c0 = mono_s();
-	printf("conns %ld failed %ld seconds %.3f cps %.0f\n", conns, failed,
-	       c0 - t0, conns / (c0 - t0));
-	if (conns) {
-		qsort(lat, conns, sizeof(*lat), cmp_double);
-		printf("latency_us p50 %.0f p99 %.0f max %.0f\n",
-		       lat[rank(conns, 50)] * 1e6, lat[rank(conns, 99)] * 1e6,
-		       lat[conns - 1] * 1e6);
-	}
+	conn_loop_report(conns, failed, mono_s() - t0, lat);
 	printf("resumed %ld\n", resumed);
 	free(lat);
 	SSL_SESSION_free(last_session);

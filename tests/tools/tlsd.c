@@ -242,7 +242,9 @@ static void serve(SSL_CTX *ctx, int fd, const char *peer, int pport)
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	SSL *ssl = SSL_new(ctx);
-	int ok, got;
+	const unsigned char *ip;
+	size_t iplen;
+	int got;
 
 	getpeername(fd, (void *)&ss, &sl);
 	if (!ssl) {
@@ -250,13 +252,12 @@ static void serve(SSL_CTX *ctx, int fd, const char *peer, int pport)
 		return;
 	}
 	/* the client's certificate must name the address it calls from */
-	if (ss.ss_family == AF_INET)
-		ok = X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl),
-			(void *)&((struct sockaddr_in *)&ss)->sin_addr, 4);
-	else
-		ok = X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl),
-			(void *)&((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
-	if (!ok || !SSL_set_fd(ssl, fd)) {
+	ip = ss.ss_family == AF_INET ?
+	     (const void *)&((struct sockaddr_in *)&ss)->sin_addr :
+	     (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
+	iplen = ss.ss_family == AF_INET ? 4 : 16;
+	if (!X509_VERIFY_PARAM_set1_ip(SSL_get0_param(ssl), ip, iplen) ||
+	    !SSL_set_fd(ssl, fd)) {
 		printf("refused %s setup\n", peer);
 		SSL_free(ssl);
 		return;
@@ -273,10 +274,7 @@ static void serve(SSL_CTX *ctx, int fd, const char *peer, int pport)
 	/* a resumed session's certificate was checked at its full
 	 * handshake, maybe from another address: its IP SAN again */
 	if (SSL_session_reused(ssl) &&
-	    X509_check_ip(SSL_get0_peer_certificate(ssl), ss.ss_family == AF_INET ?
-			  (void *)&((struct sockaddr_in *)&ss)->sin_addr :
-			  (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
-			  ss.ss_family == AF_INET ? 4 : 16, 0) != 1) {
+	    X509_check_ip(SSL_get0_peer_certificate(ssl), ip, iplen, 0) != 1) {
 		printf("refused %s resumed session of another address\n", peer);
 		SSL_free(ssl);
 		return;
