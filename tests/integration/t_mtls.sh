@@ -21,7 +21,7 @@
 # the sanitizer build and the lab send 64 MiB).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=75
+EXPECT=76
 PREFIX=mt-
 X=mt-x
 A=10.244.0.10
@@ -547,6 +547,30 @@ mv $T/gone $T/ca/$A
 sleep 1.2
 expect_eq resume_after_identity_back "$(resumed_runs 8447 mt-a 3)" "conns 3 failed 0 no yes yes $A $uriA"
 wait $SRV7 $SRV8
+# Eight connections of the pod at once, while the tickets they get
+# replace the one kept session: none fails, the server sees the pod in
+# each, and some resume (OpenSSL's client resumes a session once, so
+# those that start after another has used it make a full handshake)
+TLSD_OUT=$T/srvp tlsd_bg 8450 --send 0 --count 9 --resume 60 --timeout 30000
+SRVP=$SRV
+parallel_resumed() {
+	local pids=() p fails=0
+	in_ns mt-a "$PINET" tcp-conn-loop --timeout 5000 $B 8450 1 30 >/dev/null 2>&1 || fails=1
+	for _ in $(seq 8); do
+		in_ns mt-a "$PINET" tcp-conn-loop --timeout 20000 $B 8450 1 30 >/dev/null 2>&1 &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait $p || fails=$((fails + 1)); done
+	for _ in $(seq 50); do
+		[ "$(grep -c '^accept' $T/srvp)" -ge 9 ] && break
+		sleep 0.1
+	done
+	echo "failed $fails accepted $(grep -c '^accept' $T/srvp)" \
+		"some resumed $(srv_field resumed $T/srvp | tail -n 8 | grep -qx yes && echo yes || echo no)" \
+		"$(awk '/^accept/ {print $2, $5}' $T/srvp | sort -u | xargs)"
+}
+expect_eq resume_parallel "$(parallel_resumed)" "failed 0 accepted 9 some resumed yes $A $uriA"
+wait $SRVP
 stop_proxy resume_clean_exit
 # A chain of resumptions ends --tls-resume after its full handshake: each
 # resumed connection gets a new ticket, which must not start the count
