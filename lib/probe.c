@@ -54,6 +54,7 @@
 #define V_POLICY	PI_PROBE_POLICY
 #define V_NOANSWER	PI_PROBE_NOANSWER
 #define V_SELF		PI_PROBE_SELF
+#define V_UNSENT	PI_PROBE_UNSENT
 
 struct probe {
 	uint32_t id;
@@ -86,12 +87,37 @@ struct session {
 	struct stat *pod_ns;			/* their namespaces, then */
 	int npods;
 	uint64_t rng;			/* the session's own generator */
-	const volatile int *stop;	/* the caller's: stop waiting */
+	const volatile int *stop;	/* the caller's: send no more */
+	const volatile int *stop_wait;	/* the caller's: await nothing more */
 };
 
 static bool stopped(const struct session *ss)
 {
 	return ss->stop && *ss->stop;
+}
+
+static bool wait_stopped(const struct session *ss)
+{
+	return ss->stop_wait && *ss->stop_wait;
+}
+
+/* The end of the wait for every answer still due: the last probe's
+ * timeout, cut to PI_PROBE_STOP_WAIT_MS from now once the caller stopped
+ * the run (a stop is not held up by a long --timeout). */
+static long long answers_due(const struct session *ss, int from, int to,
+			     uint32_t timeout_ms)
+{
+	long long now = pi_mono_ns(), until = now;
+
+	for (int i = from; i < to; i++) {
+		long long d = ss->probes[i].sent_ns + timeout_ms * 1000000LL;
+
+		if (ss->probes[i].sent_ns && d > until)
+			until = d;
+	}
+	if (stopped(ss) && until > now + PI_PROBE_STOP_WAIT_MS * 1000000LL)
+		until = now + PI_PROBE_STOP_WAIT_MS * 1000000LL;
+	return until;
 }
 
 /* Probe ids and TCP sequence numbers need only differ from run to run:
@@ -654,10 +680,11 @@ static int probe_send(struct session *ss, struct probe *pr)
 	return err;
 }
 
-/* Takes answers until every probe in [from, to) has one, `until`, or a
- * stop signal. */
+/* Takes answers until every probe in [from, to) has one, `until`, or the
+ * caller's stop_wait; with `or_stop`, its stop too (a pause between two
+ * sends, which a stop ends at once). */
 static void wait_answers(struct session *ss, int from, int to,
-			 long long until)
+			 long long until, bool or_stop)
 {
 	for (;;) {
 		bool pending = false;
@@ -665,25 +692,37 @@ static void wait_answers(struct session *ss, int from, int to,
 
 		for (int i = from; i < to && !pending; i++)
 			pending = ss->probes[i].verdict == V_PENDING;
-		left = (until - pi_mono_ns()) / 1000000;
-		if (!pending || left <= 0 || stopped(ss))
+		left = (until - pi_mono_ns() + 999999) / 1000000;
+		if (!pending || left <= 0 || wait_stopped(ss) ||
+		    (or_stop && stopped(ss)))
 			break;
 		ring_buffer__poll(ss->rb, left > 50 ? 50 : (int)left);
 	}
 }
 
 /* A probe without an answer was dropped by the pod's policy when the rule
- * that decides it counted a packet meanwhile; else nothing answered. */
-static void finalize(struct session *ss, int from, int to)
+ * that decides it counted a packet meanwhile; else nothing answered it
+ * within its timeout. One whose wait a stop cut short before that stays
+ * pending, and one a stop kept from being sent
+ * is unsent. */
+static void finalize(struct session *ss, int from, int to,
+		     uint32_t timeout_ms)
 {
+	long long now = pi_mono_ns();
+
 	for (int i = from; i < to; i++) {
 		struct probe *pr = &ss->probes[i];
 
 		if (pr->verdict != V_PENDING)
 			continue;
-		if (pr->deny_rule &&
-		    rule_packets(ss->n, pr->deny_rule) > pr->deny_before)
+		if (!pr->sent_ns)
+			pr->verdict = V_UNSENT;
+		else if (pr->deny_rule &&
+			 rule_packets(ss->n, pr->deny_rule) > pr->deny_before)
 			pr->verdict = V_POLICY;
+		else if ((stopped(ss) || wait_stopped(ss)) &&
+			 now < pr->sent_ns + timeout_ms * 1000000LL)
+			continue;
 		else
 			pr->verdict = V_NOANSWER;
 	}
@@ -778,6 +817,7 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 		return err;
 	}
 	ss.stop = spec->stop;
+	ss.stop_wait = spec->stop_wait;
 	ss.probes = calloc(count, sizeof(*ss.probes));
 	*out = calloc(count, sizeof(**out));
 	if (!ss.probes || !*out) {
@@ -808,22 +848,12 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 			goto out;
 		}
 		/* answers of this and earlier probes arrive meanwhile */
-		wait_answers(&ss, sent, sent + 1, next);
+		wait_answers(&ss, sent, sent + 1, next, true);
 		while (pi_mono_ns() < next && sent + 1 < count && !stopped(&ss))
 			ring_buffer__poll(ss.rb, 10);
 	}
-	{
-		long long until = pi_mono_ns();
-
-		for (uint32_t i = 0; i < sent; i++) {
-			long long d = ss.probes[i].sent_ns + timeout * 1000000LL;
-
-			if (d > until)
-				until = d;
-		}
-		wait_answers(&ss, 0, sent, until);
-		finalize(&ss, 0, sent);
-	}
+	wait_answers(&ss, 0, sent, answers_due(&ss, 0, sent, timeout), false);
+	finalize(&ss, 0, sent, timeout);
 	if (unlocked)
 		relock_for_teardown(n, spec->lock_timeout_ms);
 	for (uint32_t i = 0; i < sent; i++)
@@ -881,6 +911,7 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		goto out_pods;
 	}
 	ss.stop = spec->stop;
+	ss.stop_wait = spec->stop_wait;
 	ncols = pl.n + spec->nextra;
 	ss.probes = calloc(pl.n * ncols, sizeof(*ss.probes));
 	*out = calloc(pl.n * ncols, sizeof(**out));
@@ -928,8 +959,8 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 			relock_for_teardown(n, spec->lock_timeout_ms);
 		goto out;
 	}
-	wait_answers(&ss, 0, np, pi_mono_ns() + timeout * 1000000LL);
-	finalize(&ss, 0, np);
+	wait_answers(&ss, 0, np, answers_due(&ss, 0, np, timeout), false);
+	finalize(&ss, 0, np, timeout);
 	if (unlocked)
 		relock_for_teardown(n, spec->lock_timeout_ms);
 	for (int i = 0; i < np; i++)

@@ -11,17 +11,22 @@
 
 static const char *const verdict_names[] = {
 	"pending", "answered", "refused", "dropped-by-policy", "no-answer",
-	"self",
+	"self", "not-sent",
 };
 
 /* ---- interruption ------------------------------------------------------- */
 
-/* The signal that asked a running probe to stop, 0 while none did. */
-static volatile int stop_signal;
+/* The signal that asked a running probe to stop, 0 while none did: no
+ * more probes are sent, and the answers of those sent are awaited. A
+ * second one (stop_again) cuts that wait short. */
+static volatile int stop_signal, stop_again;
 
 static void on_stop_signal(int sig)
 {
-	stop_signal = sig;
+	if (stop_signal)
+		stop_again = sig;
+	else
+		stop_signal = sig;
 }
 
 static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
@@ -42,7 +47,7 @@ static void stop_handlers_set(struct stop_handlers *h)
 				.sa_flags = SA_RESTART };
 
 	sigemptyset(&sa.sa_mask);
-	stop_signal = 0;
+	stop_signal = stop_again = 0;
 	for (int i = 0; i < 3; i++) {
 		h->set[i] = false;
 		if (sigaction(stop_signals[i], NULL, &h->old[i]) ||
@@ -315,13 +320,14 @@ static void print_probe(const struct pi_probe_result *pr, int seq)
 
 static void print_summary(const struct pi_probe_result *pr, int n)
 {
-	int counts[6] = { 0 }, nr = 0, all = n, under = 0;
+	int counts[7] = { 0 }, nr = 0, all = n, under = 0, decided;
 	double *r = calloc(n ? n : 1, sizeof(double)), sum = 0;
 	uint64_t res = all ? pr[0].rtt_resolution_ns : 1;
 
 	for (int i = 0; i < all; i++) {
 		counts[pr[i].verdict]++;
-		if (pr[i].verdict == PI_PROBE_SELF)
+		if (pr[i].verdict == PI_PROBE_SELF ||
+		    pr[i].verdict == PI_PROBE_UNSENT)
 			n--;
 		if (rtt_measured(&pr[i])) {
 			r[nr] = rtt_ms(&pr[i]);
@@ -332,6 +338,8 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 		}
 	}
 	qsort(r, nr, sizeof(double), cmp_double);
+	/* a pending probe (its wait cut short) is no loss, nor an answer */
+	decided = n - counts[PI_PROBE_PENDING];
 	if (json_output) {
 		json_key(jw, "summary");
 		json_obj_open(jw);
@@ -340,9 +348,11 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 		json_ku64(jw, "refused", counts[PI_PROBE_REFUSED]);
 		json_ku64(jw, "dropped_by_policy", counts[PI_PROBE_POLICY]);
 		json_ku64(jw, "no_answer", counts[PI_PROBE_NOANSWER]);
+		json_ku64(jw, "pending", counts[PI_PROBE_PENDING]);
+		json_ku64(jw, "not_sent", counts[PI_PROBE_UNSENT]);
 		json_key(jw, "loss_pct");
-		json_f64(jw, n ? 100.0 * (counts[PI_PROBE_POLICY] +
-					  counts[PI_PROBE_NOANSWER]) / n : 0);
+		json_f64(jw, decided ? 100.0 * (counts[PI_PROBE_POLICY] +
+						counts[PI_PROBE_NOANSWER]) / decided : 0);
 		/* how an RTT was read; the clock's step, and the answers
 		 * faster than it (their rtt_ms is null) */
 		json_kstr(jw, "rtt_measured",
@@ -364,10 +374,15 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 		}
 		json_obj_close(jw);
 	} else {
-		printf("--- %d probes: %d answered, %d refused, %d dropped by policy, %d no answer, %.1f%% loss\n",
+		printf("--- %d probes: %d answered, %d refused, %d dropped by policy, %d no answer",
 		       n, counts[PI_PROBE_ANSWERED], counts[PI_PROBE_REFUSED],
-		       counts[PI_PROBE_POLICY], counts[PI_PROBE_NOANSWER],
-		       n ? 100.0 * (counts[PI_PROBE_POLICY] + counts[PI_PROBE_NOANSWER]) / n : 0);
+		       counts[PI_PROBE_POLICY], counts[PI_PROBE_NOANSWER]);
+		if (counts[PI_PROBE_PENDING])
+			printf(", %d pending", counts[PI_PROBE_PENDING]);
+		if (counts[PI_PROBE_UNSENT])
+			printf(", %d not sent", counts[PI_PROBE_UNSENT]);
+		printf(", %.1f%% loss\n", decided ? 100.0 * (counts[PI_PROBE_POLICY] +
+				counts[PI_PROBE_NOANSWER]) / decided : 0);
 		if (nr)
 			printf("rtt min/avg/p50/p99 = %.3f/%.3f/%.3f/%.3f ms\n",
 			       r[0], sum / nr, r[(nr - 1) / 2],
@@ -488,11 +503,15 @@ static int probe_help(int argc, char **argv)
 		"\n"
 		"A probe runs on the node's device pair " PI_PROBE_DEV " <-> " PI_PROBE_TX_DEV ",\n"
 		"one probe per node at a time. SIGINT, SIGTERM or SIGHUP stop it:\n"
-		"the probes sent so far are reported (JSON: \"interrupted\"), its\n"
-		"device, authorisations and hooks are removed, and it exits 1.\n"
+		"no more probes are sent, the answers of those sent are awaited\n"
+		"(each up to its timeout, %d ms at most; a second signal cuts that\n"
+		"short, and a probe still waiting is reported pending), the probes\n"
+		"sent are reported (JSON: \"interrupted\"), its device,\n"
+		"authorisations and hooks are removed, and it exits 1. A matrix cell\n"
+		"the stop kept from being sent is not-sent.\n"
 		"Exit codes: 0 done (whatever the verdicts), 1 runtime failure or\n"
 		"interrupted, 2 usage error.\n", PI_PROBE_PORT_LO,
-		PI_PROBE_PORT_HI);
+		PI_PROBE_PORT_HI, PI_PROBE_STOP_WAIT_MS);
 	return EXIT_OK;
 }
 
@@ -579,6 +598,7 @@ static int probe_run(int argc, char **argv)
 	struct pi_probe_spec spec = {
 		.count = 1, .interval_ms = 100, .timeout_ms = 1000,
 		.lock_timeout_ms = lock_timeout_ms, .stop = &stop_signal,
+		.stop_wait = &stop_again,
 	};
 	const char *to = NULL;
 	bool traced = false;
@@ -677,6 +697,7 @@ static int probe_matrix(int argc, char **argv)
 	struct pi_matrix_spec spec = {
 		.proto = IPPROTO_ICMP, .timeout_ms = 1000,
 		.lock_timeout_ms = lock_timeout_ms, .stop = &stop_signal,
+		.stop_wait = &stop_again,
 	};
 	bool to_pods;
 	const struct opt opts[] = {

@@ -656,6 +656,7 @@ enum pi_probe_verdict {
 	PI_PROBE_POLICY,	/* dropped by the pod's own rule (`rule`) */
 	PI_PROBE_NOANSWER,
 	PI_PROBE_SELF,		/* a matrix cell from a pod to itself */
+	PI_PROBE_UNSENT,	/* a matrix cell not sent: stopped first */
 };
 
 struct pi_probe_result {
@@ -683,9 +684,14 @@ struct pi_probe_result {
 };
 
 /* Probes from pod `from` to dst[:port], sent into the pod's egress
- * datapath as the pod's own packets; `stop`, when set (a signal handler's
- * flag), ends the sending and the wait early. The node's lock is held
+ * datapath as the pod's own packets. `stop`, when set (a signal handler's
+ * flag), ends the sending: the answers of the probes already sent are
+ * still awaited, each up to its timeout but at most PI_PROBE_STOP_WAIT_MS
+ * after the stop, unless `stop_wait` is set too. A probe whose wait was
+ * cut short stays PI_PROBE_PENDING (its answer may be on its way: it is
+ * no "no answer"). The node's lock is held
  * while the probe's state is set up and taken down, not while it waits. */
+#define PI_PROBE_STOP_WAIT_MS	1000
 struct pi_probe_spec {
 	const char *from;
 	int family;
@@ -694,7 +700,7 @@ struct pi_probe_spec {
 	uint16_t port, sport;		/* sport 0: one of PI_PROBE_PORT_LO..HI */
 	uint32_t count, interval_ms, timeout_ms;
 	int lock_timeout_ms;
-	const volatile int *stop;
+	const volatile int *stop, *stop_wait;
 };
 
 /* Results of the probes sent, in order, in a malloc()ed array; returns how
@@ -711,7 +717,7 @@ struct pi_matrix_spec {
 	int extra_family[16];
 	struct pi_addr extra[16];
 	int lock_timeout_ms;
-	const volatile int *stop;
+	const volatile int *stop, *stop_wait;	/* as pi_probe_spec's */
 };
 
 /* rows x cols results (rows: from, in pod id order; cols: those pods,

@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=116
+EXPECT=143
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -282,6 +282,56 @@ exit_1 matrix_sigterm_exit_1 "$rc"
 check matrix_sigterm_reports reported /tmp/tq$$.i '.interrupted == "SIGTERM" and .summary.answered == 12'
 left_nothing matrix_sigterm
 scrub
+
+# A stop ends the sending, not the wait for the answers on their way: tq-b
+# answers the echo DELAY ms late (its kernel's answers off), and the probe
+# is signalled (SIGS, 0.2 s apart) as soon as the request
+# came. One stop: the answer is awaited (up to the probe's timeout, at most
+# 1 s after the stop); a second stop cuts the wait short, and a probe
+# still waiting is pending, not "no answer".
+late_answer() {	# late_answer DELAY SIGS OUT ARGS...: prints the exit status
+	local delay=$1 sigs=$2 out=$3 pid lp i s
+	shift 3
+	ip netns exec tq-b sysctl -qw net.ipv4.icmp_echo_ignore_all=1
+	ip netns exec tq-b "$PINET" echo-late $delay 1 20000 >/tmp/tq$$.late &
+	lp=$!
+	for i in $(seq 100); do grep -q listening /tmp/tq$$.late && break; sleep 0.05; done
+	set -m
+	"$PI" -N $X -j probe --from tq-a --to $B "$@" >"$out" 2>/tmp/tq$$.ierr &
+	pid=$!
+	set +m
+	for i in $(seq 400); do grep -q request /tmp/tq$$.late && break; sleep 0.05; done
+	# a signal sent while the same one is pending is lost: one at a time
+	for s in $sigs; do kill -s $s $pid; sleep 0.2; done
+	wait $pid
+	echo $?
+	# what the far end had done when the probe ended
+	cp /tmp/tq$$.late /tmp/tq$$.late_at_exit
+	kill $lp 2>/dev/null
+	wait $lp 2>/dev/null
+	ip netns exec tq-b sysctl -qw net.ipv4.icmp_echo_ignore_all=0
+}
+rc=$(late_answer 500 INT /tmp/tq$$.i --count 5 --interval 3000 --timeout 5000)
+exit_1 stop_awaits_answer_exit_1 "$rc"
+check stop_awaits_answer reported /tmp/tq$$.i '.interrupted == "SIGINT" and .summary.sent == 1 and .summary.answered == 1 and .probes[0].verdict == "answered"'
+left_nothing stop_awaits_answer
+scrub
+rc=$(late_answer 800 "INT INT" /tmp/tq$$.i --count 5 --interval 3000 --timeout 5000)
+exit_1 second_stop_exit_1 "$rc"
+check second_stop_pending reported /tmp/tq$$.i '.summary.sent == 1 and .summary.pending == 1 and .summary.no_answer == 0 and .summary.loss_pct == 0 and .probes[0].verdict == "pending"'
+expect_eq second_stop_before_answer "$(grep -c answered /tmp/tq$$.late_at_exit)" 0
+left_nothing second_stop
+scrub
+# the wait after a stop is 1 s at most, whatever the timeout
+rc=$(late_answer 4000 TERM /tmp/tq$$.i --count 5 --interval 3000 --timeout 60000)
+exit_1 stop_wait_bounded_exit_1 "$rc"
+check stop_wait_bounded reported /tmp/tq$$.i '.interrupted == "SIGTERM" and .summary.pending == 1 and .probes[0].verdict == "pending"'
+expect_eq stop_wait_bounded_before_answer "$(grep -c answered /tmp/tq$$.late_at_exit)" 0
+left_nothing stop_wait_bounded
+scrub
+out=$(probe --from tq-a --to $B --count 2)
+expect_eq late_answer_echo_restored "$(verdicts <<<"$out")" answered
+rm -f /tmp/tq$$.late /tmp/tq$$.late_at_exit
 
 # SIGKILL leaves the device: the next probe refuses, naming it and how to
 # remove it; once it is removed, the next probe takes over what was left.

@@ -19,6 +19,7 @@
  *   pinet neigh-adv DEV TARGET COUNT
  *   pinet arp-announce DEV IP COUNT
  *   pinet icmp-too-big SRC DST SPORT DPORT MTU
+ *   pinet echo-late DELAY_MS COUNT TIMEOUT_MS
  *
  * Options may appear anywhere after the subcommand. An IPv6 DST implies -6;
  * a link-local one takes its device as ADDR%DEV. udp-send --hopopts puts
@@ -98,6 +99,13 @@
  *                quoting a UDP datagram SRC:SPORT -> DST:DPORT: what a
  *                router on the way to DST sends when the datagram does not
  *                fit. "sent 1".
+ *   echo-late    answers COUNT IPv4 ICMP echo requests to this namespace,
+ *                each DELAY_MS after it came (a far end whose answer is
+ *                still on its way when the asker stops); the namespace's
+ *                own answers must be off (net.ipv4.icmp_echo_ignore_all).
+ *                Prints "listening" once its socket is open, "request"
+ *                as each request comes, and "answered N" when COUNT were
+ *                answered or TIMEOUT_MS ran out.
  * Diagnostics go to stderr. Exit status: 0 success, 1 failure, 2 usage.
  *
  * Checksums are 64-bit FNV-1a, printed as 16 hex digits.
@@ -194,9 +202,10 @@ static int usage(void)
 		"       %s router-adv DEV COUNT\n"
 		"       %s neigh-adv DEV TARGET COUNT\n"
 		"       %s arp-announce DEV IP COUNT\n"
-		"       %s icmp-too-big SRC DST SPORT DPORT MTU\n",
+		"       %s icmp-too-big SRC DST SPORT DPORT MTU\n"
+		"       %s echo-late DELAY_MS COUNT TIMEOUT_MS\n",
 		prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
-		prog, prog, prog, prog);
+		prog, prog, prog, prog, prog);
 	return EXIT_USAGE;
 }
 
@@ -1548,6 +1557,63 @@ static int cmd_icmp_too_big(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_echo_late(int argc, char **argv)
+{
+	uint8_t buf[2048];
+	long delay, count, timeout, answered = 0;
+	long long deadline;
+	int fd;
+
+	if (argc != 3)
+		return usage();
+	delay = number(argv[0], 0, 60000);
+	count = number(argv[1], 1, 100000);
+	timeout = number(argv[2], 0, 86400000);
+	if (delay < 0 || count < 0 || timeout < 0)
+		return usage();
+	fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+	if (fd < 0) {
+		fprintf(stderr, "%s: icmp: %s\n", prog, strerror(errno));
+		return 1;
+	}
+	printf("listening\n");
+	fflush(stdout);
+	deadline = pi_mono_ms() + timeout;
+	while (answered < count) {
+		long left = deadline - pi_mono_ms();
+		struct sockaddr_in from;
+		socklen_t alen = sizeof(from);
+		uint8_t *icmp;
+		ssize_t n;
+		int ihl;
+
+		if (left <= 0 || wait_fd(fd, POLLIN, left) <= 0)
+			break;
+		/* a raw IPv4 socket reads the IP header too */
+		n = recvfrom(fd, buf, sizeof(buf) - 1, 0,
+			     (struct sockaddr *)&from, &alen);
+		if (n < 20)
+			continue;
+		ihl = (buf[0] & 0x0f) * 4;
+		if (n < ihl + 8 || buf[ihl] != 8 || buf[ihl + 1] != 0)
+			continue;
+		icmp = buf + ihl;
+		printf("request\n");
+		fflush(stdout);
+		usleep(delay * 1000);
+		icmp[0] = 0;		/* echo reply: same id, sequence, data */
+		icmp[2] = icmp[3] = 0;
+		buf[n] = 0;		/* the sum pads an odd length */
+		memcpy(icmp + 2, &(uint16_t){ ip_csum(icmp, n - ihl) }, 2);
+		if (sendto(fd, icmp, n - ihl, 0, (struct sockaddr *)&from,
+			   alen) == n - ihl)
+			answered++;
+	}
+	close(fd);
+	printf("answered %ld\n", answered);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -1585,5 +1651,7 @@ int main(int argc, char **argv)
 		return cmd_arp_announce(argc, argv);
 	if (!strcmp(cmd, "icmp-too-big"))
 		return cmd_icmp_too_big(argc, argv);
+	if (!strcmp(cmd, "echo-late"))
+		return cmd_echo_late(argc, argv);
 	return usage();
 }
