@@ -15,7 +15,8 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD
 
 .DELETE_ON_ERROR:
 .PHONY: all
-all: $(OUT)/pktload $(OUT)/pbload $(OUT)/progcost $(OUT)/transparent.so $(OUT)/cnirun
+all: $(OUT)/pktload $(OUT)/pbload $(OUT)/progcost $(OUT)/transparent.so $(OUT)/cnirun \
+     $(OUT)/cninoop
 
 $(OUT):
 	@mkdir -p $@
@@ -45,5 +46,9 @@ $(OUT)/transparent.so: bench/transparent.c | $(OUT)
 	@$(CC) $(CFLAGS) -fPIC -shared $< -o $@ -ldl
 
 $(OUT)/cnirun: bench/cnirun.c | $(OUT)
+	@printf '  %-8s %s\n' CC $@
+	@$(CC) $(CFLAGS) $< -o $@ -ljansson
+
+$(OUT)/cninoop: bench/cninoop.c | $(OUT)
 	@printf '  %-8s %s\n' CC $@
 	@$(CC) $(CFLAGS) $< -o $@ -ljansson

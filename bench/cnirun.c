@@ -15,7 +15,10 @@
  * id K+i as 64 hex digits, CNI_IFNAME eth0, and
  * CNI_ARGS "IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME=PREFIXi".
  * Prints one JSON object: {"add_ms": [...], "del_ms": [...],
- * "add_failed": n, "del_failed": n, "first_error": "..."}.
+ * "add_failed": n, "del_failed": n, "first_error": "...", "plugins":
+ * [{"type": T, "add_ms": [...], "del_ms": [...]}, ...]}: the pods' chains,
+ * then each plugin's own part of them (its process, from spawn to exit),
+ * in the conflist's order.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -119,10 +122,13 @@ static int run_plugin(const struct run *r, const char *type, const char *cmd,
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+#define MAX_PLUGINS	16
+
 /* One pod's chain; returns 0 or the first failing plugin's status, with
- * its answer in ERR. */
+ * its answer in ERR, and each plugin's time in EACH (conflist order; -1
+ * for one not run). */
 static int run_chain(const struct run *r, const char *cmd, int pod,
-		     char *err, size_t errlen)
+		     char *err, size_t errlen, double *each)
 {
 	json_t *plugins = json_object_get(r->list, "plugins");
 	const char *ver = json_string_value(json_object_get(r->list, "cniVersion"));
@@ -132,6 +138,8 @@ static int run_chain(const struct run *r, const char *cmd, int pod,
 	json_t *prev = NULL;
 	int first = 0;
 
+	for (k = 0; k < MAX_PLUGINS; k++)
+		each[k] = -1;
 	snprintf(cache, sizeof(cache), "%s/%s%d.json", r->state, r->netns_prefix, pod);
 	if (strcmp(cmd, "DEL") == 0)
 		prev = json_load_file(cache, 0, NULL);
@@ -140,6 +148,7 @@ static int run_chain(const struct run *r, const char *cmd, int pod,
 		json_t *conf = json_deep_copy(json_array_get(plugins, i));
 		const char *type = json_string_value(json_object_get(conf, "type"));
 		char *text, *out = NULL;
+		double t0;
 		int rc;
 
 		json_object_set_new(conf, "cniVersion", json_string(ver));
@@ -147,7 +156,10 @@ static int run_chain(const struct run *r, const char *cmd, int pod,
 		if (prev)
 			json_object_set(conf, "prevResult", prev);
 		text = json_dumps(conf, JSON_COMPACT);
+		t0 = now_ms();
 		rc = type && text ? run_plugin(r, type, cmd, pod, text, &out) : -1;
+		if (i < MAX_PLUGINS)
+			each[i] = now_ms() - t0;
 		free(text);
 		json_decref(conf);
 		if (rc != 0) {
@@ -184,10 +196,11 @@ static int run_chain(const struct run *r, const char *cmd, int pod,
 }
 
 /* One phase: N pods, up to C at a time, each in a child that writes
- * "POD MS STATUS ERROR" to the pipe (one write, shorter than PIPE_BUF, so
- * lines never mix). */
+ * "POD MS STATUS EACH ERROR" to the pipe (EACH: the plugins' times, comma
+ * separated; one write, shorter than PIPE_BUF, so lines never mix). Each
+ * plugin's times go to its array in PER (one per plugin of the list). */
 static json_t *phase(const struct run *r, const char *cmd, int count, int conc,
-		     int *failed, char *first_err, size_t errlen)
+		     int *failed, char *first_err, size_t errlen, json_t *per)
 {
 	json_t *ms = json_array();
 	int p[2], next = 0, running = 0, done = 0;
@@ -202,16 +215,21 @@ static json_t *phase(const struct run *r, const char *cmd, int count, int conc,
 			pid_t pid = fork();
 
 			if (pid == 0) {
-				char err[PIPE_BUF - 64] = "", buf[PIPE_BUF];
-				double t0 = now_ms();
-				int rc = run_chain(r, cmd, next, err, sizeof(err));
-				int len;
+				char err[PIPE_BUF - 256] = "", buf[PIPE_BUF], times[200];
+				double t0 = now_ms(), each[MAX_PLUGINS];
+				int rc = run_chain(r, cmd, next, err, sizeof(err), each);
+				int len, tl = 0;
 
 				for (char *c = err; *c; c++)
 					if (*c == '\n')
 						*c = ' ';
-				len = snprintf(buf, sizeof(buf), "%d %.3f %d %s\n", next,
-					       now_ms() - t0, rc, err);
+				for (size_t k = 0; k < json_array_size(per) && k < MAX_PLUGINS; k++)
+					tl += snprintf(times + tl, sizeof(times) - tl, "%s%.3f",
+						       k ? "," : "", each[k]);
+				if (!tl)
+					snprintf(times, sizeof(times), "-");
+				len = snprintf(buf, sizeof(buf), "%d %.3f %d %s %s\n", next,
+					       now_ms() - t0, rc, times, err);
 				if (len >= (int)sizeof(buf))
 					len = sizeof(buf) - 1, buf[len - 1] = '\n';
 				if (write(p[1], buf, len) < 0)
@@ -227,10 +245,22 @@ static json_t *phase(const struct run *r, const char *cmd, int count, int conc,
 			break;
 		{
 			int pod, rc, off = 0;
+			char times[200];
 			double t;
 
-			if (sscanf(line, "%d %lf %d %n", &pod, &t, &rc, &off) >= 3) {
+			if (sscanf(line, "%d %lf %d %199s %n", &pod, &t, &rc, times, &off) >= 4) {
+				char *save = NULL, *f = strtok_r(times, ",", &save);
+
 				json_array_append_new(ms, json_real(t));
+				for (size_t k = 0; f && k < json_array_size(per); k++) {
+					double v = atof(f);
+
+					if (v >= 0)
+						json_array_append_new(json_object_get(json_array_get(per, k),
+										      !strcmp(cmd, "ADD") ? "add_ms" : "del_ms"),
+								      json_real(v));
+					f = strtok_r(NULL, ",", &save);
+				}
 				if (rc) {
 					(*failed)++;
 					if (!*first_err) {
@@ -269,7 +299,7 @@ int main(int argc, char **argv)
 	int count = 0, conc = 1, add_failed = 0, del_failed = 0, o;
 	char err[PIPE_BUF] = "";
 	json_error_t jerr;
-	json_t *res;
+	json_t *res, *per;
 
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -293,14 +323,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cnirun: %s: not a conflist (%s)\n", conflist, jerr.text);
 		return 2;
 	}
+	per = json_array();
+	for (size_t k = 0; k < json_array_size(json_object_get(r.list, "plugins")) &&
+			   k < MAX_PLUGINS; k++)
+		json_array_append_new(per, json_pack("{s:O?,s:[],s:[]}", "type",
+			json_object_get(json_array_get(json_object_get(r.list, "plugins"), k), "type"),
+			"add_ms", "del_ms"));
 	res = json_object();
 	json_object_set_new(res, "add_ms", phase(&r, "ADD", count, conc, &add_failed,
-						 err, sizeof(err)));
+						 err, sizeof(err), per));
 	json_object_set_new(res, "del_ms", phase(&r, "DEL", count, conc, &del_failed,
-						 err, sizeof(err)));
+						 err, sizeof(err), per));
 	json_object_set_new(res, "add_failed", json_integer(add_failed));
 	json_object_set_new(res, "del_failed", json_integer(del_failed));
 	json_object_set_new(res, "first_error", json_string(err));
+	json_object_set_new(res, "plugins", per);
 	json_dumpf(res, stdout, JSON_COMPACT);
 	putchar('\n');
 	json_decref(res);

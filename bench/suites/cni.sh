@@ -15,7 +15,12 @@
 # (kernel/bpf/tcx.c), and this is how much of podinject's cost that is.
 # A fifth chains podinject with "datapath": "none" (beside a CNI that is a
 # datapath itself): the pod is recorded, nothing is attached, so it shows
-# what podinject costs a pod apart from its programs.
+# what podinject costs a pod apart from its programs. A sixth chains a
+# plugin that does nothing (bench/cninoop: prevResult passed through) in
+# podinject's place: what any chained plugin costs (its process, its
+# config and result), the floor under podinject's own part. cnirun times
+# each plugin's process too, so the chained plugin's own time per pod is
+# shown beside the chain's.
 
 CNI_NODE=$PB_PREFIX-cni
 CNI_NODE_TC=$PB_PREFIX-cnitc
@@ -23,11 +28,13 @@ CNI_NS=$PB_PREFIX-cni-
 
 cni_setup() {
 	local d=$1 i
-	mkdir -p "$d/bin" "$d/state" "$d/ipam-base" "$d/ipam-pi" "$d/ipam-pi-tc" "$d/ipam-pi-none"
+	mkdir -p "$d/bin" "$d/state" "$d/ipam-base" "$d/ipam-pi" "$d/ipam-pi-tc" "$d/ipam-pi-none" \
+		"$d/ipam-noop"
 	for i in ptp host-local; do
 		ln -sf /usr/lib/cni/$i "$d/bin/$i"
 	done
 	ln -sf "$BUILD/podinject-cni" "$d/bin/podinject"
+	ln -sf "$BUILD/bench/cninoop" "$d/bin/noop"
 	# The two conflists differ only in the podinject entry (and the
 	# subnet and IPAM state, so that neither sees the other's leases).
 	jq -n --arg d "$d/ipam-base" '{cniVersion: "1.0.0", name: "pb-cni-base",
@@ -52,6 +59,11 @@ cni_setup() {
 		.plugins[0].ipam.dataDir += "-none" |
 		.plugins[0].ipam.ranges[0][0].subnet = "10.196.0.0/16" |
 		.plugins[1] += {datapath: "none"}' "$d/pi.conflist" >"$d/pinone.conflist"
+	# A chained plugin that does nothing, in podinject's place
+	jq --arg d "$d/ipam-noop" '.name = "pb-cni-noop" |
+		.plugins[0].ipam.dataDir = $d |
+		.plugins[0].ipam.ranges[0][0].subnet = "10.195.0.0/16" |
+		.plugins[1] = {type: "noop"}' "$d/pi.conflist" >"$d/pinoop.conflist"
 	for i in $(seq 0 $((PB_CNI_PODS - 1))); do
 		pb_ns "$CNI_NS$i"
 	done
@@ -74,8 +86,9 @@ suite_cni() {
 		suite_end
 		return
 	fi
-	if [ ! -x "$BUILD/bench/cnirun" ] || [ ! -x "$BUILD/podinject-cni" ]; then
-		skip all "cnirun or podinject-cni was not built"
+	if [ ! -x "$BUILD/bench/cnirun" ] || [ ! -x "$BUILD/bench/cninoop" ] ||
+	   [ ! -x "$BUILD/podinject-cni" ]; then
+		skip all "cnirun, cninoop or podinject-cni was not built"
 		suite_end
 		return
 	fi
@@ -88,7 +101,7 @@ suite_cni() {
 	# Warm-up: brings the node up (the first pod's cost, once per node)
 	# and fills the caches for both chains.
 	PB_RCU_EXPEDITED=$(cat /sys/kernel/rcu_expedited 2>/dev/null)
-	for list in base pi pitc pinone; do
+	for list in base pi pitc pinone pinoop; do
 		out=$(PB_CNI_PODS=4 cni_round "$d" "$d/$list.conflist" 1 $base)
 		if [ "$(jq '.add_failed + .del_failed' <<<"$out" 2>/dev/null)" != 0 ]; then
 			failed "$list/warmup" "the chain failed: $(jq -r .first_error <<<"$out" 2>/dev/null || echo "$out")"
@@ -97,13 +110,14 @@ suite_cni() {
 	note "node $CNI_NODE: $("$PI" -N "$CNI_NODE" -j node show 2>/dev/null | jq -c '{host, attach}' 2>/dev/null)"
 	for rep in $(seq 1 "$PB_REPS"); do
 		for conc in 1 32; do
-			for list in base pi pitc pinone piexp; do
+			for list in base pi pitc pinone pinoop piexp; do
 				pb_alive "$CNI_NS"0 || break 3
 				case $list in
 				base) v="ptp+host-local" ;;
 				pi) v="ptp+host-local+podinject" ;;
 				pitc) v="ptp+host-local+podinject (clsact)" ;;
 				pinone) v="ptp+host-local+podinject (datapath none)" ;;
+				pinoop) v="ptp+host-local+no-op plugin" ;;
 				piexp) v="ptp+host-local+podinject (rcu_expedited)"
 				       [ -n "$PB_RCU_EXPEDITED" ] || continue ;;
 				esac
@@ -130,6 +144,12 @@ suite_cni() {
 					sample ${key}_p50_ms ms "$v" "$rep" "$p50"
 					sample ${key}_p99_ms ms "$v" "$rep" "$p99"
 					jq -c --arg v "$v" --arg k $key '{variant: $v, op: $k, ms: .[$k + "_ms"]}' <<<"$out" >>"$pooled"
+					# the chained plugin's own process (podinject or
+					# the no-op), this round's p50
+					[ $list = base ] && continue
+					p50=$(jq -r --arg k ${key}_ms '.plugins[1][$k] | sort |
+						.[((length * 0.5) | ceil) - 1]' <<<"$out")
+					sample chained_${key}_p50_ms ms "$v" "$rep" "$p50"
 				done
 			done
 		done
@@ -145,6 +165,10 @@ suite_cni() {
 		ratio "DEL p50, datapath none / without ($conc)" del_p50_ms "ptp+host-local+podinject (datapath none), $conc" "ptp+host-local, $conc"
 		ratio "ADD p99, datapath none / without ($conc)" add_p99_ms "ptp+host-local+podinject (datapath none), $conc" "ptp+host-local, $conc"
 		ratio "ADD p50, with rcu_expedited / without ($conc)" add_p50_ms "ptp+host-local+podinject (rcu_expedited), $conc" "ptp+host-local, $conc"
+		ratio "ADD p50, a no-op chained plugin / without ($conc)" add_p50_ms "ptp+host-local+no-op plugin, $conc" "ptp+host-local, $conc"
+		ratio "ADD p50, datapath none / no-op plugin ($conc)" add_p50_ms "ptp+host-local+podinject (datapath none), $conc" "ptp+host-local+no-op plugin, $conc"
+		ratio "chained plugin's own ADD p50, podinject (datapath none) / no-op ($conc)" chained_add_p50_ms "ptp+host-local+podinject (datapath none), $conc" "ptp+host-local+no-op plugin, $conc"
+		ratio "chained plugin's own ADD p50, podinject / no-op ($conc)" chained_add_p50_ms "ptp+host-local+podinject, $conc" "ptp+host-local+no-op plugin, $conc"
 		ratio "ADD p99, with rcu_expedited / without ($conc)" add_p99_ms "ptp+host-local+podinject (rcu_expedited), $conc" "ptp+host-local, $conc"
 	done
 	# Pooled over all rounds: the p99 of every pod set up in the run.
@@ -154,7 +178,7 @@ suite_cni() {
 		[.[0].variant, .[0].op, $m[((($m | length) * 0.5) | ceil) - 1],
 		 $m[((($m | length) * 0.99) | ceil) - 1], ($m | length)] | @tsv' "$pooled")
 	for conc in "1 at a time" "32 at once"; do
-		for v in "ptp+host-local+podinject" "ptp+host-local+podinject (clsact)" "ptp+host-local+podinject (datapath none)" "ptp+host-local+podinject (rcu_expedited)"; do
+		for v in "ptp+host-local+podinject" "ptp+host-local+podinject (clsact)" "ptp+host-local+podinject (datapath none)" "ptp+host-local+podinject (rcu_expedited)" "ptp+host-local+no-op plugin"; do
 			jq -rs --arg a "$v, $conc" --arg b "ptp+host-local, $conc" '
 				def p99: sort | .[((length * 0.99) | ceil) - 1];
 				(map(select(.variant == $a and .op == "add") | .ms) | add | p99) as $x |
