@@ -14,9 +14,32 @@
 #include "podinject_util.h"
 #include "cni.h"
 
+/* While ADD opens a node it will bring up when missing, the library's
+ * errors are held: "node is not up" is then no error but the first pod of
+ * the node, and is logged at debug level; any other error is logged as it
+ * was once the open has failed for another reason. */
+#define HELD_MAX	4
+static struct {
+	bool on;
+	int n;
+	char msg[HELD_MAX][256];
+} held;
+
 static void log_cb(enum pi_log_level level, const char *msg, void *ctx)
 {
+	if (held.on && level == PI_LOG_ERROR && held.n < HELD_MAX) {
+		snprintf(held.msg[held.n++], sizeof(held.msg[0]), "%s", msg);
+		return;
+	}
 	cni_log(level, "%s", msg);
+}
+
+static void held_release(int level)
+{
+	for (int i = 0; i < held.n; i++)
+		cni_log(level, "%s", held.msg[i]);
+	held.n = 0;
+	held.on = false;
 }
 
 /* libbpf's own messages go where the plugin's logs go, at debug level:
@@ -61,8 +84,10 @@ int cni_pi_open(const struct cni_conf *conf, bool bring_up,
 	int err;
 
 	for (;;) {
+		held.on = bring_up;
 		err = pi_node_open(conf->node, PI_OPEN_WRITE,
 				   conf->lock_timeout_ms, node);
+		held_release(err == -ENOENT ? PI_LOG_DEBUG : PI_LOG_ERROR);
 		if (err != -ENOENT || !bring_up)
 			return err;
 		err = pi_node_up(conf->node, &opts, NULL);

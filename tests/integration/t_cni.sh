@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=240
+EXPECT=243
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -226,6 +226,12 @@ for v in 10 04; do
 	ip netns del $ns
 done
 check node_made_by_plugin sh -c "$PI -N $NODE -j node show | jq -e '.host == true'"
+# The first pod of a node finds it not up and brings it up: no error in
+# the log (the library's "not up" is the plugin's debug line), and none on
+# stderr, for ADDs, CHECKs and DELs that all went through.
+expect_eq node_made_no_error_logged "$(grep -c ' error ' "$LOG")" 0
+check node_made_said sh -c "grep ' debug ' '$LOG' | grep -q 'is not up'"
+expect_eq node_made_stderr_empty "$(wc -c <"$T/stderr")" 0
 
 # ---- bridge: the host device is the pod's veth, not the bridge -----------------
 mkns ${PREFIX}br
