@@ -59,10 +59,12 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 			       cni_prev_pod_iface(conf->prev_result, env->ifname),
 			       &ip4, &has4, &ip6, &has6, e))
 		return -1;
+	cni_step("pair");
 
 	err = cni_pi_open(conf, true, &node);
 	if (err)
 		return cni_pi_fail(e, err, "cannot open the node", conf);
+	cni_step("node");
 	err = cni_pi_adopt(node, conf, env, pair.host_name,
 			   has4 ? &ip4 : NULL, has6 ? &ip6 : NULL, &pod);
 	if (err == -EEXIST) {
@@ -84,6 +86,7 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 			 " (pod %s, device %s)", env->pod_name, pair.host_name);
 		goto out;
 	}
+	cni_step("adopt");
 	cni_log(PI_LOG_INFO, "pod %s adopted on node %s: %s <-> %s", env->pod_name,
 		conf->node, pair.host_name, env->ifname);
 	out = json_deep_copy(conf->prev_result);
@@ -93,6 +96,7 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 	json_decref(out);
 out:
 	pi_node_close(node);
+	cni_step("close");
 	return ret;
 }
 

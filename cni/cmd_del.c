@@ -15,6 +15,7 @@ int cni_cmd_del(const struct cni_conf *conf, struct cni_env *env,
 	int err, ret = 0;
 
 	err = cni_pi_open(conf, false, &node);
+	cni_step("node");
 	if (err == -ENOENT) {
 		cni_log(PI_LOG_INFO, "node %s is not up: nothing to remove", conf->node);
 	} else if (err == -EPROTO) {
@@ -40,9 +41,13 @@ int cni_cmd_del(const struct cni_conf *conf, struct cni_env *env,
 				pod.name, conf->node);
 		}
 	}
+	cni_step("del");
 	pi_node_close(node);
-	if (!ret && conf->mode == CNI_MODE_MAIN &&
-	    cni_ipam_exec(conf, env, "DEL", NULL, e))
-		ret = -1;
+	cni_step("close");
+	if (!ret && conf->mode == CNI_MODE_MAIN) {
+		if (cni_ipam_exec(conf, env, "DEL", NULL, e))
+			ret = -1;
+		cni_step("ipam");
+	}
 	return ret;
 }

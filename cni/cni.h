@@ -92,6 +92,11 @@ void cni_log_open(const struct cni_conf *conf);
 void cni_log_to(FILE *fp, int level);
 /* "error", "warn", "info", "debug" (any case): enum pi_log_level, or -1. */
 int cni_log_level_parse(const char *name);
+/* The end of one step of the command (at most 12): cni_log_steps() logs
+ * at debug level how long each took, from main()'s first step on, so that
+ * an operator sees where a slow ADD or DEL spent its time. */
+void cni_step(const char *name);
+void cni_log_steps(void);
 
 /* conf.c: the network config on stdin. */
 extern const char *const cni_versions[];

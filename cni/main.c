@@ -27,6 +27,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "podinject-cni: a CNI plugin (CNI spec 0.3.0-1.1.0): run by a container runtime, with CNI_COMMAND in the environment and the network config on stdin\n");
 		return 0;
 	}
+	cni_step("start");
 	cni_backend_init();
 	env.command = getenv("CNI_COMMAND");
 	if (!env.command || !*env.command) {
@@ -51,6 +52,8 @@ int main(int argc, char **argv)
 	}
 	if (cni_read_stdin(&root, &e))
 		goto err;
+	/* up to the config's end: the runtime's writing of it too */
+	cni_step("stdin");
 	version = json_string_value(json_object_get(root, "cniVersion"));
 	if (cni_parse_conf(root, &conf, &e)) {
 		cni_log_open(&conf);
@@ -59,6 +62,7 @@ int main(int argc, char **argv)
 	cni_log_open(&conf);
 	if (cni_read_env(&env, &e))
 		goto err;
+	cni_step("conf");
 	cni_log_context(env.command, env.container_id);
 	if (env.container_id && env.ifname)
 		cni_make_attach_id(&env, conf.name);
@@ -75,9 +79,12 @@ int main(int argc, char **argv)
 	if (ret)
 		goto err;
 	json_decref(root);
+	cni_log_steps();
 	return 0;
 err:
 	ret = cni_print_error(version && cni_version_supported(version) ? version : NULL, &e);
 	json_decref(root);
+	cni_step("error");
+	cni_log_steps();
 	return ret;
 }

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=243
+EXPECT=245
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -232,6 +232,9 @@ check node_made_by_plugin sh -c "$PI -N $NODE -j node show | jq -e '.host == tru
 expect_eq node_made_no_error_logged "$(grep -c ' error ' "$LOG")" 0
 check node_made_said sh -c "grep ' debug ' '$LOG' | grep -q 'is not up'"
 expect_eq node_made_stderr_empty "$(wc -c <"$T/stderr")" 0
+# At debug level each command says where its time went, step by step.
+check add_steps_logged grep -qE ' debug ADD [0-9]+: took [0-9.]+ ms: stdin [0-9.]+, conf [0-9.]+, pair [0-9.]+, node [0-9.]+, adopt [0-9.]+, close [0-9.]+$' "$LOG"
+check del_steps_logged grep -qE ' debug DEL [0-9]+: took [0-9.]+ ms: stdin [0-9.]+, conf [0-9.]+, node [0-9.]+, del [0-9.]+, close [0-9.]+$' "$LOG"
 
 # ---- bridge: the host device is the pod's veth, not the bridge -----------------
 mkns ${PREFIX}br
