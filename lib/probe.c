@@ -102,12 +102,11 @@ static bool wait_stopped(const struct session *ss)
 }
 
 /* The end of the wait for every answer still due: the last probe's
- * timeout, cut to PI_PROBE_STOP_WAIT_MS from now once the caller stopped
- * the run (a stop is not held up by a long --timeout). */
+ * timeout (wait_answers cuts it short after a stop). */
 static long long answers_due(const struct session *ss, int from, int to,
 			     uint32_t timeout_ms)
 {
-	long long now = pi_mono_ns(), until = now;
+	long long until = pi_mono_ns();
 
 	for (int i = from; i < to; i++) {
 		long long d = ss->probes[i].sent_ns + timeout_ms * 1000000LL;
@@ -115,8 +114,6 @@ static long long answers_due(const struct session *ss, int from, int to,
 		if (ss->probes[i].sent_ns && d > until)
 			until = d;
 	}
-	if (stopped(ss) && until > now + PI_PROBE_STOP_WAIT_MS * 1000000LL)
-		until = now + PI_PROBE_STOP_WAIT_MS * 1000000LL;
 	return until;
 }
 
@@ -682,13 +679,26 @@ static int probe_send(struct session *ss, struct probe *pr)
 
 /* Takes answers until every probe in [from, to) has one, `until`, or the
  * caller's stop_wait; with `or_stop`, its stop too (a pause between two
- * sends, which a stop ends at once). */
+ * sends, which a stop ends at once). Without, a stop, whenever it comes,
+ * brings `until` to PI_PROBE_STOP_WAIT_MS from when it is seen: a long
+ * timeout does not hold a stop up. */
 static void wait_answers(struct session *ss, int from, int to,
 			 long long until, bool or_stop)
 {
+	bool capped = false;
+
 	for (;;) {
 		bool pending = false;
 		long long left;
+
+		if (!capped && stopped(ss)) {
+			long long cap = pi_mono_ns() +
+					PI_PROBE_STOP_WAIT_MS * 1000000LL;
+
+			if (until > cap)
+				until = cap;
+			capped = true;
+		}
 
 		for (int i = from; i < to && !pending; i++)
 			pending = ss->probes[i].verdict == V_PENDING;

@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=143
+EXPECT=146
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -246,9 +246,11 @@ interrupt() {
 	set +m
 	probing_now
 	kill -s $sig $pid
+	local ts=$SECONDS
 	echo "signalled after $((SECONDS - t0)) s" >/tmp/tq$$.itime
 	wait $pid
 	rc=$?
+	echo $((SECONDS - ts)) >/tmp/tq$$.after	# seconds from signal to exit
 	echo "$rc"
 	# how it went, for exit_1 to name should it fail (a run that ended
 	# before the signal, one that did not see it)
@@ -275,11 +277,16 @@ scrub
 rc=$(interrupt INT /tmp/tq$$.i probe matrix --to 10.244.0.99 --timeout 60000)
 exit_1 matrix_sigint_exit_1 "$rc"
 check matrix_sigint_reports reported /tmp/tq$$.i '.interrupted == "SIGINT" and .summary.answered == 12'
+# a stop in the wait for answers ends it within 1 s, whatever the timeout
+# (the rest is the teardown; 60 s would be the timeout's)
+check matrix_sigint_prompt test "$(cat /tmp/tq$$.after)" -lt 30
+check matrix_sigint_pending reported /tmp/tq$$.i '.summary.pending == 4 and .summary.no_answer == 0'
 left_nothing matrix_sigint
 scrub
 rc=$(interrupt TERM /tmp/tq$$.i probe matrix --to 10.244.0.99 --timeout 60000)
 exit_1 matrix_sigterm_exit_1 "$rc"
 check matrix_sigterm_reports reported /tmp/tq$$.i '.interrupted == "SIGTERM" and .summary.answered == 12'
+check matrix_sigterm_prompt test "$(cat /tmp/tq$$.after)" -lt 30
 left_nothing matrix_sigterm
 scrub
 
@@ -399,7 +406,7 @@ expect_eq probe_pod_device_kept "$(ip -n $X -j link show pi-probe | jq '.[0].ifi
 check probe_pod_link_kept test -e "$INJ/link_$("$PI" -N $X -j pod show probe | jq .host_ifindex)"
 expect_eq probe_pod_auth_kept "$("$PI" -N $X -j inject list | jq -r '[.[] | .injector + ">" + .as] | unique | join(",")')" "probe>tq-c"
 expect_eq probe_pod_injects_after "$(udp_from_probe 10)" 10
-rm -f /tmp/tq$$.i /tmp/tq$$.r /tmp/tq$$.bg /tmp/tq$$.ierr /tmp/tq$$.itime
+rm -f /tmp/tq$$.i /tmp/tq$$.r /tmp/tq$$.bg /tmp/tq$$.ierr /tmp/tq$$.itime /tmp/tq$$.after
 
 # ---- The probe waits without the node's lock. Its source pod deleted
 # meanwhile and a pod of the same name, address and namespace name put in
