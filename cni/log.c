@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/time.h>
+#include "podinject_util.h"
 #include "cni.h"
 
 static FILE *log_fp;
@@ -27,18 +28,10 @@ static struct {
 } steps[STEPS_MAX];
 static int nsteps;
 
-static long long mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
-}
-
 void cni_step(const char *name)
 {
 	if (nsteps < STEPS_MAX)
-		steps[nsteps++] = (typeof(steps[0])){ name, mono_us() };
+		steps[nsteps++] = (typeof(steps[0])){ name, pi_mono_ns() / 1000 };
 }
 
 /* "took 2.31 ms: conf 0.05, pair 0.40, ...": each step from the end of

@@ -713,8 +713,7 @@ static void wait_answers(struct session *ss, int from, int to,
 /* A probe without an answer was dropped by the pod's policy when the rule
  * that decides it counted a packet meanwhile; else nothing answered it
  * within its timeout. One whose wait a stop cut short before that stays
- * pending, and one a stop kept from being sent
- * is unsent. */
+ * pending, and one a stop kept from being sent is unsent. */
 static void finalize(struct session *ss, int from, int to,
 		     uint32_t timeout_ms)
 {

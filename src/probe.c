@@ -321,6 +321,7 @@ static void print_probe(const struct pi_probe_result *pr, int seq)
 static void print_summary(const struct pi_probe_result *pr, int n)
 {
 	int counts[7] = { 0 }, nr = 0, all = n, under = 0, decided;
+	double loss;
 	double *r = calloc(n ? n : 1, sizeof(double)), sum = 0;
 	uint64_t res = all ? pr[0].rtt_resolution_ns : 1;
 
@@ -340,6 +341,8 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 	qsort(r, nr, sizeof(double), cmp_double);
 	/* a pending probe (its wait cut short) is no loss, nor an answer */
 	decided = n - counts[PI_PROBE_PENDING];
+	loss = decided ? 100.0 * (counts[PI_PROBE_POLICY] +
+				  counts[PI_PROBE_NOANSWER]) / decided : 0;
 	if (json_output) {
 		json_key(jw, "summary");
 		json_obj_open(jw);
@@ -351,8 +354,7 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 		json_ku64(jw, "pending", counts[PI_PROBE_PENDING]);
 		json_ku64(jw, "not_sent", counts[PI_PROBE_UNSENT]);
 		json_key(jw, "loss_pct");
-		json_f64(jw, decided ? 100.0 * (counts[PI_PROBE_POLICY] +
-						counts[PI_PROBE_NOANSWER]) / decided : 0);
+		json_f64(jw, loss);
 		/* how an RTT was read; the clock's step, and the answers
 		 * faster than it (their rtt_ms is null) */
 		json_kstr(jw, "rtt_measured",
@@ -381,8 +383,7 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 			printf(", %d pending", counts[PI_PROBE_PENDING]);
 		if (counts[PI_PROBE_UNSENT])
 			printf(", %d not sent", counts[PI_PROBE_UNSENT]);
-		printf(", %.1f%% loss\n", decided ? 100.0 * (counts[PI_PROBE_POLICY] +
-				counts[PI_PROBE_NOANSWER]) / decided : 0);
+		printf(", %.1f%% loss\n", loss);
 		if (nr)
 			printf("rtt min/avg/p50/p99 = %.3f/%.3f/%.3f/%.3f ms\n",
 			       r[0], sum / nr, r[(nr - 1) / 2],
