@@ -23,8 +23,12 @@ int main(void)
 	}
 	conf = json_loadf(stdin, 0, &jerr);
 	if (!conf) {
-		printf("{\"code\":6,\"msg\":\"cannot parse the config\",\"details\":\"%s\"}\n",
-		       jerr.text);
+		/* jansson's message may hold quotes: built, not printed */
+		res = json_pack("{s:i,s:s,s:s}", "code", 6, "msg",
+				"cannot parse the config", "details", jerr.text);
+		json_dumpf(res, stdout, JSON_COMPACT);
+		putchar('\n');
+		json_decref(res);
 		return 1;
 	}
 	if (cmd && !strcmp(cmd, "ADD")) {

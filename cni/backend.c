@@ -16,9 +16,12 @@
 
 /* While ADD opens a node it will bring up when missing, the library's
  * errors are held: "node is not up" is then no error but the first pod of
- * the node, and is logged at debug level; any other error is logged as it
- * was once the open has failed for another reason. */
-#define HELD_MAX	4
+ * the node, and "already up" only another plugin's first pod made at the
+ * same time; both go to the log at debug level once the node is open.
+ * When the open fails for good, what the last try said is logged as an
+ * error, so that the cause (a pin missing, another namespace's node) is
+ * in the log. */
+#define HELD_MAX	8
 static struct {
 	bool on;
 	int n;
@@ -34,12 +37,13 @@ static void log_cb(enum pi_log_level level, const char *msg, void *ctx)
 	cni_log(level, "%s", msg);
 }
 
-static void held_release(int level)
+/* Logs the held messages, those before mark at level below and the rest
+ * at level above, and forgets them. */
+static void held_release(int mark, int below, int above)
 {
 	for (int i = 0; i < held.n; i++)
-		cni_log(level, "%s", held.msg[i]);
+		cni_log(i < mark ? below : above, "%s", held.msg[i]);
 	held.n = 0;
-	held.on = false;
 }
 
 /* libbpf's own messages go where the plugin's logs go, at debug level:
@@ -69,7 +73,9 @@ void cni_backend_init(void)
  * made first (node up --host). Plugins racing to make it: the loser gets
  * -EALREADY and opens it; until the winner has pinned all of it, opening
  * it says -ENOENT (its pin directory exists before its lock is held), so
- * the loser tries again, for as long as it would wait for the lock. */
+ * the loser tries again, for as long as it would wait for the lock. A
+ * node that stays incomplete that long is broken (or another namespace's):
+ * -EUCLEAN, and the last try's messages are logged as errors. */
 int cni_pi_open(const struct cni_conf *conf, bool bring_up,
 		struct pi_node **node)
 {
@@ -81,27 +87,39 @@ int cni_pi_open(const struct cni_conf *conf, bool bring_up,
 	};
 	long long deadline = pi_mono_ms() + (conf->lock_timeout_ms > 1000 ?
 					 conf->lock_timeout_ms : 1000);
-	int err;
+	int err, up_err, mark;
 
+	held.on = bring_up;
+	held.n = 0;
 	for (;;) {
-		held.on = bring_up;
 		err = pi_node_open(conf->node, PI_OPEN_WRITE,
 				   conf->lock_timeout_ms, node);
-		held_release(err == -ENOENT ? PI_LOG_DEBUG : PI_LOG_ERROR);
 		if (err != -ENOENT || !bring_up)
-			return err;
-		err = pi_node_up(conf->node, &opts, NULL);
-		if (!err) {
+			break;
+		mark = held.n;
+		up_err = pi_node_up(conf->node, &opts, NULL);
+		if (!up_err) {
+			held_release(0, PI_LOG_DEBUG, PI_LOG_DEBUG);
 			cni_log(PI_LOG_INFO, "node %s up on the host's namespace",
 				conf->node);
 			continue;
 		}
-		if (err != -EALREADY && err != -EEXIST)
-			return err;
-		if (pi_mono_ms() > deadline)
-			return -EBUSY;
+		if (up_err != -EALREADY && up_err != -EEXIST) {
+			/* what failed is the making, not the open */
+			held_release(mark, PI_LOG_DEBUG, PI_LOG_ERROR);
+			err = up_err;
+			break;
+		}
+		if (pi_mono_ms() > deadline) {
+			err = -EUCLEAN;
+			break;
+		}
+		held_release(0, PI_LOG_DEBUG, PI_LOG_DEBUG);
 		usleep(50 * 1000);
 	}
+	held.on = false;
+	held_release(0, 0, err ? PI_LOG_ERROR : PI_LOG_DEBUG);
+	return err;
 }
 
 /* The addresses a caller has, into a spec of either kind. */

@@ -79,6 +79,7 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 					   has6 ? &ip6 : NULL, &pod);
 		}
 	}
+	cni_step("adopt");
 	if (err) {
 		cni_pi_fail(e, err, "cannot adopt the pod", conf);
 		snprintf(e->details + strlen(e->details),
@@ -86,7 +87,6 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 			 " (pod %s, device %s)", env->pod_name, pair.host_name);
 		goto out;
 	}
-	cni_step("adopt");
 	cni_log(PI_LOG_INFO, "pod %s adopted on node %s: %s <-> %s", env->pod_name,
 		conf->node, pair.host_name, env->ifname);
 	out = json_deep_copy(conf->prev_result);
@@ -123,6 +123,7 @@ static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
 				ignore.msg, ignore.details);
 		return -1;
 	}
+	cni_step("ipam");
 	if (cni_prev_addresses(ipam_res, -1, &ip4, &has4, &ip6, &has6, e))
 		goto out;
 	if (!has4 && !has6) {
@@ -131,6 +132,7 @@ static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
 	}
 	cni_main_hostdev(env, hostdev, sizeof(hostdev));
 	err = cni_pi_open(conf, true, &node);
+	cni_step("node");
 	if (err) {
 		cni_pi_fail(e, err, "cannot open the node", conf);
 		goto out;
@@ -140,6 +142,7 @@ static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
 	if (err == -EEXIST && !clear_stale(node, env->pod_name))
 		err = cni_pi_add(node, env, hostdev, has4 ? &ip4 : NULL,
 				 has6 ? &ip6 : NULL, &pod);
+	cni_step("add");
 	if (err) {
 		cni_pi_fail(e, err, "cannot add the pod", conf);
 		goto out;
@@ -158,6 +161,7 @@ out:
 				env->pod_name, strerror(-err));
 	}
 	pi_node_close(node);
+	cni_step("close");
 	/* A failed ADD gives its addresses back. */
 	if (ret && ipam_res && cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
 		cni_log(PI_LOG_ERROR, "cannot undo IPAM: %s: %s", ignore.msg,

@@ -18,6 +18,7 @@ int cni_cmd_check(const struct cni_conf *conf, struct cni_env *env,
 	if (!conf->prev_result)
 		return cni_fail(e, CNI_ERR_CONFIG, "CHECK needs prevResult", NULL);
 	err = cni_pi_open(conf, false, &node);
+	cni_step("node");
 	if (err == -ENOENT)
 		return cni_fail(e, CNI_ERR_CHECK, "podinject node is not up",
 				"node %s", conf->node);
@@ -52,9 +53,13 @@ int cni_cmd_check(const struct cni_conf *conf, struct cni_env *env,
 	}
 	ret = 0;
 out:
+	cni_step("check");
 	pi_node_close(node);
-	if (!ret && conf->mode == CNI_MODE_MAIN &&
-	    cni_ipam_exec(conf, env, "CHECK", NULL, e))
-		ret = -1;
+	cni_step("close");
+	if (!ret && conf->mode == CNI_MODE_MAIN) {
+		if (cni_ipam_exec(conf, env, "CHECK", NULL, e))
+			ret = -1;
+		cni_step("ipam");
+	}
 	return ret;
 }

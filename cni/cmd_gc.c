@@ -20,6 +20,7 @@ int cni_cmd_gc(const struct cni_conf *conf, struct cni_err *e)
 		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
 				"cni.dev/valid-attachments must be an array");
 	err = cni_pi_open(conf, false, &node);
+	cni_step("node");
 	if (err == -ENOENT)
 		return 0;
 	if (err)
@@ -55,7 +56,9 @@ int cni_cmd_gc(const struct cni_conf *conf, struct cni_err *e)
 				pods[i].name, strerror(-err));
 	}
 	free(pods);
+	cni_step("gc");
 	pi_node_close(node);
+	cni_step("close");
 	if (n < 0)
 		return cni_pi_fail(e, n, "cannot list the node's pods", conf);
 	return 0;

@@ -95,6 +95,12 @@ int cni_pi_fail(struct cni_err *e, int err, const char *what,
 		return cni_fail(e, CNI_ERR_TRY_AGAIN, "podinject node is busy, try again later",
 				"%s: node '%s' stayed locked for %d ms", what,
 				conf->node, conf->lock_timeout_ms);
+	case EUCLEAN:
+		/* cni_pi_open: there, but never whole for as long as a
+		 * lock is waited for */
+		return cni_fail(e, CNI_ERR_INTERNAL, "podinject node cannot be opened",
+				"%s: node '%s' is missing a part, or belongs to another network namespace (the plugin's log says which)",
+				what, conf->node);
 	case EPROTO:
 		return cni_fail(e, CNI_ERR_NODE_ABI, "podinject node was made by another build",
 				"%s: node '%s': take it down with 'podinject -N %s node down --force'",

@@ -19,7 +19,7 @@ static const char *const verdict_names[] = {
 /* The signal that asked a running probe to stop, 0 while none did: no
  * more probes are sent, and the answers of those sent are awaited. A
  * second one (stop_again) cuts that wait short. */
-static volatile int stop_signal, stop_again;
+static volatile sig_atomic_t stop_signal, stop_again;
 
 static void on_stop_signal(int sig)
 {
@@ -46,7 +46,9 @@ static void stop_handlers_set(struct stop_handlers *h)
 	struct sigaction sa = { .sa_handler = on_stop_signal,
 				.sa_flags = SA_RESTART };
 
-	sigemptyset(&sa.sa_mask);
+	/* one handler at a time: a SIGTERM that came between the SIGINT
+	 * handler's test and its store would be lost as the second stop */
+	sigfillset(&sa.sa_mask);
 	stop_signal = stop_again = 0;
 	for (int i = 0; i < 3; i++) {
 		h->set[i] = false;

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=245
+EXPECT=257
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -83,7 +83,7 @@ for v in 1.0.0 0.4.0; do
 	jq -n --arg v $v --arg n ${PREFIX}main${v//./} --arg node "$NODE" --arg log "$LOG" \
 		--argjson i "$(ipam 10.123.5.0/24 main)" \
 		'{cniVersion: $v, name: $n, plugins: [{type: "podinject", mode: "main",
-		  node: $node, logFile: $log, ipam: $i}]}' >"$T/main${v//./}.conflist"
+		  node: $node, logFile: $log, logLevel: "debug", ipam: $i}]}' >"$T/main${v//./}.conflist"
 done
 
 # plugin CMD TYPE CID NETNS IFNAME ARGS < CONF: one plugin run as libcni
@@ -668,6 +668,9 @@ for v in 100 040; do
 	expect_eq main_${v}_del_no_netns $? 0
 	ip netns del $ns
 done
+# Main mode's steps: the IPAM plugin, the node, the pod's own pair.
+check main_add_steps_logged grep -qE ' debug ADD [0-9]+: took [0-9.]+ ms: stdin [0-9.]+, conf [0-9.]+, ipam [0-9.]+, node [0-9.]+, add [0-9.]+, close [0-9.]+$' "$LOG"
+check main_check_steps_logged grep -qE ' debug CHECK [0-9]+: took [0-9.]+ ms: stdin [0-9.]+, conf [0-9.]+, node [0-9.]+, check [0-9.]+, close [0-9.]+, ipam [0-9.]+$' "$LOG"
 # A failed main ADD (the interface name is taken in the pod) undoes all,
 # the IPAM lease included; DEL after it succeeds.
 mkns ${PREFIX}mf
@@ -739,9 +742,33 @@ expect_eq ipam_noconf_named "${msg[noconf]}" "IPAM plugin did not take its confi
 expect_eq ipam_fake_dels "$(grep -c '^DEL ' "$T/ipam-fake.log")" 3
 ip netns del ${PREFIX}fi
 
+# ---- a broken node: ADD fails, and the log says why --------------------------------
+# One of the node's pins is gone (a bpffs cleaned by hand): the plugin
+# cannot open the node, and cannot make it (it is there). It tries for as
+# long as it would wait for the lock, then fails with a message of its
+# own, the library's reason logged as an error. Before, the reason went to
+# the debug level and the runtime was told the node was busy.
+mkns ${PREFIX}bk
+dir=$("$PI" -N $NODE -j node show | jq -r .pin_dir)
+check broken_pin_removed rm "$dir/endpoints"
+mark=$(wc -l <"$LOG")
+t0=$(now_ms)
+out=$(pi_direct ADD "$(podconf 1.0.0 "" '{"mode": "main", "lockTimeoutMs": 300, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.123.7.0/24"}]], "dataDir": "'"$T"'/ipam/bk"}}')" "$(cid 140)" /run/netns/${PREFIX}bk eth0 "IgnoreUnknown=1;K8S_POD_NAME=bk")
+t1=$(now_ms)
+expect_eq broken_add_msg "$(jq -r .msg <<<"$out" 2>/dev/null)" "podinject node cannot be opened"
+expect_eq broken_add_code "$(code_of "$out")" 100
+expect_lt broken_add_bounded "$(sub "$t1" "$t0")" 5000
+check broken_reason_logged sh -c "tail -n +$((mark + 1)) '$LOG' | grep ' error ' | grep -q 'is incomplete: .*endpoints is missing'"
+expect_eq broken_add_address_given_back "$(ls "$T/ipam/bk/ci-ptp" 2>/dev/null | grep -c '^10\.')" 0
+check broken_down "$PI" -N $NODE node down --force
+ip netns del ${PREFIX}bk
+check broken_node_up_again "$PI" -N $NODE node up --host
+
 # ---- 32 concurrent ADDs, then 32 concurrent DELs --------------------------------
 # The node is down first: the 32 race to bring it up, and one does.
 check concurrent_node_down_first "$PI" -N $NODE node down
+mark=$(wc -l <"$LOG")
+err0=$(wc -c <"$T/stderr")
 for i in $(seq 1 32); do mkns ${PREFIX}cc$i; done
 for i in $(seq 1 32); do
 	rt ADD "$T/ptp10.conflist" "$(cid 9$i)" /run/netns/${PREFIX}cc$i "K8S_POD_NAMESPACE=cc;K8S_POD_NAME=p$i" \
@@ -751,6 +778,10 @@ wait
 ok=0
 for i in $(seq 1 32); do jq -e '.ips[0].address' "$T/cc$i.out" >/dev/null 2>&1 && ok=$((ok + 1)); done
 expect_eq concurrent_adds "$ok" 32
+# The losers of the race to make the node find it made: no error logged
+# ("already up" is the plugin's debug line), none on stderr.
+expect_eq concurrent_node_made_no_error "$(tail -n +$((mark + 1)) "$LOG" | grep -c ' error ')" 0
+expect_eq concurrent_node_made_stderr "$(wc -c <"$T/stderr")" "$err0"
 expect_eq concurrent_pods "$("$PI" -N $NODE -j pod list | jq '[.[] | select(.name | startswith("cc/"))] | length')" 32
 expect_eq concurrent_distinct_addresses "$("$PI" -N $NODE -j pod list | jq '[.[] | .ipv4] | unique | length')" 32
 expect_eq concurrent_traffic "$(udp_count ${PREFIX}cc1 ${PREFIX}cc32 "$(pod_json cc/p32 | jq -r .ipv4)" 7200 3)" 3
