@@ -1093,6 +1093,20 @@ static SSL_CTX *resumable(SSL_CTX *ctx)
 	return ctx;
 }
 
+/* Whether received records may go to the kernel (kTLS RX): where it has
+ * kTLS, except originating with --tls-resume, where OpenSSL reads the
+ * tickets the kernel's control records would pass over. */
+static bool ktls_rx_wanted(void)
+{
+	return ktls_kernel && !(tls_resume_s && !inbound);
+}
+
+/* OpenSSL may read ahead only where it will open every record itself. */
+static bool tls_read_ahead(void)
+{
+	return !ktls_rx_wanted();
+}
+
 /* A context for one identity: a TLS client's when originating, a
  * server's when terminating (the proxy runs in one mode). */
 static SSL_CTX *tls_ctx_new(void)
@@ -1114,6 +1128,15 @@ static SSL_CTX *tls_ctx_new(void)
 		SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
 		SSL_CTX_set_keylog_callback(ctx, keylog);
 	}
+	/* Where OpenSSL opens every received record itself, it reads
+	 * ahead: one recv() takes what the socket holds, where it would
+	 * take two per record (the header, then the rest). Not where the
+	 * kernel may be given the receiving keys: nothing may be read
+	 * beyond the handshake then (ktls_rx_start). What it holds is
+	 * read by the relay's SSL_read loop, which no epoll event needs to
+	 * announce (tls_pump_decrypt). */
+	if (tls_read_ahead())
+		SSL_CTX_set_read_ahead(ctx, 1);
 	/* The relay's buffers move and grow between a stalled SSL_write
 	 * and its retry, and it takes what each call wrote. */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
@@ -1997,8 +2020,7 @@ static void tls_handshake(struct conn *c)
 		 * (docs/proxy.md). Originating with --tls-resume, the
 		 * tickets are OpenSSL's to read: the kernel's control
 		 * records would pass them over. */
-		if (ktls_kernel && !(tls_resume_s && !inbound) &&
-		    !half_pipe(from_tls(c))) {
+		if (ktls_rx_wanted() && !half_pipe(from_tls(c))) {
 			c->ktls_rx = BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ?
 				     !SSL_has_pending(c->ssl) :
 				     !ktls_rx_start(c);
