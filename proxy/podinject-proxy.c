@@ -567,6 +567,10 @@ static void conn_free(struct conn *c, bool reset, const char *why)
 	}
 	if (c->ssl)
 		SSL_free(c->ssl);
+	/* The peer's traffic secret, taken for kTLS, is wiped when the
+	 * keys are in the kernel; a connection that ends before (a
+	 * handshake cut short, a resumed session refused) wipes it here. */
+	OPENSSL_cleanse(c->rx_secret, sizeof(c->rx_secret));
 	free(c->up.buf);	/* both directions' buffers */
 	close(c->client);
 	if (c->upstream >= 0)
