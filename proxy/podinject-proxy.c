@@ -2566,6 +2566,7 @@ static void expire(void)
 static int raise_nofile(void)
 {
 	struct rlimit rl = { NOFILE_WANTED, NOFILE_WANTED };
+	long share;
 	int err = 0;
 
 	if (setrlimit(RLIMIT_NOFILE, &rl)) {
@@ -2590,13 +2591,21 @@ static int raise_nofile(void)
 			(unsigned long long)rl.rlim_cur);
 		return -1;
 	}
-	/* room for both kinds at once: half the descriptors each; a
-	 * permissive inbound proxy may splice any of its connections */
-	conn_max = (rl.rlim_cur - FDS_SPARE) / 2 /
-		   (!tls_dir || permissive ? FDS_PER_CONN :
-		    ktls_kernel ? FDS_PER_KTLS_CONN : FDS_PER_TLS_CONN);
-	session_max = (rl.rlim_cur - FDS_SPARE) / 2 / FDS_PER_SESSION;
-	if (err)
+	/* Plaintext: room for both kinds at once, half the descriptors
+	 * each. Over TLS no UDP is relayed, and connections have them all;
+	 * a permissive inbound proxy may splice any of its connections, and
+	 * only a connection whose received records go to the kernel has a
+	 * pipe. */
+	share = (rl.rlim_cur - FDS_SPARE) / (tls_dir ? 1 : 2);
+	conn_max = share / (!tls_dir || permissive ? FDS_PER_CONN :
+			    ktls_rx_wanted() ? FDS_PER_KTLS_CONN :
+			    FDS_PER_TLS_CONN);
+	session_max = tls_dir ? 0 : share / FDS_PER_SESSION;
+	if (err && tls_dir)
+		fprintf(stderr, "podinject-proxy: open files limit %llu, not %d (%s): at most %ld connections\n",
+			(unsigned long long)rl.rlim_cur, NOFILE_WANTED,
+			strerror(err), conn_max);
+	else if (err)
 		fprintf(stderr, "podinject-proxy: open files limit %llu, not %d (%s): at most %ld connections and %ld udp sessions\n",
 			(unsigned long long)rl.rlim_cur, NOFILE_WANTED,
 			strerror(err), conn_max, session_max);

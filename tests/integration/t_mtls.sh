@@ -21,7 +21,7 @@
 # the sanitizer build and the lab send 64 MiB).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=77
+EXPECT=78
 PREFIX=mt-
 X=mt-x
 A=10.244.0.10
@@ -500,6 +500,23 @@ out=$(in_ns mt-a "$PINET" tcp-conn-loop --timeout 5000 $B 8447 3 30 2>&1)
 wait $SRV
 expect_eq no_resume_by_default "$(awk '{print $1, $2, $3, $4}' <<<"$out") $(srv_field resumed | sort | uniq -c | xargs)" "conns 3 failed 0 3 no"
 stop_proxy no_ktls_clean_exit
+
+# Under a low open files limit the proxy says how many connections it
+# takes. Over TLS no UDP is relayed: all but the 64 spare descriptors are
+# the connections', 2 each, 4 where the received records go to the kernel
+# (its pipe). A hard limit of 200 and no CAP_SYS_RESOURCE to raise it: 68
+# connections (34 with kTLS). Before, half was set aside for UDP sessions.
+(ulimit -Sn 200 && ulimit -Hn 200 &&
+ exec ip netns exec mt-p setpriv --bounding-set=-sys_resource \
+	"$BUILD/podinject-proxy" --tls-dir $T/ca --tls-ca $T/bundle.pem \
+	--tls-trust-domain mt.test 15019) >$T/pxn 2>$T/pxnlog </dev/null &
+npid=$!
+for _ in $(seq 50); do grep -q ready $T/pxn 2>/dev/null && break; sleep 0.1; done
+per=2
+grep -q 'ktls available' $T/pxnlog && per=4
+expect_eq low_nofile_tls_conns "$(grep -o 'at most .*' $T/pxnlog)" "at most $(((200 - 64) / per)) connections"
+kill $npid
+wait $npid 2>/dev/null
 
 # 10. --tls-resume: a client pod's next connection to the same destination
 # resumes the session of its last (a new ECDHE, no certificates), and the
