@@ -1105,12 +1105,6 @@ static bool ktls_rx_wanted(void)
 	return ktls_kernel && !(tls_resume_s && !inbound);
 }
 
-/* OpenSSL may read ahead only where it will open every record itself. */
-static bool tls_read_ahead(void)
-{
-	return !ktls_rx_wanted();
-}
-
 /* A context for one identity: a TLS client's when originating, a
  * server's when terminating (the proxy runs in one mode). */
 static SSL_CTX *tls_ctx_new(void)
@@ -1139,7 +1133,7 @@ static SSL_CTX *tls_ctx_new(void)
 	 * beyond the handshake then (ktls_rx_start). What it holds is
 	 * read by the relay's SSL_read loop, which no epoll event needs to
 	 * announce (tls_pump_decrypt). */
-	if (tls_read_ahead())
+	if (!ktls_rx_wanted())
 		SSL_CTX_set_read_ahead(ctx, 1);
 	/* The relay's buffers move and grow between a stalled SSL_write
 	 * and its retry, and it takes what each call wrote. */
@@ -2601,14 +2595,16 @@ static int raise_nofile(void)
 			    ktls_rx_wanted() ? FDS_PER_KTLS_CONN :
 			    FDS_PER_TLS_CONN);
 	session_max = tls_dir ? 0 : share / FDS_PER_SESSION;
-	if (err && tls_dir)
-		fprintf(stderr, "podinject-proxy: open files limit %llu, not %d (%s): at most %ld connections\n",
+	if (err) {
+		char udp[48] = "";
+
+		if (!tls_dir)
+			snprintf(udp, sizeof(udp), " and %ld udp sessions",
+				 session_max);
+		fprintf(stderr, "podinject-proxy: open files limit %llu, not %d (%s): at most %ld connections%s\n",
 			(unsigned long long)rl.rlim_cur, NOFILE_WANTED,
-			strerror(err), conn_max);
-	else if (err)
-		fprintf(stderr, "podinject-proxy: open files limit %llu, not %d (%s): at most %ld connections and %ld udp sessions\n",
-			(unsigned long long)rl.rlim_cur, NOFILE_WANTED,
-			strerror(err), conn_max, session_max);
+			strerror(err), conn_max, udp);
+	}
 	return 0;
 }
 
