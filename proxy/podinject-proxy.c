@@ -101,7 +101,8 @@
 #define RESUME_PER_IDENTITY 64
 #define RESUME_MAX_S	86400	/* --tls-resume at most a day */
 #define FDS_PER_SESSION	2	/* upstream, reply */
-#define FDS_SPARE	64	/* listeners, epoll, signalfd, reserve, stdio */
+#define FDS_SPARE	64	/* listeners, epoll, signalfd, reserve, stdio,
+				 * PIPES_POOLED pipes */
 #define BATCH		64	/* datagrams or accepts per event */
 #define SESSION_BUCKETS	16384
 #define CLIENT_BUCKETS	4096
@@ -203,6 +204,8 @@ struct conn {
 	size_t rx_secret_len;
 	bool sniffing;		/* inbound: the client's first byte not seen */
 	bool client_off, upstream_off;	/* out of epoll: nothing more to wait for */
+	/* what each side is watched for in epoll: a change only is told */
+	uint32_t client_events, upstream_events;
 	bool dead;		/* closed; freed after the event batch */
 	struct conn *prev, *next;
 };
@@ -388,6 +391,24 @@ static int ep_set(int fd, struct tag *tag, uint32_t events, bool add)
 	return epoll_ctl(ep, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
 }
 
+/* One side of a connection watched for `events`, added to epoll or
+ * changed; the same interest again costs no system call: readiness is
+ * level-triggered, and epoll keeps reporting a ready side as it is. */
+static void conn_watch(struct conn *c, bool upstream, uint32_t events,
+		       bool add)
+{
+	uint32_t *now = upstream ? &c->upstream_events : &c->client_events;
+
+	if (!add && (*now == events || (upstream ? c->upstream_off :
+						  c->client_off)))
+		return;
+	if (upstream)
+		ep_set(c->upstream, &c->utag, events, add);
+	else
+		ep_set(c->client, &c->ctag, events, add);
+	*now = events;
+}
+
 /* A descriptor the proxy cannot run without, at its start: named, and
  * the proxy ends (a proxy without its signal fd could not be stopped
  * cleanly, one without epoll could serve nothing). */
@@ -427,6 +448,9 @@ static int listen_on(int family, int type, int port)
 		((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
 	if (bind(fd, (void *)&ss, ss_len(&ss)))
 		goto fail;
+	/* Accepted connections inherit it: no call each */
+	if (type == SOCK_STREAM)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (type == SOCK_STREAM && listen(fd, 4096))
 		goto fail;
 	return fd;
@@ -470,6 +494,17 @@ fail:
 	return -1;
 }
 
+/* Empty pipes of finished connections, for the next ones: a pipe made is
+ * pipe2() and F_SETPIPE_SZ, and two closes at the end, a sixth of the
+ * proxy's system calls for a short connection. Their descriptors come out
+ * of FDS_SPARE. */
+#define PIPES_POOLED	16
+static struct {
+	int fd[2];
+	size_t cap;
+} pipe_pool[PIPES_POOLED];
+static int pipes_pooled;
+
 /* A pipe may hold less than asked (fs.pipe-max-size, or the user's pipe
  * pages, for a proxy without CAP_SYS_RESOURCE): the direction is sized by
  * what it holds, else it would wait to read into a full pipe forever and
@@ -478,6 +513,13 @@ static int half_pipe(struct half *h)
 {
 	int sz;
 
+	if (pipes_pooled) {
+		pipes_pooled--;
+		h->pipe[0] = pipe_pool[pipes_pooled].fd[0];
+		h->pipe[1] = pipe_pool[pipes_pooled].fd[1];
+		h->cap = pipe_pool[pipes_pooled].cap;
+		return 0;
+	}
 	if (pipe2(h->pipe, O_NONBLOCK | O_CLOEXEC)) {
 		h->pipe[0] = h->pipe[1] = -1;
 		return -1;
@@ -485,8 +527,12 @@ static int half_pipe(struct half *h)
 	sz = fcntl(h->pipe[1], F_SETPIPE_SZ, PIPE_BYTES);
 	if (sz < 0)
 		sz = fcntl(h->pipe[1], F_GETPIPE_SZ);
-	if (sz <= 0)
+	if (sz <= 0) {
+		close(h->pipe[0]);
+		close(h->pipe[1]);
+		h->pipe[0] = h->pipe[1] = -1;
 		return -1;
+	}
 	h->cap = sz;
 	return 0;
 }
@@ -498,12 +544,31 @@ static int half_init(struct half *h)
 	return half_pipe(h);
 }
 
+/* A direction's pipe is done with: kept for another connection if
+ * nothing is left in it, else closed with what it holds. */
+static void half_pipe_release(struct half *h)
+{
+	if (h->pipe[0] < 0 || h->pipe[1] < 0) {
+		if (h->pipe[0] >= 0)
+			close(h->pipe[0]);
+		if (h->pipe[1] >= 0)
+			close(h->pipe[1]);
+	} else if (!h->queued && pipes_pooled < PIPES_POOLED) {
+		pipe_pool[pipes_pooled].fd[0] = h->pipe[0];
+		pipe_pool[pipes_pooled].fd[1] = h->pipe[1];
+		pipe_pool[pipes_pooled].cap = h->cap;
+		pipes_pooled++;
+	} else {
+		close(h->pipe[0]);
+		close(h->pipe[1]);
+	}
+	h->pipe[0] = h->pipe[1] = -1;
+}
+
 /* A pipe given back: the direction is a buffer of `cap` bytes again. */
 static void half_unpipe(struct half *h, size_t cap)
 {
-	close(h->pipe[0]);
-	close(h->pipe[1]);
-	h->pipe[0] = h->pipe[1] = -1;
+	half_pipe_release(h);
 	h->cap = cap;
 }
 
@@ -575,12 +640,8 @@ static void conn_free(struct conn *c, bool reset, const char *why)
 	close(c->client);
 	if (c->upstream >= 0)
 		close(c->upstream);
-	for (int i = 0; i < 2; i++) {
-		if (c->up.pipe[i] >= 0)
-			close(c->up.pipe[i]);
-		if (c->down.pipe[i] >= 0)
-			close(c->down.pipe[i]);
-	}
+	half_pipe_release(&c->up);
+	half_pipe_release(&c->down);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -670,8 +731,8 @@ static void conn_rearm(struct conn *c)
 		ue |= EPOLLIN;
 	if (c->up.queued)
 		ue |= EPOLLOUT;
-	ep_set(c->client, &c->ctag, ce, false);
-	ep_set(c->upstream, &c->utag, ue, false);
+	conn_watch(c, false, ce, false);
+	conn_watch(c, true, ue, false);
 }
 
 /*
@@ -1893,9 +1954,9 @@ static void ep_off(struct conn *c, bool upstream)
 static void side_set(struct conn *c, bool upstream, uint32_t events)
 {
 	if (upstream)
-		ep_set(c->upstream, &c->utag, events, false);
+		conn_watch(c, true, events, false);
 	else
-		ep_set(c->client, &c->ctag, events, false);
+		conn_watch(c, false, events, false);
 }
 
 /* As conn_rearm, for TLS: the plaintext side is read while its buffer
@@ -1975,7 +2036,7 @@ static int upstream_connect(struct conn *c)
 		return -1;
 	}
 	c->deadline = pi_mono_ms() + connect_timeout_ms;
-	ep_set(c->upstream, &c->utag, EPOLLOUT | EPOLLIN, true);
+	conn_watch(c, true, EPOLLOUT | EPOLLIN, true);
 	return 0;
 }
 
@@ -2050,7 +2111,7 @@ static void tls_handshake(struct conn *c)
 			 * watched for nothing meanwhile, else its readiness,
 			 * level-triggered, would wake the loop again and
 			 * again (HUP and ERR still come). */
-			ep_set(c->client, &c->ctag, 0, false);
+			conn_watch(c, false, 0, false);
 			upstream_connect(c);
 			return;
 		}
@@ -2131,7 +2192,7 @@ static void inbound_sniff(struct conn *c)
 		return;
 	/* from here on a plaintext proxy's connection, its client watched
 	 * as accept_tcp watches one while the upstream connects */
-	ep_set(c->client, &c->ctag, EPOLLRDHUP, false);
+	conn_watch(c, false, EPOLLRDHUP, false);
 }
 
 static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
@@ -2168,7 +2229,7 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 			 * triggered and would wake epoll_wait at once, again
 			 * and again, so the client is watched for nothing
 			 * until conn_rearm (HUP and ERR still come). */
-			ep_set(c->client, &c->ctag, 0, false);
+			conn_watch(c, false, 0, false);
 			return;
 		}
 		if (c->handshaking) {
@@ -2294,7 +2355,7 @@ static void accept_tcp(struct listener *l)
 		socklen_t plen = sizeof(peer), olen = sizeof(orig);
 		struct client *who;
 		struct conn *c;
-		int fd, one = 1;
+		int fd;
 
 		fd = accept4(l->fd, (void *)&peer, &plen,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -2342,13 +2403,12 @@ static void accept_tcp(struct listener *l)
 			conns->prev = c;
 		conns = c;
 		nconns++;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		if (inbound) {
 			/* TLS or not is the client's first byte's to say,
 			 * within the connect timeout; nothing goes upstream
 			 * before (inbound_sniff). */
 			c->sniffing = true;
-			ep_set(c->client, &c->ctag, EPOLLIN, true);
+			conn_watch(c, false, EPOLLIN, true);
 			continue;
 		}
 		if (tls_dir) {
@@ -2366,7 +2426,7 @@ static void accept_tcp(struct listener *l)
 		}
 		if (upstream_connect(c))
 			continue;
-		ep_set(c->client, &c->ctag, EPOLLRDHUP, true);
+		conn_watch(c, false, EPOLLRDHUP, true);
 	}
 }
 

@@ -15,7 +15,7 @@
 # burns every tick, one waiting burns none.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=33
+EXPECT=40
 PREFIX=pa-
 X=pa-x
 C=10.244.0.10
@@ -172,6 +172,73 @@ in_ns pa-p sysctl -qw net.ipv4.tcp_rmem="$RMEM"
 wait $cl; wait $SRV
 sent=$(awk '/^done/ {print $NF}' $T.c8083)
 expect_eq pipe_small_transfer_complete "$sent" "$(awk '/^conn-done bytes 4194304 / {print $NF}' $T.srv8083)"
+
+# ---- The pipes of finished connections are kept for the next ones (a
+# pipe made and closed is a sixth of a short connection's system calls):
+# the same pipes serve one connection after another, at most 16 are kept,
+# and one that still holds bytes when its connection breaks is closed, not
+# handed to the next connection with another's data in it
+start_proxy
+check pool_proxy proxy_ready
+# pipes: the pipes the proxy holds, one inode each, but those it was
+# started with (the test runner's)
+inherited=$(find "/proc/$PX/fd" -lname 'pipe:*' -printf '%l\n' 2>/dev/null | sort -u)
+pipes() { find "/proc/$PX/fd" -lname 'pipe:*' -printf '%l\n' 2>/dev/null | sort -u | grep -vxF -e "${inherited:-none}"; }
+# pipes_settle N: until the proxy holds N pipes (its connections freed)
+pipes_settle() { for _ in $(seq 50); do [ "$(pipes | wc -l)" = "$1" ] && return; sleep 0.1; done; }
+proxied_send pa-c 8090 100000
+pipes_settle 2
+kept=$(pipes)
+expect_eq pool_kept "$(wc -l <<<"$kept")" 2
+for i in 1 2 3 4 5; do proxied_send pa-c 8090 100000 || break; done
+pipes_settle 2
+expect_eq pool_reused "$(pipes | tr '\n' ' ')" "$(tr '\n' ' ' <<<"$kept")"
+server 8091 --count 24 --sink --timeout 20000
+HOLD_SRV=$SRV
+held=()
+for i in $(seq 24); do
+	ip netns exec pa-c "$PINET" tcp-connect --timeout 20000 $S 8091 --wait-eof >/dev/null 2>&1 &
+	held+=($!)
+done
+up24() { [ "$(in_ns pa-p ss -Htn state established src $C dst $S:8091 | wc -l)" = 24 ]; }
+for _ in $(seq 50); do up24 && break; sleep 0.1; done
+kill "${held[@]}" 2>/dev/null
+wait "${held[@]}" $HOLD_SRV 2>/dev/null
+pipes_settle 16
+expect_eq pool_bounded "$(pipes | wc -l)" 16
+# A server that stops reading, then dies with the bytes unread: its reset
+# breaks the connection while the pipe toward it is full
+ip netns exec pa-s "$PINET" tcp-server 8092 --count 1 --sink --timeout 20000 >/dev/null 2>&1 &
+SRV=$!
+wait_tcp_listen pa-s 8092 >/dev/null
+kill -STOP $SRV
+ip netns exec pa-c "$PINET" tcp-connect --timeout 20000 $S 8092 --send 67108864 >$T.c8092 2>&1 &
+cl=$!
+# the proxy stops reading the client when the pipe is full: bytes wait in
+# its client socket
+pipe_full() { [ "$(in_ns pa-p ss -Htn state established src $S:8092 | awk '{print $1}')" -gt 0 ] 2>/dev/null; }
+for _ in $(seq 100); do pipe_full && break; sleep 0.1; done
+check pool_pipe_full pipe_full
+kill -KILL $SRV
+wait $SRV 2>/dev/null
+wait $cl
+pipes_settle 15
+expect_eq pool_dirty_pipe_closed "$(pipes | wc -l)" 15
+# every kept pipe serves a connection, in both directions, with nothing
+# but its own bytes
+pool_echo() {
+	local out
+	ip netns exec pa-s "$PINET" tcp-server 8093 --count 16 --echo --timeout 20000 >/dev/null 2>&1 &
+	SRV=$!
+	wait_tcp_listen pa-s 8093 >/dev/null
+	for i in $(seq 16); do
+		out=$(ip netns exec pa-c "$PINET" tcp-connect --timeout 10000 $S 8093 --send 200000 --expect-echo 2>&1) ||
+			{ kill $SRV 2>/dev/null; echo "connection $i: $out"; return 1; }
+	done
+	wait $SRV
+}
+check pool_echo_intact pool_echo
+stop_proxy
 
 # ---- silent clients are closed after the idle timeout
 start_proxy --idle 1000 --udp-idle 1000
