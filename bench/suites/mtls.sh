@@ -329,6 +329,9 @@ ml_throughput() {
 		echo "   $1: the server read '${got:-nothing}' of $ML_BYTES bytes: $(tail -n 1 "$SUITE_DIR/srv")" >&2
 		return
 	fi
+	# what tlsd agreed on with each TLS variant: "the same ciphers"
+	awk -v v="$1" '$1 == "accept" { for (i = 1; i < NF; i++) if ($i == "cipher") print v, $(i + 1) }' \
+		"$SUITE_DIR/srv" >>"$SUITE_DIR/ciphers"
 	awk -v b="$ML_BYTES" -v ns=$((t1 - t0)) 'BEGIN { printf "%.3f", b * 8 / ns }'
 }
 
@@ -585,6 +588,9 @@ suite_mtls() {
 		done
 		note "proxy_kib_per_conn: the proxy's VmRSS with $ML_IDLE idle connections of its client open (to a HAProxy in pb-mls that holds them: TLS with client certificates for mtls and haproxy_mtls) minus its VmRSS with none, divided by $ML_IDLE; measured once, after the rounds (RSS counts pages touched, not heap freed and kept)"
 	fi
+	# The cipher suite tlsd agreed on with each variant that reaches it,
+	# all rounds: the comparison with HAProxy is for the same ciphers
+	meta tls_ciphers "$(sort -u "$SUITE_DIR/ciphers" 2>/dev/null | jq -R -s -c 'split("\n") | map(select(length > 0) | split(" ")) | group_by(.[0]) | map({(.[0][0]): map(.[1])}) | add // {}')"
 	# How many handshakes the terminating ends resumed, all rounds
 	# together: HAProxy resumes by default, podinject-proxy with
 	# --tls-resume only

@@ -14,7 +14,7 @@
  * once the client has finished sending (close_notify, or EOF, or an
  * error):
  *
- *   accept PEERIP PEERPORT uri URI bytes N sha256 HEX fnv HEX sent M close_notify yes|no sent_sha256 HEX resumed yes|no
+ *   accept PEERIP PEERPORT uri URI bytes N sha256 HEX fnv HEX sent M close_notify yes|no sent_sha256 HEX resumed yes|no cipher NAME
  *   refused PEERIP reason...          (the handshake failed)
  *
  * URI is the client certificate's first URI SAN ("-" if none), N the bytes
@@ -317,10 +317,11 @@ static void serve(SSL_CTX *ctx, int fd, const char *peer, int pport)
 	}
 	digest_hex(t.md, hex);
 	digest_hex(t.md_sent, sent_hex);
-	printf("accept %s %d uri %s bytes %lld sha256 %s fnv %016llx sent %lld close_notify %s sent_sha256 %s resumed %s\n",
+	printf("accept %s %d uri %s bytes %lld sha256 %s fnv %016llx sent %lld close_notify %s sent_sha256 %s resumed %s cipher %s\n",
 	       peer, pport, uri, t.bytes, hex, (unsigned long long)t.fnv,
 	       t.sent, t.close_notify ? "yes" : "no", sent_hex,
-	       SSL_session_reused(ssl) ? "yes" : "no");
+	       SSL_session_reused(ssl) ? "yes" : "no",
+	       SSL_get_cipher_name(ssl));
 	SSL_free(ssl);
 }
 
