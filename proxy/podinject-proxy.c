@@ -499,11 +499,15 @@ fail:
  * proxy's system calls for a short connection. Their descriptors come out
  * of FDS_SPARE. */
 #define PIPES_POOLED	16
+/* A proxy with no connection for this long gives them back: its
+ * descriptors and pipe pages are as before its first connection. */
+#define PIPES_IDLE_MS	1000
 static struct {
 	int fd[2];
 	size_t cap;
 } pipe_pool[PIPES_POOLED];
 static int pipes_pooled;
+static long long conns_gone_at;	/* when the last connection went, ms */
 
 /* A pipe may hold less than asked (fs.pipe-max-size, or the user's pipe
  * pages, for a proxy without CAP_SYS_RESOURCE): the direction is sized by
@@ -563,6 +567,15 @@ static void half_pipe_release(struct half *h)
 		close(h->pipe[1]);
 	}
 	h->pipe[0] = h->pipe[1] = -1;
+}
+
+static void pipes_drop(void)
+{
+	while (pipes_pooled) {
+		pipes_pooled--;
+		close(pipe_pool[pipes_pooled].fd[0]);
+		close(pipe_pool[pipes_pooled].fd[1]);
+	}
 }
 
 /* A pipe given back: the direction is a buffer of `cap` bytes again. */
@@ -658,7 +671,8 @@ static void conn_free(struct conn *c, bool reset, const char *why)
 	c->dead = true;
 	c->next = graveyard;
 	graveyard = c;
-	nconns--;
+	if (!--nconns)
+		conns_gone_at = pi_mono_ms();
 }
 
 /* Moves what it can of one direction through its pipe, without ending
@@ -2598,6 +2612,8 @@ static void expire(void)
 			 now - c->last > idle_ms)
 			conn_free(c, true, "idle");
 	}
+	if (!nconns && pipes_pooled && now - conns_gone_at >= PIPES_IDLE_MS)
+		pipes_drop();
 	while (*pp) {
 		struct udp_session *s = *pp;
 

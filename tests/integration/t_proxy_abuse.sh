@@ -15,7 +15,7 @@
 # burns every tick, one waiting burns none.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=40
+EXPECT=41
 PREFIX=pa-
 X=pa-x
 C=10.244.0.10
@@ -176,24 +176,32 @@ expect_eq pipe_small_transfer_complete "$sent" "$(awk '/^conn-done bytes 4194304
 # ---- The pipes of finished connections are kept for the next ones (a
 # pipe made and closed is a sixth of a short connection's system calls):
 # the same pipes serve one connection after another, at most 16 are kept,
-# and one that still holds bytes when its connection breaks is closed, not
-# handed to the next connection with another's data in it
+# one that still holds bytes when its connection breaks is closed, not
+# handed to the next connection with another's data in it, and a proxy
+# with no connection for a second gives them all back
 start_proxy
 check pool_proxy proxy_ready
 # pipes: the pipes the proxy holds, one inode each, but those it was
-# started with (the test runner's)
-# (readlink, not find's -lname: the kernel lab's find is busybox's)
+# started with (the test runner's); readlink, not find's -lname: the
+# kernel lab's find is busybox's
 fd_pipes() { for f in "/proc/$1"/fd/*; do readlink "$f"; done 2>/dev/null | grep '^pipe:' | sort -u; }
 inherited=$(fd_pipes $PX)
 pipes() { fd_pipes $PX | grep -vxF -e "${inherited:-none}"; }
 # pipes_settle N: until the proxy holds N pipes (its connections freed)
 pipes_settle() { for _ in $(seq 50); do [ "$(pipes | wc -l)" = "$1" ] && return; sleep 0.1; done; }
+# One connection held open all along, with its two pipes: the proxy is
+# never idle until the end, so the counts below do not hang on timing
+server 8094 --count 1 --sink --timeout 60000
+KEEP_SRV=$SRV
+ip netns exec pa-c "$PINET" tcp-connect --timeout 60000 $S 8094 --wait-eof >/dev/null 2>&1 &
+keeper=$!
+pipes_settle 2
 proxied_send pa-c 8090 100000
-pipes_settle 2
+pipes_settle 4
 kept=$(pipes)
-expect_eq pool_kept "$(wc -l <<<"$kept")" 2
+expect_eq pool_kept "$(wc -l <<<"$kept")" 4
 for i in 1 2 3 4 5; do proxied_send pa-c 8090 100000 || break; done
-pipes_settle 2
+pipes_settle 4
 expect_eq pool_reused "$(pipes | tr '\n' ' ')" "$(tr '\n' ' ' <<<"$kept")"
 server 8091 --count 24 --sink --timeout 20000
 HOLD_SRV=$SRV
@@ -206,8 +214,8 @@ up24() { [ "$(in_ns pa-p ss -Htn state established src $C dst $S:8091 | wc -l)" 
 for _ in $(seq 50); do up24 && break; sleep 0.1; done
 kill "${held[@]}" 2>/dev/null
 wait "${held[@]}" $HOLD_SRV 2>/dev/null
-pipes_settle 16
-expect_eq pool_bounded "$(pipes | wc -l)" 16
+pipes_settle 18
+expect_eq pool_bounded "$(pipes | wc -l)" "18"	# 16 kept, 2 the held one's
 # A server that stops reading, then dies with the bytes unread: its reset
 # breaks the connection while the pipe toward it is full
 ip netns exec pa-s "$PINET" tcp-server 8092 --count 1 --sink --timeout 20000 >/dev/null 2>&1 &
@@ -220,12 +228,13 @@ cl=$!
 # its client socket
 pipe_full() { [ "$(in_ns pa-p ss -Htn state established src $S:8092 | awk '{print $1}')" -gt 0 ] 2>/dev/null; }
 for _ in $(seq 100); do pipe_full && break; sleep 0.1; done
+pipe_full || { echo DIAG; in_ns pa-p ss -tnai; in_ns pa-s ss -tnai; in_ns pa-c ss -tnai; cat $T.c8092; tail -n 5 $T.pxlog; } >&2
 check pool_pipe_full pipe_full
 kill -KILL $SRV
 wait $SRV 2>/dev/null
 wait $cl
-pipes_settle 15
-expect_eq pool_dirty_pipe_closed "$(pipes | wc -l)" 15
+pipes_settle 17
+expect_eq pool_dirty_pipe_closed "$(pipes | wc -l)" 17	# 15 kept
 # every kept pipe serves a connection, in both directions, with nothing
 # but its own bytes: 8 at once take all 15 (the pool gives the last kept
 # first, so one after another would reuse the same two)
@@ -245,6 +254,10 @@ pool_echo() {
 	return $bad
 }
 check pool_echo_intact pool_echo
+kill $keeper 2>/dev/null
+wait $keeper $KEEP_SRV 2>/dev/null
+pipes_settle 0
+expect_eq pool_idle_given_back "$(pipes | wc -l)" 0
 stop_proxy
 
 # ---- silent clients are closed after the idle timeout
