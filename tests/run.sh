@@ -67,13 +67,33 @@ expected() {
 	esac
 }
 
+# build_procs: "PID PROGRAM" of each process running a program of this
+# build (one ls for all: a readlink each would be a process per process)
+build_procs() {
+	ls -l /proc/[0-9]*/exe 2>/dev/null | grep -F " -> $BUILD/" |
+		sed 's|.*/proc/\([0-9]*\)/exe -> \(.*\)|\1 \2|'
+}
+
+# left_running BEFORE: what build_procs gives now and did not before,
+# after up to 2 s for processes that were told to stop
+left_running() {
+	local now i
+	for i in $(seq 20); do
+		now=$(build_procs | grep -vxF -e "${1:-none}")
+		[ -z "$now" ] && return 0
+		sleep 0.1
+	done
+	echo "$now"
+}
+
 # run NAME FILE CMD...: keeps the command's test lines; a command that
 # dies without saying why, a check lost to a shell error, or a suite that
 # printed fewer test lines than it declares becomes a FAIL line of its own.
 run() {
-	local name=$1 file=$2 rc tmp lost want got
+	local name=$1 file=$2 rc tmp lost want got before left
 	shift 2
 	tmp=$(mktemp)
+	before=$(build_procs)
 	local t0=$SECONDS
 	"$@" >"$tmp" 2>&1
 	rc=$?
@@ -101,6 +121,14 @@ run() {
 		:	# skipped as a whole, with its reason
 	elif [ "$got" != "$want" ]; then
 		echo "FAIL $name: printed $got test lines, declares $want" | tee -a "$out"
+	fi
+	# A suite tears down what it made: a process of this build still
+	# running after it is a FAIL, and is stopped so that it cannot
+	# disturb the next suite (t_mtls_2n's two proxies outlived it)
+	left=$(left_running "$before")
+	if [ -n "$left" ]; then
+		echo "FAIL $name: left running: $(awk '{print $1, $2}' <<<"$left" | sed "s|$BUILD/||" | tr '\n' ' ')" | tee -a "$out"
+		kill -9 $(awk '{print $1}' <<<"$left") 2>/dev/null
 	fi
 	[ -n "${TEST_LOG_DIR:-}" ] && cp "$tmp" "$TEST_LOG_DIR/$name.log"
 	rm -f "$tmp"

@@ -141,6 +141,12 @@ cleanup_all() {
 	local n
 	# Without a prefix the patterns below would match everyone's.
 	[ -n "${PREFIX:-}" ] || return 0
+	# What runs in the suite's namespaces ends with them: a process
+	# started in a subshell (a `check`'s command) is not this shell's
+	# job, and outlives its namespace's name (tests/run.sh reports it).
+	for n in $(ip netns list | awk '{print $1}' | grep "^$PREFIX" || true); do
+		kill $(ip netns pids "$n" 2>/dev/null) 2>/dev/null
+	done
 	# A host node's pins are NAME@COOKIE (its namespace's cookie).
 	for n in $(ls /sys/fs/bpf/podinject 2>/dev/null | grep "^$PREFIX"); do
 		"$PI" -N "${n%@*}" node down >/dev/null 2>&1

@@ -65,7 +65,13 @@ start_proxy() {	# NAME ARGS...
 	return 1
 }
 proxies() { start_proxy mj-p --inbound 15006 && start_proxy mj-q 15001; }
-check proxies_started proxies
+# Not through `check`: it runs its command in a subshell, where the PIDs
+# the trap stops at the end would be lost (both proxies outlived the suite)
+if proxies >$T/start.err 2>&1; then
+	pass proxies_started
+else
+	fail proxies_started "$(tail -n 1 $T/start.err)"
+fi
 
 server_bg() {
 	ip netns exec mj-b "$BUILD/pinet" tcp-server 8080 --count 1 --echo --timeout 10000 >$T/srv 2>&1 &
