@@ -38,7 +38,9 @@ verdicts() { jq -r '[.probes[].verdict] | unique | join(",")'; }
 # under the lab's emulation, where the matrix found nothing listening.
 ip netns exec tq-b "$PINET" tcp-server 8080 --count 1000 --timeout 300000 >/dev/null 2>&1 &
 srv=$!
-in_ns tq-b "$PINET" tcp-server -6 8080 --count 1000 --timeout 300000 >/dev/null 2>&1 &
+# (ip netns exec, not in_ns: a function in the background is a subshell,
+# and `kill $srv6` stopped it, not the server, which outlived the suite)
+ip netns exec tq-b "$PINET" tcp-server -6 8080 --count 1000 --timeout 300000 >/dev/null 2>&1 &
 srv6=$!
 wait_tcp_listen tq-b 8080 >/dev/null
 tcp_a=$(in_ns tq-a awk '/^Tcp:/ {n++} n == 2 && /^Tcp:/ {print $11; exit}' /proc/net/snmp)
