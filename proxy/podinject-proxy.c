@@ -552,12 +552,10 @@ static int half_init(struct half *h)
  * nothing is left in it, else closed with what it holds. */
 static void half_pipe_release(struct half *h)
 {
-	if (h->pipe[0] < 0 || h->pipe[1] < 0) {
-		if (h->pipe[0] >= 0)
-			close(h->pipe[0]);
-		if (h->pipe[1] >= 0)
-			close(h->pipe[1]);
-	} else if (!h->queued && pipes_pooled < PIPES_POOLED) {
+	/* both ends or neither: half_pipe never leaves one */
+	if (h->pipe[0] < 0)
+		return;
+	if (!h->queued && pipes_pooled < PIPES_POOLED) {
 		pipe_pool[pipes_pooled].fd[0] = h->pipe[0];
 		pipe_pool[pipes_pooled].fd[1] = h->pipe[1];
 		pipe_pool[pipes_pooled].cap = h->cap;
@@ -1964,15 +1962,6 @@ static void ep_off(struct conn *c, bool upstream)
 	*off = true;
 }
 
-/* One side's interest: the upstream's or the client's. */
-static void side_set(struct conn *c, bool upstream, uint32_t events)
-{
-	if (upstream)
-		conn_watch(c, true, events, false);
-	else
-		conn_watch(c, false, events, false);
-}
-
 /* As conn_rearm, for TLS: the plaintext side is read while its buffer
  * has room and written while the other one holds bytes; the TLS side
  * waits for what the stalled SSL calls asked for. */
@@ -1995,11 +1984,11 @@ static void tls_rearm(struct conn *c)
 	if (out->eof && in->shut)
 		ep_off(c, plain_up);
 	else
-		side_set(c, plain_up, pe);
+		conn_watch(c, plain_up, pe, false);
 	if (out->shut && in->eof)
 		ep_off(c, !plain_up);
 	else
-		side_set(c, !plain_up, te);
+		conn_watch(c, !plain_up, te, false);
 }
 
 /* Relays what can move; frees the connection when it is done or broken. */
@@ -2134,7 +2123,7 @@ static void tls_handshake(struct conn *c)
 	}
 	e = SSL_get_error(c->ssl, r);
 	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-		side_set(c, !c->tls_on_client, want_events(e));
+		conn_watch(c, !c->tls_on_client, want_events(e), false);
 		return;
 	}
 	verr = SSL_get_verify_result(c->ssl);

@@ -137,6 +137,10 @@ pod_stat() {
 	"$PI" -N "$1" -j pod show "$2" | jq -r ".stats$3"
 }
 
+# fd_links PID: where each of the process's descriptors points, a line
+# each (readlink, not find's -lname: the kernel lab's find is busybox's)
+fd_links() { for f in "/proc/$1"/fd/*; do readlink "$f"; done 2>/dev/null; }
+
 cleanup_all() {
 	local n
 	# Without a prefix the patterns below would match everyone's.

@@ -448,10 +448,8 @@ expect_eq parallel_16_intact "$par_ok $(grep -c '^accept .* bytes 262144 .* sent
 # there, on a busy host).
 # Pipes apart: the proxy keeps up to 16 empty ones (32 descriptors) for
 # its next connections (docs/proxy.md), kTLS receiving takes one each
-# (readlink, not find's -lname: the kernel lab's find is busybox's)
-fd_links() { [ -n "$PROXY_PID" ] && for f in /proc/$PROXY_PID/fd/*; do readlink "$f"; done 2>/dev/null; }
-fds() { fd_links | grep -vc '^pipe:'; }
-pipe_fds() { fd_links | grep -c '^pipe:'; }
+fds() { [ -n "$PROXY_PID" ] && fd_links $PROXY_PID | grep -vc '^pipe:'; }
+pipe_fds() { fd_links $PROXY_PID | grep -c '^pipe:'; }
 fd0=$(fds)
 pipes0=$(pipe_fds)
 nconn=10000

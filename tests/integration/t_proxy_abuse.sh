@@ -182,9 +182,8 @@ expect_eq pipe_small_transfer_complete "$sent" "$(awk '/^conn-done bytes 4194304
 start_proxy
 check pool_proxy proxy_ready
 # pipes: the pipes the proxy holds, one inode each, but those it was
-# started with (the test runner's); readlink, not find's -lname: the
-# kernel lab's find is busybox's
-fd_pipes() { for f in "/proc/$1"/fd/*; do readlink "$f"; done 2>/dev/null | grep '^pipe:' | sort -u; }
+# started with (the test runner's)
+fd_pipes() { fd_links "$1" | grep '^pipe:' | sort -u; }
 inherited=$(fd_pipes $PX)
 pipes() { fd_pipes $PX | grep -vxF -e "${inherited:-none}"; }
 # pipes_settle N: until the proxy holds N pipes (its connections freed)
