@@ -138,6 +138,10 @@ if [ "$(id -u)" != 0 ]; then
 	# not a pass: nothing was tested
 	echo "FAIL all: the tests load BPF programs and make namespaces; run as root" | tee -a "$out"
 else
+	# Not a test line: a run stopped by SIGKILL left its suites' nodes
+	# and namespaces, which the same suites would now find in their way
+	swept=$(bash "$ROOT/tests/integration/sweep.sh" | tr '\n' ' ')
+	[ -z "$swept" ] || echo "# removed what an earlier run left: $swept"
 	if wanted unit; then
 		run unit "" env PODINJECT_ROOT="$ROOT" timeout "${UNIT_TIMEOUT:-300}" "$BUILD/unit_tests"
 	fi
