@@ -19,4 +19,11 @@ for PREFIX in $prefixes; do
 	[ -n "$left" ] || continue
 	echo $left
 	cleanup_all
+	# A host node of a namespace that is gone now (NAME@COOKIE) is not
+	# any namespace's to take down: the next `node up` sweeps it, as
+	# the CLI does for a user's.
+	if ls /sys/fs/bpf/podinject 2>/dev/null | grep -q "^$PREFIX.*@"; then
+		"$PI" -N ${PREFIX}sweep node up --host >/dev/null 2>&1 &&
+			"$PI" -N ${PREFIX}sweep node down >/dev/null 2>&1
+	fi
 done
