@@ -95,6 +95,13 @@ static __always_inline bool ct_key_quoted(void *ctx, bool xdp,
 		__builtin_memcpy(dst.a, h + 24, 16);
 		l4off = off + 40;
 	}
+	/* An error goes back to the sender of the packet it quotes, as
+	 * Linux's conntrack wants of one (nf_conntrack_inet_error). Sent
+	 * elsewhere it answers nothing: else a pod could send ICMP errors,
+	 * and the bytes after their quote, to any address its egress
+	 * policy denies, by quoting a flow it may use. */
+	if (!addr_eq(&p->daddr, &src))
+		return false;
 	if (ctx_load(ctx, xdp, l4off, l4, 8))
 		return false;
 	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
@@ -304,6 +311,14 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 	}
 	if (kind != CT_UNTRACKED)
 		e = bpf_map_lookup_elem(&ct, &k);
+	/* An error about a flow let through by an earlier policy passes
+	 * only once the flow has met the current one (its next packet does):
+	 * until then the rules decide the error itself. */
+	if (kind == CT_RELATED && e) {
+		policy_ref_of(pod_id, e->dir & 1, &ref);
+		if (ref.rev != e->rev)
+			e = NULL;
+	}
 	if (kind == CT_RELATED && e) {
 		if (mon_wants(MON_BIT(PI_DP_MON_TRACE))) {
 			struct mon_decision d = {

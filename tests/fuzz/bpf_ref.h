@@ -394,6 +394,9 @@ static inline bool ref_ct_quoted(const uint8_t *d, uint32_t len,
 		memcpy(dst.a, d + off + 24, 16);
 		l4off = off + 40;
 	}
+	/* sent elsewhere than to the quoted packet's sender: no answer */
+	if (memcmp(&p->daddr, &src, sizeof(src)))
+		return false;
 	if (l4off + 8 > len)
 		return false;
 	if (proto == 6 || proto == 17) {

@@ -461,6 +461,57 @@ UNIT_TEST(ct_icmp_error_related)
 	fx_teardown(&fx);
 }
 
+/* An ICMP error is an answer only sent back to the sender of the packet it
+ * quotes, and only while the quoted flow holds under the current policy:
+ * B, whose egress denies ICMP, may answer A's datagram with a port
+ * unreachable, but not send that error (and what follows its quote) to
+ * C; and after a new ingress policy, not before A's next datagram has met
+ * it. */
+UNIT_TEST(ct_icmp_error_elsewhere_not_related)
+{
+	/* ICMPv6 is matched as ICMP */
+	struct pi_dp_rule deny = deny_proto(11, IPPROTO_ICMP);
+	uint8_t pkt[PKT_MAX], quoted[PKT_MAX];
+	struct ct_fx fx;
+	int len, ql;
+
+	if (!fx_setup(&fx))
+		return;
+	set_policy(&fx, 1, PI_DP_DIR_EGRESS, &deny, 1, 0);
+	track(&fx, 1);
+	for (int f = 0; f < 2; f++) {
+		int family = f ? AF_INET6 : AF_INET, ip = f ? 40 : 20;
+		const char *a = f ? "fd00::1" : "10.0.0.1";
+		const char *b = f ? "fd00::2" : "10.0.0.2";
+		const char *c = f ? "fd00::9" : "10.0.0.9";
+
+#define ERR_TO(dst) (len = pkt_build(pkt, &(struct pkt_spec){ family, b, dst, \
+	IPPROTO_ICMP, .payload = ip + 8 + 64 }), \
+	icmp_set(pkt, family, f ? 1 : 3, 0), pkt[14 + ip + 1] = f ? 4 : 3, \
+	memcpy(pkt + 14 + ip + 8, quoted + 14, ip + 8), \
+	run(&fx, fx.if_b, pkt, len))
+		ql = pkt_build(quoted, &(struct pkt_spec){ family, a, b,
+			IPPROTO_UDP, 7000, 9 });
+		ASSERT_EQ(run(&fx, fx.if_a, quoted, ql), PI_REDIRECT,
+			  "A's datagram to B");
+		ASSERT_EQ(ERR_TO(a), PI_REDIRECT,
+			  "B's port unreachable back to A passes with A's flow");
+		ASSERT_EQ(ERR_TO(c), PI_DROP,
+			  "the same error sent to C is no answer: B's egress denies it");
+		/* a new revision of B's ingress policy, which let A's flow in */
+		track(&fx, 1);
+		ASSERT_EQ(ERR_TO(a), PI_DROP,
+			  "an error about a flow the new policy has not seen: the rules decide");
+		ASSERT_EQ(run(&fx, fx.if_a, quoted, ql), PI_REDIRECT,
+			  "A's next datagram meets the new policy");
+		ASSERT_EQ(ERR_TO(a), PI_REDIRECT,
+			  "then B's error passes with the flow again");
+#undef ERR_TO
+	}
+	ASSERT_EQ(rule_packets(&fx, 11), 4, "the errors denied, counted");
+	fx_teardown(&fx);
+}
+
 /* TCP: FIN from both ends closes; a new SYN on the closed flow's ports is
  * a new flow, decided by the policy again. */
 UNIT_TEST(ct_tcp_close_and_reopen)
