@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * GC (spec 1.1): removes this network's attachments that are not in
- * cni.dev/valid-attachments.
+ * cni.dev/valid-attachments, which must be there and well formed.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -16,9 +16,23 @@ int cni_cmd_gc(const struct cni_conf *conf, struct cni_err *e)
 	char prefix[32];
 	int n, err;
 
-	if (valid && !json_is_array(valid))
+	json_t *it;
+	size_t j;
+
+	/* What is kept is what the list names, so a list that is missing
+	 * (the runtime must send it) or names an attachment unreadably
+	 * would remove pods that are still in use: refused, nothing done. */
+	if (!valid)
+		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+				"GC needs cni.dev/valid-attachments (the runtime sends the attachments still in use)");
+	if (!json_is_array(valid))
 		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
 				"cni.dev/valid-attachments must be an array");
+	json_array_foreach(valid, j, it)
+		if (!json_is_string(json_object_get(it, "containerID")) ||
+		    !json_is_string(json_object_get(it, "ifname")))
+			return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+					"each of cni.dev/valid-attachments needs containerID and ifname strings");
 	err = cni_pi_open(conf, false, &node);
 	cni_step("node");
 	if (err == -ENOENT)
@@ -29,8 +43,6 @@ int cni_cmd_gc(const struct cni_conf *conf, struct cni_err *e)
 	n = pi_pod_list(node, &pods);
 	for (int i = 0; i < n; i++) {
 		bool keep = false;
-		json_t *it;
-		size_t j;
 
 		if (strncmp(pods[i].attach_id, prefix, strlen(prefix)))
 			continue;
@@ -40,8 +52,6 @@ int cni_cmd_gc(const struct cni_conf *conf, struct cni_err *e)
 				.ifname = json_string_value(json_object_get(it, "ifname")),
 			};
 
-			if (!v.container_id || !v.ifname)
-				continue;
 			cni_make_attach_id(&v, conf->name);
 			if (!strcmp(v.attach_id, pods[i].attach_id))
 				keep = true;

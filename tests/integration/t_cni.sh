@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=257
+EXPECT=259
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -422,6 +422,16 @@ for g in 1 2; do
 	mkns ${PREFIX}gc$g
 	rt ADD "$T/ptp10.conflist" "$(cid 13$g)" /run/netns/${PREFIX}gc$g "K8S_POD_NAME=gc$g" >/dev/null
 done
+# Without the list (the runtime must send it), or with an entry that names
+# no attachment, GC cannot tell what is in use: refused, nothing removed
+# (it once took the missing list for an empty one: every pod went).
+for bad in '{}' '{"cni.dev/valid-attachments": [{"containerID": "x"}]}' \
+	'{"cni.dev/valid-attachments": [{"containerID": 1, "ifname": "eth0"}]}'; do
+	out=$(pi_direct GC "$(podconf 1.1.0 "" "$bad")" "" "" "" "")
+	echo "$?:$(code_of "$out")"
+done >"$T/gcbad"
+expect_eq gc_bad_list_refused "$(tr '\n' ' ' <"$T/gcbad")" "1:7 1:7 1:7 "
+expect_eq gc_bad_list_kept "$(pod_name gc1) $(pod_name gc2)" "gc1 gc2"
 gc=$(podconf 1.1.0 "" "$(jq -cn --arg c "$(cid 131)" '{"cni.dev/valid-attachments": [{containerID: $c, ifname: "eth0"}]}')")
 pi_direct GC "$gc" "" "" "" "" >/dev/null
 expect_eq gc_ok $? 0
