@@ -195,6 +195,11 @@ static __always_inline int nd_check(struct __sk_buff *skb,
 			return PI_DP_DROP_ND_SPOOFED;
 		off += (__u32)h[1] * 8;
 	}
+	/* Linux reads every option, so one past those compared could claim
+	 * another MAC: a message with more is refused (a real one carries
+	 * one or two). */
+	if (off + 8 <= p->l3_end)
+		return PI_DP_DROP_ND_SPOOFED;
 	return PI_DP_DROP_NONE;
 }
 

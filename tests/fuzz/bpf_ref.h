@@ -666,6 +666,9 @@ static inline int ref_nd_check(const uint8_t *d, uint32_t len,
 			return PI_DP_DROP_ND_SPOOFED;
 		off += (uint32_t)h[1] * 8;
 	}
+	/* more options than the 4 compared: refused */
+	if (off + 8 <= p->l3_end)
+		return PI_DP_DROP_ND_SPOOFED;
 	return PI_DP_DROP_NONE;
 }
 

@@ -695,6 +695,46 @@ UNIT_TEST(node_harden_link_local_meets_egress_policy)
 	fx_teardown(&fx);
 }
 
+/* An NDP message's link-layer options are compared with the pod's MAC up
+ * to the 4th; Linux reads them all, so a message with a 5th (an own-MAC
+ * one no better: it is not read) is refused, and 4 pass as before. */
+UNIT_TEST(node_harden_nd_options_past_the_checked)
+{
+	static const uint8_t MAC_X[6] = { 0x02, 0x99, 0, 0, 0, 9 };
+	const uint8_t *last[3] = { NULL, MAC_X, MAC_A };
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+
+	if (!fx_setup(&fx))
+		return;
+	for (int c = 0; c < 3; c++) {
+		int nopts = c ? 5 : 4;
+		int len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6,
+			"fe80::a", "fe80::1", IPPROTO_ICMP,
+			.payload = 16 + nopts * 8 });
+		uint8_t *l4 = l4_of(pkt, AF_INET6), *o = l4 + 24;
+
+		l4[0] = 136;	/* neighbour advertisement */
+		l4[1] = 0;
+		inet_pton(AF_INET6, "fd00::1", l4 + 8);
+		for (int i = 0; i < nopts; i++, o += 8) {
+			/* nonces (type 14) first; the last a target
+			 * link-layer option when one is asked for */
+			o[0] = i == nopts - 1 && last[c] ? 2 : 14;
+			o[1] = 1;
+			memcpy(o + 2, i == nopts - 1 && last[c] ? last[c] : MAC_A, 6);
+		}
+		ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+			  c ? PI_DROP : PI_PASS,
+			  c == 0 ? "NA with 4 options: compared, passes" :
+			  c == 1 ? "NA with another MAC in a 5th option" :
+				   "NA with a 5th option at all");
+	}
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_ND_SPOOFED], 2,
+		  "counted as NDP claims");
+	fx_teardown(&fx);
+}
+
 /* Finding 2: a pod is no router, and claims only its own addresses and
  * MAC in NDP and ARP. */
 UNIT_TEST(node_harden_ra_and_neighbour_claims)
