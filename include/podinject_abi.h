@@ -24,7 +24,7 @@
  * mean what this build thinks. Bump it with any change to a struct below,
  * to a map's size or to the set of pinned objects, and add the migration
  * from the version before to lib/upgrade.c (docs/architecture.md). */
-#define PI_ABI_VERSION		8
+#define PI_ABI_VERSION		9
 /* pi_node_config.abi while `node upgrade` runs: this bit or'ed with the
  * version the upgrade started from. No build takes it for its own, so
  * every other command, of either build, leaves the node alone until the

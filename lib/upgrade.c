@@ -60,6 +60,7 @@
 #include "nl.h"
 #include "state.h"
 #include "inject.h"
+#include "xdp.h"
 #include "node.skel.h"
 #include "xdp.skel.h"
 #include "inject.skel.h"
@@ -281,6 +282,10 @@ static const struct migration {
 	 * roles, from the grants and proxy rules it has. */
 	{ 7, "the head program's roles per device (inject/head_roles)",
 	  migrate_7_to_8, NULL },
+	/* No map changes: a new kind of pin, link_xdp_pod_IFINDEX, made by
+	 * hold_xdp_links() once the pins are this build's. */
+	{ 8, "pods' XDP ingress ACLs held by BPF links (link_xdp_pod_*), which the pod cannot detach",
+	  NULL, NULL },
 };
 
 _Static_assert(PI_ABI_OLDEST_UPGRADE + sizeof(migrations) / sizeof(migrations[0]) ==
@@ -856,6 +861,30 @@ static int switch_xdp(struct upgrade *u, int ifindex, int prog_fd)
 	return err;
 }
 
+/* A pod's XDP ACL held by its link (lib/xdp.c): the link is pointed at
+ * prog_fd, naming the program the device runs, if that is the node's. */
+static int switch_xdp_link(struct upgrade *u, int link_fd, int ifindex,
+			   int prog_fd)
+{
+	LIBBPF_OPTS(bpf_xdp_query_opts, q);
+	int err;
+
+	err = bpf_xdp_query(ifindex, 0, &q);
+	if (err)
+		return err;
+	if (q.drv_prog_id != fd_prog_id(prog_fd)) {
+		if (!q.drv_prog_id || !prog_uses(&u->node_maps, q.drv_prog_id)) {
+			pr_err("node '%s': device %d does not run the node's XDP program",
+			       u->n.name, ifindex);
+			return -ENOLINK;
+		}
+		err = link_update_cas(link_fd, prog_fd, q.drv_prog_id);
+	}
+	if (!err && u->info)
+		u->info->hooks++;
+	return err;
+}
+
 static int switch_hook(struct upgrade *u, const struct pi_node *v, int ifindex,
 		       enum pi_hook hook, bool force_tcx, int prog_fd,
 		       const char *pin_name)
@@ -954,20 +983,27 @@ static int switch_all(struct upgrade *u, bool live_only)
 	/* Pods' XDP ACLs, on their eth0 in their own namespaces. */
 	for (int i = 0; i < pv.cnt && !err; i++) {
 		const struct pi_pod_info *pod = &pv.pods[i];
-		int ns;
+		int ns, link;
 
 		if (!(pod->flags & PI_POD_XDP))
 			continue;
 		snprintf(name, sizeof(name), "prog_xdp_pod_%u", pod->ifindex);
 		xdp_fd = live_only ? get_pin(u->n.pin_dir, name) :
 				     view_get(u, name);
+		snprintf(name, sizeof(name), "link_xdp_pod_%u", pod->ifindex);
+		link = get_pin(u->n.pin_dir, name);
 		ns = pod_netns_open(pod);
 		err = xdp_fd < 0 ? xdp_fd : ns < 0 ? ns :
+		      link < 0 && link != -ENOENT ? link :
 		      netns_enter(ns, &saved);
 		if (!err) {
-			err = switch_xdp(u, pod->peer_ifindex, xdp_fd);
+			err = link >= 0 ? switch_xdp_link(u, link, pod->peer_ifindex,
+							  xdp_fd) :
+					  switch_xdp(u, pod->peer_ifindex, xdp_fd);
 			netns_restore(saved);
 		}
+		if (link >= 0)
+			close(link);
 		if (ns >= 0)
 			close(ns);
 		if (xdp_fd >= 0)
@@ -1375,6 +1411,34 @@ static int commit(struct upgrade *u)
 	return commit_dir(u, "", &first);
 }
 
+/* After the commit, when the pins are this build's: every pod's XDP ACL
+ * held by a link (lib/xdp.c), where an older build attached it by netlink.
+ * Netlink cannot hand a program to a link, so this is no switch but a
+ * detach and attach around which the pod takes the tc way; it can only go
+ * forward, and a resumed upgrade redoes what is left. */
+static int hold_xdp_links(struct upgrade *u)
+{
+	struct pods_view pv;
+	int err;
+
+	err = pods_view_open(u, &pv);
+	if (err)
+		return err;
+	if (pv.v.cfg.flags & PI_NODE_XDP) {
+		pv.v.netns_fd = dup(u->netns_fd);
+		if (pv.v.netns_fd < 0)
+			err = -errno;
+	}
+	for (int i = 0; i < pv.cnt && !err && (pv.v.cfg.flags & PI_NODE_XDP); i++) {
+		err = xdp_pod_hold(&pv.v, &pv.pods[i]);
+		if (err)
+			pr_err("node '%s': cannot hold pod '%s''s XDP program by a link: %s",
+			       u->n.name, pv.pods[i].name, strerror(-err));
+	}
+	pods_view_close(&pv);
+	return err;
+}
+
 static int bump(struct upgrade *u)
 {
 	struct pi_node_config cfg;
@@ -1486,6 +1550,8 @@ static int forward(struct upgrade *u, bool fresh)
 		err = commit(u);
 		if (!err)
 			err = point(u, PI_UPGRADE_AT_COMMITTED);
+		if (!err)
+			err = hold_xdp_links(u);
 		if (!err)
 			err = bump(u);
 		if (!err)

@@ -11,9 +11,17 @@
  * there is one set of pods, rules and counters for tc and XDP alike.
  *
  * Pins, beside the node's: xdp_ports (devmap), xdp_stats, prog_xdp_uplink,
- * prog_xdp_pod_IFINDEX. The XDP attachments are netlink ones and go with
- * their device; they are removed explicitly all the same, and only when
- * the program there is still ours (XDP_FLAGS_REPLACE).
+ * prog_xdp_pod_IFINDEX, link_xdp_pod_IFINDEX.
+ *
+ * A pod's ACL is held by a BPF link (link_xdp_pod_IFINDEX), not a netlink
+ * attachment: root in the pod's namespace owns eth0 and could otherwise
+ * take the check off with `ip link set dev eth0 xdp off`, while the pod's
+ * tc program leaves that check to XDP (PI_POD_XDP). Netlink can neither
+ * detach nor replace a program a link holds, nor add a generic one beside
+ * it; only the link's holder can (the pin, or CAP_SYS_ADMIN by id).
+ * The uplink's program is the node's device and stays a netlink
+ * attachment. Attachments are removed explicitly, and only when the
+ * program there is still ours (XDP_FLAGS_REPLACE).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +46,12 @@ static void pod_prog_pin(const struct pi_node *n, const struct pi_pod_info *pod,
 			 char *buf, size_t len)
 {
 	node_pin_path(n, buf, len, "prog_xdp_pod_%u", pod->ifindex);
+}
+
+static void pod_link_pin(const struct pi_node *n, const struct pi_pod_info *pod,
+			 char *buf, size_t len)
+{
+	node_pin_path(n, buf, len, "link_xdp_pod_%u", pod->ifindex);
 }
 
 static int pin_get(const struct pi_node *n, const char *name)
@@ -174,6 +188,87 @@ static int set_pod_flag(const struct pi_node *n, struct pi_pod_info *pod, bool o
 	return pod_store(n, pod, BPF_EXIST);
 }
 
+/* Attaches prog_fd to the pod-side eth0 in pod_ns by a link, pinned in the
+ * node's pins: the pin is what holds it (see the top of this file). The
+ * kernel refuses a link where any program is attached already, so this
+ * never replaces one. */
+static int hold_in_pod(const struct pi_node *n, const struct pi_pod_info *pod,
+		       int pod_ns, int prog_fd)
+{
+	LIBBPF_OPTS(bpf_link_create_opts, opts, .flags = XDP_FLAGS_DRV_MODE);
+	char path[PATH_MAX];
+	int link, saved, err;
+
+	err = netns_enter(pod_ns, &saved);
+	if (err)
+		return err;
+	/* the ifindex is resolved in the caller's namespace: the pod's */
+	link = bpf_link_create(prog_fd, pod->peer_ifindex, BPF_XDP, &opts);
+	if (link < 0)
+		link = -errno;
+	netns_restore(saved);
+	if (link < 0)
+		return link;
+	pod_link_pin(n, pod, path, sizeof(path));
+	err = bpf_obj_pin(link, path) ? -errno : 0;
+	/* unpinned, the link goes with its last descriptor, and the
+	 * program with it */
+	close(link);
+	return err;
+}
+
+/* Takes the pod's ACL off eth0: its link detached and unpinned, or (a
+ * netlink attachment, as older builds made them) the program detached if it
+ * is still ours. A namespace or device already gone is no error. */
+static int release_in_pod(const struct pi_node *n, const struct pi_pod_info *pod,
+			  int prog_fd)
+{
+	char path[PATH_MAX];
+	int link, ns, saved, err = 0;
+
+	pod_link_pin(n, pod, path, sizeof(path));
+	link = bpf_obj_get(path);
+	if (link >= 0) {
+		/* a link whose device is gone is detached already */
+		if (bpf_link_detach(link) && errno != ENOLINK &&
+		    errno != ENOENT)
+			err = -errno;
+		close(link);
+		if (unlink(path) && errno != ENOENT && !err)
+			err = -errno;
+		return err;
+	}
+	if (errno != ENOENT)
+		return -errno;
+	if (prog_fd < 0)
+		return 0;
+	ns = pod_netns_open(pod);
+	if (ns < 0)
+		return 0;
+	if (!netns_enter(ns, &saved)) {
+		err = detach_ours(pod->peer_ifindex, prog_fd);
+		netns_restore(saved);
+	}
+	close(ns);
+	return err;
+}
+
+/* Puts the pod in the uplink's devmap, in the node's namespace, where the
+ * devmap resolves the ifindex. */
+static int ports_add(const struct pi_node *n, const struct pi_pod_info *pod,
+		     int ports)
+{
+	int saved, err;
+
+	err = node_enter(n, &saved);
+	if (err)
+		return err;
+	if (bpf_map_update_elem(ports, &pod->ifindex, &pod->ifindex, 0))
+		err = -errno;
+	netns_restore(saved);
+	return err;
+}
+
 /* Loads the pod's own instance of the ACL, attaches it to the pod-side
  * eth0 in pod_ns, then marks the pod PI_POD_XDP (pod->flags and the pods
  * map) and adds it to the uplink's devmap, in that order, so that no
@@ -181,7 +276,7 @@ static int set_pod_flag(const struct pi_node *n, struct pi_pod_info *pod, bool o
 static int xdp_pod_attach(const struct pi_node *n, struct pi_pod_info *pod,
 			  int pod_ns)
 {
-	int ports = -1, stats = -1, saved, err;
+	int ports = -1, stats = -1, err;
 	bool attached = false, flagged = false;
 	struct xdp_bpf *skel = NULL;
 	char path[PATH_MAX];
@@ -205,11 +300,7 @@ static int xdp_pod_attach(const struct pi_node *n, struct pi_pod_info *pod,
 	if (err)
 		goto out;
 
-	err = netns_enter(pod_ns, &saved);
-	if (err)
-		goto out;
-	err = bpf_xdp_attach(pod->peer_ifindex, prog_fd, ATTACH_FLAGS, NULL);
-	netns_restore(saved);
+	err = hold_in_pod(n, pod, pod_ns, prog_fd);
 	if (err)
 		goto out;
 	attached = true;
@@ -220,21 +311,13 @@ static int xdp_pod_attach(const struct pi_node *n, struct pi_pod_info *pod,
 	if (err)
 		goto out;
 	flagged = true;
-	/* The devmap resolves the ifindex in the caller's namespace. */
-	err = node_enter(n, &saved);
-	if (err)
-		goto out;
-	if (bpf_map_update_elem(ports, &pod->ifindex, &pod->ifindex, 0))
-		err = -errno;
-	netns_restore(saved);
+	err = ports_add(n, pod, ports);
 out:
 	if (err) {
 		if (flagged)
 			set_pod_flag(n, pod, false);
-		if (attached && !netns_enter(pod_ns, &saved)) {
-			detach_ours(pod->peer_ifindex, prog_fd);
-			netns_restore(saved);
-		}
+		if (attached)
+			release_in_pod(n, pod, prog_fd);
 		if (skel) {
 			pod_prog_pin(n, pod, path, sizeof(path));
 			unlink(path);
@@ -252,13 +335,15 @@ out:
  * no error. */
 static int xdp_pod_detach(const struct pi_node *n, const struct pi_pod_info *p)
 {
-	int ports, prog, pod_ns, saved, err = 0;
 	struct pi_pod_info copy = *p, *pod = &copy;
-	char path[PATH_MAX];
+	char path[PATH_MAX], link_path[PATH_MAX];
+	int ports, prog, err = 0, e;
 
 	pod_prog_pin(n, pod, path, sizeof(path));
+	pod_link_pin(n, pod, link_path, sizeof(link_path));
 	prog = bpf_obj_get(path);
-	if (prog < 0 && !(pod->flags & PI_POD_XDP))
+	if (prog < 0 && !(pod->flags & PI_POD_XDP) &&
+	    access(link_path, F_OK))
 		return 0;	/* never had the ACL */
 
 	/* The uplink sends this pod's frames the tc way again, tc checks
@@ -272,21 +357,74 @@ static int xdp_pod_detach(const struct pi_node *n, const struct pi_pod_info *p)
 		err = set_pod_flag(n, pod, false);
 	if (err == -ENOENT)
 		err = 0;	/* the pod's entry is gone already */
+	e = release_in_pod(n, pod, prog);
+	if (e && !err)
+		err = e;
 	if (prog >= 0) {
-		pod_ns = pod_netns_open(pod);
-		if (pod_ns >= 0 && !netns_enter(pod_ns, &saved)) {
-			int e = detach_ours(pod->peer_ifindex, prog);
-
-			if (e && !err)
-				err = e;
-			netns_restore(saved);
-		}
-		if (pod_ns >= 0)
-			close(pod_ns);
 		close(prog);
 		if (unlink(path) && errno != ENOENT && !err)
 			err = -errno;
 	}
+	return err;
+}
+
+int xdp_pod_hold(const struct pi_node *n, const struct pi_pod_info *p)
+{
+	struct pi_pod_info copy = *p, *pod = &copy;
+	int prog = -1, ports = -1, ns = -1, link, err = 0;
+	char path[PATH_MAX];
+
+	pod_link_pin(n, pod, path, sizeof(path));
+	link = bpf_obj_get(path);
+	if (link >= 0) {
+		close(link);
+		if (pod->flags & PI_POD_XDP)
+			return 0;
+	} else if (errno != ENOENT) {
+		return -errno;
+	}
+	pod_prog_pin(n, pod, path, sizeof(path));
+	prog = bpf_obj_get(path);
+	if (prog < 0) {
+		/* no ACL: a pod that never had one, or a removal half done */
+		if (errno == ENOENT && !(pod->flags & PI_POD_XDP))
+			return 0;
+		return -errno;
+	}
+	ports = pin_get(n, "xdp_ports");
+	if (ports < 0) {
+		err = ports;
+		goto out;
+	}
+	if (link < 0) {
+		/* The tc way for the moment the pod's eth0 has no program:
+		 * out of the devmap (a frame redirected to a veth without
+		 * XDP is dropped), tc checks the node stack's packets. */
+		if (bpf_map_delete_elem(ports, &pod->ifindex) && errno != ENOENT) {
+			err = -errno;
+			goto out;
+		}
+		if (pod->flags & PI_POD_XDP)
+			err = set_pod_flag(n, pod, false);
+		ns = err ? -1 : pod_netns_open(pod);
+		if (!err && ns < 0)
+			err = ns;
+		if (!err)
+			err = release_in_pod(n, pod, prog);
+		if (!err)
+			err = hold_in_pod(n, pod, ns, prog);
+		if (err)
+			goto out;
+	}
+	err = set_pod_flag(n, pod, true);
+	if (!err)
+		err = ports_add(n, pod, ports);
+out:
+	if (ns >= 0)
+		close(ns);
+	if (ports >= 0)
+		close(ports);
+	close(prog);
 	return err;
 }
 
@@ -400,8 +538,40 @@ static void xdp_leave_pod(struct pi_node *n, const struct pi_pod_info *pod)
 	xdp_pod_detach(n, pod);
 }
 
+/* pod check: a pod whose node-stack ingress check tc leaves to XDP
+ * (PI_POD_XDP) must have it on its eth0, held by its link. */
+static int xdp_check_pod(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	struct bpf_link_info info = {};
+	__u32 len = sizeof(info);
+	char path[PATH_MAX];
+	int link;
+
+	if (!(pod->flags & PI_POD_XDP))
+		return 0;
+	pod_link_pin(n, pod, path, sizeof(path));
+	link = bpf_obj_get(path);
+	if (link < 0) {
+		pr_err("pod '%s': its XDP ingress ACL has no link (%s)",
+		       pod->name, strerror(errno));
+		return -ENOLINK;
+	}
+	if (bpf_obj_get_info_by_fd(link, &info, &len))
+		info.prog_id = 0;
+	close(link);
+	/* a detached link keeps its program but reports no device */
+	if (!info.prog_id || info.xdp.ifindex != pod->peer_ifindex ||
+	    xdp_pod_prog_id(pod) != info.prog_id) {
+		pr_err("pod '%s': its XDP ingress ACL is no longer on %s",
+		       pod->name, pod->ifname);
+		return -ENOLINK;
+	}
+	return 0;
+}
+
 const struct pi_feature xdp_feature = {
 	.name = "xdp",
+	.check_pod = xdp_check_pod,
 	.reset_pod = xdp_reset_pod,
 	.enter_pod = xdp_enter_pod,
 	.leave_pod = xdp_leave_pod,

@@ -23,4 +23,14 @@ int xdp_node_setup(const struct pi_node *n, int uplink_ifindex);
 /* Detaches the uplink program; inside the node's namespace. */
 void xdp_node_teardown(const struct pi_node *n);
 
+/* node upgrade, once the node's pins are this build's: the pod's ACL, if it
+ * has one, held by a link (link_xdp_pod_IFINDEX) where an older build
+ * attached it by netlink. The pod takes the tc way for the moment between
+ * (out of the devmap, PI_POD_XDP off: tc checks the node stack's packets),
+ * so no packet goes unchecked or to an eth0 without XDP. n needs its pods
+ * maps and its namespace (netns_fd). Idempotent, so that an interrupted
+ * upgrade finishes it on the next run (the program pin records that the
+ * pod has an ACL). */
+int xdp_pod_hold(const struct pi_node *n, const struct pi_pod_info *pod);
+
 #endif

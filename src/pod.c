@@ -17,6 +17,7 @@ static int pod_help(int argc, char **argv)
 		"                 [--ifname IF] [--ip ADDR] [--ip6 ADDR] [--attach-id ID]\n"
 		"                 [--no-datapath]\n"
 		"       podinject [-N NODE] pod del NAME\n"
+		"       podinject [-N NODE] pod check NAME\n"
 		"       podinject [-N NODE] [-j] pod list\n"
 		"       podinject [-N NODE] [-j] pod show NAME\n"
 		"\n"
@@ -33,7 +34,10 @@ static int pod_help(int argc, char **argv)
 		"routing) stays off the pod's device, whose datapath is the tool's\n"
 		"that made it (e.g. Cilium): the pod can inject, be injected into,\n"
 		"be proxied and probed; its first rule puts podinject's checks on the\n"
-		"device, in front of that tool's programs, until its last rule goes.\n",
+		"device, in front of that tool's programs, until its last rule goes.\n"
+		"check: every program the pod must have is on its devices (its tc or\n"
+		"netkit hooks, the XDP ingress ACL of an --xdp node, a netkit pod's\n"
+		"guard); what is missing is said, and the exit is non-zero.\n",
 		POD_NAME_MAX, PI_POD_NAME_MAX);
 	return EXIT_OK;
 }
@@ -179,6 +183,29 @@ static int pod_del(int argc, char **argv)
 	if (err)
 		return exit_code(err);
 	p_info("pod %s deleted", argv[0]);
+	return EXIT_OK;
+}
+
+/* What the CNI plugin's CHECK asks, for a pod of any maker. */
+static int pod_check(int argc, char **argv)
+{
+	struct pi_pod_info pod;
+	struct pi_node *n;
+	int err;
+
+	if (argc != 1)
+		return usage_err("pod check needs exactly one NAME");
+	if (!pi_valid_pod_name(argv[0]))
+		return usage_err("invalid pod name '%s'", argv[0]);
+	err = open_node(PI_OPEN_WRITE, &n, NULL);
+	if (!err)
+		err = pi_pod_get(n, argv[0], &pod);
+	if (!err)
+		err = pi_pod_check(n, &pod);
+	pi_node_close(n);
+	if (err)
+		return exit_code(err);
+	p_info("pod %s: every program it must have is attached", argv[0]);
 	return EXIT_OK;
 }
 
@@ -386,6 +413,7 @@ int do_pod(int argc, char **argv)
 		{ "add", pod_add },
 		{ "adopt", pod_adopt },
 		{ "del", pod_del },
+		{ "check", pod_check },
 		{ "list", pod_list },
 		{ "show", pod_show },
 		{ "help", pod_help },

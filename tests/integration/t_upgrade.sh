@@ -73,6 +73,7 @@ downgrade_refused_by_others"
 if [ "$DEV" = netkit ]; then
 	ALL_CHECKS="$(tr ' ' '\n' <<<"$ALL_CHECKS" | grep -vxE 'old_proxy|proxied_not_reset|proxied_by_proxy' | tr '\n' ' ') guard_follows"
 fi
+[ "${WANT_XDP:-0}" = 1 ] && ALL_CHECKS="$ALL_CHECKS xdp_held xdp_pod_root_cannot_detach"
 for k in 1 2 3 4 5 6 7; do
 	ALL_CHECKS="$ALL_CHECKS kill${k}_killed kill${k}_meanwhile kill${k}_next_run kill${k}_whole"
 done
@@ -145,6 +146,25 @@ hook_counts() {
 }
 ONE_EACH=$(for p in $A $B $C; do for h in $HOOKS; do echo -n "pi-$p/$h=1 "; done; done)
 ONE_EACH=${ONE_EACH% }
+# --xdp: every pod's ACL on its eth0 is held by its link (link_xdp_pod_*,
+# this build's; v0.1 attached them by netlink): HELD after an upgrade
+xdp_held() {
+	[ "${WANT_XDP:-0}" = 1 ] || return 0
+	local f p links devs
+	links=$(for f in /sys/fs/bpf/podinject/$N/link_xdp_pod_*; do
+		[ -e "$f" ] && bpftool link show pinned $f -j | jq .prog_id
+	done | sort -n | jq -sc .)
+	devs=$(for p in $A $B $C; do
+		ip -n $p -j link show eth0 | jq '.[0].xdp.prog.id // empty'
+	done | sort -n | jq -sc .)
+	if [ "$links" = "$devs" ] && [ "$(jq length <<<"$devs")" = 3 ]; then
+		echo " xdp-held"
+	else
+		echo " xdp: links $links, on eth0 $devs"
+	fi
+}
+HELD=
+[ "${WANT_XDP:-0}" = 1 ] && HELD=" xdp-held"
 # "pin:link-id" (tcx, netkit) of every pod hook; clsact filters have no link
 link_ids() {
 	local f
@@ -431,7 +451,19 @@ if [ "$after_progs" != "$before_progs" ] && [ "$(jq -c 'unique' <<<"$after_progs
 else
 	fail progs_changed "before $before_progs, after $after_progs, pinned $(pinned_prog_ids)"
 fi
-expect_eq one_per_hook "$(hook_counts)" "$ONE_EACH"
+expect_eq one_per_hook "$(hook_counts)$(xdp_held)" "$ONE_EACH$HELD"
+if [ "${WANT_XDP:-0}" = 1 ]; then
+	# what the link is for: root in the pod owns eth0, and could take a
+	# netlink attachment off, leaving the node stack's packets unchecked
+	a_acl=$(ip -n $A -j link show eth0 | jq '.[0].xdp.prog.id')
+	expect_eq xdp_held "$(xdp_held)" " xdp-held"
+	if ! in_ns $A ip link set dev eth0 xdp off 2>/dev/null &&
+	   [ "$(ip -n $A -j link show eth0 | jq '.[0].xdp.prog.id')" = "$a_acl" ] && is_num "$a_acl"; then
+		pass xdp_pod_root_cannot_detach
+	else
+		fail xdp_pod_root_cannot_detach "eth0's program $a_acl -> $(ip -n $A -j link show eth0 | jq '.[0].xdp.prog.id')"
+	fi
+fi
 # a's guard ran the old pod_egress_nk for injected packets, and now this
 # build's (a slot left on the old program would run it on after the old
 # build's pins are gone)
@@ -539,7 +571,7 @@ for k in 1 2 3 4 5 6 7; do
 	else
 		fail kill${k}_next_run "exit $rc: $out"
 	fi
-	got="$(abi) $(test -e /sys/fs/bpf/podinject/$N/upgrade && echo staging-left) $(hook_counts)"
+	got="$(abi) $(test -e /sys/fs/bpf/podinject/$N/upgrade && echo staging-left) $(hook_counts)$(xdp_held)"
 	in_ns $A ping -c 2 -i 0.2 -W 1 $IPB >/dev/null || got="$got no-ping"
 	after_rules=$("$PI" -N $N -j policy list | jq -c .)
 	# the rule counted the pings before and goes on counting
@@ -547,7 +579,7 @@ for k in 1 2 3 4 5 6 7; do
 	   [ "$(jq '.[0].packets' <<<"$after_rules")" -le "$(jq '.[0].packets' <<<"$before_rules")" ]; then
 		got="$got rules $before_rules -> $after_rules"
 	fi
-	expect_eq kill${k}_whole "$got" "$CUR_ABI  $ONE_EACH"
+	expect_eq kill${k}_whole "$got" "$CUR_ABI  $ONE_EACH$HELD"
 done
 
 # ---- failing at each phase: rolled back before the commit, finished by
@@ -587,10 +619,10 @@ for k in 1 2 3 4 5 6 7; do
 	fi
 	out=$("$PI" -N $N node upgrade 2>&1)
 	rc=$?
-	got="$rc $(abi) $(test -e /sys/fs/bpf/podinject/$N/upgrade && echo staging-left) $(hook_counts)"
+	got="$rc $(abi) $(test -e /sys/fs/bpf/podinject/$N/upgrade && echo staging-left) $(hook_counts)$(xdp_held)"
 	in_ns $A ping -c 2 -i 0.2 -W 1 $IPB >/dev/null || got="$got no-ping"
 	if [ $k -ge 5 ] && ! grep -q "interrupted upgrade finished" <<<"$out"; then
 		got="$got not-resumed: $out"
 	fi
-	expect_eq fail${k}_next_run "$got" "0 $CUR_ABI  $ONE_EACH"
+	expect_eq fail${k}_next_run "$got" "0 $CUR_ABI  $ONE_EACH$HELD"
 done

@@ -16,7 +16,7 @@
 # must take the tc way (last part).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=68
+EXPECT=77
 PREFIX=xp-
 X=xp-x
 Y=xp-y
@@ -74,6 +74,18 @@ expect_eq eth0_has_acl "$(xdp_name xp-a eth0)" xdp_pod_ingress
 check pod_show_xdp sh -c "$PI -N $X -j pod show xp-a | jq -e '.xdp.prog_id > 0'"
 prog_a=$(pi -N $X -j pod show xp-a | jq .xdp.prog_id)
 prog_b=$(pi -N $X -j pod show xp-b | jq .xdp.prog_id)
+
+# The ACL is held by a link in the node's pins. Root in the pod owns eth0
+# and may run ip there, but can neither take the ACL off nor put its own
+# program in its place (tc leaves the node stack's packets to the ACL);
+# every check below runs after these attempts.
+XPA_LINK=/sys/fs/bpf/podinject/$X/link_xdp_pod_$(pi -N $X -j pod show xp-a | jq .host_ifindex)
+expect_eq acl_held_by_link "$(bpftool link show pinned $XPA_LINK -j | jq .prog_id)" "$prog_a"
+check_fails pod_root_cannot_detach in_ns xp-a ip link set dev eth0 xdp off
+check_fails pod_root_cannot_replace in_ns xp-a ip -force link set dev eth0 xdpdrv obj "$BUILD/xdp.bpf.o" sec xdp
+check_fails pod_root_cannot_add_generic in_ns xp-a ip -force link set dev eth0 xdpgeneric obj "$BUILD/xdp.bpf.o" sec xdp
+expect_eq acl_kept_on_eth0 "$(ip -n xp-a -j link show eth0 | jq '.[0].xdp.prog.id')" "$prog_a"
+check pod_check_acl pi -N $X pod check xp-a
 
 # Paths warm (neighbours on the wire resolved) before anything is counted.
 for i in 1 2 3 4 5; do
@@ -231,9 +243,14 @@ fi
 
 # Nothing left: the ACL goes with pod del, the uplink's with node down.
 XPB_IFINDEX=$($PI -N $X -j pod show xp-b | jq .host_ifindex)
+# An ACL taken off by someone who may (CAP_SYS_ADMIN, by its link) is
+# found by pod check.
+check acl_detached_by_admin bpftool link detach pinned /sys/fs/bpf/podinject/$X/link_xdp_pod_$XPB_IFINDEX
+check_fails pod_check_acl_gone pi -N $X pod check xp-b
 check pod_del_b pi -N $X pod del xp-b
 check pod_del_prog_gone prog_gone $prog_b
 check pod_del_pin_gone test ! -e /sys/fs/bpf/podinject/$X/prog_xdp_pod_$XPB_IFINDEX
+check pod_del_link_pin_gone test ! -e /sys/fs/bpf/podinject/$X/link_xdp_pod_$XPB_IFINDEX
 check down_x pi -N $X node down
 check down_y pi -N $Y node down
 check down_uplink_xdp_detached no_xdp $X wire0
