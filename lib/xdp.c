@@ -481,7 +481,7 @@ int pi_pod_xdp(struct pi_node *n, const struct pi_pod_info *pod,
 /* What a pod joining finds under its id and ifindex is a former pod's: a
  * devmap entry would have the uplink redirect frames to the device past
  * its tc checks although this pod may have no ACL (a netkit pod, a node
- * without XDP), a prog pin would refuse the pod its own, and counters
+ * without XDP), a prog or link pin would refuse the pod its own, and counters
  * would be reported as its. No pod has this ifindex (the device is new,
  * or adoption refused one that is a pod already). */
 static int xdp_reset_pod(struct pi_node *n, const struct pi_pod_info *pod)
@@ -509,6 +509,11 @@ static int xdp_reset_pod(struct pi_node *n, const struct pi_pod_info *pod)
 		err = stats;
 	}
 	pod_prog_pin(n, pod, path, sizeof(path));
+	if (unlink(path) && errno != ENOENT && !err)
+		err = -errno;
+	/* a former pod's link: on a device gone, since this one has its
+	 * ifindex */
+	pod_link_pin(n, pod, path, sizeof(path));
 	if (unlink(path) && errno != ENOENT && !err)
 		err = -errno;
 	if (err)

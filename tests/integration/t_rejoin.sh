@@ -10,7 +10,7 @@
 #                                  rj-v (adopted veth pair)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=10
+EXPECT=11
 PREFIX=rj-
 N=rj-n
 
@@ -50,8 +50,8 @@ else
 	done
 fi
 
-# A pinned ACL left under a veth's ifindex: the pod joining with that
-# device gets its own ACL, not a refusal.
+# A pinned ACL and its link left under a veth's ifindex: the pod joining
+# with that device gets its own ACL, not a refusal.
 ip netns add rj-v
 ip -n $N link add rj-v0 type veth peer name eth0 netns rj-v
 ip -n $N link set rj-v0 up
@@ -60,6 +60,8 @@ in_ns rj-v ip link set eth0 up
 v=$(ifindex_of rj-v0)
 d=$(node_pin_dir $N)
 check acl_pin_planted bpftool prog pin pinned "$d/prog_xdp_uplink" "$d/prog_xdp_pod_$v"
+# (the name is what matters: a pin there would refuse the pod's link)
+check acl_link_pin_planted bpftool prog pin pinned "$d/prog_xdp_uplink" "$d/link_xdp_pod_$v"
 check adopt_veth pi -N $N pod adopt rj-v --netns rj-v --dev rj-v0 --ip 10.244.5.11
 expect_eq veth_has_own_acl "$(xdp_name rj-v eth0)" xdp_pod_ingress
 check down pi -N $N node down
