@@ -624,7 +624,13 @@ struct pi_frag {
 	__u16 sport;			/* host order */
 	__u16 dport;
 	__u8 has_ports;
-	__u8 pad[3];
+	/* the first fragment's transport protocol, which an IPv6 later
+	 * fragment cannot name when destination options or AH follow its
+	 * fragment header; 0 (padding before ABI 9): the key's protocol.
+	 * Either build reads the other's entries right, so a datagram in
+	 * flight across an upgrade is not lost. */
+	__u8 proto;
+	__u8 pad[2];
 };
 
 /* IPv6 extension headers walked before the transport header is found:
@@ -789,6 +795,7 @@ _Static_assert(__builtin_offsetof(struct pi_dp_proxy_rule, nflows) == 88, "pi_dp
 _Static_assert(__builtin_offsetof(struct pi_dp_proxy_rule, limit_drops) == 96, "pi_dp_proxy_rule.limit_drops");
 _Static_assert(__builtin_offsetof(struct pi_frag_key, saddr) == 12, "pi_frag_key.saddr");
 _Static_assert(__builtin_offsetof(struct pi_frag, has_ports) == 4, "pi_frag.has_ports");
+_Static_assert(__builtin_offsetof(struct pi_frag, proto) == 5, "pi_frag.proto");
 _Static_assert(sizeof(struct pi_dp_xdp_stats) == 32, "size of pi_dp_xdp_stats");
 _Static_assert(sizeof(struct pi_inject_key) == 24, "size of pi_inject_key");
 _Static_assert(sizeof(struct pi_inject_target) == 20, "size of pi_inject_target");

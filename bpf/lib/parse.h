@@ -23,6 +23,11 @@ struct pkt {
 	__u32 l4_off;		/* offset of the transport header */
 	__u32 l3_end;		/* offset just past the IP packet */
 	__u32 frag_id;		/* of a fragment, as in its header */
+	__u8 frag_nh;		/* of a fragment, the protocol its table key
+				 * holds: IPv4's, or IPv6's header after the
+				 * fragment header, which a later fragment
+				 * has as well (the first may go on through
+				 * destination options or AH to proto) */
 };
 
 enum pkt_frag {
@@ -175,7 +180,7 @@ static __always_inline void frag_key(struct pi_frag_key *k,
 {
 	__builtin_memset(k, 0, sizeof(*k));
 	k->family = p->family;
-	k->proto = p->proto;
+	k->proto = p->frag_nh;
 	k->id = p->frag_id;
 	k->saddr = p->saddr;
 	k->daddr = p->daddr;
@@ -194,6 +199,7 @@ static __always_inline void frag_note(const struct pkt *p)
 	v.sport = p->sport;
 	v.dport = p->dport;
 	v.has_ports = p->has_ports;
+	v.proto = p->proto;
 	bpf_map_update_elem(&frags, &k, &v, BPF_ANY);
 }
 
@@ -216,6 +222,10 @@ static __always_inline int parse_l4(void *ctx, bool xdp, struct pkt *p)
 		p->sport = v->sport;
 		p->dport = v->dport;
 		p->has_ports = v->has_ports;
+		/* 0: an entry of a build before proto was kept, made only
+		 * where the key's protocol was the final one */
+		if (v->proto)
+			p->proto = v->proto;
 		return PARSE_OK;
 	}
 	if (p->proto == IPPROTO_TCP)
@@ -261,6 +271,7 @@ static __always_inline int walk_ext6(void *ctx, bool xdp, struct pkt *p,
 
 			__builtin_memcpy(&p->frag_id, h + 4, 4);
 			nh = h[0];
+			p->frag_nh = nh;
 			off += 8;
 			if (fo & 0xfff8) {
 				p->frag = PKT_FRAG_LATER;
@@ -351,8 +362,10 @@ static __always_inline int parse_ctx(void *ctx, bool xdp, struct pkt *p)
 			p->frag = PKT_FRAG_LATER;
 		else if (fo & 0x2000)
 			p->frag = PKT_FRAG_FIRST;
-		if (p->frag)
+		if (p->frag) {
 			p->frag_id = iph->id;
+			p->frag_nh = iph->protocol;
+		}
 		return parse_l4(ctx, xdp, p);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {

@@ -37,6 +37,7 @@ struct ref_pkt {
 	uint16_t sport, dport;
 	uint8_t proto, has_ports, frag, tcp_flags;
 	uint32_t l4_off, l3_end, frag_id;
+	uint8_t frag_nh;	/* the key's protocol: after the fragment header */
 };
 
 #define REF_MAX_FRAGS 16
@@ -97,7 +98,7 @@ static inline void ref_frag_key(struct pi_frag_key *k, const struct ref_pkt *p)
 {
 	memset(k, 0, sizeof(*k));
 	k->family = p->family;
-	k->proto = p->proto;
+	k->proto = p->frag_nh;
 	k->id = p->frag_id;
 	k->saddr = p->saddr;
 	k->daddr = p->daddr;
@@ -124,6 +125,7 @@ static inline void ref_frag_note(struct ref_node *n, const struct ref_pkt *p)
 	n->frags.val[i].sport = p->sport;
 	n->frags.val[i].dport = p->dport;
 	n->frags.val[i].has_ports = p->has_ports;
+	n->frags.val[i].proto = p->proto;
 }
 
 static inline int ref_l4(const struct ref_node *n, const uint8_t *d,
@@ -141,6 +143,7 @@ static inline int ref_l4(const struct ref_node *n, const uint8_t *d,
 			p->sport = n->frags.val[i].sport;
 			p->dport = n->frags.val[i].dport;
 			p->has_ports = n->frags.val[i].has_ports;
+			p->proto = n->frags.val[i].proto;
 			return REF_OK;
 		}
 		return REF_FRAG_ORPHAN;
@@ -184,6 +187,7 @@ static inline int ref_ext6(const uint8_t *d, uint32_t len, struct ref_pkt *p,
 
 			memcpy(&p->frag_id, h + 4, 4);
 			nh = h[0];
+			p->frag_nh = nh;
 			off += 8;
 			if (fo & 0xfff8) {
 				p->frag = REF_FRAG_LATER;
@@ -243,8 +247,10 @@ static inline int ref_parse(const struct ref_node *n, const uint8_t *d,
 			p->frag = REF_FRAG_LATER;
 		else if (fo & 0x2000)
 			p->frag = REF_FRAG_FIRST;
-		if (p->frag)
+		if (p->frag) {
 			memcpy(&p->frag_id, ip + 4, 2);
+			p->frag_nh = ip[9];
+		}
 		return ref_l4(n, d, len, p);
 	}
 	if (proto == 0x86DD) {

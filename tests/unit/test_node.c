@@ -905,6 +905,45 @@ UNIT_TEST(node_harden_fragments_v6)
 	fx_teardown(&fx);
 }
 
+/* The review of 2026-12-05: an IPv6 datagram whose fragment header is
+ * followed by destination options. Its later fragments name only the
+ * header after the fragment header (60); the first goes on to UDP. Both
+ * are keyed by the former, and the later ones take the first's protocol:
+ * keyed by the final protocol, they were orphans; classified as 60, the
+ * allow-list below would deny them. */
+UNIT_TEST(node_harden_fragments_v6_options_after)
+{
+	struct pi_dp_rule rules[] = {
+		rule(63, PI_DP_ALLOW, NULL, IPPROTO_UDP, 5353, 5353),
+		rule(64, PI_DP_DENY, NULL, 0, 0, 0),
+	};
+	uint8_t pkt[PKT_MAX];
+	struct node_fx fx;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, rules, 2, 0);
+#define FRAG6(port, off, more, id) ({					\
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",	\
+		"fd00::2", IPPROTO_UDP, 1000, port, .payload = 24 });	\
+	len = pkt_ext6(pkt, len, 60, 8, NULL);				\
+	len = pkt_frag6(pkt, len, off, more, id);			\
+	run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL); })
+
+	ASSERT_EQ(FRAG6(5353, 0, 1, 21), PI_REDIRECT, "first fragment, allowed");
+	ASSERT_EQ(FRAG6(0, 32, 1, 21), PI_REDIRECT, "second fragment of it");
+	ASSERT_EQ(FRAG6(0, 64, 0, 21), PI_REDIRECT, "last fragment of it");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, 3, "B got all three");
+	ASSERT_EQ(FRAG6(53, 0, 1, 22), PI_DROP, "first fragment, denied port");
+	ASSERT_EQ(FRAG6(0, 32, 0, 22), PI_DROP, "later fragment of it");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_POLICY], 1, "policy drop");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_FRAG_ORPHAN], 1, "orphan");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, 3, "B got no more");
+#undef FRAG6
+	fx_teardown(&fx);
+}
+
 /* Finding 3: a first fragment too short for the transport header is
  * dropped at every enforcement point, not passed as unparsable. */
 UNIT_TEST(node_harden_tiny_first_fragments)
