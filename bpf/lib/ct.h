@@ -316,20 +316,20 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 	 * until then the rules decide the error itself. */
 	if (kind == CT_RELATED && e) {
 		policy_ref_of(pod_id, e->dir & 1, &ref);
-		if (ref.rev != e->rev)
-			e = NULL;
-	}
-	if (kind == CT_RELATED && e) {
-		if (mon_wants(MON_BIT(PI_DP_MON_TRACE))) {
-			struct mon_decision d = {
-				.action = PI_DP_ALLOW, .rule_id = e->rule_id,
-				.dir = dir, .len = len,
-				.how = PI_DP_DECIDED_RELATED,
-			};
+		if (ref.rev == e->rev) {
+			if (mon_wants(MON_BIT(PI_DP_MON_TRACE))) {
+				struct mon_decision d = {
+					.action = PI_DP_ALLOW,
+					.rule_id = e->rule_id,
+					.dir = dir, .len = len,
+					.how = PI_DP_DECIDED_RELATED,
+				};
 
-			mon_verdict(p, &d, pod_id);
+				mon_verdict(p, &d, pod_id);
+			}
+			return PI_DP_ALLOW;
 		}
-		return PI_DP_ALLOW;
+		e = NULL;
 	}
 	if (kind == CT_FLOW) {
 		now = ct_now();
