@@ -43,6 +43,7 @@
  * A new ABI version adds one entry to `migrations` (docs/architecture.md).
  */
 #include <dirent.h>
+#include <net/if.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -862,9 +863,25 @@ static int switch_xdp(struct upgrade *u, int ifindex, int prog_fd)
 }
 
 /* A pod's XDP ACL held by its link (lib/xdp.c): the link is pointed at
- * prog_fd, naming the program the device runs, if that is the node's. */
-static int switch_xdp_link(struct upgrade *u, int link_fd, int ifindex,
+ * prog_fd, compare and swap against old_id, the program the device runs. */
+static int switch_xdp_link(struct upgrade *u, int link_fd, uint32_t old_id,
 			   int prog_fd)
+{
+	int err = link_update_cas(link_fd, prog_fd, old_id);
+
+	if (!err && u->info)
+		u->info->hooks++;
+	return err;
+}
+
+/* A pod's XDP ACL on its eth0 (in the pod's namespace): pointed at
+ * prog_fd by its link's update, or (an older build's ACL) by netlink
+ * replace, naming the program the device runs, if that is the node's.
+ * One that is not there, or not the node's (root in the pod owns eth0 and
+ * may have taken the ACL off or put its own in its place), fails nothing:
+ * hold_xdp_links() attaches the ACL again after the commit. */
+static int switch_pod_xdp(struct upgrade *u, int ifindex, int prog_fd,
+			  int link_fd)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, q);
 	int err;
@@ -874,15 +891,28 @@ static int switch_xdp_link(struct upgrade *u, int link_fd, int ifindex,
 		return err;
 	if (q.drv_prog_id != fd_prog_id(prog_fd)) {
 		if (!q.drv_prog_id || !prog_uses(&u->node_maps, q.drv_prog_id)) {
-			pr_err("node '%s': device %d does not run the node's XDP program",
-			       u->n.name, ifindex);
-			return -ENOLINK;
+			pr_warn("node '%s': a pod's eth0 (device %d) does not run its XDP ACL; it is attached again when the upgrade commits",
+				u->n.name, ifindex);
+			return 0;
 		}
-		err = link_update_cas(link_fd, prog_fd, q.drv_prog_id);
+		if (link_fd >= 0)
+			return switch_xdp_link(u, link_fd, q.drv_prog_id, prog_fd);
+		return switch_xdp(u, ifindex, prog_fd);
 	}
-	if (!err && u->info)
+	if (u->info)
 		u->info->hooks++;
-	return err;
+	return 0;
+}
+
+/* A pod's device that is gone (its namespace deleted, or the pod's side
+ * deleted by root in the pod, which takes the pair with it) runs nothing
+ * to re-point: the pod's records wait for its pod del, which the node
+ * refuses until the upgrade is done. In the current namespace. */
+static bool dev_gone(int ifindex)
+{
+	char name[IF_NAMESIZE];
+
+	return !if_indextoname(ifindex, name) && (errno == ENXIO || errno == ENODEV);
 }
 
 static int switch_hook(struct upgrade *u, const struct pi_node *v, int ifindex,
@@ -946,7 +976,7 @@ static int switch_all(struct upgrade *u, bool live_only)
 		/* another plugin's datapath: nothing of ours on its hooks
 		 * but while the pod has a policy, and none is added by an
 		 * upgrade */
-		if (!pod_programs_on(&pv.v, pod))
+		if (!pod_programs_on(&pv.v, pod) || dev_gone(pod->ifindex))
 			continue;
 		snprintf(pin, sizeof(pin), "link_pod_%u_egress", pod->ifindex);
 		err = switch_hook(u, &pv.v, pod->ifindex,
@@ -993,13 +1023,14 @@ static int switch_all(struct upgrade *u, bool live_only)
 		snprintf(name, sizeof(name), "link_xdp_pod_%u", pod->ifindex);
 		link = get_pin(u->n.pin_dir, name);
 		ns = pod_netns_open(pod);
-		err = xdp_fd < 0 ? xdp_fd : ns < 0 ? ns :
+		/* its namespace gone: nothing runs there */
+		err = xdp_fd < 0 ? xdp_fd : ns == -ENOENT ? 0 : ns < 0 ? ns :
 		      link < 0 && link != -ENOENT ? link :
 		      netns_enter(ns, &saved);
-		if (!err) {
-			err = link >= 0 ? switch_xdp_link(u, link, pod->peer_ifindex,
-							  xdp_fd) :
-					  switch_xdp(u, pod->peer_ifindex, xdp_fd);
+		if (!err && ns >= 0) {
+			if (!dev_gone(pod->peer_ifindex))
+				err = switch_pod_xdp(u, pod->peer_ifindex,
+						     xdp_fd, link);
 			netns_restore(saved);
 		}
 		if (link >= 0)
@@ -1285,6 +1316,8 @@ static int switch_inject(struct upgrade *u, const struct pods_view *pv,
 	for (int i = 0; i < pv->cnt && !err; i++) {
 		const struct pi_pod_info *pod = &pv->pods[i];
 
+		if (dev_gone(pod->ifindex))
+			continue;
 		if (pod->flags & PI_POD_NETKIT) {
 			err = switch_inject_hook(u, pod->ifindex,
 						 PI_HOOK_NETKIT_PEER, true,
@@ -1311,8 +1344,9 @@ static int switch_inject(struct upgrade *u, const struct pods_view *pv,
 		close(ns);
 		if (err)
 			break;
-		err = switch_inject_hook(u, pod->peer_ifindex, PI_HOOK_INGRESS,
-					 tcx, live_only);
+		if (!dev_gone(pod->peer_ifindex))
+			err = switch_inject_hook(u, pod->peer_ifindex,
+						 PI_HOOK_INGRESS, tcx, live_only);
 		netns_restore(saved);
 	}
 	if (!err)

@@ -368,21 +368,45 @@ static int xdp_pod_detach(const struct pi_node *n, const struct pi_pod_info *p)
 	return err;
 }
 
+/* Whether the link at `path` holds a program on the pod's eth0: one that
+ * someone with the right detached (bpftool link detach) stays pinned but
+ * reports no device. 1, 0, or -errno (-ENOENT: no pin). */
+static int link_holds(const char *path, const struct pi_pod_info *pod)
+{
+	struct bpf_link_info info = {};
+	__u32 len = sizeof(info);
+	int link, held;
+
+	link = bpf_obj_get(path);
+	if (link < 0)
+		return -errno;
+	held = !bpf_obj_get_info_by_fd(link, &info, &len) && info.prog_id &&
+	       info.xdp.ifindex == pod->peer_ifindex;
+	close(link);
+	return held;
+}
+
+/* Takes off whatever netlink attached to the pod's eth0, in either mode:
+ * the hook is the ACL's, so a program there now was put by root in the
+ * pod (or, on a node upgraded from a netlink ACL, is the old ACL). A link
+ * someone else holds stays, and the link after this is refused. */
+static void clear_eth0(const struct pi_pod_info *pod, int pod_ns)
+{
+	int saved;
+
+	if (netns_enter(pod_ns, &saved))
+		return;
+	bpf_xdp_detach(pod->peer_ifindex, XDP_FLAGS_DRV_MODE, NULL);
+	bpf_xdp_detach(pod->peer_ifindex, XDP_FLAGS_SKB_MODE, NULL);
+	netns_restore(saved);
+}
+
 int xdp_pod_hold(const struct pi_node *n, const struct pi_pod_info *p)
 {
 	struct pi_pod_info copy = *p, *pod = &copy;
-	int prog = -1, ports = -1, ns = -1, link, err = 0;
-	char path[PATH_MAX];
+	int prog = -1, ports = -1, ns = -1, held, err = 0;
+	char link_path[PATH_MAX], path[PATH_MAX];
 
-	pod_link_pin(n, pod, path, sizeof(path));
-	link = bpf_obj_get(path);
-	if (link >= 0) {
-		close(link);
-		if (pod->flags & PI_POD_XDP)
-			return 0;
-	} else if (errno != ENOENT) {
-		return -errno;
-	}
 	pod_prog_pin(n, pod, path, sizeof(path));
 	prog = bpf_obj_get(path);
 	if (prog < 0) {
@@ -391,12 +415,25 @@ int xdp_pod_hold(const struct pi_node *n, const struct pi_pod_info *p)
 			return 0;
 		return -errno;
 	}
+	/* A pod whose namespace is gone has no eth0 to hold anything on;
+	 * its records go with its pod del. */
+	ns = pod_netns_open(pod);
+	if (ns < 0) {
+		close(prog);
+		return ns == -ENOENT ? 0 : ns;
+	}
+	pod_link_pin(n, pod, link_path, sizeof(link_path));
+	held = link_holds(link_path, pod);
+	if (held < 0 && held != -ENOENT) {
+		err = held;
+		goto out;
+	}
 	ports = pin_get(n, "xdp_ports");
 	if (ports < 0) {
 		err = ports;
 		goto out;
 	}
-	if (link < 0) {
+	if (held != 1) {
 		/* The tc way for the moment the pod's eth0 has no program:
 		 * out of the devmap (a frame redirected to a veth without
 		 * XDP is dropped), tc checks the node stack's packets. */
@@ -406,16 +443,21 @@ int xdp_pod_hold(const struct pi_node *n, const struct pi_pod_info *p)
 		}
 		if (pod->flags & PI_POD_XDP)
 			err = set_pod_flag(n, pod, false);
-		ns = err ? -1 : pod_netns_open(pod);
-		if (!err && ns < 0)
-			err = ns;
-		if (!err)
-			err = release_in_pod(n, pod, prog);
-		if (!err)
+		if (!err && held == 0 && unlink(link_path) && errno != ENOENT)
+			err = -errno;
+		if (!err) {
+			clear_eth0(pod, ns);
 			err = hold_in_pod(n, pod, ns, prog);
+			/* eth0 gone (its pair with it): nothing to hold */
+			if (err == -ENODEV) {
+				err = 0;
+				goto out;
+			}
+		}
 		if (err)
 			goto out;
 	}
+	/* both again, also after a run that stopped between them */
 	err = set_pod_flag(n, pod, true);
 	if (!err)
 		err = ports_add(n, pod, ports);

@@ -27,10 +27,12 @@ void xdp_node_teardown(const struct pi_node *n);
  * has one, held by a link (link_xdp_pod_IFINDEX) where an older build
  * attached it by netlink. The pod takes the tc way for the moment between
  * (out of the devmap, PI_POD_XDP off: tc checks the node stack's packets),
- * so no packet goes unchecked or to an eth0 without XDP. n needs its pods
- * maps and its namespace (netns_fd). Idempotent, so that an interrupted
- * upgrade finishes it on the next run (the program pin records that the
- * pod has an ACL). */
+ * so no packet goes unchecked or to an eth0 without XDP. Whatever netlink
+ * attached to eth0 instead (root in the pod owns the device) is taken off
+ * first. n needs its pods maps and its namespace (netns_fd). Idempotent,
+ * so that an interrupted upgrade finishes it on the next run (the program
+ * pin records that the pod has an ACL); a pod whose namespace or eth0 is
+ * gone has nothing to hold (0). */
 int xdp_pod_hold(const struct pi_node *n, const struct pi_pod_info *pod);
 
 #endif

@@ -26,7 +26,7 @@
 # t_upgrade_netkit (WANT_DEV=netkit, POD_ARGS, INJECT_ARGS: kernel lab).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=88
+EXPECT=89
 PREFIX=${PREFIX:-up-}
 MODE=${WANT_ATTACH:-tcx}
 # netkit pods (t_upgrade_netkit): their hooks are the pair's peer (the
@@ -73,7 +73,8 @@ downgrade_refused_by_others"
 if [ "$DEV" = netkit ]; then
 	ALL_CHECKS="$(tr ' ' '\n' <<<"$ALL_CHECKS" | grep -vxE 'old_proxy|proxied_not_reset|proxied_by_proxy' | tr '\n' ' ') guard_follows"
 fi
-[ "${WANT_XDP:-0}" = 1 ] && ALL_CHECKS="$ALL_CHECKS xdp_held xdp_pod_root_cannot_detach"
+[ "${WANT_XDP:-0}" = 1 ] && ALL_CHECKS="$ALL_CHECKS xdp_tampered xdp_held xdp_pod_root_cannot_detach"
+ALL_CHECKS="$ALL_CHECKS gone_pod_next_run"
 for k in 1 2 3 4 5 6 7; do
 	ALL_CHECKS="$ALL_CHECKS kill${k}_killed kill${k}_meanwhile kill${k}_next_run kill${k}_whole"
 done
@@ -339,6 +340,15 @@ else
 	check lost_pin sh -c "bpftool link pin id $(bpftool link show pinned $LOST -j | jq .id) /sys/fs/bpf/${PREFIX}kept && rm $LOST"
 fi
 
+# --xdp: root in a pod owns its eth0, and v0.1's ACLs are netlink
+# attachments: a's root took its ACL off, b's put a program of its own in
+# its place. Neither may stop the upgrade, and both get the ACL back, held
+# by a link (xdp_held after it).
+if [ "${WANT_XDP:-0}" = 1 ]; then
+	check xdp_tampered sh -c "ip netns exec $A ip link set dev eth0 xdp off &&
+		ip netns exec $B ip -force link set dev eth0 xdpdrv obj '$BUILD/xdp.bpf.o' sec xdp"
+fi
+
 # The rule of the UDP flow counts before the upgrade (nobody listens
 # yet: these only count; the first few may go before the neighbours
 # are resolved).
@@ -581,6 +591,26 @@ for k in 1 2 3 4 5 6 7; do
 	fi
 	expect_eq kill${k}_whole "$got" "$CUR_ABI  $ONE_EACH$HELD"
 done
+
+# ---- a pod gone while an upgrade was interrupted after the switch (its
+# namespace deleted, its pair with it): the next run finishes, and the
+# pod's records go with its pod del then --------------------------------
+cleanup_nodes
+if make_old_node; then
+	PODINJECT_UPGRADE_KILL_AT=4 "$PI" -N $N node upgrade >/dev/null 2>&1
+	rc=$?
+	ip netns del $C
+	out=$("$PI" -N $N node upgrade 2>&1)
+	got="$rc $? $(abi) $(test -e /sys/fs/bpf/podinject/$N/upgrade && echo staging-left)"
+	got="$got $(hook_counts | tr ' ' '\n' | grep -v "^pi-$C/" | tr '\n' ' ')"
+	"$PI" -N $N pod del $C >/dev/null 2>&1 || got="$got pod-del-failed"
+	in_ns $A ping -c 2 -i 0.2 -W 1 $IPB >/dev/null || got="$got no-ping"
+	want="137 0 $CUR_ABI  $(tr ' ' '\n' <<<"$ONE_EACH" | grep -v "^pi-$C/" | tr '\n' ' ')"
+	[ "$got" = "$want" ] || got="$got: $(tail -n 2 <<<"$out" | tr '\n' ' ')"
+	expect_eq gone_pod_next_run "$got" "$want"
+else
+	fail gone_pod_next_run "cannot make a v0.1 node"
+fi
 
 # ---- failing at each phase: rolled back before the commit, finished by
 # the next run from it on -------------------------------------------------
