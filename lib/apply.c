@@ -894,11 +894,18 @@ static int plan(struct apply *a, uint32_t **new_ids, uint32_t *nnew)
 	for (int i = 0; i < a->npods; i++) {
 		struct apod *p = &a->pods[i];
 
-		for (int k = 0; k < 2; k++)
-			if (p->proxy_want[k] >= 0 &&
-			    !grant_find(a->gwant, a->ngwant, p->proxy_want[k], i))
-				a->gwant[a->ngwant++] = (struct grant){
-					p->proxy_want[k], i, 0, true };
+		for (int k = 0; k < 2; k++) {
+			if (p->proxy_want[k] < 0 ||
+			    grant_find(a->gwant, a->ngwant, p->proxy_want[k], i))
+				continue;
+			/* as many as the node holds, and gwant has room for */
+			if (a->ngwant >= PI_MAX_INJECT)
+				return refuse(a, -EINVAL, "pods",
+					      "more than %d grants, the proxies' own counted",
+					      PI_MAX_INJECT);
+			a->gwant[a->ngwant++] = (struct grant){
+				p->proxy_want[k], i, 0, true };
+		}
 	}
 	return 0;
 }
@@ -1005,13 +1012,19 @@ static void undo_all(struct apply *a)
 		case U_GRANT_REMOVED:
 			err = grant_allow(a, u->pod, u->other, u->path);
 			break;
-		case U_PROXY_ADDED:	/* dir: the proxy slot */
+		/* dir: the proxy slot; path: the grant's before the step, 0
+		 * if there was none (the rule's going takes its grant) */
+		case U_PROXY_ADDED:
 			err = proxy_del_k(a, u->dir, pname(a, u->other),
 					  p->info.name);
+			if (!err && u->path)
+				err = grant_allow(a, u->other, u->pod, u->path);
 			break;
 		case U_PROXY_REMOVED:
 			err = pi_proxy_add(a->n, pname(a, u->other), p->info.name,
 					   &p->prule_cur[u->dir]);
+			if (!err && u->path)
+				err = grant_allow(a, u->other, u->pod, u->path);
 			break;
 		case U_TIMEOUTS:
 			break;	/* saved last: nothing is ever undone after it */
@@ -1056,11 +1069,15 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 			continue;
 		st.other = pname(a, p->proxy_cur[k]);
 		if (!dry) {
+			const struct grant *g = grant_find(a->gcur, a->ngcur,
+							   p->proxy_cur[k], i / 2);
+
 			err = proxy_del_k(a, k, st.other, p->info.name);
 			if (err)
 				break;
 			push_undo(a, (struct undo){ U_PROXY_REMOVED, i / 2,
-						    p->proxy_cur[k], k, 0 });
+						    p->proxy_cur[k], k,
+						    g ? g->path : 0 });
 		}
 		report(a, fn, ctx, &st);
 		changes++;
@@ -1164,25 +1181,31 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 	for (int j = 0; !err && j < a->npods * 2; j++) {
 		int i = j / 2, k = j % 2;
 		struct apod *p = &a->pods[i];
-		struct grant *ex;
+		struct grant *ex, *now;
+		uint32_t after;
 		struct pi_plan_step st = { .what = PI_PLAN_PROXY_ADD,
 			.pod = p->info.name, .proxy = &p->prule_want[k] };
 
 		if (!p->proxy_add[k])
 			continue;
 		st.other = pname(a, p->proxy_want[k]);
+		/* the proxy's grant for the pod before this rule, if any */
+		now = grant_find(gafter, ngafter, p->proxy_want[k], i);
 		if (!dry) {
 			err = pi_proxy_add(a->n, st.other, p->info.name,
 					   &p->prule_want[k]);
 			if (err)
 				break;
 			push_undo(a, (struct undo){ U_PROXY_ADDED, i,
-						    p->proxy_want[k], k, 0 });
+						    p->proxy_want[k], k,
+						    now ? now->path : 0 });
 		}
 		report(a, fn, ctx, &st);
 		changes++;
+		/* the rule kept the grant's path, or brought the kernel's */
+		after = now ? now->path : stored_path(a, 0, i);
 		ex = grant_find(a->gwant, a->ngwant, p->proxy_want[k], i);
-		if (ex && !ex->from_proxy && ex->path != stored_path(a, 0, i)) {
+		if (ex && !ex->from_proxy && ex->path != after) {
 			struct pi_plan_step gs = { .what = PI_PLAN_GRANT_ADD,
 				.pod = st.other, .other = p->info.name,
 				.path = ex->path };
@@ -1192,7 +1215,7 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 				if (err)
 					break;
 				push_undo(a, (struct undo){ U_GRANT_CHANGED,
-					p->proxy_want[k], i, 0, stored_path(a, 0, i) });
+					p->proxy_want[k], i, 0, after });
 			}
 			report(a, fn, ctx, &gs);
 			changes++;

@@ -662,6 +662,20 @@ void netkit_guards_sync_all(const struct pi_node *n, struct inject_state *s)
 	pod_for_each(n, sync_one, s);
 }
 
+uint32_t inject_granted_path(const struct inject_state *s,
+			     const struct pi_pod_info *inj,
+			     const struct pi_pod_info *tgt)
+{
+	struct pi_inject_key k[2];
+	struct pi_inject_target t;
+	int nk = target_key(inj, tgt, k);
+
+	for (int j = 0; j < nk; j++)
+		if (!bpf_map_lookup_elem(s->maps[IM_AUTH], &k[j], &t))
+			return t.path;
+	return 0;
+}
+
 int inject_authorise(const struct pi_node *n, struct inject_state *s,
 		     const struct pi_pod_info *inj,
 		     const struct pi_pod_info *targets, int ntargets, uint32_t path,

@@ -66,6 +66,11 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 		     const struct pi_pod_info *targets, int ntargets, uint32_t path,
 		     struct pi_inject_key *added, int *nadded);
 int inject_path_auto(void);
+/* The path inj is authorised to inject as tgt with (its first key's, as
+ * stored), 0 when it is not. */
+uint32_t inject_granted_path(const struct inject_state *s,
+			     const struct pi_pod_info *inj,
+			     const struct pi_pod_info *tgt);
 
 /* The netkit fallback's guard at each netkit pod: attached while some
  * authorisation takes the netkit fallback onto the pod, detached when none

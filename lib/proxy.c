@@ -484,7 +484,12 @@ int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 	if (inbound)
 		rule.proto = IPPROTO_TCP;
 
-	err = inject_authorise(n, &s, &proxy, &pod, 1, 0, keys, &nkeys);
+	/* A grant the proxy has for the pod already keeps its path (proxies
+	 * are veth pods, whose stored paths are the API's): the rule brings
+	 * one on the kernel's path only where there is none. */
+	err = inject_authorise(n, &s, &proxy, &pod, 1,
+			       inject_granted_path(&s, &proxy, &pod), keys,
+			       &nkeys);
 	if (!err)
 		err = bpf_map_update_elem(rules_map(&s, inbound), &pod.ifindex,
 					  &rule, BPF_NOEXIST) ? -errno : 0;

@@ -13,7 +13,7 @@
 #   node ta-n
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=75
+EXPECT=79
 PREFIX=ta-
 N=ta-n
 A=10.244.21.10
@@ -229,6 +229,25 @@ check proxy_and_grant_apply pi -N $N apply -f "$T/proxy.json"
 expect_eq proxy_grant_path "$(pi -N $N -j inject list | jq -r '[.[] | "\(.injector)>\(.as) \(.path)"] | join(" ")') $(pi -N $N -j proxy list | jq length)" "ta-p>ta-b fast 1"
 out=$(pi -N $N apply -f "$T/proxy.json" 2>&1; pi -N $N export | pi -N $N apply -f - 2>&1)
 expect_eq proxy_grant_reapply_noop "$out" ""
+
+# ---- a failed apply gives back a grant a proxy rule it made had taken ------
+# ta-p may inject as ta-b on the fallback path. The document proxies ta-b
+# by ta-p (the rule takes that grant for its own), then ta-g by ta-p;
+# ta-g's namespace is gone, so that step fails and everything is undone:
+# the grant must be there after it, on its path (the undo of the rule took
+# it away, and a rule brought it back on the kernel's path).
+check apply_empty_again pi -N $N apply -f "$T/empty.json"
+check grant_before_failed_apply pi -N $N inject allow ta-p --as ta-b --path fallback
+pi -N $N pod add ta-g --ip 10.244.21.13 >/dev/null && ip netns del ta-g
+jq '.pods["ta-b"].proxy = {"by": "ta-p", "port": 15001} |
+    .pods["ta-p"] = {"inject": [{"as": "ta-b", "path": "fallback"}]} |
+    .pods["ta-g"].proxy = {"by": "ta-p", "port": 15001}' "$T/empty.json" >"$T/gone.json"
+before=$(export_of)
+out=$(pi -N $N apply -f "$T/gone.json" 2>&1); rc=$?
+got="$rc $(grep -c '^+ pod ta-b proxy by ta-p' <<<"$out") $(pi -N $N -j inject list | jq -r '[.[] | "\(.injector)>\(.as) \(.path)"] | join(" ")') $(pi -N $N -j proxy list | jq length)"
+expect_eq failed_apply_grant_kept "$got" "1 1 ta-p>ta-b fallback 0"
+expect_eq failed_apply_node_unchanged "$(export_of)" "$before"
+pi -N $N pod del ta-g >/dev/null 2>&1
 
 # ---- YAML: the same document ----------------------------------------------
 cat >"$T/state3.yaml" <<EOF
