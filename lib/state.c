@@ -507,19 +507,52 @@ static bool netns_has_thread(uint64_t ino)
 /* Does a mount of this mount namespace hold it (`ip netns add` makes one
  * in /run/netns, runtimes make their own)? mountinfo's fourth field of an
  * nsfs mount is "net:[INO]". */
-static bool netns_has_mount(uint64_t ino)
+static bool mounts_have(const char *mountinfo, const char *want)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096], want[48];
+	FILE *f = fopen(mountinfo, "re");
+	char line[4096];
 	bool found = false;
 
 	if (!f)
-		return true;	/* cannot tell: say alive */
-	snprintf(want, sizeof(want), " net:[%llu] ", (unsigned long long)ino);
+		return false;	/* exited meanwhile */
 	while (!found && fgets(line, sizeof(line), f))
 		found = strstr(line, want) != NULL;
 	fclose(f);
 	return found;
+}
+
+/* A bind mount of the namespace (ip netns add, a runtime's netns dir) in
+ * any mount namespace a process is in: a container runtime keeps its
+ * namespaces' mounts in a mount namespace of its own. */
+static bool netns_has_mount(uint64_t ino)
+{
+	DIR *procs = opendir("/proc");
+	char want[48], path[PATH_MAX];
+	struct dirent *p;
+	bool found;
+
+	if (!procs)
+		return true;	/* cannot tell: say alive */
+	snprintf(want, sizeof(want), " net:[%llu] ", (unsigned long long)ino);
+	found = mounts_have("/proc/self/mountinfo", want);
+	while (!found && (p = readdir(procs))) {
+		if (p->d_name[0] < '0' || p->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/mountinfo", p->d_name);
+		found = mounts_have(path, want);
+	}
+	closedir(procs);
+	return found;
+}
+
+/* Whether this process sees every process of the machine: its PID
+ * namespace is the first one (the kernel's fixed inode for it). */
+#define PROC_PID_INIT_INO	0xEFFFFFFCU
+static bool sees_all_processes(void)
+{
+	struct stat st;
+
+	return !stat("/proc/self/ns/pid", &st) && st.st_ino == PROC_PID_INIT_INO;
 }
 
 /* A link pinned below a node's directory that is still attached to a
@@ -593,6 +626,12 @@ bool node_host_stale(const char *dir)
 
 	if (stat(HOST_NETNS_PATH, &own) || node_dir_host_netns(dir, &ino) ||
 	    ino == own.st_ino)
+		return false;
+	/* From another PID namespace (a kind node, a nested runtime sharing
+	 * the machine's bpffs), the processes that hold a namespace may be
+	 * out of sight, and with them the node of a runtime that is alive:
+	 * only what sees them all may call a node stale. */
+	if (!sees_all_processes())
 		return false;
 	return !netns_has_thread(ino) && !netns_has_mount(ino) &&
 	       !pins_have_live_link(dir);

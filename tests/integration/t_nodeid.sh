@@ -9,19 +9,31 @@
 #    on an error that says nothing about the node (another namespace's node,
 #    out of open files).
 #  - A host node whose namespace is gone is found stale and swept by the
-#    next `node up`; one pinned before the keying (NAME, not NAME@COOKIE)
-#    still serves its own namespace.
+#    next `node up`, from the machine's PID namespace only (from another,
+#    the processes that hold a namespace may be out of sight); one pinned
+#    before the keying (NAME, not NAME@COOKIE) still serves its own
+#    namespace.
 #  - A failed `node up` in clsact mode takes its filter off the uplink in
 #    the node's namespace.
 # Namespaces that hold a host node are entered with nsenter, which keeps
 # the mounts (and so /sys/fs/bpf): `ip netns exec` remounts /sys.
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=37
+EXPECT=45
 PREFIX=nd-
 N=${PREFIX}n
+WPID=
+MPID=
 cleanup() {
 	local ns
+	if [ -n "$WPID" ] && kill -0 "$WPID" 2>/dev/null; then
+		nsenter -t "$WPID" -n "$PI" -N ${PREFIX}w node down >/dev/null 2>&1
+		kill "$WPID"
+	fi
+	if [ -n "$MPID" ] && kill -0 "$MPID" 2>/dev/null; then
+		nsenter --net=/proc/$MPID/root/tmp/${PREFIX}mnt$$/ns "$PI" -N ${PREFIX}m node down >/dev/null 2>&1
+		kill "$MPID"
+	fi
 	[ -e /run/netns/${PREFIX}h ] &&
 		nsenter --net=/run/netns/${PREFIX}h "$PI" -N $N node down >/dev/null 2>&1
 	[ -e /run/netns/${PREFIX}k ] &&
@@ -108,6 +120,49 @@ check stale_pod_netns_kept ip netns pids ${PREFIX}c
 expect_eq live_not_swept "$(pods_of $XH)" 2
 check legacy_down_in_ns $XH "$PI" -N $N node down
 check legacy_pins_gone test ! -e /sys/fs/bpf/podinject/$N
+
+# A host node whose namespace only a process holds (no bind mount), seen
+# from another PID namespace, where that process is out of sight (a kind
+# node's runtime, seen from a sibling sharing the machine's bpffs): not
+# stale from there, so a node up there leaves it.
+unshare -n sleep 600 &
+WPID=$!
+for _ in $(seq 50); do
+	[ "$(stat -L -c %i /proc/$WPID/ns/net 2>/dev/null)" != "$(stat -L -c %i /proc/self/ns/net)" ] && break
+	sleep 0.1
+done
+XW="nsenter -t $WPID -n"
+check hidden_up $XW "$PI" -N ${PREFIX}w node up --host
+dir_w=$(basename "$($XW "$PI" -N ${PREFIX}w -j node show | jq -r .pin_dir)")
+check hidden_sweep_elsewhere unshare -p -f --mount-proc sh -c \
+	"'$PI' -N ${PREFIX}s node up --host >/dev/null && '$PI' -N ${PREFIX}s node down >/dev/null"
+check hidden_node_kept test -n "$dir_w" -a -e "/sys/fs/bpf/podinject/$dir_w"
+check hidden_down $XW "$PI" -N ${PREFIX}w node down
+kill $WPID
+wait $WPID 2>/dev/null
+WPID=
+
+# A host node whose namespace only a bind mount holds, in a mount
+# namespace of its own (a runtime's private netns directory) with no
+# process in the network namespace: alive, so the next node up keeps it.
+M=/tmp/${PREFIX}mnt$$
+unshare -m --propagation private sh -c "mkdir -p $M && mount -t tmpfs none $M &&
+	touch $M/ns && unshare --net=$M/ns true && exec sleep 600" &
+MPID=$!
+for _ in $(seq 50); do
+	[ -e /proc/$MPID/root$M/ns ] && grep -q " $M/ns " /proc/$MPID/mountinfo 2>/dev/null && break
+	sleep 0.1
+done
+XM="nsenter --net=/proc/$MPID/root$M/ns"
+check private_mount_up $XM "$PI" -N ${PREFIX}m node up --host
+dir_m=$(basename "$($XM "$PI" -N ${PREFIX}m -j node show | jq -r .pin_dir)")
+check private_mount_sweep sh -c "'$PI' -N ${PREFIX}s node up --host >/dev/null && '$PI' -N ${PREFIX}s node down >/dev/null"
+check private_mount_node_kept test -n "$dir_m" -a -e "/sys/fs/bpf/podinject/$dir_m"
+check private_mount_down $XM "$PI" -N ${PREFIX}m node down
+kill $MPID
+wait $MPID 2>/dev/null
+MPID=
+rmdir $M 2>/dev/null
 
 # A failed `node up` in clsact mode (the uplink runs another XDP program,
 # found after the uplink's filter is attached) leaves no filter on the
