@@ -32,6 +32,14 @@ static bool holds_exclusive(int lock_fd)
 
 int node_require_write(const struct pi_node *n, const char *what)
 {
+	/* A handle that gave its lock up for a wait and could not take it
+	 * back: the node may have changed (or gone and come again)
+	 * meanwhile. */
+	if (n->lock_lost) {
+		pr_err("%s: node '%s': this handle lost its lock; open the node again",
+		       what, n->name);
+		return -EBADF;
+	}
 	/* node up and down hold the lock themselves (NODE_LOCK_HELD) */
 	if (n->lock_fd < 0 || holds_exclusive(n->lock_fd))
 		return 0;

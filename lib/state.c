@@ -678,6 +678,7 @@ int node_unlock(struct pi_node *n)
 		return -errno;
 	close(n->lock_fd);
 	n->lock_fd = -1;
+	n->lock_lost = true;
 	return 0;
 }
 
@@ -688,6 +689,7 @@ int node_relock(struct pi_node *n, int timeout_ms)
 	if (fd < 0)
 		return fd;
 	n->lock_fd = fd;
+	n->lock_lost = false;
 	return 0;
 }
 

@@ -33,6 +33,8 @@ struct pi_node {
 	char pin_dir[PATH_MAX];
 	int netns_fd;
 	int lock_fd;			/* the pin directory, flock()ed */
+	bool lock_lost;			/* given up (node_unlock) and not
+					 * taken back: no more changes */
 	int meta_map;			/* pod_meta */
 	int maps[M__COUNT];
 	int progs[P__COUNT];

@@ -126,6 +126,20 @@ static ino_t thread_netns(void)
 	return stat("/proc/thread-self/ns/net", &st) ? 0 : st.st_ino;
 }
 
+/* Takes the node's lock as another process would, as soon as it is free,
+ * and keeps it for 1.5 s. */
+static void *hold_lock_a_while(void *arg)
+{
+	int fd = open("/sys/fs/bpf/podinject/" NODE, O_RDONLY | O_DIRECTORY);
+
+	(void)arg;
+	if (fd >= 0 && !flock(fd, LOCK_EX))
+		usleep(1500 * 1000);
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
 /* A thread of an agent in a namespace of its own (the main thread stays
  * where it was) probes the kernel's features: it is back in its own
  * namespace afterwards, not in the main thread's. */
@@ -543,6 +557,36 @@ int main(void)
 	pi_node_close(n);
 	n = NULL;
 	CHECK_RC("open_write_again", pi_node_open(NODE, PI_OPEN_WRITE, 1000, &n), 0);
+
+	/* A probe gives the lock up while it waits for answers; one that
+	 * cannot take it back (another holds it past the probe's bound)
+	 * tears its own state down without it, and its handle then refuses
+	 * every change, -EBADF: the node may have changed meanwhile. */
+	{
+		struct pi_probe_spec ps = { .from = "la-a", .family = AF_INET,
+					    .dst = v4("10.244.0.99"),
+					    .count = 1, .timeout_ms = 600,
+					    .lock_timeout_ms = 100 };
+		struct pi_probe_result *res = NULL;
+		pthread_t t;
+		bool started = !pthread_create(&t, NULL, hold_lock_a_while,
+					       NULL);
+
+		pi_probe_run(n, &ps, &res);
+		free(res);
+		last_error[0] = 0;
+		CHECK_RC("lock_lost_refuses_changes",
+			 pi_policy_add(n, "la-a", PI_DIR_EGRESS, &deny, 0, &id),
+			 -EBADF);
+		check(strstr(last_error, "lock") != NULL, "lock_lost_said",
+		      "last error: %s", last_error);
+		if (started)
+			pthread_join(t, NULL);
+		pi_node_close(n);
+		n = NULL;
+		CHECK_RC("open_write_after_lock_lost",
+			 pi_node_open(NODE, PI_OPEN_WRITE, 1000, &n), 0);
+	}
 	CHECK_RC("pod_del", pi_pod_del(n, "la-a"), 0);
 	CHECK_RC("pod_del_again", pi_pod_del(n, "la-a"), -ESRCH);
 	check(system("ip netns pids la-a >/dev/null 2>&1") != 0, "pod_del_removes_netns",
