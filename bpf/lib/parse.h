@@ -11,7 +11,15 @@
 #include "common.h"
 
 struct pkt {
-	__u32 family;		/* AF_INET, AF_INET6, or 0 for ARP */
+	/* (16 bits and frag_nh beside it: struct pkt is on the stack of
+	 * every frame of a call chain, whose sum 6.1 holds to 512 bytes) */
+	__u16 family;		/* AF_INET, AF_INET6, or 0 for ARP */
+	__u8 frag_nh;		/* of a fragment, the protocol its table key
+				 * holds: IPv4's, or IPv6's header after the
+				 * fragment header, which a later fragment
+				 * has as well (the first may go on through
+				 * destination options or AH to proto) */
+	__u8 pad;
 	struct pi_dp_addr saddr;	/* ARP: sender IP in a[0] */
 	struct pi_dp_addr daddr;	/* ARP: target IP in a[0] */
 	__u16 sport;		/* host order; 0 when the protocol has none */
@@ -23,12 +31,8 @@ struct pkt {
 	__u32 l4_off;		/* offset of the transport header */
 	__u32 l3_end;		/* offset just past the IP packet */
 	__u32 frag_id;		/* of a fragment, as in its header */
-	__u8 frag_nh;		/* of a fragment, the protocol its table key
-				 * holds: IPv4's, or IPv6's header after the
-				 * fragment header, which a later fragment
-				 * has as well (the first may go on through
-				 * destination options or AH to proto) */
 };
+_Static_assert(sizeof(struct pkt) == 56, "struct pkt: see family");
 
 enum pkt_frag {
 	PKT_FRAG_NONE = 0,	/* a whole packet */
