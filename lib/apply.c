@@ -488,9 +488,14 @@ static int parse_grants(struct apply *a, int inj, json_t *arr,
 		if (!json_is_string(as))
 			return refuse(a, -EINVAL, as ? fat : at,
 				      "'as' names the pod to inject as");
+		path = json_object_get(v, "path");
+		if (path && parse_path(path, &pv)) {
+			snprintf(fat, sizeof(fat), "%s.path", at);
+			return refuse(a, -EINVAL, fat, "want fast, fallback or auto");
+		}
 		tgt = pod_index(a, json_string_value(as));
 		if (tgt < 0 && a->skip_absent)
-			continue;	/* not on this node */
+			continue;	/* not on this node: checked only */
 		if (tgt < 0)
 			return refuse(a, -ESRCH, fat, "no pod '%s' on node %s",
 				      json_string_value(as), a->n->name);
@@ -498,10 +503,8 @@ static int parse_grants(struct apply *a, int inj, json_t *arr,
 			return refuse(a, -EINVAL, fat,
 				      "pod '%s' cannot inject as itself",
 				      a->pods[inj].info.name);
-		path = json_object_get(v, "path");
-		snprintf(fat, sizeof(fat), "%s.path", at);
-		if (path && parse_path(path, &pv))
-			return refuse(a, -EINVAL, fat, "want fast, fallback or auto");
+		if (inj < 0)
+			continue;	/* another node's injector: checked only */
 		if (grant_pair_known(a->gwant, a->ngwant, inj, tgt))
 			return refuse(a, -EINVAL, at, "pod '%s' is granted twice",
 				      json_string_value(as));
@@ -523,7 +526,8 @@ static int parse_proxy(struct apply *a, int pod, json_t *o,
 					    "dst", NULL };
 	static const char *const in_keys[] = { "by", "port", "match",
 					       "dports", NULL };
-	struct pi_proxy_rule *r = &a->pods[pod].prule_want[k];
+	struct pi_proxy_rule scratch = {};
+	struct pi_proxy_rule *r = pod < 0 ? &scratch : &a->pods[pod].prule_want[k];
 	char where[600], at[640];
 	json_t *v;
 	int proxy, ret = 0;
@@ -543,14 +547,13 @@ static int parse_proxy(struct apply *a, int pod, json_t *o,
 		return refuse(a, -EINVAL, v ? at : where,
 			      "'by' names the proxy pod");
 	proxy = pod_index(a, json_string_value(v));
-	if (proxy < 0 && a->skip_absent)
-		return 0;	/* no proxy on this node: no capture */
-	if (proxy < 0)
+	if (proxy < 0 && !a->skip_absent)
 		return refuse(a, -ESRCH, at, "no pod '%s' on node %s",
 			      json_string_value(v), a->n->name);
-	if (proxy == pod)
+	if (proxy >= 0 && proxy == pod)
 		return refuse(a, -EINVAL, at, "a pod cannot be its own proxy");
-	if ((a->pods[proxy].info.flags | a->pods[pod].info.flags) & PI_POD_NETKIT)
+	if (proxy >= 0 && pod >= 0 &&
+	    (a->pods[proxy].info.flags | a->pods[pod].info.flags) & PI_POD_NETKIT)
 		return refuse(a, -EINVAL, at,
 			      "proxying is built for veth pods only");
 	v = json_object_get(o, "port");
@@ -605,6 +608,12 @@ static int parse_proxy(struct apply *a, int pod, json_t *o,
 		r->dst_family = family;
 		r->dst_plen = plen;
 	}
+	/* a pod or proxy of another node (--skip-absent): checked, and no
+	 * capture here */
+	if (pod < 0 || proxy < 0) {
+		memset(r, 0, sizeof(*r));
+		return 0;
+	}
 	if (k) {
 		r->flags = PI_PROXY_INBOUND;
 		r->proto = IPPROTO_TCP;	/* as pi_proxy_add stores it */
@@ -617,17 +626,16 @@ static int parse_pod(struct apply *a, const char *name, json_t *o)
 {
 	static const char *const keys[] = { "egress", "ingress", "inject",
 					    "proxy", "proxy_inbound", NULL };
+	struct apod scratch = {};
 	char where[600];
 	json_t *v;
-	int idx, err, ret = 0;
+	int idx, err = 0, ret = 0;
 
 	snprintf(where, sizeof(where), "pods[\"%s\"]", name);
 	if (!pi_valid_pod_name(name))
 		return refuse(a, -EINVAL, where, "invalid pod name");
 	idx = pod_index(a, name);
-	if (idx < 0 && a->skip_absent)
-		return 0;	/* another node's pod */
-	if (idx < 0)
+	if (idx < 0 && !a->skip_absent)
 		return refuse(a, -ESRCH, where,
 			      "no pod '%s' on node %s (apply does not make pods)",
 			      name, a->n->name);
@@ -636,21 +644,27 @@ static int parse_pod(struct apply *a, const char *name, json_t *o)
 			      "a pod is an object: {\"egress\": [...], ...}");
 	if (!only_keys(a, o, where, keys, &ret))
 		return ret;
-	for (uint32_t d = 0; d < 2; d++) {
+	/* Another node's pod (--skip-absent) is checked all the same, into
+	 * a scratch record that is dropped: one document is valid or not
+	 * whatever node it meets. */
+	for (uint32_t d = 0; d < 2 && !err; d++) {
 		v = json_object_get(o, dir_names[d]);
-		if (v && (err = parse_rules(a, &a->pods[idx], v, d, where)))
-			return err;
+		if (v)
+			err = parse_rules(a, idx < 0 ? &scratch : &a->pods[idx],
+					  v, d, where);
 	}
 	v = json_object_get(o, "inject");
-	if (v && (err = parse_grants(a, idx, v, where)))
-		return err;
+	if (!err && v)
+		err = parse_grants(a, idx, v, where);
 	v = json_object_get(o, "proxy");
-	if (v && (err = parse_proxy(a, idx, v, where, 0)))
-		return err;
+	if (!err && v)
+		err = parse_proxy(a, idx, v, where, 0);
 	v = json_object_get(o, "proxy_inbound");
-	if (v && (err = parse_proxy(a, idx, v, where, 1)))
-		return err;
-	return 0;
+	if (!err && v)
+		err = parse_proxy(a, idx, v, where, 1);
+	free(scratch.want[0]);
+	free(scratch.want[1]);
+	return err;
 }
 
 static int parse_doc(struct apply *a, json_t *root)

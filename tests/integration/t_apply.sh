@@ -13,7 +13,7 @@
 #   node ta-n
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=79
+EXPECT=83
 PREFIX=ta-
 N=ta-n
 A=10.244.21.10
@@ -141,10 +141,10 @@ expect_eq state2_timeouts "$(pi -N $N -j ct timeout | jq -c '[.udp, ."tcp-closin
 expect_eq state2_tcp_7202_allowed_by_default "$(connect ta-a $B 7202)" ok
 
 # ---- bad lines: refused with their place and reason, nothing changes ---------
-bad() {	# bad NAME FILE WHERE-AND-REASON
+bad() {	# bad NAME FILE WHERE-AND-REASON [APPLY-FLAG...]
 	local err rc before
 	before=$(export_of)
-	err=$(pi -N $N apply -f "$2" 2>&1 >/dev/null); rc=$?
+	err=$(pi -N $N apply -f "$2" "${@:4}" 2>&1 >/dev/null); rc=$?
 	if [ $rc != 2 ]; then
 		fail "$1" "exit $rc, want 2 ($err)"
 	elif ! grep -qF -- "$3" <<<"$err"; then
@@ -185,6 +185,17 @@ expect_eq skip_absent_node_unchanged "$(export_of)" "$before"
 # the record of that apply (below) is of one with --skip-absent: without
 # it the same file is refused still
 bad skip_absent_not_remembered "$T/fleet.json" "no pod 'ta-zz'"
+
+# another node's pods are checked all the same: a document valid on one
+# node is valid on each (their rules, grants and proxy rules)
+jq '.pods["ta-zz"] = {"egress": [{"action": "allow", "to": "10.1.2.300/32"}]}' "$T/state2.json" >"$T/fleet_bad1.json"
+bad skip_absent_rules_checked "$T/fleet_bad1.json" "pods[\"ta-zz\"].egress[0].to: invalid CIDR" --skip-absent
+jq '.pods["ta-zz"] = {"inject": [{"as": "ta-a", "path": "slow"}]}' "$T/state2.json" >"$T/fleet_bad2.json"
+bad skip_absent_grants_checked "$T/fleet_bad2.json" "pods[\"ta-zz\"].inject[0].path: want fast" --skip-absent
+jq '.pods["ta-a"].inject += [{"as": "ta-zy", "path": "slower"}]' "$T/state2.json" >"$T/fleet_bad4.json"
+bad skip_absent_grant_target_checked "$T/fleet_bad4.json" ".path: want fast" --skip-absent
+jq '.pods["ta-b"].proxy = {"by": "ta-zz", "port": 0}' "$T/state2.json" >"$T/fleet_bad3.json"
+bad skip_absent_proxy_checked "$T/fleet_bad3.json" "pods[\"ta-b\"].proxy.port" --skip-absent
 
 # ---- a failure half-way is undone ------------------------------------------
 # ta-a's egress (the first pod) changes, then ta-b's 32 768 rules of their
