@@ -368,22 +368,25 @@ static int xdp_pod_detach(const struct pi_node *n, const struct pi_pod_info *p)
 	return err;
 }
 
-/* Whether the link at `path` holds a program on the pod's eth0: one that
- * someone with the right detached (bpftool link detach) stays pinned but
- * reports no device. 1, 0, or -errno (-ENOENT: no pin). */
-static int link_holds(const char *path, const struct pi_pod_info *pod)
+/* The program the link at `path` holds on the pod's eth0, in *prog_id: 0
+ * for a link someone with the right detached (bpftool link detach), which
+ * stays pinned but reports no device. 0, or -errno (-ENOENT: no pin). */
+static int link_held_prog(const char *path, const struct pi_pod_info *pod,
+			  uint32_t *prog_id)
 {
 	struct bpf_link_info info = {};
 	__u32 len = sizeof(info);
-	int link, held;
+	int link;
 
+	*prog_id = 0;
 	link = bpf_obj_get(path);
 	if (link < 0)
 		return -errno;
-	held = !bpf_obj_get_info_by_fd(link, &info, &len) && info.prog_id &&
-	       info.xdp.ifindex == pod->peer_ifindex;
+	if (!bpf_obj_get_info_by_fd(link, &info, &len) &&
+	    info.xdp.ifindex == pod->peer_ifindex)
+		*prog_id = info.prog_id;
 	close(link);
-	return held;
+	return 0;
 }
 
 /* Takes off whatever netlink attached to the pod's eth0, in either mode:
@@ -405,6 +408,7 @@ int xdp_pod_hold(const struct pi_node *n, const struct pi_pod_info *p)
 {
 	struct pi_pod_info copy = *p, *pod = &copy;
 	int prog = -1, ports = -1, ns = -1, held, err = 0;
+	uint32_t held_id;
 	char link_path[PATH_MAX], path[PATH_MAX];
 
 	pod_prog_pin(n, pod, path, sizeof(path));
@@ -423,11 +427,12 @@ int xdp_pod_hold(const struct pi_node *n, const struct pi_pod_info *p)
 		return ns == -ENOENT ? 0 : ns;
 	}
 	pod_link_pin(n, pod, link_path, sizeof(link_path));
-	held = link_holds(link_path, pod);
+	held = link_held_prog(link_path, pod, &held_id);
 	if (held < 0 && held != -ENOENT) {
 		err = held;
 		goto out;
 	}
+	held = held ? held : held_id != 0;
 	ports = pin_get(n, "xdp_ports");
 	if (ports < 0) {
 		err = ports;
@@ -589,26 +594,20 @@ static void xdp_leave_pod(struct pi_node *n, const struct pi_pod_info *pod)
  * (PI_POD_XDP) must have it on its eth0, held by its link. */
 static int xdp_check_pod(struct pi_node *n, const struct pi_pod_info *pod)
 {
-	struct bpf_link_info info = {};
-	__u32 len = sizeof(info);
 	char path[PATH_MAX];
-	int link;
+	uint32_t id;
+	int err;
 
 	if (!(pod->flags & PI_POD_XDP))
 		return 0;
 	pod_link_pin(n, pod, path, sizeof(path));
-	link = bpf_obj_get(path);
-	if (link < 0) {
+	err = link_held_prog(path, pod, &id);
+	if (err) {
 		pr_err("pod '%s': its XDP ingress ACL has no link (%s)",
-		       pod->name, strerror(errno));
+		       pod->name, strerror(-err));
 		return -ENOLINK;
 	}
-	if (bpf_obj_get_info_by_fd(link, &info, &len))
-		info.prog_id = 0;
-	close(link);
-	/* a detached link keeps its program but reports no device */
-	if (!info.prog_id || info.xdp.ifindex != pod->peer_ifindex ||
-	    xdp_pod_prog_id(pod) != info.prog_id) {
+	if (!id || xdp_pod_prog_id(pod) != id) {
 		pr_err("pod '%s': its XDP ingress ACL is no longer on %s",
 		       pod->name, pod->ifname);
 		return -ENOLINK;
