@@ -1000,7 +1000,7 @@ static int grant_allow(struct apply *a, int inj, int tgt, uint32_t path)
 static int grant_deny(struct apply *a, int inj, int tgt)
 {
 	const char *as = pname(a, tgt);
-	int err = pi_inject_deny(a->n, pname(a, inj), &as, 1);
+	int err = inject_deny(a->n, pname(a, inj), &as, 1, true);
 
 	return err < 0 ? err : 0;
 }

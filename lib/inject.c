@@ -890,13 +890,31 @@ out:
 	return err;
 }
 
-int pi_inject_deny(struct pi_node *n, const char *injector,
-		   const char *const *as, int nas)
+/* Whether inj's grant for the pod `target` belongs to a proxy rule: the
+ * pod is proxied (either way) by inj, whose upstream connections are its
+ * injections as the pod. */
+static bool grant_of_proxy_rule(const struct inject_state *s,
+				uint32_t inj, uint32_t target)
+{
+	static const int maps[] = { IM_PROXY_RULES, IM_PROXY_INBOUND_RULES };
+	struct pi_dp_proxy_rule r;
+
+	for (int i = 0; i < 2; i++)
+		if (s->maps[maps[i]] >= 0 &&
+		    !bpf_map_lookup_elem(s->maps[maps[i]], &target, &r) &&
+		    r.proxy_ifindex == inj)
+			return true;
+	return false;
+}
+
+int inject_deny(struct pi_node *n, const char *injector,
+		const char *const *as, int nas, bool proxies_too)
 {
 	struct pi_pod_info inj, targets[MAX_AS];
 	struct pi_inject_key key, next, *prev = NULL;
+	struct pi_inject_target t;
 	struct inject_state s;
-	int err, removed = 0;
+	int err, removed = 0, kept = 0;
 
 	if (node_require_write(n, "inject deny"))
 		return -EBADF;
@@ -909,6 +927,19 @@ int pi_inject_deny(struct pi_node *n, const char *injector,
 		pr_err("pod '%s' is no injector", inj.name);
 		return -ESRCH;
 	}
+	/* A proxy rule's grant goes with the rule (`proxy del`): taken alone,
+	 * the rule would stay without its upstream, and an export of the
+	 * node, which writes the rule and leaves its grant implied, would
+	 * bring the grant back on apply. */
+	for (int i = 0; i < nas && !proxies_too; i++) {
+		if (grant_of_proxy_rule(&s, inj.ifindex, targets[i].ifindex)) {
+			pr_err("'%s' injects as '%s' for its proxy rule: `proxy del %s --for %s` removes it",
+			       inj.name, targets[i].name, inj.name,
+			       targets[i].name);
+			inject_close(&s);
+			return -EINVAL;
+		}
+	}
 	if (nas) {
 		for (int i = 0; i < nas; i++) {
 			struct pi_inject_key k[2];
@@ -919,20 +950,33 @@ int pi_inject_deny(struct pi_node *n, const char *injector,
 		}
 	} else {
 		while (!bpf_map_get_next_key(s.maps[IM_AUTH], prev, &next)) {
-			if (next.injector_ifindex == inj.ifindex) {
-				bpf_map_delete_elem(s.maps[IM_AUTH], &next);
-				removed++;
-				prev = NULL;	/* the walk restarts */
-				continue;
-			}
 			key = next;
 			prev = &key;
+			if (next.injector_ifindex != inj.ifindex)
+				continue;
+			if (!proxies_too &&
+			    !bpf_map_lookup_elem(s.maps[IM_AUTH], &next, &t) &&
+			    grant_of_proxy_rule(&s, inj.ifindex,
+						t.target_ifindex))
+				continue;
+			bpf_map_delete_elem(s.maps[IM_AUTH], &next);
+			removed++;
+			prev = NULL;	/* the walk restarts */
 		}
+		/* what is left of the injector's is its proxy rules' */
+		kept = inject_auth_count(&s, inj.ifindex);
 	}
 	if (!removed) {
-		pr_err("pod '%s' has no such authorisation", inj.name);
+		if (kept > 0)
+			pr_err("pod '%s' injects only for its proxy rules: `proxy del` removes those",
+			       inj.name);
+		else
+			pr_err("pod '%s' has no such authorisation", inj.name);
 		err = -ESRCH;
 	} else {
+		if (kept > 0)
+			pr_info("kept %d authorisation%s of '%s''s proxy rules",
+				kept, kept > 1 ? "s" : "", inj.name);
 		if (!inject_auth_count(&s, inj.ifindex))
 			head_release(n, &s, &inj, PI_HEAD_INJECT);
 		netkit_guards_sync_all(n, &s);
@@ -940,6 +984,12 @@ int pi_inject_deny(struct pi_node *n, const char *injector,
 	}
 	inject_close(&s);
 	return err;
+}
+
+int pi_inject_deny(struct pi_node *n, const char *injector,
+		   const char *const *as, int nas)
+{
+	return inject_deny(n, injector, as, nas, false);
 }
 
 int pi_inject_list(struct pi_node *n, struct pi_inject_auth_info **out)

@@ -66,6 +66,11 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 		     const struct pi_pod_info *targets, int ntargets, uint32_t path,
 		     struct pi_inject_key *added, int *nadded);
 int inject_path_auto(void);
+/* pi_inject_deny; with proxies_too, a grant a proxy rule holds goes as
+ * well (an apply's own steps and their undo), where pi_inject_deny refuses
+ * it (--as) or keeps it (all of the injector's). */
+int inject_deny(struct pi_node *n, const char *injector,
+		const char *const *as, int nas, bool proxies_too);
 /* The path inj is authorised to inject as tgt with (its first key's, as
  * stored), 0 when it is not. */
 uint32_t inject_granted_path(const struct inject_state *s,

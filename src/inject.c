@@ -86,6 +86,18 @@ static int inject_allow(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* How many authorisations the injector holds (0 when they cannot be read). */
+static int grants_of(struct pi_node *n, const char *injector)
+{
+	struct pi_inject_auth_info *all = NULL;
+	int cnt = pi_inject_list(n, &all), mine = 0;
+
+	for (int i = 0; i < cnt; i++)
+		mine += !strcmp(all[i].injector, injector);
+	free(all);
+	return mine;
+}
+
 static int inject_deny(int argc, char **argv)
 {
 	struct as_list as = {};
@@ -95,7 +107,7 @@ static int inject_deny(int argc, char **argv)
 		{ 0 },
 	};
 	struct pi_node *n;
-	int err;
+	int err, kept;
 
 	if (argc < 1)
 		return usage_err("inject deny needs an INJECTOR pod");
@@ -107,11 +119,15 @@ static int inject_deny(int argc, char **argv)
 	err = pi_node_open(node_name, PI_OPEN_WRITE, lock_timeout_ms, &n);
 	if (!err)
 		err = pi_inject_deny(n, injector, as.names, as.cnt);
+	kept = err > 0 && !as.cnt ? grants_of(n, injector) : 0;
 	pi_node_close(n);
 	if (err < 0)
 		return exit_code(err);
 	p_info("removed %d authorisation%s of %s", err, err > 1 ? "s" : "",
 	       injector);
+	if (kept > 0)
+		p_info("kept %d authorisation%s of its proxy rules (`proxy del` removes them)",
+		       kept, kept > 1 ? "s" : "");
 	return EXIT_OK;
 }
 

@@ -484,7 +484,9 @@ int pi_inject_allow(struct pi_node *node, const char *injector,
 		    const char *const *as, int nas, uint32_t path,
 		    uint32_t *path_used);
 /* Removes those authorisations (all of the injector's when nas is 0);
- * returns how many. */
+ * returns how many. A grant that a proxy rule of the injector holds goes
+ * with the rule (pi_proxy_del): naming it is -EINVAL, and "all" keeps it
+ * (-ESRCH when nothing else was there). */
 int pi_inject_deny(struct pi_node *node, const char *injector,
 		   const char *const *as, int nas);
 

@@ -13,7 +13,7 @@
 #   node ta-n
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=83
+EXPECT=87
 PREFIX=ta-
 N=ta-n
 A=10.244.21.10
@@ -240,6 +240,18 @@ check proxy_and_grant_apply pi -N $N apply -f "$T/proxy.json"
 expect_eq proxy_grant_path "$(pi -N $N -j inject list | jq -r '[.[] | "\(.injector)>\(.as) \(.path)"] | join(" ")') $(pi -N $N -j proxy list | jq length)" "ta-p>ta-b fast 1"
 out=$(pi -N $N apply -f "$T/proxy.json" 2>&1; pi -N $N export | pi -N $N apply -f - 2>&1)
 expect_eq proxy_grant_reapply_noop "$out" ""
+# A proxy rule's grant goes with the rule: `inject deny` refuses to take
+# it alone (the rule would stay without its upstream, and export then
+# apply would bring it back), and "all of the injector's" keeps it.
+out=$(pi -N $N inject deny ta-p --as ta-b 2>&1); rc=$?
+expect_eq proxy_grant_deny_refused "$rc $(grep -c 'proxy del ta-p --for ta-b' <<<"$out") $(pi -N $N -j inject list | jq length)" "2 1 1"
+pi -N $N inject allow ta-p --as ta-a >/dev/null
+out=$(pi -N $N inject deny ta-p 2>&1); rc=$?
+expect_eq proxy_grant_deny_all_kept "$rc $(grep -c 'kept 1 authorisation' <<<"$out") $(pi -N $N -j inject list | jq -r '[.[] | "\(.injector)>\(.as)"] | join(" ")')" "0 1 ta-p>ta-b"
+out=$(pi -N $N inject deny ta-p 2>&1); rc=$?
+expect_eq proxy_grant_deny_all_only_proxy "$rc $(grep -c 'only for its proxy rules' <<<"$out") $(pi -N $N -j inject list | jq length)" "2 1 1"
+out=$(pi -N $N export | pi -N $N apply -f - 2>&1)
+expect_eq proxy_grant_deny_reapply_noop "$out" ""
 
 # ---- a failed apply gives back a grant a proxy rule it made had taken ------
 # ta-p may inject as ta-b on the fallback path. The document proxies ta-b
