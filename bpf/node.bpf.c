@@ -381,6 +381,16 @@ static __always_inline int pod_ingress_body(struct __sk_buff *skb)
 	if (ret == PARSE_FRAG_ORPHAN)
 		return drop(skb, pod->id, PI_DP_DROP_FRAG_ORPHAN,
 			    PI_DP_HOOK_POD_INGRESS);
+	/* IP the parser could not classify, which the pod's stack may take
+	 * all the same (more extension headers than the walk: Linux takes
+	 * any number), and tagged frames, which a VLAN device the pod's
+	 * root made on eth0 would take: neither may pass the policy by. */
+	if (ret == PARSE_MALFORMED && p.family)
+		return drop(skb, pod->id, PI_DP_DROP_MALFORMED,
+			    PI_DP_HOOK_POD_INGRESS);
+	if (ret == PARSE_VLAN || skb->vlan_present)
+		return drop(skb, pod->id, PI_DP_DROP_VLAN,
+			    PI_DP_HOOK_POD_INGRESS);
 	if (ret != PARSE_OK)
 		return PI_NEXT;
 	return ingress_checks(skb, pod, &p);
@@ -406,7 +416,7 @@ static __always_inline int pod_ingress_nk_body(struct __sk_buff *skb)
 
 	ret = parse_pkt(skb, &p);
 	if (ret != PARSE_OK && ret != PARSE_FRAG_TINY &&
-	    ret != PARSE_FRAG_ORPHAN)
+	    ret != PARSE_FRAG_ORPHAN && !(ret == PARSE_MALFORMED && p.family))
 		return PI_NEXT;
 	ep = lookup_endpoint(&p);
 	if (!ep || (ep->kind != PI_EP_POD && ep->kind != PI_EP_FOREIGN_POD))
@@ -423,6 +433,9 @@ static __always_inline int pod_ingress_nk_body(struct __sk_buff *skb)
 			    PI_DP_HOOK_POD_INGRESS);
 	if (ret == PARSE_FRAG_ORPHAN)
 		return drop(skb, pod->id, PI_DP_DROP_FRAG_ORPHAN,
+			    PI_DP_HOOK_POD_INGRESS);
+	if (ret == PARSE_MALFORMED)	/* as pod_ingress says */
+		return drop(skb, pod->id, PI_DP_DROP_MALFORMED,
 			    PI_DP_HOOK_POD_INGRESS);
 	return ingress_checks(skb, pod, &p);
 }
@@ -446,8 +459,11 @@ static __always_inline int uplink_ingress_body(struct __sk_buff *skb)
 	int ret;
 
 	ret = parse_pkt(skb, &p);
+	/* IP the parser could not classify is checked for its source and,
+	 * addressed to a local pod, dropped (pod_ingress says why); the
+	 * node's own goes on to the stack */
 	if (ret != PARSE_OK && ret != PARSE_FRAG_TINY &&
-	    ret != PARSE_FRAG_ORPHAN)
+	    ret != PARSE_FRAG_ORPHAN && !(ret == PARSE_MALFORMED && p.family))
 		return PI_NEXT;
 	sk.family = p.family;
 	sk.addr = p.saddr;
@@ -458,6 +474,9 @@ static __always_inline int uplink_ingress_body(struct __sk_buff *skb)
 	ep = lookup_endpoint(&p);
 	if (!ep || ep->kind != PI_EP_POD)
 		return PI_NEXT;
+	if (ret == PARSE_MALFORMED)
+		return drop(skb, ep->pod_id, PI_DP_DROP_MALFORMED,
+			    PI_DP_HOOK_UPLINK_INGRESS);
 	if (ret == PARSE_FRAG_TINY)
 		return drop(skb, ep->pod_id, PI_DP_DROP_FRAG_TINY,
 			    PI_DP_HOOK_UPLINK_INGRESS);

@@ -64,13 +64,18 @@ int xdp_pod_ingress(struct xdp_md *ctx)
 	__u32 len, why;
 	int ret;
 
-	/* As at tc: ARP and frames the parser does not take are not the
-	 * policy's (pod_ingress passes them uncounted too); fragments that
-	 * cannot be classified are dropped as there. */
+	/* As at tc: ARP and frames that are no IP (or too short to name
+	 * addresses) are not the policy's (pod_ingress passes them
+	 * uncounted too); fragments that cannot be classified are dropped
+	 * as there. */
 	ret = parse_xdp(ctx, &p);
-	if (ret == PARSE_FRAG_TINY || ret == PARSE_FRAG_ORPHAN) {
+	/* and IP it cannot classify, and tagged frames, as at tc */
+	if (ret == PARSE_FRAG_TINY || ret == PARSE_FRAG_ORPHAN ||
+	    ret == PARSE_VLAN || (ret == PARSE_MALFORMED && p.family)) {
 		why = ret == PARSE_FRAG_TINY ? PI_DP_DROP_FRAG_TINY :
-					       PI_DP_DROP_FRAG_ORPHAN;
+		      ret == PARSE_FRAG_ORPHAN ? PI_DP_DROP_FRAG_ORPHAN :
+		      ret == PARSE_VLAN ? PI_DP_DROP_VLAN :
+					  PI_DP_DROP_MALFORMED;
 		count_drop(id, why);
 		if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
 			mon_drop_xdp(ctx, id, why, PI_DP_HOOK_XDP_POD);

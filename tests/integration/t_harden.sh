@@ -13,7 +13,7 @@
 #   (hd-y is a plain namespace: "another node" that forges pod sources)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=34
+EXPECT=39
 PREFIX=hd-
 X=hd-x
 Y=hd-y
@@ -152,5 +152,20 @@ expect_eq uplink_other_node_reaches_pod \
 expect_eq uplink_pod_source_not_delivered \
 	"$(udp_count hd-s 5500 3 1000 "" -- in_ns $Y "$PINET" udp-send --bind $A $S 5500 3)" 0
 expect_eq uplink_pod_source_counted "$(stat hd-a '.drops["uplink-spoofed"]')" 3
+
+# ---- a longer chain of IPv6 extension headers than the parser walks,
+# towards a pod: Linux takes any number of them, so the pod's stack would
+# take what its policy never saw. The node's own stack sends them (raw
+# IPv6, so the headers are as written): pod_ingress checks those.
+ip -n $X addr add fd00:77::1/128 dev lo nodad
+check ext6_rule pi -N $X policy add hd-s ingress deny proto udp port 5360
+expect_eq ext6_short_chain_delivered \
+	"$(udp_count hd-s 5361 3 3000 -6 -- in_ns $X "$PINET" udp6-ext fd00:77::1 fd00::e 5361 3 2)" 3
+expect_eq ext6_longest_walked_denied \
+	"$(udp_count hd-s 5360 3 1500 -6 -- in_ns $X "$PINET" udp6-ext fd00:77::1 fd00::e 5360 3 8)" 0
+m0=$(stat hd-s .drops.malformed)
+expect_eq ext6_longer_not_delivered \
+	"$(udp_count hd-s 5360 3 1500 -6 -- in_ns $X "$PINET" udp6-ext fd00:77::1 fd00::e 5360 3 9)" 0
+expect_eq ext6_longer_counted "$(($(stat hd-s .drops.malformed) - m0))" 3
 
 check node_down pi -N $X node down

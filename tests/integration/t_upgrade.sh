@@ -26,7 +26,7 @@
 # t_upgrade_netkit (WANT_DEV=netkit, POD_ARGS, INJECT_ARGS: kernel lab).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=89
+EXPECT=91
 PREFIX=${PREFIX:-up-}
 MODE=${WANT_ATTACH:-tcx}
 # netkit pods (t_upgrade_netkit): their hooks are the pair's peer (the
@@ -39,6 +39,13 @@ C=${PREFIX}c
 IPA=10.244.31.10
 IPB=10.244.31.11
 IPC=10.244.31.12
+# the node's own stack sends to c from this address (on the node
+# namespace's lo): an XDP node's ACL on c's eth0 checks those datagrams,
+# and the upgrade moves that ACL from netlink onto a link under them (c:
+# the ACLs of a and b are tampered with before, the old release's hole)
+IPN=10.244.31.1
+STACK_RATE=2000
+STACK_COUNT=10000
 OLD_REV=${OLD_REV:-v0.1}
 USEQ=$BUILD/useq
 TCXQ=$BUILD/tcx-attach
@@ -63,7 +70,7 @@ trap '[ -n "$PROXY" ] && kill $PROXY; cleanup_nodes; rm -rf "$TMP"' EXIT
 
 ALL_CHECKS="old_build old_up old_pods old_rules old_grant old_proxy old_stream_tracked
 old_refused_by_new old_hooked lost_pin upgrade_under_traffic upgrade_said udp_all_through
-udp_none_lost_or_twice injected_none_lost inject_swapped tcp_stream_not_reset tcp_stream_every_byte proxied_not_reset proxied_by_proxy state_kept head_roles_migrated ct_stream_kept
+udp_none_lost_or_twice injected_none_lost stack_none_lost stack_denied_each_counted inject_swapped tcp_stream_not_reset tcp_stream_every_byte proxied_not_reset proxied_by_proxy state_kept head_roles_migrated ct_stream_kept
 counters_go_on links_kept progs_changed one_per_hook lost_pin_found abi_recorded
 no_staging_left traffic_after refused_by_old second_upgrade second_links_kept
 second_progs_changed downgrade_refused downgrade_message downgrade_nothing_changed
@@ -256,6 +263,7 @@ idle_flow() {	# the idle connection's entry in a's table
 }
 b_ingress() { $1 -N $N -j pod show $B | jq .stats.ingress_packets; }
 rule_pk() { $1 -N $N -j policy list $B | jq '.[] | select(.port == "7200") | .packets'; }
+rule_pk_port() { $1 -N $N -j policy list $C | jq ".[] | select(.port == \"$2\") | .packets"; }
 # this build's version, and the one after it (a newer build's node)
 CUR_ABI=$(sed -n 's/^#define PI_ABI_VERSION[[:space:]]*\([0-9]*\).*/\1/p' "$ROOT/include/podinject_abi.h")
 NEXT_ABI=$((CUR_ABI + 1))
@@ -273,11 +281,14 @@ make_old_node() {
 }
 check old_up make_old_node
 check old_pods sh -c "$OLD -N $N -j pod list | jq -e 'length == 3'"
+ip -n $N addr add $IPN/32 dev lo
 check old_rules sh -c "$OLD -N $N policy add $A ingress deny >/dev/null &&
 	$OLD -N $N policy add $B ingress allow from $IPA/32 proto udp port 7200 >/dev/null &&
 	$OLD -N $N policy add $B ingress allow from $IPA/32 proto tcp port 7300 >/dev/null &&
 	$OLD -N $N policy add $B ingress allow from $IPA/32 proto tcp port 9999 >/dev/null &&
 	$OLD -N $N policy add $B ingress allow from $IPA/32 proto udp port 7201 >/dev/null &&
+	$OLD -N $N policy add $C ingress allow from $IPN/32 proto udp port 7202 >/dev/null &&
+	$OLD -N $N policy add $C ingress deny from $IPN/32 proto udp port 7203 >/dev/null &&
 	$OLD -N $N policy add $B ingress deny >/dev/null"
 check old_grant old inject allow $C --as $A ${INJECT_ARGS:-}
 # (for a, whose server b c does not inject as: a proxy's answers to its
@@ -373,8 +384,16 @@ wait_udp_listen $B 7200 >/dev/null
 in_ns $B "$USEQ" recv 7201 $INJ_COUNT 3000 >$TMP/inj &
 INJRECV=$!
 wait_udp_listen $B 7201 >/dev/null
+in_ns $C "$USEQ" recv 7202 $STACK_COUNT 3000 >$TMP/stack &
+STACKRECV=$!
+wait_udp_listen $C 7202 >/dev/null
+before_stack_denied=$(rule_pk_port "$OLD" 7203)
 in_ns $A "$USEQ" send $IPB 7200 $UDP_RATE $UDP_COUNT >$TMP/sent &
 SEND=$!
+in_ns $N "$USEQ" send $IPC 7202 $STACK_RATE $STACK_COUNT >$TMP/stacksent &
+STACKSEND=$!
+in_ns $N "$USEQ" send $IPC 7203 $((STACK_RATE / 4)) $((STACK_COUNT / 4)) >$TMP/stackdenied &
+STACKDENY=$!
 in_ns $C "$USEQ" send $IPB 7201 $INJ_RATE $INJ_COUNT $IPA >$TMP/injsent &
 INJSEND=$!
 sleep 2
@@ -394,6 +413,20 @@ read -r _ got _ missing _ dup _ gap <$TMP/inj
 expect_eq injected_none_lost "$(cat $TMP/injsent), missing ${missing:-?} duplicated ${dup:-?}" \
 	"sent $INJ_COUNT, missing 0 duplicated 0"
 echo "# injected: received ${got:-?} of $INJ_COUNT, longest gap ${gap:-?} ms" >&2
+# The node stack's datagrams: each allowed one arrived once, each denied
+# one was counted by its rule: checked, by XDP or tc, never let through
+# unchecked while the ACL changed hands. (One that got through would
+# draw a port unreachable, which fails the sender's next send: that one
+# is not sent, and the count falls short by about as many.)
+wait $STACKSEND $STACKDENY $STACKRECV
+read -r _ got _ missing _ dup _ gap <$TMP/stack
+expect_eq stack_none_lost "$(cat $TMP/stacksent), missing ${missing:-?} duplicated ${dup:-?}" \
+	"sent $STACK_COUNT, missing 0 duplicated 0"
+echo "# node stack: received ${got:-?} of $STACK_COUNT, longest gap ${gap:-?} ms" >&2
+after_stack_denied=$(rule_pk_port "$PI" 7203)
+expect_eq stack_denied_each_counted \
+	"$(cat $TMP/stackdenied), counted $((after_stack_denied - ${before_stack_denied:-0}))" \
+	"sent $((STACK_COUNT / 4)), counted $((STACK_COUNT / 4))"
 after_inject_progs=$(inject_prog_ids)
 # the same links (the proxy's socket lookup in either mode), every program
 # there this build's, none of before

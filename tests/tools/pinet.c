@@ -19,6 +19,7 @@
  *   pinet neigh-adv DEV TARGET COUNT
  *   pinet arp-announce DEV IP COUNT
  *   pinet icmp-too-big SRC DST SPORT DPORT MTU
+ *   pinet udp6-ext SRC DST PORT COUNT NHDRS
  *   pinet echo-late DELAY_MS COUNT TIMEOUT_MS
  *
  * Options may appear anywhere after the subcommand. An IPv6 DST implies -6;
@@ -99,6 +100,12 @@
  *                quoting a UDP datagram SRC:SPORT -> DST:DPORT: what a
  *                router on the way to DST sends when the datagram does not
  *                fit. "sent 1".
+ *   udp6-ext     COUNT IPv6 UDP datagrams SRC -> DST:PORT, each behind
+ *                NHDRS destination options headers (8 bytes, one PadN
+ *                each), written whole through a raw IPPROTO_RAW socket
+ *                (routed like any of this namespace's packets; SRC need
+ *                not be its own). Linux takes any number of such headers
+ *                on receipt. "sent N".
  *   echo-late    answers COUNT IPv4 ICMP echo requests to this namespace,
  *                each DELAY_MS after it came (a far end whose answer is
  *                still on its way when the asker stops); the namespace's
@@ -203,9 +210,10 @@ static int usage(void)
 		"       %s neigh-adv DEV TARGET COUNT\n"
 		"       %s arp-announce DEV IP COUNT\n"
 		"       %s icmp-too-big SRC DST SPORT DPORT MTU\n"
+		"       %s udp6-ext SRC DST PORT COUNT NHDRS\n"
 		"       %s echo-late DELAY_MS COUNT TIMEOUT_MS\n",
 		prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
-		prog, prog, prog, prog, prog);
+		prog, prog, prog, prog, prog, prog);
 	return EXIT_USAGE;
 }
 
@@ -1557,6 +1565,78 @@ static int cmd_icmp_too_big(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_udp6_ext(int argc, char **argv)
+{
+	uint8_t pkt[40 + 32 * 8 + 8 + 16] = { 0 }, *udp;
+	long port, count, nhdrs, sent = 0;
+	uint32_t sum = 0;
+	int fd, len, plen;
+	union sa to;
+
+	if (argc != 5)
+		return usage();
+	port = number(argv[2], 1, 65535);
+	count = number(argv[3], 1, 1000000);
+	nhdrs = number(argv[4], 0, 32);
+	if (port < 0 || count < 0 || nhdrs < 0 ||
+	    inet_pton(AF_INET6, argv[0], pkt + 8) != 1 ||
+	    inet_pton(AF_INET6, argv[1], pkt + 24) != 1 ||
+	    make_sa(AF_INET6, argv[1], 0, &to) < 0)
+		return usage();
+	udp = pkt + 40 + nhdrs * 8;
+	len = udp + 8 + 16 - pkt;
+	plen = len - 40;
+	pkt[0] = 0x60;
+	pkt[4] = plen >> 8;
+	pkt[5] = plen & 0xff;
+	pkt[6] = nhdrs ? 60 : IPPROTO_UDP;
+	pkt[7] = 64;
+	for (long i = 0; i < nhdrs; i++) {
+		uint8_t *h = pkt + 40 + i * 8;
+
+		h[0] = i + 1 < nhdrs ? 60 : IPPROTO_UDP;
+		h[1] = 0;		/* 8 bytes */
+		h[2] = 1;		/* PadN of 4 */
+		h[3] = 4;
+	}
+	udp[0] = 40000 >> 8;
+	udp[1] = 40000 & 0xff;
+	udp[2] = port >> 8;
+	udp[3] = port & 0xff;
+	udp[5] = 8 + 16;
+	memcpy(udp + 8, "podinject udp6x", 16);
+	/* the checksum over the pseudo-header: addresses, length, next
+	 * header (UDP), then the datagram */
+	for (int i = 8; i < 40; i += 2)
+		sum += (uint32_t)pkt[i] << 8 | pkt[i + 1];
+	sum += 8 + 16 + IPPROTO_UDP;
+	for (int i = 0; i < 8 + 16; i += 2)
+		sum += (uint32_t)udp[i] << 8 | udp[i + 1];
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	sum = ~sum & 0xffff;
+	if (!sum)
+		sum = 0xffff;
+	udp[6] = sum >> 8;
+	udp[7] = sum & 0xff;
+	fd = socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+	if (fd < 0) {
+		fprintf(stderr, "%s: udp6-ext: %s\n", prog, strerror(errno));
+		return 1;
+	}
+	for (long i = 0; i < count; i++) {
+		if (sendto(fd, pkt, len, 0, &to.sa, sa_len(&to)) != len) {
+			fprintf(stderr, "%s: udp6-ext: %s\n", prog,
+				strerror(errno));
+			break;
+		}
+		sent++;
+	}
+	close(fd);
+	printf("sent %ld\n", sent);
+	return sent == count ? 0 : 1;
+}
+
 static int cmd_echo_late(int argc, char **argv)
 {
 	uint8_t buf[2048];
@@ -1651,6 +1731,8 @@ int main(int argc, char **argv)
 		return cmd_arp_announce(argc, argv);
 	if (!strcmp(cmd, "icmp-too-big"))
 		return cmd_icmp_too_big(argc, argv);
+	if (!strcmp(cmd, "udp6-ext"))
+		return cmd_udp6_ext(argc, argv);
 	if (!strcmp(cmd, "echo-late"))
 		return cmd_echo_late(argc, argv);
 	return usage();

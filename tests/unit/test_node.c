@@ -801,6 +801,7 @@ UNIT_TEST(node_harden_ra_and_neighbour_claims)
 /* Finding 3: port rules see UDP and TCP behind IPv6 extension headers. */
 UNIT_TEST(node_harden_ipv6_extension_headers)
 {
+	uint64_t b_in;
 	struct pi_dp_rule deny = rule(51, PI_DP_DENY, NULL, IPPROTO_UDP, 53, 53);
 	uint8_t ah[15] = { 0, 2 };	/* AH length: (2 + 2) * 4 = 16 */
 	struct node_fx fx;
@@ -845,6 +846,15 @@ UNIT_TEST(node_harden_ipv6_extension_headers)
 	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
 		  PI_DROP, "a chain longer than the walk");
 	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_MALFORMED], 1, "malformed");
+	/* towards a pod too: Linux takes any number of them, so the pod's
+	 * stack would take what its policy never saw (test_xdp's table has
+	 * pod_ingress, uplink_ingress and the XDP ACL) */
+	b_in = stats(&fx, 1).ingress_packets;
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress_nk, fx.if_up, pkt, len, NULL),
+		  PI_DROP, "a chain longer than the walk, netkit ingress");
+	ASSERT_EQ(stats(&fx, 1).drops[PI_DP_DROP_MALFORMED], 1,
+		  "malformed, counted on B");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, b_in, "B got nothing");
 	fx_teardown(&fx);
 }
 
@@ -1020,6 +1030,11 @@ UNIT_TEST(node_harden_vlan_from_pod_dropped)
 		      NULL), PI_DROP, "802.1ad");
 	ASSERT_EQ(last_redirect(&fx).kind, PI_RD_NONE, "not to the uplink");
 	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_VLAN], 2, "vlan drops");
+	/* nor to one: a VLAN device the pod's root made on eth0 would take
+	 * the frame past the pod's policy */
+	ASSERT_EQ(run(fx.skel->progs.pod_ingress, fx.if_b, tagged, len + 4,
+		      NULL), PI_DROP, "802.1ad towards a pod");
+	ASSERT_EQ(stats(&fx, 1).drops[PI_DP_DROP_VLAN], 1, "counted on B");
 	fx_teardown(&fx);
 }
 

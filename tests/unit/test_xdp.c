@@ -252,6 +252,8 @@ enum acl_kind {
 	ACL_ALLOW,		/* delivered and counted */
 	ACL_DENY,		/* dropped, counted as an ingress-policy drop */
 	ACL_NOT_IP,		/* not the policy's: passes, counted nowhere */
+	ACL_MALFORMED,		/* IP it cannot classify: dropped, counted as
+				 * malformed, no rule's */
 };
 
 struct acl_case {
@@ -285,7 +287,12 @@ static const struct acl_case acl_table[] = {
 	{ { AF_INET, "10.9.9.9", "10.0.0.2", IPPROTO_UDP, 1, 5005,
 	    .payload = 1000 }, ACL_DENY, 33, "large denied datagram" },
 	{ { 0, "arp" }, ACL_NOT_IP, 0, "arp" },
-	{ { 0, "short" }, ACL_NOT_IP, 0, "tcp header cut short" },
+	{ { 0, "short" }, ACL_MALFORMED, 0, "tcp header cut short" },
+	/* denied udp 5005 behind as many destination options headers as
+	 * the walk takes, then one more: Linux takes any number, so the
+	 * longer chain must not pass the policy by */
+	{ { 0, "deep6" }, ACL_DENY, 33, "udp behind 8 extension headers" },
+	{ { 0, "deeper6" }, ACL_MALFORMED, 0, "udp behind 9 extension headers" },
 };
 
 #define N_CASES (sizeof(acl_table) / sizeof(acl_table[0]))
@@ -296,6 +303,16 @@ static int build_case(uint8_t *pkt, const struct acl_case *c)
 
 	if (c->s.family)
 		return pkt_build(pkt, &c->s);
+	if (!strncmp(c->s.src, "deep", 4)) {
+		int n = strcmp(c->s.src, "deep6") ? PI_MAX_EXTHDRS + 1 :
+						     PI_MAX_EXTHDRS;
+
+		len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::9",
+			"fd00::2", IPPROTO_UDP, 1, 5005 });
+		for (int i = 0; i < n; i++)
+			len = pkt_ext6(pkt, len, 60, 8, NULL);
+		return len;
+	}
 	if (!strcmp(c->s.src, "arp")) {
 		memset(pkt, 0, 64);
 		pkt[12] = 0x08;
@@ -323,13 +340,15 @@ static int want_verdict(enum enforcer e, enum acl_kind k)
 {
 	switch (e) {
 	case AT_TC_STACK:
-		return k == ACL_DENY ? PI_DROP : k == ACL_ALLOW ? PI_PASS :
+		return k == ACL_DENY || k == ACL_MALFORMED ? PI_DROP :
+		       k == ACL_ALLOW ? PI_PASS :
 		       -2;	/* ARP: PI_PASS; unparsable: PI_NEXT */
 	case AT_TC_PEER:
-		return k == ACL_DENY ? PI_DROP : k == ACL_ALLOW ? PI_REDIRECT :
-		       PI_NEXT;
+		return k == ACL_DENY || k == ACL_MALFORMED ? PI_DROP :
+		       k == ACL_ALLOW ? PI_REDIRECT : PI_NEXT;
 	default:
-		return k == ACL_DENY ? XDP_DROP : XDP_PASS;
+		return k == ACL_DENY || k == ACL_MALFORMED ? XDP_DROP :
+							     XDP_PASS;
 	}
 }
 
@@ -404,6 +423,9 @@ UNIT_TEST(xdp_acl_agrees_with_tc_on_one_table)
 			ASSERT_EQ(st1.drops[PI_DP_DROP_INGRESS_POLICY] -
 				  st0.drops[PI_DP_DROP_INGRESS_POLICY],
 				  c->kind == ACL_DENY, what);
+			ASSERT_EQ(st1.drops[PI_DP_DROP_MALFORMED] -
+				  st0.drops[PI_DP_DROP_MALFORMED],
+				  c->kind == ACL_MALFORMED, what);
 			xs1 = xdp_stats(&fx, POD_B);
 			ASSERT_EQ(xs1.acl_packets - xs0.acl_packets,
 				  e == AT_XDP && c->kind == ACL_ALLOW, what);
