@@ -768,6 +768,11 @@ static inline int ref_pod_ingress(struct ref_node *n, const struct ref_pod *pod,
 		return ref_drop(o, pod->id, PI_DP_DROP_FRAG_TINY);
 	if (ret == REF_FRAG_ORPHAN)
 		return ref_drop(o, pod->id, PI_DP_DROP_FRAG_ORPHAN);
+	/* IP it cannot classify, whose addresses it read; tagged frames */
+	if (ret == REF_MALFORMED && p.family)
+		return ref_drop(o, pod->id, PI_DP_DROP_MALFORMED);
+	if (ret == REF_VLAN)
+		return ref_drop(o, pod->id, PI_DP_DROP_VLAN);
 	if (ret != REF_OK)
 		return o->verdict = PI_NEXT;
 	if (ref_policy(n, pod, PI_DP_DIR_INGRESS, d, len, &p, o) == PI_DP_DENY)
@@ -786,7 +791,8 @@ static inline int ref_uplink_ingress(struct ref_node *n, const uint8_t *d,
 
 	ref_out_init(o);
 	ret = ref_parse(n, d, len, &p);
-	if (ret != REF_OK && ret != REF_FRAG_TINY && ret != REF_FRAG_ORPHAN)
+	if (ret != REF_OK && ret != REF_FRAG_TINY && ret != REF_FRAG_ORPHAN &&
+	    !(ret == REF_MALFORMED && p.family))
 		return o->verdict = PI_NEXT;
 	from = ref_endpoint(n, p.family, &p.saddr);
 	if (from)
@@ -794,6 +800,8 @@ static inline int ref_uplink_ingress(struct ref_node *n, const uint8_t *d,
 	to = ref_endpoint(n, p.family, &p.daddr);
 	if (!to)
 		return o->verdict = PI_NEXT;
+	if (ret == REF_MALFORMED)
+		return ref_drop(o, to->id, PI_DP_DROP_MALFORMED);
 	if (ret == REF_FRAG_TINY)
 		return ref_drop(o, to->id, PI_DP_DROP_FRAG_TINY);
 	if (ret == REF_FRAG_ORPHAN)
