@@ -63,10 +63,12 @@ static __always_inline int deliver_to_pod(struct __sk_buff *skb,
 					  __u32 hook)
 {
 	struct pi_dp_pod_stats *st;
+	int v;
 
-	if (ct_policy(skb, false, ep->pod_id, PI_DP_DIR_INGRESS, p, skb->len) ==
-	    PI_DP_DENY)
-		return drop(skb, ep->pod_id, PI_DP_DROP_INGRESS_POLICY, hook);
+	v = ct_policy(skb, false, ep->pod_id, PI_DP_DIR_INGRESS, p, skb->len);
+	if (v != PI_DP_ALLOW)
+		return drop(skb, ep->pod_id,
+			    ct_drop_reason(v, PI_DP_DIR_INGRESS), hook);
 	frag_note(p);
 	if (!set_pod_l2(skb, ep))
 		return drop(skb, ep->pod_id, PI_DP_DROP_MALFORMED, hook);
@@ -296,9 +298,9 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 			return drop(skb, pod->id, why, PI_DP_HOOK_POD_EGRESS);
 	}
 
-	if (ct_policy(skb, false, pod->id, PI_DP_DIR_EGRESS, &p, skb->len) ==
-	    PI_DP_DENY)
-		return drop(skb, pod->id, PI_DP_DROP_POLICY,
+	ret = ct_policy(skb, false, pod->id, PI_DP_DIR_EGRESS, &p, skb->len);
+	if (ret != PI_DP_ALLOW)
+		return drop(skb, pod->id, ct_drop_reason(ret, PI_DP_DIR_EGRESS),
 			    PI_DP_HOOK_POD_EGRESS);
 	frag_note(&p);
 	/* The link's own chatter (NDP, MLD, DAD) stays out of the pod's
@@ -340,10 +342,11 @@ static __always_inline int ingress_checks(struct __sk_buff *skb,
 					  const struct pkt *p)
 {
 	struct pi_dp_pod_stats *st;
+	int v;
 
-	if (ct_policy(skb, false, pod->id, PI_DP_DIR_INGRESS, p, skb->len) ==
-	    PI_DP_DENY)
-		return drop(skb, pod->id, PI_DP_DROP_INGRESS_POLICY,
+	v = ct_policy(skb, false, pod->id, PI_DP_DIR_INGRESS, p, skb->len);
+	if (v != PI_DP_ALLOW)
+		return drop(skb, pod->id, ct_drop_reason(v, PI_DP_DIR_INGRESS),
 			    PI_DP_HOOK_POD_INGRESS);
 	frag_note(p);
 	st = stats_of(pod->id);

@@ -85,13 +85,14 @@ int xdp_pod_ingress(struct xdp_md *ctx)
 		return XDP_PASS;
 	len = ctx_len(ctx, true);
 	xs = bpf_map_lookup_elem(&xdp_stats, &id);
-	if (ct_policy(ctx, true, id, PI_DP_DIR_INGRESS, &p, len) == PI_DP_DENY) {
-		count_drop(id, PI_DP_DROP_INGRESS_POLICY);
+	ret = ct_policy(ctx, true, id, PI_DP_DIR_INGRESS, &p, len);
+	if (ret != PI_DP_ALLOW) {
+		why = ct_drop_reason(ret, PI_DP_DIR_INGRESS);
+		count_drop(id, why);
 		if (xs)
 			xs->acl_drops++;
 		if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
-			mon_drop_xdp(ctx, id, PI_DP_DROP_INGRESS_POLICY,
-				     PI_DP_HOOK_XDP_POD);
+			mon_drop_xdp(ctx, id, why, PI_DP_HOOK_XDP_POD);
 		return XDP_DROP;
 	}
 	frag_note(&p);

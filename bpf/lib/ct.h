@@ -274,10 +274,25 @@ __noinline int ct_classify_ctx(struct __sk_buff *ctx, const struct pkt *p,
 }
 #endif
 
+/* A deny of the policy of the direction opposite the packet's: a reply
+ * of a flow decided again, after a policy edit, by the policy of the
+ * direction that opened it. Its drop is that direction's (ct_drop_reason),
+ * as its rule is. */
+#define CT_DENY_OPENER	3
+
+/* The drop reason of ct_policy's deny `verdict` of a packet going `dir`. */
+static __always_inline __u32 ct_drop_reason(int verdict, __u32 dir)
+{
+	if (verdict == CT_DENY_OPENER)
+		dir = !dir;
+	return dir == PI_DP_DIR_EGRESS ? PI_DP_DROP_POLICY :
+					 PI_DP_DROP_INGRESS_POLICY;
+}
+
 /*
  * The verdict for packet p of the flow `key` names (kind: enum ct_kind),
  * the policy of pod key->pod_id in `dir` with connection
- * tracking: PI_DP_ALLOW or PI_DP_DENY. Counts against the deciding rule as
+ * tracking: PI_DP_ALLOW, PI_DP_DENY or CT_DENY_OPENER. Counts against the deciding rule as
  * policy_check does (for a tracked flow: the packets in the direction that
  * opened it, against the rule that let it open). One rule walk at most,
  * at one place: every way that needs a decision fills in what to decide.
@@ -406,7 +421,7 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 			/* a deny found through a reply still counts */
 			if (!dlen)
 				rule_count(v.rule_id, len);
-			return PI_DP_DENY;
+			return ddir == dir ? PI_DP_DENY : CT_DENY_OPENER;
 		}
 		e->rev = v.rev;
 		e->rule_id = v.rule_id;
@@ -459,7 +474,8 @@ static __always_inline bool ct_pod_tracked(__u32 pod_id)
 }
 
 /* The pod `pod_id`'s policy in `dir` for packet p, with connection
- * tracking: PI_DP_ALLOW or PI_DP_DENY. */
+ * tracking: PI_DP_ALLOW, or a deny (PI_DP_DENY, CT_DENY_OPENER) whose
+ * drop reason ct_drop_reason gives. */
 static __always_inline int ct_policy(void *ctx, bool xdp, __u32 pod_id,
 				     __u32 dir, const struct pkt *p,
 				     __u32 len)

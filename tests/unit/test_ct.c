@@ -309,6 +309,13 @@ UNIT_TEST(ct_policy_change_rechecks_open_flows)
 			      "10.0.0.2", 53, &e), "entry gone");
 	ASSERT_EQ(run(&fx, fx.if_a, out, lo), PI_DROP, "and the flow itself");
 	ASSERT_EQ(rule_packets(&fx, 4), 2, "both counted against the deny");
+	/* both by A's egress policy, which decided them: the reply's drop
+	 * is an egress policy drop too, not one of A's ingress (which has
+	 * no rule that could explain it) */
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_POLICY], 2,
+		  "two egress policy drops");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_INGRESS_POLICY], 0,
+		  "no ingress policy drop");
 	fx_teardown(&fx);
 }
 
