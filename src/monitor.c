@@ -34,8 +34,6 @@ static void on_signal(int sig)
 
 static const char *const kind_names[] = PI_MON_KIND_NAMES;
 static const char *const hook_names[] = PI_MON_HOOK_NAMES;
-static const char *const drop_names[] = PI_DROP_NAMES;
-static const char *const mon_drop_names[] = PI_MON_DROP_NAMES;
 static const char *const path_names[] = PI_PATH_NAMES;
 
 /* The reason's name: a drop's, a verdict's action, an injection's path. */
@@ -43,13 +41,7 @@ static const char *reason_name(const struct pi_monitor_event *e)
 {
 	switch (e->kind) {
 	case PI_MON_DROP:
-		if (e->reason < PI_DROP_MAX)
-			return drop_names[e->reason];
-		if (e->reason >= PI_MON_DROP_INJECT_REDIRECT &&
-		    e->reason < PI_MON_DROP_MAX)
-			return mon_drop_names[e->reason -
-					      PI_MON_DROP_INJECT_REDIRECT];
-		return "unknown";
+		return drop_reason_name(e->reason);
 	case PI_MON_VERDICT:
 		return e->reason == PI_ALLOW ? "allow" :
 		       e->reason == PI_DENY ? "deny" : "unknown";
@@ -69,11 +61,8 @@ static const char *reason_name(const struct pi_monitor_event *e)
 /* Every name a --reason may give: drop reasons, allow/deny, paths. */
 static bool known_reason(const char *s)
 {
-	for (size_t i = 1; i < sizeof(drop_names) / sizeof(drop_names[0]); i++)
-		if (!strcmp(s, drop_names[i]))
-			return true;
-	for (size_t i = 0; i < sizeof(mon_drop_names) / sizeof(mon_drop_names[0]); i++)
-		if (!strcmp(s, mon_drop_names[i]))
+	for (uint32_t r = 1; r < PI_MON_DROP_MAX; r++)
+		if (!strcmp(s, drop_reason_name(r)) && strcmp(s, "unknown"))
 			return true;
 	for (size_t i = 1; i <= PI_PATH_MAX; i++)
 		if (!strcmp(s, path_names[i]))

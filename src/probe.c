@@ -194,7 +194,6 @@ static int cmp_event_time(const void *a, const void *b)
 static void print_trace(const struct pi_probe_result *pr)
 {
 	static const char *const hooks[] = PI_MON_HOOK_NAMES;
-	static const char *const drops[] = PI_DROP_NAMES;
 	uint64_t t0 = 0;
 	char what[160], fl[9], flags[12];
 
@@ -217,8 +216,7 @@ static void print_trace(const struct pi_probe_result *pr)
 			t0 = e->ts_ns;
 		if (e->kind == PI_MON_DROP)
 			snprintf(what, sizeof(what), "dropped: %s",
-				 e->reason < PI_DROP_MAX ? drops[e->reason] :
-							   "unknown");
+				 drop_reason_name(e->reason));
 		else if (e->hook == PI_MON_HOOK_POLICY)
 			snprintf(what, sizeof(what), "%s policy: %s by %s",
 				 e->dir == PI_DIR_INGRESS ? "ingress" : "egress",
@@ -241,8 +239,8 @@ static void print_trace(const struct pi_probe_result *pr)
 					  tcp_flags_text(e->tcp_flags, fl));
 			if (e->kind == PI_MON_DROP) {
 				json_kstr(jw, "event", "drop");
-				json_kstr(jw, "reason", e->reason < PI_DROP_MAX ?
-					  drops[e->reason] : "unknown");
+				json_kstr(jw, "reason",
+					  drop_reason_name(e->reason));
 			} else if (e->hook == PI_MON_HOOK_POLICY) {
 				json_kstr(jw, "event", "policy");
 				json_kstr(jw, "dir", e->dir == PI_DIR_INGRESS ?

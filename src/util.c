@@ -139,3 +139,21 @@ const char *hook_verdict_name(int32_t v)
 	}
 	return "unknown";
 }
+
+const char *drop_reason_name(uint32_t reason)
+{
+	static const char *const node[] = PI_DROP_NAMES;
+	static const char *const inject[] = PI_MON_DROP_NAMES;
+
+	/* a reason added to either enum needs its name here */
+	_Static_assert(sizeof(node) / sizeof(node[0]) == PI_DROP_MAX,
+		       "PI_DROP_NAMES and enum pi_drop_reason differ");
+	_Static_assert(sizeof(inject) / sizeof(inject[0]) ==
+		       PI_MON_DROP_MAX - PI_MON_DROP_INJECT_REDIRECT,
+		       "PI_MON_DROP_NAMES and enum pi_mon_drop_reason differ");
+	if (reason < PI_DROP_MAX)
+		return node[reason];
+	if (reason >= PI_MON_DROP_INJECT_REDIRECT && reason < PI_MON_DROP_MAX)
+		return inject[reason - PI_MON_DROP_INJECT_REDIRECT];
+	return "unknown";
+}

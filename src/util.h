@@ -42,6 +42,9 @@ bool is_prefix(const char *arg, const char *full);
 /* The monitor's events, as the monitor and probe --trace print them:
  * TCP flags as letters ("SA" for SYN|ACK), a hook's verdict by name. */
 const char *tcp_flags_text(uint8_t f, char buf[9]);
+/* A drop reason's name, the node's (enum pi_drop_reason) or the injection
+ * object's (enum pi_mon_drop_reason): "unknown" for any other. */
+const char *drop_reason_name(uint32_t reason);
 const char *hook_verdict_name(int32_t v);
 /* NEXT_ARG: advance, failing with a usage error when none is left */
 #define NEXT_ARG() do { argc--; argv++; } while (0)
