@@ -204,6 +204,8 @@ struct conn {
 	size_t rx_secret_len;
 	bool sniffing;		/* inbound: the client's first byte not seen */
 	bool client_off, upstream_off;	/* out of epoll: nothing more to wait for */
+	/* out of epoll until there is something to wait for (conn_park) */
+	bool client_parked, upstream_parked;
 	/* what each side is watched for in epoll: a change only is told */
 	uint32_t client_events, upstream_events;
 	bool dead;		/* closed; freed after the event batch */
@@ -398,15 +400,44 @@ static void conn_watch(struct conn *c, bool upstream, uint32_t events,
 		       bool add)
 {
 	uint32_t *now = upstream ? &c->upstream_events : &c->client_events;
+	bool *parked = upstream ? &c->upstream_parked : &c->client_parked;
 
-	if (!add && (*now == events || (upstream ? c->upstream_off :
-						  c->client_off)))
+	if (!add && ((*now == events && !*parked) ||
+		     (upstream ? c->upstream_off : c->client_off)))
 		return;
+	if (*parked) {
+		if (!events)
+			return;
+		add = true;
+		*parked = false;
+	}
 	if (upstream)
 		ep_set(c->upstream, &c->utag, events, add);
 	else
 		ep_set(c->client, &c->ctag, events, add);
 	*now = events;
+}
+
+/*
+ * A relaying side with nothing to wait for (no room to read into, nothing
+ * to write) is out of epoll until it has: HUP and ERR are reported whatever
+ * a descriptor is watched for, and a socket shut both ways (its FIN sent,
+ * the peer's received behind data there is no room for yet) is HUP at
+ * every epoll_wait, which would spin the loop until the other side makes
+ * room. The other side's events bring it back (conn_rearm, tls_rearm); an
+ * error there is met when it is read or written again.
+ */
+static void conn_park(struct conn *c, bool upstream, uint32_t events)
+{
+	bool *parked = upstream ? &c->upstream_parked : &c->client_parked;
+
+	if (events || *parked || (upstream ? c->upstream_off : c->client_off)) {
+		conn_watch(c, upstream, events, false);
+		return;
+	}
+	epoll_ctl(ep, EPOLL_CTL_DEL, upstream ? c->upstream : c->client, NULL);
+	*parked = true;
+	*(upstream ? &c->upstream_events : &c->client_events) = 0;
 }
 
 /* A descriptor the proxy cannot run without, at its start: named, and
@@ -743,8 +774,8 @@ static void conn_rearm(struct conn *c)
 		ue |= EPOLLIN;
 	if (c->up.queued)
 		ue |= EPOLLOUT;
-	conn_watch(c, false, ce, false);
-	conn_watch(c, true, ue, false);
+	conn_park(c, false, ce);
+	conn_park(c, true, ue);
 }
 
 /*
@@ -1955,10 +1986,14 @@ static uint32_t want_events(int want)
 static void ep_off(struct conn *c, bool upstream)
 {
 	bool *off = upstream ? &c->upstream_off : &c->client_off;
+	bool *parked = upstream ? &c->upstream_parked : &c->client_parked;
 
 	if (*off)
 		return;
-	epoll_ctl(ep, EPOLL_CTL_DEL, upstream ? c->upstream : c->client, NULL);
+	if (!*parked)
+		epoll_ctl(ep, EPOLL_CTL_DEL,
+			  upstream ? c->upstream : c->client, NULL);
+	*parked = false;
 	*off = true;
 }
 
@@ -1984,11 +2019,11 @@ static void tls_rearm(struct conn *c)
 	if (out->eof && in->shut)
 		ep_off(c, plain_up);
 	else
-		conn_watch(c, plain_up, pe, false);
+		conn_park(c, plain_up, pe);
 	if (out->shut && in->eof)
 		ep_off(c, !plain_up);
 	else
-		conn_watch(c, !plain_up, te, false);
+		conn_park(c, !plain_up, te);
 }
 
 /* Relays what can move; frees the connection when it is done or broken. */

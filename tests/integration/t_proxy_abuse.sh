@@ -15,7 +15,7 @@
 # burns every tick, one waiting burns none.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=41
+EXPECT=45
 PREFIX=pa-
 X=pa-x
 C=10.244.0.10
@@ -172,6 +172,29 @@ in_ns pa-p sysctl -qw net.ipv4.tcp_rmem="$RMEM"
 wait $cl; wait $SRV
 sent=$(awk '/^done/ {print $NF}' $T.c8083)
 expect_eq pipe_small_transfer_complete "$sent" "$(awk '/^conn-done bytes 4194304 / {print $NF}' $T.srv8083)"
+
+# ---- the server's answer and its FIN wait behind a client that does not
+# read yet: the proxy sent the client's FIN on, so its upstream socket,
+# shut both ways, reports HUP at every epoll_wait whatever it is watched
+# for. With no room to read into, it is out of epoll until there is (the
+# loop spun on it meanwhile: found by a review). Small pipes and a large
+# receive buffer, as above: the answer fits in the upstream socket.
+in_ns pa-p sysctl -qw net.ipv4.tcp_rmem="4096 8388608 8388608"
+echo 4096 >/proc/sys/fs/pipe-max-size
+start_proxy --restricted
+echo "$PIPE_MAX" >/proc/sys/fs/pipe-max-size
+check hup_proxy proxy_ready
+server 8084 --count 1 --sink --send 2097152 --timeout 10000
+ip netns exec pa-c "$PINET" tcp-connect --timeout 20000 $S 8084 --send 1000 --pause 3000 >$T.c8084 2>&1 &
+cl=$!
+# the server is done (its answer and FIN sent) while the client pauses
+for _ in $(seq 20); do kill -0 $SRV 2>/dev/null || break; sleep 0.1; done
+check hup_server_done sh -c "! kill -0 $SRV 2>/dev/null"
+c0=$(cpu_ticks $PX); sleep 1; c1=$(cpu_ticks $PX)
+expect_lt hup_wait_no_spin "$(sub "$c1" "$c0")" 20
+in_ns pa-p sysctl -qw net.ipv4.tcp_rmem="$RMEM"
+wait $cl; wait $SRV 2>/dev/null
+check hup_answer_complete grep -q '^done sent 1000 received 2097152 ' $T.c8084
 
 # ---- The pipes of finished connections are kept for the next ones (a
 # pipe made and closed is a sixth of a short connection's system calls):

@@ -410,6 +410,60 @@ static void trial_app_stalls(SSL_CTX *cctx, SSL_CTX *sctx, size_t burst,
 	relay_close(&r);
 }
 
+/*
+ * Both ways shut with the application stalled: the application sends its
+ * request and its end, which the proxy passes on (close_notify, then its
+ * FIN); the server answers with more than the proxy can hold towards an
+ * application that reads nothing yet, then its close_notify and FIN. The
+ * proxy's TLS socket, shut both ways, is HUP at every epoll_wait while
+ * the rest of the answer waits in it: the proxy must settle. Then the
+ * application reads all of it, and its end.
+ */
+static void trial_both_shut(SSL_CTX *cctx, SSL_CTX *sctx, struct verdict *v)
+{
+	int small = 4096, busy;
+	unsigned long long want;
+	struct relay r;
+
+	v->trials++;
+	if (relay_open(&r, cctx, sctx, 65536))
+		return;
+	v->opened++;
+	setsockopt(r.c->client, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	app_send(&r, 1000);
+	shutdown(r.app, SHUT_WR);
+	proxy_settle();
+	srv_read(&r);
+	want = r.c->down.cap + 65536;
+	for (int i = 0; i < 1000 && r.srv_sent < want && !r.srv_waits; i++) {
+		srv_send(&r, want - r.srv_sent < BURST_MAX ?
+			     want - r.srv_sent : BURST_MAX);
+		proxy_settle();
+	}
+	SSL_shutdown(r.srv);
+	shutdown(r.srv_fd, SHUT_WR);
+	busy = proxy_settle();
+	if (busy > v->worst)
+		v->worst = busy;
+	if (busy >= SPIN_LIMIT && !v->spun[0])
+		snprintf(v->spun, sizeof(v->spun),
+			 "answer of %llu, buffer queued %zu of %zu",
+			 r.srv_sent, r.c->down.queued, r.c->down.cap);
+	for (int i = 0; i < 10000 && !r.c->dead; i++) {
+		app_read(&r);
+		proxy_settle();
+	}
+	app_read(&r);
+	if ((r.srv_got != 1000 || r.app_got != r.srv_sent ||
+	     r.srv_sent < want || r.bad_byte || !r.c->dead) && !v->lost[0])
+		snprintf(v->lost, sizeof(v->lost),
+			 "request %llu of 1000, answer %llu of %llu, application got %llu%s%s",
+			 r.srv_got, r.srv_sent, want, r.app_got,
+			 r.bad_byte ? ", a wrong byte" : "",
+			 r.c->dead ? "" : ", the connection not done");
+	relay_close(&r);
+}
+
 int main(void)
 {
 	static const int sndbufs[] = { 4096, 8192, 16384, 24576, 32768, 65536 };
@@ -454,6 +508,16 @@ int main(void)
 	      down.opened, down.trials, down.spun, down.worst);
 	check(down.opened && !down.lost[0], "stalled_client_bytes_in_order",
 	      "%s", down.lost);
+
+	{
+		struct verdict both = { 0 };
+
+		trial_both_shut(cctx, sctx, &both);
+		check(both.opened && !both.spun[0], "both_shut_no_spin",
+		      "%s: %d event batches in a row", both.spun, both.worst);
+		check(both.opened && !both.lost[0], "both_shut_answer_whole",
+		      "%s", both.lost);
+	}
 
 	fds1 = open_fds();
 	check(fds0 == fds1 && !conns && !nconns, "nothing_left",

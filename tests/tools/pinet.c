@@ -6,10 +6,10 @@
  *   pinet udp-recv [-6] PORT COUNT TIMEOUT_MS
  *   pinet udp-send [-6] [--bind SRC] [--ports N] DST PORT COUNT [SIZE]
  *   pinet tcp-server [-6] PORT [--count N] [--echo] [--sink] [--timeout MS]
- *                    [--delay MS]
+ *                    [--delay MS] [--send BYTES]
  *   pinet tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS] DST PORT
  *                     [--send BYTES] [--expect-echo] [--sha256] [--wait-eof]
- *                     [--delay MS]
+ *                     [--delay MS] [--pause MS]
  *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
  *   pinet tcp-conn-loop [-6] [--timeout MS] [--latency] DST PORT COUNT SECONDS
  *   pinet udp-echo [-6] PORT COUNT TIMEOUT_MS
@@ -43,8 +43,9 @@
  *   udp-send     "sent N"
  *   tcp-server   "accept PEERADDR PEERPORT LOCALADDR LOCALPORT" per
  *                connection; with --sink also "conn-done bytes N fnv HEX"
- *                once the peer has finished sending. --echo sends the data
- *                back. --timeout bounds the wait for each connection (and
+ *                once the peer has finished sending; --send BYTES (with
+ *                --sink) then answers with BYTES of the pattern before it
+ *                closes. --echo sends the data back. --timeout bounds the wait for each connection (and
  *                each read) and ends in "timeout", exit 1.
  *   tcp-connect  "connected LOCALADDR LOCALPORT", or "refused", "timeout",
  *                "error ERRNONAME" (exit 1). With --send BYTES it then
@@ -56,7 +57,8 @@
  *                error is followed by "partial received M mismatch
  *                yes|no" (whether a byte received before it was wrong);
  *                --delay MS waits that long before each read (a slow
- *                reader); --sha256 ends the done line with " sha256 SENT
+ *                reader), --pause MS once before the first (a reader
+ *                that holds its peer's answer back for a while); --sha256 ends the done line with " sha256 SENT
  *                RECEIVED", the SHA-256 of each direction's bytes. With
  *                --wait-eof (not with --send) it sends nothing and closes
  *                only after the peer has: "eof received M". The peer is
@@ -170,6 +172,7 @@ enum {
 	OPT_PORTS	= 1 << 12,
 	OPT_LATENCY	= 1 << 13,
 	OPT_SHA256	= 1 << 14,
+	OPT_PAUSE	= 1 << 15,
 };
 
 struct opts {
@@ -181,6 +184,7 @@ struct opts {
 	long send;
 	long sport;
 	long delay_ms;
+	long pause_ms;
 	long ports;
 	const char *pos[8];
 	int npos;
@@ -195,10 +199,10 @@ static int usage(void)
 		"       %s udp-send [-6] [--bind SRC] [--hopopts] [--ports N] DST PORT\n"
 		"                COUNT [SIZE]\n"
 		"       %s tcp-server [-6] PORT [--count N] [--echo] [--sink]\n"
-		"                  [--timeout MS] [--delay MS]\n"
+		"                  [--timeout MS] [--delay MS] [--send BYTES]\n"
 		"       %s tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS]\n"
 		"                   DST PORT [--send BYTES] [--expect-echo] [--sha256]\n"
-		"                   [--wait-eof] [--delay MS]\n"
+		"                   [--wait-eof] [--delay MS] [--pause MS]\n"
 		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
 		"       %s tcp-conn-loop [-6] [--timeout MS] [--latency] DST PORT COUNT\n"
 		"                     SECONDS\n"
@@ -271,6 +275,8 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 			bit = OPT_HOPOPTS;
 		else if (!strcmp(a, "--delay"))
 			bit = OPT_DELAY;
+		else if (!strcmp(a, "--pause"))
+			bit = OPT_PAUSE;
 		else if (!strcmp(a, "--ports"))
 			bit = OPT_PORTS;
 		else if (!strcmp(a, "--latency"))
@@ -286,7 +292,7 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 		if (!(allowed & bit))
 			return -1;
 		if (bit & (OPT_BIND | OPT_TIMEOUT | OPT_COUNT | OPT_SEND |
-			   OPT_SPORT | OPT_DELAY | OPT_PORTS)) {
+			   OPT_SPORT | OPT_DELAY | OPT_PORTS | OPT_PAUSE)) {
 			if (++i == argc)
 				return -1;
 			val = argv[i];
@@ -322,6 +328,11 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 		case OPT_DELAY:
 			o->delay_ms = number(val, 0, 86400000);
 			if (o->delay_ms < 0)
+				return -1;
+			break;
+		case OPT_PAUSE:
+			o->pause_ms = number(val, 0, 86400000);
+			if (o->pause_ms < 0)
 				return -1;
 			break;
 		case OPT_PORTS:
@@ -717,6 +728,18 @@ static int serve(int cfd, const struct opts *o)
 	if (sink)
 		printf("conn-done bytes %lld fnv %016llx\n", bytes,
 		       (unsigned long long)h);
+	/* an answer after the request's end, then the close */
+	for (long long off = 0; sink && off < o->send; ) {
+		size_t n = o->send - off < IO_CHUNK ? o->send - off : IO_CHUNK;
+
+		for (size_t i = 0; i < n; i++)
+			buf[i] = pattern(off + i);
+		if (write_all(cfd, buf, n) < 0) {
+			fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+			return 1;
+		}
+		off += n;
+	}
 	return 0;
 }
 
@@ -728,7 +751,8 @@ static int cmd_tcp_server(int argc, char **argv)
 	struct opts o;
 
 	if (parse(argc, argv, OPT_6 | OPT_COUNT | OPT_ECHO | OPT_SINK |
-		  OPT_TIMEOUT | OPT_DELAY, &o) || o.npos != 1)
+		  OPT_TIMEOUT | OPT_DELAY | OPT_SEND, &o) || o.npos != 1 ||
+	    ((o.seen & OPT_SEND) && !(o.seen & OPT_SINK)))
 		return usage();
 	port = number(o.pos[0], 1, 65535);
 	if (port < 0)
@@ -852,7 +876,8 @@ static void digest_hex(EVP_MD_CTX *md, char *hex)
  * printing why it failed.
  */
 static int tcp_exchange(int fd, long long total, long timeout_ms,
-			bool expect_echo, bool sha256, long delay_ms)
+			bool expect_echo, bool sha256, long delay_ms,
+			long pause_ms)
 {
 	static unsigned char out[IO_CHUNK], in[IO_CHUNK];
 	char sent_hex[2 * EVP_MAX_MD_SIZE + 1], recv_hex[2 * EVP_MAX_MD_SIZE + 1];
@@ -918,6 +943,10 @@ static int tcp_exchange(int fd, long long total, long timeout_ms,
 
 			if (delay_ms)
 				poll(NULL, 0, delay_ms);
+			if (pause_ms) {
+				poll(NULL, 0, pause_ms);
+				pause_ms = 0;
+			}
 			n = read(fd, in, sizeof(in));
 			if (n < 0 && errno != EAGAIN && errno != EINTR) {
 				printf("error %s\n", errname(errno));
@@ -1003,7 +1032,7 @@ static int cmd_tcp_connect(int argc, char **argv)
 
 	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_TIMEOUT | OPT_SEND |
 		  OPT_EXPECT_ECHO | OPT_SPORT | OPT_WAIT_EOF | OPT_DELAY |
-		  OPT_SHA256, &o) ||
+		  OPT_SHA256 | OPT_PAUSE, &o) ||
 	    o.npos != 2)
 		return usage();
 	if ((o.seen & (OPT_EXPECT_ECHO | OPT_SHA256)) && !(o.seen & OPT_SEND))
@@ -1026,7 +1055,7 @@ static int cmd_tcp_connect(int argc, char **argv)
 	if (o.seen & OPT_SEND)
 		ret = tcp_exchange(fd, o.send, timeout,
 				   o.seen & OPT_EXPECT_ECHO, o.seen & OPT_SHA256,
-				   o.delay_ms);
+				   o.delay_ms, o.pause_ms);
 	else if (o.seen & OPT_WAIT_EOF)
 		ret = wait_eof(fd, timeout);
 	close(fd);
