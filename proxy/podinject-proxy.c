@@ -2253,20 +2253,23 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 			ssize_t n = recv(c->client, &b, 1,
 					 MSG_PEEK | MSG_DONTWAIT);
 
-			/* The client left before the upstream answered.
-			 * An authenticated inbound client's stream is cut
-			 * then: the upstream, should it be connected by
-			 * now, gets a reset too. */
-			if ((events & (EPOLLHUP | EPOLLERR)) || n == 0 ||
+			/* The client was reset before the upstream
+			 * answered. An authenticated inbound client's stream
+			 * is cut then: the upstream, should it be connected
+			 * by now, gets a reset too. */
+			if ((events & (EPOLLHUP | EPOLLERR)) ||
 			    (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
 				conn_free(c, c->tls_on_client, "client gone");
 				return;
 			}
-			/* Data, maybe followed by a half-close: it goes
-			 * upstream once connected. Readiness is level-
-			 * triggered and would wake epoll_wait at once, again
-			 * and again, so the client is watched for nothing
-			 * until conn_rearm (HUP and ERR still come). */
+			/* Data, maybe followed by a half-close, or the
+			 * half-close alone (n == 0: a client that only
+			 * listens, to a server that speaks first): it goes
+			 * upstream once connected, as the FIN it is.
+			 * Readiness is level-triggered and would wake
+			 * epoll_wait at once, again and again, so the client
+			 * is watched for nothing until conn_rearm (HUP and
+			 * ERR still come). */
 			conn_watch(c, false, 0, false);
 			return;
 		}

@@ -12,7 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=44
+EXPECT=45
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -82,6 +82,26 @@ srv=$!
 wait_tcp_listen tp-s 8081 >/dev/null
 check half_close_echo in_ns tp-c "$PINET" tcp-connect --timeout 3000 $S 8081 --send 300000 --expect-echo
 wait $srv
+
+# A client that only listens: it half-closes at once, and the server reads
+# to that end and answers. The client's FIN comes while the proxy's
+# upstream is not connected yet (its first SYN dropped by a deny in the
+# client's egress policy, taken away before the SYN is sent again): it is
+# passed on as the client's end once connected, not taken for the client
+# gone (it was, and the connection closed with no answer: found by a
+# review).
+in_ns tp-s "$PINET" tcp-server 8085 --sink --send 5000 --timeout 10000 >/dev/null &
+srv=$!
+wait_tcp_listen tp-s 8085 >/dev/null
+id=$(pi -N $X -j policy add tp-c deny to $S/32 proto tcp port 8085 | jq .id)
+in_ns tp-c "$PINET" tcp-connect --timeout 5000 $S 8085 --send 0 >/tmp/tp$$.hc 2>&1 &
+cl=$!
+sleep 0.5
+pi -N $X policy del tp-c "$id" >/dev/null
+wait $cl
+kill $srv 2>/dev/null; wait $srv 2>/dev/null
+expect_eq half_close_first_answered "$(grep -o '^done sent 0 received [0-9]*' /tmp/tp$$.hc || tail -n 1 /tmp/tp$$.hc)" \
+	"done sent 0 received 5000"
 
 # A half-closed connection quiet for longer than the flow tables' closing
 # timeout (10 s): a request and its FIN, an answer 12 s later. Its entries
