@@ -511,15 +511,20 @@ int proxy_assign(struct __sk_buff *skb)
 		sk = bpf_sk_lookup_udp(skb, &tuple, tlen, BPF_F_CURRENT_NETNS, 0);
 	/* No proxy listening: a SYN is answered with a reset so that the
 	 * client fails fast. The stack cannot answer itself: the reset's
-	 * source (D) is no address of the proxy's. UDP is dropped. */
+	 * source (D) is no address of the proxy's. A datagram, or another
+	 * segment, is dropped, and told. */
+	if (!sk && p.proto == IPPROTO_TCP && starts_flow(&p))
+		return reflect_rst(skb, &p);
 	if (!sk)
-		return p.proto == IPPROTO_TCP ? reflect_rst(skb, &p) : PI_DROP;
+		return inject_refuse(skb, &p, PI_DP_MON_DROP_PROXY_NO_SOCKET,
+				     f->proxy_port);
 assign:
 	err = bpf_sk_assign(skb, sk, 0);
 	bpf_sk_release(sk);
-	if (!err)
-		frag_note(&p);
-	return err ? PI_DROP : PI_PASS;
+	if (err)
+		return inject_refuse(skb, &p, PI_DP_MON_DROP_PROXY_ASSIGN, 0);
+	frag_note(&p);
+	return PI_PASS;
 }
 
 /*

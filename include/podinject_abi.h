@@ -679,6 +679,13 @@ enum pi_dp_mon_drop_reason {
 	PI_DP_MON_DROP_GUARD_EMPTY,		/* an injected packet at a
 						 * netkit guard with no peer
 						 * program to run */
+	PI_DP_MON_DROP_PROXY_TUPLE,		/* its 4-tuple is another
+						 * flow's (a client reusing
+						 * the proxy's, the pod's own) */
+	PI_DP_MON_DROP_PROXY_NO_SOCKET,		/* a captured datagram with no
+						 * proxy socket to take it */
+	PI_DP_MON_DROP_PROXY_ASSIGN,		/* the proxy's socket could
+						 * not be assigned */
 	PI_DP_MON_DROP_REASON_MAX,
 };
 

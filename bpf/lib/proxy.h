@@ -778,7 +778,8 @@ __noinline int inbound_capture(struct __sk_buff *skb, const struct pkt *p,
 	if (is_inbound(f, *pod)) {
 		*mine = true;
 		if (starts_flow(p) && tcp_seq(skb, p) != f->syn_seq)
-			return PI_DROP;
+			return inject_refuse(skb, p, PI_DP_MON_DROP_PROXY_TUPLE,
+					     r->port);
 		return PI_NEXT;
 	}
 	f = bpf_map_lookup_elem(&proxy_flows, &k);
@@ -793,8 +794,9 @@ __noinline int inbound_capture(struct __sk_buff *skb, const struct pkt *p,
 		return PI_NEXT;
 	*mine = true;
 	if (f) {
-		if (!(f->flags & PI_FLOW_INBOUND))
-			return PI_DROP;	/* the pod's own flow from B:N */
+		if (!(f->flags & PI_FLOW_INBOUND))	/* the pod's own, B:N */
+			return inject_refuse(skb, p, PI_DP_MON_DROP_PROXY_TUPLE,
+					     r->port);
 		flow_remove(&proxy_flows, &k, f);	/* another pod's, gone */
 	}
 	nf = inbound_flow_init(r, *pod, 0);
@@ -918,8 +920,9 @@ __noinline int inbound_steer(struct __sk_buff *skb, const struct pkt *p,
 	flow_key(&k, p, false);
 	f = bpf_map_lookup_elem(&proxy_upstream, &k);
 	if (f && !is_inbound(f, *pod)) {
-		if (!(f->flags & PI_FLOW_INBOUND))
-			return PI_DROP;	/* the pod's own upstream flow */
+		if (!(f->flags & PI_FLOW_INBOUND))	/* the pod's own */
+			return inject_refuse(skb, p, PI_DP_MON_DROP_PROXY_TUPLE,
+					     r->port);
 		flow_remove(&proxy_upstream, &k, f);	/* another pod's */
 		f = NULL;
 	}
@@ -934,7 +937,8 @@ __noinline int inbound_steer(struct __sk_buff *skb, const struct pkt *p,
 		 * is the one the proxy's stack picked): refused, the proxy
 		 * resets its client */
 		if (bpf_map_lookup_elem(&proxy_flows, &k))
-			return PI_DROP;
+			return inject_refuse(skb, p, PI_DP_MON_DROP_PROXY_TUPLE,
+					     r->port);
 		/* a late segment of a connection that is done gets an entry
 		 * that leaves after the closing timeout, so that its answer
 		 * finds the proxy */

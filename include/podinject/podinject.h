@@ -787,10 +787,17 @@ enum pi_monitor_drop {
 						 * the proxy's flow table */
 	PI_MON_DROP_GUARD_EMPTY,		/* a netkit guard with no peer
 						 * program to run */
+	PI_MON_DROP_PROXY_TUPLE,		/* its 4-tuple is another
+						 * flow's */
+	PI_MON_DROP_PROXY_NO_SOCKET,		/* a captured datagram, no
+						 * proxy socket for it */
+	PI_MON_DROP_PROXY_ASSIGN,		/* the proxy's socket could
+						 * not be assigned */
 	PI_MON_DROP_MAX,
 };
 #define PI_MON_DROP_NAMES { "inject-redirect-refused", "proxy-limit", \
-	"netkit-guard-empty" }
+	"netkit-guard-empty", "proxy-tuple-taken", "proxy-no-socket", \
+	"proxy-assign-failed" }
 
 struct pi_monitor_event {
 	uint64_t ts_ns;			/* CLOCK_MONOTONIC, as the kernel's */

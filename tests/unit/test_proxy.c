@@ -342,6 +342,60 @@ UNIT_TEST(proxy_reset_when_no_proxy_listens)
 	inject_bpf__destroy(fx.skel);
 }
 
+static int drop_reason_of(void *ctx, void *data, size_t size)
+{
+	const struct pi_dp_mon_event *e = data;
+	uint32_t *reason = ctx;
+
+	if (size == sizeof(*e) && e->kind == PI_DP_MON_DROP)
+		*reason = e->reason;
+	return 0;
+}
+
+/* Every refusal of proxy_assign is told to a monitor that wants drops,
+ * with its reason: a captured datagram, or a segment of a captured
+ * connection that is no SYN, with no proxy socket to take it (these were
+ * dropped without a word). */
+UNIT_TEST(proxy_refusals_told)
+{
+	struct pi_dp_monitor_config cfg = { .kinds = 1u << PI_DP_MON_DROP };
+	struct pi_dp_proxy_rule r = {};
+	struct ring_buffer *rb;
+	uint32_t zero = 0, reason = 0;
+	uint8_t pkt[PKT_MAX];
+	struct px_fx fx;
+	int len;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	rb = ring_buffer__new(bpf_map__fd(fx.skel->maps.monitor_events),
+			      drop_reason_of, &reason, NULL);
+	if (!ASSERT_TRUE(rb, "ring buffer"))
+		goto out;
+	bpf_map__update_elem(fx.skel->maps.monitor_config, &zero, 4, &cfg,
+			     sizeof(cfg), 0);
+	/* UDP, captured; nothing listens in this namespace */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 40000, 53 });
+	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	ASSERT_EQ(run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len, NULL),
+		  PI_DROP, "datagram, no proxy socket");
+	ring_buffer__consume(rb);
+	ASSERT_EQ(reason, PI_DP_MON_DROP_PROXY_NO_SOCKET, "its reason");
+	/* a captured TCP connection's ACK, no socket either */
+	reason = 0;
+	len = syn(pkt, "10.0.0.2", 40002, 80, 0x02);
+	run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL);
+	len = syn(pkt, "10.0.0.2", 40002, 80, 0x10);
+	ASSERT_EQ(run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len, NULL),
+		  PI_DROP, "ack, no proxy socket");
+	ring_buffer__consume(rb);
+	ASSERT_EQ(reason, PI_DP_MON_DROP_PROXY_NO_SOCKET, "its reason");
+	ring_buffer__free(rb);
+out:
+	inject_bpf__destroy(fx.skel);
+}
+
 /* A TIME_WAIT socket at 127.0.0.1:cport <-> 127.0.0.1:lport in the
  * fixture's namespace; returns 0 once it exists. */
 static int make_time_wait(uint16_t lport, uint16_t cport)
