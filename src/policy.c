@@ -19,7 +19,8 @@ static int policy_help(int argc, char **argv)
 		"Rules are checked in order, the first match decides, no match allows.\n"
 		"egress rules match the destination ('to'), ingress rules the source\n"
 		"('from'); 'port' is the destination port and needs proto tcp or udp.\n"
-		"'at POS' inserts at position POS (1 = first); default: append.\n"
+		"'at POS' inserts at position POS (1 = first; past the end: the end);\n"
+		"default: append.\n"
 		"ID is the rule's id as 'policy list' shows it.\n");
 	return EXIT_OK;
 }
