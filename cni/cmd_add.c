@@ -8,25 +8,64 @@
  * did.
  */
 #include <errno.h>
+#include <net/if.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cni.h"
 
-/* Another pod of the node holds the name: a leftover of an attachment whose
- * DEL never came (a crash, a reboot) has lost its programs with its device,
- * and gives way. */
-static int clear_stale(struct pi_node *node, const char *name)
+/* A record of the plugin's own that outlived its attachment, whose DEL
+ * never came (a crash, a reboot, an ADD that re-adopted a pod between
+ * the chain's DELs): its device is gone, or another device has its
+ * ifindex now, or its programs are (the node lost them). Another's
+ * record (`pod add`, `pod adopt`) is never called stale. */
+static bool stale(struct pi_node *node, const struct pi_pod_info *old)
 {
-	struct pi_pod_info old;
+	char name[IF_NAMESIZE];
 
-	if (pi_pod_get(node, name, &old))
-		return -ENOENT;
-	if (strncmp(old.attach_id, CNI_ATTACH_PREFIX, strlen(CNI_ATTACH_PREFIX)) ||
-	    !pi_pod_check(node, &old))
-		return -EEXIST;
-	cni_log(PI_LOG_WARN, "pod %s of attachment %s has lost its device; removing it",
-		name, old.attach_id);
-	return pi_pod_del(node, name);
+	if (strncmp(old->attach_id, CNI_ATTACH_PREFIX,
+		    strlen(CNI_ATTACH_PREFIX)))
+		return false;
+	if (!if_indextoname(old->ifindex, name) || strcmp(name, old->hostdev))
+		return true;
+	return pi_pod_check(node, old) != 0;
+}
+
+/* Whether `old` stands in the way of the new pod: its name, its device
+ * (ifindex; 0: not known yet) or one of its addresses. */
+static bool in_the_way(const struct pi_pod_info *old, const char *name,
+		       uint32_t ifindex, const struct pi_addr *ip4,
+		       const struct pi_addr *ip6)
+{
+	return !strcmp(old->name, name) ||
+	       (ifindex && old->ifindex == ifindex) ||
+	       (ip4 && (old->flags & PI_POD_HAS_V4) && old->ip4 == ip4->a[0]) ||
+	       (ip6 && (old->flags & PI_POD_HAS_V6) &&
+		!memcmp(old->ip6, ip6->a, 16));
+}
+
+/* The leftovers in the new pod's way give way; 0 when one did (the ADD
+ * is tried again), -EEXIST when none was in the way or none was stale. */
+static int clear_stale(struct pi_node *node, const struct cni_env *env,
+		       uint32_t ifindex, const struct pi_addr *ip4,
+		       const struct pi_addr *ip6)
+{
+	struct pi_pod_info *pods = NULL;
+	int n = pi_pod_list(node, &pods), cleared = 0;
+
+	for (int i = 0; i < n; i++) {
+		const struct pi_pod_info *old = &pods[i];
+
+		if (!in_the_way(old, env->pod_name, ifindex, ip4, ip6) ||
+		    !stale(node, old))
+			continue;
+		cni_log(PI_LOG_WARN, "pod %s of attachment %s has lost its device; removing it",
+			old->name, old->attach_id);
+		if (!pi_pod_del(node, old->name))
+			cleared++;
+	}
+	free(pods);
+	return cleared ? 0 : -EEXIST;
 }
 
 static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
@@ -63,7 +102,7 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 
 	err = cni_pi_open(conf, true, &node);
 	if (err)
-		return cni_pi_fail(e, err, "cannot open the node", conf);
+		return cni_pi_open_fail(e, err, conf);
 	cni_step("node");
 	err = cni_pi_adopt(node, conf, env, pair.host_name,
 			   has4 ? &ip4 : NULL, has6 ? &ip6 : NULL, &pod);
@@ -73,11 +112,19 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 		    same.ifindex == (uint32_t)pair.host_ifindex) {
 			cni_log(PI_LOG_INFO, "pod %s is attached already", same.name);
 			err = 0;
-		} else if (!clear_stale(node, env->pod_name)) {
+		} else if (!clear_stale(node, env, pair.host_ifindex,
+					has4 ? &ip4 : NULL,
+					has6 ? &ip6 : NULL)) {
 			err = cni_pi_adopt(node, conf, env, pair.host_name,
 					   has4 ? &ip4 : NULL,
 					   has6 ? &ip6 : NULL, &pod);
 		}
+	} else if (err == -EADDRINUSE &&
+		   !clear_stale(node, env, pair.host_ifindex,
+				has4 ? &ip4 : NULL, has6 ? &ip6 : NULL)) {
+		err = cni_pi_adopt(node, conf, env, pair.host_name,
+				   has4 ? &ip4 : NULL, has6 ? &ip6 : NULL,
+				   &pod);
 	}
 	cni_step("adopt");
 	if (err) {
@@ -134,12 +181,13 @@ static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
 	err = cni_pi_open(conf, true, &node);
 	cni_step("node");
 	if (err) {
-		cni_pi_fail(e, err, "cannot open the node", conf);
+		cni_pi_open_fail(e, err, conf);
 		goto out;
 	}
 	err = cni_pi_add(node, env, hostdev, has4 ? &ip4 : NULL,
 			 has6 ? &ip6 : NULL, &pod);
-	if (err == -EEXIST && !clear_stale(node, env->pod_name))
+	if ((err == -EEXIST || err == -EADDRINUSE) &&
+	    !clear_stale(node, env, 0, has4 ? &ip4 : NULL, has6 ? &ip6 : NULL))
 		err = cni_pi_add(node, env, hostdev, has4 ? &ip4 : NULL,
 				 has6 ? &ip6 : NULL, &pod);
 	cni_step("add");

@@ -23,7 +23,7 @@ int cni_cmd_check(const struct cni_conf *conf, struct cni_env *env,
 		return cni_fail(e, CNI_ERR_CHECK, "podinject node is not up",
 				"node %s", conf->node);
 	if (err)
-		return cni_pi_fail(e, err, "cannot open the node", conf);
+		return cni_pi_open_fail(e, err, conf);
 	err = pi_pod_get_by_attach_id(node, env->attach_id, &pod);
 	if (err == -ESRCH) {
 		cni_fail(e, CNI_ERR_CHECK, "pod is not attached to podinject",

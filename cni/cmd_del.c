@@ -24,7 +24,7 @@ int cni_cmd_del(const struct cni_conf *conf, struct cni_env *env,
 		cni_log(PI_LOG_WARN, "node %s was made by another build; leaving attachment %s to it",
 			conf->node, env->attach_id);
 	} else if (err) {
-		return cni_pi_fail(e, err, "cannot open the node", conf);
+		return cni_pi_open_fail(e, err, conf);
 	} else if ((err = pi_pod_get_by_attach_id(node, env->attach_id,
 						  &pod)) == -ESRCH) {
 		cni_log(PI_LOG_INFO, "no pod of attachment %s: nothing to remove",

@@ -38,7 +38,7 @@ int cni_cmd_gc(const struct cni_conf *conf, struct cni_err *e)
 	if (err == -ENOENT)
 		return 0;
 	if (err)
-		return cni_pi_fail(e, err, "cannot open the node", conf);
+		return cni_pi_open_fail(e, err, conf);
 	cni_attach_prefix(conf->name, prefix, sizeof(prefix));
 	n = pi_pod_list(node, &pods);
 	for (int i = 0; i < n; i++) {

@@ -125,6 +125,7 @@ int cni_fail(struct cni_err *e, int code, const char *msg,
 /* A library error (-errno) of step `what` into the spec's code. */
 int cni_pi_fail(struct cni_err *e, int err, const char *what,
 		const struct cni_conf *conf);
+int cni_pi_open_fail(struct cni_err *e, int err, const struct cni_conf *conf);
 /* The error object on stdout; returns the plugin's exit status, 1. */
 int cni_print_error(const char *version, const struct cni_err *e);
 int cni_print_json(json_t *o);

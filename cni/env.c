@@ -166,9 +166,22 @@ int cni_read_env(struct cni_env *env, struct cni_err *e)
 				"'%s' is not an interface name", env->ifname);
 	if ((add || check) && !env->netns)
 		return cni_fail(e, CNI_ERR_ENV, "CNI_NETNS is missing", NULL);
+	/* DEL finds the pod by its attachment (container id, interface)
+	 * and needs neither the namespace nor the arguments: what ADD would
+	 * refuse in them does not keep a pod from being deleted. */
+	if (del && env->netns && strlen(env->netns) >= PI_NETNS_MAX) {
+		cni_log(PI_LOG_INFO, "CNI_NETNS is too long; DEL goes without it");
+		env->netns = NULL;
+	}
 	if (env->netns && strlen(env->netns) >= PI_NETNS_MAX)
 		return cni_fail(e, CNI_ERR_ENV, "CNI_NETNS is too long",
 				"at most %d characters", PI_NETNS_MAX - 1);
+	if (del && check_args(env->args, e)) {
+		cni_log(PI_LOG_INFO, "%s: %s; DEL goes without CNI_ARGS",
+			e->msg, e->details);
+		*e = (struct cni_err){ 0 };
+		env->args = NULL;
+	}
 	if (check_args(env->args, e))
 		return -1;
 	make_pod_name(env);

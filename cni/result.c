@@ -86,15 +86,24 @@ int cni_print_result(json_t *res, struct cni_err *e)
 	return 0;
 }
 
-/* A library error (-errno) into the spec's code for it. */
+/* cni_pi_open's error: a node whose lock stayed taken is worth another
+ * try; any other error is cni_pi_fail's. */
+int cni_pi_open_fail(struct cni_err *e, int err, const struct cni_conf *conf)
+{
+	if (err == -EBUSY)
+		return cni_fail(e, CNI_ERR_TRY_AGAIN, "podinject node is busy, try again later",
+				"cannot open the node: node '%s' stayed locked for %d ms",
+				conf->node, conf->lock_timeout_ms);
+	return cni_pi_fail(e, err, "cannot open the node", conf);
+}
+
+/* A library error (-errno) into the spec's code for it. EBUSY from any
+ * step but opening the node (a device's hook taken by another program)
+ * is no lock, and no reason to try again. */
 int cni_pi_fail(struct cni_err *e, int err, const char *what,
 		const struct cni_conf *conf)
 {
 	switch (-err) {
-	case EBUSY:
-		return cni_fail(e, CNI_ERR_TRY_AGAIN, "podinject node is busy, try again later",
-				"%s: node '%s' stayed locked for %d ms", what,
-				conf->node, conf->lock_timeout_ms);
 	case EUCLEAN:
 		/* cni_pi_open: there, but never whole for as long as a
 		 * lock is waited for */

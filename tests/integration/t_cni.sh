@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=259
+EXPECT=267
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -773,6 +773,61 @@ expect_eq broken_add_address_given_back "$(ls "$T/ipam/bk/ci-ptp" 2>/dev/null | 
 check broken_down "$PI" -N $NODE node down --force
 ip netns del ${PREFIX}bk
 check broken_node_up_again "$PI" -N $NODE node up --host
+
+# ---- leftovers of attachments whose DEL never came ------------------------------
+# A record whose device is gone gives way to the pod that needs its name
+# or its address (a runtime restarted, a node rebooted, an ADD that
+# re-adopted a pod between the chain's DELs). The address case: the
+# old pod's namespace is deleted without a DEL and host-local's lease is
+# released (as ptp's DEL would), and the next pod gets the same address.
+mkns ${PREFIX}sa
+rt ADD "$T/ptp10.conflist" "$(cid 71)" /run/netns/${PREFIX}sa "K8S_POD_NAME=sa;IP=10.123.1.77" >/dev/null
+expect_eq stale_addr_first "$(pod_json sa | jq -r .ipv4)" 10.123.1.77
+ip netns del ${PREFIX}sa
+rm -f "$T/ipam/ptp/${PREFIX}ptp/10.123.1.77"
+mkns ${PREFIX}sb
+out=$(rt ADD "$T/ptp10.conflist" "$(cid 72)" /run/netns/${PREFIX}sb "K8S_POD_NAME=sb;IP=10.123.1.77")
+expect_eq stale_addr_gives_way "$? $(pod_json sb | jq -r .ipv4) $(pod_name sa)" "0 10.123.1.77 "
+rt DEL "$T/ptp10.conflist" "$(cid 72)" /run/netns/${PREFIX}sb >/dev/null
+NOPREV=1 rt DEL "$T/ptp10.conflist" "$(cid 71)" "" >/dev/null
+ip netns del ${PREFIX}sb
+
+# ---- a clsact node (a kernel without tcx, or "attach": "clsact") ---------------
+# CHECK finds a pod whose filters are gone (the pinned programs outlive
+# them: CHECK passed, it looked at the pins only), and a record whose
+# device is gone gives way to the pod of the same name (its pins made it
+# look whole, and every ADD of that name failed with 103).
+CLN=${PREFIX}cl
+conflist "$T/clsact.conflist" 1.0.0 ${PREFIX}ptpcl \
+	"$(jq -n --argjson i "$(ipam 10.123.6.0/24 ptpcl)" '{type: "ptp", ipMasq: false, ipam: $i}')" \
+	"$(jq -n --arg n $CLN '{node: $n, attach: "clsact"}')"
+mkns ${PREFIX}k1
+rt ADD "$T/clsact.conflist" "$(cid 73)" /run/netns/${PREFIX}k1 "K8S_POD_NAME=k1" >/dev/null
+expect_eq clsact_node_made "$("$PI" -N $CLN -j node show | jq -r .attach)" clsact
+check clsact_check_ok rt CHECK "$T/clsact.conflist" "$(cid 73)" /run/netns/${PREFIX}k1
+dev=$("$PI" -N $CLN -j pod show k1 | jq -r .hostdev)
+tc filter del dev "$dev" ingress 2>/dev/null
+tc filter del dev "$dev" egress 2>/dev/null
+out=$(rt CHECK "$T/clsact.conflist" "$(cid 73)" /run/netns/${PREFIX}k1)
+expect_eq clsact_check_missing_filters "$? $(code_of "$out")" "1 105"
+ip netns del ${PREFIX}k1	# no DEL: the device goes, the record stays
+mkns ${PREFIX}k2
+out=$(rt ADD "$T/clsact.conflist" "$(cid 74)" /run/netns/${PREFIX}k2 "K8S_POD_NAME=k1")
+rc=$?
+expect_eq clsact_stale_gives_way "$rc $("$PI" -N $CLN -j pod list | jq length) $(code_of "$out")" "0 1 null"
+rt DEL "$T/clsact.conflist" "$(cid 74)" /run/netns/${PREFIX}k2 >/dev/null
+NOPREV=1 rt DEL "$T/clsact.conflist" "$(cid 73)" "" >/dev/null
+ip netns del ${PREFIX}k2
+check clsact_node_down "$PI" -N $CLN node down
+
+# ---- DEL needs neither CNI_NETNS nor CNI_ARGS: what ADD would refuse there does
+# not keep a pod from going (it did: code 4)
+mkns ${PREFIX}dx
+rt ADD "$T/ptp10.conflist" "$(cid 75)" /run/netns/${PREFIX}dx "K8S_POD_NAME=dx" >/dev/null
+out=$(pi_direct DEL "$(podconf 1.0.0)" "$(cid 75)" "/run/netns/$(printf 'x%.0s' $(seq 300))" eth0 "IgnoreUnknown=1;junk")
+expect_eq del_bad_netns_args "$? $(pod_name dx)" "0 "
+NOPREV=1 rt DEL "$T/ptp10.conflist" "$(cid 75)" "" >/dev/null
+ip netns del ${PREFIX}dx
 
 # ---- 32 concurrent ADDs, then 32 concurrent DELs --------------------------------
 # The node is down first: the 32 race to bring it up, and one does.
