@@ -749,7 +749,7 @@ static void netkit_tag(const struct inject_state *s, char *buf, size_t len)
 }
 
 /* A netkit pod's guard follows the CNI's program at the peer hook. */
-static int inject_feature_check(struct pi_node *n, const struct pi_pod_info *pod)
+int inject_guard_follow(const struct pi_node *n, const struct pi_pod_info *pod)
 {
 	struct inject_state s;
 	int err;
@@ -761,12 +761,18 @@ static int inject_feature_check(struct pi_node *n, const struct pi_pod_info *pod
 	return err;
 }
 
+static int inject_feature_check(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	return inject_guard_follow(n, pod);
+}
+
 int inject_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
 {
 	struct pi_inject_key key, next, *prev = NULL;
 	struct pi_inject_stats_key skey, snext, *sprev = NULL;
 	struct pi_inject_target t;
 	struct inject_state s;
+	int removed = 0;
 
 	if (inject_open(n, &s, false))
 		return 0;
@@ -775,6 +781,7 @@ int inject_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
 		    (!bpf_map_lookup_elem(s.maps[IM_AUTH], &next, &t) &&
 		     t.target_ifindex == pod->ifindex)) {
 			bpf_map_delete_elem(s.maps[IM_AUTH], &next);
+			removed++;
 			prev = NULL;
 			continue;
 		}
@@ -793,8 +800,13 @@ int inject_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
 	}
 	if (head_attached(&s, pod))
 		head_detach(n, &s, pod);
+	/* the reply hook a probe (or a proxy rule) put on the pod's eth0:
+	 * a pin named by the ifindex, which a later pod may get */
+	detach_in_pod(n, &s, pod, "reply");
 	head_roles_clear(&s, pod->ifindex);
-	netkit_guards_sync_all(n, &s);
+	/* the guards follow the grants: only these were taken */
+	if (removed)
+		netkit_guards_sync_all(n, &s);
 	inject_close(&s);
 	return 0;
 }
@@ -1097,8 +1109,24 @@ static void inject_feature_forget(struct pi_node *n, const struct pi_pod_info *p
 	inject_forget_pod(n, pod);
 }
 
+/* A pod starts with nothing a former pod of its ifindex left: grants as
+ * or for that ifindex, its statistics, its head's and reply hook's pins
+ * (a probe killed, or a pod gone while a probe waited, leaves them). Its
+ * device is new: the pins are only unlinked. */
+static int inject_feature_reset(struct pi_node *n, const struct pi_pod_info *pod)
+{
+	struct inject_state s;
+
+	if (inject_open(n, &s, false))
+		return 0;
+	reply_hook_unpin(&s, pod);
+	inject_close(&s);
+	return inject_forget_pod(n, pod);
+}
+
 const struct pi_feature inject_feature = {
 	.name = "inject",
 	.leave_pod = inject_feature_forget,
+	.reset_pod = inject_feature_reset,
 	.check_pod = inject_feature_check,
 };

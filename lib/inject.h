@@ -83,6 +83,12 @@ uint32_t inject_granted_path(const struct inject_state *s,
 int netkit_guard_sync(const struct pi_node *n, struct inject_state *s,
 		      const struct pi_pod_info *pod);
 void netkit_guards_sync_all(const struct pi_node *n, struct inject_state *s);
+/* netkit_guard_sync for one pod, the injection's objects opened for it (a
+ * node without them: 0). Call after a change of the programs at a netkit
+ * pod's peer hook: the guard runs exactly the one there that is not the
+ * injection's, and with more than one it drops injected packets rather
+ * than let them past the others. */
+int inject_guard_follow(const struct pi_node *n, const struct pi_pod_info *pod);
 
 /* The reply hook (pod_reply at the pod's eth0 ingress, inside its
  * namespace), shared by proxying and probing: attached once, released

@@ -19,6 +19,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "attach.h"
+#include "inject.h"
 #include "kernel_features.h"
 #include "lib.h"
 #include "percpu.h"
@@ -310,6 +311,12 @@ int pod_policy_programs(const struct pi_node *n, const struct pi_pod_info *pod,
 		detach_pod(n, pod);
 	}
 	netns_restore(saved);
+	/* A netkit pod's guard runs the one program at its peer hook that
+	 * is not the injection's: it must follow (a guard still running the
+	 * CNI's program alone would let injected packets past the policy
+	 * now in front of it). */
+	if (pod->flags & PI_POD_NETKIT)
+		inject_guard_follow(n, pod);
 	return err;
 }
 
@@ -906,9 +913,32 @@ int pi_pod_counters(struct pi_node *n, const struct pi_pod_info *pod,
 	return pod_stats_sum(n, pod->id, out);
 }
 
+/* clsact: whether the filter at the node's priority and handle on the
+ * pod's device runs the program `fd` (the pin's). A filter goes with its
+ * device, or with `tc filter del`, and leaves the pin behind. */
+static bool filter_runs(const struct pi_node *n, const struct pi_pod_info *pod,
+			enum pi_hook hook, int fd)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, tc_hook, .ifindex = pod->ifindex,
+			    .attach_point = hook == PI_HOOK_INGRESS ?
+					    BPF_TC_INGRESS : BPF_TC_EGRESS);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, q, .handle = 1,
+			    .priority = PI_PRIO_DATAPATH);
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+	int saved, err;
+
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) || node_enter(n, &saved))
+		return false;
+	err = bpf_tc_query(&tc_hook, &q);
+	netns_restore(saved);
+	return !err && q.prog_id == info.id;
+}
+
 /* Each program the pod must have: its link pin (tcx) or program pin
- * (clsact) exists exactly while it is attached, and for tcx the link must
- * still be on the pod's device. */
+ * (clsact) exists while it is attached; the link must still be on the
+ * pod's device (tcx, netkit), the filter there run the pinned program
+ * (clsact). */
 int pi_pod_check(struct pi_node *n, const struct pi_pod_info *pod)
 {
 	static const char *const hooks[] = { "egress", "ingress" };
@@ -940,6 +970,13 @@ int pi_pod_check(struct pi_node *n, const struct pi_pod_info *pod)
 		      * xdp links do; Debian's uapi headers predate them. */
 		     info.xdp.ifindex != pod->ifindex)) {
 			pr_err("pod '%s': its %s program's link is no longer on %s",
+			       pod->name, hooks[i], pod->hostdev);
+			err = -ENOLINK;
+		} else if (node_attach_mode(n) == PI_ATTACH_CLSACT &&
+			   !(pod->flags & PI_POD_NETKIT) &&
+			   !filter_runs(n, pod, i ? ingress_hook(pod) :
+						    egress_hook(pod), fd)) {
+			pr_err("pod '%s': its %s program's filter is no longer on %s",
 			       pod->name, hooks[i], pod->hostdev);
 			err = -ENOLINK;
 		}

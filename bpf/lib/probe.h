@@ -64,6 +64,10 @@ static __always_inline int icmp_flow(struct __sk_buff *skb,
 			__builtin_memcpy(&k->pod_port, l4, 2);
 			__builtin_memcpy(&k->dst_port, l4 + 2, 2);
 		}
+		/* about a packet of the pod's that receives it, or of none
+		 * (a pod may send any pod errors that quote its flows) */
+		if (!addr_eq(&k->pod, &p->daddr))
+			return -1;
 		*kind = PI_PROBE_UNREACH;
 		return 0;
 	}
@@ -84,6 +88,10 @@ static __always_inline int icmp_flow(struct __sk_buff *skb,
 			__builtin_memcpy(&k->pod_port, l4, 2);
 			__builtin_memcpy(&k->dst_port, l4 + 2, 2);
 		}
+		/* about a packet of the pod's that receives it, or of none
+		 * (a pod may send any pod errors that quote its flows) */
+		if (!addr_eq(&k->pod, &p->daddr))
+			return -1;
 		*kind = PI_PROBE_UNREACH;
 		return 0;
 	}

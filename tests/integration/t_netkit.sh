@@ -14,7 +14,7 @@
 # injected, on every path (fast; the netkit fallback with its guard).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=116
+EXPECT=126
 PREFIX=nk-
 N=nk-n
 T=10.244.0.10
@@ -285,6 +285,30 @@ check none_rules_gone sh -c "'$PI' -N $N policy del nk-x ingress all && '$PI' -N
 expect_eq none_programs_gone "$(nxchain | paste -sd '|')" "|"
 expect_eq none_open_again "$(udp nk-d $D $X 7300 5)" 5
 check none_del pi -N $N pod del nk-x
+# Such a pod with its plugin's program at its peer hook, a grant on the
+# netkit fallback (the guard runs that program for injected packets),
+# then its first rule: podinject's program comes in front of the
+# plugin's, and the guard must follow. It kept running the plugin's
+# alone, so injected packets went past the new rule (found by a review).
+# With two programs there it now drops them (fail closed); without the
+# rule it runs the plugin's again.
+Y=10.244.0.18
+ip netns add nk-ny
+check guardpol_pair in_ns $N "$BUILD/mknetkit" nk-ny0 eth0 nk-ny
+in_ns nk-ny ip addr add $Y/32 dev eth0
+in_ns nk-ny ip route add default dev eth0
+in_ns $N ip route add $Y/32 dev nk-ny0
+check guardpol_adopt pi -N $N pod adopt nk-y --netns nk-ny --dev nk-ny0 --ip $Y --no-datapath
+check guardpol_plugin_program "$BUILD/tcx-attach" attach "$BUILD/foreign.bpf.o" foreign_count $N nk-ny0 peer /sys/fs/bpf/${PREFIX}cniy
+check guardpol_grant pi -N $N inject allow nk-i --as nk-y --path fallback
+expect_eq guardpol_injected_before "$(udp nk-i $Y $D 7310 5)" 5
+check guardpol_rule pi -N $N policy add nk-y egress deny to $D/32 proto udp port 7310
+expect_eq guardpol_injected_not_past_rule "$(udp nk-i $Y $D 7310 5)" 0
+check guardpol_rule_gone pi -N $N policy del nk-y egress all
+expect_eq guardpol_injected_after "$(udp nk-i $Y $D 7310 5)" 5
+check guardpol_del pi -N $N pod del nk-y
+ip netns del nk-ny
+rm -rf /sys/fs/bpf/${PREFIX}cniy
 in_ns $N sysctl -qw net.ipv4.ip_forward=0
 ip netns del nk-nx
 

@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=146
+EXPECT=154
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -438,6 +438,38 @@ expect_eq replaced_source_reply_hook_kept "$(c_hooks)" "$hooks_c"
 expect_eq replaced_source_proxy_auth_kept "$("$PI" -N $X -j inject list | jq -r '[.[] | select(.injector == "tq-d") | .as] | join(",")')" tq-c
 check replaced_source_old_pin_gone test ! -e "$INJ/link_reply_$old_c"
 check replaced_source_unproxied pi -N $X proxy del tq-d --for tq-c
+rm -f /tmp/tq$$.g
+
+# ---- The same, the new pod at the deleted one's ifindex (a device made
+# with an explicit index; the kernel's counter come round): the reply
+# hook's pin under that ifindex was the deleted pod's and goes with it,
+# so the new pod's proxy rule gets a hook of its own on the new eth0 (the
+# pin stayed, `proxy add` took it for the new pod's and attached nothing,
+# and the probe's teardown then left it as the new pod's: found by a
+# review)
+old_c=$("$PI" -N $X -j pod show tq-c | jq .host_ifindex)
+set -m
+"$PI" -N $X -j probe --from tq-c --to 10.244.0.99 --timeout 5000 >/tmp/tq$$.g 2>/dev/null &
+bg=$!
+set +m
+probing_now
+check same_index_deleted pi -N $X pod del tq-c
+ip netns add tq-c
+ip -n $X link add tq-ci index "$old_c" type veth peer name eth0 netns tq-c
+ip -n tq-c addr add 10.244.0.12/32 dev eth0
+ip -n tq-c link set eth0 up
+ip -n $X link set tq-ci up
+check same_index_adopted pi -N $X pod adopt tq-c --netns tq-c --dev tq-ci --ip 10.244.0.12
+expect_eq same_index_taken "$("$PI" -N $X -j pod show tq-c | jq .host_ifindex)" "$old_c"
+check same_index_proxied pi -N $X proxy add tq-d --port 15001 --for tq-c
+expect_eq same_index_reply_hooked "$("$BUILD/tcx-attach" query tq-c eth0 ingress 2>/dev/null)$(in_ns tq-c tc filter show dev eth0 ingress | grep -c 'pod_reply')" \
+	"$([ "$(pi -N $X -j node show | jq -r .attach)" = clsact ] && echo 1 || echo pod_reply0)"
+wait $bg
+expect_eq same_index_probe_done "$?:$(jq '.probes | length' /tmp/tq$$.g)" 0:1
+check same_index_unproxied pi -N $X proxy del tq-d --for tq-c
+check same_index_pod_del pi -N $X pod del tq-c
+ip -n $X link del tq-ci 2>/dev/null
+ip netns del tq-c 2>/dev/null
 rm -f /tmp/tq$$.g
 
 kill $srv $srv6 2>/dev/null

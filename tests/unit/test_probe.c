@@ -160,6 +160,17 @@ UNIT_TEST(probe_icmp_unreachable_quotes_the_probe)
 	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "unreachable taken");
 	ASSERT_EQ(fx.last.kind, PI_PROBE_UNREACH, "refused");
 	ASSERT_EQ(fx.last.probe_id, 10, "probe id");
+	/* the same quote sent to another pod (10.0.0.3) is no answer to the
+	 * probe: any pod may send one, and would make a probe of another
+	 * pod refused and have the error taken (found by a review) */
+	fx.last.kind = 0;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.3", IPPROTO_ICMP, 0, 0, 0, (uint16_t)(ilen - 14) });
+	pkt[34] = 3;
+	pkt[35] = 3;
+	memcpy(pkt + 34 + 8, inner + 14, ilen - 14);
+	ASSERT_EQ(run(&fx, pkt, len), PI_NEXT, "another pod's error passes");
+	ASSERT_EQ(fx.last.kind, 0, "no answer of the probe");
 	fx_teardown(&fx);
 }
 
