@@ -449,18 +449,22 @@ static void trial_both_shut(SSL_CTX *cctx, SSL_CTX *sctx, struct verdict *v)
 		snprintf(v->spun, sizeof(v->spun),
 			 "answer of %llu, buffer queued %zu of %zu",
 			 r.srv_sent, r.c->down.queued, r.c->down.cap);
-	for (int i = 0; i < 10000 && !r.c->dead; i++) {
+	/* the connection ends here, and is freed at the end of the batch
+	 * that ends it: only the count of open connections says so */
+	for (int i = 0; i < 10000 && nconns; i++) {
 		app_read(&r);
 		proxy_settle();
 	}
 	app_read(&r);
 	if ((r.srv_got != 1000 || r.app_got != r.srv_sent ||
-	     r.srv_sent < want || r.bad_byte || !r.c->dead) && !v->lost[0])
+	     r.srv_sent < want || r.bad_byte || nconns) && !v->lost[0])
 		snprintf(v->lost, sizeof(v->lost),
 			 "request %llu of 1000, answer %llu of %llu, application got %llu%s%s",
 			 r.srv_got, r.srv_sent, want, r.app_got,
 			 r.bad_byte ? ", a wrong byte" : "",
-			 r.c->dead ? "" : ", the connection not done");
+			 nconns ? ", the connection not done" : "");
+	if (!nconns)
+		r.c = NULL;	/* freed */
 	relay_close(&r);
 }
 
