@@ -1596,9 +1596,9 @@ static int cmd_icmp_too_big(int argc, char **argv)
 
 static int cmd_udp6_ext(int argc, char **argv)
 {
-	uint8_t pkt[40 + 32 * 8 + 8 + 16] = { 0 }, *udp;
+	uint8_t pkt[40 + 32 * 8 + 8 + 16] = { 0 }, ph[40 + 8 + 16] = { 0 }, *udp;
 	long port, count, nhdrs, sent = 0;
-	uint32_t sum = 0;
+	uint16_t csum;
 	int fd, len, plen;
 	union sa to;
 
@@ -1634,20 +1634,14 @@ static int cmd_udp6_ext(int argc, char **argv)
 	udp[3] = port & 0xff;
 	udp[5] = 8 + 16;
 	memcpy(udp + 8, "podinject udp6x", 16);
-	/* the checksum over the pseudo-header: addresses, length, next
-	 * header (UDP), then the datagram */
-	for (int i = 8; i < 40; i += 2)
-		sum += (uint32_t)pkt[i] << 8 | pkt[i + 1];
-	sum += 8 + 16 + IPPROTO_UDP;
-	for (int i = 0; i < 8 + 16; i += 2)
-		sum += (uint32_t)udp[i] << 8 | udp[i + 1];
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	sum = ~sum & 0xffff;
-	if (!sum)
-		sum = 0xffff;
-	udp[6] = sum >> 8;
-	udp[7] = sum & 0xff;
+	/* the checksum over the pseudo-header (addresses, length, next
+	 * header) and the datagram; 0 is sent as all ones */
+	memcpy(ph, pkt + 8, 32);
+	ph[35] = 8 + 16;
+	ph[39] = IPPROTO_UDP;
+	memcpy(ph + 40, udp, 8 + 16);
+	csum = ip_csum(ph, sizeof(ph));
+	memcpy(udp + 6, &(uint16_t){ csum ? csum : 0xffff }, 2);
 	fd = socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
 	if (fd < 0) {
 		fprintf(stderr, "%s: udp6-ext: %s\n", prog, strerror(errno));
