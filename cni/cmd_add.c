@@ -107,9 +107,12 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 	err = cni_pi_adopt(node, conf, env, pair.host_name,
 			   has4 ? &ip4 : NULL, has6 ? &ip6 : NULL, &pod);
 	if (err == -EEXIST) {
-		/* The runtime repeating an ADD that went through. */
+		/* The runtime repeating an ADD that went through, and the
+		 * pod is whole: else (a crash, the node lost its programs)
+		 * its record is a leftover, and gives way below. */
 		if (!pi_pod_get_by_attach_id(node, env->attach_id, &same) &&
-		    same.ifindex == (uint32_t)pair.host_ifindex) {
+		    same.ifindex == (uint32_t)pair.host_ifindex &&
+		    !stale(node, &same)) {
 			cni_log(PI_LOG_INFO, "pod %s is attached already", same.name);
 			err = 0;
 		} else if (!clear_stale(node, env, pair.host_ifindex,
@@ -147,6 +150,85 @@ out:
 	return ret;
 }
 
+/* Main mode, before IPAM runs: a repeated ADD of an attachment that is
+ * up (the spec forbids it; a runtime may still send it) fails without
+ * touching the pod. Asked first, host-local refuses a second address for
+ * the attachment, and the DEL that undoes a failed ADD would give the
+ * live pod's address back: the pod would keep an address IPAM hands to
+ * the next pod. A record of this attachment that is a leftover (its
+ * device gone) goes, and *release says that its address is to be given
+ * back before IPAM is asked again. The node is brought up here when it
+ * is not yet: the ADD needs it anyway. */
+static int main_prior(const struct cni_conf *conf, const struct cni_env *env,
+		      bool *release, struct cni_err *e)
+{
+	struct pi_node *node = NULL;
+	struct pi_pod_info old;
+	int err, ret = 0;
+
+	*release = false;
+	err = cni_pi_open(conf, true, &node);
+	if (err)
+		return cni_pi_open_fail(e, err, conf);
+	err = pi_pod_get_by_attach_id(node, env->attach_id, &old);
+	if (err == -ESRCH)
+		goto out;
+	if (err) {
+		ret = cni_pi_fail(e, err, "cannot read the node's pods", conf);
+		goto out;
+	}
+	if (!stale(node, &old)) {
+		ret = cni_fail(e, CNI_ERR_EXISTS, "the attachment is added already",
+			       "pod %s (device %s) is attachment %s; DEL it before adding it again",
+			       old.name, old.hostdev, env->attach_id);
+		goto out;
+	}
+	cni_log(PI_LOG_WARN, "pod %s of attachment %s has lost its device; removing it and its address",
+		old.name, old.attach_id);
+	err = pi_pod_del(node, old.name);
+	if (err && err != -ESRCH)
+		ret = cni_pi_fail(e, err, "cannot remove the attachment's leftover", conf);
+	else
+		*release = true;
+out:
+	pi_node_close(node);
+	return ret;
+}
+
+/* Whether a pod of this attachment is up: its address is its own then,
+ * and a failed ADD of the same attachment (a repeat racing the first one)
+ * must not give it back. Not known (the node cannot be read): no. */
+static bool attachment_up(const struct cni_conf *conf,
+			  const struct cni_env *env)
+{
+	struct pi_node *node = NULL;
+	struct pi_pod_info pod;
+	bool up;
+
+	if (pi_node_open(conf->node, PI_OPEN_READ, conf->lock_timeout_ms,
+			 &node))
+		return false;
+	up = !pi_pod_get_by_attach_id(node, env->attach_id, &pod) &&
+	     !stale(node, &pod);
+	pi_node_close(node);
+	return up;
+}
+
+/* A failed ADD gives its addresses back, unless they are a live pod's. */
+static void ipam_undo(const struct cni_conf *conf, const struct cni_env *env)
+{
+	struct cni_err ignore;
+
+	if (attachment_up(conf, env)) {
+		cni_log(PI_LOG_WARN, "attachment %s is up: its address stays",
+			env->attach_id);
+		return;
+	}
+	if (cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
+		cni_log(PI_LOG_ERROR, "cannot undo IPAM: %s: %s", ignore.msg,
+			ignore.details);
+}
+
 static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
 			struct cni_err *e)
 {
@@ -156,18 +238,22 @@ static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
 	struct cni_err ignore;
 	json_t *ipam_res = NULL, *res;
 	char hostdev[16];
-	bool has4, has6, added = false;
+	bool has4, has6, added = false, release;
 	int err, ret = -1;
 
 	if (conf->prev_result)
 		cni_log(PI_LOG_WARN, "main mode ignores the prevResult it was given");
+	if (main_prior(conf, env, &release, e))
+		return -1;
+	cni_step("prior");
+	if (release && cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
+		cni_log(PI_LOG_WARN, "cannot give back the leftover's address: %s: %s",
+			ignore.msg, ignore.details);
 	if (cni_ipam_exec(conf, env, "ADD", &ipam_res, e)) {
 		/* The plugin ran (and may hold an address it never reported,
 		 * timed out or cut off): it gets its DEL. */
-		if (e->code == CNI_ERR_IPAM &&
-		    cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
-			cni_log(PI_LOG_ERROR, "cannot undo IPAM: %s: %s",
-				ignore.msg, ignore.details);
+		if (e->code == CNI_ERR_IPAM)
+			ipam_undo(conf, env);
 		return -1;
 	}
 	cni_step("ipam");
@@ -210,10 +296,8 @@ out:
 	}
 	pi_node_close(node);
 	cni_step("close");
-	/* A failed ADD gives its addresses back. */
-	if (ret && ipam_res && cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
-		cni_log(PI_LOG_ERROR, "cannot undo IPAM: %s: %s", ignore.msg,
-			ignore.details);
+	if (ret && ipam_res)
+		ipam_undo(conf, env);
 	json_decref(ipam_res);
 	return ret;
 }

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=267
+EXPECT=283
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -284,7 +284,7 @@ check del_netns_gone_twice rt DEL "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}
 # ---- CHECK reports a pod whose programs are missing ---------------------------
 mkns ${PREFIX}ck
 id=$(cid 42)
-rt ADD "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck "K8S_POD_NAME=ck" >/dev/null
+prev=$(rt ADD "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck "K8S_POD_NAME=ck" | jq -c .)
 check check_ok rt CHECK "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck
 dev=$(pod_json ck | jq -r .hostdev)
 ifx=$(pod_json ck | jq -r .host_ifindex)
@@ -302,6 +302,15 @@ out=$(rt CHECK "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck)
 rc=$?
 check_fails check_missing_programs test "$rc" = 0
 expect_eq check_missing_programs_code "$(code_of "$out")" 105
+# The runtime repeats the ADD (after a crash, say): the record of the
+# attachment is not the pod "attached already", it is a leftover of a pod
+# that lost its programs; it gives way and the pod is whole again. (A
+# build before the fix answered "attached already" and left the pod
+# without its programs: CHECK failed after the ADD succeeded.)
+out=$(pi_direct ADD "$(podconf 1.0.0 "$prev")" "$id" /run/netns/${PREFIX}ck eth0 "IgnoreUnknown=1;K8S_POD_NAME=ck")
+expect_eq repeat_after_loss_add $? 0
+check repeat_after_loss_whole rt CHECK "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck
+expect_eq repeat_after_loss_same_device "$(pod_json ck | jq -r .host_ifindex)" "$ifx"
 check check_missing_del rt DEL "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck
 out=$(rt CHECK "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck)
 check_fails check_after_del test "$?" = 0
@@ -678,9 +687,52 @@ for v in 100 040; do
 	expect_eq main_${v}_del_no_netns $? 0
 	ip netns del $ns
 done
-# Main mode's steps: the IPAM plugin, the node, the pod's own pair.
-check main_add_steps_logged grep -qE ' debug ADD [0-9]+: took [0-9.]+ ms: stdin [0-9.]+, conf [0-9.]+, ipam [0-9.]+, node [0-9.]+, add [0-9.]+, close [0-9.]+$' "$LOG"
+# Main mode's steps: the node and the attachment looked at, the IPAM
+# plugin, the node, the pod's own pair.
+check main_add_steps_logged grep -qE ' debug ADD [0-9]+: took [0-9.]+ ms: stdin [0-9.]+, conf [0-9.]+, prior [0-9.]+, ipam [0-9.]+, node [0-9.]+, add [0-9.]+, close [0-9.]+$' "$LOG"
 check main_check_steps_logged grep -qE ' debug CHECK [0-9]+: took [0-9.]+ ms: stdin [0-9.]+, conf [0-9.]+, node [0-9.]+, check [0-9.]+, close [0-9.]+, ipam [0-9.]+$' "$LOG"
+# An ADD repeated while the pod is up (the spec forbids it; a runtime may
+# still send it) fails with code 103 and leaves the pod as it was: its
+# address leased, its device, its traffic. A build before the fix asked
+# host-local first, which refused a second address for the attachment,
+# and gave the live pod's address back on the way out: the pod kept an
+# address IPAM would hand to the next pod.
+mkns ${PREFIX}mr
+id=$(cid 121)
+res=$(rt ADD "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr "K8S_POD_NAME=mr")
+expect_eq main_repeat_first $? 0
+mr_ip=$(pod_json mr | jq -r .ipv4)
+mr_dev=$(pod_json mr | jq -r .hostdev)
+mkns ${PREFIX}ptp2
+rt ADD "$T/ptp10.conflist" "$(cid 98)" /run/netns/${PREFIX}ptp2 "K8S_POD_NAME=ptp2" >/dev/null
+out=$(rt ADD "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr "K8S_POD_NAME=mr")
+rc=$?
+expect_eq main_repeat_refused "$rc $(code_of "$out")" "1 103"
+expect_eq main_repeat_lease_kept "$(leases ${PREFIX}main100)" 1
+expect_eq main_repeat_lease_is_its "$(head -1 "$T/ipam/main/${PREFIX}main100/$mr_ip" 2>/dev/null | tr -d "\r")" "$id"
+expect_eq main_repeat_pod_kept "$(pod_json mr | jq -r '"\(.ipv4) \(.hostdev)"')" "$mr_ip $mr_dev"
+expect_eq main_repeat_traffic "$(udp_count ${PREFIX}ptp2 ${PREFIX}mr "$mr_ip" 7402 4)" 4
+check main_repeat_check rt CHECK "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr
+check main_repeat_del rt DEL "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr
+expect_eq main_repeat_lease_freed "$(leases ${PREFIX}main100)" 0
+ip netns del ${PREFIX}mr
+# The pod's namespace goes without a DEL (its pair with it), and the
+# runtime adds the attachment again: the record is a leftover, the old
+# lease is given back and the attachment gets an address anew (before:
+# host-local refused, the ADD failed, code 106).
+id=$(cid 122)
+mkns ${PREFIX}mr
+rt ADD "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr "K8S_POD_NAME=mr" >/dev/null
+ip netns del ${PREFIX}mr
+mkns ${PREFIX}mr
+out=$(rt ADD "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr "K8S_POD_NAME=mr")
+expect_eq main_readd_after_loss "$? $(leases ${PREFIX}main100) $(pod_json mr | jq -r .ipv4)" "0 1 $(jq -r '.ips[0].address' <<<"$out" | cut -d/ -f1)"
+check main_readd_after_loss_check rt CHECK "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr
+check main_readd_del rt DEL "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr
+expect_eq main_readd_lease_freed "$(leases ${PREFIX}main100)" 0
+ip netns del ${PREFIX}mr
+rt DEL "$T/ptp10.conflist" "$(cid 98)" /run/netns/${PREFIX}ptp2 >/dev/null
+ip netns del ${PREFIX}ptp2
 # A failed main ADD (the interface name is taken in the pod) undoes all,
 # the IPAM lease included; DEL after it succeeds.
 mkns ${PREFIX}mf
