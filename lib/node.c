@@ -221,12 +221,94 @@ void pi_node_close(struct pi_node *n)
 	free(n);
 }
 
+/* Whether the pin directory `dir`, whose lock the caller holds, is what a
+ * `node up` cut off before the node was whole left (a plugin killed while
+ * it brought its node up): no configuration, or one never written, and
+ * nothing in use (no pod recorded, no link pinned). A node that lost its
+ * configuration pin after it had pods is broken, not cut off: its pins
+ * are for `node down` to remove, not for the next `node up`. */
+static bool making_cut_off(const char *dir)
+{
+	char path[PATH_MAX];
+	uint8_t raw[512];
+	uint32_t value_size, abi;
+	struct dirent *de;
+	bool cut = true, blank;
+	int err, fd;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/%s", dir,
+		 node_map_names[M_NODE_CONFIG]);
+	err = node_config_read(path, raw, sizeof(raw), &value_size, &abi,
+			       &blank);
+	if (err != -ENOENT && (err || !blank))
+		return false;
+	snprintf(path, sizeof(path), "%s/%s", dir, node_map_names[M_PODS]);
+	fd = bpf_obj_get(path);
+	if (fd >= 0) {
+		uint8_t key[64];
+
+		cut = bpf_map_get_next_key(fd, NULL, key) && errno == ENOENT;
+		close(fd);
+	} else if (errno != ENOENT) {
+		return false;
+	}
+	d = opendir(dir);
+	if (!d)
+		return false;
+	while (cut && (de = readdir(d)))
+		if (!strncmp(de->d_name, "link_", 5))
+			cut = false;
+	closedir(d);
+	return cut;
+}
+
+/* The pin directory `node up` wants is there. A node that is up (or
+ * being made, or taken down) keeps it: -EALREADY. What a making cut off
+ * left goes, and 0 says to make the node again. `node up` holds the
+ * lock from just after its mkdir until the node is whole, so a directory
+ * that is locked free and not whole is a making that died; but for the
+ * instant between that mkdir and its lock, which is why this lets go
+ * and looks again for as long as opening the node waits (1 s) before it
+ * believes it. Nothing of such a node is in use: pods, links and hooks
+ * all come after its configuration. */
+static int reclaim_cut_off(const char *name, const char *dir, int timeout_ms)
+{
+	int fd = -1, rm;
+
+	for (int tries = 0;; tries++) {
+		fd = node_lock_dir(dir, NODE_LOCK_EXCLUSIVE, timeout_ms);
+		if (fd == -ENOENT)
+			return 0;	/* taken down meanwhile */
+		if (fd < 0)
+			return -EALREADY;
+		if (!making_cut_off(dir)) {
+			close(fd);
+			return -EALREADY;
+		}
+		if (tries == 100)
+			break;
+		close(fd);
+		usleep(10 * 1000);
+	}
+	pr_warn("node '%s': a 'node up' was cut off before the node was whole; removing what it left in %s",
+		name, dir);
+	rm = rm_tree(dir);
+	close(fd);
+	if (rm) {
+		pr_err("cannot remove %s: %s", dir, strerror(-rm));
+		return rm;
+	}
+	return 0;
+}
+
 /* The pin directory `node up` makes: a host node's is keyed by the
  * namespace it is made in, a named node's by its name. Either is refused
  * where a command would find another node of that name first: the host
  * node of this namespace, or one pinned before the keying whose namespace
  * is this one. */
-static int node_up_dir(const char *name, bool host, char *path, size_t len)
+static int node_up_dir(const char *name, bool host, int timeout_ms,
+		       char *path, size_t len)
 {
 	char plain[PATH_MAX];
 	uint64_t ino;
@@ -239,7 +321,7 @@ static int node_up_dir(const char *name, bool host, char *path, size_t len)
 		       strerror(-err));
 		return err;
 	}
-	if (!access(path, F_OK)) {
+	if (!access(path, F_OK) && reclaim_cut_off(name, path, timeout_ms)) {
 		pr_err("node '%s' is already up (the host node of this namespace)",
 		       name);
 		return -EALREADY;
@@ -247,7 +329,8 @@ static int node_up_dir(const char *name, bool host, char *path, size_t len)
 	snprintf(plain, sizeof(plain), "%s/%s", PI_PIN_ROOT, name);
 	if (!host) {
 		snprintf(path, len, "%s", plain);
-		if (!access(path, F_OK)) {
+		if (!access(path, F_OK) &&
+		    reclaim_cut_off(name, path, timeout_ms)) {
 			pr_err("node '%s' is already up", name);
 			return -EALREADY;
 		}
@@ -446,7 +529,7 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 		return err;
 	}
 	node_sweep_stale();
-	err = node_up_dir(name, o->host, dir, sizeof(dir));
+	err = node_up_dir(name, o->host, o->lock_timeout_ms, dir, sizeof(dir));
 	if (!err)
 		err = node_up_kernel(o, &feat);
 	if (err)
@@ -454,6 +537,11 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 
 	err = make_pin_dir(dir);
 	if (err == -EEXIST) {
+		err = reclaim_cut_off(name, dir, o->lock_timeout_ms);
+		if (!err)
+			err = make_pin_dir(dir);
+	}
+	if (err == -EEXIST || err == -EALREADY) {
 		pr_err("node '%s' is already up", name);
 		return -EALREADY;
 	}

@@ -258,34 +258,69 @@ static int incomplete(const struct pi_node *n, const char *path)
  * filled only when the layout is this build's. With `any`, any version
  * is accepted (the upgrader, lib/upgrade.c, decides what to do); else a
  * node of another version is refused with the way out in the message. */
-static int check_abi(struct pi_node *n, bool any)
+int node_config_read(const char *path, uint8_t *raw, size_t len,
+		     uint32_t *value_size, uint32_t *abi, bool *blank)
 {
 	struct bpf_map_info info = {};
-	__u32 len = sizeof(info);
-	char path[PATH_MAX];
-	uint8_t raw[512];
-	uint32_t zero = 0, abi = 0, from;
+	__u32 info_len = sizeof(info);
+	uint32_t zero = 0;
 	int fd, err = 0;
 
-	node_pin_path(n, path, sizeof(path), "%s", node_map_names[M_NODE_CONFIG]);
+	*abi = 0;
+	*blank = false;
 	fd = bpf_obj_get(path);
 	if (fd < 0)
-		return incomplete(n, path);
-	if (bpf_obj_get_info_by_fd(fd, &info, &len)) {
+		return -errno;
+	if (bpf_obj_get_info_by_fd(fd, &info, &info_len)) {
 		err = -errno;
-		pr_err("node '%s': cannot read %s: %s", n->name, path,
-		       strerror(-err));
 		close(fd);
 		return err;
 	}
-	if (info.value_size >= 48 && info.value_size <= sizeof(raw) &&
-	    !bpf_map_lookup_elem(fd, &zero, raw))
-		memcpy(&abi, raw + 44, sizeof(abi));
+	*value_size = info.value_size;
+	if (info.value_size >= 48 && info.value_size <= len &&
+	    !bpf_map_lookup_elem(fd, &zero, raw)) {
+		memcpy(abi, raw + 44, sizeof(*abi));
+		*blank = true;
+		for (uint32_t i = 0; i < info.value_size; i++)
+			if (raw[i])
+				*blank = false;
+	}
 	close(fd);
-	if (info.value_size == sizeof(n->cfg))
+	return 0;
+}
+
+static int check_abi(struct pi_node *n, bool any)
+{
+	char path[PATH_MAX];
+	uint8_t raw[512];
+	uint32_t abi, from, value_size;
+	bool blank;
+	int err;
+
+	node_pin_path(n, path, sizeof(path), "%s", node_map_names[M_NODE_CONFIG]);
+	err = node_config_read(path, raw, sizeof(raw), &value_size, &abi,
+			       &blank);
+	if (err == -ENOENT) {
+		errno = ENOENT;
+		return incomplete(n, path);
+	}
+	if (err) {
+		pr_err("node '%s': cannot read %s: %s", n->name, path,
+		       strerror(-err));
+		return err;
+	}
+	if (value_size == sizeof(n->cfg))
 		memcpy(&n->cfg, raw, sizeof(n->cfg));
 	n->cfg.abi = abi;
-	if (any || (abi == PI_ABI_VERSION && info.value_size == sizeof(n->cfg)))
+	/* Every build writes the node's name into the configuration `node
+	 * up` pins (builds before the version was recorded too). One that is
+	 * all zeros a `node up` pinned and never wrote: it was cut off. */
+	if (blank) {
+		pr_err("node '%s' is incomplete: %s was never written (a 'node up' cut off)",
+		       n->name, path);
+		return -ENOENT;
+	}
+	if (any || (abi == PI_ABI_VERSION && value_size == sizeof(n->cfg)))
 		return 0;
 	from = abi & ~PI_ABI_UPGRADING;
 	if (abi & PI_ABI_UPGRADING)
@@ -294,7 +329,7 @@ static int check_abi(struct pi_node *n, bool any)
 		      from, n->name);
 	else if (abi == PI_ABI_VERSION)
 		pr_err("node '%s' is damaged: its configuration is %u bytes, not %zu; remove it with 'podinject -N %s node down --force'",
-		      n->name, info.value_size, sizeof(n->cfg), n->name);
+		      n->name, value_size, sizeof(n->cfg), n->name);
 	else if (abi > PI_ABI_VERSION)
 		pr_err("node '%s' was set up by another podinject build, a newer one (node ABI %u, this build uses %u): "
 		      "this build does not downgrade a node; use the newer build, or remove the node with "

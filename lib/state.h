@@ -120,6 +120,11 @@ int node_dir_host_netns(const char *dir, uint64_t *ino);
 bool node_host_stale(const char *dir);
 /* Takes the lock of the pin directory `dir`; the fd, or -errno. */
 int node_lock_dir(const char *dir, enum node_lock lock, int timeout_ms);
+/* The node configuration pinned at `path`: its raw value into raw[len]
+ * (when it fits), its recorded ABI version (0: none recorded) and whether
+ * it is all zeros (never written). */
+int node_config_read(const char *path, uint8_t *raw, size_t len,
+		     uint32_t *value_size, uint32_t *abi, bool *blank);
 void node_close(struct pi_node *n);
 void node_reset(struct pi_node *n);	/* an unopened node, all fds -1 */
 /* Lets go of the node's lock and takes it (exclusively) again, for a

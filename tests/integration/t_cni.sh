@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=283
+EXPECT=300
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -825,6 +825,71 @@ expect_eq broken_add_address_given_back "$(ls "$T/ipam/bk/ci-ptp" 2>/dev/null | 
 check broken_down "$PI" -N $NODE node down --force
 ip netns del ${PREFIX}bk
 check broken_node_up_again "$PI" -N $NODE node up --host
+
+# ---- a node whose making was cut off (a plugin killed while it made it) -------
+# `node up` makes the pin directory, locks it, loads the datapath (the
+# verifier: most of its time), pins, then writes the configuration. Killed
+# on the way, it leaves a directory locked by nobody with some pins and
+# no configuration, or one never written. Before the fix every ADD after
+# it failed with "podinject node cannot be opened" (or 104, "another
+# build", for the configuration never written) until an operator ran
+# `node down`. Now the next ADD removes what the making left (nothing of
+# it is in use) and makes the node. A node that lost its configuration
+# after it had pods is not that: it is left for `node down`.
+CUT=${PREFIX}cut
+"$PI" -N $CUT node up --host >/dev/null
+cdir=$("$PI" -N $CUT -j node show | jq -r .pin_dir)
+csize=$(bpftool -j map show pinned "$cdir/node_config" | jq .bytes_value)
+"$PI" -N $CUT node down >/dev/null
+cutconf=$(podconf 1.0.0 "" "$(jq -cn --arg n $CUT --arg d "$T/ipam/cut" \
+	'{mode: "main", node: $n, lockTimeoutMs: 300, ipam: {type: "host-local",
+	  ranges: [[{subnet: "10.123.8.0/24"}]], dataDir: $d}}')")
+mkns ${PREFIX}cu
+cut_add() {	# cut_add NAME CID: ADD, CHECK and DEL of a pod on the node
+	local out rc
+	out=$(pi_direct ADD "$cutconf" "$(cid "$2")" /run/netns/${PREFIX}cu eth0 "IgnoreUnknown=1;K8S_POD_NAME=cu")
+	rc=$?
+	expect_eq "$1_add" "$rc $(code_of "$out")" "0 null"
+	check "$1_whole" "$PI" -N $CUT pod show cu
+	pi_direct DEL "$cutconf" "$(cid "$2")" /run/netns/${PREFIX}cu >/dev/null
+}
+n=150
+for kind in no_config unwritten; do
+	mkdir -p "$cdir"
+	bpftool map create "$cdir/pods" type hash key 4 value 8 entries 4 name pods
+	[ $kind = unwritten ] && bpftool map create "$cdir/node_config" type array key 4 \
+		value "$csize" entries 1 name node_config
+	mark=$(wc -l <"$LOG")
+	cut_add cut_$kind $((n++))
+	check cut_${kind}_logged sh -c "tail -n +$((mark + 1)) '$LOG' | grep -q \"a 'node up' was cut off\""
+	"$PI" -N $CUT node down >/dev/null
+done
+# the negative control: no configuration, but a pod recorded
+mkdir -p "$cdir"
+bpftool map create "$cdir/pods" type hash key 4 value 8 entries 4 name pods
+bpftool map update pinned "$cdir/pods" key 7 0 0 0 value 0 0 0 0 0 0 0 0
+out=$(pi_direct ADD "$cutconf" "$(cid $((n++)))" /run/netns/${PREFIX}cu eth0 "IgnoreUnknown=1;K8S_POD_NAME=cu")
+expect_eq cut_with_pods_refused "$? $(code_of "$out")" "1 100"
+check cut_with_pods_kept test -e "$cdir/pods"
+check cut_with_pods_down "$PI" -N $CUT node down --force
+# The real thing: the plugin's first ADD on the node killed while it
+# makes the node, after a few delays (where each lands depends on the
+# machine); the runtime's next ADD of the pod goes through each time.
+for ms in 10 40 80 160; do
+	"$PI" -N $CUT node down >/dev/null 2>&1
+	echo "$cutconf" | env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin CNI_COMMAND=ADD \
+		CNI_CONTAINERID="$(cid $n)" CNI_NETNS=/run/netns/${PREFIX}cu CNI_IFNAME=eth0 \
+		CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAME=cu" CNI_PATH="$CNI_PATH_DIR" \
+		"$CNI_PATH_DIR/podinject" >/dev/null 2>&1 &
+	sleep "$(printf '0.%03d' $ms)"
+	kill -KILL $! 2>/dev/null
+	wait $! 2>/dev/null
+	echo "# killed after $ms ms: $(ls "$cdir" 2>/dev/null | wc -l) pins left, node show: $("$PI" -N $CUT node show >/dev/null 2>&1 && echo ok || echo fails)"
+	pi_direct DEL "$cutconf" "$(cid $n)" /run/netns/${PREFIX}cu >/dev/null 2>&1
+	cut_add cut_killed_${ms}ms $((n++))
+done
+"$PI" -N $CUT node down >/dev/null
+ip netns del ${PREFIX}cu
 
 # ---- leftovers of attachments whose DEL never came ------------------------------
 # A record whose device is gone gives way to the pod that needs its name
