@@ -1,21 +1,111 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * GC (spec 1.1): removes this network's attachments that are not in
- * cni.dev/valid-attachments, which must be there and well formed.
+ * cni.dev/valid-attachments, which must be there and well formed. In main
+ * mode the addresses go with them: a removed pod's address is given back
+ * (IPAM DEL of its attachment, as its DEL would have), and GC is passed
+ * on to the IPAM plugin for the leases no pod record names.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cni.h"
 
-int cni_cmd_gc(const struct cni_conf *conf, struct cni_err *e)
+/* Whether the attachment id `id` (of this network, CNI_ATTACH_PREFIX
+ * and the network's hash before it) is named by the list. */
+static bool listed(const struct cni_conf *conf, json_t *valid, const char *id)
+{
+	json_t *it;
+	size_t j;
+
+	json_array_foreach(valid, j, it) {
+		struct cni_env v = {
+			.container_id = json_string_value(json_object_get(it, "containerID")),
+			.ifname = json_string_value(json_object_get(it, "ifname")),
+		};
+
+		cni_make_attach_id(&v, conf->name);
+		if (!strcmp(v.attach_id, id))
+			return true;
+	}
+	return false;
+}
+
+/* Gives back the address of a removed main-mode pod: IPAM DEL of its
+ * attachment, the container id and interface read from its id
+ * (`PREFIX<cid>:<ifname>`; neither holds a ':'). A container id too long
+ * for the id was hashed: its lease is left to the IPAM plugin's GC. */
+static void release_address(const struct cni_conf *conf,
+			    const struct cni_env *env, const char *id,
+			    size_t prefix_len)
+{
+	char cid[PI_ATTACH_ID_MAX], *ifname;
+	struct cni_env del = *env;
+	struct cni_err e;
+
+	snprintf(cid, sizeof(cid), "%s", id + prefix_len);
+	ifname = strchr(cid, ':');
+	if (cid[0] == '#' || !ifname) {
+		cni_log(PI_LOG_INFO, "gc: the container id of %s is not kept; its address is left to the IPAM plugin's GC",
+			id);
+		return;
+	}
+	*ifname++ = '\0';
+	del.container_id = cid;
+	del.ifname = ifname;
+	del.netns = "";
+	if (cni_ipam_exec(conf, &del, "DEL", NULL, &e))
+		cni_log(PI_LOG_WARN, "gc: cannot give back the address of %s: %s: %s",
+			id, e.msg, e.details);
+}
+
+/* Whether the IPAM plugin speaks CNI 1.1.0, where GC is (its VERSION). */
+static bool ipam_has_gc(const struct cni_conf *conf, const struct cni_env *env)
+{
+	json_t *res = NULL, *it;
+	struct cni_err e;
+	bool has = false;
+	size_t j;
+
+	if (cni_ipam_exec(conf, env, "VERSION", &res, &e)) {
+		cni_log(PI_LOG_WARN, "gc: cannot ask the IPAM plugin its versions: %s: %s",
+			e.msg, e.details);
+		return false;
+	}
+	json_array_foreach(json_object_get(res, "supportedVersions"), j, it)
+		if (json_is_string(it) && !strcmp(json_string_value(it), "1.1.0"))
+			has = true;
+	json_decref(res);
+	return has;
+}
+
+/* GC passed on to the IPAM plugin, with the same list. A plugin older
+ * than GC (Debian's host-local 1.1.1) has nothing to collect: not an
+ * error, and not asked (it would take GC for a command without its
+ * container). */
+static int ipam_gc(const struct cni_conf *conf, const struct cni_env *env,
+		   struct cni_err *e)
+{
+	struct cni_env gc = *env;
+
+	gc.container_id = NULL;
+	gc.ifname = NULL;
+	if (!ipam_has_gc(conf, &gc)) {
+		cni_log(PI_LOG_INFO, "gc: the IPAM plugin does not take GC (no CNI 1.1.0)");
+		return 0;
+	}
+	return cni_ipam_exec(conf, &gc, "GC", NULL, e) ? -1 : 0;
+}
+
+int cni_cmd_gc(const struct cni_conf *conf, const struct cni_env *env,
+	       struct cni_err *e)
 {
 	json_t *valid = json_object_get(conf->root, "cni.dev/valid-attachments");
+	bool main_mode = conf->mode == CNI_MODE_MAIN;
 	struct pi_pod_info *pods = NULL;
 	struct pi_node *node = NULL;
-	char prefix[32];
-	int n, err;
-
+	char prefix[32], **gone = NULL;
+	int n, err, ngone = 0;
 	json_t *it;
 	size_t j;
 
@@ -36,27 +126,16 @@ int cni_cmd_gc(const struct cni_conf *conf, struct cni_err *e)
 	err = cni_pi_open(conf, false, &node);
 	cni_step("node");
 	if (err == -ENOENT)
-		return 0;
+		return main_mode ? ipam_gc(conf, env, e) : 0;
 	if (err)
 		return cni_pi_open_fail(e, err, conf);
 	cni_attach_prefix(conf->name, prefix, sizeof(prefix));
 	n = pi_pod_list(node, &pods);
+	if (n > 0)
+		gone = calloc(n, sizeof(*gone));
 	for (int i = 0; i < n; i++) {
-		bool keep = false;
-
-		if (strncmp(pods[i].attach_id, prefix, strlen(prefix)))
-			continue;
-		json_array_foreach(valid, j, it) {
-			struct cni_env v = {
-				.container_id = json_string_value(json_object_get(it, "containerID")),
-				.ifname = json_string_value(json_object_get(it, "ifname")),
-			};
-
-			cni_make_attach_id(&v, conf->name);
-			if (!strcmp(v.attach_id, pods[i].attach_id))
-				keep = true;
-		}
-		if (keep)
+		if (strncmp(pods[i].attach_id, prefix, strlen(prefix)) ||
+		    listed(conf, valid, pods[i].attach_id))
 			continue;
 		cni_log(PI_LOG_INFO, "gc: removing pod %s (%s)", pods[i].name,
 			pods[i].attach_id);
@@ -64,12 +143,24 @@ int cni_cmd_gc(const struct cni_conf *conf, struct cni_err *e)
 		if (err && err != -ESRCH)
 			cni_log(PI_LOG_WARN, "gc: cannot remove pod %s: %s",
 				pods[i].name, strerror(-err));
+		else if (gone)
+			gone[ngone++] = pods[i].attach_id;
 	}
-	free(pods);
 	cni_step("gc");
 	pi_node_close(node);
 	cni_step("close");
+	/* after the node's lock is let go: IPAM runs as long as it takes */
+	if (main_mode)
+		for (int i = 0; i < ngone; i++)
+			release_address(conf, env, gone[i], strlen(prefix));
+	free(gone);
+	free(pods);
 	if (n < 0)
 		return cni_pi_fail(e, n, "cannot list the node's pods", conf);
+	if (main_mode) {
+		err = ipam_gc(conf, env, e);
+		cni_step("ipam");
+		return err;
+	}
 	return 0;
 }

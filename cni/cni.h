@@ -79,6 +79,7 @@ struct cni_err {
 	int code;
 	char msg[256];
 	char details[512];
+	long long ipam_code;	/* the IPAM plugin's own code, when it failed */
 };
 
 /* log.c: lines to stderr, or to the config's logFile once it is read. */
@@ -151,7 +152,8 @@ int cni_cmd_del(const struct cni_conf *conf, struct cni_env *env,
 		struct cni_err *e);
 int cni_cmd_check(const struct cni_conf *conf, struct cni_env *env,
 		  struct cni_err *e);
-int cni_cmd_gc(const struct cni_conf *conf, struct cni_err *e);
+int cni_cmd_gc(const struct cni_conf *conf, const struct cni_env *env,
+	       struct cni_err *e);
 /* VERSION's answer for a config root (may be NULL): the exit status. */
 int cni_cmd_version(json_t *root);
 

@@ -195,6 +195,16 @@ int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
 		dup2(to_child[0], 0);
 		dup2(from_child[1], 1);
 		setenv("CNI_COMMAND", cmd, 1);
+		/* the attachment asked about (GC's DEL of a removed pod's),
+		 * or none (GC, VERSION) */
+		if (env->container_id)
+			setenv("CNI_CONTAINERID", env->container_id, 1);
+		else
+			unsetenv("CNI_CONTAINERID");
+		if (env->ifname)
+			setenv("CNI_IFNAME", env->ifname, 1);
+		else
+			unsetenv("CNI_IFNAME");
 		execl(path, type, (char *)NULL);
 		_exit(127);
 	}
@@ -245,6 +255,7 @@ int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
 			       m ? m : "no message", d && *d ? ": " : "",
 			       d ? d : "",
 			       (long long)json_integer_value(json_object_get(ej, "code")));
+		e->ipam_code = json_integer_value(json_object_get(ej, "code"));
 		json_decref(ej);
 		goto out;
 	}

@@ -73,7 +73,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(env.command, "CHECK"))
 		ret = cni_cmd_check(&conf, &env, &e);
 	else if (!strcmp(env.command, "GC"))
-		ret = cni_cmd_gc(&conf, &e);
+		ret = cni_cmd_gc(&conf, &env, &e);
 	else
 		ret = 0;	/* STATUS: ready; a node is made when needed */
 	if (ret)

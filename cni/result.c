@@ -19,6 +19,7 @@ int cni_fail(struct cni_err *e, int code, const char *msg,
 	va_list ap;
 
 	e->code = code;
+	e->ipam_code = 0;
 	snprintf(e->msg, sizeof(e->msg), "%s", msg);
 	e->details[0] = 0;
 	if (fmt) {

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=300
+EXPECT=307
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -451,6 +451,51 @@ for g in 1 2; do
 	ip netns del ${PREFIX}gc$g
 done
 expect_eq gc_then_del "$(pod_name gc1)" ""
+# GC in main mode: the removed pod's address goes with it (IPAM DEL of its
+# attachment, as its DEL would have done), and GC is passed on to the IPAM
+# plugin with the same list. No IPAM plugin here takes cniVersion 1.1.0
+# (Debian's host-local is 1.1.1: up to 1.0.0, no GC), so the IPAM plugin
+# is a wrapper that records what it is asked, answers GC, and hands the
+# rest to the real host-local with the version it takes. Before the fix
+# the pod went and its lease stayed: host-local would never give that
+# address again. With the real host-local, which refuses 1.1.0, GC still
+# succeeds (the plugin has nothing to collect; its DEL is logged).
+cat >"$T/bin/ipam-v11" <<'EOS'
+#!/bin/sh
+conf=$(cat)
+echo "$CNI_COMMAND ${CNI_CONTAINERID:--} ${CNI_IFNAME:--} $(echo "$conf" | jq -c '[."cni.dev/valid-attachments"[]?.containerID]')" \
+	>>"$(dirname "$0")/../ipam-v11.log"
+case $CNI_COMMAND in
+GC) exit 0 ;;
+VERSION) echo '{"cniVersion": "1.1.0", "supportedVersions": ["1.0.0", "1.1.0"]}' ;;
+*) echo "$conf" | jq -c '.cniVersion = "1.0.0"' | exec /usr/lib/cni/host-local ;;
+esac
+EOS
+chmod +x "$T/bin/ipam-v11"
+gcm_conf() {	# gcm_conf VERSION IPAM_TYPE [EXTRA]
+	podconf "$1" "" "$(jq -cn --arg t "$2" --arg d "$T/ipam/gcm" --argjson x "${3:-{\}}" \
+		'{name: "ci-gcm", mode: "main", ipam: {type: $t,
+		  ranges: [[{subnet: "10.123.9.0/24"}]], dataDir: $d}} + $x')"
+}
+gcm_leases() { ls "$T/ipam/gcm/ci-gcm" 2>/dev/null | grep -c '^10\.'; }
+for g in 1 2; do
+	mkns ${PREFIX}gm$g
+	pi_direct ADD "$(gcm_conf 1.1.0 ipam-v11)" "$(cid 16$g)" /run/netns/${PREFIX}gm$g eth0 "IgnoreUnknown=1;K8S_POD_NAME=gm$g" >/dev/null
+done
+expect_eq gc_main_pods "$(pod_name gm1) $(pod_name gm2) $(gcm_leases)" "gm1 gm2 2"
+gm1_ip=$(pod_json gm1 | jq -r .ipv4)
+out=$(pi_direct GC "$(gcm_conf 1.1.0 ipam-v11 "$(jq -cn --arg c "$(cid 161)" '{"cni.dev/valid-attachments": [{containerID: $c, ifname: "eth0"}]}')")" "" "" "" "")
+expect_eq gc_main_ok "$?:$out" "0:"
+expect_eq gc_main_pod_removed "$(pod_name gm1) $(pod_name gm2)" "gm1 "
+expect_eq gc_main_lease_given_back "$(gcm_leases) $(ls "$T/ipam/gcm/ci-gcm" | grep '^10\.')" "1 $gm1_ip"
+expect_eq gc_main_ipam_del "$(grep -c "^DEL $(cid 162) eth0 " "$T/ipam-v11.log")" 1
+expect_eq gc_main_ipam_gc "$(grep '^GC ' "$T/ipam-v11.log")" "GC - - [\"$(cid 161)\"]"
+out=$(pi_direct GC "$(gcm_conf 1.1.0 host-local '{"cni.dev/valid-attachments": []}')" "" "" "" "")
+expect_eq gc_main_old_ipam_ok "$?:$out $(pod_name gm1)" "0: "
+for g in 1 2; do
+	pi_direct DEL "$(gcm_conf 1.1.0 ipam-v11)" "$(cid 16$g)" /run/netns/${PREFIX}gm$g eth0 >/dev/null
+	ip netns del ${PREFIX}gm$g
+done
 
 # ---- traffic through adopted pods; injection counted exactly once --------------
 for p in a b c; do
