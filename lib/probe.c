@@ -797,7 +797,7 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 	uint8_t proto = spec->proto;
 	struct pi_pod_info pod;
 	struct session ss;
-	bool unlocked;
+	bool unlocked, fixed;
 	int err;
 
 	*out = NULL;
@@ -805,6 +805,8 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 		return -EBADF;
 	if (!proto)
 		proto = spec->port ? IPPROTO_TCP : IPPROTO_ICMP;
+	/* (ICMP: the sequence number tells echoes apart) */
+	fixed = spec->sport && proto != IPPROTO_ICMP;
 	if ((proto != IPPROTO_ICMP && !spec->port) ||
 	    (proto != IPPROTO_ICMP && proto != IPPROTO_TCP && proto != IPPROTO_UDP) ||
 	    (spec->family != AF_INET && spec->family != AF_INET6) ||
@@ -858,6 +860,16 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 		}
 		/* answers of this and earlier probes arrive meanwhile */
 		wait_answers(&ss, sent, sent + 1, next, true);
+		/* With --sport every TCP or UDP probe is the same flow, one
+		 * key: the next would take over the key of one still in
+		 * flight, and its answer. One at a time then, each answered
+		 * or given up on before the next leaves. */
+		if (fixed && sent + 1 < count) {
+			wait_answers(&ss, sent, sent + 1,
+				     answers_due(&ss, sent, sent + 1, timeout),
+				     true);
+			finalize(&ss, sent, sent + 1, timeout);
+		}
 		while (pi_mono_ns() < next && sent + 1 < count && !stopped(&ss))
 			ring_buffer__poll(ss.rb, 10);
 	}

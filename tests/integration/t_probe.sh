@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=154
+EXPECT=156
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -80,6 +80,18 @@ wait $echo_pid $recv_pid
 expect_eq udp_answered "$(verdicts <<<"$out")" answered
 expect_eq udp_pod_socket_got_nothing "$(head -n 1 /tmp/tq$$.udp)" "received 0"
 rm -f /tmp/tq$$.udp
+# Probes of one --sport are one flow, one key: with an answer slower than
+# the interval (the echo holds each 300 ms), a probe sent while the last
+# was in flight took its key, and its answer: the first probes went
+# unanswered and the last got the first's answer. Now each waits for the
+# last one's answer (or timeout), and each gets its own.
+in_ns tq-b "$PINET" udp-echo --delay 300 5354 3 6000 >/dev/null &
+echo_pid=$!
+sleep 0.3
+out=$(probe --from tq-a --to $B:5354 --proto udp --sport 61235 --count 3 --interval 50 --timeout 2000)
+wait $echo_pid
+expect_eq udp_sport_slow_each_answered "$(jq -r '[.probes[].verdict] | join(",")' <<<"$out")" "answered,answered,answered"
+expect_eq udp_sport_slow_own_rtt "$(jq '[.probes[] | select(.rtt_ms >= 250)] | length' <<<"$out")" 3
 
 # Denied by A's policy: reported with the rule that decided, out of two
 # deny rules, each naming only its own port; then a third rule put first

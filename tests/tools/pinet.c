@@ -12,7 +12,7 @@
  *                     [--delay MS] [--pause MS]
  *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
  *   pinet tcp-conn-loop [-6] [--timeout MS] [--latency] DST PORT COUNT SECONDS
- *   pinet udp-echo [-6] PORT COUNT TIMEOUT_MS
+ *   pinet udp-echo [-6] [--delay MS] PORT COUNT TIMEOUT_MS
  *   pinet udp-rr [-6] DST PORT COUNT TIMEOUT_MS
  *   pinet raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]
  *   pinet router-adv DEV COUNT
@@ -79,7 +79,8 @@
  *                from connect() to the server's close, in microseconds
  *                (timed in this process: a loop in bash would time its
  *                own process starts).
- *   udp-echo     answers each datagram with the same bytes; "echoed N",
+ *   udp-echo     answers each datagram with the same bytes (each held
+ *                --delay MS first, one at a time); "echoed N",
  *                then "from ADDR count K" per source address.
  *   udp-rr       COUNT requests, each waiting for its answer; "replies N"
  *                and "from ADDR PORT" of the first answer.
@@ -206,7 +207,7 @@ static int usage(void)
 		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
 		"       %s tcp-conn-loop [-6] [--timeout MS] [--latency] DST PORT COUNT\n"
 		"                     SECONDS\n"
-		"       %s udp-echo [-6] PORT COUNT TIMEOUT_MS\n"
+		"       %s udp-echo [-6] [--delay MS] PORT COUNT TIMEOUT_MS\n"
 		"       %s udp-rr [-6] DST PORT COUNT TIMEOUT_MS\n"
 		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]\n"
 		"       %s raw-frame DEV HEX COUNT\n"
@@ -536,7 +537,7 @@ static int cmd_udp_recv(int argc, char **argv)
 	char abuf[INET6_ADDRSTRLEN];
 	struct opts o;
 
-	if (parse(argc, argv, OPT_6, &o) || o.npos != 3)
+	if (parse(argc, argv, OPT_6 | OPT_DELAY, &o) || o.npos != 3)
 		return usage();
 	port = number(o.pos[0], 1, 65535);
 	count = number(o.pos[1], 0, 100000000);
@@ -1157,7 +1158,7 @@ static int cmd_udp_echo(int argc, char **argv)
 	struct opts o;
 	int fd;
 
-	if (parse(argc, argv, OPT_6, &o) || o.npos != 3)
+	if (parse(argc, argv, OPT_6 | OPT_DELAY, &o) || o.npos != 3)
 		return usage();
 	port = number(o.pos[0], 1, 65535);
 	count = number(o.pos[1], 0, 100000000);
@@ -1180,6 +1181,8 @@ static int cmd_udp_echo(int argc, char **argv)
 			continue;
 		if (!echoed)
 			first = from;
+		if (o.delay_ms)
+			usleep(o.delay_ms * 1000);
 		sendto(fd, buf, n, 0, &from.sa, alen);
 		echoed++;
 	}
