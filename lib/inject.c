@@ -681,9 +681,16 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 		     const struct pi_pod_info *targets, int ntargets, uint32_t path,
 		     struct pi_inject_key *added, int *nadded)
 {
-	int err = 0;
+	/* Keys that were there, with what they said: a failure puts them
+	 * back as they were (an `inject allow` that changes a grant's path
+	 * and fails changes nothing). */
+	struct { struct pi_inject_key k; struct pi_inject_target t; } *had;
+	int err = 0, nhad = 0;
 
 	*nadded = 0;
+	had = calloc(ntargets * 2 + 1, sizeof(*had));
+	if (!had)
+		return -ENOMEM;
 	if (!path)
 		path = inject_path_auto();
 	for (int i = 0; i < ntargets && !err; i++) {
@@ -712,9 +719,14 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 		for (int j = 0; j < nk && !err; j++) {
 			struct pi_inject_target old;
 
-			/* Only new keys are ours to undo. */
-			if (bpf_map_lookup_elem(s->maps[IM_AUTH], &k[j], &old))
+			/* New keys are undone by deleting them, others by
+			 * what they said before. */
+			if (bpf_map_lookup_elem(s->maps[IM_AUTH], &k[j], &old)) {
 				added[(*nadded)++] = k[j];
+			} else {
+				had[nhad].k = k[j];
+				had[nhad++].t = old;
+			}
 			if (bpf_map_update_elem(s->maps[IM_AUTH], &k[j], &t,
 						BPF_ANY))
 				err = -errno;
@@ -727,9 +739,13 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 		for (int i = 0; i < *nadded; i++)
 			bpf_map_delete_elem(s->maps[IM_AUTH], &added[i]);
 		*nadded = 0;
+		for (int i = 0; i < nhad; i++)
+			bpf_map_update_elem(s->maps[IM_AUTH], &had[i].k,
+					    &had[i].t, BPF_EXIST);
 		for (int i = 0; i < ntargets; i++)
 			netkit_guard_sync(n, s, &targets[i]);
 	}
+	free(had);
 	return err;
 }
 
@@ -837,9 +853,10 @@ int pi_inject_allow(struct pi_node *n, const char *injector,
 		    uint32_t *path_used)
 {
 	struct pi_pod_info inj, targets[MAX_AS];
-	struct pi_inject_key keys[MAX_AS * 2];
+	struct pi_inject_key keys[MAX_AS * 2], prior_k[MAX_AS * 2];
+	struct pi_inject_target prior_t[MAX_AS * 2];
 	struct inject_state s;
-	int nkeys = 0, created = 0, err;
+	int nkeys = 0, nprior = 0, created = 0, err;
 	bool new_link = false;
 
 	if (node_require_write(n, "inject allow"))
@@ -873,6 +890,17 @@ int pi_inject_allow(struct pi_node *n, const char *injector,
 		pr_err("cannot load the injection program: %s", strerror(-err));
 		return err;
 	}
+	/* The grants there before, which a failure puts back as they were
+	 * (a changed path included). */
+	for (int i = 0; i < nas; i++) {
+		struct pi_inject_key k[2];
+		int nk = target_key(&inj, &targets[i], k);
+
+		for (int j = 0; j < nk; j++)
+			if (!bpf_map_lookup_elem(s.maps[IM_AUTH], &k[j],
+						 &prior_t[nprior]))
+				prior_k[nprior++] = k[j];
+	}
 	err = inject_authorise(n, &s, &inj, targets, nas, path, keys, &nkeys);
 	if (err) {
 		pr_err("cannot authorise '%s': %s", inj.name, strerror(-err));
@@ -892,6 +920,9 @@ out:
 	if (err) {
 		for (int i = 0; i < nkeys; i++)
 			bpf_map_delete_elem(s.maps[IM_AUTH], &keys[i]);
+		for (int i = 0; i < nprior; i++)
+			bpf_map_update_elem(s.maps[IM_AUTH], &prior_k[i],
+					    &prior_t[i], BPF_ANY);
 		if (new_link || !inject_auth_count(&s, inj.ifindex))
 			head_release(n, &s, &inj, PI_HEAD_INJECT);
 		netkit_guards_sync_all(n, &s);
