@@ -19,16 +19,22 @@
  * the chain's DELs): its device is gone, or another device has its
  * ifindex now, or its programs are (the node lost them). Another's
  * record (`pod add`, `pod adopt`) is never called stale. */
-static bool stale(struct pi_node *node, const struct pi_pod_info *old)
+/* Whether the device of the record `old` is gone, or another has its
+ * ifindex now. */
+static bool device_gone(const struct pi_pod_info *old)
 {
 	char name[IF_NAMESIZE];
 
+	return !if_indextoname(old->ifindex, name) ||
+	       strcmp(name, old->hostdev);
+}
+
+static bool stale(struct pi_node *node, const struct pi_pod_info *old)
+{
 	if (strncmp(old->attach_id, CNI_ATTACH_PREFIX,
 		    strlen(CNI_ATTACH_PREFIX)))
 		return false;
-	if (!if_indextoname(old->ifindex, name) || strcmp(name, old->hostdev))
-		return true;
-	return pi_pod_check(node, old) != 0;
+	return device_gone(old) || pi_pod_check(node, old) != 0;
 }
 
 /* Whether `old` stands in the way of the new pod: its name, its device
@@ -155,10 +161,12 @@ out:
  * touching the pod. Asked first, host-local refuses a second address for
  * the attachment, and the DEL that undoes a failed ADD would give the
  * live pod's address back: the pod would keep an address IPAM hands to
- * the next pod. A record of this attachment that is a leftover (its
- * device gone) goes, and *release says that its address is to be given
- * back before IPAM is asked again. The node is brought up here when it
- * is not yet: the ADD needs it anyway. */
+ * the next pod. Only a record of this attachment whose device is gone is
+ * a leftover: it goes, and *release says that its address is to be given
+ * back before IPAM is asked again. One whose device is there is the pod
+ * (its programs missing or not: the runtime's DEL, not a repeated ADD,
+ * takes it down). The node is brought up here when it is not yet: the
+ * ADD needs it anyway. */
 static int main_prior(const struct cni_conf *conf, const struct cni_env *env,
 		      bool *release, struct cni_err *e)
 {
@@ -177,7 +185,7 @@ static int main_prior(const struct cni_conf *conf, const struct cni_env *env,
 		ret = cni_pi_fail(e, err, "cannot read the node's pods", conf);
 		goto out;
 	}
-	if (!stale(node, &old)) {
+	if (!device_gone(&old)) {
 		ret = cni_fail(e, CNI_ERR_EXISTS, "the attachment is added already",
 			       "pod %s (device %s) is attachment %s; DEL it before adding it again",
 			       old.name, old.hostdev, env->attach_id);
@@ -195,32 +203,39 @@ out:
 	return ret;
 }
 
-/* Whether a pod of this attachment is up: its address is its own then,
- * and a failed ADD of the same attachment (a repeat racing the first one)
- * must not give it back. Not known (the node cannot be read): no. */
+/* Whether a pod of this attachment may be up: its address is its own
+ * then, and a failed ADD of the same attachment (a repeat racing the
+ * first one) must not give it back. Not known (the node cannot be read):
+ * it may be; the address stays, for the runtime's DEL after the failed
+ * ADD to give back. */
 static bool attachment_up(const struct cni_conf *conf,
 			  const struct cni_env *env)
 {
 	struct pi_node *node = NULL;
 	struct pi_pod_info pod;
+	int err;
 	bool up;
 
-	if (pi_node_open(conf->node, PI_OPEN_READ, conf->lock_timeout_ms,
-			 &node))
+	err = pi_node_open(conf->node, PI_OPEN_READ, conf->lock_timeout_ms,
+			   &node);
+	if (err == -ENOENT)
 		return false;
-	up = !pi_pod_get_by_attach_id(node, env->attach_id, &pod) &&
-	     !stale(node, &pod);
+	if (err)
+		return true;
+	err = pi_pod_get_by_attach_id(node, env->attach_id, &pod);
+	up = err != -ESRCH && (err || !device_gone(&pod));
 	pi_node_close(node);
 	return up;
 }
 
-/* A failed ADD gives its addresses back, unless they are a live pod's. */
+/* A failed ADD gives its addresses back, unless they may be a live
+ * pod's. */
 static void ipam_undo(const struct cni_conf *conf, const struct cni_env *env)
 {
 	struct cni_err ignore;
 
 	if (attachment_up(conf, env)) {
-		cni_log(PI_LOG_WARN, "attachment %s is up: its address stays",
+		cni_log(PI_LOG_WARN, "attachment %s may be up: its address stays",
 			env->attach_id);
 		return;
 	}

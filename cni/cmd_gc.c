@@ -31,11 +31,14 @@ static bool listed(const struct cni_conf *conf, json_t *valid, const char *id)
 	return false;
 }
 
-/* Gives back the address of a removed main-mode pod: IPAM DEL of its
- * attachment, the container id and interface read from its id
- * (`PREFIX<cid>:<ifname>`; neither holds a ':'). A container id too long
- * for the id was hashed: its lease is left to the IPAM plugin's GC. */
-static void release_address(const struct cni_conf *conf,
+/* Gives back the address of a main-mode pod GC removes, before its
+ * record goes: IPAM DEL of its attachment, the container id and interface
+ * read from its id (`PREFIX<cid>:<ifname>`; neither holds a ':'). False
+ * when the record is to stay for the next GC to try again (the DEL
+ * failed); a plugin that cannot take this config's version at all, or an
+ * id whose container id was hashed, leaves the lease to the IPAM plugin,
+ * and the record goes. */
+static bool release_address(const struct cni_conf *conf,
 			    const struct cni_env *env, const char *id,
 			    size_t prefix_len)
 {
@@ -48,15 +51,21 @@ static void release_address(const struct cni_conf *conf,
 	if (cid[0] == '#' || !ifname) {
 		cni_log(PI_LOG_INFO, "gc: the container id of %s is not kept; its address is left to the IPAM plugin's GC",
 			id);
-		return;
+		return true;
 	}
 	*ifname++ = '\0';
 	del.container_id = cid;
 	del.ifname = ifname;
-	del.netns = "";
-	if (cni_ipam_exec(conf, &del, "DEL", NULL, &e))
-		cni_log(PI_LOG_WARN, "gc: cannot give back the address of %s: %s: %s",
-			id, e.msg, e.details);
+	if (!cni_ipam_exec(conf, &del, "DEL", NULL, &e))
+		return true;
+	if (e.code == CNI_ERR_IPAM && e.ipam_code == CNI_ERR_VERSION) {
+		cni_log(PI_LOG_WARN, "gc: the IPAM plugin cannot give back the address of %s at this version: %s",
+			id, e.details);
+		return true;
+	}
+	cni_log(PI_LOG_WARN, "gc: cannot give back the address of %s, kept for the next GC: %s: %s",
+		id, e.msg, e.details);
+	return false;
 }
 
 /* Whether the IPAM plugin speaks CNI 1.1.0, where GC is (its VERSION). */
@@ -97,15 +106,52 @@ static int ipam_gc(const struct cni_conf *conf, const struct cni_env *env,
 	return cni_ipam_exec(conf, &gc, "GC", NULL, e) ? -1 : 0;
 }
 
+/* This network's attachments on the node that the list does not name:
+ * their ids, into *gone (to free). */
+static int unlisted(struct pi_node *node, const struct cni_conf *conf,
+		    json_t *valid, char ***gone)
+{
+	struct pi_pod_info *pods = NULL;
+	char prefix[32];
+	int n, k = 0;
+
+	*gone = NULL;
+	cni_attach_prefix(conf->name, prefix, sizeof(prefix));
+	n = pi_pod_list(node, &pods);
+	if (n <= 0)
+		return n;
+	*gone = calloc(n, sizeof(**gone));
+	if (!*gone) {
+		free(pods);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n; i++) {
+		if (strncmp(pods[i].attach_id, prefix, strlen(prefix)) ||
+		    listed(conf, valid, pods[i].attach_id))
+			continue;
+		(*gone)[k] = strdup(pods[i].attach_id);
+		if (!(*gone)[k]) {
+			while (k--)
+				free((*gone)[k]);
+			free(*gone);
+			*gone = NULL;
+			free(pods);
+			return -ENOMEM;
+		}
+		k++;
+	}
+	free(pods);
+	return k;
+}
+
 int cni_cmd_gc(const struct cni_conf *conf, const struct cni_env *env,
 	       struct cni_err *e)
 {
 	json_t *valid = json_object_get(conf->root, "cni.dev/valid-attachments");
 	bool main_mode = conf->mode == CNI_MODE_MAIN;
-	struct pi_pod_info *pods = NULL;
 	struct pi_node *node = NULL;
 	char prefix[32], **gone = NULL;
-	int n, err, ngone = 0;
+	int n, err, ret = 0;
 	json_t *it;
 	size_t j;
 
@@ -129,32 +175,47 @@ int cni_cmd_gc(const struct cni_conf *conf, const struct cni_env *env,
 		return main_mode ? ipam_gc(conf, env, e) : 0;
 	if (err)
 		return cni_pi_open_fail(e, err, conf);
+	n = unlisted(node, conf, valid, &gone);
 	cni_attach_prefix(conf->name, prefix, sizeof(prefix));
-	n = pi_pod_list(node, &pods);
-	if (n > 0)
-		gone = calloc(n, sizeof(*gone));
+	/* Main mode: each address is given back before its record goes
+	 * (the record is what names the lease), with the node's lock let
+	 * go: IPAM runs as long as it takes. */
+	if (main_mode && n > 0) {
+		pi_node_close(node);
+		node = NULL;
+		for (int i = 0; i < n; i++)
+			if (!release_address(conf, env, gone[i], strlen(prefix))) {
+				free(gone[i]);
+				gone[i] = NULL;
+			}
+		cni_step("ipam-del");
+		err = cni_pi_open(conf, false, &node);
+		if (err) {
+			ret = err == -ENOENT ? 0 : cni_pi_open_fail(e, err, conf);
+			goto out;
+		}
+	}
 	for (int i = 0; i < n; i++) {
-		if (strncmp(pods[i].attach_id, prefix, strlen(prefix)) ||
-		    listed(conf, valid, pods[i].attach_id))
+		struct pi_pod_info pod;
+
+		if (!gone[i] || pi_pod_get_by_attach_id(node, gone[i], &pod))
 			continue;
-		cni_log(PI_LOG_INFO, "gc: removing pod %s (%s)", pods[i].name,
-			pods[i].attach_id);
-		err = pi_pod_del(node, pods[i].name);
+		cni_log(PI_LOG_INFO, "gc: removing pod %s (%s)", pod.name,
+			pod.attach_id);
+		err = pi_pod_del(node, pod.name);
 		if (err && err != -ESRCH)
 			cni_log(PI_LOG_WARN, "gc: cannot remove pod %s: %s",
-				pods[i].name, strerror(-err));
-		else if (gone)
-			gone[ngone++] = pods[i].attach_id;
+				pod.name, strerror(-err));
 	}
 	cni_step("gc");
+out:
 	pi_node_close(node);
 	cni_step("close");
-	/* after the node's lock is let go: IPAM runs as long as it takes */
-	if (main_mode)
-		for (int i = 0; i < ngone; i++)
-			release_address(conf, env, gone[i], strlen(prefix));
+	for (int i = 0; i < n; i++)
+		free(gone[i]);
 	free(gone);
-	free(pods);
+	if (ret)
+		return ret;
 	if (n < 0)
 		return cni_pi_fail(e, n, "cannot list the node's pods", conf);
 	if (main_mode) {

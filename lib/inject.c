@@ -676,6 +676,25 @@ uint32_t inject_granted_path(const struct inject_state *s,
 	return 0;
 }
 
+/* Puts grants back as they were, the last saved first (a key saved twice
+ * ends as it was first): a netkit fallback's guard in place before its
+ * key, as when it was granted; the targets' guards then follow. */
+static void grants_restore(const struct pi_node *n, struct inject_state *s,
+			   const struct pi_pod_info *targets, int ntargets,
+			   const struct pi_inject_key *k,
+			   const struct pi_inject_target *t, int cnt)
+{
+	for (int i = cnt - 1; i >= 0; i--) {
+		if (t[i].path == PI_DP_PATH_NETKIT_FALLBACK)
+			for (int j = 0; j < ntargets; j++)
+				if (targets[j].ifindex == t[i].target_ifindex)
+					guard_set(n, s, &targets[j], true);
+		bpf_map_update_elem(s->maps[IM_AUTH], &k[i], &t[i], BPF_ANY);
+	}
+	for (int i = 0; i < ntargets; i++)
+		netkit_guard_sync(n, s, &targets[i]);
+}
+
 int inject_authorise(const struct pi_node *n, struct inject_state *s,
 		     const struct pi_pod_info *inj,
 		     const struct pi_pod_info *targets, int ntargets, uint32_t path,
@@ -684,13 +703,18 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 	/* Keys that were there, with what they said: a failure puts them
 	 * back as they were (an `inject allow` that changes a grant's path
 	 * and fails changes nothing). */
-	struct { struct pi_inject_key k; struct pi_inject_target t; } *had;
+	struct pi_inject_key *had_k;
+	struct pi_inject_target *had_t;
 	int err = 0, nhad = 0;
 
 	*nadded = 0;
-	had = calloc(ntargets * 2 + 1, sizeof(*had));
-	if (!had)
+	had_k = calloc(ntargets * 2 + 1, sizeof(*had_k));
+	had_t = calloc(ntargets * 2 + 1, sizeof(*had_t));
+	if (!had_k || !had_t) {
+		free(had_k);
+		free(had_t);
 		return -ENOMEM;
+	}
 	if (!path)
 		path = inject_path_auto();
 	for (int i = 0; i < ntargets && !err; i++) {
@@ -724,8 +748,8 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 			if (bpf_map_lookup_elem(s->maps[IM_AUTH], &k[j], &old)) {
 				added[(*nadded)++] = k[j];
 			} else {
-				had[nhad].k = k[j];
-				had[nhad++].t = old;
+				had_k[nhad] = k[j];
+				had_t[nhad++] = old;
 			}
 			if (bpf_map_update_elem(s->maps[IM_AUTH], &k[j], &t,
 						BPF_ANY))
@@ -739,13 +763,10 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 		for (int i = 0; i < *nadded; i++)
 			bpf_map_delete_elem(s->maps[IM_AUTH], &added[i]);
 		*nadded = 0;
-		for (int i = 0; i < nhad; i++)
-			bpf_map_update_elem(s->maps[IM_AUTH], &had[i].k,
-					    &had[i].t, BPF_EXIST);
-		for (int i = 0; i < ntargets; i++)
-			netkit_guard_sync(n, s, &targets[i]);
+		grants_restore(n, s, targets, ntargets, had_k, had_t, nhad);
 	}
-	free(had);
+	free(had_k);
+	free(had_t);
 	return err;
 }
 
@@ -920,9 +941,7 @@ out:
 	if (err) {
 		for (int i = 0; i < nkeys; i++)
 			bpf_map_delete_elem(s.maps[IM_AUTH], &keys[i]);
-		for (int i = 0; i < nprior; i++)
-			bpf_map_update_elem(s.maps[IM_AUTH], &prior_k[i],
-					    &prior_t[i], BPF_ANY);
+		grants_restore(n, &s, targets, nas, prior_k, prior_t, nprior);
 		if (new_link || !inject_auth_count(&s, inj.ifindex))
 			head_release(n, &s, &inj, PI_HEAD_INJECT);
 		netkit_guards_sync_all(n, &s);

@@ -7,11 +7,13 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -117,20 +119,50 @@ static int write_first_config(const char *dir, const struct pi_node_config *cfg)
 	return err;
 }
 
-/* mkdir of the node's pin directory is what makes a name taken: of two
- * `node up` of one name, one gets EEXIST. The root may be removed by a
- * concurrent `node down` of the last other node between our two mkdirs. */
-static int make_pin_dir(const char *path)
+/* The node's pin directory `path`, made locked: the lock's fd. Nobody may
+ * see it unlocked before it is whole (an unlocked directory that is not
+ * whole is what a `node up` cut off left, and is removed), so a directory
+ * of this process's own is made and locked beside it (PI_UP_TMP_PREFIX,
+ * swept when its maker died), then renamed into place. The rename
+ * is what makes the name taken: of two `node up` of one name, one gets
+ * EEXIST (RENAME_NOREPLACE). The root may be removed by a concurrent
+ * `node down` of the last other node before our directory is in it. */
+static int make_pin_dir_locked(const char *path)
 {
-	for (int tries = 0; tries < 10; tries++) {
+	const char *base = strrchr(path, '/');
+	char tmp[PATH_MAX];
+	int fd, err = -ENOENT;
+
+	snprintf(tmp, sizeof(tmp), "%s/" PI_UP_TMP_PREFIX "%s-%d", PI_PIN_ROOT,
+		 base ? base + 1 : path, (int)getpid());
+	for (int tries = 0; tries < 10 && err; tries++) {
 		if (mkdir(PI_PIN_ROOT, 0700) && errno != EEXIST)
 			return -errno;
-		if (!mkdir(path, 0700))
-			return 0;
-		if (errno != ENOENT)
-			return -errno;
+		err = mkdir(tmp, 0700) ? -errno : 0;
+		if (err == -EEXIST) {	/* a dead process of our pid's */
+			rm_tree(tmp);
+			err = -ENOENT;
+		} else if (err && err != -ENOENT) {
+			return err;
+		}
 	}
-	return -ENOENT;
+	if (err)
+		return err;
+	fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB)) {
+		err = -errno;
+		goto fail;
+	}
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE)) {
+		err = -errno;
+		goto fail;
+	}
+	return fd;
+fail:
+	if (fd >= 0)
+		close(fd);
+	rmdir(tmp);
+	return err;
 }
 
 static void fill_info(const struct pi_node *n, struct pi_node_info *info)
@@ -265,31 +297,23 @@ static bool making_cut_off(const char *dir)
 
 /* The pin directory `node up` wants is there. A node that is up (or
  * being made, or taken down) keeps it: -EALREADY. What a making cut off
- * left goes, and 0 says to make the node again. `node up` holds the
- * lock from just after its mkdir until the node is whole, so a directory
- * that is locked free and not whole is a making that died; but for the
- * instant between that mkdir and its lock, which is why this lets go
- * and looks again for as long as opening the node waits (1 s) before it
- * believes it. Nothing of such a node is in use: pods, links and hooks
- * all come after its configuration. */
+ * left goes, and 0 says to make the node again. `node up` holds the lock
+ * on its directory from before the directory has the node's name until
+ * the node is whole (make_pin_dir_locked), so one that is locked free and
+ * not whole is a making that died. Nothing of it is in use: pods, links
+ * and hooks all come after the configuration. */
 static int reclaim_cut_off(const char *name, const char *dir, int timeout_ms)
 {
-	int fd = -1, rm;
+	int fd, rm;
 
-	for (int tries = 0;; tries++) {
-		fd = node_lock_dir(dir, NODE_LOCK_EXCLUSIVE, timeout_ms);
-		if (fd == -ENOENT)
-			return 0;	/* taken down meanwhile */
-		if (fd < 0)
-			return -EALREADY;
-		if (!making_cut_off(dir)) {
-			close(fd);
-			return -EALREADY;
-		}
-		if (tries == 100)
-			break;
+	fd = node_lock_dir(dir, NODE_LOCK_EXCLUSIVE, timeout_ms);
+	if (fd == -ENOENT)
+		return 0;	/* taken down meanwhile */
+	if (fd < 0)
+		return -EALREADY;
+	if (!making_cut_off(dir)) {
 		close(fd);
-		usleep(10 * 1000);
+		return -EALREADY;
 	}
 	pr_warn("node '%s': a 'node up' was cut off before the node was whole; removing what it left in %s",
 		name, dir);
@@ -535,28 +559,21 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 	if (err)
 		return err;
 
-	err = make_pin_dir(dir);
-	if (err == -EEXIST) {
+	/* Held until the node is complete: nobody sees it half made. */
+	lock_fd = make_pin_dir_locked(dir);
+	if (lock_fd == -EEXIST) {
 		err = reclaim_cut_off(name, dir, o->lock_timeout_ms);
-		if (!err)
-			err = make_pin_dir(dir);
+		lock_fd = err ? err : make_pin_dir_locked(dir);
 	}
-	if (err == -EEXIST || err == -EALREADY) {
+	if (lock_fd == -EEXIST || lock_fd == -EALREADY) {
 		pr_err("node '%s' is already up", name);
 		return -EALREADY;
 	}
-	if (err) {
-		pr_err("cannot create %s: %s", dir, strerror(-err));
-		return err;
+	if (lock_fd < 0) {
+		pr_err("cannot create %s: %s", dir, strerror(-lock_fd));
+		return lock_fd;
 	}
 	made_dir = true;
-	/* Held until the node is complete: nobody sees it half made. */
-	lock_fd = node_lock_dir(dir, NODE_LOCK_EXCLUSIVE, o->lock_timeout_ms);
-	if (lock_fd < 0) {
-		err = lock_fd;
-		pr_err("cannot lock %s: %s", dir, strerror(-err));
-		goto out;
-	}
 	if (!o->host && !netns_exists(name)) {
 		err = netns_create(name);
 		if (err) {

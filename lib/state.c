@@ -683,13 +683,23 @@ void node_sweep_stale(void)
 		char dir[PATH_MAX];
 		int fd;
 
-		if (de->d_name[0] == '.')
+		bool up_tmp = !strncmp(de->d_name, PI_UP_TMP_PREFIX,
+				       strlen(PI_UP_TMP_PREFIX));
+
+		if (de->d_name[0] == '.' && !up_tmp)
 			continue;
 		snprintf(dir, sizeof(dir), "%s/%s", PI_PIN_ROOT, de->d_name);
 		/* A node someone works on is not taken from under them. */
 		fd = node_lock_dir(dir, NODE_LOCK_EXCLUSIVE, 0);
 		if (fd < 0)
 			continue;
+		/* `node up`'s own directory before its rename, locked free:
+		 * its maker died before the node had its name */
+		if (up_tmp) {
+			rm_tree(dir);
+			close(fd);
+			continue;
+		}
 		if (node_host_stale(dir)) {
 			int err = rm_tree(dir);
 

@@ -13,6 +13,10 @@
 #include "attach.h"
 
 #define PI_PIN_ROOT	"/sys/fs/bpf/podinject"
+/* A pin directory `node up` makes and locks before it renames it to the
+ * node's (PI_PIN_ROOT/PI_UP_TMP_PREFIX NAME-PID; no node name has a
+ * '_', and bpffs takes no '.'); not a node. */
+#define PI_UP_TMP_PREFIX	"_up_"
 #define PI_POD_META_PIN	"pod_meta"
 
 enum node_map {

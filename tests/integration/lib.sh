@@ -155,6 +155,8 @@ cleanup_all() {
 	for n in $(ls /sys/fs/bpf/podinject 2>/dev/null | grep "^$PREFIX"); do
 		"$PI" -N "${n%@*}" node down >/dev/null 2>&1
 	done
+	# and what a `node up` killed before it renamed its directory left
+	rm -rf /sys/fs/bpf/podinject/_up_"$PREFIX"* 2>/dev/null
 	for n in $(ip netns list | awk '{print $1}' | grep "^$PREFIX" || true); do
 		ip netns del "$n" 2>/dev/null
 	done

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=307
+EXPECT=318
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -424,6 +424,32 @@ echo "$(jq -c '.plugins[0] + {cniVersion: "1.0.0", name: "ci-ptp"}' "$T/ptp10.co
 	plugin DEL ptp "$id" /run/netns/${PREFIX}busy eth0 "" >/dev/null
 ip netns del ${PREFIX}busy
 
+# ---- a device's hook taken by another program: code 100, not 11 ----------------
+# On an "xdp" node a pod's ingress ACL is XDP on its eth0; another program
+# there already makes the attach fail with EBUSY. That is no lock: trying
+# again cannot help, so the runtime is told 100 at once (it was 11, "node
+# busy", and the runtime tried again without end). Nothing is left, and
+# the same pod goes through once the other program is gone.
+XB=${PREFIX}xn
+mkns ${PREFIX}xb
+id=$(cid 75)
+prev=$(echo "$(jq -c '.plugins[0] + {cniVersion: "1.0.0", name: "ci-ptp"}' "$T/ptp10.conflist")" |
+	plugin ADD ptp "$id" /run/netns/${PREFIX}xb eth0 "")
+ip -n ${PREFIX}xb link set dev eth0 xdpdrv obj "$BUILD/xdp.bpf.o" sec xdp
+xconf=$(podconf 1.0.0 "$prev" "$(jq -cn --arg n $XB '{node: $n, xdp: true, lockTimeoutMs: 2000}')")
+out=$(pi_direct ADD "$xconf" "$id" /run/netns/${PREFIX}xb eth0 "IgnoreUnknown=1;K8S_POD_NAME=xb")
+expect_eq hook_taken_code_100 "$? $(code_of "$out")" "1 100"
+expect_eq hook_taken_says_busy "$(jq -r .details <<<"$out" | grep -c 'busy')" 1
+expect_eq hook_taken_nothing_left "$("$PI" -N $XB -j pod list | jq length)" 0
+ip -n ${PREFIX}xb link set dev eth0 xdpdrv off
+out=$(pi_direct ADD "$xconf" "$id" /run/netns/${PREFIX}xb eth0 "IgnoreUnknown=1;K8S_POD_NAME=xb")
+expect_eq hook_free_adds "$? $("$PI" -N $XB -j pod list | jq length)" "0 1"
+pi_direct DEL "$xconf" "$id" "" >/dev/null
+echo "$(jq -c '.plugins[0] + {cniVersion: "1.0.0", name: "ci-ptp"}' "$T/ptp10.conflist")" |
+	plugin DEL ptp "$id" /run/netns/${PREFIX}xb eth0 "" >/dev/null
+"$PI" -N $XB node down >/dev/null
+ip netns del ${PREFIX}xb
+
 # ---- STATUS and GC (spec 1.1; no runtime here sends them) -----------------------
 out=$(pi_direct STATUS "$(podconf 1.1.0)" "" "" "" "")
 expect_eq status_ok "$?:$out" "0:"
@@ -465,6 +491,8 @@ cat >"$T/bin/ipam-v11" <<'EOS'
 conf=$(cat)
 echo "$CNI_COMMAND ${CNI_CONTAINERID:--} ${CNI_IFNAME:--} $(echo "$conf" | jq -c '[."cni.dev/valid-attachments"[]?.containerID]')" \
 	>>"$(dirname "$0")/../ipam-v11.log"
+[ "$CNI_COMMAND" = DEL ] && [ -e "$(dirname "$0")/../ipam-v11.faildel" ] &&
+	{ echo '{"cniVersion": "1.0.0", "code": 11, "msg": "try again later"}'; exit 1; }
 case $CNI_COMMAND in
 GC) exit 0 ;;
 VERSION) echo '{"cniVersion": "1.1.0", "supportedVersions": ["1.0.0", "1.1.0"]}' ;;
@@ -484,6 +512,13 @@ for g in 1 2; do
 done
 expect_eq gc_main_pods "$(pod_name gm1) $(pod_name gm2) $(gcm_leases)" "gm1 gm2 2"
 gm1_ip=$(pod_json gm1 | jq -r .ipv4)
+# an IPAM DEL that fails keeps the record (what names the lease) for the
+# next GC; before the fix the record went first and the lease for good
+touch "$T/ipam-v11.faildel"
+pi_direct GC "$(gcm_conf 1.1.0 ipam-v11 "$(jq -cn --arg c "$(cid 161)" '{"cni.dev/valid-attachments": [{containerID: $c, ifname: "eth0"}]}')")" "" "" "" "" >/dev/null
+expect_eq gc_main_del_failed_kept "$(pod_name gm2) $(gcm_leases)" "gm2 2"
+rm -f "$T/ipam-v11.faildel"
+: >"$T/ipam-v11.log"
 out=$(pi_direct GC "$(gcm_conf 1.1.0 ipam-v11 "$(jq -cn --arg c "$(cid 161)" '{"cni.dev/valid-attachments": [{containerID: $c, ifname: "eth0"}]}')")" "" "" "" "")
 expect_eq gc_main_ok "$?:$out" "0:"
 expect_eq gc_main_pod_removed "$(pod_name gm1) $(pod_name gm2)" "gm1 "
@@ -778,6 +813,37 @@ expect_eq main_readd_lease_freed "$(leases ${PREFIX}main100)" 0
 ip netns del ${PREFIX}mr
 rt DEL "$T/ptp10.conflist" "$(cid 98)" /run/netns/${PREFIX}ptp2 >/dev/null
 ip netns del ${PREFIX}ptp2
+# Two ADDs of one attachment at once (a runtime's retry racing its first
+# try): both pass the look before IPAM, host-local gives the address to
+# one and refuses the other, whose undo must leave the winner's address
+# alone. The IPAM plugin holds the first ADD for a second, so that the
+# second starts meanwhile. (A build before the fix read the pod through a
+# read-only handle, could not check it, and gave its address back.)
+cat >"$T/bin/ipam-slow" <<'EOS'
+#!/bin/sh
+conf=$(cat)
+if [ "$CNI_COMMAND" = ADD ] && mkdir "$(dirname "$0")/../slow.once" 2>/dev/null; then
+	sleep 1
+fi
+echo "$conf" | exec /usr/lib/cni/host-local
+EOS
+chmod +x "$T/bin/ipam-slow"
+slconf=$(podconf 1.0.0 "" "$(jq -cn --arg d "$T/ipam/slow" '{name: "ci-slow", mode: "main",
+	ipam: {type: "ipam-slow", ranges: [[{subnet: "10.123.10.0/24"}]], dataDir: $d}}')")
+mkns ${PREFIX}sl
+id=$(cid 123)
+(pi_direct ADD "$slconf" "$id" /run/netns/${PREFIX}sl eth0 "IgnoreUnknown=1;K8S_POD_NAME=sl" >/dev/null; echo $? >"$T/sl1") &
+sleep 0.3
+pi_direct ADD "$slconf" "$id" /run/netns/${PREFIX}sl eth0 "IgnoreUnknown=1;K8S_POD_NAME=sl" >/dev/null
+echo $? >"$T/sl2"
+wait
+sl_ip=$(pod_json sl | jq -r .ipv4)
+expect_eq race_one_added "$(cat "$T/sl1" "$T/sl2" | sort | tr '\n' ' ')" "0 1 "
+expect_eq race_lease_kept "$(ls "$T/ipam/slow/ci-slow" 2>/dev/null | grep '^10\.' | tr '\n' ' ')" "$sl_ip "
+expect_eq race_pod_of_lease "$(pod_json sl | jq -r .attach_id | grep -c "$id")" 1
+pi_direct DEL "$slconf" "$id" /run/netns/${PREFIX}sl >/dev/null
+expect_eq race_del_frees "$(ls "$T/ipam/slow/ci-slow" 2>/dev/null | grep -c '^10\.')" 0
+ip netns del ${PREFIX}sl
 # A failed main ADD (the interface name is taken in the pod) undoes all,
 # the IPAM lease included; DEL after it succeeds.
 mkns ${PREFIX}mf
@@ -901,12 +967,16 @@ cut_add() {	# cut_add NAME CID: ADD, CHECK and DEL of a pod on the node
 n=150
 for kind in no_config unwritten; do
 	mkdir -p "$cdir"
+	# and the directory a `node up` makes and locks before it renames it
+	# to the node's, left by one killed before the rename
+	mkdir "$(dirname "$cdir")/_up_$(basename "$cdir")-999999"
 	bpftool map create "$cdir/pods" type hash key 4 value 8 entries 4 name pods
 	[ $kind = unwritten ] && bpftool map create "$cdir/node_config" type array key 4 \
 		value "$csize" entries 1 name node_config
 	mark=$(wc -l <"$LOG")
 	cut_add cut_$kind $((n++))
 	check cut_${kind}_logged sh -c "tail -n +$((mark + 1)) '$LOG' | grep -q \"a 'node up' was cut off\""
+	check cut_${kind}_tmp_swept test ! -e "$(dirname "$cdir")/_up_$(basename "$cdir")-999999"
 	"$PI" -N $CUT node down >/dev/null
 done
 # the negative control: no configuration, but a pod recorded
