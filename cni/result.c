@@ -113,7 +113,8 @@ int cni_pi_fail(struct cni_err *e, int err, const char *what,
 				what, conf->node);
 	case EPROTO:
 		return cni_fail(e, CNI_ERR_NODE_ABI, "podinject node was made by another build",
-				"%s: node '%s': take it down with 'podinject -N %s node down --force'",
+				"%s: node '%s': an older build's is migrated in place with 'podinject -N %s node upgrade' "
+				"(the DaemonSet's install step does), a newer one's needs that build; the plugin's log says which",
 				what, conf->node, conf->node);
 	case EADDRINUSE:
 		return cni_fail(e, CNI_ERR_ADDR_IN_USE, "address belongs to another pod",

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=318
+EXPECT=320
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -987,6 +987,16 @@ out=$(pi_direct ADD "$cutconf" "$(cid $((n++)))" /run/netns/${PREFIX}cu eth0 "Ig
 expect_eq cut_with_pods_refused "$? $(code_of "$out")" "1 100"
 check cut_with_pods_kept test -e "$cdir/pods"
 check cut_with_pods_down "$PI" -N $CUT node down --force
+# A node an older build made (its configuration says ABI 8): not a
+# cut-off making, code 104, and the way out is the upgrade, not a wipe
+# (the details once said `node down --force`, for every other build).
+mkdir -p "$cdir"
+bpftool map create "$cdir/node_config" type array key 4 value "$csize" entries 1 name node_config
+bpftool map update pinned "$cdir/node_config" key 0 0 0 0 value 120 0 $(for ((i = 2; i < 44; i++)); do printf '0 '; done)8 0 0 0 $(for ((i = 48; i < csize; i++)); do printf '0 '; done)
+out=$(pi_direct ADD "$cutconf" "$(cid $((n++)))" /run/netns/${PREFIX}cu eth0 "IgnoreUnknown=1;K8S_POD_NAME=cu")
+expect_eq older_node_code_104 "$? $(code_of "$out")" "1 104"
+expect_eq older_node_says_upgrade "$(jq -r .details <<<"$out" | grep -c "node upgrade")" 1
+"$PI" -N $CUT node down --force >/dev/null
 # The real thing: the plugin's first ADD on the node killed while it
 # makes the node, after a few delays (where each lands depends on the
 # machine); the runtime's next ADD of the pod goes through each time.
