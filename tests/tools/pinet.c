@@ -537,7 +537,7 @@ static int cmd_udp_recv(int argc, char **argv)
 	char abuf[INET6_ADDRSTRLEN];
 	struct opts o;
 
-	if (parse(argc, argv, OPT_6 | OPT_DELAY, &o) || o.npos != 3)
+	if (parse(argc, argv, OPT_6, &o) || o.npos != 3)
 		return usage();
 	port = number(o.pos[0], 1, 65535);
 	count = number(o.pos[1], 0, 100000000);
