@@ -14,11 +14,6 @@
 #include <string.h>
 #include "cni.h"
 
-/* A record of the plugin's own that outlived its attachment, whose DEL
- * never came (a crash, a reboot, an ADD that re-adopted a pod between
- * the chain's DELs): its device is gone, or another device has its
- * ifindex now, or its programs are (the node lost them). Another's
- * record (`pod add`, `pod adopt`) is never called stale. */
 /* Whether the device of the record `old` is gone, or another has its
  * ifindex now. */
 static bool device_gone(const struct pi_pod_info *old)
@@ -29,6 +24,11 @@ static bool device_gone(const struct pi_pod_info *old)
 	       strcmp(name, old->hostdev);
 }
 
+/* A record of the plugin's own that outlived its attachment, whose DEL
+ * never came (a crash, a reboot, an ADD that re-adopted a pod between
+ * the chain's DELs): its device is gone, or another device has its
+ * ifindex now, or its programs are (the node lost them). Another's
+ * record (`pod add`, `pod adopt`) is never called stale. */
 static bool stale(struct pi_node *node, const struct pi_pod_info *old)
 {
 	if (strncmp(old->attach_id, CNI_ATTACH_PREFIX,

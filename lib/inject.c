@@ -676,21 +676,22 @@ uint32_t inject_granted_path(const struct inject_state *s,
 	return 0;
 }
 
-/* Puts grants back as they were, the last saved first (a key saved twice
- * ends as it was first): a netkit fallback's guard in place before its
- * key, as when it was granted; the targets' guards then follow. */
-static void grants_restore(const struct pi_node *n, struct inject_state *s,
-			   const struct pi_pod_info *targets, int ntargets,
-			   const struct pi_inject_key *k,
-			   const struct pi_inject_target *t, int cnt)
+void inject_undo(const struct pi_node *n, struct inject_state *s,
+		 const struct pi_pod_info *targets, int ntargets,
+		 struct inject_undo *u)
 {
-	for (int i = cnt - 1; i >= 0; i--) {
-		if (t[i].path == PI_DP_PATH_NETKIT_FALLBACK)
+	for (int i = 0; i < u->nadded; i++)
+		bpf_map_delete_elem(s->maps[IM_AUTH], &u->added[i]);
+	/* the last saved first: a key saved twice ends as it was first */
+	for (int i = u->nhad - 1; i >= 0; i--) {
+		if (u->had_t[i].path == PI_DP_PATH_NETKIT_FALLBACK)
 			for (int j = 0; j < ntargets; j++)
-				if (targets[j].ifindex == t[i].target_ifindex)
+				if (targets[j].ifindex == u->had_t[i].target_ifindex)
 					guard_set(n, s, &targets[j], true);
-		bpf_map_update_elem(s->maps[IM_AUTH], &k[i], &t[i], BPF_ANY);
+		bpf_map_update_elem(s->maps[IM_AUTH], &u->had_k[i],
+				    &u->had_t[i], BPF_ANY);
 	}
+	u->nadded = u->nhad = 0;
 	for (int i = 0; i < ntargets; i++)
 		netkit_guard_sync(n, s, &targets[i]);
 }
@@ -698,23 +699,11 @@ static void grants_restore(const struct pi_node *n, struct inject_state *s,
 int inject_authorise(const struct pi_node *n, struct inject_state *s,
 		     const struct pi_pod_info *inj,
 		     const struct pi_pod_info *targets, int ntargets, uint32_t path,
-		     struct pi_inject_key *added, int *nadded)
+		     struct inject_undo *u)
 {
-	/* Keys that were there, with what they said: a failure puts them
-	 * back as they were (an `inject allow` that changes a grant's path
-	 * and fails changes nothing). */
-	struct pi_inject_key *had_k;
-	struct pi_inject_target *had_t;
-	int err = 0, nhad = 0;
+	int err = 0;
 
-	*nadded = 0;
-	had_k = calloc(ntargets * 2 + 1, sizeof(*had_k));
-	had_t = calloc(ntargets * 2 + 1, sizeof(*had_t));
-	if (!had_k || !had_t) {
-		free(had_k);
-		free(had_t);
-		return -ENOMEM;
-	}
+	u->nadded = u->nhad = 0;
 	if (!path)
 		path = inject_path_auto();
 	for (int i = 0; i < ntargets && !err; i++) {
@@ -744,12 +733,13 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 			struct pi_inject_target old;
 
 			/* New keys are undone by deleting them, others by
-			 * what they said before. */
+			 * what they said before (an `inject allow` that
+			 * changes a grant's path and fails changes nothing). */
 			if (bpf_map_lookup_elem(s->maps[IM_AUTH], &k[j], &old)) {
-				added[(*nadded)++] = k[j];
+				u->added[u->nadded++] = k[j];
 			} else {
-				had_k[nhad] = k[j];
-				had_t[nhad++] = old;
+				u->had_k[u->nhad] = k[j];
+				u->had_t[u->nhad++] = old;
 			}
 			if (bpf_map_update_elem(s->maps[IM_AUTH], &k[j], &t,
 						BPF_ANY))
@@ -759,14 +749,8 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 		if (!err && t.path != PI_DP_PATH_NETKIT_FALLBACK)
 			err = netkit_guard_sync(n, s, &targets[i]);
 	}
-	if (err) {
-		for (int i = 0; i < *nadded; i++)
-			bpf_map_delete_elem(s->maps[IM_AUTH], &added[i]);
-		*nadded = 0;
-		grants_restore(n, s, targets, ntargets, had_k, had_t, nhad);
-	}
-	free(had_k);
-	free(had_t);
+	if (err)
+		inject_undo(n, s, targets, ntargets, u);
 	return err;
 }
 
@@ -874,10 +858,12 @@ int pi_inject_allow(struct pi_node *n, const char *injector,
 		    uint32_t *path_used)
 {
 	struct pi_pod_info inj, targets[MAX_AS];
-	struct pi_inject_key keys[MAX_AS * 2], prior_k[MAX_AS * 2];
-	struct pi_inject_target prior_t[MAX_AS * 2];
+	struct pi_inject_key added[MAX_AS * 2], had_k[MAX_AS * 2];
+	struct pi_inject_target had_t[MAX_AS * 2];
+	struct inject_undo u = { .added = added, .had_k = had_k,
+				 .had_t = had_t };
 	struct inject_state s;
-	int nkeys = 0, nprior = 0, created = 0, err;
+	int created = 0, err;
 	bool new_link = false;
 
 	if (node_require_write(n, "inject allow"))
@@ -911,18 +897,7 @@ int pi_inject_allow(struct pi_node *n, const char *injector,
 		pr_err("cannot load the injection program: %s", strerror(-err));
 		return err;
 	}
-	/* The grants there before, which a failure puts back as they were
-	 * (a changed path included). */
-	for (int i = 0; i < nas; i++) {
-		struct pi_inject_key k[2];
-		int nk = target_key(&inj, &targets[i], k);
-
-		for (int j = 0; j < nk; j++)
-			if (!bpf_map_lookup_elem(s.maps[IM_AUTH], &k[j],
-						 &prior_t[nprior]))
-				prior_k[nprior++] = k[j];
-	}
-	err = inject_authorise(n, &s, &inj, targets, nas, path, keys, &nkeys);
+	err = inject_authorise(n, &s, &inj, targets, nas, path, &u);
 	if (err) {
 		pr_err("cannot authorise '%s': %s", inj.name, strerror(-err));
 		goto out;
@@ -939,9 +914,7 @@ int pi_inject_allow(struct pi_node *n, const char *injector,
 		*path_used = path;
 out:
 	if (err) {
-		for (int i = 0; i < nkeys; i++)
-			bpf_map_delete_elem(s.maps[IM_AUTH], &keys[i]);
-		grants_restore(n, &s, targets, nas, prior_k, prior_t, nprior);
+		inject_undo(n, &s, targets, nas, &u);
 		if (new_link || !inject_auth_count(&s, inj.ifindex))
 			head_release(n, &s, &inj, PI_HEAD_INJECT);
 		netkit_guards_sync_all(n, &s);

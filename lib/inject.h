@@ -57,14 +57,31 @@ void head_roles_clear(const struct inject_state *s, uint32_t ifindex);
 /* Authorisations the injector still has. */
 int inject_auth_count(const struct inject_state *s, uint32_t injector);
 
+/* What inject_authorise changed, for its caller to undo: the keys it
+ * added, and those it overwrote with what they said before. The arrays
+ * hold two keys per target (the caller's). */
+struct inject_undo {
+	struct pi_inject_key *added;
+	int nadded;
+	struct pi_inject_key *had_k;
+	struct pi_inject_target *had_t;
+	int nhad;
+};
+
 /* Authorises inj to inject as each of targets with `path` (0 = auto); a
  * netkit target on the fallback gets the netkit fallback and its guard.
- * The keys it added (not those that existed) go to added/nadded, so a
- * caller can undo; on failure it has undone them itself. */
+ * What it changed goes to *u, so a caller can undo it (inject_undo); on
+ * failure it has undone it itself. */
 int inject_authorise(const struct pi_node *n, struct inject_state *s,
 		     const struct pi_pod_info *inj,
 		     const struct pi_pod_info *targets, int ntargets, uint32_t path,
-		     struct pi_inject_key *added, int *nadded);
+		     struct inject_undo *u);
+/* The grants as they were before inject_authorise: its new keys deleted,
+ * those it overwrote put back (a netkit fallback's guard first, as when
+ * it was granted), the targets' guards following. */
+void inject_undo(const struct pi_node *n, struct inject_state *s,
+		 const struct pi_pod_info *targets, int ntargets,
+		 struct inject_undo *u);
 int inject_path_auto(void);
 /* pi_inject_deny; with proxies_too, a grant a proxy rule holds goes as
  * well (an apply's own steps and their undo), where pi_inject_deny refuses

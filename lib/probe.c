@@ -574,8 +574,11 @@ static void session_open_err(const struct pi_node *n, int err)
 static int session_open(struct session *ss, struct pi_node *n,
 			struct pi_pod_info *pods, int npods)
 {
-	struct pi_inject_key keys[2];
-	int nkeys, err;
+	struct pi_inject_key added[2], had_k[2];
+	struct pi_inject_target had_t[2];
+	struct inject_undo u = { .added = added, .had_k = had_k,
+				 .had_t = had_t };
+	int err;
 
 	memset(ss, 0, sizeof(*ss));
 	ss->n = n;
@@ -599,7 +602,7 @@ static int session_open(struct session *ss, struct pi_node *n,
 		err = pod_ns_stat(&pods[i], &ss->pod_ns[i]);
 		if (!err)
 			err = inject_authorise(n, &ss->s, &ss->injector, &pods[i], 1,
-				       0, keys, &nkeys);
+				       0, &u);
 		if (!err)
 			err = reply_hook_attach(n, &ss->s, &pods[i]);
 		ss->npods = i + 1;

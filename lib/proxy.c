@@ -435,10 +435,13 @@ int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 {
 	bool inbound = spec->flags & PI_PROXY_INBOUND;
 	struct pi_dp_proxy_rule rule, old;
-	struct pi_inject_key keys[2];
 	struct pi_pod_info proxy, pod;
 	struct inject_state s;
-	int nkeys = 0, created, err;
+	struct pi_inject_key added[2], had_k[2];
+	struct pi_inject_target had_t[2];
+	struct inject_undo u = { .added = added, .had_k = had_k,
+				 .had_t = had_t };
+	int created, err;
 	bool ruled = false;
 
 	if (node_require_write(n, "proxy add"))
@@ -488,8 +491,7 @@ int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 	 * are veth pods, whose stored paths are the API's): the rule brings
 	 * one on the kernel's path only where there is none. */
 	err = inject_authorise(n, &s, &proxy, &pod, 1,
-			       inject_granted_path(&s, &proxy, &pod), keys,
-			       &nkeys);
+			       inject_granted_path(&s, &proxy, &pod), &u);
 	if (!err)
 		err = bpf_map_update_elem(rules_map(&s, inbound), &pod.ifindex,
 					  &rule, BPF_NOEXIST) ? -errno : 0;
@@ -519,8 +521,8 @@ int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 		       proxy.name, strerror(-err));
 out:
 	if (err) {
-		for (int i = 0; i < nkeys; i++)
-			bpf_map_delete_elem(s.maps[IM_AUTH], &keys[i]);
+		for (int i = 0; i < u.nadded; i++)
+			bpf_map_delete_elem(s.maps[IM_AUTH], &u.added[i]);
 		if (ruled)
 			unproxy(n, &s, &proxy, &pod, true, inbound);
 	}
