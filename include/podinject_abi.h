@@ -599,7 +599,8 @@ struct pi_probe_event {
 	__u32 kind;			/* enum pi_probe_reply */
 	__u64 ts_ns;			/* bpf_ktime_get_ns() at the reply
 					 * (PI_PROBE_SENT: at the injection) */
-	__u32 tcp_ack;			/* SYN-ACK's ack, to reset it */
+	__u32 tcp_ack;			/* SYN-ACK's or RST's ack (the
+					 * probe's ISN + 1), 0 where none */
 	__u32 pad;
 };
 

@@ -328,6 +328,17 @@ static int on_event(void *ctx, void *data, size_t len)
 	}
 	if (pr->verdict != V_PENDING)
 		return 0;
+	/* With --sport, probes one after the other share a flow: a SYN-ACK
+	 * or RST acknowledging another SYN answers an earlier probe, late
+	 * (after its timeout). Not this one's answer; a SYN-ACK's half-open
+	 * connection is reset as an answered probe's is. */
+	if ((ev->kind == PI_PROBE_SYNACK || ev->kind == PI_PROBE_RST) &&
+	    ev->tcp_ack && ev->tcp_ack != pr->isn + 1) {
+		if (ev->kind == PI_PROBE_SYNACK)
+			send_frame(ss, buf, build_frame(pr, buf, true,
+							ev->tcp_ack));
+		return 0;
+	}
 	pr->reply_ns = ev->ts_ns;
 	switch (ev->kind) {
 	case PI_PROBE_SYNACK:
@@ -645,7 +656,10 @@ static void probe_prepare(struct session *ss, struct probe *pr, uint32_t id,
 		pr->sport = PI_PROBE_PORT_LO + id % span;
 		pr->dport = port;
 	}
-	pr->isn = rng_next(ss);
+	/* never all ones: an answer's ack of 0 means it names no SYN */
+	do
+		pr->isn = rng_next(ss);
+	while (pr->isn == UINT32_MAX);
 	pr->key.family = family;
 	pr->key.proto = family == AF_INET6 && proto == IPPROTO_ICMP ?
 			IPPROTO_ICMPV6 : proto;

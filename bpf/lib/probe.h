@@ -177,11 +177,15 @@ static __always_inline bool probe_take(struct __sk_buff *skb,
 		} else if ((p->tcp_flags & (TCP_SYN | TCP_ACK)) ==
 			   (TCP_SYN | TCP_ACK)) {
 			kind = PI_PROBE_SYNACK;
-			if (bpf_skb_load_bytes(skb, p->l4_off + 8, &ack, 4))
-				return false;
 		} else {
 			return false;
 		}
+		/* The SYN it answers, for the probe to tell its own answer
+		 * from a late one to an earlier probe of the same ports (a
+		 * RST without ACK names none: 0) */
+		if ((p->tcp_flags & TCP_ACK) &&
+		    bpf_skb_load_bytes(skb, p->l4_off + 8, &ack, 4))
+			return false;
 	} else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6_) {
 		if (icmp_flow(skb, p, &k, &kind))
 			return false;

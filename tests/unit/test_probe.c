@@ -92,10 +92,21 @@ UNIT_TEST(probe_tcp_answers)
 	ASSERT_EQ(fx.last.kind, PI_PROBE_SYNACK, "answered");
 	ASSERT_EQ(fx.last.tcp_ack, 5001, "ack to reset with");
 	ASSERT_TRUE(fx.last.ts_ns > 0, "timestamp");
+	/* a RST with ACK names the SYN it refuses, as a SYN-ACK does (the
+	 * probe tells its own answer from a late one of the same ports);
+	 * one without names none */
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
 		"10.0.0.1", IPPROTO_TCP, 80, 61000, 0x14 });
+	ack = htonl(7001);
+	memcpy(pkt + 14 + 20 + 8, &ack, 4);
 	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "RST taken");
 	ASSERT_EQ(fx.last.kind, PI_PROBE_RST, "refused");
+	ASSERT_EQ(fx.last.tcp_ack, 7001, "the RST's ack");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 80, 61000, 0x04 });
+	memcpy(pkt + 14 + 20 + 8, &ack, 4);
+	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "RST without ACK taken");
+	ASSERT_EQ(fx.last.tcp_ack, 0, "no ack named");
 	/* the pod's own flows pass untouched */
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
 		"10.0.0.1", IPPROTO_TCP, 80, 40000, 0x12 });
@@ -103,7 +114,7 @@ UNIT_TEST(probe_tcp_answers)
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.3",
 		"10.0.0.1", IPPROTO_TCP, 80, 61000, 0x12 });
 	ASSERT_EQ(run(&fx, pkt, len), PI_NEXT, "other peer");
-	ASSERT_EQ(fx.events, 2, "no more events");
+	ASSERT_EQ(fx.events, 3, "no more events");
 	fx_teardown(&fx);
 }
 
