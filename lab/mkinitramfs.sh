@@ -171,15 +171,16 @@ fi
 if [ -n "$MODROOT" ]; then
 	# tls, and the AES-GCM its sockets ask the crypto API for (gcm,
 	# ghash); the sock_diag handlers the library reads a pod's sockets
-	# with when it gets its first rule (inet_diag, tcp_diag, udp_diag):
-	# the kernel would load those through modprobe, which the image has
-	# not
+	# with when it gets its first rule (inet_diag, tcp_diag, udp_diag);
+	# the token bucket t_probe holds a server's answers back with
+	# (sch_tbf): the kernel would load those through modprobe, which the
+	# image has not
 	WANT=(veth dummy sch_ingress cls_bpf act_bpf act_mirred
 	      x_tables xt_mark xt_socket xt_TPROXY ip_tables iptable_mangle
 	      ip6_tables ip6table_mangle nf_tproxy_ipv4 nf_tproxy_ipv6
 	      nf_tables nft_compat nft_socket nft_tproxy
 	      netkit ipv6 tls gcm ghash_generic ctr
-	      inet_diag tcp_diag udp_diag ${LAB_MODULES:-})
+	      inet_diag tcp_diag udp_diag sch_tbf ${LAB_MODULES:-})
 	declare -A DEP=() PATHOF=() DONE=()
 	norm() { local n=${1##*/}; n=${n%%.ko*}; echo "${n//-/_}"; }
 	while IFS= read -r line; do

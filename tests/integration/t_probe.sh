@@ -95,9 +95,9 @@ expect_eq udp_sport_slow_own_rtt "$(jq '[.probes[] | select(.rtt_ms >= 250)] | l
 
 # TCP with one --sport: an answer later than --timeout arrives while the
 # next probe of the same ports waits. The server's answers are held back
-# by a token bucket on its eth0 (60 bytes, 62.5 bytes/s): the first probe's
+# by a token bucket on its eth0 (60 bytes, 50 bytes/s): the first probe's
 # SYN-ACK (58 bytes: MSS only, as the probe's SYN) goes at once, the
-# second's waits ~0.9 s, past its 0.6 s, into the third probe's wait. That
+# second's waits ~1.1 s, past its 0.6 s, into the third probe's wait. That
 # SYN-ACK acknowledges the second probe's SYN: before, the third probe
 # took it as its own answer. Now an answer is a probe's only when it
 # acknowledges its SYN (the SYN-ACK's or RST's ack is its ISN + 1), and
@@ -105,17 +105,23 @@ expect_eq udp_sport_slow_own_rtt "$(jq '[.probes[] | select(.rtt_ms >= 250)] | l
 # third probe's own SYN met the server's half-open connection of the
 # second, and got no answer of its own.) The same with RSTs from a closed
 # port (54 bytes): the second probe's RST reached the third.
-slow_answers() { tc -n tq-b qdisc replace dev eth0 root tbf rate 500bit burst 60 limit 3000; }
-slow_answers
-out=$(probe --from tq-a --to $B:8080 --sport 61236 --count 3 --interval 20 --timeout 600)
-expect_eq tcp_sport_late_synack_not_taken "$(jq -r '[.probes[].verdict] | join(",")' <<<"$out")" "answered,no-answer,no-answer"
-sleep 0.5
-expect_eq tcp_sport_late_synack_reset "$(in_ns tq-b ss -Htn state syn-recv | wc -l)" 0
-tc -n tq-b qdisc del dev eth0 root
-slow_answers
-out=$(probe --from tq-a --to $B:8082 --sport 61237 --count 3 --interval 20 --timeout 600)
-expect_eq tcp_sport_late_rst_not_taken "$(jq -r '[.probes[].verdict] | join(",")' <<<"$out")" "refused,no-answer,no-answer"
-tc -n tq-b qdisc del dev eth0 root
+# (The lab's own kernel is built without sch_tbf: SKIP there.)
+slow_answers() { tc -n tq-b qdisc replace dev eth0 root tbf rate 400bit burst 60 limit 3000 2>/dev/null; }
+if slow_answers; then
+	out=$(probe --from tq-a --to $B:8080 --sport 61236 --count 3 --interval 20 --timeout 600)
+	expect_eq tcp_sport_late_synack_not_taken "$(jq -r '[.probes[].verdict] | join(",")' <<<"$out")" "answered,no-answer,no-answer"
+	sleep 0.5
+	expect_eq tcp_sport_late_synack_reset "$(in_ns tq-b ss -Htn state syn-recv | wc -l)" 0
+	tc -n tq-b qdisc del dev eth0 root
+	slow_answers
+	out=$(probe --from tq-a --to $B:8082 --sport 61237 --count 3 --interval 20 --timeout 600)
+	expect_eq tcp_sport_late_rst_not_taken "$(jq -r '[.probes[].verdict] | join(",")' <<<"$out")" "refused,no-answer,no-answer"
+	tc -n tq-b qdisc del dev eth0 root
+else
+	for t in synack_not_taken synack_reset rst_not_taken; do
+		skip tcp_sport_late_$t "no tbf qdisc in this kernel (CONFIG_NET_SCH_TBF): nothing here holds an answer back"
+	done
+fi
 
 # Denied by A's policy: reported with the rule that decided, out of two
 # deny rules, each naming only its own port; then a third rule put first
