@@ -56,6 +56,39 @@ static __always_inline __u32 head_roles_of(__u32 ifindex)
 }
 
 #include "lib/monitor.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PI_DP_INJ_REFUSALS);
+	__type(key, __u32);
+	__type(value, __u64);
+} inject_refusals SEC(".maps");
+
+/* Counts a drop of this object's by its reason (enum
+ * pi_dp_mon_drop_reason): `inject refused` and the metrics read them
+ * without a monitor running. */
+static __always_inline void refusal_count(__u32 reason)
+{
+	__u32 i = reason - PI_DP_MON_DROP_INJECT_REDIRECT;
+	__u64 *c = bpf_map_lookup_elem(&inject_refusals, &i);
+
+	if (c)
+		*c += 1;
+}
+
+/* A packet the injection object refuses, for `reason` (enum
+ * pi_dp_mon_drop_reason): dropped, counted, and told to a monitor that
+ * wants drops, so that no refusal of it goes unexplained. */
+static __always_inline int inject_refuse(struct __sk_buff *skb,
+					 const struct pkt *p, __u32 reason,
+					 __u32 aux)
+{
+	refusal_count(reason);
+	if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
+		mon_inject_event(skb, p, PI_DP_MON_DROP, reason, aux);
+	return PI_DROP;
+}
+
 #include "lib/proxy.h"
 #include "lib/probe.h"
 
@@ -172,13 +205,10 @@ static __always_inline int inject_egress_body(struct __sk_buff *skb)
 	}
 	if (res == PARSE_OK) {
 		if (!proxy_note_upstream(&p, t->target_ifindex,
-					 skb->ifindex)) {
-			if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
-				mon_inject_event(skb, &p, PI_DP_MON_DROP,
-						 PI_DP_MON_DROP_PROXY_LIMIT,
-						 t->target_ifindex);
-			return PI_DROP;
-		}
+					 skb->ifindex))
+			return inject_refuse(skb, &p,
+					     PI_DP_MON_DROP_PROXY_LIMIT,
+					     t->target_ifindex);
 		frag_note(&p);
 	}
 
@@ -218,11 +248,8 @@ static __always_inline int inject_egress_body(struct __sk_buff *skb)
 		/* A kernel without BPF_F_EGRESS refuses the flag here. */
 		if (st)
 			st->drops[PI_DP_INJ_DROP_REDIRECT]++;
-		if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
-			mon_inject_event(skb, &p, PI_DP_MON_DROP,
-					 PI_DP_MON_DROP_INJECT_REDIRECT,
-					 t->target_ifindex);
-		return PI_DROP;
+		return inject_refuse(skb, &p, PI_DP_MON_DROP_INJECT_REDIRECT,
+				     t->target_ifindex);
 	}
 	if (st) {
 		st->packets++;
@@ -281,6 +308,7 @@ int netkit_guard(struct __sk_buff *skb)
 	 * through nothing of the target's and must not go on. */
 	__sync_fetch_and_add(&g->runs, -1);
 	__sync_fetch_and_add(&g->missing, 1);
+	refusal_count(PI_DP_MON_DROP_GUARD_EMPTY);
 	return drop_at(skb, PI_DP_MON_NO_POD, PI_DP_MON_DROP_GUARD_EMPTY,
 		       PI_DP_HOOK_NETKIT_GUARD);
 }

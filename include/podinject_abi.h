@@ -24,7 +24,7 @@
  * mean what this build thinks. Bump it with any change to a struct below,
  * to a map's size or to the set of pinned objects, and add the migration
  * from the version before to lib/upgrade.c (docs/architecture.md). */
-#define PI_ABI_VERSION		9
+#define PI_ABI_VERSION		10
 /* pi_node_config.abi while `node upgrade` runs: this bit or'ed with the
  * version the upgrade started from. No build takes it for its own, so
  * every other command, of either build, leaves the node alone until the
@@ -689,6 +689,14 @@ enum pi_dp_mon_drop_reason {
 						 * not be assigned */
 	PI_DP_MON_DROP_REASON_MAX,
 };
+/* inject_refusals (the injection object's, per CPU): every packet it drops,
+ * by reason, node-wide; entry i counts reason
+ * PI_DP_MON_DROP_INJECT_REDIRECT + i. Where a reason has a table of its
+ * own too (a pair's redirect drops, a rule's limit_drops, a guard's
+ * missing runs), that says whose; this says how many of each, and is the
+ * only count of the proxy's refusals that have no such table. */
+#define PI_DP_INJ_REFUSALS	(PI_DP_MON_DROP_REASON_MAX - \
+				 PI_DP_MON_DROP_INJECT_REDIRECT)
 
 /* How a policy decision was made (a TRACE event's aux, hook NONE). */
 enum pi_dp_mon_decided {

@@ -44,6 +44,7 @@ const char *const inject_map_names[IM__COUNT] = {
 	[IM_PROXY_INBOUND_RULES] = "proxy_inbound_rules",
 	[IM_PROXY_INBOUND_PODS] = "proxy_inbound_pods",
 	[IM_HEAD_ROLES] = "head_roles",
+	[IM_REFUSALS] = "inject_refusals",
 };
 
 const char *const inject_prog_names[IP__COUNT] = {
@@ -1125,6 +1126,25 @@ int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **out)
 	}
 	*out = all;
 	return cnt;
+}
+
+int pi_inject_refusals(struct pi_node *n, uint64_t counts[PI_INJ_REFUSALS])
+{
+	struct inject_state s;
+	int err;
+
+	memset(counts, 0, PI_INJ_REFUSALS * sizeof(counts[0]));
+	err = inject_open(n, &s, false);
+	if (err == -ENOENT)
+		return 0;	/* nothing injected or captured on the node yet */
+	if (err)
+		return err;
+	/* the API's reasons are the datapath's (lib/abi_ties.c) */
+	for (uint32_t i = 0; i < PI_INJ_REFUSALS && !err; i++)
+		err = percpu_sum(s.maps[IM_REFUSALS], &i, &counts[i],
+				 sizeof(counts[i]));
+	inject_close(&s);
+	return err;
 }
 
 static void inject_feature_forget(struct pi_node *n, const struct pi_pod_info *pod)

@@ -287,6 +287,10 @@ static const struct migration {
 	 * hold_xdp_links() once the pins are this build's. */
 	{ 8, "pods' XDP ingress ACLs held by BPF links (link_xdp_pod_*), which the pod cannot detach",
 	  NULL, NULL },
+	/* A new map only, the injection object's, made empty: its drops
+	 * count from the switch on. */
+	{ 9, "the injection object's drops by reason (inject/inject_refusals)",
+	  NULL, NULL },
 };
 
 _Static_assert(PI_ABI_OLDEST_UPGRADE + sizeof(migrations) / sizeof(migrations[0]) ==

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* podinject inject allow|deny|list|stats */
+/* podinject inject allow|deny|list|stats|refused */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +18,7 @@ static int inject_help(int argc, char **argv)
 		"       podinject [-N NODE] inject deny INJECTOR [--as POD ...]\n"
 		"       podinject [-N NODE] [-j] inject list\n"
 		"       podinject [-N NODE] [-j] inject stats\n"
+		"       podinject [-N NODE] [-j] inject refused\n"
 		"\n"
 		"An authorised INJECTOR pod may send packets with POD's source\n"
 		"address; they are emitted into POD's egress datapath, where POD's\n"
@@ -27,7 +28,10 @@ static int inject_help(int argc, char **argv)
 		"bpf_redirect(BPF_F_INGRESS), auto (default) = fast where the\n"
 		"kernel has it. The fallback onto a netkit pod is the netkit\n"
 		"fallback: a guard at the pod's primary runs the pod's peer\n"
-		"program on injected packets, once (docs/datapath.md).\n");
+		"program on injected packets, once (docs/datapath.md).\n"
+		"refused: every packet the injection object dropped, node-wide,\n"
+		"by reason (the monitor's names: `monitor --type drop` says which\n"
+		"packet; stats and `proxy list` say whose where they count it).\n");
 	return EXIT_OK;
 }
 
@@ -241,6 +245,39 @@ static int inject_stats(int argc, char **argv)
 	return EXIT_OK;
 }
 
+static int inject_refused(int argc, char **argv)
+{
+	static const char *const names[PI_INJ_REFUSALS] = PI_MON_DROP_NAMES;
+	uint64_t counts[PI_INJ_REFUSALS];
+	struct pi_node *n;
+	int err;
+
+	if (argc > 0)
+		return usage_err("unknown argument '%s'", argv[0]);
+	err = pi_node_open(node_name, PI_OPEN_READ, lock_timeout_ms, &n);
+	if (!err)
+		err = pi_inject_refusals(n, counts);
+	pi_node_close(n);
+	if (err)
+		return exit_code(err);
+	if (json_output)
+		json_obj_open(jw);
+	else
+		printf("%-24s %12s\n", "REASON", "PACKETS");
+	for (int i = 0; i < PI_INJ_REFUSALS; i++) {
+		if (json_output)
+			json_ku64(jw, names[i], counts[i]);
+		else
+			printf("%-24s %12llu\n", names[i],
+			       (unsigned long long)counts[i]);
+	}
+	if (json_output) {
+		json_obj_close(jw);
+		json_end(jw);
+	}
+	return EXIT_OK;
+}
+
 int do_inject(int argc, char **argv)
 {
 	static const struct cmd cmds[] = {
@@ -248,6 +285,7 @@ int do_inject(int argc, char **argv)
 		{ "deny", inject_deny },
 		{ "list", inject_list },
 		{ "stats", inject_stats },
+		{ "refused", inject_refused },
 		{ "help", inject_help },
 		{ 0 },
 	};

@@ -29,6 +29,7 @@
 
 static const char *const drop_names[PI_DROP_MAX] = PI_DROP_NAMES;
 static const char *const inj_drop_names[PI_INJ_DROP_MAX] = PI_INJ_DROP_NAMES;
+static const char *const refused_names[PI_INJ_REFUSALS] = PI_MON_DROP_NAMES;
 static const char *const path_names[] = PI_PATH_NAMES;
 static const char *const ct_state_names[] = PI_CT_STATE_NAMES;
 
@@ -60,6 +61,7 @@ struct scrape {
 	int ninj;
 	struct pi_proxy_info *proxies;
 	int nproxies;
+	uint64_t refused[PI_INJ_REFUSALS];
 };
 
 static void scrape_free(struct scrape *s)
@@ -109,6 +111,9 @@ static int scrape_read(struct pi_node *n, struct scrape *s)
 	if (cnt < 0)
 		return cnt;
 	s->ninj = cnt;
+	err = pi_inject_refusals(n, s->refused);
+	if (err)
+		return err;
 	cnt = pi_proxy_list(n, &s->proxies);
 	if (cnt < 0)
 		return cnt;
@@ -251,6 +256,15 @@ static void write_inject(struct prom_buf *b, const struct scrape *s)
 			prom_sample(b, "podinject_inject_drops_total", l,
 				    st->drops[r]);
 		}
+	}
+	prom_family(b, "podinject_inject_refused_total", "counter",
+		    "Packets the injection object dropped, node-wide, by reason (the names of inject refused and of the monitor's drop events).");
+	for (int r = 0; r < PI_INJ_REFUSALS; r++) {
+		const char *const l[] = { "node", node,
+					  "reason", refused_names[r], NULL };
+
+		prom_sample(b, "podinject_inject_refused_total", l,
+			    s->refused[r]);
 	}
 }
 

@@ -340,16 +340,4 @@ __noinline int mon_inject_event(struct __sk_buff *skb, const struct pkt *p,
 	return 0;
 }
 
-/* A packet the injection object refuses, for `reason` (enum
- * pi_dp_mon_drop_reason): dropped, and told to a monitor that wants
- * drops, so that no refusal of it goes unexplained. */
-static __always_inline int inject_refuse(struct __sk_buff *skb,
-					 const struct pkt *p, __u32 reason,
-					 __u32 aux)
-{
-	if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
-		mon_inject_event(skb, p, PI_DP_MON_DROP, reason, aux);
-	return PI_DROP;
-}
-
 #endif

@@ -614,12 +614,9 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	/* Beyond the pod's share the new flow is refused, not made direct:
 	 * a pod does not get around its proxy by opening many flows. */
 	f = flow_add(&proxy_flows, r, &k, &nf, p, true);
-	if (!f) {
-		if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
-			mon_inject_event(skb, p, PI_DP_MON_DROP,
-					 PI_DP_MON_DROP_PROXY_LIMIT, r->port);
-		return PI_DROP;
-	}
+	if (!f)
+		return inject_refuse(skb, p, PI_DP_MON_DROP_PROXY_LIMIT,
+				     r->port);
 	if (mon_wants(MON_BIT(PI_DP_MON_PROXY)))
 		mon_inject_event(skb, p, PI_DP_MON_PROXY, 0, r->port);
 	return to_proxy(skb, f);
@@ -801,12 +798,9 @@ __noinline int inbound_capture(struct __sk_buff *skb, const struct pkt *p,
 	}
 	nf = inbound_flow_init(r, *pod, 0);
 	f = nf ? flow_add(&proxy_flows, r, &k, nf, p, false) : NULL;
-	if (!f) {
-		if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
-			mon_inject_event(skb, p, PI_DP_MON_DROP,
-					 PI_DP_MON_DROP_PROXY_LIMIT, r->port);
-		return PI_DROP;
-	}
+	if (!f)
+		return inject_refuse(skb, p, PI_DP_MON_DROP_PROXY_LIMIT,
+				     r->port);
 	if (mon_wants(MON_BIT(PI_DP_MON_PROXY)))
 		mon_inject_event(skb, p, PI_DP_MON_PROXY, 0, r->port);
 	/* to the pod's host side, whose head program hands it to the proxy */
@@ -947,13 +941,10 @@ __noinline int inbound_steer(struct __sk_buff *skb, const struct pkt *p,
 		if (nf && starts_flow(p))
 			nf->syn_seq = tcp_seq(skb, p);
 		f = nf ? flow_add(&proxy_upstream, r, &k, nf, p, false) : NULL;
-		if (!f) {
-			if (mon_wants(MON_BIT(PI_DP_MON_DROP)))
-				mon_inject_event(skb, p, PI_DP_MON_DROP,
-						 PI_DP_MON_DROP_PROXY_LIMIT,
-						 r->port);
-			return PI_DROP;
-		}
+		if (!f)
+			return inject_refuse(skb, p,
+					     PI_DP_MON_DROP_PROXY_LIMIT,
+					     r->port);
 		done = false;
 	}
 	if (set_macs(skb, r->pod_mac, r->pod_host_mac))

@@ -798,6 +798,13 @@ enum pi_monitor_drop {
 #define PI_MON_DROP_NAMES { "inject-redirect-refused", "proxy-limit", \
 	"netkit-guard-empty", "proxy-tuple-taken", "proxy-no-socket", \
 	"proxy-assign-failed" }
+/* The injection object's drops, node-wide: counts[i] is reason
+ * PI_MON_DROP_INJECT_REDIRECT + i (named PI_MON_DROP_NAMES[i]), summed
+ * over the CPUs, since the object was made (all 0 before it is). The
+ * tables of pi_inject_stats, pi_proxy_list and the netkit guards say whose
+ * where they count a reason too; 0 or -errno. */
+#define PI_INJ_REFUSALS	(PI_MON_DROP_MAX - PI_MON_DROP_INJECT_REDIRECT)
+int pi_inject_refusals(struct pi_node *node, uint64_t counts[PI_INJ_REFUSALS]);
 
 struct pi_monitor_event {
 	uint64_t ts_ns;			/* CLOCK_MONOTONIC, as the kernel's */

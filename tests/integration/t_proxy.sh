@@ -12,7 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=45
+EXPECT=47
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -247,6 +247,19 @@ out=$(in_ns tp-c "$PINET" tcp-connect --timeout 5000 $S 8080 2>&1)
 t1=$(now_ms)
 expect_eq proxy_down_refused "$(head -n 1 <<<"$out")" refused
 expect_lt proxy_down_fast "$(sub "$t1" "$t0")" 1000
+# A captured datagram with no proxy socket to take it is dropped: counted
+# by its reason, node-wide (`inject refused`, the metrics), as the
+# monitor names it, one for each datagram; no other reason moves.
+refused() { pi -N $X -j inject refused; }
+before=$(refused)
+in_ns tp-c "$PINET" udp-rr $S 5353 3 300 >/dev/null
+after=$(refused)
+expect_eq proxy_down_datagrams_counted \
+	"$(jq -n --argjson a "$before" --argjson b "$after" '[$b | to_entries[] | select(.value != $a[.key]) | "\(.key) +\(.value - $a[.key])"] | join(",")' -r)" \
+	"proxy-no-socket +3"
+expect_eq proxy_down_datagrams_metric \
+	"$(pi -N $X metrics | awk '$1 == "podinject_inject_refused_total{node=\"'$X'\",reason=\"proxy-no-socket\"}" { print $2 }')" \
+	"$(jq '."proxy-no-socket"' <<<"$after")"
 
 # proxy del: direct again, nothing left.
 check proxy_del pi -N $X proxy del tp-p --for tp-c

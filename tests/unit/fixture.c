@@ -66,6 +66,27 @@ struct pi_redirect_record fixture_last_redirect(int map_fd)
 	return r;
 }
 
+uint64_t fixture_refused(const struct bpf_map *inject_refusals,
+			 uint32_t reason)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint32_t i = reason - PI_DP_MON_DROP_INJECT_REDIRECT;
+	uint64_t sum = 0, *v;
+
+	if (ncpu <= 0)
+		return UINT64_MAX;
+	v = calloc(ncpu, sizeof(*v));
+	if (!v || bpf_map__lookup_elem(inject_refusals, &i, sizeof(i), v,
+				       ncpu * sizeof(*v), 0)) {
+		free(v);
+		return UINT64_MAX;
+	}
+	for (int c = 0; c < ncpu; c++)
+		sum += v[c];
+	free(v);
+	return sum;
+}
+
 int fixture_known(const char *feature, char *val, int len)
 {
 	const char *root = getenv("PODINJECT_ROOT");

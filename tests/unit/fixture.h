@@ -36,6 +36,12 @@ void fixture_add_pod(const struct bpf_map *pods, const struct bpf_map *endpoints
  * expectation from the probe would compare the probe with itself. */
 int fixture_known(const char *feature, char *val, int len);
 
+/* The injection object's count of drop `reason` (enum
+ * pi_dp_mon_drop_reason) in its inject_refusals map, summed over the
+ * CPUs; UINT64_MAX when it cannot be read. */
+uint64_t fixture_refused(const struct bpf_map *inject_refusals,
+			 uint32_t reason);
+
 struct bpf_object;
 /* Publishes `rules` as pod `pod`'s policy in `dir` at rule slot `start`
  * of the object's maps, as the library publishes an edit (lib/cls.c:

@@ -187,6 +187,9 @@ UNIT_TEST(inject_fast_path_per_kernel)
 	} else {
 		ASSERT_EQ(stats(&fx, PI_DP_PATH_FAST).drops[PI_DP_INJ_DROP_REDIRECT],
 			  1, "refused redirect counted");
+		ASSERT_EQ(fixture_refused(fx.skel->maps.inject_refusals,
+					  PI_DP_MON_DROP_INJECT_REDIRECT), 1,
+			  "and by reason, node-wide");
 		ASSERT_EQ(stats(&fx, PI_DP_PATH_FAST).packets, 0, "not counted");
 	}
 	inject_bpf__destroy(fx.skel);
@@ -359,6 +362,9 @@ UNIT_TEST(inject_netkit_guard_drops_without_program)
 	ASSERT_EQ(run_prog(gx.inj.skel->progs.netkit_guard, gx.inj.if_tgt,
 			   pkt, len, NULL), PI_DROP, "nothing to run: dropped");
 	ASSERT_EQ(guard_of(&gx).missing, 1, "counted missing");
+	ASSERT_EQ(fixture_refused(gx.inj.skel->maps.inject_refusals,
+				  PI_DP_MON_DROP_GUARD_EMPTY), 1,
+		  "and by reason, node-wide");
 	ASSERT_EQ(guard_of(&gx).runs, 0, "not counted as run");
 	ASSERT_EQ(node_egress(&gx, 5), 0, "target program never ran");
 	guard_teardown(&gx);

@@ -356,6 +356,12 @@ static int drop_reason_of(void *ctx, void *data, size_t size)
  * with its reason: a captured datagram, or a segment of a captured
  * connection that is no SYN, with no proxy socket to take it (these were
  * dropped without a word). */
+/* inject_refusals' count of `reason` */
+static uint64_t refused(struct px_fx *fx, uint32_t reason)
+{
+	return fixture_refused(fx->skel->maps.inject_refusals, reason);
+}
+
 UNIT_TEST(proxy_refusals_told)
 {
 	struct pi_dp_monitor_config cfg = { .kinds = 1u << PI_DP_MON_DROP };
@@ -391,6 +397,18 @@ UNIT_TEST(proxy_refusals_told)
 		  PI_DROP, "ack, no proxy socket");
 	ring_buffer__consume(rb);
 	ASSERT_EQ(reason, PI_DP_MON_DROP_PROXY_NO_SOCKET, "its reason");
+	/* and counted, whether a monitor asks or not */
+	ASSERT_EQ(refused(&fx, PI_DP_MON_DROP_PROXY_NO_SOCKET), 2,
+		  "both counted");
+	cfg.kinds = 0;
+	bpf_map__update_elem(fx.skel->maps.monitor_config, &zero, 4, &cfg,
+			     sizeof(cfg), 0);
+	ASSERT_EQ(run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len, NULL),
+		  PI_DROP, "no monitor: still dropped");
+	ASSERT_EQ(refused(&fx, PI_DP_MON_DROP_PROXY_NO_SOCKET), 3,
+		  "and counted");
+	ASSERT_EQ(refused(&fx, PI_DP_MON_DROP_PROXY_TUPLE), 0,
+		  "no other reason counted");
 	ring_buffer__free(rb);
 out:
 	inject_bpf__destroy(fx.skel);
@@ -1054,6 +1072,8 @@ UNIT_TEST(proxy_harden_share_per_pod)
 	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_proxy, pkt, len,
 		      NULL), PI_DROP, "nothing of its own: refused");
 	ASSERT_EQ(rule_of(&fx, fx.if_pod).limit_drops, 1, "refusal counted");
+	ASSERT_EQ(refused(&fx, PI_DP_MON_DROP_PROXY_LIMIT), 1,
+		  "and by reason, node-wide");
 	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_upstream, "10.0.0.3",
 			       50001, 53, IPPROTO_UDP), 1,
 		  "the other pod's upstream flow kept");
@@ -1235,6 +1255,8 @@ UNIT_TEST(proxy_inbound_plaintext_leg_confined)
 	len = seg_seq(pkt, "10.0.0.7", "10.0.0.1", 20000, 8080, 0x02, 7777);
 	ASSERT_EQ(run(fx.skel->progs.pod_reply, fx.if_other, pkt, len, NULL),
 		  PI_DROP, "a borrowed 4-tuple is dropped");
+	ASSERT_EQ(refused(&fx, PI_DP_MON_DROP_PROXY_TUPLE), 1,
+		  "counted by its reason");
 	/* the pod's answer goes to the proxy from its head */
 	len = seg_seq(pkt, "10.0.0.1", "10.0.0.7", 8080, 20000, 0x12, 1);
 	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, out),
