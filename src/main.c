@@ -22,7 +22,8 @@ static int main_help(int argc, char **argv)
 		"MS: how long to wait for the node's lock while another command holds\n"
 		"it (default $PODINJECT_WAIT_MS, else %d); then the command fails with\n"
 		"\"node busy\" and changes nothing.\n"
-		"'podinject OBJECT help' explains each object.\n"
+		"'podinject OBJECT help' (or --help anywhere after OBJECT) explains\n"
+		"each object.\n"
 		"Exit codes: 0 ok, 1 runtime failure, 2 usage error.\n",
 		PI_LOCK_TIMEOUT_MS);
 	return EXIT_OK;
@@ -110,6 +111,15 @@ int main(int argc, char **argv)
 	if (argc < 1) {
 		main_help(0, NULL);
 		return EXIT_USAGE;
+	}
+	/* --help or -h anywhere after OBJECT is 'OBJECT help' (no option
+	 * takes either as its value, and no name starts with '-') */
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			char *object_help[] = { argv[0], "help", NULL };
+
+			return cmd_select(cmds, 2, object_help, main_help);
+		}
 	}
 	return cmd_select(cmds, argc, argv, main_help);
 }

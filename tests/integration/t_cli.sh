@@ -4,7 +4,7 @@
 # 1 for a failure of the system), and leaves nothing behind.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=48
+EXPECT=50
 PREFIX=cl-
 N=cl-n
 
@@ -99,6 +99,19 @@ check help_pod "$PI" pod help
 check help_policy "$PI" policy help
 check help_node "$PI" node help
 check help_features "$PI" features help
+# --help (or -h) after any object, or after its command, is the object's
+# help, exit 0: it was "unknown argument" or "unknown command", exit 2
+bad=
+for o in node pod policy ct inject proxy probe features metrics monitor apply export; do
+	for a in "$o --help" "$o -h"; do
+		# shellcheck disable=SC2086
+		"$PI" $a >/dev/null 2>/tmp/tc$$.help && grep -q '^Usage: podinject' /tmp/tc$$.help || bad+=" '$a'"
+	done
+done
+expect_eq help_flag_every_object "$bad" ""
+"$PI" pod add x --ip 10.9.9.9 --help >/dev/null 2>/tmp/tc$$.help
+expect_eq help_flag_after_command "$? $(grep -c '^Usage: podinject \[-N NODE\] pod add' /tmp/tc$$.help)" "0 1"
+rm -f /tmp/tc$$.help
 
 # Ordering: 'at 1' puts a rule first.
 pi -N $N policy add cl-a deny to 10.1.0.0/16 >/dev/null
