@@ -689,8 +689,9 @@ enum pi_dp_mon_drop_reason {
 						 * not be assigned */
 	PI_DP_MON_DROP_REASON_MAX,
 };
-/* inject_refusals (the injection object's, per CPU): every packet it drops,
- * by reason, node-wide; entry i counts reason
+/* inject_refusals (the injection object's, per CPU): every packet it
+ * refuses (not a probe's answer it takes, nor a frame it failed to
+ * rewrite), by reason, node-wide; entry i counts reason
  * PI_DP_MON_DROP_INJECT_REDIRECT + i. Where a reason has a table of its
  * own too (a pair's redirect drops, a rule's limit_drops, a guard's
  * missing runs), that says whose; this says how many of each, and is the

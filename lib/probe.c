@@ -315,6 +315,7 @@ static int on_event(void *ctx, void *data, size_t len)
 	const struct pi_probe_event *ev = data;
 	struct probe *pr;
 	uint8_t buf[128];
+	bool stale;
 
 	if (len < sizeof(*ev) || ev->probe_id < ss->first_id ||
 	    ev->probe_id - ss->first_id >= (uint32_t)ss->nprobes)
@@ -326,14 +327,14 @@ static int on_event(void *ctx, void *data, size_t len)
 			pr->injected_ns = ev->ts_ns;
 		return 0;
 	}
-	if (pr->verdict != V_PENDING)
-		return 0;
-	/* With --sport, probes one after the other share a flow: a SYN-ACK
-	 * or RST acknowledging another SYN answers an earlier probe, late
-	 * (after its timeout). Not this one's answer; a SYN-ACK's half-open
-	 * connection is reset as an answered probe's is. */
-	if ((ev->kind == PI_PROBE_SYNACK || ev->kind == PI_PROBE_RST) &&
-	    ev->tcp_ack && ev->tcp_ack != pr->isn + 1) {
+	/* With --sport, probes one after the other share a flow: a SYN-ACK,
+	 * RST or ICMP error about another SYN (tcp_ack: its ISN + 1; 0 where
+	 * it names none) answers an earlier probe, late (after its
+	 * timeout). Not this one's answer. A SYN-ACK's half-open connection
+	 * is reset whoever it answers, as an answered probe's is: the server
+	 * holds no state for a probe, even one that gave up waiting. */
+	stale = ev->tcp_ack && ev->tcp_ack != pr->isn + 1;
+	if (pr->verdict != V_PENDING || stale) {
 		if (ev->kind == PI_PROBE_SYNACK)
 			send_frame(ss, buf, build_frame(pr, buf, true,
 							ev->tcp_ack));

@@ -29,7 +29,7 @@ static int inject_help(int argc, char **argv)
 		"kernel has it. The fallback onto a netkit pod is the netkit\n"
 		"fallback: a guard at the pod's primary runs the pod's peer\n"
 		"program on injected packets, once (docs/datapath.md).\n"
-		"refused: every packet the injection object dropped, node-wide,\n"
+		"refused: the packets the injection object refused, node-wide,\n"
 		"by reason (the monitor's names: `monitor --type drop` says which\n"
 		"packet; stats and `proxy list` say whose where they count it).\n");
 	return EXIT_OK;

@@ -112,8 +112,9 @@ int main(int argc, char **argv)
 		main_help(0, NULL);
 		return EXIT_USAGE;
 	}
-	/* --help or -h anywhere after OBJECT is 'OBJECT help' (no option
-	 * takes either as its value, and no name starts with '-') */
+	/* --help or -h anywhere after OBJECT is 'OBJECT help'. No pod or
+	 * node name starts with '-'; a device, namespace or file named
+	 * exactly so cannot be given as an option's value. */
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			char *object_help[] = { argv[0], "help", NULL };

@@ -258,7 +258,7 @@ static void write_inject(struct prom_buf *b, const struct scrape *s)
 		}
 	}
 	prom_family(b, "podinject_inject_refused_total", "counter",
-		    "Packets the injection object dropped, node-wide, by reason (the names of inject refused and of the monitor's drop events).");
+		    "Packets the injection object refused, node-wide, by reason (the names of inject refused and of the monitor's drop events).");
 	for (int r = 0; r < PI_INJ_REFUSALS; r++) {
 		const char *const l[] = { "node", node,
 					  "reason", refused_names[r], NULL };

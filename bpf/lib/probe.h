@@ -23,11 +23,23 @@ struct {
 } probe_events SEC(".maps");
 
 
+/* The sequence number after a quoted TCP header's, network order */
+static __always_inline __u32 quoted_seq_next(const __u8 *l4)
+{
+	__u32 seq;
+
+	__builtin_memcpy(&seq, l4 + 4, 4);
+	return bpf_htonl(bpf_ntohl(seq) + 1);
+}
+
 /* The flow an ICMP message is about: an echo reply names its own id and
- * sequence, an error quotes the header of the packet that caused it. */
+ * sequence, an error quotes the header of the packet that caused it (of a
+ * TCP segment: its sequence number, given + 1 in *ack, network order, as
+ * a SYN-ACK acknowledges a SYN). */
 static __always_inline int icmp_flow(struct __sk_buff *skb,
 				     const struct pkt *p,
-				     struct pi_flow_key *k, __u32 *kind)
+				     struct pi_flow_key *k, __u32 *kind,
+				     __u32 *ack)
 {
 	__u32 off = p->l4_off;
 	__u8 hdr[8];
@@ -63,6 +75,8 @@ static __always_inline int icmp_flow(struct __sk_buff *skb,
 		} else {
 			__builtin_memcpy(&k->pod_port, l4, 2);
 			__builtin_memcpy(&k->dst_port, l4 + 2, 2);
+			if (in.protocol == IPPROTO_TCP)
+				*ack = quoted_seq_next(l4);
 		}
 		/* about a packet of the pod's that receives it, or of none
 		 * (a pod may send any pod errors that quote its flows) */
@@ -87,6 +101,8 @@ static __always_inline int icmp_flow(struct __sk_buff *skb,
 		} else {
 			__builtin_memcpy(&k->pod_port, l4, 2);
 			__builtin_memcpy(&k->dst_port, l4 + 2, 2);
+			if (in.nexthdr == IPPROTO_TCP)
+				*ack = quoted_seq_next(l4);
 		}
 		/* about a packet of the pod's that receives it, or of none
 		 * (a pod may send any pod errors that quote its flows) */
@@ -187,7 +203,7 @@ static __always_inline bool probe_take(struct __sk_buff *skb,
 		    bpf_skb_load_bytes(skb, p->l4_off + 8, &ack, 4))
 			return false;
 	} else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6_) {
-		if (icmp_flow(skb, p, &k, &kind))
+		if (icmp_flow(skb, p, &k, &kind, &ack))
 			return false;
 	} else {
 		return false;

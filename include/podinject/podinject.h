@@ -798,7 +798,7 @@ enum pi_monitor_drop {
 #define PI_MON_DROP_NAMES { "inject-redirect-refused", "proxy-limit", \
 	"netkit-guard-empty", "proxy-tuple-taken", "proxy-no-socket", \
 	"proxy-assign-failed" }
-/* The injection object's drops, node-wide: counts[i] is reason
+/* The injection object's refusals, node-wide: counts[i] is reason
  * PI_MON_DROP_INJECT_REDIRECT + i (named PI_MON_DROP_NAMES[i]), summed
  * over the CPUs, since the object was made (all 0 before it is). The
  * tables of pi_inject_stats, pi_proxy_list and the netkit guards say whose

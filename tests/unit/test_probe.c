@@ -171,6 +171,23 @@ UNIT_TEST(probe_icmp_unreachable_quotes_the_probe)
 	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "unreachable taken");
 	ASSERT_EQ(fx.last.kind, PI_PROBE_UNREACH, "refused");
 	ASSERT_EQ(fx.last.probe_id, 10, "probe id");
+	ASSERT_EQ(fx.last.tcp_ack, 0, "a datagram's quote names no SYN");
+	/* quoting a TCP probe's SYN: its sequence number + 1, as a SYN-ACK
+	 * would acknowledge it (a late error is told from the next probe's
+	 * of the same ports) */
+	add_flow(&fx, AF_INET, IPPROTO_TCP, "10.0.0.1", "10.0.0.2", 61004, 80,
+		 11);
+	ilen = pkt_build(inner, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 61004, 80, 0x02 });
+	*(uint32_t *)(inner + 14 + 20 + 4) = htonl(0xfffffff0);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_ICMP, 0, 0, 0, (uint16_t)(ilen - 14) });
+	pkt[34] = 3;
+	pkt[35] = 1;
+	memcpy(pkt + 34 + 8, inner + 14, ilen - 14);
+	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "host unreachable taken");
+	ASSERT_EQ(fx.last.probe_id, 11, "the TCP probe's");
+	ASSERT_EQ(fx.last.tcp_ack, 0xfffffff1, "its SYN's sequence + 1");
 	/* the same quote sent to another pod (10.0.0.3) is no answer to the
 	 * probe: any pod may send one, and would make a probe of another
 	 * pod refused and have the error taken (found by a review) */

@@ -352,16 +352,16 @@ static int drop_reason_of(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-/* Every refusal of proxy_assign is told to a monitor that wants drops,
- * with its reason: a captured datagram, or a segment of a captured
- * connection that is no SYN, with no proxy socket to take it (these were
- * dropped without a word). */
 /* inject_refusals' count of `reason` */
 static uint64_t refused(struct px_fx *fx, uint32_t reason)
 {
 	return fixture_refused(fx->skel->maps.inject_refusals, reason);
 }
 
+/* Every refusal of proxy_assign is told to a monitor that wants drops,
+ * with its reason: a captured datagram, or a segment of a captured
+ * connection that is no SYN, with no proxy socket to take it (these were
+ * dropped without a word), and counted by reason. */
 UNIT_TEST(proxy_refusals_told)
 {
 	struct pi_dp_monitor_config cfg = { .kinds = 1u << PI_DP_MON_DROP };
