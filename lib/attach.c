@@ -156,6 +156,23 @@ int detach_prog(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
 	return 0;
 }
 
+int detach_prog_now(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
+		    uint32_t prio, const char *pin_path)
+{
+	int fd;
+
+	if (mode == PI_ATTACH_TCX && pin_path) {
+		fd = bpf_obj_get(pin_path);
+		if (fd >= 0) {
+			/* a link already detached (its device gone) says
+			 * ENOLINK; the unlink below is all there is to do */
+			bpf_link_detach(fd);
+			close(fd);
+		}
+	}
+	return detach_prog(ifindex, hook, mode, prio, pin_path);
+}
+
 int query_tcx(int ifindex, enum pi_hook hook, uint32_t *ids, uint32_t max)
 {
 	uint32_t cnt = max, flags = 0;

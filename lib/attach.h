@@ -50,9 +50,17 @@ int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
 int attach_prog_after(int prog_fd, int ifindex, enum pi_hook hook,
 		      enum pi_attach_mode mode, const char *after_pin,
 		      uint32_t prio, const char *pin_path);
-/* Undoes attach_prog; a device that is already gone is not an error. */
+/* Undoes attach_prog; a device that is already gone is not an error. A
+ * tcx or netkit link whose pin is unlinked lets go of its hook later
+ * (after a grace period, from a workqueue): a query of the hook right
+ * after may still list it. */
 int detach_prog(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
 		uint32_t prio, const char *pin_path);
+/* detach_prog, the hook let go of before it returns (BPF_LINK_DETACH,
+ * which waits for a grace period itself): for a caller that looks at the
+ * hook next. */
+int detach_prog_now(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
+		    uint32_t prio, const char *pin_path);
 /* The kernel's attach type of a hook (tcx or netkit), -1 for none. */
 int hook_attach_type(enum pi_hook hook);
 /* Program ids at a tcx hook in chain order; returns the count or -errno. */

@@ -271,21 +271,24 @@ bool pod_programs_on(const struct pi_node *n, const struct pi_pod_info *pod)
 	return !access(path, F_OK);
 }
 
-static void detach_pod(const struct pi_node *n, const struct pi_pod_info *pod)
+/* `now`: the hooks let go of before it returns (detach_prog_now), for a
+ * caller that looks at them next. */
+static void detach_pod(const struct pi_node *n, const struct pi_pod_info *pod,
+		       bool now)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
 	char path[PATH_MAX];
+	int (*detach)(int, enum pi_hook, enum pi_attach_mode, uint32_t,
+		      const char *) = now ? detach_prog_now : detach_prog;
 
 	if (!pod_programs_on(n, pod))
 		return;
 	if (pod->flags & PI_POD_NETKIT)
 		mode = PI_ATTACH_TCX;
 	pod_link_pin(n, pod, "egress", path, sizeof(path));
-	detach_prog(pod->ifindex, egress_hook(pod), mode, PI_PRIO_DATAPATH,
-		    path);
+	detach(pod->ifindex, egress_hook(pod), mode, PI_PRIO_DATAPATH, path);
 	pod_link_pin(n, pod, "ingress", path, sizeof(path));
-	detach_prog(pod->ifindex, ingress_hook(pod), mode, PI_PRIO_DATAPATH,
-		    path);
+	detach(pod->ifindex, ingress_hook(pod), mode, PI_PRIO_DATAPATH, path);
 }
 
 int pod_policy_programs(const struct pi_node *n, const struct pi_pod_info *pod,
@@ -308,7 +311,11 @@ int pod_policy_programs(const struct pi_node *n, const struct pi_pod_info *pod,
 			pr_err("cannot attach podinject's programs to %s for the policy of pod '%s': %s",
 			       pod->hostdev, pod->name, strerror(-err));
 	} else {
-		detach_pod(n, pod);
+		/* A netkit pod's guard follows the one program left at its
+		 * peer hook below: ours must be gone by then, or the guard
+		 * sees two and drops every injected packet (t_netkit
+		 * guardpol_injected_after, in the lab now and then). */
+		detach_pod(n, pod, pod->flags & PI_POD_NETKIT);
 	}
 	netns_restore(saved);
 	/* A netkit pod's guard runs the one program at its peer hook that
@@ -390,7 +397,7 @@ static int pod_enter_datapath(struct pi_node *n, struct pi_pod_info *pod,
 	}
 	err = features_enter(n, pod, pod_ns);
 	if (err) {
-		detach_pod(n, pod);
+		detach_pod(n, pod, false);
 		goto fail_records;
 	}
 	return 0;
@@ -833,7 +840,7 @@ int pod_remove(struct pi_node *n, const struct pi_pod_info *pod)
 	for (int i = 0; pi_features[i]; i++)
 		if (pi_features[i]->leave_pod)
 			pi_features[i]->leave_pod(n, pod);
-	detach_pod(n, pod);
+	detach_pod(n, pod, false);
 	del_endpoints(n, pod);
 	pod_forget(n, pod);
 	netns_restore(saved);
