@@ -150,6 +150,20 @@ UNIT_TEST(probe_udp_and_icmp_answers)
 	fx_teardown(&fx);
 }
 
+/* An IPv4 destination unreachable (code) from 10.0.0.2 to `to`, quoting
+ * the packet `inner` (from its IP header on); its length. */
+static int unreach_quoting(uint8_t *pkt, const char *to, const uint8_t *inner,
+			   int ilen, uint8_t code)
+{
+	int len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		to, IPPROTO_ICMP, 0, 0, 0, (uint16_t)(ilen - 14) });
+
+	pkt[34] = 3;
+	pkt[35] = code;
+	memcpy(pkt + 34 + 8, inner + 14, ilen - 14);
+	return len;
+}
+
 UNIT_TEST(probe_icmp_unreachable_quotes_the_probe)
 {
 	struct pr_fx fx;
@@ -163,15 +177,18 @@ UNIT_TEST(probe_icmp_unreachable_quotes_the_probe)
 	/* port unreachable from 10.0.0.2, quoting the probe's datagram */
 	ilen = pkt_build(inner, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_UDP, 61003, 9 });
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
-		"10.0.0.1", IPPROTO_ICMP, 0, 0, 0, (uint16_t)(ilen - 14) });
-	pkt[34] = 3;
-	pkt[35] = 3;
-	memcpy(pkt + 34 + 8, inner + 14, ilen - 14);
+	len = unreach_quoting(pkt, "10.0.0.1", inner, ilen, 3);
 	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "unreachable taken");
 	ASSERT_EQ(fx.last.kind, PI_PROBE_UNREACH, "refused");
 	ASSERT_EQ(fx.last.probe_id, 10, "probe id");
 	ASSERT_EQ(fx.last.tcp_ack, 0, "a datagram's quote names no SYN");
+	/* the same quote sent to another pod (10.0.0.3) is no answer to the
+	 * probe: any pod may send one, and would make a probe of another
+	 * pod refused and have the error taken (found by a review) */
+	fx.last.kind = 0;
+	len = unreach_quoting(pkt, "10.0.0.3", inner, ilen, 3);
+	ASSERT_EQ(run(&fx, pkt, len), PI_NEXT, "another pod's error passes");
+	ASSERT_EQ(fx.last.kind, 0, "no answer of the probe");
 	/* quoting a TCP probe's SYN: its sequence number + 1, as a SYN-ACK
 	 * would acknowledge it (a late error is told from the next probe's
 	 * of the same ports) */
@@ -180,25 +197,10 @@ UNIT_TEST(probe_icmp_unreachable_quotes_the_probe)
 	ilen = pkt_build(inner, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_TCP, 61004, 80, 0x02 });
 	*(uint32_t *)(inner + 14 + 20 + 4) = htonl(0xfffffff0);
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
-		"10.0.0.1", IPPROTO_ICMP, 0, 0, 0, (uint16_t)(ilen - 14) });
-	pkt[34] = 3;
-	pkt[35] = 1;
-	memcpy(pkt + 34 + 8, inner + 14, ilen - 14);
+	len = unreach_quoting(pkt, "10.0.0.1", inner, ilen, 1);
 	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "host unreachable taken");
 	ASSERT_EQ(fx.last.probe_id, 11, "the TCP probe's");
 	ASSERT_EQ(fx.last.tcp_ack, 0xfffffff1, "its SYN's sequence + 1");
-	/* the same quote sent to another pod (10.0.0.3) is no answer to the
-	 * probe: any pod may send one, and would make a probe of another
-	 * pod refused and have the error taken (found by a review) */
-	fx.last.kind = 0;
-	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
-		"10.0.0.3", IPPROTO_ICMP, 0, 0, 0, (uint16_t)(ilen - 14) });
-	pkt[34] = 3;
-	pkt[35] = 3;
-	memcpy(pkt + 34 + 8, inner + 14, ilen - 14);
-	ASSERT_EQ(run(&fx, pkt, len), PI_NEXT, "another pod's error passes");
-	ASSERT_EQ(fx.last.kind, 0, "no answer of the probe");
 	fx_teardown(&fx);
 }
 
