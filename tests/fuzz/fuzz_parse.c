@@ -117,6 +117,11 @@ int pi_inject_stats(struct pi_node *n, struct pi_inject_stat_info **st)
 	return -ENOSYS;
 }
 
+int pi_inject_refusals(struct pi_node *n, uint64_t counts[PI_INJ_REFUSALS])
+{
+	return -ENOSYS;
+}
+
 int pi_policy_del(struct pi_node *n, const char *pod, uint32_t dir, uint32_t id)
 {
 	return -ENOSYS;
