@@ -109,8 +109,14 @@
 #define BACKOFF_MS	100
 #define EXPIRE_EVERY_MS	100
 /* How often a connection whose FIN waits for kTLS's held records looks
- * again (ktls_flushed) */
-#define FLUSH_EVERY_MS	2
+ * again (ktls_flushed): soon at first, as the records usually go within
+ * a few milliseconds; then, while TCP takes nothing more of them (a peer
+ * that stopped reading), half as often each time, down to once every
+ * FLUSH_MAX_MS. A peer that stalls must not make the proxy spend three
+ * system calls every 2 ms on each of its connections for as long as it
+ * likes (flush_check). */
+#define FLUSH_FIRST_MS	2
+#define FLUSH_MAX_MS	256
 /* What the kernel adds to a TLS 1.3 record's plaintext: the header, the
  * content type and the AEAD tag, the same for each of its ciphers */
 #define TLS13_RECORD_OVERHEAD	(5 + 1 + 16)
@@ -198,6 +204,10 @@ struct conn {
 	/* on the flushing list: the FIN waits for kTLS's held records */
 	bool flushing;
 	struct conn *fprev, *fnext;
+	long long flush_at;		/* its next look (pi_mono_ms) */
+	int flush_every;		/* ms between its looks, now */
+	unsigned long long flush_given;	/* what TCP had at the last look */
+	unsigned flush_looks;		/* looks while it waited (-v) */
 	/* The secret the peer's records are sealed with, from OpenSSL's key
 	 * log, until the kernel has the keys made from it (then wiped). */
 	unsigned char rx_secret[EVP_MAX_MD_SIZE];
@@ -621,13 +631,22 @@ static bool half_room(const struct half *h)
 	return !h->eof && !h->full && h->queued < h->cap;
 }
 
-/* The flushing list: connections looked at again every FLUSH_EVERY_MS,
- * with no event to wake them (ktls_flushed). */
+/* When the next look at the flushing list is due: the earliest of its
+ * connections' flush_at, or earlier (a connection that left the list). */
+static long long flush_due;
+
+/* The flushing list: connections looked at again, FLUSH_FIRST_MS after
+ * they joined, then less often while nothing moves, with no event to wake
+ * them (ktls_flushed, flush_check). */
 static void flush_wait(struct conn *c)
 {
 	if (c->flushing)
 		return;
 	c->flushing = true;
+	c->flush_every = FLUSH_FIRST_MS;
+	c->flush_at = pi_mono_ms() + FLUSH_FIRST_MS;
+	if (!flushing || c->flush_at < flush_due)
+		flush_due = c->flush_at;
 	c->fprev = NULL;
 	c->fnext = flushing;
 	if (flushing)
@@ -654,10 +673,16 @@ static void conn_free(struct conn *c, bool reset, const char *why)
 	if (verbose) {
 		char p[64], o[64];
 
-		fprintf(stderr, "conn %s -> %s up %llu down %llu %s\n",
+		/* the looks its FIN waited for (flush_check), after the
+		 * reason, which tests and readers find at its place */
+		fprintf(stderr, "conn %s -> %s up %llu down %llu %s",
 			addr_str(&c->peer, p, sizeof(p)),
 			addr_str(&c->orig, o, sizeof(o)), c->up.bytes,
 			c->down.bytes, why);
+		if (c->flush_looks)
+			fprintf(stderr, " (fin after %u looks for ktls records)",
+				c->flush_looks);
+		fputc('\n', stderr);
 	}
 	if (reset) {
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
@@ -1837,6 +1862,7 @@ static bool ktls_flushed(struct conn *c)
 	if (ktls_tx_seq(tls_fd(c), &seq) ||
 	    tcp_given(tls_fd(c), &given, &sending) || !sending)
 		return true;
+	c->flush_given = given;	/* whether TCP takes them (flush_check) */
 	want = c->ktls_tx_given + to_tls(c)->bytes +
 	       (c->notify_sent ? 2 : 0) +
 	       (seq - c->ktls_tx_seq) * TLS13_RECORD_OVERHEAD;
@@ -2908,36 +2934,69 @@ static int open_listeners(long port, int lfds[4])
 	return 0;
 }
 
-/* Serves until SIGTERM or SIGINT. */
-/* Connections whose FIN waits for kTLS's held records look again: no
- * event says when TCP has taken them. Once every FLUSH_EVERY_MS, not at
- * every turn of a busy loop: each look is three system calls. */
+/*
+ * Connections whose FIN waits for kTLS's held records look again when
+ * their time comes: no event says when TCP has taken the records (an
+ * EPOLLOUT comes when there is room, before the kernel's TLS layer has
+ * pushed them, and for as long as there is room). Each look is three
+ * system calls. While a look finds that TCP took nothing more since the
+ * last, the next comes twice as late, up to FLUSH_MAX_MS; when TCP takes
+ * some, FLUSH_FIRST_MS again. So a peer that stops reading costs a few
+ * looks a second per connection, and one that reads again gets the FIN at
+ * most FLUSH_MAX_MS after its last record.
+ */
 static void flush_check(void)
 {
-	static long long last;
-	long long now;
+	long long now, due = 0;
 	struct conn *c, *next;
 
 	if (!flushing)
 		return;
 	now = pi_mono_ms();
-	if (now - last < FLUSH_EVERY_MS)
+	if (now < flush_due)
 		return;
-	last = now;
 	for (c = flushing; c; c = next) {
+		unsigned long long given = c->flush_given;
+
 		next = c->fnext;
-		tls_relay(c);
+		if (now >= c->flush_at) {
+			c->flush_looks++;
+			tls_relay(c);
+			if (!c->flushing)
+				continue;	/* done, or freed */
+			if (c->flush_given != given)
+				c->flush_every = FLUSH_FIRST_MS;
+			else if (c->flush_every < FLUSH_MAX_MS)
+				c->flush_every *= 2;
+			c->flush_at = now + c->flush_every;
+		}
+		if (!due || c->flush_at < due)
+			due = c->flush_at;
 	}
+	flush_due = due;
 }
 
+/* How long serve() may wait for an event: until the next look at the
+ * flushing list, or EXPIRE_EVERY_MS. */
+static int serve_wait_ms(void)
+{
+	long long left;
+
+	if (!flushing)
+		return EXPIRE_EVERY_MS;
+	left = flush_due - pi_mono_ms();
+	return left <= 0 ? 0 : left < EXPIRE_EVERY_MS ? (int)left :
+	       EXPIRE_EVERY_MS;
+}
+
+/* Serves until SIGTERM or SIGINT. */
 static void serve(void)
 {
 	struct epoll_event evs[MAX_EVENTS];
 	bool running = true;
 
 	while (running) {
-		int n = epoll_wait(ep, evs, MAX_EVENTS, flushing ?
-				   FLUSH_EVERY_MS : EXPIRE_EVERY_MS);
+		int n = epoll_wait(ep, evs, MAX_EVENTS, serve_wait_ms());
 
 		for (int i = 0; i < n; i++) {
 			struct tag *t = evs[i].data.ptr;

@@ -24,7 +24,14 @@
  * test tries bursts of several sizes against several socket sizes, and
  * says whether any of them reached that state.
  *
- * One PASS/FAIL line per check.
+ * Where the kernel has kTLS (the lab's kernels), the same relay over TCP
+ * in a network namespace of the test's own, the kernel sealing the
+ * records: a FIN that waits for records the kernel's TLS layer holds
+ * while the server reads nothing must cost the proxy a few looks a second,
+ * not one every 2 ms, and must still go after every record once the
+ * server reads again (trial_ktls_held).
+ *
+ * One PASS/FAIL line per check (SKIP for the kTLS checks without kTLS).
  */
 int podinject_proxy_main(int argc, char **argv);
 #define main podinject_proxy_main
@@ -32,6 +39,8 @@ int podinject_proxy_main(int argc, char **argv);
 #undef main
 
 #include <dirent.h>
+#include <net/if.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <openssl/evp.h>
 #include <openssl/x509.h>
@@ -83,10 +92,10 @@ static int open_fds(void)
  * has for it now, each given to the connection it names, as serve() does.
  * The number of events.
  */
-static int proxy_batch(void)
+static int proxy_batch_wait(int timeout_ms)
 {
 	struct epoll_event evs[16];
-	int n = epoll_wait(ep, evs, 16, 0);
+	int n = epoll_wait(ep, evs, 16, timeout_ms);
 
 	for (int i = 0; i < n; i++) {
 		struct tag *t = evs[i].data.ptr;
@@ -102,6 +111,25 @@ static int proxy_batch(void)
 		free(g);
 	}
 	return n < 0 ? 0 : n;
+}
+
+static int proxy_batch(void)
+{
+	return proxy_batch_wait(0);
+}
+
+/* One turn of serve(): epoll_wait as long as serve() would, the events,
+ * then the connections whose FIN waits for kTLS's records. */
+static void proxy_turn(void)
+{
+	proxy_batch_wait(serve_wait_ms());
+	flush_check();
+	while (graveyard) {
+		struct conn *g = graveyard;
+
+		graveyard = g->next;
+		free(g);
+	}
 }
 
 /* Batches until one has no event: how many had some (SPIN_LIMIT: it
@@ -172,8 +200,53 @@ struct relay {
  * likewise when non-zero. The handshake is the proxy's own, run by its
  * event dispatch. 0, or -1 with the relay undone.
  */
+/*
+ * A TCP connection over the loopback of the test's namespace, both ends
+ * non-blocking: tls[0] the proxy's, its send buffer `sndbuf`; tls[1] the
+ * server's, its receive buffer `rcvbuf` (set on the listener, so that the
+ * window it offers is small from the start). 0 or -1.
+ */
+static int tcp_pair(int tls[2], int sndbuf, int rcvbuf)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	int l, fl;
+
+	tls[0] = tls[1] = -1;
+	l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (l < 0)
+		return -1;
+	if (setsockopt(l, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)) ||
+	    bind(l, (void *)&a, sizeof(a)) || listen(l, 1) ||
+	    getsockname(l, (void *)&a, &alen))
+		goto fail;
+	tls[0] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (tls[0] < 0 ||
+	    setsockopt(tls[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) ||
+	    (connect(tls[0], (void *)&a, sizeof(a)) && errno != EINPROGRESS))
+		goto fail;
+	tls[1] = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	if (tls[1] < 0)
+		goto fail;
+	fl = fcntl(tls[1], F_GETFL);
+	if (fl < 0 || fcntl(tls[1], F_SETFL, fl | O_NONBLOCK))
+		goto fail;
+	close(l);
+	return 0;
+fail:
+	close(l);
+	if (tls[0] >= 0)
+		close(tls[0]);
+	if (tls[1] >= 0)
+		close(tls[1]);
+	return -1;
+}
+
+/* `rcvbuf` non-zero: the TLS side is TCP (tcp_pair), else an AF_UNIX
+ * pair whose proxy end's send buffer is `sndbuf` */
 static int relay_open(struct relay *r, SSL_CTX *cctx, SSL_CTX *sctx,
-		      int sndbuf)
+		      int sndbuf, int rcvbuf)
 {
 	int plain[2], tls[2];
 	struct conn *c;
@@ -182,13 +255,16 @@ static int relay_open(struct relay *r, SSL_CTX *cctx, SSL_CTX *sctx,
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
 		       plain))
 		return -1;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
-		       tls)) {
+	if (rcvbuf ? tcp_pair(tls, sndbuf, rcvbuf) :
+		     socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+				SOCK_CLOEXEC, 0, tls)) {
 		close(plain[0]);
 		close(plain[1]);
 		return -1;
 	}
-	setsockopt(tls[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	if (!rcvbuf)
+		setsockopt(tls[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			   sizeof(sndbuf));
 	c = calloc(1, sizeof(*c));
 	r->c = c;
 	r->app = plain[1];
@@ -210,6 +286,7 @@ static int relay_open(struct relay *r, SSL_CTX *cctx, SSL_CTX *sctx,
 	if (!c->ssl || !r->srv || !SSL_set_fd(c->ssl, c->upstream) ||
 	    !SSL_set_fd(r->srv, r->srv_fd))
 		goto fail;
+	SSL_set_app_data(c->ssl, c);	/* the receiving keys (keylog) */
 	/* the server's certificate is the test's own */
 	SSL_set_verify(c->ssl, SSL_VERIFY_NONE, NULL);
 	SSL_set_connect_state(c->ssl);
@@ -327,7 +404,7 @@ static void trial_client_bursts(SSL_CTX *cctx, SSL_CTX *sctx, int sndbuf,
 	int busy;
 
 	v->trials++;
-	if (relay_open(&r, cctx, sctx, sndbuf))
+	if (relay_open(&r, cctx, sctx, sndbuf, 0))
 		return;
 	v->opened++;
 	for (int i = 0; i < 200 && r.c->up.want != SSL_ERROR_WANT_WRITE; i++) {
@@ -375,7 +452,7 @@ static void trial_app_stalls(SSL_CTX *cctx, SSL_CTX *sctx, size_t burst,
 	int busy = 0;
 
 	v->trials++;
-	if (relay_open(&r, cctx, sctx, 65536))
+	if (relay_open(&r, cctx, sctx, 65536, 0))
 		return;
 	v->opened++;
 	for (int i = 0; i < 64; i++) {
@@ -426,7 +503,7 @@ static void trial_both_shut(SSL_CTX *cctx, SSL_CTX *sctx, struct verdict *v)
 	struct relay r;
 
 	v->trials++;
-	if (relay_open(&r, cctx, sctx, 65536))
+	if (relay_open(&r, cctx, sctx, 65536, 0))
 		return;
 	v->opened++;
 	setsockopt(r.c->client, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
@@ -466,6 +543,181 @@ static void trial_both_shut(SSL_CTX *cctx, SSL_CTX *sctx, struct verdict *v)
 	if (!nconns)
 		r.c = NULL;	/* freed */
 	relay_close(&r);
+}
+
+/* What the kTLS trials found. */
+struct ktls_verdict {
+	int trials;
+	int keys;		/* kTLS took the proxy's sending keys */
+	int reached;		/* a FIN waited on held records, server stalled */
+	unsigned looks_worst;	/* most looks at one of them in KTLS_STALL_MS */
+	long long fin_worst;	/* most ms from the server reading to the FIN */
+	char lost[200];		/* the first trial whose end went wrong */
+};
+
+#define KTLS_STALL_MS	1000
+/* looks in KTLS_STALL_MS that count as polling: with the backoff, about
+ * ten (2, 4, ... FLUSH_MAX_MS, then every FLUSH_MAX_MS); without, one
+ * every 2 ms */
+#define KTLS_LOOKS_MAX	30
+
+/* The server reads what has come; whether the close_notify came, and
+ * after it the FIN. */
+static void srv_read_end(struct relay *r, bool *notify, bool *fin)
+{
+	char b;
+
+	srv_read(r);
+	if (!*notify && SSL_get_error(r->srv, SSL_read(r->srv, &b, 0)) ==
+			SSL_ERROR_ZERO_RETURN)
+		*notify = true;
+	if (*notify && !*fin && recv(r->srv_fd, &b, 1, MSG_DONTWAIT) == 0)
+		*fin = true;
+}
+
+/*
+ * The application sends `len` bytes and its end. The server, behind a
+ * small window, reads what has come once a millisecond until the proxy's
+ * FIN waits for records the kernel's TLS layer still holds (the
+ * close_notify taken, TCP's send buffer full); then it reads nothing for
+ * KTLS_STALL_MS while the proxy runs its loop: the looks at the
+ * connection are counted. Then it reads everything: every byte, the
+ * close_notify, then the FIN.
+ */
+static void trial_ktls_held(SSL_CTX *cctx, SSL_CTX *sctx, size_t len,
+			    int sndbuf, struct ktls_verdict *v)
+{
+	bool notify = false, fin = false;
+	struct relay r;
+	unsigned looks;
+	long long t0;
+
+	v->trials++;
+	if (relay_open(&r, cctx, sctx, sndbuf, 4096))
+		return;
+	if (!r.c->ktls_tx) {
+		relay_close(&r);
+		return;
+	}
+	v->keys++;
+	app_send(&r, len);
+	shutdown(r.app, SHUT_WR);
+	proxy_settle();
+	for (int i = 0; i < 500 && !r.c->dead && !r.c->flushing; i++) {
+		srv_read(&r);
+		usleep(1000);
+		proxy_settle();
+	}
+	/* held, not on its way: a record the TLS layer pushes on its own
+	 * (its work runs after room comes) would leave at once */
+	t0 = pi_mono_ms();
+	while (r.c->flushing && pi_mono_ms() - t0 < 50)
+		proxy_turn();
+	if (r.c->dead || !r.c->flushing) {
+		relay_close(&r);
+		return;
+	}
+	v->reached++;
+	looks = r.c->flush_looks;
+	t0 = pi_mono_ms();
+	while (pi_mono_ms() - t0 < KTLS_STALL_MS && !r.c->dead)
+		proxy_turn();
+	looks = r.c->flush_looks - looks;
+	if (looks > v->looks_worst)
+		v->looks_worst = looks;
+	t0 = pi_mono_ms();
+	while (pi_mono_ms() - t0 < 5000 && !fin && !r.bad_byte) {
+		srv_read_end(&r, &notify, &fin);
+		proxy_turn();
+	}
+	if (fin && pi_mono_ms() - t0 > v->fin_worst)
+		v->fin_worst = pi_mono_ms() - t0;
+	if ((r.srv_got != r.app_sent || r.app_sent != len || !notify ||
+	     !fin || r.bad_byte) && !v->lost[0])
+		snprintf(v->lost, sizeof(v->lost),
+			 "%zu bytes, send buffer %d: server got %llu%s%s%s",
+			 len, sndbuf, r.srv_got,
+			 r.bad_byte ? ", a wrong byte" : "",
+			 notify ? "" : ", no close_notify",
+			 fin ? "" : ", no FIN within 5 s");
+	/* done both ways once the server ends too */
+	if (!r.c->dead) {
+		SSL_shutdown(r.srv);
+		shutdown(r.srv_fd, SHUT_WR);
+		for (int i = 0; i < 1000 && nconns; i++) {
+			app_read(&r);
+			proxy_turn();
+		}
+		if (!nconns)
+			r.c = NULL;	/* freed */
+	}
+	relay_close(&r);
+}
+
+/* A network namespace of the test's own with its loopback up: the kTLS
+ * trials' TCP stays in it. */
+static int own_netns(void)
+{
+	struct ifreq ifr = { .ifr_name = "lo" };
+	int fd, r;
+
+	if (unshare(CLONE_NEWNET))
+		return -1;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	r = ioctl(fd, SIOCGIFFLAGS, &ifr);
+	if (!r) {
+		ifr.ifr_flags |= IFF_UP;
+		r = ioctl(fd, SIOCSIFFLAGS, &ifr);
+	}
+	close(fd);
+	return r;
+}
+
+static void ktls_checks(SSL_CTX *sctx)
+{
+	static const size_t lens[] = { 16000, 40000, 65536 };
+	static const int sndbufs[] = { 4096, 16384 };
+	const char *names[] = { "ktls_fin_waits_for_held_records",
+				"ktls_held_records_no_polling",
+				"ktls_held_records_then_fin" };
+	struct ktls_verdict v = { 0 };
+	const char *why = NULL;
+	SSL_CTX *cctx = NULL;
+
+	if (own_netns())
+		why = "no network namespace of its own";
+	if (!why) {
+		ktls_report();	/* the proxy's own probe: ktls_kernel */
+		if (!ktls_kernel)
+			why = "no kTLS in this kernel (no \"tls\" TCP ULP; the lab's kernels have it)";
+	}
+	if (!why && !(cctx = tls_ctx_new()))
+		why = "no TLS context";
+	if (why) {
+		for (int i = 0; i < 3; i++)
+			printf("SKIP relay/%s: %s\n", names[i], why);
+		SSL_CTX_free(cctx);
+		return;
+	}
+	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+		for (size_t b = 0; b < sizeof(sndbufs) / sizeof(sndbufs[0]); b++)
+			trial_ktls_held(cctx, sctx, lens[l], sndbufs[b], &v);
+	check(v.keys && v.reached, names[0],
+	      "%d trials, kTLS took the keys in %d; no FIN waited for held records with the server stalled: the case is not tested",
+	      v.trials, v.keys);
+	check(v.reached && v.looks_worst <= KTLS_LOOKS_MAX, names[1],
+	      v.reached ? "%u looks at one connection in %d ms, want at most %d" :
+			  "no trial reached the case",
+	      v.looks_worst, KTLS_STALL_MS, KTLS_LOOKS_MAX);
+	check(v.reached && !v.lost[0], names[2], "%s",
+	      v.reached ? v.lost : "no trial reached the case");
+	printf("# ktls: %d trials, keys taken in %d, %d reached the case; most looks in %d ms: %u; FIN at most %lld ms after the server read again\n",
+	       v.trials, v.keys, v.reached, KTLS_STALL_MS, v.looks_worst,
+	       v.fin_worst);
+	SSL_CTX_free(cctx);
+	ktls_kernel = false;
 }
 
 int main(void)
@@ -522,6 +774,8 @@ int main(void)
 		check(both.opened && !both.lost[0], "both_shut_answer_whole",
 		      "%s", both.lost);
 	}
+
+	ktls_checks(sctx);
 
 	fds1 = open_fds();
 	check(fds0 == fds1 && !conns && !nconns, "nothing_left",
