@@ -112,7 +112,7 @@
  * again (ktls_flushed): soon at first, as the records usually go within
  * a few milliseconds; then, while TCP takes nothing more of them (a peer
  * that stopped reading), half as often each time, down to once every
- * FLUSH_MAX_MS. A peer that stalls must not make the proxy spend three
+ * FLUSH_MAX_MS. A peer that stalls must not make the proxy spend a few
  * system calls every 2 ms on each of its connections for as long as it
  * likes (flush_check). */
 #define FLUSH_FIRST_MS	2
@@ -206,7 +206,9 @@ struct conn {
 	struct conn *fprev, *fnext;
 	long long flush_at;		/* its next look (pi_mono_ms) */
 	int flush_every;		/* ms between its looks, now */
-	unsigned long long flush_given;	/* what TCP had at the last look */
+	/* what TCP had been given: at the last ktls_flushed(), which an
+	 * event may call too, and at the last look (flush_check) */
+	unsigned long long flush_given, flush_look_given;
 	unsigned flush_looks;		/* looks while it waited (-v) */
 	/* The secret the peer's records are sealed with, from OpenSSL's key
 	 * log, until the kernel has the keys made from it (then wiped). */
@@ -643,6 +645,7 @@ static void flush_wait(struct conn *c)
 	if (c->flushing)
 		return;
 	c->flushing = true;
+	c->flush_look_given = c->flush_given;	/* ktls_flushed() just ran */
 	c->flush_every = FLUSH_FIRST_MS;
 	c->flush_at = pi_mono_ms() + FLUSH_FIRST_MS;
 	if (!flushing || c->flush_at < flush_due)
@@ -680,7 +683,7 @@ static void conn_free(struct conn *c, bool reset, const char *why)
 			addr_str(&c->orig, o, sizeof(o)), c->up.bytes,
 			c->down.bytes, why);
 		if (c->flush_looks)
-			fprintf(stderr, " (fin after %u looks for ktls records)",
+			fprintf(stderr, " (%u looks for ktls records)",
 				c->flush_looks);
 		fputc('\n', stderr);
 	}
@@ -2939,7 +2942,7 @@ static int open_listeners(long port, int lfds[4])
  * their time comes: no event says when TCP has taken the records (an
  * EPOLLOUT comes when there is room, before the kernel's TLS layer has
  * pushed them, and for as long as there is room). Each look is three
- * system calls. While a look finds that TCP took nothing more since the
+ * system calls or more (the relay tries both directions). While a look finds that TCP took nothing more since the
  * last, the next comes twice as late, up to FLUSH_MAX_MS; when TCP takes
  * some, FLUSH_FIRST_MS again. So a peer that stops reading costs a few
  * looks a second per connection, and one that reads again gets the FIN at
@@ -2956,18 +2959,19 @@ static void flush_check(void)
 	if (now < flush_due)
 		return;
 	for (c = flushing; c; c = next) {
-		unsigned long long given = c->flush_given;
-
 		next = c->fnext;
 		if (now >= c->flush_at) {
 			c->flush_looks++;
 			tls_relay(c);
 			if (!c->flushing)
 				continue;	/* done, or freed */
-			if (c->flush_given != given)
+			/* TCP took some since the last look, whether this
+			 * look or an event in between saw it first */
+			if (c->flush_given != c->flush_look_given)
 				c->flush_every = FLUSH_FIRST_MS;
 			else if (c->flush_every < FLUSH_MAX_MS)
 				c->flush_every *= 2;
+			c->flush_look_given = c->flush_given;
 			c->flush_at = now + c->flush_every;
 		}
 		if (!due || c->flush_at < due)

@@ -193,14 +193,6 @@ struct relay {
 };
 
 /*
- * A connection as the proxy has it when it originates TLS: its client
- * socket (plaintext) and its upstream (TLS, the proxy the TLS client),
- * connected, the handshake to do. The upstream's send buffer is
- * `sndbuf` (as SO_SNDBUF takes it); the proxy's client socket gets `rcvbuf`
- * likewise when non-zero. The handshake is the proxy's own, run by its
- * event dispatch. 0, or -1 with the relay undone.
- */
-/*
  * A TCP connection over the loopback of the test's namespace, both ends
  * non-blocking: tls[0] the proxy's, its send buffer `sndbuf`; tls[1] the
  * server's, its receive buffer `rcvbuf` (set on the listener, so that the
@@ -243,8 +235,15 @@ fail:
 	return -1;
 }
 
-/* `rcvbuf` non-zero: the TLS side is TCP (tcp_pair), else an AF_UNIX
- * pair whose proxy end's send buffer is `sndbuf` */
+/*
+ * A connection as the proxy has it when it originates TLS: its client
+ * socket (plaintext) and its upstream (TLS, the proxy the TLS client),
+ * connected, the handshake to do. The upstream's send buffer is `sndbuf`
+ * (as SO_SNDBUF takes it). With `rcvbuf` non-zero the TLS side is TCP
+ * (tcp_pair, the server's receive buffer `rcvbuf`), else an AF_UNIX pair.
+ * The handshake is the proxy's own, run by its event dispatch. 0, or -1
+ * with the relay undone.
+ */
 static int relay_open(struct relay *r, SSL_CTX *cctx, SSL_CTX *sctx,
 		      int sndbuf, int rcvbuf)
 {
@@ -296,17 +295,22 @@ static int relay_open(struct relay *r, SSL_CTX *cctx, SSL_CTX *sctx,
 	if (ep_set(c->client, &c->ctag, 0, true) ||
 	    ep_set(c->upstream, &c->utag, EPOLLOUT, true))
 		goto fail;
-	for (int i = 0; i < 100; i++) {
+	/* over TCP a segment may wait for a softirq (Debian's 6.1): a
+	 * millisecond each turn, a second in all */
+	for (int i = 0; i < (rcvbuf ? 1000 : 100); i++) {
 		int s = SSL_do_handshake(r->srv);
 
 		proxy_batch();
-		if (s == 1 && !c->handshaking && !c->dead)
-			return 0;
-		if (c->dead)
+		/* freed at the end of the batch that ended it */
+		if (!nconns)
 			break;
+		if (s == 1 && !c->handshaking)
+			return 0;
+		if (rcvbuf)
+			usleep(1000);
 	}
 fail:
-	if (!c->dead)
+	if (nconns && !c->dead)
 		conn_free(c, true, "test: no handshake");
 	proxy_batch();
 	SSL_free(r->srv);
@@ -316,9 +320,19 @@ fail:
 	return -1;
 }
 
+/* Whether the relay's connection is open. The proxy frees a connection
+ * at the end of the batch that ended it; only the count of open ones says
+ * so then (the trials open one at a time), and r->c is forgotten. */
+static bool relay_alive(struct relay *r)
+{
+	if (r->c && !nconns)
+		r->c = NULL;
+	return r->c && !r->c->dead;
+}
+
 static void relay_close(struct relay *r)
 {
-	if (r->c && !r->c->dead)
+	if (relay_alive(r))
 		conn_free(r->c, false, "test: done");
 	proxy_batch();
 	SSL_free(r->srv);
@@ -550,106 +564,140 @@ struct ktls_verdict {
 	int trials;
 	int keys;		/* kTLS took the proxy's sending keys */
 	int reached;		/* a FIN waited on held records, server stalled */
+	int measured;		/* ... and still did after KTLS_STALL_MS */
 	unsigned looks_worst;	/* most looks at one of them in KTLS_STALL_MS */
 	long long fin_worst;	/* most ms from the server reading to the FIN */
 	char lost[200];		/* the first trial whose end went wrong */
+	char last[200];		/* the last trial that did not reach it */
 };
 
 #define KTLS_STALL_MS	1000
 /* looks in KTLS_STALL_MS that count as polling: with the backoff, about
- * ten (2, 4, ... FLUSH_MAX_MS, then every FLUSH_MAX_MS); without, one
- * every 2 ms */
+ * six (2, 4, ... FLUSH_MAX_MS, then every FLUSH_MAX_MS; the second
+ * measured starts 50 ms after the first look), up to 18 seen when TCP
+ * took a little now and then; without, one every 2 ms */
 #define KTLS_LOOKS_MAX	30
+/* rounds of the trials at most, until one reaches the case */
+#define KTLS_ROUNDS	4
 
-/* The server reads what has come; whether the close_notify came, and
- * after it the FIN. */
-static void srv_read_end(struct relay *r, bool *notify, bool *fin)
+/*
+ * The kTLS trials' server reads TCP itself, what has come (a window at
+ * most), and gives them to OpenSSL through a memory BIO: OpenSSL reading the
+ * socket would take what a record needs, and over the loopback each read
+ * makes room that the proxy's TCP fills at once, in the same call, so a
+ * record or two would always drain everything held. Then the server reads
+ * the plaintext. Whether the FIN came (after all before it).
+ */
+static void srv_feed(struct relay *r, bool *fin)
 {
-	char b;
+	static unsigned char b[BURST_MAX];
+	ssize_t n = recv(r->srv_fd, b, sizeof(b), MSG_DONTWAIT);
 
-	srv_read(r);
-	if (!*notify && SSL_get_error(r->srv, SSL_read(r->srv, &b, 0)) ==
-			SSL_ERROR_ZERO_RETURN)
-		*notify = true;
-	if (*notify && !*fin && recv(r->srv_fd, &b, 1, MSG_DONTWAIT) == 0)
+	if (n > 0)
+		BIO_write(SSL_get_rbio(r->srv), b, n);
+	else if (n == 0)
 		*fin = true;
+	srv_read(r);
 }
 
 /*
  * The application sends `len` bytes and its end. The server, behind a
- * small window, reads what has come once a millisecond until the proxy's
- * FIN waits for records the kernel's TLS layer still holds (the
- * close_notify taken, TCP's send buffer full); then it reads nothing for
- * KTLS_STALL_MS while the proxy runs its loop: the looks at the
- * connection are counted. Then it reads everything: every byte, the
- * close_notify, then the FIN.
+ * small window, reads what has come, a window at a time, until the proxy's FIN waits for
+ * records the kernel's TLS layer still holds (the close_notify taken,
+ * TCP's send buffer full); then it reads nothing for KTLS_STALL_MS while
+ * the proxy runs its loop: the looks at the connection are counted. Then
+ * it reads everything: every byte, the close_notify, then the FIN.
  */
 static void trial_ktls_held(SSL_CTX *cctx, SSL_CTX *sctx, size_t len,
 			    int sndbuf, struct ktls_verdict *v)
 {
-	bool notify = false, fin = false;
+	bool notify, fin = false;
 	struct relay r;
 	unsigned looks;
 	long long t0;
+	BIO *mem;
 
 	v->trials++;
 	if (relay_open(&r, cctx, sctx, sndbuf, 4096))
 		return;
-	if (!r.c->ktls_tx) {
+	mem = BIO_new(BIO_s_mem());
+	if (!r.c->ktls_tx || !mem) {
+		BIO_free(mem);
 		relay_close(&r);
 		return;
 	}
 	v->keys++;
+	/* empty is "not yet", not the end */
+	BIO_set_mem_eof_return(mem, -1);
+	SSL_set0_rbio(r.srv, mem);
 	app_send(&r, len);
 	shutdown(r.app, SHUT_WR);
 	proxy_settle();
-	for (int i = 0; i < 500 && !r.c->dead && !r.c->flushing; i++) {
-		srv_read(&r);
-		usleep(1000);
+	for (int i = 0; i < 4000 && relay_alive(&r) && !r.c->flushing &&
+	     !r.c->up.shut && !fin; i++) {
+		srv_feed(&r, &fin);
 		proxy_settle();
+		if (relay_alive(&r) && !r.c->flushing)
+			usleep(200);
 	}
 	/* held, not on its way: a record the TLS layer pushes on its own
-	 * (its work runs after room comes) would leave at once */
+	 * (its work is scheduled when room comes) would leave at once */
 	t0 = pi_mono_ms();
-	while (r.c->flushing && pi_mono_ms() - t0 < 50)
+	while (relay_alive(&r) && r.c->flushing && pi_mono_ms() - t0 < 50)
 		proxy_turn();
-	if (r.c->dead || !r.c->flushing) {
+	if (!relay_alive(&r) || !r.c->flushing) {
+		/* where it stopped, said if no trial reaches the case */
+		if (relay_alive(&r))
+			snprintf(v->last, sizeof(v->last),
+				 "%zu bytes, send buffer %d: eof %d queued %zu want %d close_notify %s shut %d; server got %llu",
+				 len, sndbuf, r.c->up.eof, r.c->up.queued,
+				 r.c->up.want, r.c->notify_sent ? "sent" : "not sent",
+				 r.c->up.shut, r.srv_got);
+		else
+			snprintf(v->last, sizeof(v->last),
+				 "%zu bytes, send buffer %d: the connection closed",
+				 len, sndbuf);
 		relay_close(&r);
 		return;
 	}
 	v->reached++;
 	looks = r.c->flush_looks;
 	t0 = pi_mono_ms();
-	while (pi_mono_ms() - t0 < KTLS_STALL_MS && !r.c->dead)
+	while (pi_mono_ms() - t0 < KTLS_STALL_MS && relay_alive(&r))
 		proxy_turn();
-	looks = r.c->flush_looks - looks;
-	if (looks > v->looks_worst)
-		v->looks_worst = looks;
+	/* measured only if it waited the whole second */
+	if (relay_alive(&r) && r.c->flushing) {
+		looks = r.c->flush_looks - looks;
+		v->measured++;
+		if (looks > v->looks_worst)
+			v->looks_worst = looks;
+	}
 	t0 = pi_mono_ms();
 	while (pi_mono_ms() - t0 < 5000 && !fin && !r.bad_byte) {
-		srv_read_end(&r, &notify, &fin);
+		srv_feed(&r, &fin);
 		proxy_turn();
 	}
 	if (fin && pi_mono_ms() - t0 > v->fin_worst)
 		v->fin_worst = pi_mono_ms() - t0;
+	notify = SSL_get_shutdown(r.srv) & SSL_RECEIVED_SHUTDOWN;
 	if ((r.srv_got != r.app_sent || r.app_sent != len || !notify ||
 	     !fin || r.bad_byte) && !v->lost[0])
 		snprintf(v->lost, sizeof(v->lost),
 			 "%zu bytes, send buffer %d: server got %llu%s%s%s",
 			 len, sndbuf, r.srv_got,
 			 r.bad_byte ? ", a wrong byte" : "",
-			 notify ? "" : ", no close_notify",
+			 notify ? "" : ", no close_notify before the FIN",
 			 fin ? "" : ", no FIN within 5 s");
-	/* done both ways once the server ends too */
-	if (!r.c->dead) {
+	/* done both ways once the server ends too (within 2 s: a FIN that
+	 * never came leaves it open, and relay_close resets it) */
+	if (relay_alive(&r)) {
 		SSL_shutdown(r.srv);
 		shutdown(r.srv_fd, SHUT_WR);
-		for (int i = 0; i < 1000 && nconns; i++) {
+		t0 = pi_mono_ms();
+		while (relay_alive(&r) && pi_mono_ms() - t0 < 2000) {
 			app_read(&r);
 			proxy_turn();
 		}
-		if (!nconns)
-			r.c = NULL;	/* freed */
 	}
 	relay_close(&r);
 }
@@ -677,11 +725,13 @@ static int own_netns(void)
 
 static void ktls_checks(SSL_CTX *sctx)
 {
-	static const size_t lens[] = { 16000, 40000, 65536 };
-	static const int sndbufs[] = { 4096, 16384 };
+	static const size_t lens[] = { 16000, 32768, 65536 };
+	static const int sndbufs[] = { 1, 4096 };	/* 1: the least */
 	const char *names[] = { "ktls_fin_waits_for_held_records",
 				"ktls_held_records_no_polling",
 				"ktls_held_records_then_fin" };
+	struct sched_param fifo = { .sched_priority = 1 }, normal = { 0 };
+	int policy;
 	struct ktls_verdict v = { 0 };
 	const char *why = NULL;
 	SSL_CTX *cctx = NULL;
@@ -701,23 +751,48 @@ static void ktls_checks(SSL_CTX *sctx)
 		SSL_CTX_free(cctx);
 		return;
 	}
-	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
-		for (size_t b = 0; b < sizeof(sndbufs) / sizeof(sndbufs[0]); b++)
-			trial_ktls_held(cctx, sctx, lens[l], sndbufs[b], &v);
+	/*
+	 * The case needs the proxy's close_notify taken while part of a
+	 * record is still held: the proxy must get to the room an ACK makes
+	 * before the TLS layer's own work does, which pushes the held
+	 * record into it. Over the loopback the ACK is handled in this
+	 * process, as the server reads, and the work it schedules runs on
+	 * this CPU at once, ahead of this process: the proxy then always
+	 * finds the room taken (none of 6 trials reached the case in the
+	 * lab). A real-time priority keeps the CPU for this process until
+	 * it sleeps, as the proxy on another CPU than the work would have
+	 * it; then 3 of the 6 reach it. Back to normal after.
+	 */
+	policy = sched_getscheduler(0);
+	if (policy < 0 || sched_getparam(0, &normal) ||
+	    sched_setscheduler(0, SCHED_FIFO, &fifo))
+		printf("# ktls: no real-time priority (%s): the trials may not reach the case\n",
+		       strerror(errno));
+	/* the race is won or lost each time: rounds until a trial has
+	 * waited out the stall */
+	for (int round = 0; round < KTLS_ROUNDS && !v.measured; round++)
+		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+			for (size_t b = 0; b < sizeof(sndbufs) / sizeof(sndbufs[0]); b++)
+				trial_ktls_held(cctx, sctx, lens[l], sndbufs[b], &v);
+	if (policy >= 0)
+		sched_setscheduler(0, policy, &normal);
 	check(v.keys && v.reached, names[0],
-	      "%d trials, kTLS took the keys in %d; no FIN waited for held records with the server stalled: the case is not tested",
-	      v.trials, v.keys);
-	check(v.reached && v.looks_worst <= KTLS_LOOKS_MAX, names[1],
-	      v.reached ? "%u looks at one connection in %d ms, want at most %d" :
-			  "no trial reached the case",
+	      "%d trials, kTLS took the keys in %d; no FIN waited for held records with the server stalled: the case is not tested (last trial: %s)",
+	      v.trials, v.keys, v.last);
+	check(v.measured && v.looks_worst <= KTLS_LOOKS_MAX, names[1],
+	      v.measured ? "%u looks at one connection in %d ms, want at most %d" :
+			   "no trial's FIN waited out the stall: not measured",
 	      v.looks_worst, KTLS_STALL_MS, KTLS_LOOKS_MAX);
 	check(v.reached && !v.lost[0], names[2], "%s",
 	      v.reached ? v.lost : "no trial reached the case");
-	printf("# ktls: %d trials, keys taken in %d, %d reached the case; most looks in %d ms: %u; FIN at most %lld ms after the server read again\n",
-	       v.trials, v.keys, v.reached, KTLS_STALL_MS, v.looks_worst,
-	       v.fin_worst);
+	/* the FIN's delay is said, not checked: the records still held
+	 * take their time through the small window too */
+	printf("# ktls: %d trials, keys taken in %d, %d reached the case, %d waited out the stall; most looks in %d ms: %u; FIN at most %lld ms after the server read again\n",
+	       v.trials, v.keys, v.reached, v.measured, KTLS_STALL_MS,
+	       v.looks_worst, v.fin_worst);
 	SSL_CTX_free(cctx);
 	ktls_kernel = false;
+	pipes_drop();	/* kTLS RX's pipes, pooled as the proxy does */
 }
 
 int main(void)
