@@ -194,6 +194,10 @@ struct conn {
 	 * through from_tls(c)'s pipe; OpenSSL reads nothing more */
 	bool ktls_rx;
 	bool close_notify;	/* kTLS RX: the peer's close_notify came */
+	/* kTLS RX: user_canceled alerts in a row, and where the last came
+	 * (from_tls(c)->bytes: data in between ends the row) */
+	int canceled_run;
+	unsigned long long canceled_at;
 	const char *why;	/* kTLS RX: why the connection broke */
 	/* kTLS seals what is sent: where its record layer and TCP stood
 	 * when it got the keys (ktls_flushed) */
@@ -1672,8 +1676,8 @@ out:
  * read (EINVAL), read with its type. The server's session tickets are
  * passed over (no session is resumed); the peer's close_notify ends the
  * direction (1); a key update, which the kernel cannot follow here, or
- * any other alert or record breaks the connection (-1, c->why). 0: the
- * tickets read.
+ * any other alert or record breaks the connection (-1, c->why), but for
+ * user_canceled. 0: the tickets read, or the user_canceled passed over.
  */
 static int ktls_control(struct conn *c)
 {
@@ -1704,6 +1708,20 @@ static int ktls_control(struct conn *c)
 	type = *CMSG_DATA(cm);
 	if (type == 21 && n >= 2 && rec[1] == 0)	/* alert: close_notify */
 		return 1;
+	/* user_canceled (90) is TLS 1.3's one alert that is no error (RFC
+	 * 8446, 6.1: a close_notify should follow). Where OpenSSL reads the
+	 * records (no kTLS, --no-ktls) it passes over it, and fails at the
+	 * fifth in a row with no data between (MAX_WARN_ALERT_COUNT): the
+	 * connection must not end otherwise because the kernel reads them. */
+	if (type == 21 && n == 2 && rec[1] == 90) {
+		if (from_tls(c)->bytes != c->canceled_at)
+			c->canceled_run = 0;
+		c->canceled_at = from_tls(c)->bytes;
+		if (++c->canceled_run < 5)
+			return 0;
+		c->why = "tls: too many user_canceled alerts in a row";
+		return -1;
+	}
 	if (type == 22) {	/* handshake messages: type, 24-bit length */
 		ssize_t i = 0;
 

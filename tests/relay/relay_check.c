@@ -702,6 +702,97 @@ static void trial_ktls_held(SSL_CTX *cctx, SSL_CTX *sctx, size_t len,
 	relay_close(&r);
 }
 
+/* The server sends an alert of its own: a record the kernel seals (the
+ * server's sending keys in it) with the alert's type. 0 or -1. */
+static int srv_alert(struct relay *r, unsigned char description)
+{
+	unsigned char alert[2] = { 1 /* warning */, description };
+	char cbuf[CMSG_SPACE(sizeof(unsigned char))] = { 0 };
+	struct iovec iov = { .iov_base = alert, .iov_len = sizeof(alert) };
+	struct msghdr m = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
+	};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+
+	cm->cmsg_level = SOL_TLS;
+	cm->cmsg_type = TLS_SET_RECORD_TYPE;
+	cm->cmsg_len = CMSG_LEN(sizeof(unsigned char));
+	*CMSG_DATA(cm) = 21;	/* alert */
+	return sendmsg(r->srv_fd, &m, MSG_NOSIGNAL) == sizeof(alert) ? 0 : -1;
+}
+
+/* The proxy relays for up to 2 s until the application has `want`
+ * bytes or the connection ended. */
+static void relay_until(struct relay *r, unsigned long long want)
+{
+	long long t0 = pi_mono_ms();
+
+	while (relay_alive(r) && r->app_got < want &&
+	       pi_mono_ms() - t0 < 2000) {
+		proxy_settle();
+		app_read(r);
+		if (r->app_got < want)
+			usleep(1000);
+	}
+}
+
+/*
+ * The server's user_canceled alert under kTLS, which opens the records
+ * for the proxy: passed over as OpenSSL passes over it (the data after
+ * it reaches the application, the connection stays), up to the fifth in
+ * a row with no data between, which ends it. The server's records are
+ * sealed by the kernel too, so that it can send an alert of its own.
+ */
+static void trial_user_canceled(SSL_CTX *cctx, const char *names[2])
+{
+	SSL_CTX *sctx = server_ctx_new();
+	const char *untested = NULL;
+	bool opened, over = false, ended = false;
+	struct relay r;
+	char got[160] = "";
+
+	if (sctx)
+		SSL_CTX_set_options(sctx, SSL_OP_ENABLE_KTLS);
+	opened = sctx && !relay_open(&r, cctx, sctx, 65536, 131072);
+	if (!opened)
+		untested = "no connection through the proxy";
+	else if (!r.c->ktls_rx ||
+		   !BIO_get_ktls_send(SSL_get_wbio(r.srv))) {
+		untested = r.c->ktls_rx ? "the server's records not sealed by the kernel" :
+					  "the proxy's received records not opened by the kernel";
+	}
+	if (!untested) {
+		srv_send(&r, 1000);
+		relay_until(&r, 1000);
+		if (srv_alert(&r, 90))
+			untested = "the alert not sent";
+	}
+	if (!untested) {
+		srv_send(&r, 1000);
+		relay_until(&r, 2000);
+		over = relay_alive(&r) && r.app_got == 2000 && !r.bad_byte;
+		snprintf(got, sizeof(got), "application got %llu of 2000, connection %s",
+			 r.app_got, relay_alive(&r) ? "open" :
+			 "reset (the proxy's log says why)");
+		for (int i = 0; i < 5 && relay_alive(&r); i++) {
+			srv_alert(&r, 90);
+			relay_until(&r, 2001);
+		}
+		ended = !relay_alive(&r);
+	}
+	if (untested) {
+		check(false, names[0], "not tested: %s", untested);
+		check(false, names[1], "not tested: %s", untested);
+	} else {
+		check(over, names[0], "%s", got);
+		check(ended, names[1], "the connection still open after five in a row");
+	}
+	if (opened)
+		relay_close(&r);
+	SSL_CTX_free(sctx);
+}
+
 /* A network namespace of the test's own with its loopback up: the kTLS
  * trials' TCP stays in it. */
 static int own_netns(void)
@@ -729,7 +820,9 @@ static void ktls_checks(SSL_CTX *sctx)
 	static const int sndbufs[] = { 1, 4096 };	/* 1: the least */
 	const char *names[] = { "ktls_fin_waits_for_held_records",
 				"ktls_held_records_no_polling",
-				"ktls_held_records_then_fin" };
+				"ktls_held_records_then_fin",
+				"ktls_user_canceled_passed_over",
+				"ktls_user_canceled_five_end" };
 	struct sched_param fifo = { .sched_priority = 1 }, normal = { 0 };
 	int policy;
 	struct ktls_verdict v = { 0 };
@@ -746,7 +839,7 @@ static void ktls_checks(SSL_CTX *sctx)
 	if (!why && !(cctx = tls_ctx_new()))
 		why = "no TLS context";
 	if (why) {
-		for (int i = 0; i < 3; i++)
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 			printf("SKIP relay/%s: %s\n", names[i], why);
 		SSL_CTX_free(cctx);
 		return;
@@ -790,6 +883,7 @@ static void ktls_checks(SSL_CTX *sctx)
 	printf("# ktls: %d trials, keys taken in %d, %d reached the case, %d waited out the stall; most looks in %d ms: %u; FIN at most %lld ms after the server read again\n",
 	       v.trials, v.keys, v.reached, v.measured, KTLS_STALL_MS,
 	       v.looks_worst, v.fin_worst);
+	trial_user_canceled(cctx, names + 3);
 	SSL_CTX_free(cctx);
 	ktls_kernel = false;
 	pipes_drop();	/* kTLS RX's pipes, pooled as the proxy does */
