@@ -421,36 +421,41 @@ static void trial_client_bursts(SSL_CTX *cctx, SSL_CTX *sctx, int sndbuf,
 	if (relay_open(&r, cctx, sctx, sndbuf, 0))
 		return;
 	v->opened++;
-	for (int i = 0; i < 200 && r.c->up.want != SSL_ERROR_WANT_WRITE; i++) {
+	/* (a connection the proxy ended is freed: relay_alive before each
+	 * look at it) */
+	for (int i = 0; i < 200 && relay_alive(&r) &&
+	     r.c->up.want != SSL_ERROR_WANT_WRITE; i++) {
 		app_send(&r, burst);
 		proxy_settle();
 	}
 	app_send(&r, BURST_MAX);
 	busy = proxy_settle();
-	if (r.c->up.want == SSL_ERROR_WANT_WRITE && r.c->up.head &&
-	    r.c->up.head + r.c->up.queued == r.c->up.cap)
+	if (relay_alive(&r) && r.c->up.want == SSL_ERROR_WANT_WRITE &&
+	    r.c->up.head && r.c->up.head + r.c->up.queued == r.c->up.cap)
 		v->reached++;
 	if (busy > v->worst)
 		v->worst = busy;
 	if (busy >= SPIN_LIMIT && !v->spun[0])
 		snprintf(v->spun, sizeof(v->spun),
 			 "sndbuf %d, bursts of %zu: buffer head %zu queued %zu of %zu",
-			 sndbuf, burst, r.c->up.head, r.c->up.queued,
-			 r.c->up.cap);
+			 sndbuf, burst,
+			 relay_alive(&r) ? r.c->up.head : 0,
+			 relay_alive(&r) ? r.c->up.queued : 0,
+			 relay_alive(&r) ? r.c->up.cap : 0);
 	/* the server reads again: all of it, in order */
-	for (int i = 0; i < 10000 && !r.c->dead &&
+	for (int i = 0; i < 10000 && relay_alive(&r) &&
 	     (r.srv_got < r.app_sent || r.c->up.queued); i++) {
 		srv_read(&r);
 		proxy_settle();
 	}
 	srv_read(&r);
-	if ((r.srv_got != r.app_sent || r.bad_byte || r.c->dead) &&
+	if ((r.srv_got != r.app_sent || r.bad_byte || !relay_alive(&r)) &&
 	    !v->lost[0])
 		snprintf(v->lost, sizeof(v->lost),
 			 "sndbuf %d, bursts of %zu: sent %llu, server got %llu%s%s",
 			 sndbuf, burst, r.app_sent, r.srv_got,
 			 r.bad_byte ? ", a wrong byte" : "",
-			 r.c->dead ? ", the connection closed" : "");
+			 relay_alive(&r) ? "" : ", the connection closed");
 	relay_close(&r);
 }
 
@@ -469,7 +474,7 @@ static void trial_app_stalls(SSL_CTX *cctx, SSL_CTX *sctx, size_t burst,
 	if (relay_open(&r, cctx, sctx, 65536, 0))
 		return;
 	v->opened++;
-	for (int i = 0; i < 64; i++) {
+	for (int i = 0; i < 64 && relay_alive(&r); i++) {
 		srv_send(&r, burst);
 		busy = proxy_settle();
 		if (busy >= SPIN_LIMIT)
@@ -480,9 +485,10 @@ static void trial_app_stalls(SSL_CTX *cctx, SSL_CTX *sctx, size_t burst,
 	if (busy >= SPIN_LIMIT && !v->spun[0])
 		snprintf(v->spun, sizeof(v->spun),
 			 "bursts of %zu: buffer head %zu queued %zu of %zu",
-			 burst, r.c->down.head, r.c->down.queued,
-			 r.c->down.cap);
-	for (int i = 0; i < 10000 && !r.c->dead &&
+			 burst, relay_alive(&r) ? r.c->down.head : 0,
+			 relay_alive(&r) ? r.c->down.queued : 0,
+			 relay_alive(&r) ? r.c->down.cap : 0);
+	for (int i = 0; i < 10000 && relay_alive(&r) &&
 	     (r.app_got < r.srv_sent || r.c->down.queued || r.srv_waits);
 	     i++) {
 		app_read(&r);
@@ -491,13 +497,13 @@ static void trial_app_stalls(SSL_CTX *cctx, SSL_CTX *sctx, size_t burst,
 			srv_send(&r, burst);
 	}
 	app_read(&r);
-	if ((r.app_got != r.srv_sent || r.bad_byte || r.c->dead) &&
+	if ((r.app_got != r.srv_sent || r.bad_byte || !relay_alive(&r)) &&
 	    !v->lost[0])
 		snprintf(v->lost, sizeof(v->lost),
 			 "bursts of %zu: sent %llu, application got %llu%s%s",
 			 burst, r.srv_sent, r.app_got,
 			 r.bad_byte ? ", a wrong byte" : "",
-			 r.c->dead ? ", the connection closed" : "");
+			 relay_alive(&r) ? "" : ", the connection closed");
 	relay_close(&r);
 }
 
