@@ -195,7 +195,8 @@ struct conn {
 	bool ktls_rx;
 	bool close_notify;	/* kTLS RX: the peer's close_notify came */
 	/* kTLS RX: user_canceled alerts in a row, and where the last came
-	 * (from_tls(c)->bytes: data in between ends the row) */
+	 * (the bytes read from the TLS socket: data in between ends the
+	 * row, whether the plaintext side has taken it yet or not) */
 	int canceled_run;
 	unsigned long long canceled_at;
 	const char *why;	/* kTLS RX: why the connection broke */
@@ -1708,15 +1709,20 @@ static int ktls_control(struct conn *c)
 	type = *CMSG_DATA(cm);
 	if (type == 21 && n >= 2 && rec[1] == 0)	/* alert: close_notify */
 		return 1;
-	/* user_canceled (90) is TLS 1.3's one alert that is no error (RFC
-	 * 8446, 6.1: a close_notify should follow). Where OpenSSL reads the
-	 * records (no kTLS, --no-ktls) it passes over it, and fails at the
-	 * fifth in a row with no data between (MAX_WARN_ALERT_COUNT): the
-	 * connection must not end otherwise because the kernel reads them. */
+	/* user_canceled (90): besides close_notify, TLS 1.3's one alert
+	 * that is no error (RFC 8446, 6.1: a close_notify should follow).
+	 * Where OpenSSL reads the records (no kTLS, --no-ktls) it passes
+	 * over it, and fails at the fifth in a row with no other record
+	 * between (MAX_WARN_ALERT_COUNT): the connection must not end
+	 * otherwise because the kernel reads them. Read so far: what the
+	 * plaintext side has taken and what waits in the pipe for it. */
 	if (type == 21 && n == 2 && rec[1] == 90) {
-		if (from_tls(c)->bytes != c->canceled_at)
+		unsigned long long read = from_tls(c)->bytes +
+					  from_tls(c)->queued;
+
+		if (read != c->canceled_at)
 			c->canceled_run = 0;
-		c->canceled_at = from_tls(c)->bytes;
+		c->canceled_at = read;
 		if (++c->canceled_run < 5)
 			return 0;
 		c->why = "tls: too many user_canceled alerts in a row";
@@ -1727,8 +1733,10 @@ static int ktls_control(struct conn *c)
 
 		while (i + 4 <= n && rec[i] == 4)	/* NewSessionTicket */
 			i += 4 + (rec[i + 1] << 16 | rec[i + 2] << 8 | rec[i + 3]);
-		if (i == n)
+		if (i == n) {
+			c->canceled_run = 0;	/* a record between alerts */
 			return 0;
+		}
 		c->why = i + 4 <= n && rec[i] == 24 ?
 			 "tls: key update (ktls cannot follow it)" :
 			 "tls: unexpected handshake message";

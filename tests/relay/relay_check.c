@@ -531,7 +531,7 @@ static void trial_both_shut(SSL_CTX *cctx, SSL_CTX *sctx, struct verdict *v)
 	shutdown(r.app, SHUT_WR);
 	proxy_settle();
 	srv_read(&r);
-	want = r.c->down.cap + 65536;
+	want = TLS_BUF + 65536;	/* more than the proxy's buffer holds */
 	for (int i = 0; i < 1000 && r.srv_sent < want && !r.srv_waits; i++) {
 		srv_send(&r, want - r.srv_sent < BURST_MAX ?
 			     want - r.srv_sent : BURST_MAX);
@@ -545,7 +545,8 @@ static void trial_both_shut(SSL_CTX *cctx, SSL_CTX *sctx, struct verdict *v)
 	if (busy >= SPIN_LIMIT && !v->spun[0])
 		snprintf(v->spun, sizeof(v->spun),
 			 "answer of %llu, buffer queued %zu of %zu",
-			 r.srv_sent, r.c->down.queued, r.c->down.cap);
+			 r.srv_sent, relay_alive(&r) ? r.c->down.queued : 0,
+			 (size_t)TLS_BUF);
 	/* the connection ends here, and is freed at the end of the batch
 	 * that ends it: only the count of open connections says so */
 	for (int i = 0; i < 10000 && nconns; i++) {
@@ -743,20 +744,43 @@ static void relay_until(struct relay *r, unsigned long long want)
 	}
 }
 
+/* The server sends a user_canceled alert, and the proxy runs until it
+ * has read it (its count of them moved) or ended the connection, for up
+ * to 2 s; the application reads nothing. Whether the connection is
+ * open. */
+static bool srv_canceled(struct relay *r)
+{
+	int run = r->c->canceled_run;
+	unsigned long long at = r->c->canceled_at;
+	long long t0 = pi_mono_ms();
+
+	if (srv_alert(r, 90))
+		return relay_alive(r);
+	while (relay_alive(r) && r->c->canceled_run == run &&
+	       r->c->canceled_at == at && pi_mono_ms() - t0 < 2000) {
+		proxy_settle();
+		usleep(1000);
+	}
+	return relay_alive(r);
+}
+
 /*
  * The server's user_canceled alert under kTLS, which opens the records
  * for the proxy: passed over as OpenSSL passes over it (the data after
- * it reaches the application, the connection stays), up to the fifth in
- * a row with no data between, which ends it. The server's records are
- * sealed by the kernel too, so that it can send an alert of its own.
+ * it reaches the application, the connection stays), the run of them
+ * ended by any data between, also data the application has not taken
+ * yet; the fifth in a row with none between ends the connection. The
+ * server's records are sealed by the kernel too, so that it can send an
+ * alert of its own.
  */
 static void trial_user_canceled(SSL_CTX *cctx, const char *names[2])
 {
 	SSL_CTX *sctx = server_ctx_new();
 	const char *untested = NULL;
-	bool opened, over = false, ended = false;
+	bool opened, over = false, filled = false;
+	char got[200] = "", fifth[120] = "";
 	struct relay r;
-	char got[160] = "";
+	int ended = 0, sent, alerts = 0, small = 4096;
 
 	if (sctx)
 		SSL_CTX_set_options(sctx, SSL_OP_ENABLE_KTLS);
@@ -764,35 +788,84 @@ static void trial_user_canceled(SSL_CTX *cctx, const char *names[2])
 	if (!opened)
 		untested = "no connection through the proxy";
 	else if (!r.c->ktls_rx ||
-		   !BIO_get_ktls_send(SSL_get_wbio(r.srv))) {
+		 !BIO_get_ktls_send(SSL_get_wbio(r.srv)))
 		untested = r.c->ktls_rx ? "the server's records not sealed by the kernel" :
 					  "the proxy's received records not opened by the kernel";
-	}
 	if (!untested) {
+		/* data, the alert, data: all of it reaches the application */
 		srv_send(&r, 1000);
 		relay_until(&r, 1000);
-		if (srv_alert(&r, 90))
-			untested = "the alert not sent";
-	}
-	if (!untested) {
+		srv_canceled(&r);
 		srv_send(&r, 1000);
 		relay_until(&r, 2000);
-		over = relay_alive(&r) && r.app_got == 2000 && !r.bad_byte;
-		snprintf(got, sizeof(got), "application got %llu of 2000, connection %s",
-			 r.app_got, relay_alive(&r) ? "open" :
-			 "reset (the proxy's log says why)");
-		for (int i = 0; i < 5 && relay_alive(&r); i++) {
-			srv_alert(&r, 90);
-			relay_until(&r, 2001);
+		over = relay_alive(&r) && r.app_got == 2000;
+		/* Six times data and the alert, which are no run, while
+		 * what the proxy reads waits in its pipe: the application
+		 * reads nothing and its socket takes a few KiB, and the
+		 * server sends more before them and all of it before the
+		 * proxy runs. Each data record then goes into the pipe, and
+		 * the alert after it is read in the next turn, with nothing
+		 * taken by the application between. */
+		setsockopt(r.c->client, SOL_SOCKET, SO_SNDBUF, &small,
+			   sizeof(small));
+		for (int i = 0; i < 2 && !r.srv_waits; i++)
+			srv_send(&r, 16384);
+		for (int i = 0; i < 6 && !r.srv_waits; i++) {
+			srv_send(&r, 100);
+			if (!r.srv_waits && !srv_alert(&r, 90))
+				alerts++;
 		}
-		ended = !relay_alive(&r);
+		usleep(20000);	/* all of it in the proxy's socket */
+		/* until the last alert, behind all the data, was read */
+		for (int i = 0; i < 200 && relay_alive(&r) &&
+		     r.c->canceled_at < r.srv_sent; i++) {
+			proxy_settle();
+			if (relay_alive(&r) && from_tls(r.c)->queued)
+				filled = true;
+			usleep(1000);
+		}
+		filled = filled && alerts == 6;
+		over = over && relay_alive(&r);
+		/* every byte, in order, once the application reads */
+		relay_until(&r, r.srv_sent);
+		if (over && (!relay_alive(&r) || r.app_got != r.srv_sent ||
+			     r.bad_byte))
+			over = false;
+		snprintf(got, sizeof(got),
+			 "application got %llu of %llu%s, %d of 6 alerts sent%s, connection %s",
+			 r.app_got, r.srv_sent, r.bad_byte ? ", a wrong byte" : "",
+			 alerts, filled ? "" : ", the data never waited in the pipe",
+			 relay_alive(&r) ? "open" :
+			 "reset (the proxy's log says why)");
+		/* then five in a row, data before them: open after each of the
+		 * first four, ended by the fifth */
+		srv_send(&r, 100);
+		relay_until(&r, r.srv_sent);
+		for (sent = 1; sent <= 5 && relay_alive(&r); sent++) {
+			if (!srv_canceled(&r)) {
+				ended = sent;
+				break;
+			}
+			if (r.c->canceled_run != sent)
+				break;
+		}
+		if (relay_alive(&r))
+			snprintf(fifth, sizeof(fifth),
+				 "open after %d in a row (the proxy counted %d)",
+				 sent > 5 ? 5 : sent, r.c->canceled_run);
+		else if (ended != 5)
+			snprintf(fifth, sizeof(fifth),
+				 "ended at the %d%s in a row, want the 5th", ended,
+				 ended == 1 ? "st" : ended == 2 ? "nd" :
+				 ended == 3 ? "rd" : "th");
 	}
 	if (untested) {
 		check(false, names[0], "not tested: %s", untested);
 		check(false, names[1], "not tested: %s", untested);
 	} else {
-		check(over, names[0], "%s", got);
-		check(ended, names[1], "the connection still open after five in a row");
+		check(over && filled, names[0], "%s", got);
+		check(over && ended == 5, names[1], "%s",
+		      over ? fifth : "the alerts before were not passed over");
 	}
 	if (opened)
 		relay_close(&r);
