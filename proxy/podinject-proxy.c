@@ -2968,9 +2968,10 @@ static int open_listeners(long port, int lfds[4])
  * their time comes: no event says when TCP has taken the records (an
  * EPOLLOUT comes when there is room, before the kernel's TLS layer has
  * pushed them, and for as long as there is room). Each look is three
- * system calls or more (the relay tries both directions). While a look finds that TCP took nothing more since the
- * last, the next comes twice as late, up to FLUSH_MAX_MS; when TCP takes
- * some, FLUSH_FIRST_MS again. So a peer that stops reading costs a few
+ * system calls or more (the relay tries both directions). While a look
+ * finds that TCP took nothing more since the last, the next comes twice
+ * as late, up to FLUSH_MAX_MS; when TCP takes some, FLUSH_FIRST_MS
+ * again. So a peer that stops reading costs a few
  * looks a second per connection, and one that reads again gets the FIN at
  * most FLUSH_MAX_MS after its last record.
  */
@@ -3019,6 +3020,18 @@ static int serve_wait_ms(void)
 	       EXPIRE_EVERY_MS;
 }
 
+/* The connections freed in this turn of the loop: no event of it names
+ * them any more. */
+static void graveyard_empty(void)
+{
+	while (graveyard) {
+		struct conn *g = graveyard;
+
+		graveyard = g->next;
+		free(g);
+	}
+}
+
 /* Serves until SIGTERM or SIGINT. */
 static void serve(void)
 {
@@ -3056,12 +3069,7 @@ static void serve(void)
 		flush_check();
 		expire();
 		listeners_resume();
-		while (graveyard) {
-			struct conn *g = graveyard;
-
-			graveyard = g->next;
-			free(g);
-		}
+		graveyard_empty();
 	}
 }
 
