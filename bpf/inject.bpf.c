@@ -620,3 +620,33 @@ int proxy_lookup(struct bpf_sk_lookup *ctx)
 	bpf_sk_release(sk);
 	return SK_PASS;
 }
+
+/*
+ * Run once by userspace (BPF_PROG_TEST_RUN on an empty frame), never
+ * attached, when the object is loaded and after an upgrade's switch:
+ * makes the flow tables' sweep timer while memory is at hand (a flow_add
+ * that finds none has none to make it either), points it at this
+ * object's round, and schedules one round, which meets the entries an
+ * earlier object left without a timer. 0, or the error (positive).
+ */
+SEC("tc")
+int flow_sweep_start(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct pi_flow_sweep *s = bpf_map_lookup_elem(&flow_sweep, &zero);
+	long err;
+
+	if (!s)
+		return 2;	/* ENOENT: cannot be, an array's entry */
+	err = bpf_timer_init(&s->timer, &flow_sweep, CLOCK_MONOTONIC_);
+	if (err && err != -EBUSY_)
+		return -err;
+	bpf_timer_set_callback(&s->timer, flow_sweep_run);
+	s->scheduled = 1;
+	err = bpf_timer_start(&s->timer, flow_sweep_ns(s), 0);
+	if (err) {
+		s->scheduled = 0;
+		return -err;
+	}
+	return 0;
+}

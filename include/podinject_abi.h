@@ -24,7 +24,7 @@
  * mean what this build thinks. Bump it with any change to a struct below,
  * to a map's size or to the set of pinned objects, and add the migration
  * from the version before to lib/upgrade.c (docs/architecture.md). */
-#define PI_ABI_VERSION		10
+#define PI_ABI_VERSION		11
 /* pi_node_config.abi while `node upgrade` runs: this bit or'ed with the
  * version the upgrade started from. No build takes it for its own, so
  * every other command, of either build, leaves the node alone until the
@@ -553,6 +553,33 @@ struct pi_flow {
 #endif
 };
 
+/*
+ * flow_sweep (the injection object's, one entry): the flow tables' entries
+ * the kernel gave no timer of their own. bpf_timer_init allocates, and
+ * where the kernel's allocator may not wait for memory (6.18's
+ * kmalloc_nolock()) it fails with ENOMEM once the few objects at hand are
+ * used, until frees bring some back: most new flows of a burst, half of
+ * them at a steady rate. Such an entry would never leave by itself. Its
+ * flow_add schedules the sweep, which walks both tables: it gives each
+ * entry without a timer one if it can, takes out the ones idle past their
+ * timeout, and comes back while any is left (bpf/lib/proxy.h).
+ */
+#define PI_DP_FLOW_SWEEP_NS	1000000000ULL
+struct pi_flow_sweep {
+#ifdef __VMLINUX_H__
+	struct bpf_timer timer;
+#else
+	__u64 timer[2];
+#endif
+	__u32 scheduled;		/* a round is due */
+	__u32 pending;			/* entries the last round left untimed */
+	__u64 interval_ns;		/* between rounds; 0: PI_DP_FLOW_SWEEP_NS */
+	__u64 untimed;			/* new entries the kernel gave no timer */
+	__u64 rounds;
+	__u64 armed;			/* entries a round gave their timer */
+	__u64 expired;			/* untimed entries a round took out */
+};
+
 /* Each captured pod's share of the flow tables: one pod's flows cannot
  * push out another's. Counted in its pi_proxy_rule. */
 #define PI_DP_PROXY_FLOWS_PER_POD	(PI_MAX_FLOWS / 8)
@@ -803,6 +830,7 @@ _Static_assert(sizeof(struct pi_cls_chunk) == 136, "size of pi_cls_chunk");
 _Static_assert(sizeof(struct pi_dp_pod_stats) == 152, "size of pi_dp_pod_stats");
 _Static_assert(sizeof(struct pi_dp_proxy_rule) == 104, "size of pi_dp_proxy_rule");
 _Static_assert(sizeof(struct pi_flow) == 64, "size of pi_flow");
+_Static_assert(sizeof(struct pi_flow_sweep) == 64, "size of pi_flow_sweep");
 _Static_assert(sizeof(struct pi_frag_key) == 44, "size of pi_frag_key");
 _Static_assert(sizeof(struct pi_frag) == 8, "size of pi_frag");
 _Static_assert(__builtin_offsetof(struct pi_flow, last_seen_ns) == 40, "pi_flow.last_seen_ns");

@@ -45,6 +45,7 @@ const char *const inject_map_names[IM__COUNT] = {
 	[IM_PROXY_INBOUND_PODS] = "proxy_inbound_pods",
 	[IM_HEAD_ROLES] = "head_roles",
 	[IM_REFUSALS] = "inject_refusals",
+	[IM_FLOW_SWEEP] = "flow_sweep",
 };
 
 const char *const inject_prog_names[IP__COUNT] = {
@@ -54,6 +55,7 @@ const char *const inject_prog_names[IP__COUNT] = {
 	[IP_NETKIT_GUARD] = "netkit_guard",
 	[IP_NETKIT_UNTAG] = "netkit_untag",
 	[IP_PROXY_LOOKUP] = "proxy_lookup",
+	[IP_FLOW_SWEEP_START] = "flow_sweep_start",
 };
 
 static void inject_open_none(struct inject_state *s)
@@ -144,6 +146,28 @@ static int load_and_pin(struct inject_state *s)
 	return err ? err : open_pinned(s);
 }
 
+void inject_sweep_start(const char *dir)
+{
+	uint8_t frame[64] = {};
+	DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame,
+			    .data_size_in = sizeof(frame), .repeat = 1);
+	int fd = pin_get(dir, "prog_", inject_prog_names[IP_FLOW_SWEEP_START]);
+	int err;
+
+	if (fd < 0) {
+		pr_warn("%s: no flow sweep program: %s", dir, strerror(errno));
+		return;
+	}
+	err = bpf_prog_test_run_opts(fd, &opts);
+	close(fd);
+	if (err)
+		pr_warn("%s: cannot run the flow sweep's start: %s", dir,
+			strerror(errno));
+	else if (opts.retval)
+		pr_warn("%s: the flow sweep's timer: %s (the datapath makes it when it needs one)",
+			dir, strerror(opts.retval));
+}
+
 /* A monitor running when the injection object is made asks it for what
  * it asks the node (lib/monitor.c): the new object writes those events
  * from its first packet on, not from when the monitor notices it. */
@@ -186,6 +210,7 @@ int inject_open(const struct pi_node *n, struct inject_state *s, bool create)
 		rm_tree(s->dir);
 		return err;
 	}
+	inject_sweep_start(s->dir);
 	monitor_follow_node(n, s);
 	return 1;
 }

@@ -13,11 +13,11 @@ enum inject_map {
 	IM_PROBE_FLOWS, IM_PROBE_EVENTS, IM_NETKIT_GUARDS, IM_NETKIT_PEER_PROGS,
 	IM_CONFIG, IM_PROXY_LISTENERS, IM_MONITOR_EVENTS, IM_MONITOR_CONFIG,
 	IM_MONITOR_CPU, IM_PROXY_INBOUND_RULES, IM_PROXY_INBOUND_PODS,
-	IM_HEAD_ROLES, IM_REFUSALS, IM__COUNT,
+	IM_HEAD_ROLES, IM_REFUSALS, IM_FLOW_SWEEP, IM__COUNT,
 };
 enum inject_prog {
 	IP_EGRESS, IP_POD_REPLY, IP_PROXY_ASSIGN, IP_NETKIT_GUARD, IP_NETKIT_UNTAG,
-	IP_PROXY_LOOKUP, IP__COUNT,
+	IP_PROXY_LOOKUP, IP_FLOW_SWEEP_START, IP__COUNT,
 };
 
 struct inject_state {
@@ -30,6 +30,12 @@ struct inject_state {
  * there. Returns 1 when it created them, 0 when they existed, -errno. */
 int inject_open(const struct pi_node *n, struct inject_state *s, bool create);
 void inject_close(struct inject_state *s);
+/* Runs the object's flow_sweep_start once (bpf/inject.bpf.c): the flow
+ * tables' sweep timer made while memory is at hand, pointed at this
+ * object's programs, and one round scheduled. `dir`: the object's pins
+ * (NODE/inject). A failure is logged, not returned: the datapath makes
+ * the timer itself when it needs one, where the kernel lets it. */
+void inject_sweep_start(const char *dir);
 
 /* The head program at a pod's egress hook, shared by injection and the
  * proxy's capture: each holds it as an owner (enum pi_head_owner, kept in

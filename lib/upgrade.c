@@ -291,6 +291,11 @@ static const struct migration {
 	 * count from the switch on. */
 	{ 9, "the injection object's drops by reason (inject/inject_refusals)",
 	  NULL, NULL },
+	/* A new map, the injection object's, made empty, and a program run
+	 * once after the switch (inject_sweep_start): the sweep of the flow
+	 * entries the kernel gave no timer, older ones included. */
+	{ 10, "the proxy flow tables' sweep of entries without a timer (inject/flow_sweep)",
+	  NULL, NULL },
 };
 
 _Static_assert(PI_ABI_OLDEST_UPGRADE + sizeof(migrations) / sizeof(migrations[0]) ==
@@ -1449,6 +1454,18 @@ static int commit(struct upgrade *u)
 	return commit_dir(u, "", &first);
 }
 
+/* After the commit: this build's sweep of the flow entries without a
+ * timer pointed at its programs, and a round that meets the ones the old
+ * programs left (inject_sweep_start). */
+static void sweep_start(const struct upgrade *u)
+{
+	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s/" INJECT_DIR, u->n.pin_dir);
+	if (!access(dir, F_OK))
+		inject_sweep_start(dir);
+}
+
 /* After the commit, when the pins are this build's: every pod's XDP ACL
  * held by a link (lib/xdp.c), where an older build attached it by netlink.
  * Netlink cannot hand a program to a link, so this is no switch but a
@@ -1588,6 +1605,8 @@ static int forward(struct upgrade *u, bool fresh)
 		err = commit(u);
 		if (!err)
 			err = point(u, PI_UPGRADE_AT_COMMITTED);
+		if (!err)
+			sweep_start(u);
 		if (!err)
 			err = hold_xdp_links(u);
 		if (!err)

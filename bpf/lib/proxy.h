@@ -43,7 +43,8 @@ struct {
  * when that frees nothing. A TCP flow's entries go as soon as its
  * connection is done (both FINs and the last ACK, or an RST: flow_touch),
  * so closed connections do not hold the share; anything else leaves when
- * idle, by a timer of its own that also gives the share back:
+ * idle, by a timer of its own that also gives the share back, or by the
+ * sweep where the kernel could give it no timer (struct pi_flow_sweep):
  * flow_idle_*_ns, set before load.
  */
 const volatile __u64 flow_idle_tcp_ns = 6ULL * 3600 * 1000000000;
@@ -109,6 +110,7 @@ struct {
 } proxy_listeners SEC(".maps");
 
 #define CLOCK_MONOTONIC_	1
+#define EBUSY_			16	/* bpf_timer_init: the timer exists */
 
 static __always_inline __u64 flow_idle(__u8 proto, __u16 flags)
 {
@@ -155,12 +157,21 @@ static __always_inline void flow_remove(void *map, const struct pi_flow_key *k,
 		flow_uncount(pod_ifindex, flags);
 }
 
+/* How long the flow has been quiet at `now` (0 for a time ahead of it:
+ * a packet on another CPU stamped it after `now` was read). */
+static __always_inline __u64 flow_quiet(const struct pi_flow *f, __u64 now)
+{
+	__u64 seen = f->last_seen_ns;
+
+	return now > seen ? now - seen : 0;
+}
+
 /* A flow's timer: gone when idle long enough, else look again when it
  * would be. */
 static int flow_expire(void *map, struct pi_flow_key *k, struct pi_flow *f)
 {
 	__u64 idle = flow_idle(k->proto, f->flags);
-	__u64 quiet = bpf_ktime_get_ns() - f->last_seen_ns;
+	__u64 quiet = flow_quiet(f, bpf_ktime_get_ns());
 
 	if (quiet < idle) {
 		bpf_timer_start(&f->timer, idle - quiet, 0);
@@ -168,6 +179,122 @@ static int flow_expire(void *map, struct pi_flow_key *k, struct pi_flow *f)
 	}
 	flow_remove(map, k, f);
 	return 0;
+}
+
+/* Gives the entry `f` of `map` its timer, due in `ns`. -EBUSY: it has one
+ * already (made by another CPU's flow_add or a sweep); other errors: the
+ * kernel could not make one (ENOMEM, struct pi_flow_sweep). */
+static __always_inline long flow_arm(void *map, struct pi_flow *f, __u64 ns)
+{
+	long err = bpf_timer_init(&f->timer, map, CLOCK_MONOTONIC_);
+
+	if (err)
+		return err;
+	bpf_timer_set_callback(&f->timer, flow_expire);
+	return bpf_timer_start(&f->timer, ns, 0);
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pi_flow_sweep);
+} flow_sweep SEC(".maps");
+
+/* What a round of the sweep found. */
+struct sweep_round {
+	__u64 now;
+	__u32 pending;
+	__u32 armed;
+	__u32 expired;
+};
+
+/* One entry: one with a timer (bpf_timer_init says -EBUSY before it
+ * allocates anything) is left to it; one without goes if it was idle past
+ * its timeout, else gets its timer now if the kernel can make one, else
+ * waits for the next round. */
+static long flow_sweep_visit(void *map, struct pi_flow_key *k,
+			     struct pi_flow *f, struct sweep_round *c)
+{
+	__u64 idle = flow_idle(k->proto, f->flags);
+	__u64 quiet = flow_quiet(f, c->now);
+	long err = bpf_timer_init(&f->timer, map, CLOCK_MONOTONIC_);
+
+	if (err == -EBUSY_)
+		return 0;
+	if (quiet >= idle) {
+		/* its timer, if just made, goes with the entry */
+		flow_remove(map, k, f);
+		c->expired++;
+		return 0;
+	}
+	if (!err) {
+		bpf_timer_set_callback(&f->timer, flow_expire);
+		if (!bpf_timer_start(&f->timer, idle - quiet, 0)) {
+			c->armed++;
+			return 0;
+		}
+	}
+	c->pending++;
+	return 0;
+}
+
+static int flow_sweep_run(void *map, __u32 *key, struct pi_flow_sweep *s);
+
+static __always_inline __u64 flow_sweep_ns(const struct pi_flow_sweep *s)
+{
+	return s->interval_ns ?: PI_DP_FLOW_SWEEP_NS;
+}
+
+/* Makes sure a round of the sweep is due within its interval. The
+ * sweep's timer is made when the object is loaded (flow_sweep_start), so
+ * this allocates nothing then: it is wanted when the kernel has no memory
+ * at hand for timers. False when no round could be scheduled. */
+static __always_inline bool flow_sweep_schedule(struct pi_flow_sweep *s)
+{
+	if (s->scheduled)
+		return true;
+	s->scheduled = 1;
+	/* made at load; made here only if that failed */
+	bpf_timer_init(&s->timer, &flow_sweep, CLOCK_MONOTONIC_);
+	bpf_timer_set_callback(&s->timer, flow_sweep_run);
+	if (bpf_timer_start(&s->timer, flow_sweep_ns(s), 0)) {
+		s->scheduled = 0;
+		return false;
+	}
+	return true;
+}
+
+/* A round: `scheduled` is cleared before the walk, so an entry left
+ * untimed after it schedules the next round itself, and one left before
+ * it is met by the walk. Two CPUs may both schedule a round at once: the
+ * later start moves it by the time between them. */
+static int flow_sweep_run(void *map, __u32 *key, struct pi_flow_sweep *s)
+{
+	struct sweep_round c = { .now = bpf_ktime_get_ns() };
+
+	s->scheduled = 0;
+	bpf_for_each_map_elem(&proxy_flows, flow_sweep_visit, &c, 0);
+	bpf_for_each_map_elem(&proxy_upstream, flow_sweep_visit, &c, 0);
+	s->rounds++;
+	s->armed += c.armed;
+	s->expired += c.expired;
+	s->pending = c.pending;
+	if (c.pending)
+		flow_sweep_schedule(s);
+	return 0;
+}
+
+/* An entry the kernel gave no timer: counted, and a round scheduled. */
+static __always_inline void flow_untimed(void)
+{
+	__u32 zero = 0;
+	struct pi_flow_sweep *s = bpf_map_lookup_elem(&flow_sweep, &zero);
+
+	if (!s)
+		return;
+	__sync_fetch_and_add(&s->untimed, 1);
+	flow_sweep_schedule(s);
 }
 
 #define PI_FLOW_FINS	(PI_FLOW_FIN_POD | PI_FLOW_FIN_PEER)
@@ -314,6 +441,7 @@ static __always_inline struct pi_flow *flow_add(void *map,
 	__u32 *count = nf->flags & PI_FLOW_UPSTREAM ? &r->nupstream :
 						      &r->nflows;
 	struct pi_flow *f;
+	long err;
 
 	/* at its share, or the table full: the pod makes room from its own
 	 * flows, once */
@@ -333,9 +461,9 @@ static __always_inline struct pi_flow *flow_add(void *map,
 		return NULL;
 	/* a new flow's first packet: its SYN (or datagram) */
 	flow_touch(f, p, from_pod);
-	bpf_timer_init(&f->timer, map, CLOCK_MONOTONIC_);
-	bpf_timer_set_callback(&f->timer, flow_expire);
-	bpf_timer_start(&f->timer, flow_idle(k->proto, f->flags), 0);
+	err = flow_arm(map, f, flow_idle(k->proto, f->flags));
+	if (err && err != -EBUSY_)
+		flow_untimed();
 	return f;
 refused:
 	__sync_fetch_and_add(&r->limit_drops, 1);

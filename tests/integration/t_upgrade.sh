@@ -26,7 +26,7 @@
 # t_upgrade_netkit (WANT_DEV=netkit, POD_ARGS, INJECT_ARGS: kernel lab).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=92
+EXPECT=93
 PREFIX=${PREFIX:-up-}
 MODE=${WANT_ATTACH:-tcx}
 # netkit pods (t_upgrade_netkit): their hooks are the pair's peer (the
@@ -72,7 +72,7 @@ ALL_CHECKS="old_build old_up old_pods old_rules old_grant old_proxy old_stream_t
 old_refused_by_new old_hooked lost_pin upgrade_under_traffic upgrade_said udp_all_through
 udp_none_lost_or_twice injected_none_lost stack_none_lost stack_denied_each_counted inject_swapped tcp_stream_not_reset tcp_stream_every_byte proxied_not_reset proxied_by_proxy state_kept head_roles_migrated ct_stream_kept
 counters_go_on links_kept progs_changed one_per_hook lost_pin_found abi_recorded
-refusals_table_made no_staging_left traffic_after refused_by_old second_upgrade second_links_kept
+refusals_table_made flow_sweep_started no_staging_left traffic_after refused_by_old second_upgrade second_links_kept
 second_progs_changed downgrade_refused downgrade_message downgrade_nothing_changed
 downgrade_refused_by_others"
 # podinject proxies veth pods only (pi_proxy_add refuses netkit ones):
@@ -521,6 +521,19 @@ expect_eq abi_recorded "$(abi) $("$PI" -N $N -j node show | jq .upgraded_from_ab
 # The step to ABI 10 made the injection object's drop counts by reason
 # (a new map, empty): there, and read by `inject refused`
 expect_eq refusals_table_made "$(test -e /sys/fs/bpf/podinject/$N/inject/inject_refusals && echo pinned) $("$PI" -N $N -j inject refused | jq length)" "pinned 6"
+# The step to ABI 11 made the flow tables' sweep (a new map), and the
+# upgrade started it after the switch: a round within seconds, which
+# meets the proxy's entries the old programs may have left untimed
+sweep_rounds() {
+	bpftool map dump pinned /sys/fs/bpf/podinject/$N/inject/flow_sweep -j 2>/dev/null |
+		jq '(.[0].formatted // .[0]).value.rounds'
+}
+for _ in $(seq 50); do
+	r=$(sweep_rounds)
+	[ "${r:-0}" -ge 1 ] 2>/dev/null && break
+	sleep 0.1
+done
+expect_eq flow_sweep_started "$(test -e /sys/fs/bpf/podinject/$N/inject/flow_sweep && echo pinned) $([ "${r:-0}" -ge 1 ] 2>/dev/null && echo ran)" "pinned ran"
 check no_staging_left test ! -e /sys/fs/bpf/podinject/$N/upgrade
 # The echo server's wait counts from its start. In the lab on debian-6.12,
 # with suites running on the host beside the guests, this check once got

@@ -8,7 +8,7 @@
 # (Plain assignments: ones prefixed to `.` would be gone by the time the
 # EXIT trap cleans up by PREFIX.)
 PREFIX=uk-
-EXPECT=90
+EXPECT=91
 WANT_DEV=netkit
 POD_ARGS="--dev netkit"
 INJECT_ARGS="--path fallback"

@@ -5,6 +5,6 @@
 # version before, under the same traffic and checks. (The steps from ABI 4,
 # 5 and 6 run in t_upgrade, chained from v0.1.)
 PREFIX=u4-
-EXPECT=92
+EXPECT=93
 OLD_REV=v0.4
 . "$(dirname "$0")/t_upgrade.sh"

@@ -6,7 +6,7 @@
 # (Plain assignments: ones prefixed to `.` would be gone by the time the
 # EXIT trap cleans up by PREFIX.)
 PREFIX=ux-
-EXPECT=95
+EXPECT=96
 NODE_ARGS="--xdp"
 WANT_XDP=1
 . "$(dirname "$0")/t_upgrade.sh"
