@@ -1172,6 +1172,32 @@ int pi_inject_refusals(struct pi_node *n, uint64_t counts[PI_INJ_REFUSALS])
 	return err;
 }
 
+int pi_proxy_flow_sweep(struct pi_node *n, struct pi_flow_sweep_info *out)
+{
+	struct pi_flow_sweep sw;
+	struct inject_state s;
+	__u32 zero = 0;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	err = inject_open(n, &s, false);
+	if (err == -ENOENT)
+		return 0;	/* nothing injected or captured on the node yet */
+	if (err)
+		return err;
+	if (bpf_map_lookup_elem(s.maps[IM_FLOW_SWEEP], &zero, &sw))
+		err = -errno;
+	inject_close(&s);
+	if (err)
+		return err;
+	out->untimed = sw.untimed;
+	out->rounds = sw.rounds;
+	out->armed = sw.armed;
+	out->expired = sw.expired;
+	out->pending = sw.pending;
+	return 0;
+}
+
 static void inject_feature_forget(struct pi_node *n, const struct pi_pod_info *pod)
 {
 	inject_forget_pod(n, pod);

@@ -62,6 +62,7 @@ struct scrape {
 	struct pi_proxy_info *proxies;
 	int nproxies;
 	uint64_t refused[PI_INJ_REFUSALS];
+	struct pi_flow_sweep_info sweep;
 };
 
 static void scrape_free(struct scrape *s)
@@ -112,6 +113,9 @@ static int scrape_read(struct pi_node *n, struct scrape *s)
 		return cnt;
 	s->ninj = cnt;
 	err = pi_inject_refusals(n, s->refused);
+	if (err)
+		return err;
+	err = pi_proxy_flow_sweep(n, &s->sweep);
 	if (err)
 		return err;
 	cnt = pi_proxy_list(n, &s->proxies);
@@ -305,6 +309,21 @@ static void write_proxy(struct prom_buf *b, const struct scrape *s)
 		prom_sample(b, "podinject_proxy_limit_drops_total", l,
 			    p->rule.limit_drops);
 	}
+	prom_family(b, "podinject_proxy_flows_untimed_total", "counter",
+		    "New proxy flow entries the kernel could give no expiry timer of their own; the sweep takes them out once idle.");
+	prom_sample(b, "podinject_proxy_flows_untimed_total",
+		    (const char *const[]){ "node", node, NULL },
+		    s->sweep.untimed);
+	prom_family(b, "podinject_proxy_flows_untimed", "gauge",
+		    "Proxy flow entries without a timer of their own after the sweep's last round.");
+	prom_sample(b, "podinject_proxy_flows_untimed",
+		    (const char *const[]){ "node", node, NULL },
+		    s->sweep.pending);
+	prom_family(b, "podinject_proxy_flow_sweep_expired_total", "counter",
+		    "Proxy flow entries without a timer the sweep took out, idle past their timeout.");
+	prom_sample(b, "podinject_proxy_flow_sweep_expired_total",
+		    (const char *const[]){ "node", node, NULL },
+		    s->sweep.expired);
 }
 
 static void write_all(struct prom_buf *b, const struct scrape *s)

@@ -239,11 +239,35 @@ static long flow_sweep_visit(void *map, struct pi_flow_key *k,
 	return 0;
 }
 
-static int flow_sweep_run(void *map, __u32 *key, struct pi_flow_sweep *s);
-
 static __always_inline __u64 flow_sweep_ns(const struct pi_flow_sweep *s)
 {
 	return s->interval_ns ?: PI_DP_FLOW_SWEEP_NS;
+}
+
+/* A round: `scheduled` is cleared before the walk, so an entry left
+ * untimed after it schedules the next round itself, and one left before
+ * it is met by the walk. Two CPUs may both schedule a round at once: the
+ * later start moves it by the time between them. The next round is
+ * started here without setting the callback again: the timer runs this
+ * one already, and a callback that names itself is a loop to 6.1's
+ * verifier. */
+static int flow_sweep_run(void *map, __u32 *key, struct pi_flow_sweep *s)
+{
+	struct sweep_round c = { .now = bpf_ktime_get_ns() };
+
+	s->scheduled = 0;
+	bpf_for_each_map_elem(&proxy_flows, flow_sweep_visit, &c, 0);
+	bpf_for_each_map_elem(&proxy_upstream, flow_sweep_visit, &c, 0);
+	s->rounds++;
+	s->armed += c.armed;
+	s->expired += c.expired;
+	s->pending = c.pending;
+	if (c.pending) {
+		s->scheduled = 1;
+		if (bpf_timer_start(&s->timer, flow_sweep_ns(s), 0))
+			s->scheduled = 0;
+	}
+	return 0;
 }
 
 /* Makes sure a round of the sweep is due within its interval. The
@@ -263,26 +287,6 @@ static __always_inline bool flow_sweep_schedule(struct pi_flow_sweep *s)
 		return false;
 	}
 	return true;
-}
-
-/* A round: `scheduled` is cleared before the walk, so an entry left
- * untimed after it schedules the next round itself, and one left before
- * it is met by the walk. Two CPUs may both schedule a round at once: the
- * later start moves it by the time between them. */
-static int flow_sweep_run(void *map, __u32 *key, struct pi_flow_sweep *s)
-{
-	struct sweep_round c = { .now = bpf_ktime_get_ns() };
-
-	s->scheduled = 0;
-	bpf_for_each_map_elem(&proxy_flows, flow_sweep_visit, &c, 0);
-	bpf_for_each_map_elem(&proxy_upstream, flow_sweep_visit, &c, 0);
-	s->rounds++;
-	s->armed += c.armed;
-	s->expired += c.expired;
-	s->pending = c.pending;
-	if (c.pending)
-		flow_sweep_schedule(s);
-	return 0;
 }
 
 /* An entry the kernel gave no timer: counted, and a round scheduled. */

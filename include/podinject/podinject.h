@@ -806,6 +806,19 @@ enum pi_monitor_drop {
 #define PI_INJ_REFUSALS	(PI_MON_DROP_MAX - PI_MON_DROP_INJECT_REDIRECT)
 int pi_inject_refusals(struct pi_node *node, uint64_t counts[PI_INJ_REFUSALS]);
 
+/* The proxy flow tables' entries the kernel gave no expiry timer of their
+ * own (bpf_timer_init failed: 6.18 fails it for most of a burst), which
+ * the sweep takes out once idle or arms later (docs/datapath.md), since
+ * the injection object was made (all 0 before it is). */
+struct pi_flow_sweep_info {
+	uint64_t untimed;	/* new entries the kernel gave no timer */
+	uint64_t rounds;	/* the sweep's walks of both tables */
+	uint64_t armed;		/* untimed entries a round gave their timer */
+	uint64_t expired;	/* untimed entries a round took out, idle */
+	uint32_t pending;	/* entries the last round left untimed */
+};
+int pi_proxy_flow_sweep(struct pi_node *node, struct pi_flow_sweep_info *out);
+
 struct pi_monitor_event {
 	uint64_t ts_ns;			/* CLOCK_MONOTONIC, as the kernel's */
 	uint32_t kind;			/* enum pi_monitor_kind */
