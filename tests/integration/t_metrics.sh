@@ -221,14 +221,15 @@ expect_eq stdout_mode "$(pi -N $N metrics | grep '^podinject_pod_drops_total{nod
 	"podinject_pod_drops_total{node=\"$N\",pod=\"${PREFIX}c\",reason=\"spoofed\"} 10"
 
 # A captured pod's proxy series, all at 0 with no flow: flows of both
-# tables, its limit drops, and the share each table holds for one pod
+# tables, its limit drops, the share each table holds for one pod, and
+# the node's entries without a timer (none: no flow was made)
 # (the proxy's namespace gets IPv6 routes: IPv6 back on there, the
 # comparisons are done)
 in_ns ${PREFIX}c sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0
 check proxy_add pi -N $N proxy add ${PREFIX}c --port 15001 --for ${PREFIX}b --match tcp dport 9
 max_flows=$(sed -n 's/^#define PI_MAX_FLOWS[[:space:]]*\([0-9]*\).*/\1/p' "$ROOT/include/podinject_abi.h")
-expect_eq proxy_series "$(pi -N $N metrics | grep '^podinject_proxy' | sed 's/{node="'$N'",\?/{/' | sort | tr '\n' ';')" \
-	"podinject_proxy_flows_limit{} $((max_flows / 8));podinject_proxy_flows{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",direction=\"outbound\",table=\"client\"} 0;podinject_proxy_flows{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",direction=\"outbound\",table=\"upstream\"} 0;podinject_proxy_limit_drops_total{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",direction=\"outbound\"} 0;"
+expect_eq proxy_series "$(pi -N $N metrics | grep '^podinject_proxy' | sed 's/{node="'$N'",\?/{/' | LC_ALL=C sort | tr '\n' ';')" \
+	"podinject_proxy_flow_sweep_expired_total{} 0;podinject_proxy_flows_limit{} $((max_flows / 8));podinject_proxy_flows_untimed_total{} 0;podinject_proxy_flows_untimed{} 0;podinject_proxy_flows{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",direction=\"outbound\",table=\"client\"} 0;podinject_proxy_flows{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",direction=\"outbound\",table=\"upstream\"} 0;podinject_proxy_limit_drops_total{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",direction=\"outbound\"} 0;"
 
 # A node gone under a running server: 503 and why, not a stale answer
 pi -N $N node down >/dev/null
