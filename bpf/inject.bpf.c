@@ -642,10 +642,10 @@ int flow_sweep_start(struct __sk_buff *skb)
 	if (err && err != -EBUSY_)
 		return -err;
 	bpf_timer_set_callback(&s->timer, flow_sweep_run);
-	s->scheduled = 1;
+	s->scheduled = PI_DP_SWEEP_SOON;
 	err = bpf_timer_start(&s->timer, flow_sweep_ns(s), 0);
 	if (err) {
-		s->scheduled = 0;
+		s->scheduled = PI_DP_SWEEP_NONE;
 		return -err;
 	}
 	return 0;

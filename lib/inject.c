@@ -1192,6 +1192,8 @@ int pi_proxy_flow_sweep(struct pi_node *n, struct pi_flow_sweep_info *out)
 		return err;
 	out->untimed = sw.untimed;
 	out->rounds = sw.rounds;
+	out->round_ns = sw.round_ns;
+	out->live = sw.live;
 	out->armed = sw.armed;
 	out->expired = sw.expired;
 	out->pending = sw.pending;

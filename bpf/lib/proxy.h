@@ -167,12 +167,16 @@ static __always_inline __u64 flow_quiet(const struct pi_flow *f, __u64 now)
 }
 
 /* A flow's timer: gone when idle long enough, else look again when it
- * would be. */
+ * would be. A timer made in an element another CPU had just deleted (a
+ * slot of the table's free list, its key stale) must not take out the
+ * live entry of that key: only the element the key finds is the flow. */
 static int flow_expire(void *map, struct pi_flow_key *k, struct pi_flow *f)
 {
 	__u64 idle = flow_idle(k->proto, f->flags);
 	__u64 quiet = flow_quiet(f, bpf_ktime_get_ns());
 
+	if (bpf_map_lookup_elem(map, k) != f)
+		return 0;
 	if (quiet < idle) {
 		bpf_timer_start(&f->timer, idle - quiet, 0);
 		return 0;
@@ -181,15 +185,15 @@ static int flow_expire(void *map, struct pi_flow_key *k, struct pi_flow *f)
 	return 0;
 }
 
-/* Gives the entry `f` of `map` its timer, due in `ns`. -EBUSY: it has one
- * already (made by another CPU's flow_add or a sweep); other errors: the
- * kernel could not make one (ENOMEM, struct pi_flow_sweep). */
+/* Gives the entry `f` of `map` its timer, due in `ns`; 0, or the error
+ * when the kernel could not make one (ENOMEM, struct pi_flow_sweep). A
+ * timer already there (-EBUSY: another CPU's flow_add or a round made it,
+ * or it is one left in the reused element, made and never started) is
+ * started all the same: the entry was just touched. */
 static __always_inline long flow_arm(void *map, struct pi_flow *f, __u64 ns)
 {
-	long err = bpf_timer_init(&f->timer, map, CLOCK_MONOTONIC_);
-
-	if (err)
-		return err;
+	/* when init fails (ENOMEM) the other two fail too (EINVAL) */
+	bpf_timer_init(&f->timer, map, CLOCK_MONOTONIC_);
 	bpf_timer_set_callback(&f->timer, flow_expire);
 	return bpf_timer_start(&f->timer, ns, 0);
 }
@@ -201,41 +205,44 @@ struct {
 	__type(value, struct pi_flow_sweep);
 } flow_sweep SEC(".maps");
 
-/* What a round of the sweep found. */
+/* A round of the sweep: what it found is counted in the sweep's own
+ * entry, not on the stack, where the verifier would track each count
+ * through the walk's callback and tell every iteration from the last. */
 struct sweep_round {
 	__u64 now;
-	__u32 pending;
-	__u32 armed;
-	__u32 expired;
+	struct pi_flow_sweep *s;
 };
 
-/* One entry: one with a timer (bpf_timer_init says -EBUSY before it
- * allocates anything) is left to it; one without goes if it was idle past
- * its timeout, else gets its timer now if the kernel can make one, else
- * waits for the next round. */
+/* One entry: one idle past its timeout goes, timer or not (a timer that
+ * never ran, or runs late, is no reason to keep it); of the others, one
+ * with a timer (bpf_timer_init says -EBUSY before it allocates anything)
+ * is left to it, one without gets its timer now if the kernel can make
+ * one, else waits for the next round. The idle check comes first so that
+ * no timer is made in an entry on its way out. */
 static long flow_sweep_visit(void *map, struct pi_flow_key *k,
 			     struct pi_flow *f, struct sweep_round *c)
 {
 	__u64 idle = flow_idle(k->proto, f->flags);
 	__u64 quiet = flow_quiet(f, c->now);
-	long err = bpf_timer_init(&f->timer, map, CLOCK_MONOTONIC_);
+	long err;
 
-	if (err == -EBUSY_)
-		return 0;
 	if (quiet >= idle) {
-		/* its timer, if just made, goes with the entry */
 		flow_remove(map, k, f);
-		c->expired++;
+		c->s->expired++;
 		return 0;
 	}
+	c->s->live++;
+	err = bpf_timer_init(&f->timer, map, CLOCK_MONOTONIC_);
+	if (err == -EBUSY_)
+		return 0;
 	if (!err) {
 		bpf_timer_set_callback(&f->timer, flow_expire);
 		if (!bpf_timer_start(&f->timer, idle - quiet, 0)) {
-			c->armed++;
+			c->s->armed++;
 			return 0;
 		}
 	}
-	c->pending++;
+	c->s->pending++;
 	return 0;
 }
 
@@ -244,61 +251,85 @@ static __always_inline __u64 flow_sweep_ns(const struct pi_flow_sweep *s)
 	return s->interval_ns ?: PI_DP_FLOW_SWEEP_NS;
 }
 
-/* A round: `scheduled` is cleared before the walk, so an entry left
- * untimed after it schedules the next round itself, and one left before
- * it is met by the walk. Two CPUs may both schedule a round at once: the
- * later start moves it by the time between them. The next round is
- * started here without setting the callback again: the timer runs this
- * one already, and a callback that names itself is a loop to 6.1's
- * verifier. */
+/*
+ * A round. The next one is due:
+ *  - in the interval (1 s) while an entry is left without a timer, or
+ *    when entries were made untimed since the round before began (a walk
+ *    of a hash table that changes under it may step over an entry: the
+ *    next walk looks again);
+ *  - else, while the tables hold anything, in PI_DP_FLOW_SWEEP_SLOW
+ *    intervals (30 s): the backstop for what a walk missed and for a
+ *    timer that never runs;
+ *  - else never, until a flow_add schedules one.
+ * `scheduled` says which is due (PI_DP_SWEEP_*); it is cleared before the
+ * walk, so an entry left untimed after that schedules the next round
+ * itself. Plain stores: two CPUs may both schedule a round, the later
+ * start moving it by the time between them. The next round is started
+ * without setting the callback again: the timer runs this one already,
+ * and a callback that names itself is a loop to 6.1's verifier.
+ */
 static int flow_sweep_run(void *map, __u32 *key, struct pi_flow_sweep *s)
 {
-	struct sweep_round c = { .now = bpf_ktime_get_ns() };
+	struct sweep_round c = { .now = bpf_ktime_get_ns(), .s = s };
+	__u64 untimed = s->untimed;
+	__u64 wait = 0;
+	__u32 due;
 
-	s->scheduled = 0;
+	s->scheduled = PI_DP_SWEEP_NONE;
+	s->live = 0;
+	s->pending = 0;
 	bpf_for_each_map_elem(&proxy_flows, flow_sweep_visit, &c, 0);
 	bpf_for_each_map_elem(&proxy_upstream, flow_sweep_visit, &c, 0);
 	s->rounds++;
-	s->armed += c.armed;
-	s->expired += c.expired;
-	s->pending = c.pending;
-	if (c.pending) {
-		s->scheduled = 1;
-		if (bpf_timer_start(&s->timer, flow_sweep_ns(s), 0))
-			s->scheduled = 0;
+	s->round_ns = bpf_ktime_get_ns() - c.now;
+	if (s->pending || untimed != s->untimed_seen) {
+		due = PI_DP_SWEEP_SOON;
+		wait = flow_sweep_ns(s);
+	} else if (s->live) {
+		due = PI_DP_SWEEP_SLOW;
+		wait = flow_sweep_ns(s) * PI_DP_FLOW_SWEEP_SLOW;
 	}
+	s->untimed_seen = untimed;
+	if (!wait || s->scheduled == PI_DP_SWEEP_SOON)
+		return 0;	/* nothing to do, or a flow_add scheduled one */
+	s->scheduled = due;
+	if (bpf_timer_start(&s->timer, wait, 0))
+		s->scheduled = PI_DP_SWEEP_NONE;
 	return 0;
 }
 
-/* Makes sure a round of the sweep is due within its interval. The
- * sweep's timer is made when the object is loaded (flow_sweep_start), so
- * this allocates nothing then: it is wanted when the kernel has no memory
- * at hand for timers. False when no round could be scheduled. */
+/* Makes sure a round of the sweep is due within its interval (a slow
+ * round due is brought forward). The sweep's timer is made when the
+ * object is loaded (flow_sweep_start), so this allocates nothing then: it
+ * is wanted when the kernel has no memory at hand for timers. False when
+ * no round could be scheduled. */
 static __always_inline bool flow_sweep_schedule(struct pi_flow_sweep *s)
 {
-	if (s->scheduled)
+	if (s->scheduled == PI_DP_SWEEP_SOON)
 		return true;
-	s->scheduled = 1;
+	s->scheduled = PI_DP_SWEEP_SOON;
 	/* made at load; made here only if that failed */
 	bpf_timer_init(&s->timer, &flow_sweep, CLOCK_MONOTONIC_);
 	bpf_timer_set_callback(&s->timer, flow_sweep_run);
 	if (bpf_timer_start(&s->timer, flow_sweep_ns(s), 0)) {
-		s->scheduled = 0;
+		s->scheduled = PI_DP_SWEEP_NONE;
 		return false;
 	}
 	return true;
 }
 
-/* An entry the kernel gave no timer: counted, and a round scheduled. */
-static __always_inline void flow_untimed(void)
+/* An entry the kernel gave no timer: counted, and a round scheduled. A
+ * global function, verified once, not at each of flow_add's callers. */
+__noinline int flow_untimed(void)
 {
 	__u32 zero = 0;
 	struct pi_flow_sweep *s = bpf_map_lookup_elem(&flow_sweep, &zero);
 
 	if (!s)
-		return;
+		return 0;
 	__sync_fetch_and_add(&s->untimed, 1);
 	flow_sweep_schedule(s);
+	return 0;
 }
 
 #define PI_FLOW_FINS	(PI_FLOW_FIN_POD | PI_FLOW_FIN_PEER)
@@ -445,7 +476,6 @@ static __always_inline struct pi_flow *flow_add(void *map,
 	__u32 *count = nf->flags & PI_FLOW_UPSTREAM ? &r->nupstream :
 						      &r->nflows;
 	struct pi_flow *f;
-	long err;
 
 	/* at its share, or the table full: the pod makes room from its own
 	 * flows, once */
@@ -465,8 +495,7 @@ static __always_inline struct pi_flow *flow_add(void *map,
 		return NULL;
 	/* a new flow's first packet: its SYN (or datagram) */
 	flow_touch(f, p, from_pod);
-	err = flow_arm(map, f, flow_idle(k->proto, f->flags));
-	if (err && err != -EBUSY_)
+	if (flow_arm(map, f, flow_idle(k->proto, f->flags)))
 		flow_untimed();
 	return f;
 refused:

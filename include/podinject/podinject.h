@@ -813,9 +813,12 @@ int pi_inject_refusals(struct pi_node *node, uint64_t counts[PI_INJ_REFUSALS]);
 struct pi_flow_sweep_info {
 	uint64_t untimed;	/* new entries the kernel gave no timer */
 	uint64_t rounds;	/* the sweep's walks of both tables */
+	uint64_t round_ns;	/* how long the last one took */
 	uint64_t armed;		/* untimed entries a round gave their timer */
-	uint64_t expired;	/* untimed entries a round took out, idle */
+	uint64_t expired;	/* entries a round took out, idle past their
+				 * timeout (untimed, or their timer late) */
 	uint32_t pending;	/* entries the last round left untimed */
+	uint32_t live;		/* entries the last round kept */
 };
 int pi_proxy_flow_sweep(struct pi_node *node, struct pi_flow_sweep_info *out);
 

@@ -1202,22 +1202,29 @@ static void put_untimed(struct px_fx *fx, struct bpf_map *map,
 	bpf_map__update_elem(map, &k, sizeof(k), &f, sizeof(f), BPF_NOEXIST);
 }
 
+/* Waits up to `ms` for `cond` (an expression on `fx`), 10 ms apart. */
+#define WAIT_FOR(cond, ms)						\
+	do {								\
+		for (int __i = 0; __i < (ms) / 10 && !(cond); __i++)	\
+			usleep(10000);					\
+	} while (0)
+
 /* An entry the kernel gave no timer of its own (bpf_timer_init's ENOMEM,
  * as 6.18 gives most of a burst; here two written by userspace, which
  * cannot give one, as an older object's untimed entries are after an
  * upgrade) would never leave: the sweep started with the object takes
  * out one idle past its timeout at once, gives the other its timer, and
- * both leave, in both tables, the pod's share given back; with nothing
- * untimed left, no more rounds. */
+ * both leave, in both tables, the pod's share given back; with the
+ * tables empty the sweep stops. Timeouts of seconds: an emulated guest
+ * runs a round late. */
 UNIT_TEST(proxy_flow_without_timer_leaves)
 {
 	struct pi_dp_proxy_rule r = {};
 	struct pi_flow_sweep sw;
 	struct px_fx fx;
 	uint64_t rounds;
-	int i;
 
-	fx_idle_ns = 300 * 1000000ULL;
+	fx_idle_ns = 2000 * 1000000ULL;
 	fx_sweep_ns = 50 * 1000000ULL;
 	if (!fx_setup(&fx, &r))
 		return;
@@ -1231,8 +1238,7 @@ UNIT_TEST(proxy_flow_without_timer_leaves)
 	bpf_map__update_elem(fx.skel->maps.proxy_rules, &fx.if_pod, 4, &r,
 			     sizeof(r), 0);
 	ASSERT_EQ(sweep_start(&fx), 0, "the sweep's start");
-	for (i = 0; i < 100 && sweep_of(&fx).rounds == 0; i++)
-		usleep(10000);
+	WAIT_FOR(sweep_of(&fx).rounds, 1000);
 	sw = sweep_of(&fx);
 	ASSERT_TRUE(sw.rounds >= 1, "a round ran");
 	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
@@ -1242,19 +1248,59 @@ UNIT_TEST(proxy_flow_without_timer_leaves)
 	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_upstream, "10.0.0.1",
 			       2001, 53, IPPROTO_UDP), 1,
 		  "the fresh one kept");
-	for (i = 0; i < 300 && table_len(fx.skel->maps.proxy_upstream); i++)
-		usleep(10000);
+	WAIT_FOR(!table_len(fx.skel->maps.proxy_upstream), 8000);
 	ASSERT_EQ(table_len(fx.skel->maps.proxy_upstream), 0,
 		  "the fresh one gone once idle");
 	ASSERT_EQ(table_len(fx.skel->maps.proxy_flows), 0, "flows empty");
 	r = rule_of(&fx, fx.if_pod);
 	ASSERT_EQ(r.nflows, 0, "client share given back");
 	ASSERT_EQ(r.nupstream, 0, "upstream share given back");
+	/* a slow round (30 intervals) may still be due: it finds nothing */
+	WAIT_FOR(sweep_of(&fx).scheduled == PI_DP_SWEEP_NONE, 8000);
 	sw = sweep_of(&fx);
+	ASSERT_EQ(sw.scheduled, PI_DP_SWEEP_NONE, "the sweep stopped");
 	ASSERT_EQ(sw.pending, 0, "nothing left untimed");
 	rounds = sw.rounds;
 	usleep(300000);
 	ASSERT_EQ(sweep_of(&fx).rounds, rounds, "no rounds with nothing to do");
+	inject_bpf__destroy(fx.skel);
+}
+
+/* While the tables hold entries, all of them with their timers, a slow
+ * round (30 intervals) comes back all the same: the backstop for an entry
+ * a walk stepped over and a timer that never runs (one made in an element
+ * another CPU deleted, found again when the element is reused). It keeps
+ * a live entry, and stops once the tables are empty. */
+UNIT_TEST(proxy_flow_sweep_backstop)
+{
+	struct pi_dp_proxy_rule r = {};
+	struct pi_flow_sweep sw;
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	fx_idle_ns = 3000 * 1000000ULL;
+	fx_sweep_ns = 20 * 1000000ULL;		/* slow rounds 0.6 s apart */
+	if (!fx_setup(&fx, &r))
+		return;
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 3000, 53 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "udp flow");
+	ASSERT_EQ(sweep_start(&fx), 0, "the sweep's start");
+	WAIT_FOR(sweep_of(&fx).rounds >= 2, 3000);
+	sw = sweep_of(&fx);
+	ASSERT_TRUE(sw.rounds >= 2, "a slow round after the first");
+	ASSERT_EQ(table_len(fx.skel->maps.proxy_flows), 1,
+		  "live within its timeout: kept by the rounds");
+	if (!sw.untimed)	/* its timer made (this kernel's allocator) */
+		ASSERT_EQ(sw.scheduled, PI_DP_SWEEP_SLOW,
+			  "a slow round due while the table holds it");
+	WAIT_FOR(!table_len(fx.skel->maps.proxy_flows) &&
+		 sweep_of(&fx).scheduled == PI_DP_SWEEP_NONE, 8000);
+	ASSERT_EQ(table_len(fx.skel->maps.proxy_flows), 0, "gone once idle");
+	ASSERT_EQ(sweep_of(&fx).scheduled, PI_DP_SWEEP_NONE,
+		  "the sweep stopped with the table empty");
 	inject_bpf__destroy(fx.skel);
 }
 
@@ -1285,8 +1331,7 @@ UNIT_TEST(proxy_flow_burst_all_leave)
 	if (getenv("UNIT_VERBOSE"))
 		fprintf(stderr, "%llu of 3000 entries got no timer\n",
 			(unsigned long long)sw.untimed);
-	for (i = 0; i < 500 && table_len(fx.skel->maps.proxy_flows); i++)
-		usleep(10000);
+	WAIT_FOR(!table_len(fx.skel->maps.proxy_flows), 8000);
 	ASSERT_EQ(table_len(fx.skel->maps.proxy_flows), 0,
 		  "every entry gone once idle");
 	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 0, "share given back");
