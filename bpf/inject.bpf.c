@@ -643,6 +643,7 @@ int flow_sweep_start(struct __sk_buff *skb)
 		return -err;
 	bpf_timer_set_callback(&s->timer, flow_sweep_run);
 	s->scheduled = PI_DP_SWEEP_SOON;
+	s->due_ns = bpf_ktime_get_ns() + flow_sweep_ns(s);
 	err = bpf_timer_start(&s->timer, flow_sweep_ns(s), 0);
 	if (err) {
 		s->scheduled = PI_DP_SWEEP_NONE;

@@ -565,13 +565,13 @@ struct pi_flow {
  * timeout, and comes back while any is left (bpf/lib/proxy.h).
  */
 #define PI_DP_FLOW_SWEEP_NS	1000000000ULL
-/* While the tables hold entries, all with their timers, a round every
- * this many intervals: the backstop for an entry a walk stepped over and
- * a timer that never runs. */
+/* While the tables hold entries, a round at least every this many
+ * intervals: the backstop for an entry a walk stepped over and a timer
+ * that never runs. */
 #define PI_DP_FLOW_SWEEP_SLOW	30
 enum pi_dp_sweep_due {
 	PI_DP_SWEEP_NONE,
-	PI_DP_SWEEP_SOON,		/* within the interval */
+	PI_DP_SWEEP_SOON,		/* for an untimed entry's timeout */
 	PI_DP_SWEEP_SLOW,		/* the backstop's */
 };
 /* Written by the datapath only: an update from userspace frees the timer
@@ -590,7 +590,11 @@ struct pi_flow_sweep {
 	__u64 interval_ns;		/* between rounds; 0: PI_DP_FLOW_SWEEP_NS
 					 * (tests set it before the start) */
 	__u64 untimed;			/* new entries the kernel gave no timer */
-	__u64 untimed_seen;		/* `untimed` when the last round began */
+	__u64 due_ns;			/* when the round scheduled is due
+					 * (bpf_ktime_get_ns) */
+	__u64 next_ns;			/* the last round: how soon after it
+					 * began an entry it left untimed
+					 * times out (the earliest) */
 	__u64 rounds;
 	__u64 round_ns;			/* how long the last round took */
 	__u64 armed;			/* entries a round gave their timer */
@@ -849,7 +853,7 @@ _Static_assert(sizeof(struct pi_cls_chunk) == 136, "size of pi_cls_chunk");
 _Static_assert(sizeof(struct pi_dp_pod_stats) == 152, "size of pi_dp_pod_stats");
 _Static_assert(sizeof(struct pi_dp_proxy_rule) == 104, "size of pi_dp_proxy_rule");
 _Static_assert(sizeof(struct pi_flow) == 64, "size of pi_flow");
-_Static_assert(sizeof(struct pi_flow_sweep) == 88, "size of pi_flow_sweep");
+_Static_assert(sizeof(struct pi_flow_sweep) == 96, "size of pi_flow_sweep");
 _Static_assert(sizeof(struct pi_frag_key) == 44, "size of pi_frag_key");
 _Static_assert(sizeof(struct pi_frag) == 8, "size of pi_frag");
 _Static_assert(__builtin_offsetof(struct pi_flow, last_seen_ns) == 40, "pi_flow.last_seen_ns");

@@ -243,6 +243,8 @@ static long flow_sweep_visit(void *map, struct pi_flow_key *k,
 		}
 	}
 	c->s->pending++;
+	if (idle - quiet < c->s->next_ns)
+		c->s->next_ns = idle - quiet;
 	return 0;
 }
 
@@ -251,76 +253,85 @@ static __always_inline __u64 flow_sweep_ns(const struct pi_flow_sweep *s)
 	return s->interval_ns ?: PI_DP_FLOW_SWEEP_NS;
 }
 
-/*
- * A round. The next one is due:
- *  - in the interval (1 s) while an entry is left without a timer, or
- *    when entries were made untimed since the round before began (a walk
- *    of a hash table that changes under it may step over an entry: the
- *    next walk looks again);
- *  - else, while the tables hold anything, in PI_DP_FLOW_SWEEP_SLOW
- *    intervals (30 s): the backstop for what a walk missed and for a
- *    timer that never runs;
- *  - else never, until a flow_add schedules one.
- * `scheduled` says which is due (PI_DP_SWEEP_*); it is cleared before the
- * walk, so an entry left untimed after that schedules the next round
- * itself. Plain stores: two CPUs may both schedule a round, the later
- * start moving it by the time between them. The next round is started
- * without setting the callback again: the timer runs this one already,
- * and a callback that names itself is a loop to 6.1's verifier.
- */
-static int flow_sweep_run(void *map, __u32 *key, struct pi_flow_sweep *s)
+/* Schedules a round `wait` from `now`, unless one is due sooner; `due`:
+ * which kind. False when it could not be scheduled. */
+static __always_inline bool flow_sweep_at(struct pi_flow_sweep *s, __u64 now,
+					  __u64 wait, __u32 due)
 {
-	struct sweep_round c = { .now = bpf_ktime_get_ns(), .s = s };
-	__u64 untimed = s->untimed;
-	__u64 wait = 0;
-	__u32 due;
-
-	s->scheduled = PI_DP_SWEEP_NONE;
-	s->live = 0;
-	s->pending = 0;
-	bpf_for_each_map_elem(&proxy_flows, flow_sweep_visit, &c, 0);
-	bpf_for_each_map_elem(&proxy_upstream, flow_sweep_visit, &c, 0);
-	s->rounds++;
-	s->round_ns = bpf_ktime_get_ns() - c.now;
-	if (s->pending || untimed != s->untimed_seen) {
-		due = PI_DP_SWEEP_SOON;
-		wait = flow_sweep_ns(s);
-	} else if (s->live) {
-		due = PI_DP_SWEEP_SLOW;
-		wait = flow_sweep_ns(s) * PI_DP_FLOW_SWEEP_SLOW;
-	}
-	s->untimed_seen = untimed;
-	if (!wait || s->scheduled == PI_DP_SWEEP_SOON)
-		return 0;	/* nothing to do, or a flow_add scheduled one */
-	s->scheduled = due;
-	if (bpf_timer_start(&s->timer, wait, 0))
-		s->scheduled = PI_DP_SWEEP_NONE;
-	return 0;
-}
-
-/* Makes sure a round of the sweep is due within its interval (a slow
- * round due is brought forward). The sweep's timer is made when the
- * object is loaded (flow_sweep_start), so this allocates nothing then: it
- * is wanted when the kernel has no memory at hand for timers. False when
- * no round could be scheduled. */
-static __always_inline bool flow_sweep_schedule(struct pi_flow_sweep *s)
-{
-	if (s->scheduled == PI_DP_SWEEP_SOON)
+	if (s->scheduled != PI_DP_SWEEP_NONE && s->due_ns <= now + wait)
 		return true;
-	s->scheduled = PI_DP_SWEEP_SOON;
-	/* made at load; made here only if that failed */
-	bpf_timer_init(&s->timer, &flow_sweep, CLOCK_MONOTONIC_);
-	bpf_timer_set_callback(&s->timer, flow_sweep_run);
-	if (bpf_timer_start(&s->timer, flow_sweep_ns(s), 0)) {
+	s->scheduled = due;
+	s->due_ns = now + wait;
+	if (bpf_timer_start(&s->timer, wait, 0)) {
 		s->scheduled = PI_DP_SWEEP_NONE;
 		return false;
 	}
 	return true;
 }
 
-/* An entry the kernel gave no timer: counted, and a round scheduled. A
- * global function, verified once, not at each of flow_add's callers. */
-__noinline int flow_untimed(void)
+/*
+ * A round. The next one is due:
+ *  - while an entry is left without a timer, when the first of them
+ *    times out (at least an interval, 1 s, and at most the backstop's
+ *    30 s away: the round tries to give them their timers again);
+ *  - else, while the tables hold anything, in PI_DP_FLOW_SWEEP_SLOW
+ *    intervals (30 s): the backstop for an entry a walk stepped over (a
+ *    walk of a hash table that changes under it may) and for a timer
+ *    that never runs;
+ *  - else never, until a flow_add schedules one: at its entry's timeout.
+ * `scheduled` and `due_ns` say which round is due and when; a sooner one
+ * replaces it. They are cleared before the walk, so an entry left untimed
+ * after that schedules a round itself. Plain stores: two CPUs may both
+ * schedule a round, the later start moving it by the time between them.
+ * The next round is started without setting the callback again: the
+ * timer runs this one already, and a callback that names itself is a
+ * loop to 6.1's verifier.
+ */
+static int flow_sweep_run(void *map, __u32 *key, struct pi_flow_sweep *s)
+{
+	struct sweep_round c = { .now = bpf_ktime_get_ns(), .s = s };
+	__u64 slow = flow_sweep_ns(s) * PI_DP_FLOW_SWEEP_SLOW;
+	__u64 wait = slow;
+
+	s->scheduled = PI_DP_SWEEP_NONE;
+	s->live = 0;
+	s->pending = 0;
+	s->next_ns = ~0ULL;
+	bpf_for_each_map_elem(&proxy_flows, flow_sweep_visit, &c, 0);
+	bpf_for_each_map_elem(&proxy_upstream, flow_sweep_visit, &c, 0);
+	s->rounds++;
+	s->round_ns = bpf_ktime_get_ns() - c.now;
+	if (s->pending) {
+		wait = s->next_ns;
+		if (wait < flow_sweep_ns(s))
+			wait = flow_sweep_ns(s);
+		if (wait > slow)
+			wait = slow;
+	} else if (!s->live) {
+		return 0;	/* nothing to look after */
+	}
+	flow_sweep_at(s, c.now, wait,
+		      s->pending ? PI_DP_SWEEP_SOON : PI_DP_SWEEP_SLOW);
+	return 0;
+}
+
+/* Makes sure a round of the sweep is due within `wait` (an untimed
+ * entry's timeout). The sweep's timer is made when the object is loaded
+ * (flow_sweep_start), so this allocates nothing then: it is wanted when
+ * the kernel has no memory at hand for timers. */
+static __always_inline void flow_sweep_schedule(struct pi_flow_sweep *s,
+						__u64 wait)
+{
+	/* made at load; made here only if that failed */
+	bpf_timer_init(&s->timer, &flow_sweep, CLOCK_MONOTONIC_);
+	bpf_timer_set_callback(&s->timer, flow_sweep_run);
+	flow_sweep_at(s, bpf_ktime_get_ns(), wait, PI_DP_SWEEP_SOON);
+}
+
+/* An entry the kernel gave no timer, which times out in `idle`: counted,
+ * and a round scheduled by then. A global function, verified once, not
+ * at each of flow_add's callers. */
+__noinline int flow_untimed(__u64 idle)
 {
 	__u32 zero = 0;
 	struct pi_flow_sweep *s = bpf_map_lookup_elem(&flow_sweep, &zero);
@@ -328,7 +339,7 @@ __noinline int flow_untimed(void)
 	if (!s)
 		return 0;
 	__sync_fetch_and_add(&s->untimed, 1);
-	flow_sweep_schedule(s);
+	flow_sweep_schedule(s, idle);
 	return 0;
 }
 
@@ -496,7 +507,7 @@ static __always_inline struct pi_flow *flow_add(void *map,
 	/* a new flow's first packet: its SYN (or datagram) */
 	flow_touch(f, p, from_pod);
 	if (flow_arm(map, f, flow_idle(k->proto, f->flags)))
-		flow_untimed();
+		flow_untimed(flow_idle(k->proto, f->flags));
 	return f;
 refused:
 	__sync_fetch_and_add(&r->limit_drops, 1);
