@@ -316,22 +316,21 @@ static int flow_sweep_run(void *map, __u32 *key, struct pi_flow_sweep *s)
 }
 
 /* Makes sure a round of the sweep is due within `wait` (an untimed
- * entry's timeout). The sweep's timer is made when the object is loaded
- * (flow_sweep_start), so this allocates nothing then: it is wanted when
- * the kernel has no memory at hand for timers. */
+ * entry's timeout). The sweep's timer and its callback are made by
+ * flow_sweep_start, run by userspace when the object is loaded: the
+ * datapath wants the timer exactly when the kernel has no memory at hand
+ * to make one, and it names no callback of the round, which 6.1 counts as
+ * a call (the head program's chain of calls down to the round's visit was
+ * past its 512 bytes of stack). Had that start failed (it is logged),
+ * bpf_timer_start fails here too (EINVAL) and no round is scheduled. */
 static __always_inline void flow_sweep_schedule(struct pi_flow_sweep *s,
 						__u64 wait)
 {
-	/* made at load; made here only if that failed */
-	bpf_timer_init(&s->timer, &flow_sweep, CLOCK_MONOTONIC_);
-	bpf_timer_set_callback(&s->timer, flow_sweep_run);
 	flow_sweep_at(s, bpf_ktime_get_ns(), wait, PI_DP_SWEEP_SOON);
 }
 
 /* An entry the kernel gave no timer, which times out in `idle`: counted,
- * and a round scheduled by then. Inlined: as a function of its own it
- * made the calls from the head program to the round one deeper, past
- * 6.1's 512 bytes of stack for them all. */
+ * and a round scheduled by then. */
 static __always_inline void flow_untimed(__u64 idle)
 {
 	__u32 zero = 0;
