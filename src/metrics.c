@@ -272,6 +272,15 @@ static void write_inject(struct prom_buf *b, const struct scrape *s)
 	}
 }
 
+/* A family of one series, the node's */
+static void node_series(struct prom_buf *b, const char *node,
+			const char *name, const char *type, const char *help,
+			uint64_t v)
+{
+	prom_family(b, name, type, help);
+	prom_sample(b, name, (const char *const[]){ "node", node, NULL }, v);
+}
+
 static void write_proxy(struct prom_buf *b, const struct scrape *s)
 {
 	const char *node = s->ni.name;
@@ -292,10 +301,8 @@ static void write_proxy(struct prom_buf *b, const struct scrape *s)
 		prom_sample(b, "podinject_proxy_flows", c, p->rule.nflows);
 		prom_sample(b, "podinject_proxy_flows", u, p->rule.nupstream);
 	}
-	prom_family(b, "podinject_proxy_flows_limit", "gauge",
-		    "A captured pod's share of each proxy flow table.");
-	prom_sample(b, "podinject_proxy_flows_limit",
-		    (const char *const[]){ "node", node, NULL },
+	node_series(b, node, "podinject_proxy_flows_limit", "gauge",
+		    "A captured pod's share of each proxy flow table.",
 		    PI_PROXY_FLOWS_PER_POD);
 	prom_family(b, "podinject_proxy_limit_drops_total", "counter",
 		    "New flows of a captured pod refused: its share or the table was full and it had no flow of its own to let go.");
@@ -309,20 +316,14 @@ static void write_proxy(struct prom_buf *b, const struct scrape *s)
 		prom_sample(b, "podinject_proxy_limit_drops_total", l,
 			    p->rule.limit_drops);
 	}
-	prom_family(b, "podinject_proxy_flows_untimed_total", "counter",
-		    "New proxy flow entries the kernel could give no expiry timer of their own; the sweep takes them out once idle.");
-	prom_sample(b, "podinject_proxy_flows_untimed_total",
-		    (const char *const[]){ "node", node, NULL },
+	node_series(b, node, "podinject_proxy_flows_untimed_total", "counter",
+		    "New proxy flow entries the kernel could give no expiry timer of their own; the sweep takes them out once idle.",
 		    s->sweep.untimed);
-	prom_family(b, "podinject_proxy_flows_untimed", "gauge",
-		    "Proxy flow entries without a timer of their own after the sweep's last round.");
-	prom_sample(b, "podinject_proxy_flows_untimed",
-		    (const char *const[]){ "node", node, NULL },
+	node_series(b, node, "podinject_proxy_flows_untimed", "gauge",
+		    "Proxy flow entries without a timer of their own after the sweep's last round.",
 		    s->sweep.pending);
-	prom_family(b, "podinject_proxy_flow_sweep_expired_total", "counter",
-		    "Proxy flow entries without a timer the sweep took out, idle past their timeout.");
-	prom_sample(b, "podinject_proxy_flow_sweep_expired_total",
-		    (const char *const[]){ "node", node, NULL },
+	node_series(b, node, "podinject_proxy_flow_sweep_expired_total", "counter",
+		    "Proxy flow entries the sweep took out, idle past their timeout (untimed, or their timer late).",
 		    s->sweep.expired);
 }
 

@@ -278,7 +278,7 @@ static __always_inline bool flow_sweep_at(struct pi_flow_sweep *s, __u64 now,
  *    intervals (30 s): the backstop for an entry a walk stepped over (a
  *    walk of a hash table that changes under it may) and for a timer
  *    that never runs;
- *  - else never, until a flow_add schedules one: at its entry's timeout.
+ *  - else never, until a flow_add leaves an entry untimed (flow_untimed).
  * `scheduled` and `due_ns` say which round is due and when; a sooner one
  * replaces it. They are cleared before the walk, so an entry left untimed
  * after that schedules a round itself. Plain stores: two CPUs may both
@@ -315,25 +315,19 @@ static int flow_sweep_run(void *map, __u32 *key, struct pi_flow_sweep *s)
 	return 0;
 }
 
-/* Makes sure a round of the sweep is due within `wait` (an untimed
- * entry's timeout). The sweep's timer and its callback are made by
+/*
+ * An entry the kernel gave no timer: counted, and a round scheduled by
+ * the time the shortest timeout (a closing flow's, 10 s) ends, the
+ * soonest the entry can time out. (Its own timeout, passed down, cost the
+ * head program 16 bytes of stack, and its chain of calls is at 6.1's
+ * limit.) The sweep's timer and its callback are made by
  * flow_sweep_start, run by userspace when the object is loaded: the
  * datapath wants the timer exactly when the kernel has no memory at hand
  * to make one, and it names no callback of the round, which 6.1 counts as
  * a call (the head program's chain of calls down to the round's visit was
  * past its 512 bytes of stack). Had that start failed (it is logged),
- * bpf_timer_start fails here too (EINVAL) and no round is scheduled. */
-static __always_inline void flow_sweep_schedule(struct pi_flow_sweep *s,
-						__u64 wait)
-{
-	flow_sweep_at(s, bpf_ktime_get_ns(), wait, PI_DP_SWEEP_SOON);
-}
-
-/* An entry the kernel gave no timer: counted, and a round scheduled by
- * the time the shortest timeout (a closing flow's, 10 s) ends, the
- * soonest the entry can time out. (Its own timeout, passed down, cost the
- * head program 16 bytes of stack, and its chain of calls is at 6.1's
- * limit.) */
+ * bpf_timer_start fails here too (EINVAL) and no round is scheduled.
+ */
 static __always_inline void flow_untimed(void)
 {
 	__u32 zero = 0;
@@ -342,7 +336,8 @@ static __always_inline void flow_untimed(void)
 	if (!s)
 		return;
 	__sync_fetch_and_add(&s->untimed, 1);
-	flow_sweep_schedule(s, flow_idle_closing_ns);
+	flow_sweep_at(s, bpf_ktime_get_ns(), flow_idle_closing_ns,
+		      PI_DP_SWEEP_SOON);
 }
 
 #define PI_FLOW_FINS	(PI_FLOW_FIN_POD | PI_FLOW_FIN_PEER)

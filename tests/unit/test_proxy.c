@@ -1082,6 +1082,13 @@ UNIT_TEST(proxy_harden_share_per_pod)
 	inject_bpf__destroy(fx.skel);
 }
 
+/* Waits up to `ms` for `cond` (an expression on `fx`), 10 ms apart. */
+#define WAIT_FOR(cond, ms)						\
+	do {								\
+		for (int __i = 0; __i < (ms) / 10 && !(cond); __i++)	\
+			usleep(10000);					\
+	} while (0)
+
 /* Finding 6: idle flows leave and give their place in the share back. */
 UNIT_TEST(proxy_harden_idle_flows_expire)
 {
@@ -1090,7 +1097,7 @@ UNIT_TEST(proxy_harden_idle_flows_expire)
 	struct pi_flow f;
 	struct px_fx fx;
 	uint8_t pkt[PKT_MAX];
-	int len, i;
+	int len;
 
 	fx_idle_ns = 20 * 1000000ULL;
 	if (!fx_setup(&fx, &r))
@@ -1112,8 +1119,7 @@ UNIT_TEST(proxy_harden_idle_flows_expire)
 	FROM_POD(1002, TCP_F_SYN);
 	FROM_POD(1002, TCP_F_FIN | TCP_F_ACK);
 	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 4, "four flows");
-	for (i = 0; i < 100 && rule_of(&fx, fx.if_pod).nflows != 2; i++)
-		usleep(10000);
+	WAIT_FOR(rule_of(&fx, fx.if_pod).nflows == 2, 1000);
 	usleep(100000);		/* five closing timeouts more */
 	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 2,
 		  "idle udp and closed tcp gone; open and half-closed tcp kept");
@@ -1201,13 +1207,6 @@ static void put_untimed(struct px_fx *fx, struct bpf_map *map,
 	k.dst_port = htons(53);
 	bpf_map__update_elem(map, &k, sizeof(k), &f, sizeof(f), BPF_NOEXIST);
 }
-
-/* Waits up to `ms` for `cond` (an expression on `fx`), 10 ms apart. */
-#define WAIT_FOR(cond, ms)						\
-	do {								\
-		for (int __i = 0; __i < (ms) / 10 && !(cond); __i++)	\
-			usleep(10000);					\
-	} while (0)
 
 /* An entry the kernel gave no timer of its own (bpf_timer_init's ENOMEM,
  * as 6.18 gives most of a burst; here two written by userspace, which
