@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=320
+EXPECT=329
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -1033,6 +1033,48 @@ expect_eq stale_addr_gives_way "$? $(pod_json sb | jq -r .ipv4) $(pod_name sa)" 
 rt DEL "$T/ptp10.conflist" "$(cid 72)" /run/netns/${PREFIX}sb >/dev/null
 NOPREV=1 rt DEL "$T/ptp10.conflist" "$(cid 71)" "" >/dev/null
 ip netns del ${PREFIX}sb
+
+# ---- a DEL the plugin could not do: its record goes with the next DEL ----------
+# The install step upgrades the node before it puts the new plugin in
+# place, so for a moment the plugin in place meets a node of another
+# build: its DEL succeeds (a pod deletion must not block on an operator)
+# and leaves the record, here by a node whose recorded version is made an
+# older one's for the DEL and put back after (the upgrade). The pod's
+# namespace then goes, and its device with it. Before the fix the record
+# stayed, with the pod's name, address and rules, until a new pod needed
+# one of them. Now the next DEL the plugin can do removes it; a live pod's
+# record and a `pod add` record whose namespace is gone stay.
+ncfg=$("$PI" -N $NODE -j node show | jq -r .pin_dir)/node_config
+mkns ${PREFIX}wa
+mkns ${PREFIX}wb
+mkns ${PREFIX}wc
+rt ADD "$T/ptp10.conflist" "$(cid 75)" /run/netns/${PREFIX}wa "K8S_POD_NAME=wa" >/dev/null
+rt ADD "$T/ptp10.conflist" "$(cid 76)" /run/netns/${PREFIX}wb "K8S_POD_NAME=wb" >/dev/null
+rt ADD "$T/ptp10.conflist" "$(cid 77)" /run/netns/${PREFIX}wc "K8S_POD_NAME=wc" >/dev/null
+"$PI" -N $NODE pod add ${PREFIX}wx --ip 10.123.9.9 >/dev/null
+wa_ip=$(pod_json wa | jq -r .ipv4)
+cfg_was=$(bpftool map lookup pinned $ncfg key 0 0 0 0 -j | jq -r '.value | join(" ")')
+bpftool map update pinned $ncfg key 0 0 0 0 value \
+	$(bpftool map lookup pinned $ncfg key 0 0 0 0 -j | jq -r '.value | .[:44] + ["8", "0", "0", "0"] + .[48:] | join(" ")')
+mark=$(wc -l <"$LOG")
+rt DEL "$T/ptp10.conflist" "$(cid 75)" /run/netns/${PREFIX}wa >/dev/null
+expect_eq window_del_succeeds $? 0
+check window_del_said sh -c "tail -n +$((mark + 1)) '$LOG' | grep -q 'was made by another build; leaving attachment'"
+bpftool map update pinned $ncfg key 0 0 0 0 value $cfg_was
+ip netns del ${PREFIX}wa
+ip netns del ${PREFIX}wx
+expect_eq window_record_left "$(pod_json wa | jq -r .ipv4)" "$wa_ip"
+mark=$(wc -l <"$LOG")
+rt DEL "$T/ptp10.conflist" "$(cid 76)" /run/netns/${PREFIX}wb >/dev/null
+expect_eq window_next_del "$? $(pod_name wb)" "0 "
+expect_eq window_leftover_removed "$(pod_name wa)" ""
+check window_leftover_said sh -c "tail -n +$((mark + 1)) '$LOG' | grep -q 'pod wa of attachment .* had lost its device without a DEL that removed it; removed'"
+expect_eq window_live_pod_kept "$(pod_name wc)" wc
+expect_eq window_cli_pod_kept "$(pod_name ${PREFIX}wx)" ${PREFIX}wx
+rt DEL "$T/ptp10.conflist" "$(cid 77)" /run/netns/${PREFIX}wc >/dev/null
+check window_cli_pod_del "$PI" -N $NODE pod del ${PREFIX}wx
+ip netns del ${PREFIX}wb
+ip netns del ${PREFIX}wc
 
 # ---- a clsact node (a kernel without tcx, or "attach": "clsact") ---------------
 # CHECK finds a pod whose filters are gone (the pinned programs outlive
