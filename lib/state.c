@@ -397,6 +397,8 @@ int node_open_dir(struct pi_node *n, const char *name, const char *dir,
 {
 	char path[PATH_MAX];
 	bool gone = false;
+	struct stat own;
+	uint64_t ino;
 	int err;
 
 	node_reset(n);
@@ -434,6 +436,21 @@ int node_open_dir(struct pi_node *n, const char *name, const char *dir,
 		else
 			pr_err("cannot lock node '%s': %s", name, strerror(-err));
 		return err;
+	}
+	/* Whose host node this is, before its version or its pins are
+	 * looked at: a host node pinned before directories were keyed by
+	 * namespace (NAME, not NAME@COOKIE) is found from every namespace,
+	 * and one of another build or with a pin missing would otherwise
+	 * be this caller's "another build" or "broken" node, which `node
+	 * down` (--force) wipes though its pods live elsewhere. The fields
+	 * read have kept their offsets since ABI 2. */
+	if (!node_dir_host_netns(dir, &ino) && !stat(HOST_NETNS_PATH, &own) &&
+	    ino != own.st_ino) {
+		pr_err("node '%s' is not up in this network namespace (net:[%llu]); a host node of that name belongs to net:[%llu]",
+		      name, (unsigned long long)own.st_ino,
+		      (unsigned long long)ino);
+		err = -ENOENT;
+		goto fail;
 	}
 	err = check_abi(n, lock == NODE_LOCK_UPGRADE);
 	if (err || lock == NODE_LOCK_UPGRADE) {

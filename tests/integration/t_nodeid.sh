@@ -19,7 +19,7 @@
 # the mounts (and so /sys/fs/bpf): `ip netns exec` remounts /sys.
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=45
+EXPECT=50
 PREFIX=nd-
 N=${PREFIX}n
 WPID=
@@ -95,6 +95,20 @@ check legacy_up_beside pi -N $N node up --host
 check legacy_down_beside pi -N $N node down
 expect_eq legacy_kept "$(pods_of $XH)" 2
 check ping_legacy in_ns ${PREFIX}a ping -c 1 -W 2 10.244.6.11
+# ... and of another build, as a v0.1 node is (its version made 4 here):
+# from elsewhere still not up, and not wiped even by `node down --force`
+# (before, the version was checked first, and --force removed the pins of
+# a node whose pods live in another namespace).
+lcfg=/sys/fs/bpf/podinject/$N/node_config
+lcfg_was=$(bpftool map lookup pinned $lcfg key 0 0 0 0 -j | jq -r '.value | join(" ")')
+bpftool map update pinned $lcfg key 0 0 0 0 value \
+	$(bpftool map lookup pinned $lcfg key 0 0 0 0 -j | jq -r '.value | .[:44] + ["4", "0", "0", "0"] + .[48:] | join(" ")')
+check_fails legacy_old_down_force_from_root pi -N $N node down --force
+check_fails legacy_old_down_force_from_other $XO "$PI" -N $N node down --force
+check legacy_old_kept test -e $lcfg
+expect_eq legacy_old_said "$(pi -N $N node show 2>&1 | grep -c 'is not up in this network namespace')" 1
+bpftool map update pinned $lcfg key 0 0 0 0 value $lcfg_was
+expect_eq legacy_old_back "$(pods_of $XH)" 2
 
 # A host node whose namespace is deleted (the kind node's container
 # recreated): stale, and the next `node up` anywhere removes its pins. The
