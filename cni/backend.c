@@ -168,3 +168,16 @@ int cni_pi_add(struct pi_node *node, const struct cni_env *env,
 	copy_addrs(ip4, ip6, &spec.has4, &spec.ip4, &spec.has6, &spec.ip6);
 	return pi_pod_add(node, &spec, out);
 }
+
+/* Whether the node is the plugin's own namespace (a host node; opening
+ * one checks that it is this namespace's). A named node an operator made
+ * under the plugin's node name keeps its pods' host devices in its own
+ * namespace, where the plugin's ifindexes and names mean nothing: a
+ * device looked up here is not known to be gone there. */
+bool cni_node_is_here(struct pi_node *node)
+{
+	struct pi_node_info info;
+
+	return !pi_node_get_info(node, &info) && info.host;
+}
+

@@ -15,13 +15,15 @@
 #include "cni.h"
 
 /* Whether the device of the record `old` is gone, or another has its
- * ifindex now. */
-static bool device_gone(const struct pi_pod_info *old)
+ * ifindex now. Only the plugin's namespace is looked in, so on a node
+ * that is not (cni_node_is_here) no device is known to be gone. */
+static bool device_gone(struct pi_node *node, const struct pi_pod_info *old)
 {
 	char name[IF_NAMESIZE];
 
-	return !if_indextoname(old->ifindex, name) ||
-	       strcmp(name, old->hostdev);
+	return cni_node_is_here(node) &&
+	       (!if_indextoname(old->ifindex, name) ||
+		strcmp(name, old->hostdev));
 }
 
 /* A record of the plugin's own that outlived its attachment, whose DEL
@@ -34,7 +36,7 @@ static bool stale(struct pi_node *node, const struct pi_pod_info *old)
 	if (strncmp(old->attach_id, CNI_ATTACH_PREFIX,
 		    strlen(CNI_ATTACH_PREFIX)))
 		return false;
-	return device_gone(old) || pi_pod_check(node, old) != 0;
+	return device_gone(node, old) || pi_pod_check(node, old) != 0;
 }
 
 /* Whether `old` stands in the way of the new pod: its name, its device
@@ -185,7 +187,7 @@ static int main_prior(const struct cni_conf *conf, const struct cni_env *env,
 		ret = cni_pi_fail(e, err, "cannot read the node's pods", conf);
 		goto out;
 	}
-	if (!device_gone(&old)) {
+	if (!device_gone(node, &old)) {
 		ret = cni_fail(e, CNI_ERR_EXISTS, "the attachment is added already",
 			       "pod %s (device %s) is attachment %s; DEL it before adding it again",
 			       old.name, old.hostdev, env->attach_id);
@@ -223,7 +225,7 @@ static bool attachment_up(const struct cni_conf *conf,
 	if (err)
 		return true;
 	err = pi_pod_get_by_attach_id(node, env->attach_id, &pod);
-	up = err != -ESRCH && (err || !device_gone(&pod));
+	up = err != -ESRCH && (err || !device_gone(node, &pod));
 	pi_node_close(node);
 	return up;
 }

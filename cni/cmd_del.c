@@ -43,6 +43,8 @@ static void sweep_leftovers(struct pi_node *node)
 	struct pi_pod_info *pods = NULL;
 	int n, sock, err;
 
+	if (!cni_node_is_here(node))
+		return;
 	sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (sock < 0)
 		return;

@@ -183,6 +183,7 @@ int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
 /* backend.c: the library's log and libbpf's go to cni_log; a node opened
  * (and brought up) as the config says; an attachment made a pod. */
 void cni_backend_init(void);
+bool cni_node_is_here(struct pi_node *node);
 int cni_pi_open(const struct cni_conf *conf, bool bring_up,
 		struct pi_node **node);
 int cni_pi_adopt(struct pi_node *node, const struct cni_conf *conf,

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=329
+EXPECT=332
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -1075,6 +1075,34 @@ rt DEL "$T/ptp10.conflist" "$(cid 77)" /run/netns/${PREFIX}wc >/dev/null
 check window_cli_pod_del "$PI" -N $NODE pod del ${PREFIX}wx
 ip netns del ${PREFIX}wb
 ip netns del ${PREFIX}wc
+
+# ---- a named node under the plugin's node name: nothing of it looked for here -
+# An operator's `node up` (a namespace of its own) of the name the plugin
+# serves: main-mode pods get their host devices in that namespace, where
+# the plugin's ifindexes mean nothing. Run where those ifindexes name no
+# device (here: the plugin in a namespace of its own, as nsenter keeps
+# bpffs), a DEL of another attachment took the node's live pods for
+# leftovers and removed them, devices and all.
+NN=${PREFIX}nn
+nnconf=$(jq -cn --arg n $NN --arg d "$T/ipam/nn" --arg log "$LOG" \
+	'{cniVersion: "1.0.0", name: "ci-nn", type: "podinject", mode: "main",
+	  node: $n, logFile: $log, lockTimeoutMs: 2000, ipam: {type: "host-local",
+	  ranges: [[{subnet: "10.123.12.0/24"}]], dataDir: $d}}')
+nn_pods() { "$PI" -N $NN -j pod list 2>/dev/null | jq length; }
+"$PI" -N $NN node up >/dev/null
+mkns ${PREFIX}n1
+mkns ${PREFIX}nx
+pi_direct ADD "$nnconf" "$(cid 80)" /run/netns/${PREFIX}n1 eth0 "IgnoreUnknown=1;K8S_POD_NAME=n1" >/dev/null
+expect_eq named_node_add "$? $(nn_pods)" "0 1"
+echo "$nnconf" | nsenter --net=/run/netns/${PREFIX}nx env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+	CNI_COMMAND=DEL CNI_CONTAINERID="$(cid 81)" CNI_NETNS= CNI_IFNAME=eth0 \
+	CNI_ARGS=IgnoreUnknown=1 CNI_PATH="$CNI_PATH_DIR" "$CNI" >/dev/null 2>>"$T/stderr"
+expect_eq named_node_del_elsewhere_kept "$? $(nn_pods)" "0 1"
+pi_direct DEL "$nnconf" "$(cid 80)" /run/netns/${PREFIX}n1 >/dev/null
+expect_eq named_node_del "$? $(nn_pods)" "0 0"
+"$PI" -N $NN node down >/dev/null
+ip netns del ${PREFIX}n1
+ip netns del ${PREFIX}nx
 
 # ---- a clsact node (a kernel without tcx, or "attach": "clsact") ---------------
 # CHECK finds a pod whose filters are gone (the pinned programs outlive
