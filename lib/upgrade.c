@@ -1560,7 +1560,14 @@ static int open_progress(struct upgrade *u, bool create)
 	}
 	if (errno != ENOENT || !create)
 		return -errno;
-	if (mkdir(u->stage, 0700) && errno != EEXIST)
+	/* No record: whatever is staged is not live (a commit leaves only
+	 * the record and empty folders), but a finish() cut off between
+	 * the record's unlink and the staging's removal left it, and
+	 * view_get() would take its stale copies over the live objects. */
+	fd = rm_tree(u->stage);
+	if (fd)
+		return fd;
+	if (mkdir(u->stage, 0700))
 		return -errno;
 	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "pi_upgrade", sizeof(__u32),
 			    sizeof(u->pr), 1, NULL);
@@ -1624,6 +1631,26 @@ static int forward(struct upgrade *u, bool fresh)
 	return err;
 }
 
+/* A node of version `abi`, unmarked, that this build does not upgrade:
+ * a newer build's (no downgrade), or one older than v0.1's. */
+static int version_refused(const char *name, uint32_t abi)
+{
+	if (abi > PI_ABI_VERSION) {
+		pr_err("node '%s' was set up by a newer podinject build (node ABI %u, this build uses %u): "
+		       "a downgrade is not supported; nothing was changed. Use the newer build, "
+		       "or remove the node with 'podinject -N %s node down --force'",
+		       name, abi, PI_ABI_VERSION, name);
+		return -EPROTO;
+	}
+	if (abi < PI_ABI_OLDEST_UPGRADE) {
+		pr_err("node '%s' was set up with ABI %u; this build upgrades nodes from ABI %u on (v0.1). "
+		       "Take it down with the build that made it, or with 'podinject -N %s node down --force'",
+		       name, abi, PI_ABI_OLDEST_UPGRADE, name);
+		return -EPROTO;
+	}
+	return 0;
+}
+
 int pi_node_upgrade(const char *name, const struct pi_node_upgrade_opts *o,
 		    struct pi_node_upgrade_info *info)
 {
@@ -1669,20 +1696,10 @@ int pi_node_upgrade(const char *name, const struct pi_node_upgrade_opts *o,
 			goto out;
 		abi = u.pr.from_abi;
 	}
-	if (had != 1 && abi > PI_ABI_VERSION) {
-		pr_err("node '%s' was set up by a newer podinject build (node ABI %u, this build uses %u): "
-		       "a downgrade is not supported; nothing was changed. Use the newer build, "
-		       "or remove the node with 'podinject -N %s node down --force'",
-		       name, abi, PI_ABI_VERSION, name);
-		err = -EPROTO;
-		goto out;
-	}
-	if (had != 1 && abi < PI_ABI_OLDEST_UPGRADE) {
-		pr_err("node '%s' was set up with ABI %u; this build upgrades nodes from ABI %u on (v0.1). "
-		       "Take it down with the build that made it, or with 'podinject -N %s node down --force'",
-		       name, abi, PI_ABI_OLDEST_UPGRADE, name);
-		err = -EPROTO;
-		goto out;
+	if (had != 1) {
+		err = version_refused(name, abi);
+		if (err)
+			goto out;
 	}
 	err = read_live_head(&u);
 	if (err) {
@@ -1718,6 +1735,13 @@ int pi_node_upgrade(const char *name, const struct pi_node_upgrade_opts *o,
 		had = 0;
 		if (info)
 			info->rolled_back = true;
+		/* Whose upgrade it was says nothing of the version it came
+		 * from: a newer build's, killed while it staged, leaves the
+		 * node at that newer version, which this build must not
+		 * "upgrade" down to its own. */
+		err = version_refused(name, abi);
+		if (err)
+			goto out;
 	}
 	if (had == 1) {
 		if (info) {

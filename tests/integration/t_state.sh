@@ -8,7 +8,7 @@
 # last commit before the version existed), when git history is at hand.
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=32
+EXPECT=43
 PREFIX=st-
 N=${PREFIX}n
 OLD_COMMIT=eabdf44
@@ -82,6 +82,59 @@ check clsact_force_pins_gone test ! -e /sys/fs/bpf/podinject/$C
 expect_unhooked clsact_force_unhooked $ids
 ip netns del ${PREFIX}e
 ip netns del $C 2>/dev/null
+
+# An upgrade by a newer build killed while it staged (its record says
+# from 12 to 12, the node's version is marked 12): this build rolls the
+# staging back and must then refuse the newer node, not "upgrade" it down
+# to its own version (before, the version checks were passed over after a
+# rollback). Made here from this build's own interrupted upgrade, its
+# record and mark rewritten to a version one above this build's.
+U=${PREFIX}u
+set_abi() {	# set_abi NODE VALUE: node_config's version field
+	local cfg=/sys/fs/bpf/podinject/$1/node_config
+	bpftool map update pinned $cfg key 0 0 0 0 value $(bpftool map lookup pinned $cfg key 0 0 0 0 -j |
+		jq -r --argjson v "$2" '.value | .[:44] + [$v % 256, ($v / 256 | floor) % 256, ($v / 65536 | floor) % 256, ($v / 16777216 | floor)] + .[48:] | map(tostring) | join(" ")')
+}
+cur=$(grep -m1 -o 'PI_ABI_VERSION[[:space:]]*[0-9]*' "$ROOT/include/podinject_abi.h" | awk '{print $2}')
+newer=$((cur + 1))
+check newer_staging_up pi -N $U node up
+check newer_staging_pod pi -N $U pod add ${PREFIX}f --ip 10.244.0.15
+out=$(PODINJECT_UPGRADE_KILL_AT=1 "$PI" -N $U node upgrade 2>&1)
+prog=/sys/fs/bpf/podinject/$U/upgrade/progress
+phase=$(bpftool map lookup pinned $prog key 0 0 0 0 -j 2>/dev/null | jq -r '.value[8:12] | join(" ")')
+if [ -n "$phase" ] && bpftool map update pinned $prog key 0 0 0 0 value $newer 0 0 0 $newer 0 0 0 $phase 0 0 0 0 &&
+   set_abi $U $((0x80000000 + newer)); then
+	out=$("$PI" -N $U node upgrade 2>&1)
+	expect_eq newer_staging_refused "$? $(grep -c 'a downgrade is not supported' <<<"$out")" "1 1"
+	expect_eq newer_staging_version_kept "$(bpftool map lookup pinned /sys/fs/bpf/podinject/$U/node_config key 0 0 0 0 -j |
+		jq -r '.value[44:48] | join(" ")')" "$(printf '0x%02x 0x00 0x00 0x00' $newer)"
+else
+	fail newer_staging_refused "no interrupted upgrade to rewrite (phase '$phase')"
+	fail newer_staging_version_kept "as above"
+fi
+set_abi $U "$cur"
+rm -rf /sys/fs/bpf/podinject/$U/upgrade
+check newer_staging_down pi -N $U node down
+ip netns del ${PREFIX}f 2>/dev/null
+
+# Staged objects left without a record (a finish() cut off between the
+# record's unlink and the staging's removal) are never taken for this
+# upgrade's: here a copy of the configuration staged when tcp-established
+# was 100 s, which an operator then made 200 s. Before, the upgrade took
+# the stale copy and committed it over the live one: 100 s again.
+S=${PREFIX}s
+check stale_staging_up pi -N $S node up
+check stale_staging_timeout pi -N $S ct timeout tcp-established 100
+scfg=/sys/fs/bpf/podinject/$S/node_config
+mkdir /sys/fs/bpf/podinject/$S/upgrade
+bpftool map create /sys/fs/bpf/podinject/$S/upgrade/node_config type array key 4 \
+	value "$(bpftool -j map show pinned $scfg | jq .bytes_value)" entries 1 name node_config
+bpftool map update pinned /sys/fs/bpf/podinject/$S/upgrade/node_config key 0 0 0 0 value \
+	$(bpftool map lookup pinned $scfg key 0 0 0 0 -j | jq -r '.value | join(" ")')
+check stale_staging_timeout_changed pi -N $S ct timeout tcp-established 200
+check stale_staging_upgrade pi -N $S node upgrade
+expect_eq stale_staging_not_taken "$("$PI" -N $S -j ct timeout | jq -c '.["tcp-established"]')" 200
+check stale_staging_down pi -N $S node down
 
 # A node made by a real build from before the version.
 OLD_CHECKS="old_build old_up old_pod old_abi_pod_list old_abi_pod_add old_abi_node_down old_still_works_for_its_build old_down_by_its_build old_gone"
