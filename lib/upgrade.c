@@ -222,6 +222,8 @@ static int migrate_4_to_5(struct upgrade *u)
 {
 	struct node_config_v4 old;
 	struct pi_node_config cfg = {};
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
 	char path[PATH_MAX];
 	uint32_t zero = 0;
 	int ofd, nfd, err = 0;
@@ -229,12 +231,19 @@ static int migrate_4_to_5(struct upgrade *u)
 	ofd = view_get(u, node_map_names[M_NODE_CONFIG]);
 	if (ofd < 0)
 		return ofd;
-	if (bpf_map_lookup_elem(ofd, &zero, &old)) {
+	/* The lookup writes the map's value size into `old`: only v0.1's. */
+	if (bpf_obj_get_info_by_fd(ofd, &info, &len))
 		err = -errno;
-		close(ofd);
+	else if (info.value_size != sizeof(old))
+		err = -EPROTO;
+	else if (bpf_map_lookup_elem(ofd, &zero, &old))
+		err = -errno;
+	close(ofd);
+	if (err) {
+		pr_err("node '%s': its ABI 4 configuration cannot be read: %s",
+		       u->n.name, strerror(-err));
 		return err;
 	}
-	close(ofd);
 	memcpy(cfg.name, old.name, sizeof(cfg.name));
 	cfg.uplink_ifindex = old.uplink_ifindex;
 	cfg.flags = old.flags;

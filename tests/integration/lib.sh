@@ -309,7 +309,7 @@ inject_at_scale() {
 	src=$("$PI" -N $n -j pod show $tgt | jq -r .ipv4)
 	eg0=$(pod_stat $n $tgt .egress_packets)
 	st0=$(inject_stat_packets $n $inj $tgt $path)
-	in_ns $rcv "$BUILD/useq" recv $port $count 3000 >$out &
+	in_ns $rcv "$BUILD/useq" recv $port $count 3000 30000 >$out &
 	r=$!
 	wait_udp_listen $rcv $port >/dev/null || echo -n "no-listener "
 	sent=$(in_ns $inj "$BUILD/useq" send $dst $port $rate $count $src)

@@ -248,7 +248,7 @@ uprun ua "$(printf '%064d' 21)" && uprun ub "$(printf '%064d' 22)" && ok=1
 expect_eq up_pods_adopted_by_prev "$ok:$("$PREV/build/podinject" -N $NODE -j pod list 2>/dev/null | jq -c '[.[].name] | sort')" '1:["up/ua","up/ub"]'
 check up_old_node sh -c "'$PI' -N $NODE node show 2>&1 | grep -q 'node upgrade'"
 ipb=$(in_ns ${PREFIX}ub ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1)
-in_ns ${PREFIX}ub "$BUILD/useq" recv 7300 150000 5000 >"$T/useq.recv" &
+in_ns ${PREFIX}ub "$BUILD/useq" recv 7300 150000 5000 30000 >"$T/useq.recv" &
 urecv=$!
 wait_udp_listen ${PREFIX}ub 7300 >/dev/null
 in_ns ${PREFIX}ua "$BUILD/useq" send "$ipb" 7300 10000 150000 >"$T/useq.sent" &

@@ -378,13 +378,13 @@ if [ "$DEV" = netkit ]; then
 fi
 
 # ---- upgrade under traffic ----------------------------------------------
-in_ns $B "$USEQ" recv 7200 $UDP_COUNT 3000 >$TMP/udp &
+in_ns $B "$USEQ" recv 7200 $UDP_COUNT 3000 30000 >$TMP/udp &
 RECV=$!
 wait_udp_listen $B 7200 >/dev/null
-in_ns $B "$USEQ" recv 7201 $INJ_COUNT 3000 >$TMP/inj &
+in_ns $B "$USEQ" recv 7201 $INJ_COUNT 3000 30000 >$TMP/inj &
 INJRECV=$!
 wait_udp_listen $B 7201 >/dev/null
-in_ns $C "$USEQ" recv 7202 $STACK_COUNT 3000 >$TMP/stack &
+in_ns $C "$USEQ" recv 7202 $STACK_COUNT 3000 30000 >$TMP/stack &
 STACKRECV=$!
 wait_udp_listen $C 7202 >/dev/null
 before_stack_denied=$(rule_pk_port "$OLD" 7203)
