@@ -600,11 +600,12 @@ int pi_node_up(const char *name, const struct pi_node_up_opts *o,
 	node_close(&n);
 out:
 	if (err) {
+		/* the namespace first, as `node down` does */
+		if (made_ns)
+			netns_delete(name);
 		if (made_dir)
 			rm_tree(dir);
 		rmdir(PI_PIN_ROOT);	/* only when no other node is left */
-		if (made_ns)
-			netns_delete(name);
 	}
 	if (info && !err)
 		info->owns_netns = made_ns;
@@ -792,13 +793,10 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 			    node_attach_mode(&n), PI_PRIO_DATAPATH, path);
 		netns_restore(saved);
 	}
-	{
-		int e = rm_tree(n.pin_dir);
-
-		if (e && !err)
-			err = e;
-		apply_record_forget(n.pin_dir);
-	}
+	/* The namespace before the pins: once the pin directory is gone
+	 * the name is free, and a `node up` of it at that moment would
+	 * take the namespace still there for one it may use, which this
+	 * would then delete under it. */
 	if (n.cfg.flags & PI_NODE_OWNS_NETNS) {
 		int e;
 
@@ -807,6 +805,13 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 		e = netns_delete(name);
 		if (e && !err)
 			err = e;
+	}
+	{
+		int e = rm_tree(n.pin_dir);
+
+		if (e && !err)
+			err = e;
+		apply_record_forget(n.pin_dir);
 	}
 	node_close(&n);
 	close(lock_fd);
