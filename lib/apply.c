@@ -459,8 +459,11 @@ static uint32_t stored_path(struct apply *a, uint32_t path, int target)
 	return path;
 }
 
-static int parse_grants(struct apply *a, int inj, json_t *arr,
-			const char *pod_where)
+/* The checks that need no pod (one's own name, a name twice, a list's
+ * length) go by the names written, so that with skip_absent a document is
+ * refused on every node or on none, whichever pods a node has. */
+static int parse_grants(struct apply *a, int inj, const char *name,
+			json_t *arr, const char *pod_where)
 {
 	static const char *const keys[] = { "as", "path", NULL };
 	char where[600];
@@ -471,6 +474,9 @@ static int parse_grants(struct apply *a, int inj, json_t *arr,
 	if (!json_is_array(arr))
 		return refuse(a, -EINVAL, where,
 			      "a list of {\"as\": POD, \"path\": fast|fallback|auto}");
+	if (json_array_size(arr) > PI_MAX_INJECT)
+		return refuse(a, -EINVAL, where, "more than %d grants",
+			      PI_MAX_INJECT);
 	json_array_foreach(arr, i, v) {
 		char at[600], fat[640];
 		json_t *as, *path;
@@ -493,21 +499,26 @@ static int parse_grants(struct apply *a, int inj, json_t *arr,
 			snprintf(fat, sizeof(fat), "%s.path", at);
 			return refuse(a, -EINVAL, fat, "want fast, fallback or auto");
 		}
+		if (!strcmp(json_string_value(as), name))
+			return refuse(a, -EINVAL, fat,
+				      "pod '%s' cannot inject as itself", name);
+		for (size_t j = 0; j < i; j++) {
+			json_t *e = json_object_get(json_array_get(arr, j), "as");
+
+			if (json_is_string(e) &&
+			    !strcmp(json_string_value(e), json_string_value(as)))
+				return refuse(a, -EINVAL, at,
+					      "pod '%s' is granted twice",
+					      json_string_value(as));
+		}
 		tgt = pod_index(a, json_string_value(as));
 		if (tgt < 0 && a->skip_absent)
 			continue;	/* not on this node: checked only */
 		if (tgt < 0)
 			return refuse(a, -ESRCH, fat, "no pod '%s' on node %s",
 				      json_string_value(as), a->n->name);
-		if (tgt == inj)
-			return refuse(a, -EINVAL, fat,
-				      "pod '%s' cannot inject as itself",
-				      a->pods[inj].info.name);
 		if (inj < 0)
 			continue;	/* another node's injector: checked only */
-		if (grant_pair_known(a->gwant, a->ngwant, inj, tgt))
-			return refuse(a, -EINVAL, at, "pod '%s' is granted twice",
-				      json_string_value(as));
 		if (a->ngwant >= PI_MAX_INJECT)
 			return refuse(a, -EINVAL, at, "more than %d grants",
 				      PI_MAX_INJECT);
@@ -519,8 +530,8 @@ static int parse_grants(struct apply *a, int inj, json_t *arr,
 
 /* The pod's proxy rule of slot k: 0 "proxy" (outbound), 1
  * "proxy_inbound" (TCP connections to the pod, no "dst"). */
-static int parse_proxy(struct apply *a, int pod, json_t *o,
-		       const char *pod_where, int k)
+static int parse_proxy(struct apply *a, int pod, const char *name,
+		       json_t *o, const char *pod_where, int k)
 {
 	static const char *const keys[] = { "by", "port", "match", "dports",
 					    "dst", NULL };
@@ -546,12 +557,12 @@ static int parse_proxy(struct apply *a, int pod, json_t *o,
 	if (!json_is_string(v))
 		return refuse(a, -EINVAL, v ? at : where,
 			      "'by' names the proxy pod");
+	if (!strcmp(json_string_value(v), name))
+		return refuse(a, -EINVAL, at, "a pod cannot be its own proxy");
 	proxy = pod_index(a, json_string_value(v));
 	if (proxy < 0 && !a->skip_absent)
 		return refuse(a, -ESRCH, at, "no pod '%s' on node %s",
 			      json_string_value(v), a->n->name);
-	if (proxy >= 0 && proxy == pod)
-		return refuse(a, -EINVAL, at, "a pod cannot be its own proxy");
 	if (proxy >= 0 && pod >= 0 &&
 	    (a->pods[proxy].info.flags | a->pods[pod].info.flags) & PI_POD_NETKIT)
 		return refuse(a, -EINVAL, at,
@@ -655,13 +666,13 @@ static int parse_pod(struct apply *a, const char *name, json_t *o)
 	}
 	v = json_object_get(o, "inject");
 	if (!err && v)
-		err = parse_grants(a, idx, v, where);
+		err = parse_grants(a, idx, name, v, where);
 	v = json_object_get(o, "proxy");
 	if (!err && v)
-		err = parse_proxy(a, idx, v, where, 0);
+		err = parse_proxy(a, idx, name, v, where, 0);
 	v = json_object_get(o, "proxy_inbound");
 	if (!err && v)
-		err = parse_proxy(a, idx, v, where, 1);
+		err = parse_proxy(a, idx, name, v, where, 1);
 	free(scratch.want[0]);
 	free(scratch.want[1]);
 	return err;

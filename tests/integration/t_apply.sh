@@ -13,7 +13,7 @@
 #   node ta-n
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=87
+EXPECT=90
 PREFIX=ta-
 N=ta-n
 A=10.244.21.10
@@ -196,6 +196,16 @@ jq '.pods["ta-a"].inject += [{"as": "ta-zy", "path": "slower"}]' "$T/state2.json
 bad skip_absent_grant_target_checked "$T/fleet_bad4.json" ".path: want fast" --skip-absent
 jq '.pods["ta-b"].proxy = {"by": "ta-zz", "port": 0}' "$T/state2.json" >"$T/fleet_bad3.json"
 bad skip_absent_proxy_checked "$T/fleet_bad3.json" "pods[\"ta-b\"].proxy.port" --skip-absent
+# the checks between pods too, by the names written: an absent pod's
+# grant as itself, a grant twice to an absent pod, an absent pod as its
+# own proxy (before, each was let through where the pods were absent and
+# refused on the node that has them: that node got none of the document)
+jq '.pods["ta-zz"] = {"inject": [{"as": "ta-zz"}]}' "$T/state2.json" >"$T/fleet_bad5.json"
+bad skip_absent_self_grant_checked "$T/fleet_bad5.json" "pods[\"ta-zz\"].inject[0].as: pod 'ta-zz' cannot inject as itself" --skip-absent
+jq '.pods["ta-a"].inject += [{"as": "ta-zy"}, {"as": "ta-zy"}]' "$T/state2.json" >"$T/fleet_bad6.json"
+bad skip_absent_grant_twice_checked "$T/fleet_bad6.json" "pod 'ta-zy' is granted twice" --skip-absent
+jq '.pods["ta-zz"] = {"proxy": {"by": "ta-zz", "port": 15001}}' "$T/state2.json" >"$T/fleet_bad7.json"
+bad skip_absent_own_proxy_checked "$T/fleet_bad7.json" "pods[\"ta-zz\"].proxy.by: a pod cannot be its own proxy" --skip-absent
 
 # ---- a failure half-way is undone ------------------------------------------
 # ta-a's egress (the first pod) changes, then ta-b's 32 768 rules of their
