@@ -327,6 +327,20 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 		pr_err("a rule needs a direction and allow or deny");
 		return -EINVAL;
 	}
+	/* What `export` can write and `apply` takes back: a rule the
+	 * document cannot say would make a node's export unusable. */
+	if (r.proto && r.proto != IPPROTO_TCP && r.proto != IPPROTO_UDP &&
+	    r.proto != IPPROTO_ICMP) {
+		pr_err("a rule's proto is any (0), tcp, udp or icmp, not %u",
+		       r.proto);
+		return -EINVAL;
+	}
+	if ((r.family != 0 && r.family != AF_INET && r.family != AF_INET6) ||
+	    (!r.family && r.prefixlen) ||
+	    r.prefixlen > (r.family == AF_INET ? 32 : 128)) {
+		pr_err("a rule's address is any, or an IPv4 or IPv6 prefix of at most 32 or 128 bits");
+		return -EINVAL;
+	}
 	if (r.port_hi && (r.port_lo > r.port_hi || !r.port_lo ||
 			  (r.proto != IPPROTO_TCP && r.proto != IPPROTO_UDP))) {
 		pr_err("'port' needs proto tcp or udp and a range within 1-65535");

@@ -323,6 +323,23 @@ int main(void)
 
 	CHECK_RC("policy_add", pi_policy_add(n, "la-a", PI_DIR_EGRESS, &deny, 0, &id), 0);
 	CHECK_RC("policy_add_unknown_pod", pi_policy_add(n, "la-zz", PI_DIR_EGRESS, &deny, 0, &id), -ESRCH);
+	{
+		/* only rules a document can say: export, then apply */
+		struct pi_rule odd = deny;
+
+		odd.proto = IPPROTO_ICMPV6;
+		CHECK_RC("policy_add_proto_not_in_documents",
+			 pi_policy_add(n, "la-a", PI_DIR_EGRESS, &odd, 0, NULL), -EINVAL);
+		odd = deny;
+		odd.family = AF_INET;
+		odd.prefixlen = 33;
+		CHECK_RC("policy_add_prefix_too_long",
+			 pi_policy_add(n, "la-a", PI_DIR_EGRESS, &odd, 0, NULL), -EINVAL);
+		odd = deny;
+		odd.prefixlen = 8;
+		CHECK_RC("policy_add_prefix_without_family",
+			 pi_policy_add(n, "la-a", PI_DIR_EGRESS, &odd, 0, NULL), -EINVAL);
+	}
 	cnt = pi_policy_list(n, "la-a", &rules);
 	check(cnt == 1 && rules[0].rule.id == id && rules[0].rule.action == PI_DENY,
 	      "policy_list", "count %d", cnt);
