@@ -328,6 +328,7 @@ int main(void)
 		struct pi_rule odd = deny;
 
 		odd.proto = IPPROTO_ICMPV6;
+		odd.port_lo = odd.port_hi = 0;
 		CHECK_RC("policy_add_proto_not_in_documents",
 			 pi_policy_add(n, "la-a", PI_DIR_EGRESS, &odd, 0, NULL), -EINVAL);
 		odd = deny;
