@@ -12,6 +12,12 @@
  * writes the union of the live monitors' kinds to monitor_config, so the
  * datapath stops paying for events once the last monitor is gone.
  *
+ * A node's events have one reader at a time: a BPF ring buffer has one
+ * read position, so two monitors polling it would each take the events
+ * the other was waiting for, and neither would know (nothing is counted
+ * lost). The reader holds READER_LOCK in the run directory for its whole
+ * life; another monitor, or `probe --trace`, is refused with -EBUSY.
+ *
  * The node is not held open while the monitor runs (a reader's shared
  * lock would keep every CNI ADD waiting): it opens the ring buffers and
  * the configuration by their pins, and reads the pods' names again, under
@@ -35,6 +41,8 @@
 
 #define MONITOR_RUN_DIR		PI_RUN_DIR "/monitor"
 #define INJECT_SUBDIR		"inject"
+/* a dot name: live_kinds() passes it over */
+#define READER_LOCK		".reader"
 /* a pod unknown to the cache is looked up again at most this often */
 #define POD_REFRESH_NS		(1000ull * 1000 * 1000)
 
@@ -51,6 +59,7 @@ struct pi_monitor {
 	char run_dir[PATH_MAX];
 	char self[PATH_MAX];	/* this monitor's file */
 	int self_fd;
+	int reader_fd;		/* READER_LOCK, held */
 	uint32_t kinds;
 	int lock_timeout_ms;
 	struct mon_source src[2];	/* the node's, the injection's */
@@ -314,6 +323,41 @@ static void join_inject(struct pi_monitor *m)
 	publish_kinds(m);
 }
 
+/* READER_LOCK taken, with this process's id in it for whoever is
+ * refused; -EBUSY, said, while another monitor holds it. */
+static int take_reader(struct pi_monitor *m)
+{
+	char path[PATH_MAX + 16], buf[32];
+	ssize_t len;
+	int err;
+
+	snprintf(path, sizeof(path), "%s/" READER_LOCK, m->run_dir);
+	m->reader_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (m->reader_fd < 0) {
+		err = -errno;
+		pr_err("cannot open %s: %s", path, strerror(-err));
+		return err;
+	}
+	if (!flock(m->reader_fd, LOCK_EX | LOCK_NB)) {
+		len = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+		if (ftruncate(m->reader_fd, 0) ||
+		    pwrite(m->reader_fd, buf, len, 0) != len)
+			return -EIO;
+		return 0;
+	}
+	err = -errno;
+	if (err != -EWOULDBLOCK) {
+		pr_err("cannot lock %s: %s", path, strerror(-err));
+		return err;
+	}
+	len = pread(m->reader_fd, buf, sizeof(buf) - 1, 0);
+	buf[len > 0 ? len : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	pr_err("node '%s': another monitor (pid %s) reads its events; they have one reader at a time (two would each take events the other waits for): stop it first, or use its output",
+	       m->node, *buf ? buf : "?");
+	return -EBUSY;
+}
+
 int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 		    struct pi_monitor **out)
 {
@@ -329,6 +373,7 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 	if (!m)
 		return -ENOMEM;
 	m->self_fd = -1;
+	m->reader_fd = -1;
 	m->kinds = kinds;
 	m->lock_timeout_ms = lock_timeout_ms;
 	for (int i = 0; i < 2; i++)
@@ -346,6 +391,17 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 	m->npods = err;
 	m->pods_read_ns = mono_ns();
 
+	snprintf(m->run_dir, sizeof(m->run_dir), MONITOR_RUN_DIR "/%s",
+		 strrchr(m->pin_dir, '/') + 1);
+	err = mkdir_p(m->run_dir);
+	if (err) {
+		pr_err("cannot make %s: %s", m->run_dir, strerror(-err));
+		goto fail;
+	}
+	err = take_reader(m);
+	if (err)
+		goto fail;
+
 	err = source_open(&m->src[0], m->pin_dir);
 	if (err) {
 		pr_err("node '%s' has no event monitor (made by an older build? `podinject node upgrade` adds it): %s",
@@ -359,13 +415,6 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 	}
 	join_inject(m);
 
-	snprintf(m->run_dir, sizeof(m->run_dir), MONITOR_RUN_DIR "/%s",
-		 strrchr(m->pin_dir, '/') + 1);
-	err = mkdir_p(m->run_dir);
-	if (err) {
-		pr_err("cannot make %s: %s", m->run_dir, strerror(-err));
-		goto fail;
-	}
 	snprintf(m->self, sizeof(m->self), "%s/%d", m->run_dir, (int)getpid());
 	m->self_fd = open(m->self, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
 			  0600);
@@ -429,6 +478,8 @@ void pi_monitor_close(struct pi_monitor *m)
 	ring_buffer__free(m->rb);
 	for (int i = 0; i < 2; i++)
 		source_close(&m->src[i]);
+	if (m->reader_fd >= 0)
+		close(m->reader_fd);
 	free(m->pods);
 	free(m);
 }
