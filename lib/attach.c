@@ -134,6 +134,26 @@ int attach_prog_after(int prog_fd, int ifindex, enum pi_hook hook,
 	return err;
 }
 
+/* Whether the filter at `prio`, handle 1, runs the program pinned at
+ * pin_path. No pin (lost): true, as before pins were compared, so that
+ * a lost pin never leaves our filter running. */
+static bool filter_runs_pin(struct bpf_tc_hook *tc_hook, uint32_t prio,
+			    const char *pin_path)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, q, .priority = prio, .handle = 1);
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+	int fd = bpf_obj_get(pin_path);
+	bool runs;
+
+	if (fd < 0)
+		return errno == ENOENT;
+	runs = !bpf_obj_get_info_by_fd(fd, &info, &len) &&
+	       !bpf_tc_query(tc_hook, &q) && q.prog_id == info.id;
+	close(fd);
+	return runs;
+}
+
 int detach_prog(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
 		uint32_t prio, const char *pin_path)
 {
@@ -145,6 +165,13 @@ int detach_prog(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
 
 		tc_hook.attach_point = hook == PI_HOOK_INGRESS ?
 				       BPF_TC_INGRESS : BPF_TC_EGRESS;
+		/* A filter is taken off only when it runs the program the
+		 * pin records: at our priority and handle there may be
+		 * another owner's (a CNI's, or one on a reused ifindex). */
+		if (pin_path && !filter_runs_pin(&tc_hook, prio, pin_path)) {
+			unlink(pin_path);
+			return 0;
+		}
 		err = bpf_tc_detach(&tc_hook, &opts);
 		if (pin_path)
 			unlink(pin_path);

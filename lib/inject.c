@@ -359,14 +359,20 @@ void head_roles_clear(const struct inject_state *s, uint32_t ifindex)
 int head_acquire(const struct pi_node *n, struct inject_state *s,
 		 const struct pi_pod_info *pod, uint32_t owner)
 {
-	bool was = head_attached(s, pod);
+	bool was = head_attached(s, pod), attached = false;
 	int err = head_roles_refresh(s, pod->ifindex);
 
-	if (!err)
+	if (!err) {
 		err = head_attach(n, s, pod);
+		attached = !err && !was;
+	}
 	if (!err)
 		err = pod_head_owners(n, pod->ifindex, owner, 0, NULL);
-	if (err && !was)
+	/* Only what this call attached: an attach refused because another
+	 * owner's filter holds the head's priority and handle (clsact,
+	 * EEXIST) has nothing of ours to take off, and a detach there would
+	 * delete that owner's filter. */
+	if (err && attached)
 		head_detach(n, s, pod);
 	return err;
 }

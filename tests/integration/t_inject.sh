@@ -11,7 +11,7 @@
 # injected: not 0 (skipped), not 2x (run twice).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=55
+EXPECT=57
 PREFIX=ji-
 N=ji-n
 T=10.244.0.10
@@ -185,6 +185,29 @@ sp0=$(pod_stat $N ji-i .drops.spoofed)
 expect_eq deny_not_delivered "$(udp_to_d ji-i $T $D 9000 5)" "sent 5, received 0"
 expect_num deny_counted_spoofed "$(sub "$(pod_stat $N ji-i .drops.spoofed)" "$sp0")" 5
 check deny_list_empty sh -c "$PI -N $N -j inject list | jq -e 'length == 0'"
+
+# Another owner's program where the head goes (clsact: a filter at
+# priority 1, handle 1, as Cilium's on a kernel without tcx). With clsact
+# the grant is refused there and that filter stays: before, the failed
+# attach's undo deleted it, and the pod's egress ran without it. With tcx
+# the head goes in before it, and it stays too.
+fpin=$pin/head
+mkdir -p $fpin
+if [ "$MODE" = tcx ]; then
+	"$BUILD/tcx-attach" attach "$BUILD/foreign.bpf.o" foreign_count $N pi-ji-u ingress $fpin >/dev/null
+	pi -N $N inject allow ji-u --as ji-t >/dev/null 2>&1
+	expect_eq head_place_taken_answer "$([ $? = 0 ] && echo granted || echo refused)" granted
+	foreign_here() { "$BUILD/tcx-attach" query $N pi-ji-u ingress | grep -c foreign_count; }
+else
+	"$BUILD/tcx-attach" attach-tc "$BUILD/foreign.bpf.o" foreign_count $N pi-ji-u ingress $fpin 1 >/dev/null
+	pi -N $N inject allow ji-u --as ji-t >/dev/null 2>&1
+	expect_eq head_place_taken_answer "$([ $? = 0 ] && echo granted || echo refused)" refused
+	foreign_here() { tc -n $N filter show dev pi-ji-u ingress pref 1 | grep -c foreign_count; }
+fi
+expect_eq head_place_foreign_kept "$(foreign_here)" 1
+pi -N $N inject deny ji-u >/dev/null 2>&1
+[ "$MODE" = tcx ] || tc -n $N filter del dev pi-ji-u ingress pref 1 2>/dev/null
+rm -rf $fpin
 
 # pod del forgets the pod's injection state.
 pi -N $N inject allow ji-i --as ji-t >/dev/null

@@ -4,5 +4,5 @@
 # kernels without tcx: injection takes filter priority 1, ahead of another
 # agent's filter and the datapath's.
 NODE_ARGS="--attach clsact"
-EXPECT=55
+EXPECT=57
 . "$(dirname "$0")/t_inject.sh"
