@@ -43,7 +43,8 @@
 #define INJECT_SUBDIR		"inject"
 /* a dot name: live_kinds() passes it over */
 #define READER_LOCK		".reader"
-/* a pod unknown to the cache is looked up again at most this often */
+/* the pods' names are read again at most this often: when an event names
+ * a pod the cache does not know, or the cache is older than this */
 #define POD_REFRESH_NS		(1000ull * 1000 * 1000)
 
 struct mon_source {
@@ -241,6 +242,12 @@ static const struct pi_pod_info *mon_pod_find(struct pi_monitor *m, uint32_t id,
 
 	if (!by_id && !ifindex)
 		return NULL;
+	/* Ids and ifindexes are reused (a pod's id is the lowest free one):
+	 * a name known for one is trusted for a second at most, else a
+	 * pod deleted and another added under its id would lend its name
+	 * to every event of the new one for the monitor's whole life. */
+	if (mono_ns() - m->pods_read_ns >= POD_REFRESH_NS)
+		read_pods(m);
 	for (int pass = 0; pass < 2; pass++) {
 		for (int i = 0; i < m->npods; i++) {
 			if (by_id ? m->pods[i].id == id :

@@ -13,7 +13,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=45
+EXPECT=47
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -152,6 +152,24 @@ if grep -qE "^[0-9:.]+ drop +pod-egress +mo-a spoofed egress udp $S:[0-9]+ -> $B
 else
 	fail text_line "$(cat $T.t)"
 fi
+
+# ---- a pod's id reused while a monitor runs: the event names the new pod
+# (pod ids are the lowest free ones; before, the name read at the
+# monitor's start was kept for its whole life)
+pi -N $X pod add mo-r --ip 10.244.0.45 >/dev/null
+rid=$(pi -N $X -j pod show mo-r | jq .id)
+"$PI" -N $X -j monitor --type drop --pod mo-q --count 1 >$T.r 2>&1 &
+R=$!
+for _ in $(seq 50); do [ "$(kinds_of $PIN)" != 0 ] && break; sleep 0.1; done
+pi -N $X pod del mo-r >/dev/null
+pi -N $X pod add mo-q --ip 10.244.0.46 >/dev/null
+expect_eq reused_id "$(pi -N $X -j pod show mo-q | jq .id)" "$rid"
+sleep 1.2
+in_ns mo-q "$PINET" udp-send --bind $S $B 6020 1 >/dev/null 2>&1
+timeout 10 tail --pid=$R -f /dev/null
+kill $R 2>/dev/null
+expect_eq reused_id_named "$(jq -r 'select(.kind == "drop") | .pod' $T.r 2>/dev/null | head -n 1)" mo-q
+pi -N $X pod del mo-q >/dev/null
 
 # ---- a reader that stops reading: the events it misses are counted
 "$PI" -N $X -j monitor --type drop --pod mo-a >$T.l 2>&1 &
