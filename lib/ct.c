@@ -59,59 +59,114 @@ static void ct_info_from_dp(struct pi_ct_info *ci, const struct pi_ct_key *k,
 
 #define CT_ALL_PODS	UINT32_MAX
 
+/* One entry of a walk: fn on it if live, *gone when it is to go. */
+static int ct_visit(const struct pi_node *n, uint32_t pod_id, bool forget,
+		    int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci,
+			      void *ctx),
+		    void *ctx, uint64_t now, const struct pi_ct_key *k,
+		    const struct pi_ct_entry *e, bool *gone)
+{
+	struct pi_ct_info ci = { 0 };
+	uint64_t to, idle;
+
+	*gone = false;
+	if (pod_id != CT_ALL_PODS && k->pod_id != pod_id)
+		return 0;
+	*gone = forget;
+	idle = pi_ct_idle_ns(now, e->last_ns);
+	to = (uint64_t)timeout_s(n, k, e) * 1000000000ull;
+	if (idle > to) {
+		*gone = true;
+		return 0;
+	}
+	if (!fn)
+		return 0;
+	ct_info_from_dp(&ci, k, e);
+	ci.idle_ms = idle / 1000000;
+	ci.expires_ms = (to - idle) / 1000000;
+	return fn(k->pod_id, &ci, ctx);
+}
+
 /* Calls fn on every live entry of pod `pod_id` (of every pod with
- * CT_ALL_PODS); frees expired ones. With
- * `forget`, deletes each one fn was called on. Deletions wait for the end
- * of the walk: a hash map's next key after a deleted one is its first. */
+ * CT_ALL_PODS); frees expired ones. With `forget`, deletes each one fn
+ * was called on. The table is read in batches, bucket by bucket: a walk
+ * key by key starts again from the first key when the key it stands on
+ * is deleted (by the datapath, the LRU's eviction, or another reader
+ * freeing expired entries), and then met every entry twice (a pod's
+ * counts doubled, `ct list` showing flows twice). Deletions wait for the
+ * end of the walk. */
 static int ct_walk(const struct pi_node *n, uint32_t pod_id, bool forget,
 		   int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci,
 			     void *ctx),
 		   void *ctx)
 {
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 	int fd = n->maps[M_CT], err = 0, ndel = 0, cap = 0;
-	struct pi_ct_key k, next, *del = NULL;
 	uint64_t now = (uint64_t)pi_mono_ns();
-	bool first = true;
+	struct pi_ct_key *keys = NULL, *del = NULL;
+	struct pi_ct_entry *vals = NULL;
+	uint32_t chunk = 256;
+	uint64_t token = 0;
+	void *in = NULL;
 
-	while (!err && !bpf_map_get_next_key(fd, first ? NULL : &k, &next)) {
-		struct pi_ct_info ci = { 0 };
-		struct pi_ct_entry e;
-		bool gone = forget;
-		uint64_t to, idle;
+	for (;;) {
+		uint32_t got = chunk;
+		bool last = false;
 
-		first = false;
-		k = next;
-		if (pod_id != CT_ALL_PODS && next.pod_id != pod_id)
-			continue;
-		if (bpf_map_lookup_elem(fd, &next, &e))
-			continue;	/* gone meanwhile */
-		idle = pi_ct_idle_ns(now, e.last_ns);
-		to = (uint64_t)timeout_s(n, &next, &e) * 1000000000ull;
-		if (idle > to) {
-			gone = true;
-		} else if (fn) {
-			ct_info_from_dp(&ci, &next, &e);
-			ci.idle_ms = idle / 1000000;
-			ci.expires_ms = (to - idle) / 1000000;
-			err = fn(next.pod_id, &ci, ctx);
-		}
-		if (!gone)
-			continue;
-		if (ndel == cap) {
-			void *v = realloc(del, (cap ? cap * 2 : 64) * sizeof(*del));
-
-			if (!v) {
+		if (!keys) {
+			keys = calloc(chunk, sizeof(*keys));
+			vals = calloc(chunk, sizeof(*vals));
+			if (!keys || !vals) {
 				err = -ENOMEM;
 				break;
 			}
-			del = v;
-			cap = cap ? cap * 2 : 64;
 		}
-		del[ndel++] = next;
+		if (bpf_map_lookup_batch(fd, in, &token, keys, vals, &got,
+					 &opts)) {
+			if (errno == ENOSPC && !got && chunk < (1u << 20)) {
+				/* one bucket holds more than a batch */
+				free(keys);
+				free(vals);
+				keys = NULL;
+				vals = NULL;
+				chunk *= 2;
+				continue;
+			}
+			if (errno != ENOENT) {
+				err = -errno;
+				break;
+			}
+			last = true;
+		}
+		for (uint32_t i = 0; i < got && !err; i++) {
+			bool gone;
+
+			err = ct_visit(n, pod_id, forget, fn, ctx, now,
+				       &keys[i], &vals[i], &gone);
+			if (err || !gone)
+				continue;
+			if (ndel == cap) {
+				void *v = realloc(del, (cap ? cap * 2 : 64) *
+							       sizeof(*del));
+
+				if (!v) {
+					err = -ENOMEM;
+					break;
+				}
+				del = v;
+				cap = cap ? cap * 2 : 64;
+			}
+			del[ndel++] = keys[i];
+		}
+		if (err || last)
+			break;
+		in = &token;
 	}
 	for (int i = 0; i < ndel; i++)
 		bpf_map_delete_elem(fd, &del[i]);
 	free(del);
+	free(keys);
+	free(vals);
 	return err;
 }
 
