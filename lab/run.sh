@@ -273,7 +273,12 @@ for name in "${KERNELS[@]}"; do
 		while [ "$try" -lt "$LAB_BOOT_TRIES" ]; do
 			qrc=${qrcs[$((g - 1))]}
 			[ "$qrc" -eq 124 ] && break
-			tr -d '\r' < "$console.$$" | grep -q '^PODINJECT-LAB-INIT ' && break
+			# grep on the file, not at the end of a pipe: under
+			# pipefail, a writer that meets grep -q gone (SIGPIPE) made
+			# the test fail though the marker was there (8 times in
+			# 300 on an 11 KB console), and a guest that had run its
+			# whole part was booted again and its results dropped
+			grep -q '^PODINJECT-LAB-INIT ' "$console.$$" && break
 			mv -f "$console.$$" "$console.boot$try"
 			log "$name guest $g never reached /init (qemu exit $qrc; console kept: $console.boot$try): booting it once more"
 			retried[g]+="${retried[g]:+; }boot $try never reached /init (console: $console.boot$try)"
