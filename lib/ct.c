@@ -87,86 +87,62 @@ static int ct_visit(const struct pi_node *n, uint32_t pod_id, bool forget,
 	return fn(k->pod_id, &ci, ctx);
 }
 
+struct ct_walk_ctx {
+	const struct pi_node *n;
+	uint32_t pod_id;
+	bool forget;
+	int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci, void *ctx);
+	void *ctx;
+	uint64_t now;
+	struct pi_ct_key *del;
+	int ndel, cap;
+};
+
+static int ct_walk_one(const void *key, const void *val, void *c)
+{
+	struct ct_walk_ctx *w = c;
+	bool gone;
+	int err;
+
+	err = ct_visit(w->n, w->pod_id, w->forget, w->fn, w->ctx, w->now, key,
+		       val, &gone);
+	if (err || !gone)
+		return err;
+	if (w->ndel == w->cap) {
+		int cap = w->cap ? w->cap * 2 : 64;
+		void *v = realloc(w->del, cap * sizeof(*w->del));
+
+		if (!v)
+			return -ENOMEM;
+		w->del = v;
+		w->cap = cap;
+	}
+	memcpy(&w->del[w->ndel++], key, sizeof(*w->del));
+	return 0;
+}
+
 /* Calls fn on every live entry of pod `pod_id` (of every pod with
  * CT_ALL_PODS); frees expired ones. With `forget`, deletes each one fn
- * was called on. The table is read in batches, bucket by bucket: a walk
- * key by key starts again from the first key when the key it stands on
- * is deleted (by the datapath, the LRU's eviction, or another reader
- * freeing expired entries), and then met every entry twice (a pod's
- * counts doubled, `ct list` showing flows twice). Deletions wait for the
- * end of the walk. */
+ * was called on. The table is read in batches, bucket by bucket
+ * (map_scan): a walk key by key starts again from the first key when the
+ * key it stands on is deleted (by the datapath, the LRU's eviction, or
+ * another reader freeing expired entries), and then met every entry
+ * twice (a pod's counts doubled, `ct list` showing flows twice).
+ * Deletions wait for the end of the walk. */
 static int ct_walk(const struct pi_node *n, uint32_t pod_id, bool forget,
 		   int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci,
 			     void *ctx),
 		   void *ctx)
 {
-	LIBBPF_OPTS(bpf_map_batch_opts, opts);
-	int fd = n->maps[M_CT], err = 0, ndel = 0, cap = 0;
-	uint64_t now = (uint64_t)pi_mono_ns();
-	struct pi_ct_key *keys = NULL, *del = NULL;
-	struct pi_ct_entry *vals = NULL;
-	uint32_t chunk = 256;
-	uint64_t token = 0;
-	void *in = NULL;
+	struct ct_walk_ctx w = { .n = n, .pod_id = pod_id, .forget = forget,
+				 .fn = fn, .ctx = ctx,
+				 .now = (uint64_t)pi_mono_ns() };
+	int err = map_scan(n->maps[M_CT], sizeof(struct pi_ct_key),
+			   sizeof(struct pi_ct_entry), 256, ct_walk_one, &w);
 
-	for (;;) {
-		uint32_t got = chunk;
-		bool last = false;
-
-		if (!keys) {
-			keys = calloc(chunk, sizeof(*keys));
-			vals = calloc(chunk, sizeof(*vals));
-			if (!keys || !vals) {
-				err = -ENOMEM;
-				break;
-			}
-		}
-		if (bpf_map_lookup_batch(fd, in, &token, keys, vals, &got,
-					 &opts)) {
-			if (errno == ENOSPC && !got && chunk < (1u << 20)) {
-				/* one bucket holds more than a batch */
-				free(keys);
-				free(vals);
-				keys = NULL;
-				vals = NULL;
-				chunk *= 2;
-				continue;
-			}
-			if (errno != ENOENT) {
-				err = -errno;
-				break;
-			}
-			last = true;
-		}
-		for (uint32_t i = 0; i < got && !err; i++) {
-			bool gone;
-
-			err = ct_visit(n, pod_id, forget, fn, ctx, now,
-				       &keys[i], &vals[i], &gone);
-			if (err || !gone)
-				continue;
-			if (ndel == cap) {
-				void *v = realloc(del, (cap ? cap * 2 : 64) *
-							       sizeof(*del));
-
-				if (!v) {
-					err = -ENOMEM;
-					break;
-				}
-				del = v;
-				cap = cap ? cap * 2 : 64;
-			}
-			del[ndel++] = keys[i];
-		}
-		if (err || last)
-			break;
-		in = &token;
-	}
-	for (int i = 0; i < ndel; i++)
-		bpf_map_delete_elem(fd, &del[i]);
-	free(del);
-	free(keys);
-	free(vals);
+	for (int i = 0; i < w.ndel; i++)
+		bpf_map_delete_elem(n->maps[M_CT], &w.del[i]);
+	free(w.del);
 	return err;
 }
 

@@ -978,23 +978,23 @@ static int cmp_pod(const void *a, const void *b)
 	return (int)x->id - (int)y->id;
 }
 
-/* Calls fn(key, value, ctx) for every entry of a hash map keyed by a
- * __u32 (the pods' maps), reading a batch of entries a call where a walk
- * key by key makes two calls an entry, until fn returns non-zero (which
- * is returned). Every ADD and DEL looks for a name across all pods with
- * the node's lock held: on a node of a thousand pods the walk was three
- * thousand calls under the lock. The buffer stays small (a big one costs
- * its page faults on every call); it grows only if one hash bucket holds
- * more entries than it (ENOSPC). The last batch ends with ENOENT and
- * still holds what it returned. */
-int map_scan_u32(int fd, size_t vsz,
-		 int (*fn)(uint32_t key, const void *val, void *ctx), void *ctx)
+/* Calls fn(key, value, ctx) for every entry of a hash map, reading a
+ * batch of entries a call where a walk key by key makes two calls an
+ * entry (and starts again from the first key when the one it stands on
+ * is deleted), until fn returns non-zero (which is returned). Every ADD
+ * and DEL looks for a name across all pods with the node's lock held: on
+ * a node of a thousand pods the walk was three thousand calls under the
+ * lock. The buffer stays small (a big one costs its page faults on every
+ * call); it grows only if one hash bucket holds more entries than it
+ * (ENOSPC). The last batch ends with ENOENT and still holds what it
+ * returned. */
+int map_scan(int fd, size_t ksz, size_t vsz, uint32_t chunk,
+	     int (*fn)(const void *key, const void *val, void *ctx), void *ctx)
 {
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
-	uint32_t chunk = 64, *keys = NULL;
+	char *keys = NULL, *vals = NULL;
 	uint64_t token = 0;
 	void *in = NULL;
-	char *vals = NULL;
 	int ret = 0;
 
 	for (;;) {
@@ -1002,7 +1002,7 @@ int map_scan_u32(int fd, size_t vsz,
 		bool last;
 
 		if (!keys) {
-			keys = calloc(chunk, sizeof(*keys));
+			keys = calloc(chunk, ksz);
 			vals = calloc(chunk, vsz);
 			if (!keys || !vals) {
 				ret = -ENOMEM;
@@ -1028,7 +1028,8 @@ int map_scan_u32(int fd, size_t vsz,
 			last = false;
 		}
 		for (uint32_t i = 0; i < got && !ret; i++)
-			ret = fn(keys[i], vals + (size_t)i * vsz, ctx);
+			ret = fn(keys + (size_t)i * ksz, vals + (size_t)i * vsz,
+				 ctx);
 		if (ret || last)
 			break;
 		in = &token;
@@ -1036,6 +1037,28 @@ int map_scan_u32(int fd, size_t vsz,
 	free(keys);
 	free(vals);
 	return ret;
+}
+
+struct scan_u32 {
+	int (*fn)(uint32_t key, const void *val, void *ctx);
+	void *ctx;
+};
+
+static int scan_u32_one(const void *key, const void *val, void *c)
+{
+	const struct scan_u32 *s = c;
+	uint32_t k;
+
+	memcpy(&k, key, sizeof(k));
+	return s->fn(k, val, s->ctx);
+}
+
+int map_scan_u32(int fd, size_t vsz,
+		 int (*fn)(uint32_t key, const void *val, void *ctx), void *ctx)
+{
+	struct scan_u32 s = { fn, ctx };
+
+	return map_scan(fd, sizeof(uint32_t), vsz, 64, scan_u32_one, &s);
 }
 
 struct walk_ctx {

@@ -174,8 +174,12 @@ bool policy_pod_has_rules(const struct pi_node *n, uint32_t pod_id);
  * (0 when the pod has no record). */
 int pod_head_owners(const struct pi_node *n, uint32_t ifindex, uint32_t set,
 		    uint32_t clear, uint32_t *now);
-/* fn(key, value, ctx) for every entry of a hash keyed by a __u32, read in
- * batches; stops at fn's first non-zero return, which it returns. */
+/* fn(key, value, ctx) for every entry of a hash map, read in batches of
+ * `chunk` entries (more when a bucket holds more), each entry once;
+ * stops at fn's first non-zero return, which it returns. */
+int map_scan(int fd, size_t ksz, size_t vsz, uint32_t chunk,
+	     int (*fn)(const void *key, const void *val, void *ctx), void *ctx);
+/* map_scan of a hash keyed by a __u32 (the pods' maps). */
 int map_scan_u32(int fd, size_t vsz,
 		 int (*fn)(uint32_t key, const void *val, void *ctx), void *ctx);
 /* Logs that the pods of n could not be read (err: a negative errno). */
