@@ -368,9 +368,9 @@ static int take_reader(struct pi_monitor *m)
 int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 		    struct pi_monitor **out)
 {
+	char buf[32], tmp[PATH_MAX + 16];
 	struct pi_monitor *m;
 	struct pi_node *n;
-	char buf[32];
 	int err, len;
 
 	*out = NULL;
@@ -422,16 +422,27 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 	}
 	join_inject(m);
 
+	/* Made under a dot name, which live_kinds() passes over, and given
+	 * its own once locked and written: under its own name and not yet
+	 * locked, another monitor's start or stop would take it for a dead
+	 * monitor's file and remove it, and its kinds would be dropped. */
 	snprintf(m->self, sizeof(m->self), "%s/%d", m->run_dir, (int)getpid());
-	m->self_fd = open(m->self, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
-			  0600);
+	snprintf(tmp, sizeof(tmp), "%s/.%d", m->run_dir, (int)getpid());
+	m->self_fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (m->self_fd < 0 || flock(m->self_fd, LOCK_EX)) {
 		err = -errno;
+		unlink(tmp);
 		goto fail;
 	}
 	len = snprintf(buf, sizeof(buf), "%u\n", kinds);
 	if (write(m->self_fd, buf, len) != len) {
 		err = -EIO;
+		unlink(tmp);
+		goto fail;
+	}
+	if (rename(tmp, m->self)) {
+		err = -errno;
+		unlink(tmp);
 		goto fail;
 	}
 	m->lost_at_start = lost_of(m);
