@@ -37,6 +37,8 @@ void pi_log(enum pi_log_level level, const char *fmt, ...)
 
 /* Removes a folder (of pins) and everything below it. */
 int rm_tree(const char *path);
+/* Whether addr has no bit set past its first plen bits. */
+bool pi_prefix_clean(const struct pi_addr *addr, int plen);
 /* Makes path and the folders above it that are missing (mode 0700). */
 int mkdir_p(const char *path);
 /* Calls fn for every pin (not folder) below dir, depth first, with its

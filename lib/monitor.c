@@ -215,14 +215,27 @@ static uint64_t lost_of(const struct pi_monitor *m)
 	return lost;
 }
 
-static void read_pods(struct pi_monitor *m)
+/* The pods' names read again. `wait`: for the node's lock as any reader
+ * does (an event names a pod the cache does not know); else only if the
+ * lock is free now (the cache is old): the monitor, the node's only
+ * reader of events, must not stall behind a long `apply` or upgrade while
+ * its ring buffers fill. */
+static void read_pods(struct pi_monitor *m, bool wait)
 {
 	struct pi_pod_info *pods = NULL;
 	struct pi_node *n;
-	int cnt;
+	int cnt, probe = -1, err;
 
 	m->pods_read_ns = mono_ns();
-	if (pi_node_open(m->node, PI_OPEN_READ, m->lock_timeout_ms, &n))
+	if (!wait) {
+		probe = node_lock_dir(m->pin_dir, NODE_LOCK_SHARED, 0);
+		if (probe < 0)
+			return;
+	}
+	err = pi_node_open(m->node, PI_OPEN_READ, m->lock_timeout_ms, &n);
+	if (probe >= 0)
+		close(probe);
+	if (err)
 		return;
 	cnt = pi_pod_list(n, &pods);
 	pi_node_close(n);
@@ -247,7 +260,7 @@ static const struct pi_pod_info *mon_pod_find(struct pi_monitor *m, uint32_t id,
 	 * pod deleted and another added under its id would lend its name
 	 * to every event of the new one for the monitor's whole life. */
 	if (mono_ns() - m->pods_read_ns >= POD_REFRESH_NS)
-		read_pods(m);
+		read_pods(m, false);
 	for (int pass = 0; pass < 2; pass++) {
 		for (int i = 0; i < m->npods; i++) {
 			if (by_id ? m->pods[i].id == id :
@@ -256,7 +269,7 @@ static const struct pi_pod_info *mon_pod_find(struct pi_monitor *m, uint32_t id,
 		}
 		if (pass || mono_ns() - m->pods_read_ns < POD_REFRESH_NS)
 			break;
-		read_pods(m);
+		read_pods(m, true);
 	}
 	return NULL;
 }

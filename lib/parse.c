@@ -74,17 +74,22 @@ int pi_parse_prefix(const char *s, int *family, struct pi_addr *addr, int *plen)
 		*plen = v;
 	}
 	/* Host bits set under a prefix are almost always a typo. */
+	return pi_prefix_clean(addr, *plen) ? 0 : -EINVAL;
+}
+
+bool pi_prefix_clean(const struct pi_addr *addr, int plen)
+{
 	for (int i = 0; i < 4; i++) {
-		int bits = *plen - i * 32;
+		int bits = plen - i * 32;
 		uint32_t mask;
 
 		if (bits >= 32)
 			continue;
 		mask = bits <= 0 ? 0 : ~(0xffffffffu >> bits);
 		if (ntohl(addr->a[i]) & ~mask)
-			return -EINVAL;
+			return false;
 	}
-	return 0;
+	return true;
 }
 
 int pi_parse_u32(const char *s, uint32_t *v)

@@ -337,8 +337,9 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 	}
 	if ((r.family != 0 && r.family != AF_INET && r.family != AF_INET6) ||
 	    (!r.family && r.prefixlen) ||
-	    r.prefixlen > (r.family == AF_INET ? 32 : 128)) {
-		pr_err("a rule's address is any, or an IPv4 or IPv6 prefix of at most 32 or 128 bits");
+	    r.prefixlen > (r.family == AF_INET ? 32 : 128) ||
+	    !pi_prefix_clean(&r.addr, r.prefixlen)) {
+		pr_err("a rule's address is any, or an IPv4 or IPv6 prefix of at most 32 or 128 bits without host bits");
 		return -EINVAL;
 	}
 	if (r.port_hi && (r.port_lo > r.port_hi || !r.port_lo ||

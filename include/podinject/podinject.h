@@ -339,7 +339,8 @@ enum pi_action {
 struct pi_rule {
 	uint32_t id;		/* assigned by the library; stable across edits */
 	uint8_t action;		/* enum pi_action */
-	uint8_t proto;		/* IPPROTO_*, 0 = any; ICMP means ICMP or ICMPv6 */
+	uint8_t proto;		/* 0 = any, IPPROTO_TCP, _UDP or _ICMP (ICMP
+				 * means ICMP or ICMPv6); no other */
 	uint8_t family;		/* 0 = any, AF_INET, AF_INET6 */
 	uint8_t prefixlen;	/* of addr; 0 = any address */
 	uint16_t port_lo;	/* host order; 0..0 = any port */
@@ -851,8 +852,9 @@ struct pi_monitor;
 
 /* Starts a monitor of the node's events of `kinds` (1 << enum
  * pi_monitor_kind, or'ed): from now until pi_monitor_close the datapath
- * writes them. Several monitors may run at once; the datapath writes what
- * any of them asked for. The node is not held open meanwhile. */
+ * writes them. A node's events have one reader at a time (a BPF ring
+ * buffer has one read position): while one monitor runs, another open,
+ * and `probe --trace`, get -EBUSY. The node is not held open meanwhile. */
 int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 		    struct pi_monitor **out);
 typedef int (*pi_monitor_fn)(const struct pi_monitor_event *ev, void *ctx);

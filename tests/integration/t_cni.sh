@@ -1061,8 +1061,15 @@ rt DEL "$T/ptp10.conflist" "$(cid 75)" /run/netns/${PREFIX}wa >/dev/null
 expect_eq window_del_succeeds $? 0
 check window_del_said sh -c "tail -n +$((mark + 1)) '$LOG' | grep -q 'was made by another build; leaving attachment'"
 bpftool map update pinned $ncfg key 0 0 0 0 value $cfg_was
+wa_dev=$(pod_json wa | jq -r .hostdev)
+wx_dev=pi-${PREFIX}wx
 ip netns del ${PREFIX}wa
 ip netns del ${PREFIX}wx
+# the kernel takes a namespace's devices down later, on its own time
+for _ in $(seq 100); do
+	ip link show dev "$wa_dev" >/dev/null 2>&1 || ip link show dev "$wx_dev" >/dev/null 2>&1 || break
+	sleep 0.1
+done
 expect_eq window_record_left "$(pod_json wa | jq -r .ipv4)" "$wa_ip"
 mark=$(wc -l <"$LOG")
 rt DEL "$T/ptp10.conflist" "$(cid 76)" /run/netns/${PREFIX}wb >/dev/null

@@ -340,6 +340,12 @@ int main(void)
 		odd.prefixlen = 8;
 		CHECK_RC("policy_add_prefix_without_family",
 			 pi_policy_add(n, "la-a", PI_DIR_EGRESS, &odd, 0, NULL), -EINVAL);
+		odd = deny;
+		odd.family = AF_INET;
+		odd.prefixlen = 8;
+		odd.addr.a[0] = htonl(0x0a000001);	/* 10.0.0.1/8 */
+		CHECK_RC("policy_add_host_bits",
+			 pi_policy_add(n, "la-a", PI_DIR_EGRESS, &odd, 0, NULL), -EINVAL);
 	}
 	cnt = pi_policy_list(n, "la-a", &rules);
 	check(cnt == 1 && rules[0].rule.id == id && rules[0].rule.action == PI_DENY,
