@@ -59,34 +59,6 @@ static void ct_info_from_dp(struct pi_ct_info *ci, const struct pi_ct_key *k,
 
 #define CT_ALL_PODS	UINT32_MAX
 
-/* One entry of a walk: fn on it if live, *gone when it is to go. */
-static int ct_visit(const struct pi_node *n, uint32_t pod_id, bool forget,
-		    int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci,
-			      void *ctx),
-		    void *ctx, uint64_t now, const struct pi_ct_key *k,
-		    const struct pi_ct_entry *e, bool *gone)
-{
-	struct pi_ct_info ci = { 0 };
-	uint64_t to, idle;
-
-	*gone = false;
-	if (pod_id != CT_ALL_PODS && k->pod_id != pod_id)
-		return 0;
-	*gone = forget;
-	idle = pi_ct_idle_ns(now, e->last_ns);
-	to = (uint64_t)timeout_s(n, k, e) * 1000000000ull;
-	if (idle > to) {
-		*gone = true;
-		return 0;
-	}
-	if (!fn)
-		return 0;
-	ct_info_from_dp(&ci, k, e);
-	ci.idle_ms = idle / 1000000;
-	ci.expires_ms = (to - idle) / 1000000;
-	return fn(k->pod_id, &ci, ctx);
-}
-
 struct ct_walk_ctx {
 	const struct pi_node *n;
 	uint32_t pod_id;
@@ -98,27 +70,51 @@ struct ct_walk_ctx {
 	int ndel, cap;
 };
 
+/* Room for one more element in a growing array *arr of `cnt` used of
+ * *cap, each `size` bytes. */
+static int grow(void *arr, int *cap, int cnt, size_t size)
+{
+	void **a = arr, *v;
+	int n;
+
+	if (cnt < *cap)
+		return 0;
+	n = *cap ? *cap * 2 : 64;
+	v = realloc(*a, n * size);
+	if (!v)
+		return -ENOMEM;
+	*a = v;
+	*cap = n;
+	return 0;
+}
+
+/* One entry of a walk: fn on it if live; kept for deletion at the end
+ * when expired, or when the walk forgets what it meets. */
 static int ct_walk_one(const void *key, const void *val, void *c)
 {
 	struct ct_walk_ctx *w = c;
-	bool gone;
-	int err;
+	const struct pi_ct_key *k = key;
+	const struct pi_ct_entry *e = val;
+	struct pi_ct_info ci = { 0 };
+	uint64_t to, idle;
+	int err = 0;
 
-	err = ct_visit(w->n, w->pod_id, w->forget, w->fn, w->ctx, w->now, key,
-		       val, &gone);
-	if (err || !gone)
-		return err;
-	if (w->ndel == w->cap) {
-		int cap = w->cap ? w->cap * 2 : 64;
-		void *v = realloc(w->del, cap * sizeof(*w->del));
-
-		if (!v)
-			return -ENOMEM;
-		w->del = v;
-		w->cap = cap;
+	if (w->pod_id != CT_ALL_PODS && k->pod_id != w->pod_id)
+		return 0;
+	idle = pi_ct_idle_ns(w->now, e->last_ns);
+	to = (uint64_t)timeout_s(w->n, k, e) * 1000000000ull;
+	if (idle <= to && w->fn) {
+		ct_info_from_dp(&ci, k, e);
+		ci.idle_ms = idle / 1000000;
+		ci.expires_ms = (to - idle) / 1000000;
+		err = w->fn(k->pod_id, &ci, w->ctx);
 	}
-	memcpy(&w->del[w->ndel++], key, sizeof(*w->del));
-	return 0;
+	if (err || (idle <= to && !w->forget))
+		return err;
+	err = grow(&w->del, &w->cap, w->ndel, sizeof(*w->del));
+	if (!err)
+		w->del[w->ndel++] = *k;
+	return err;
 }
 
 /* Calls fn on every live entry of pod `pod_id` (of every pod with
@@ -155,17 +151,11 @@ static int ct_collect(uint32_t pod_id, const struct pi_ct_info *ci, void *ctx)
 {
 	struct ct_list_ctx *l = ctx;
 
-	if (l->cnt == l->cap) {
-		int cap = l->cap ? l->cap * 2 : 64;
-		void *v = realloc(l->v, cap * sizeof(*l->v));
+	int err = grow(&l->v, &l->cap, l->cnt, sizeof(*l->v));
 
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
-	l->v[l->cnt++] = *ci;
-	return 0;
+	if (!err)
+		l->v[l->cnt++] = *ci;
+	return err;
 }
 
 int pi_ct_list(struct pi_node *n, const char *pod_name,
