@@ -1178,6 +1178,25 @@ int pi_inject_refusals(struct pi_node *n, uint64_t counts[PI_INJ_REFUSALS])
 	return err;
 }
 
+/* How many entries `fd` holds, counted up to `most` (a key the walk
+ * stepped on deleted under it sends it back to the first: an entry may
+ * be counted twice, never missed, so the count is no less than the
+ * entries that stayed). */
+static uint32_t flow_entries_upto(int fd, uint32_t most)
+{
+	struct pi_flow_key key, next;
+	uint32_t cnt = 0;
+
+	if (fd < 0)
+		return 0;
+	while (cnt < most &&
+	       !bpf_map_get_next_key(fd, cnt ? &key : NULL, &next)) {
+		key = next;
+		cnt++;
+	}
+	return cnt;
+}
+
 int pi_proxy_flow_sweep(struct pi_node *n, struct pi_flow_sweep_info *out)
 {
 	struct pi_flow_sweep sw;
@@ -1191,8 +1210,21 @@ int pi_proxy_flow_sweep(struct pi_node *n, struct pi_flow_sweep_info *out)
 		return 0;	/* nothing injected or captured on the node yet */
 	if (err)
 		return err;
-	if (bpf_map_lookup_elem(s.maps[IM_FLOW_SWEEP], &zero, &sw))
+	if (bpf_map_lookup_elem(s.maps[IM_FLOW_SWEEP], &zero, &sw)) {
 		err = -errno;
+	} else if (sw.pending) {
+		/* The round's count stays until the next round, which may be
+		 * the backstop's 30 s away; an entry taken out since (its
+		 * connection closed) is no longer untimed: at most the
+		 * entries the tables hold now. */
+		uint32_t held = flow_entries_upto(s.maps[IM_PROXY_FLOWS],
+						  sw.pending);
+
+		held += flow_entries_upto(s.maps[IM_PROXY_UPSTREAM],
+					  sw.pending - held);
+		if (held < sw.pending)
+			sw.pending = held;
+	}
 	inject_close(&s);
 	if (err)
 		return err;

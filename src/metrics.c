@@ -320,7 +320,7 @@ static void write_proxy(struct prom_buf *b, const struct scrape *s)
 		    "New proxy flow entries the kernel could give no expiry timer of their own; the sweep takes them out once idle.",
 		    s->sweep.untimed);
 	node_series(b, node, "podinject_proxy_flows_untimed", "gauge",
-		    "Proxy flow entries without a timer of their own after the sweep's last round.",
+		    "Proxy flow entries the sweep's last round left without a timer of their own, at most the entries the tables hold now.",
 		    s->sweep.pending);
 	node_series(b, node, "podinject_proxy_flow_sweep_expired_total", "counter",
 		    "Proxy flow entries the sweep took out, idle past their timeout (untimed, or their timer late).",

@@ -818,7 +818,8 @@ struct pi_flow_sweep_info {
 	uint64_t armed;		/* untimed entries a round gave their timer */
 	uint64_t expired;	/* entries a round took out, idle past their
 				 * timeout (untimed, or their timer late) */
-	uint32_t pending;	/* entries the last round left untimed */
+	uint32_t pending;	/* entries the last round left untimed, at
+				 * most the entries the tables hold now */
 	uint32_t live;		/* entries the last round kept */
 };
 int pi_proxy_flow_sweep(struct pi_node *node, struct pi_flow_sweep_info *out);

@@ -14,7 +14,7 @@
 #   c 10.244.0.12 --+                  prometheus      127.0.0.1:PPORT
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=48
+EXPECT=49
 PREFIX=mt-
 N=${PREFIX}n
 TMP=$(mktemp -d /tmp/mt-metrics.XXXXXX)
@@ -230,6 +230,16 @@ check proxy_add pi -N $N proxy add ${PREFIX}c --port 15001 --for ${PREFIX}b --ma
 max_flows=$(sed -n 's/^#define PI_MAX_FLOWS[[:space:]]*\([0-9]*\).*/\1/p' "$ROOT/include/podinject_abi.h")
 expect_eq proxy_series "$(pi -N $N metrics | grep '^podinject_proxy' | sed 's/{node="'$N'",\?/{/' | LC_ALL=C sort | tr '\n' ';')" \
 	"podinject_proxy_flow_sweep_expired_total{} 0;podinject_proxy_flows_limit{} $((max_flows / 8));podinject_proxy_flows_untimed_total{} 0;podinject_proxy_flows_untimed{} 0;podinject_proxy_flows{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",direction=\"outbound\",table=\"client\"} 0;podinject_proxy_flows{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",direction=\"outbound\",table=\"upstream\"} 0;podinject_proxy_limit_drops_total{pod=\"${PREFIX}b\",proxy=\"${PREFIX}c\",direction=\"outbound\"} 0;"
+
+# The gauge of untimed entries is the sweep's last round's count, which
+# stays until the next round (up to the backstop's 30 s away): entries
+# taken out since, at their close, are not counted. The round's count
+# written as 3 (an update from userspace: the sweep's timer is freed,
+# which nothing here needs) with both tables empty.
+sweep_pin="$(node_pin_dir $N)/inject/flow_sweep"
+bpftool map update pinned "$sweep_pin" key hex 00 00 00 00 value hex \
+	$(printf '00 %.0s' $(seq 20)) 03 $(printf '00 %.0s' $(seq 75))
+expect_eq untimed_gauge_at_most_held "$(bpftool map lookup pinned "$sweep_pin" key hex 00 00 00 00 -j | jq '.formatted.value.pending // .value.pending')/$(pi -N $N metrics | sed -n 's/^podinject_proxy_flows_untimed{node="'$N'"} //p')" "3/0"
 
 # A node gone under a running server: 503 and why, not a stale answer
 pi -N $N node down >/dev/null
