@@ -26,6 +26,7 @@
 #include <linux/if_link.h>
 #include <linux/neighbour.h>
 #include <linux/fib_rules.h>
+#include <linux/net_namespace.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <linux/sock_diag.h>
@@ -438,6 +439,8 @@ struct link_reply {
 	bool has_mac;
 	char kind[16];
 	uint32_t link;		/* IFLA_LINK: a pair's peer */
+	int32_t link_nsid;	/* IFLA_LINK_NETNSID: the peer's namespace */
+	bool has_link_nsid;
 	int carrier;		/* IFLA_CARRIER, -1 if not reported */
 };
 
@@ -480,6 +483,10 @@ static int link_reply_cb(const struct nlmsghdr *nlh, void *data)
 	 * have 2. A peer in another namespace still shows as its netnsid. */
 	else if (tb[IFLA_LINK_NETNSID])
 		r->link = ((struct ifinfomsg *)mnl_nlmsg_get_payload(nlh))->ifi_index;
+	if (tb[IFLA_LINK_NETNSID]) {
+		r->link_nsid = (int32_t)mnl_attr_get_u32(tb[IFLA_LINK_NETNSID]);
+		r->has_link_nsid = true;
+	}
 	r->carrier = tb[IFLA_CARRIER] ? mnl_attr_get_u8(tb[IFLA_CARRIER]) : -1;
 	if (tb[IFLA_ADDRESS] && mnl_attr_get_payload_len(tb[IFLA_ADDRESS]) == 6) {
 		memcpy(r->mac, mnl_attr_get_payload(tb[IFLA_ADDRESS]), 6);
@@ -536,6 +543,72 @@ int nl_link_peer(int ifindex)
 	if (err)
 		return err;
 	return r.link ? (int)r.link : -ENOLINK;
+}
+
+static int nsid_reply_cb(const struct nlmsghdr *nlh, void *data)
+{
+	const struct nlattr *attr;
+	int32_t *nsid = data;
+
+	if (nlh->nlmsg_type != RTM_NEWNSID)
+		return MNL_CB_OK;
+	mnl_attr_for_each(attr, nlh, sizeof(struct rtgenmsg))
+		if (mnl_attr_get_type(attr) == NETNSA_NSID &&
+		    mnl_attr_get_payload_len(attr) >= sizeof(int32_t))
+			*nsid = (int32_t)mnl_attr_get_u32(attr);
+	return MNL_CB_OK;
+}
+
+/* The id this namespace gives the namespace `netns_fd`, or -ENOENT when
+ * it has given it none (then no device here names it as its peer's). */
+static int netns_id_of(int netns_fd)
+{
+	char buf[NL_REQ_SIZE];
+	struct nlmsghdr *nlh = nl_msg(buf, RTM_GETNSID, 0);
+	struct rtgenmsg *g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
+	int32_t nsid = NETNSA_NSID_NOT_ASSIGNED;
+	int err;
+
+	g->rtgen_family = AF_UNSPEC;
+	mnl_attr_put_u32(nlh, NETNSA_FD, (uint32_t)netns_fd);
+	err = nl_request(nlh, nsid_reply_cb, &nsid);
+	if (err)
+		return err;
+	return nsid < 0 ? -ENOENT : nsid;
+}
+
+/* Whether `netns_fd` is the namespace this thread is in. */
+static int netns_is_current(int netns_fd)
+{
+	struct stat a, b;
+
+	if (fstat(netns_fd, &a) || stat("/proc/thread-self/ns/net", &b))
+		return -errno;
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+int nl_link_peer_in(int ifindex, int netns_fd)
+{
+	struct link_reply r;
+	int err = link_get(ifindex, &r), here;
+
+	if (err)
+		return err;
+	if (!r.link)
+		return -ENOLINK;
+	if (!r.has_link_nsid) {
+		/* both ends here */
+		here = netns_is_current(netns_fd);
+		if (here < 0)
+			return here;
+		return here ? (int)r.link : -EXDEV;
+	}
+	err = netns_id_of(netns_fd);
+	if (err == -ENOENT)
+		return -EXDEV;
+	if (err < 0)
+		return err;
+	return err == r.link_nsid ? (int)r.link : -EXDEV;
 }
 
 /* Devices without a kind (lo, physical NICs) give "" and 0. */

@@ -45,6 +45,10 @@ int nl_netkit_create(const char *name, const char *peer, int peer_netns_fd);
 /* The ifindex of a veth or netkit device's peer (IFLA_LINK: in the
  * peer's own namespace), or -ENOLINK for a device that has none. */
 int nl_link_peer(int ifindex);
+/* The same, when that peer is in the namespace `netns_fd`; -EXDEV when it
+ * is in another one (an ifindex names a device only in its namespace: a
+ * device there with that number is not the peer). */
+int nl_link_peer_in(int ifindex, int netns_fd);
 /* Link kind as the kernel reports it ("veth", "netkit", ...). */
 int nl_link_kind(int ifindex, char kind[16]);
 int nl_link_set_netns(int ifindex, int netns_fd);

@@ -449,15 +449,17 @@ static int pod_admissible(const struct pi_node *n, struct pi_pod_info *pod)
 }
 
 /* The pod-side device of host device `hostdev` (ifindex host_ifindex) in
- * the namespace we are in: `ifname` when given, else whichever device is
- * its peer. Either way its own peer must be host_ifindex, so a wrong
- * --ifname or --dev is refused, not half adopted. */
-static int find_pod_side(const char *ifname, int host_ifindex, int peer_hint,
+ * the namespace we are in, which the caller found its peer's: `ifname`
+ * when given, else its peer. Either way it must be that peer (`peer`, in
+ * this namespace) and its own peer host_ifindex, so a wrong --ifname or
+ * --dev is refused, not half adopted. */
+static int find_pod_side(const char *ifname, int host_ifindex, int peer,
 			 struct pi_pod_info *pod)
 {
-	int ifindex = ifname ? nl_link_index(ifname) : peer_hint;
+	int ifindex = ifname ? nl_link_index(ifname) : peer;
 
-	if (ifindex <= 0 || nl_link_peer(ifindex) != host_ifindex)
+	if (ifindex <= 0 || ifindex != peer ||
+	    nl_link_peer(ifindex) != host_ifindex)
 		return -ENODEV;
 	pod->peer_ifindex = ifindex;
 	if (nl_link_name(ifindex, pod->ifname))
@@ -730,7 +732,16 @@ static int read_adopted(const struct pi_node *n, const struct pi_adopt_spec *spe
 	pod->ifindex = err;
 	if (!strcmp(kind, "netkit"))
 		pod->flags |= PI_POD_NETKIT;
-	peer = nl_link_peer(pod->ifindex);
+	/* Its peer's ifindex names a device only in the peer's namespace:
+	 * one of that number in `pod_ns` is not the peer unless the peer is
+	 * there (another namespace's pod would be adopted with this device,
+	 * its addresses given to whoever is behind it). */
+	peer = nl_link_peer_in(pod->ifindex, pod_ns);
+	if (peer == -EXDEV) {
+		pr_err("device '%s' on node '%s' has its peer in another namespace than '%s'",
+		       spec->hostdev, n->name, spec->netns);
+		return -ENXIO;
+	}
 	err = nl_link_get_mac(pod->ifindex, pod->host_mac);
 	if (err == -ENODATA && (pod->flags & PI_POD_NETKIT))
 		err = 0;

@@ -14,7 +14,7 @@
 #     vx-web  <====== veth, made by ip ======> ens5  (+ a foreign tcx program)
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=63
+EXPECT=66
 PREFIX=ad-
 N=${PREFIX}n
 H=${PREFIX}h
@@ -90,6 +90,24 @@ expect_rc() { local want=$1; shift; "$@" >/dev/null 2>&1; echo $?; }
 expect_eq adopt_no_netns "$(expect_rc 2 pi -N $N pod adopt $POD --netns ${PREFIX}none --dev vx-web)" 2
 expect_eq adopt_no_dev "$(expect_rc 2 pi -N $N pod adopt $POD --netns ${PREFIX}x --dev vx-none)" 2
 expect_eq adopt_wrong_ifname "$(expect_rc 2 pi -N $N pod adopt $POD --netns ${PREFIX}x --dev vx-web --ifname lo)" 2
+# An ifindex names a device only in its own namespace. A decoy in another
+# namespace with the number of vx-web's peer, whose own peer (in a third
+# namespace) has vx-web's number, is not vx-web's peer: adopted with
+# vx-web, the decoy's address would be the source check of the pod
+# behind vx-web, which could then speak as the decoy's.
+ens5_if=$(ip netns exec ${PREFIX}x cat /sys/class/net/ens5/ifindex)
+vxweb_if=$(ip netns exec $N cat /sys/class/net/vx-web/ifindex)
+ip netns add ${PREFIX}y
+ip netns add ${PREFIX}z
+ip -n ${PREFIX}y link add decoy index $ens5_if type veth peer name decoyp index $vxweb_if netns ${PREFIX}z
+ip -n ${PREFIX}y addr add 10.244.0.77/32 dev decoy
+ip -n ${PREFIX}y link set decoy up
+expect_eq adopt_decoy_numbers "$(ip netns exec ${PREFIX}y cat /sys/class/net/decoy/ifindex) $(ip netns exec ${PREFIX}z cat /sys/class/net/decoyp/ifindex)" "$ens5_if $vxweb_if"
+expect_eq adopt_peer_elsewhere "$(expect_rc 2 pi -N $N pod adopt $POD --netns ${PREFIX}y --dev vx-web)/$(expect_rc 2 pi -N $N pod adopt $POD --netns ${PREFIX}y --dev vx-web --ifname decoy)" 2/2
+expect_eq adopt_peer_elsewhere_said "$(pi -N $N pod adopt $POD --netns ${PREFIX}y --dev vx-web 2>&1 >/dev/null)" \
+	"error: device 'vx-web' on node '$N' has its peer in another namespace than '${PREFIX}y'"
+ip netns del ${PREFIX}z
+ip netns del ${PREFIX}y
 expect_eq adopt_not_a_pair "$(expect_rc 2 pi -N $N pod adopt $POD --netns ${PREFIX}x --dev lo)" 2
 expect_eq adopt_address_in_use "$(expect_rc 2 pi -N $N pod adopt $POD --netns ${PREFIX}x --dev vx-web --ip 10.244.0.10)" 2
 expect_eq adopt_bad_name "$(expect_rc 2 pi -N $N pod adopt 'a b' --netns ${PREFIX}x --dev vx-web)" 2
