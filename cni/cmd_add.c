@@ -120,6 +120,8 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 		 * its record is a leftover, and gives way below. */
 		if (!pi_pod_get_by_attach_id(node, env->attach_id, &same) &&
 		    same.ifindex == (uint32_t)pair.host_ifindex &&
+		    cni_prev_matches(conf->prev_result, env->ifname, &same,
+				     e) == 1 &&
 		    !stale(node, &same)) {
 			cni_log(PI_LOG_INFO, "pod %s is attached already", same.name);
 			err = 0;
@@ -246,6 +248,27 @@ static void ipam_undo(const struct cni_conf *conf, const struct cni_env *env)
 			ignore.details);
 }
 
+/* IPAM refused the attachment's ADD (it ran and said no: not cut off or
+ * timed out), and no record of it was found: a
+ * DEL's sweep took its leftover (the device gone with its namespace),
+ * which kept its address for the runtime's DEL. host-local refuses a
+ * second address to an attachment that holds one. With no pod of the
+ * attachment up, that address is nobody's: given back and asked again,
+ * once (another reason to refuse, a range full, refuses again). The
+ * first refusal is the answer where that DEL fails. */
+static bool ipam_retry(const struct cni_conf *conf, struct cni_env *env,
+		       json_t **res, struct cni_err *e)
+{
+	struct cni_err ignore;
+
+	if (attachment_up(conf, env) ||
+	    cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
+		return false;
+	cni_log(PI_LOG_WARN, "attachment %s: IPAM refused it and no pod of it is up; its address given back, IPAM asked again",
+		env->attach_id);
+	return !cni_ipam_exec(conf, env, "ADD", res, e);
+}
+
 static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
 			struct cni_err *e)
 {
@@ -266,7 +289,8 @@ static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
 	if (release && cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
 		cni_log(PI_LOG_WARN, "cannot give back the leftover's address: %s: %s",
 			ignore.msg, ignore.details);
-	if (cni_ipam_exec(conf, env, "ADD", &ipam_res, e)) {
+	if (cni_ipam_exec(conf, env, "ADD", &ipam_res, e) &&
+	    (release || !e->ipam_refused || !ipam_retry(conf, env, &ipam_res, e))) {
 		/* The plugin ran (and may hold an address it never reported,
 		 * timed out or cut off): it gets its DEL. */
 		if (e->code == CNI_ERR_IPAM)

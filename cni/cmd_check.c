@@ -1,11 +1,27 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * CHECK: the pod is attached, its programs are in place, and its
- * interface is still the device they are on.
+ * CHECK: the pod is attached, its programs are in place, its interface
+ * is still the device they are on, and it holds prevResult's addresses.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include "cni.h"
+
+/* "A.B.C.D X::Y", what the pod holds, for an error's details. */
+static const char *pod_addresses(const struct pi_pod_info *pod)
+{
+	static char buf[2 * INET6_ADDRSTRLEN + 2];
+	char a4[INET_ADDRSTRLEN] = "", a6[INET6_ADDRSTRLEN] = "";
+
+	if (pod->flags & PI_POD_HAS_V4)
+		inet_ntop(AF_INET, &pod->ip4, a4, sizeof(a4));
+	if (pod->flags & PI_POD_HAS_V6)
+		inet_ntop(AF_INET6, pod->ip6, a6, sizeof(a6));
+	snprintf(buf, sizeof(buf), "%s%s%s", a4, *a4 && *a6 ? " " : "", a6);
+	return buf;
+}
 
 int cni_cmd_check(const struct cni_conf *conf, struct cni_env *env,
 		  struct cni_err *e)
@@ -49,6 +65,16 @@ int cni_cmd_check(const struct cni_conf *conf, struct cni_env *env,
 			 "%s's peer is %s (ifindex %d), pod %s is on %s (ifindex %u)",
 			 env->ifname, pair.host_name, pair.host_ifindex,
 			 pod.name, pod.hostdev, pod.ifindex);
+		goto out;
+	}
+	/* The spec's CHECK consults prevResult: an address it gives that the
+	 * pod does not hold is one the source check drops. */
+	switch (cni_prev_matches(conf->prev_result, env->ifname, &pod, e)) {
+	case -1:
+		goto out;
+	case 0:
+		cni_fail(e, CNI_ERR_CHECK, "pod's addresses are not prevResult's",
+			 "pod %s holds %s", pod.name, pod_addresses(&pod));
 		goto out;
 	}
 	ret = 0;

@@ -80,6 +80,7 @@ struct cni_err {
 	char msg[256];
 	char details[512];
 	long long ipam_code;	/* the IPAM plugin's own code, when it failed */
+	bool ipam_refused;	/* the IPAM plugin ran to its end and said no */
 };
 
 /* log.c: lines to stderr, or to the config's logFile once it is read. */
@@ -141,6 +142,11 @@ int cni_prev_has_host_iface(json_t *prev, const char *name);
 int cni_prev_addresses(json_t *prev, int pod_if, struct pi_addr *ip4,
 		       bool *has4, struct pi_addr *ip6, bool *has6,
 		       struct cni_err *e);
+/* 1 when the pod holds the addresses prevResult gives its interface
+ * (a family prevResult leaves out was read from the interface at ADD),
+ * 0 when not, -1 with *e filled when they cannot be read. */
+int cni_prev_matches(json_t *prev, const char *ifname,
+		     const struct pi_pod_info *pod, struct cni_err *e);
 /* A main-mode pod's result (ipam_res: the IPAM plugin's, for its dns). */
 json_t *cni_main_result(const struct cni_conf *conf, const struct cni_env *env,
 			const struct pi_pod_info *pod, json_t *ipam_res);

@@ -28,19 +28,6 @@ bool cni_version_is_v04_or_older(const char *v)
 	return !strncmp(v, "0.", 2);
 }
 
-static bool valid_node_name(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (!n || n >= PI_NAME_LEN || *s == '-')
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
-		      *s == '-'))
-			return false;
-	return true;
-}
-
 /* A string member or NULL; a member of another type is a config error. */
 static int get_str(json_t *o, const char *key, const char **out,
 		   struct cni_err *e)
@@ -162,10 +149,12 @@ int cni_parse_conf(json_t *root, struct cni_conf *c, struct cni_err *e)
 	if (get_str(root, "node", &s, e))
 		return -1;
 	if (s) {
-		if (!valid_node_name(s))
+		/* the library's own rule: a name it would refuse fails
+		 * every command, the DEL that must not fail among them */
+		if (!pi_valid_name(s, PI_NODE_NAME_MAX))
 			return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
-					"node '%s': 1-%d of a-z 0-9 -", s,
-					PI_NAME_LEN - 1);
+					"node '%s': 1-%d of a-z 0-9 -, not first", s,
+					PI_NODE_NAME_MAX);
 		c->node = s;
 	}
 	if (get_choice(root, "attach", attach_names, PI_ATTACH_FORCE_CLSACT + 1,

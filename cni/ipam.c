@@ -256,6 +256,7 @@ int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
 			       d ? d : "",
 			       (long long)json_integer_value(json_object_get(ej, "code")));
 		e->ipam_code = json_integer_value(json_object_get(ej, "code"));
+		e->ipam_refused = WIFEXITED(status);
 		json_decref(ej);
 		goto out;
 	}

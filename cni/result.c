@@ -220,6 +220,23 @@ int cni_prev_addresses(json_t *prev, int pod_if, struct pi_addr *ip4,
 	return 0;
 }
 
+int cni_prev_matches(json_t *prev, const char *ifname,
+		     const struct pi_pod_info *pod, struct cni_err *e)
+{
+	struct pi_addr ip4 = {}, ip6 = {};
+	bool has4, has6;
+
+	if (cni_prev_addresses(prev, cni_prev_pod_iface(prev, ifname), &ip4,
+			       &has4, &ip6, &has6, e))
+		return -1;
+	if (has4 && (!(pod->flags & PI_POD_HAS_V4) || ip4.a[0] != pod->ip4))
+		return 0;
+	if (has6 && (!(pod->flags & PI_POD_HAS_V6) ||
+		     memcmp(ip6.a, pod->ip6, sizeof(pod->ip6))))
+		return 0;
+	return 1;
+}
+
 /* One of the pod's host addresses (/32, /128) with podinject's link-local
  * gateway and a default route through it; results of 0.4 and older name
  * the IP version. */

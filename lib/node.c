@@ -226,7 +226,7 @@ int pi_node_open(const char *name, enum pi_open_mode mode, int timeout_ms,
 	int err;
 
 	*out = NULL;
-	if (!pi_valid_name(name, 15)) {
+	if (!pi_valid_name(name, PI_NODE_NAME_MAX)) {
 		pr_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
 		       name ? name : "");
 		return -EINVAL;
@@ -372,7 +372,7 @@ static int node_up_dir(const char *name, bool host, int timeout_ms,
 /* What `node up` is asked for, before anything is looked at or made. */
 static int node_up_check(const char *name, const struct pi_node_up_opts *o)
 {
-	if (!pi_valid_name(name, 15)) {
+	if (!pi_valid_name(name, PI_NODE_NAME_MAX)) {
 		pr_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
 		       name ? name : "");
 		return -EINVAL;
@@ -727,7 +727,7 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 	int err = 0, saved, lock_fd;
 	bool broken = false;
 
-	if (!pi_valid_name(name, 15)) {
+	if (!pi_valid_name(name, PI_NODE_NAME_MAX)) {
 		pr_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
 		       name ? name : "");
 		return -EINVAL;

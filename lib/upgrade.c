@@ -1672,7 +1672,7 @@ int pi_node_upgrade(const char *name, const struct pi_node_upgrade_opts *o,
 
 	if (info)
 		memset(info, 0, sizeof(*info));
-	if (!pi_valid_name(name, 15)) {
+	if (!pi_valid_name(name, PI_NODE_NAME_MAX)) {
 		pr_err("invalid node name '%s': use 1-15 of a-z, 0-9, '-'",
 		       name ? name : "");
 		return -EINVAL;

@@ -46,6 +46,9 @@ extern "C" {
 /* ---- values shared by the calls below --------------------------------- */
 
 #define PI_NAME_LEN		32	/* a node's name, with its NUL */
+/* The longest name a node may take (pi_valid_name): a named node's is
+ * its namespace's and the start of its devices' names. */
+#define PI_NODE_NAME_MAX	15
 #define PI_MAX_PODS		1024	/* pods of a node; pod ids are below it */
 #define PI_POD_NAME_MAX		253	/* a DNS name; Kubernetes ns/name fits */
 #define PI_NETNS_MAX		256	/* a namespace name or path, with its NUL */

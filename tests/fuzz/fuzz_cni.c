@@ -142,7 +142,7 @@ static void check_conf(const struct cni_conf *c)
 	CHECK(c->cni_version && cni_version_supported(c->cni_version),
 	      "accepted cniVersion '%s'", c->cni_version);
 	CHECK(c->name && *c->name, "accepted a config without a name");
-	CHECK(pi_valid_name(c->node, PI_NAME_LEN - 1),
+	CHECK(pi_valid_name(c->node, PI_NODE_NAME_MAX),
 	      "accepted node name '%s'", c->node);
 	CHECK(c->lock_timeout_ms >= 0 && c->lock_timeout_ms <= 3600 * 1000,
 	      "accepted lockTimeoutMs %d", c->lock_timeout_ms);

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=332
+EXPECT=342
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -286,6 +286,17 @@ mkns ${PREFIX}ck
 id=$(cid 42)
 prev=$(rt ADD "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck "K8S_POD_NAME=ck" | jq -c .)
 check check_ok rt CHECK "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck
+# The spec's CHECK consults prevResult: one giving the pod's interface
+# another address than the pod holds is an error (the source check would
+# drop all it sends from it), and so is a repeated ADD with it (before:
+# both passed, the ADD answering with the address the pod does not hold).
+other=$(jq -c '(.ips[] | select(.address | test("^10\\.")) | .address) |= sub("\\.[0-9]+/"; ".250/")' <<<"$prev")
+expect_eq check_prev_changed "$(jq -r '[.ips[].address] | join(" ")' <<<"$other" | grep -c '10\.[0-9.]*\.250/')" 1
+out=$(pi_direct CHECK "$(podconf 1.0.0 "$other")" "$id" /run/netns/${PREFIX}ck)
+expect_eq check_other_address "$? $(code_of "$out") $(jq -r .msg <<<"$out")" "1 105 pod's addresses are not prevResult's"
+check check_same_prev_direct pi_direct CHECK "$(podconf 1.0.0 "$prev")" "$id" /run/netns/${PREFIX}ck
+out=$(pi_direct ADD "$(podconf 1.0.0 "$other")" "$id" /run/netns/${PREFIX}ck eth0 "IgnoreUnknown=1;K8S_POD_NAME=ck")
+expect_eq repeat_add_other_address "$? $(pod_json ck | jq -r .ipv4)" "1 $(jq -r '.ips[] | select(.address | test("^10\\.")) | .address' <<<"$prev" | cut -d/ -f1)"
 dev=$(pod_json ck | jq -r .hostdev)
 ifx=$(pod_json ck | jq -r .host_ifindex)
 # Take podinject's programs off the device behind its back: unpin its tcx
@@ -368,6 +379,9 @@ expect_code bad_no_name 7 bad_add '{"cniVersion": "1.0.0", "type": "podinject"}'
 expect_code bad_mode 7 bad_add "$(podconf 1.0.0 "$prev" '{"mode": "sideways"}')"
 expect_code bad_attach 7 bad_add "$(podconf 1.0.0 "$prev" '{"attach": "glue"}')"
 expect_code bad_node_name 7 bad_add "$(podconf 1.0.0 "$prev" '{"node": "No Such/Node"}')"
+# 16 characters: the library takes names of 15 at most, and a config it
+# would refuse failed every command (code 100), the DEL among them
+expect_code bad_node_name_long 7 bad_add "$(podconf 1.0.0 "$prev" '{"node": "abcdefghijklmnop"}')"
 expect_code bad_prevresult_type 7 bad_add "$(podconf 1.0.0 '"text"')"
 expect_code bad_no_prevresult 7 bad_add "$(podconf 1.0.0)"
 expect_code bad_main_without_ipam 7 bad_add "$(podconf 1.0.0 "" '{"mode": "main"}')"
@@ -810,6 +824,24 @@ expect_eq main_readd_after_loss "$? $(leases ${PREFIX}main100) $(pod_json mr | j
 check main_readd_after_loss_check rt CHECK "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr
 check main_readd_del rt DEL "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr
 expect_eq main_readd_lease_freed "$(leases ${PREFIX}main100)" 0
+ip netns del ${PREFIX}mr
+# The same, with a DEL of another attachment in between: its sweep takes
+# the leftover record (its device gone) and leaves the lease, so the
+# re-ADD finds no record. host-local's refusal of a second address for
+# the attachment is then its own old lease: given back, asked again
+# (before: code 106, the fix above undone by any DEL on the node).
+id=$(cid 123)
+mkns ${PREFIX}mr
+rt ADD "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr "K8S_POD_NAME=mr" >/dev/null
+ip netns del ${PREFIX}mr
+rt DEL "$T/main100.conflist" "$(cid 124)" "" >/dev/null
+expect_eq main_readd_swept_record_gone "$(pod_name mr)" ""
+expect_eq main_readd_swept_lease_held "$(leases ${PREFIX}main100)" 1
+mkns ${PREFIX}mr
+out=$(rt ADD "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr "K8S_POD_NAME=mr")
+expect_eq main_readd_after_sweep "$? $(leases ${PREFIX}main100) $(pod_json mr | jq -r .ipv4)" "0 1 $(jq -r '.ips[0].address' <<<"$out" | cut -d/ -f1)"
+check main_readd_after_sweep_del rt DEL "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr
+expect_eq main_readd_after_sweep_freed "$(leases ${PREFIX}main100)" 0
 ip netns del ${PREFIX}mr
 rt DEL "$T/ptp10.conflist" "$(cid 98)" /run/netns/${PREFIX}ptp2 >/dev/null
 ip netns del ${PREFIX}ptp2
