@@ -696,12 +696,13 @@ static void conn_free(struct conn *c, bool reset, const char *why)
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
 		setsockopt(c->client, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-		/* Over TLS the server must not take a cut stream for a
-		 * finished one: no close_notify was sent (origination), or
-		 * the client's stream broke before its close_notify
-		 * (inbound: a FIN would tell the protected pod it ended);
-		 * the reset says so at once. */
-		if (c->ssl && c->upstream >= 0)
+		/* The server must not take a cut stream for a finished one:
+		 * a FIN would tell it the request ended where the relay
+		 * stopped (a client's reset, plaintext; over TLS no
+		 * close_notify sent, or the client's stream broken before
+		 * its own). Connected directly it would have read the
+		 * reset; it reads it here too. */
+		if (c->upstream >= 0)
 			setsockopt(c->upstream, SOL_SOCKET, SO_LINGER, &lg,
 				   sizeof(lg));
 	}

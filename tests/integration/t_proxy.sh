@@ -12,7 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=47
+EXPECT=48
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -238,6 +238,20 @@ wait $srv
 expect_eq first_rule_keeps_proxied_answers "$(grep -o 'done sent [0-9]* received [0-9]*' /tmp/tp$$.c)" "done sent 1000 received 1000"
 expect_num first_rule_answers_not_denied "$(pi -N $X -j policy list tp-c | jq ".[] | select(.id == $r) | .packets")" 0
 pi -N $X policy del tp-c ingress all >/dev/null
+
+# A client that dies mid-request (its stream ends in a reset, as a
+# crashed process's does): the server must not take the cut stream for a
+# whole one. Connected directly it would read ECONNRESET; through the
+# proxy it read the bytes relayed and then a clean end of stream (before
+# 2026-12-06: the upstream was closed, a FIN, unless it was TLS). The
+# server reads after half a second, so much of the request is still on
+# its way when the reset comes.
+in_ns tp-s "$PINET" tcp-server 8086 --sink --delay 500 --timeout 5000 >/tmp/tp$$.rst &
+srv=$!
+wait_tcp_listen tp-s 8086 >/dev/null
+out=$(in_ns tp-c "$PINET" tcp-connect --timeout 5000 $S 8086 --send 300000 --abort)
+wait $srv
+expect_eq client_reset_reaches_server "$(sed -n 2p <<<"$out" | cut -d' ' -f1) $(grep -c '^accept' /tmp/tp$$.rst) $(grep -c '^conn-reset' /tmp/tp$$.rst) $(grep -c '^conn-done' /tmp/tp$$.rst)" "aborted 1 1 0"
 
 # Killing the proxy: new connections fail fast with a reset.
 kill $PROXY_PID

@@ -9,7 +9,7 @@
  *                    [--delay MS] [--send BYTES]
  *   pinet tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS] DST PORT
  *                     [--send BYTES] [--expect-echo] [--sha256] [--wait-eof]
- *                     [--delay MS] [--pause MS]
+ *                     [--delay MS] [--pause MS] [--abort]
  *   pinet tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT
  *   pinet tcp-conn-loop [-6] [--timeout MS] [--latency] DST PORT COUNT SECONDS
  *   pinet udp-echo [-6] [--delay MS] PORT COUNT TIMEOUT_MS
@@ -43,7 +43,8 @@
  *   udp-send     "sent N"
  *   tcp-server   "accept PEERADDR PEERPORT LOCALADDR LOCALPORT" per
  *                connection; with --sink also "conn-done bytes N fnv HEX"
- *                once the peer has finished sending; --send BYTES (with
+ *                once the peer has finished sending, or "conn-reset bytes
+ *                N" when its stream ends in a reset; --send BYTES (with
  *                --sink) then answers with BYTES of the pattern before it
  *                closes. --echo sends the data back. --timeout bounds the wait for each connection (and
  *                each read) and ends in "timeout", exit 1.
@@ -63,7 +64,10 @@
  *                --wait-eof (not with --send) it sends nothing and closes
  *                only after the peer has: "eof received M". The peer is
  *                then the active closer, and only its side keeps the
- *                4-tuple in TIME_WAIT.
+ *                4-tuple in TIME_WAIT. With --abort (and --send) it
+ *                sends BYTES, then closes with a reset (SO_LINGER 0),
+ *                neither half-closing nor reading: a client that dies
+ *                mid-request. "aborted sent N".
  *   tcp-syn      "sent N": COUNT connection attempts whose SYN left; each
  *                socket is closed right after the SYN, or after waiting
  *                --timeout MS for the handshake.
@@ -174,6 +178,7 @@ enum {
 	OPT_LATENCY	= 1 << 13,
 	OPT_SHA256	= 1 << 14,
 	OPT_PAUSE	= 1 << 15,
+	OPT_ABORT	= 1 << 16,
 };
 
 struct opts {
@@ -203,7 +208,7 @@ static int usage(void)
 		"                  [--timeout MS] [--delay MS] [--send BYTES]\n"
 		"       %s tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS]\n"
 		"                   DST PORT [--send BYTES] [--expect-echo] [--sha256]\n"
-		"                   [--wait-eof] [--delay MS] [--pause MS]\n"
+		"                   [--wait-eof] [--delay MS] [--pause MS] [--abort]\n"
 		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
 		"       %s tcp-conn-loop [-6] [--timeout MS] [--latency] DST PORT COUNT\n"
 		"                     SECONDS\n"
@@ -282,6 +287,8 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 			bit = OPT_PORTS;
 		else if (!strcmp(a, "--latency"))
 			bit = OPT_LATENCY;
+		else if (!strcmp(a, "--abort"))
+			bit = OPT_ABORT;
 		else if (a[0] == '-' && a[1])
 			return -1;
 		else {
@@ -713,6 +720,10 @@ static int serve(int cfd, const struct opts *o)
 		n = read(cfd, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == ECONNRESET && sink) {
+			printf("conn-reset bytes %lld\n", bytes);
+			return 1;
+		}
 		if (n < 0) {
 			fprintf(stderr, "%s: read: %s\n", prog, strerror(errno));
 			return 1;
@@ -995,6 +1006,40 @@ out:
 
 /* Reads and drops what comes until the peer closes. Returns 0, or 1 after
  * printing why it failed. */
+/* --abort: `total` bytes of the pattern, then a close that resets. */
+static int send_abort(int fd, long long total, long timeout_ms)
+{
+	static unsigned char out[IO_CHUNK];
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	long long sent = 0;
+
+	while (sent < total) {
+		size_t n = total - sent < IO_CHUNK ? total - sent : IO_CHUNK;
+		ssize_t w;
+
+		if (wait_fd(fd, POLLOUT, timeout_ms) == 0) {
+			printf("timeout\n");
+			return 1;
+		}
+		for (size_t i = 0; i < n; i++)
+			out[i] = pattern(sent + i);
+		w = send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (w < 0) {
+			printf("error %s\n", errname(errno));
+			return 1;
+		}
+		sent += w;
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg))) {
+		printf("error %s\n", errname(errno));
+		return 1;
+	}
+	printf("aborted sent %lld\n", sent);
+	return 0;
+}
+
 static int wait_eof(int fd, long timeout_ms)
 {
 	static unsigned char in[IO_CHUNK];
@@ -1033,8 +1078,11 @@ static int cmd_tcp_connect(int argc, char **argv)
 
 	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_TIMEOUT | OPT_SEND |
 		  OPT_EXPECT_ECHO | OPT_SPORT | OPT_WAIT_EOF | OPT_DELAY |
-		  OPT_SHA256 | OPT_PAUSE, &o) ||
+		  OPT_SHA256 | OPT_PAUSE | OPT_ABORT, &o) ||
 	    o.npos != 2)
+		return usage();
+	if ((o.seen & OPT_ABORT) &&
+	    (!(o.seen & OPT_SEND) || (o.seen & (OPT_EXPECT_ECHO | OPT_SHA256))))
 		return usage();
 	if ((o.seen & (OPT_EXPECT_ECHO | OPT_SHA256)) && !(o.seen & OPT_SEND))
 		return usage();
@@ -1053,7 +1101,9 @@ static int cmd_tcp_connect(int argc, char **argv)
 	printf("connected %s %d\n", sa_addr(&local, lbuf, sizeof(lbuf)),
 	       sa_port(&local));
 	fflush(stdout);
-	if (o.seen & OPT_SEND)
+	if (o.seen & OPT_ABORT)
+		ret = send_abort(fd, o.send, timeout);
+	else if (o.seen & OPT_SEND)
 		ret = tcp_exchange(fd, o.send, timeout,
 				   o.seen & OPT_EXPECT_ECHO, o.seen & OPT_SHA256,
 				   o.delay_ms, o.pause_ms);
