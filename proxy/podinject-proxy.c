@@ -108,6 +108,9 @@
 #define CLIENT_BUCKETS	4096
 #define BACKOFF_MS	100
 #define EXPIRE_EVERY_MS	100
+/* --permissive: how long a client may say nothing before it is taken for
+ * a plaintext one whose server speaks first */
+#define PERMISSIVE_SNIFF_MS	300
 /* How often a connection whose FIN waits for kTLS's held records looks
  * again (ktls_flushed): soon at first, as the records usually go within
  * a few milliseconds; then, while TCP takes nothing more of them (a peer
@@ -2236,6 +2239,29 @@ static void tls_handshake(struct conn *c)
  * it is, exactly as the plaintext proxy relays a connection. Either way
  * nothing is connected upstream before this.
  */
+/* Permissive: the client relayed in plaintext, as the plaintext proxy
+ * relays a connection; `why` says what showed it is no TLS client. */
+static void inbound_plaintext(struct conn *c, const char *why)
+{
+	char p[64], o[64];
+
+	c->sniffing = false;
+	if (verbose)
+		fprintf(stderr, "plaintext (permissive%s) %s -> %s\n", why,
+			addr_str(&c->peer, p, sizeof(p)),
+			addr_str(&c->orig, o, sizeof(o)));
+	if (half_init(&c->up) || half_init(&c->down)) {
+		conn_free(c, true, "no pipes");
+		return;
+	}
+	if (upstream_connect(c))
+		return;
+	/* from here on a plaintext proxy's connection, its client watched
+	 * as accept_tcp watches one while the upstream connects (a FIN
+	 * already come is passed on once connected) */
+	conn_watch(c, false, EPOLLRDHUP, false);
+}
+
 static void inbound_sniff(struct conn *c)
 {
 	char p[64], o[64];
@@ -2245,6 +2271,12 @@ static void inbound_sniff(struct conn *c)
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;		/* nothing yet: EPOLLIN comes with it */
+	/* A client that half-closes before a word only listens: no TLS
+	 * client, and, permissive, relayed for the answer it waits for. */
+	if (n == 0 && permissive) {
+		inbound_plaintext(c, ", the client's end first");
+		return;
+	}
 	if (n <= 0) {
 		conn_free(c, false, "client gone");
 		return;
@@ -2274,19 +2306,7 @@ static void inbound_sniff(struct conn *c)
 		conn_free(c, true, "plaintext refused");
 		return;
 	}
-	if (verbose)
-		fprintf(stderr, "plaintext (permissive) %s -> %s\n",
-			addr_str(&c->peer, p, sizeof(p)),
-			addr_str(&c->orig, o, sizeof(o)));
-	if (half_init(&c->up) || half_init(&c->down)) {
-		conn_free(c, true, "no pipes");
-		return;
-	}
-	if (upstream_connect(c))
-		return;
-	/* from here on a plaintext proxy's connection, its client watched
-	 * as accept_tcp watches one while the upstream connects */
-	conn_watch(c, false, EPOLLRDHUP, false);
+	inbound_plaintext(c, "");
 }
 
 static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
@@ -2503,8 +2523,13 @@ static void accept_tcp(struct listener *l)
 		if (inbound) {
 			/* TLS or not is the client's first byte's to say,
 			 * within the connect timeout; nothing goes upstream
-			 * before (inbound_sniff). */
+			 * before (inbound_sniff). Permissive, a client silent
+			 * for PERMISSIVE_SNIFF_MS is plaintext: its protocol's
+			 * server speaks first (SMTP, MySQL), where a TLS
+			 * client sends its hello at once. */
 			c->sniffing = true;
+			if (permissive && connect_timeout_ms > PERMISSIVE_SNIFF_MS)
+				c->deadline = c->last + PERMISSIVE_SNIFF_MS;
 			conn_watch(c, false, EPOLLIN, true);
 			continue;
 		}
@@ -2685,7 +2710,9 @@ static void expire(void)
 		next = c->next;
 		/* inbound, the client's phases come before the upstream's
 		 * connect; originating, the handshake comes after it */
-		if (c->sniffing && now > c->deadline)
+		if (c->sniffing && now > c->deadline && permissive)
+			inbound_plaintext(c, ", the client silent");
+		else if (c->sniffing && now > c->deadline)
 			conn_free(c, true, "client sent nothing");
 		else if (c->handshaking && now > c->deadline)
 			conn_free(c, true, "tls handshake timeout");

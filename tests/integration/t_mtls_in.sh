@@ -17,7 +17,7 @@
 #       plaintext client reaching a plaintext server through mTLS
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=61
+EXPECT=66
 PREFIX=mi-
 X=mi-x
 A=10.244.0.10
@@ -320,6 +320,38 @@ chain_bounded() {
 	echo $r
 }
 expect_eq resume_chain_bounded "$(chain_bounded)" "no yes yes no yes"
+
+# 6b. Permissive: a client that does not speak TLS is relayed as the
+#     plaintext proxy relays it, whoever speaks first: a client silent for
+#     300 ms (its server speaks first: SMTP, MySQL) and a client that
+#     half-closes before a word are plaintext too (before 2026-12-06: the
+#     first was reset at the connect timeout, the second dropped as gone;
+#     the protected pod saw neither)
+stop_pod_procs mi-p
+if start_proxy mi-p --inbound --permissive --tls-dir $T/ca --tls-ca $T/ca/ca.pem \
+		--tls-trust-domain mi.test 15006 >$T/start 2>&1; then
+	pass permissive_started
+else
+	fail permissive_started "$(tail -n 1 $T/start)"
+fi
+plain_server() {	# ARGS...: mi-b's pinet tcp-server 8080 ARGS, as SRV
+	ip netns exec mi-b "$BUILD/pinet" tcp-server 8080 --timeout 8000 "$@" >$T/srv 2>&1 &
+	SRV=$!
+	wait_tcp_listen mi-b 8080 >/dev/null
+}
+plain_server --echo
+out=$(in_ns mi-a "$BUILD/pinet" tcp-connect --timeout 8000 $B 8080 --send 1000 --expect-echo 2>&1)
+wait $SRV
+expect_eq permissive_client_first "$(grep -o '^done sent 1000 received 1000' <<<"$out") $(awk '/^accept/ {print $2}' $T/srv)" "done sent 1000 received 1000 $A"
+plain_server --send 3000
+out=$(in_ns mi-a "$BUILD/pinet" tcp-connect --timeout 8000 $B 8080 --wait-eof 2>&1)
+wait $SRV
+expect_eq permissive_server_first "$(sed -n 2p <<<"$out") $(awk '/^accept/ {print $2}' $T/srv)" "eof received 3000 $A"
+plain_server --sink --send 5000
+out=$(in_ns mi-a "$BUILD/pinet" tcp-connect --timeout 8000 $B 8080 --send 0 2>&1)
+wait $SRV
+expect_eq permissive_client_end_first "$(grep -o '^done sent 0 received 5000' <<<"$out") $(awk '/^accept/ {print $2}' $T/srv)" "done sent 0 received 5000 $A"
+expect_eq permissive_said "$(grep -c '^plaintext (permissive, the client silent)' $T/mi-p.log) $(grep -c "^plaintext (permissive, the client's end first)" $T/mi-p.log)" "1 1"
 
 # 7. Done connections leave the flow tables
 check flows_gone inbound_flows_gone $X

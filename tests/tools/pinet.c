@@ -46,7 +46,9 @@
  *                once the peer has finished sending, or "conn-reset bytes
  *                N" when its stream ends in a reset; --send BYTES (with
  *                --sink) then answers with BYTES of the pattern before it
- *                closes. --echo sends the data back. --timeout bounds the wait for each connection (and
+ *                closes; --send without --sink sends them at once after
+ *                the accept, reads nothing and closes (a server that
+ *                speaks first). --echo sends the data back. --timeout bounds the wait for each connection (and
  *                each read) and ends in "timeout", exit 1.
  *   tcp-connect  "connected LOCALADDR LOCALPORT", or "refused", "timeout",
  *                "error ERRNONAME" (exit 1). With --send BYTES it then
@@ -700,6 +702,26 @@ static ssize_t write_all(int fd, const void *p, size_t n)
 	return done;
 }
 
+/* --send without --sink: `total` bytes of the pattern at once, before
+ * anything is read (a server that speaks first), then the close. */
+static int greet(int cfd, long long total)
+{
+	static unsigned char buf[IO_CHUNK];
+
+	for (long long off = 0; off < total; ) {
+		size_t n = total - off < IO_CHUNK ? total - off : IO_CHUNK;
+
+		for (size_t i = 0; i < n; i++)
+			buf[i] = pattern(off + i);
+		if (write_all(cfd, buf, n) < 0) {
+			fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+			return 1;
+		}
+		off += n;
+	}
+	return 0;
+}
+
 /* One accepted connection: returns 0, or 1 on an error or a timeout. */
 static int serve(int cfd, const struct opts *o)
 {
@@ -709,7 +731,7 @@ static int serve(int cfd, const struct opts *o)
 	long long bytes = 0;
 
 	if (!echo && !sink)
-		return 0;
+		return greet(cfd, o->send);
 	for (;;) {
 		ssize_t n;
 
@@ -764,7 +786,7 @@ static int cmd_tcp_server(int argc, char **argv)
 
 	if (parse(argc, argv, OPT_6 | OPT_COUNT | OPT_ECHO | OPT_SINK |
 		  OPT_TIMEOUT | OPT_DELAY | OPT_SEND, &o) || o.npos != 1 ||
-	    ((o.seen & OPT_SEND) && !(o.seen & OPT_SINK)))
+	    ((o.seen & OPT_SEND) && (o.seen & OPT_ECHO)))
 		return usage();
 	port = number(o.pos[0], 1, 65535);
 	if (port < 0)
