@@ -104,6 +104,8 @@ void cni_log_steps(void);
 extern const char *const cni_versions[];
 extern const int cni_nversions;
 bool cni_version_supported(const char *v);
+/* v (a supported version) is `since` or later. */
+bool cni_version_at_least(const char *v, const char *since);
 bool cni_version_is_v04_or_older(const char *v);
 /* stdin as one JSON object: CNI_ERR_DECODE otherwise. */
 int cni_read_stdin(json_t **root, struct cni_err *e);

@@ -23,6 +23,20 @@ bool cni_version_supported(const char *v)
 	return false;
 }
 
+bool cni_version_at_least(const char *v, const char *since)
+{
+	int a = -1, b = -1;
+
+	/* both are among cni_versions, in order */
+	for (int i = 0; i < cni_nversions; i++) {
+		if (!strcmp(v, cni_versions[i]))
+			a = i;
+		if (!strcmp(since, cni_versions[i]))
+			b = i;
+	}
+	return a >= 0 && b >= 0 && a >= b;
+}
+
 bool cni_version_is_v04_or_older(const char *v)
 {
 	return !strncmp(v, "0.", 2);

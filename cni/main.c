@@ -13,6 +13,24 @@
 #include <unistd.h>
 #include "cni.h"
 
+/* The spec's commands came with its versions: CHECK with 0.4.0, STATUS
+ * and GC with 1.1.0. A config of an older version does not allow them
+ * (the reference plugins' skel says so, code 1): a runtime that sends one
+ * and reads the older result has not followed the protocol it named. */
+static int command_too_new(const char *command, const char *version,
+			   struct cni_err *e)
+{
+	const char *since = !strcmp(command, "CHECK") ? "0.4.0" :
+			    !strcmp(command, "STATUS") ||
+			    !strcmp(command, "GC") ? "1.1.0" : NULL;
+
+	if (!since || cni_version_at_least(version, since))
+		return 0;
+	return cni_fail(e, CNI_ERR_VERSION, "config version does not allow the command",
+			"%s came with CNI %s; the config is %s", command,
+			since, version);
+}
+
 int main(int argc, char **argv)
 {
 	struct cni_env env = {};
@@ -60,6 +78,8 @@ int main(int argc, char **argv)
 		goto err;
 	}
 	cni_log_open(&conf);
+	if (command_too_new(env.command, conf.cni_version, &e))
+		goto err;
 	if (cni_read_env(&env, &e))
 		goto err;
 	cni_step("conf");

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=342
+EXPECT=344
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -481,6 +481,15 @@ for bad in '{}' '{"cni.dev/valid-attachments": [{"containerID": "x"}]}' \
 done >"$T/gcbad"
 expect_eq gc_bad_list_refused "$(tr '\n' ' ' <"$T/gcbad")" "1:7 1:7 1:7 "
 expect_eq gc_bad_list_kept "$(pod_name gc1) $(pod_name gc2)" "gc1 gc2"
+# GC and STATUS came with 1.1.0, CHECK with 0.4.0: a config of an older
+# version does not allow them (code 1, as the reference plugins' skel
+# answers); before, a GC at 1.0.0 removed pods
+for c in "GC $(podconf 1.0.0 "" '{"cni.dev/valid-attachments": []}')" "STATUS $(podconf 1.0.0)" "CHECK $(podconf 0.3.1 '{"cniVersion": "0.3.1", "ips": []}')"; do
+	out=$(pi_direct ${c%% *} "${c#* }" "$(cid 131)" /run/netns/${PREFIX}gc1 eth0)
+	echo "$?:$(code_of "$out")"
+done >"$T/gcold"
+expect_eq commands_need_their_version "$(tr '\n' ' ' <"$T/gcold")" "1:1 1:1 1:1 "
+expect_eq gc_old_version_kept "$(pod_name gc1) $(pod_name gc2)" "gc1 gc2"
 gc=$(podconf 1.1.0 "" "$(jq -cn --arg c "$(cid 131)" '{"cni.dev/valid-attachments": [{containerID: $c, ifname: "eth0"}]}')")
 pi_direct GC "$gc" "" "" "" "" >/dev/null
 expect_eq gc_ok $? 0
