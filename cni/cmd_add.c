@@ -83,7 +83,7 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 	struct pi_pod_info pod, same;
 	struct pi_node *node = NULL;
 	struct cni_pair pair;
-	bool has4, has6;
+	bool has4, has6, adopted = false;
 	json_t *out;
 	int err, ret = -1;
 
@@ -114,6 +114,7 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 	cni_step("node");
 	err = cni_pi_adopt(node, conf, env, pair.host_name,
 			   has4 ? &ip4 : NULL, has6 ? &ip6 : NULL, &pod);
+	adopted = !err;
 	if (err == -EEXIST) {
 		/* The runtime repeating an ADD that went through, and the
 		 * pod is whole: else (a crash, the node lost its programs)
@@ -131,6 +132,7 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 			err = cni_pi_adopt(node, conf, env, pair.host_name,
 					   has4 ? &ip4 : NULL,
 					   has6 ? &ip6 : NULL, &pod);
+			adopted = !err;
 		}
 	} else if (err == -EADDRINUSE &&
 		   !clear_stale(node, env, pair.host_ifindex,
@@ -138,6 +140,7 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 		err = cni_pi_adopt(node, conf, env, pair.host_name,
 				   has4 ? &ip4 : NULL, has6 ? &ip6 : NULL,
 				   &pod);
+		adopted = !err;
 	}
 	cni_step("adopt");
 	if (err) {
@@ -151,9 +154,16 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 		conf->node, pair.host_name, env->ifname);
 	out = json_deep_copy(conf->prev_result);
 	json_object_set_new(out, "cniVersion", json_string(conf->cni_version));
-	/* A result nobody reads: the runtime will call DEL. */
 	ret = cni_print_result(out, e);
 	json_decref(out);
+	/* A failed ADD undoes what it did: the pod this call adopted goes
+	 * (not one "attached already": an earlier ADD's, answered). */
+	if (ret && adopted) {
+		err = pi_pod_del(node, env->pod_name);
+		if (err)
+			cni_log(PI_LOG_ERROR, "cannot undo pod %s: %s",
+				env->pod_name, strerror(-err));
+	}
 out:
 	pi_node_close(node);
 	cni_step("close");

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=344
+EXPECT=346
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -326,6 +326,22 @@ check check_missing_del rt DEL "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck
 out=$(rt CHECK "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}ck)
 check_fails check_after_del test "$?" = 0
 ip netns del ${PREFIX}ck
+
+# ---- an ADD whose result cannot be written fails, and undoes its adoption -------
+# (stdout fails: /dev/full, as a runtime gone with its pipe; before, the ADD failed
+# with code 5 and left the pod adopted until a DEL came)
+mkns ${PREFIX}wo
+id=$(cid 44)
+prev=$(rt ADD "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}wo "K8S_POD_NAME=wo" | jq -c .)
+pi_direct DEL "$(podconf 1.0.0 "$prev")" "$id" /run/netns/${PREFIX}wo >/dev/null
+expect_eq unwritable_setup "$(pod_name wo)" ""
+echo "$(podconf 1.0.0 "$prev")" | env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin CNI_COMMAND=ADD \
+	CNI_CONTAINERID="$id" CNI_NETNS=/run/netns/${PREFIX}wo CNI_IFNAME=eth0 \
+	CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAME=wo" CNI_PATH="$CNI_PATH_DIR" \
+	"$CNI_PATH_DIR/podinject" >/dev/full 2>>"$T/stderr"
+expect_eq unwritable_add_undone "$? $(pod_name wo)" "1 "
+rt DEL "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}wo >/dev/null
+ip netns del ${PREFIX}wo
 
 # ---- a failed ADD, then DEL (podman sends it without prevResult) ---------------
 # macvlan leaves no pair: podinject's ADD must fail, leave nothing, and the
