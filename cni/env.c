@@ -173,9 +173,20 @@ int cni_read_env(struct cni_env *env, struct cni_err *e)
 		cni_log(PI_LOG_INFO, "CNI_NETNS is too long; DEL goes without it");
 		env->netns = NULL;
 	}
+	if (del && env->netns && *env->netns && *env->netns != '/') {
+		cni_log(PI_LOG_INFO, "CNI_NETNS is not a path; DEL goes without it");
+		env->netns = NULL;
+	}
 	if (env->netns && strlen(env->netns) >= PI_NETNS_MAX)
 		return cni_fail(e, CNI_ERR_ENV, "CNI_NETNS is too long",
 				"at most %d characters", PI_NETNS_MAX - 1);
+	/* The spec's CNI_NETNS is a path (/run/netns/NAME, /proc/PID/ns/net).
+	 * A relative one was opened from the plugin's working directory for
+	 * the pair and taken by the library as a name under /run/netns for
+	 * the pod: two namespaces, where the runtime meant one. */
+	if ((add || check) && *env->netns != '/')
+		return cni_fail(e, CNI_ERR_ENV, "invalid CNI_NETNS",
+				"'%s' is not an absolute path", env->netns);
 	if (del && check_args(env->args, e)) {
 		cni_log(PI_LOG_INFO, "%s: %s; DEL goes without CNI_ARGS",
 			e->msg, e->details);

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=346
+EXPECT=349
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -409,6 +409,12 @@ expect_code env_bad_command 4 env_run CNI_COMMAND=FROB CNI_CONTAINERID=$id CNI_N
 expect_code env_no_containerid 4 env_run CNI_COMMAND=ADD CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0
 expect_code env_bad_containerid 4 env_run CNI_COMMAND=ADD CNI_CONTAINERID='a b' CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0
 expect_code env_no_netns 4 env_run CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_IFNAME=eth0
+# a relative CNI_NETNS (the spec's is a path) was two namespaces: the
+# pair's, opened from the working directory, and the pod's, a name under
+# /run/netns (before: a main-mode ADD went through and CHECK failed)
+expect_code env_relative_netns 4 env_run CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_NETNS=${PREFIX}bad CNI_IFNAME=eth0
+expect_code env_relative_netns_check 4 env_run CNI_COMMAND=CHECK CNI_CONTAINERID=$id CNI_NETNS=${PREFIX}bad CNI_IFNAME=eth0
+check env_relative_netns_del env_run CNI_COMMAND=DEL CNI_CONTAINERID=$id CNI_NETNS=${PREFIX}bad CNI_IFNAME=eth0
 expect_code env_no_ifname 4 env_run CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad
 expect_code env_bad_ifname 4 env_run CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=a/b
 expect_code env_bad_args 4 env_run CNI_COMMAND=ADD CNI_CONTAINERID=$id CNI_NETNS=/run/netns/${PREFIX}bad CNI_IFNAME=eth0 CNI_ARGS='K8S_POD_NAME=x;junk'
