@@ -12,6 +12,7 @@
 #ifndef PODINJECT_CNI_H
 #define PODINJECT_CNI_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +71,8 @@ struct cni_env {
 	const char *ifname;
 	const char *args;
 	const char *path;
+	const char *self;	/* argv[0]: how the runtime ran the plugin */
+	char self_dir[PATH_MAX];	/* DEL's CNI_PATH when it has none */
 	char attach_id[PI_ATTACH_ID_MAX];
 	char pod_name[PI_POD_NAME_MAX + 1];
 };

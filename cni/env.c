@@ -154,6 +154,25 @@ int cni_read_env(struct cni_env *env, struct cni_err *e)
 		env->netns = NULL;
 	if (!(add || check || del))
 		return 0;
+	/* The spec makes CNI_PATH optional for DEL, which main mode needs
+	 * for its IPAM plugin's DEL: else every retry failed and the address
+	 * was never given back. The runtime ran this plugin by its path in
+	 * CNI_PATH: its directory is where the IPAM plugin was found too. */
+	if (del && (!env->path || !*env->path) && env->self &&
+	    strrchr(env->self, '/')) {
+		size_t n = strrchr(env->self, '/') - env->self;
+
+		if (n && n < sizeof(env->self_dir)) {
+			memcpy(env->self_dir, env->self, n);
+			env->self_dir[n] = '\0';
+			env->path = env->self_dir;
+			/* the IPAM plugin gets our environment, and the
+			 * reference plugins want it there */
+			setenv("CNI_PATH", env->path, 1);
+			cni_log(PI_LOG_INFO, "no CNI_PATH; DEL looks in %s",
+				env->path);
+		}
+	}
 	if (!env->container_id || !*env->container_id)
 		return cni_fail(e, CNI_ERR_ENV, "CNI_CONTAINERID is missing", NULL);
 	if (!cni_valid_container_id(env->container_id))

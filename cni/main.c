@@ -47,6 +47,7 @@ int main(int argc, char **argv)
 	}
 	cni_step("start");
 	cni_backend_init();
+	env.self = argc > 0 ? argv[0] : NULL;
 	env.command = getenv("CNI_COMMAND");
 	if (!env.command || !*env.command) {
 		cni_fail(&e, CNI_ERR_ENV, "CNI_COMMAND is missing", NULL);

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=349
+EXPECT=350
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -873,6 +873,18 @@ out=$(rt ADD "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr "K8S_POD_NAME=mr
 expect_eq main_readd_after_sweep "$? $(leases ${PREFIX}main100) $(pod_json mr | jq -r .ipv4)" "0 1 $(jq -r '.ips[0].address' <<<"$out" | cut -d/ -f1)"
 check main_readd_after_sweep_del rt DEL "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr
 expect_eq main_readd_after_sweep_freed "$(leases ${PREFIX}main100)" 0
+ip netns del ${PREFIX}mr
+# A DEL without CNI_PATH (optional for DEL in the spec): the IPAM plugin
+# is looked for where the runtime found podinject (before: every DEL
+# failed, "CNI_PATH is needed", and the lease stayed)
+mkns ${PREFIX}mr
+id=$(cid 125)
+rt ADD "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr "K8S_POD_NAME=mr" >/dev/null
+out=$(jq -c '.plugins[0] + {cniVersion: .cniVersion, name: .name}' "$T/main100.conflist" |
+	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin CNI_COMMAND=DEL CNI_CONTAINERID="$id" \
+		CNI_NETNS=/run/netns/${PREFIX}mr CNI_IFNAME=eth0 "$CNI_PATH_DIR/podinject" 2>>"$T/stderr")
+expect_eq main_del_without_cni_path "$? $(pod_name mr) $(leases ${PREFIX}main100)" "0  0"
+rm -f "$T/cache/$(jq -r .name "$T/main100.conflist")-$id-eth0"
 ip netns del ${PREFIX}mr
 rt DEL "$T/ptp10.conflist" "$(cid 98)" /run/netns/${PREFIX}ptp2 >/dev/null
 ip netns del ${PREFIX}ptp2
