@@ -702,9 +702,10 @@ static ssize_t write_all(int fd, const void *p, size_t n)
 	return done;
 }
 
-/* --send without --sink: `total` bytes of the pattern at once, before
- * anything is read (a server that speaks first), then the close. */
-static int greet(int cfd, long long total)
+/* `total` bytes of the pattern: a server's answer (--send), after the
+ * request with --sink, else at once, before anything is read (a server
+ * that speaks first). */
+static int send_pattern(int cfd, long long total)
 {
 	static unsigned char buf[IO_CHUNK];
 
@@ -731,7 +732,7 @@ static int serve(int cfd, const struct opts *o)
 	long long bytes = 0;
 
 	if (!echo && !sink)
-		return greet(cfd, o->send);
+		return send_pattern(cfd, o->send);
 	for (;;) {
 		ssize_t n;
 
@@ -763,18 +764,7 @@ static int serve(int cfd, const struct opts *o)
 		printf("conn-done bytes %lld fnv %016llx\n", bytes,
 		       (unsigned long long)h);
 	/* an answer after the request's end, then the close */
-	for (long long off = 0; sink && off < o->send; ) {
-		size_t n = o->send - off < IO_CHUNK ? o->send - off : IO_CHUNK;
-
-		for (size_t i = 0; i < n; i++)
-			buf[i] = pattern(off + i);
-		if (write_all(cfd, buf, n) < 0) {
-			fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
-			return 1;
-		}
-		off += n;
-	}
-	return 0;
+	return sink ? send_pattern(cfd, o->send) : 0;
 }
 
 static int cmd_tcp_server(int argc, char **argv)
