@@ -342,8 +342,11 @@ int pi_policy_add(struct pi_node *n, const char *pod_name, uint32_t dir,
 		pr_err("a rule's address is any, or an IPv4 or IPv6 prefix of at most 32 or 128 bits without host bits");
 		return -EINVAL;
 	}
-	if (r.port_hi && (r.port_lo > r.port_hi || !r.port_lo ||
-			  (r.proto != IPPROTO_TCP && r.proto != IPPROTO_UDP))) {
+	/* a port_lo alone would be stored as "any port" (0..0): a deny of
+	 * one port denying them all */
+	if ((r.port_lo || r.port_hi) &&
+	    (r.port_lo > r.port_hi || !r.port_lo ||
+	     (r.proto != IPPROTO_TCP && r.proto != IPPROTO_UDP))) {
 		pr_err("'port' needs proto tcp or udp and a range within 1-65535");
 		return -EINVAL;
 	}

@@ -103,6 +103,10 @@ static bool wait_stopped(const struct session *ss)
 
 /* The end of the wait for every answer still due: the last probe's
  * timeout (wait_answers cuts it short after a stop). */
+/* probe ports (ICMP: echo ids) there are: probes ids this far apart share
+ * one */
+#define PROBE_PORT_SPAN	(PI_PROBE_PORT_HI - PI_PROBE_PORT_LO + 1)
+
 static long long answers_due(const struct session *ss, int from, int to,
 			     uint32_t timeout_ms)
 {
@@ -488,13 +492,14 @@ static void session_close(struct session *ss)
 static void forget_dead_probe(struct session *ss)
 {
 	struct pi_inject_key key, next, *prev = NULL;
+	struct pi_pod_info pod, *pods = NULL;
 	struct pi_flow_key fkey;
 	char path[PATH_MAX];
-	struct pi_pod_info pod;
-	bool gone = false;
+	bool gone = false, dead;
+	int npods;
 
 	probe_link_pin(ss, path, sizeof(path));
-	unlink(path);
+	dead = !unlink(path);
 	while (!bpf_map_get_next_key(ss->s.maps[IM_AUTH], prev, &next)) {
 		if (next.injector_ifindex != ss->injector.ifindex &&
 		    bpf_map_lookup_elem(ss->n->maps[M_PODS],
@@ -512,6 +517,15 @@ static void forget_dead_probe(struct session *ss)
 	while (!bpf_map_get_next_key(ss->s.maps[IM_PROBE_FLOWS], NULL, &fkey))
 		if (bpf_map_delete_elem(ss->s.maps[IM_PROBE_FLOWS], &fkey))
 			break;
+	/* and the reply hooks it put on its source pods (a pod's proxy
+	 * rule keeps its own): else each stayed until the pod was probed
+	 * again or deleted */
+	if (!dead && !gone)
+		return;
+	npods = pi_pod_list(ss->n, &pods);
+	for (int i = 0; i < npods; i++)
+		reply_hook_release(ss->n, &ss->s, &pods[i]);
+	free(pods);
 }
 
 /* Makes the probe device pair and the transmit socket, in the node's
@@ -638,7 +652,7 @@ static void probe_prepare(struct session *ss, struct probe *pr, uint32_t id,
 			  const struct pi_addr *dst, uint8_t proto,
 			  uint16_t port, uint16_t seq)
 {
-	uint32_t span = PI_PROBE_PORT_HI - PI_PROBE_PORT_LO + 1;
+	uint32_t span = PROBE_PORT_SPAN;
 
 	memset(pr, 0, sizeof(*pr));
 	pr->id = id;
@@ -692,6 +706,11 @@ static int probe_send(struct session *ss, struct probe *pr)
 	if (err)
 		pr_err("cannot send the probe from '%s' to %s on " PI_PROBE_TX_DEV ": %s",
 		       pr->pod->name, pr->to, strerror(-err));
+	/* What came meanwhile is taken now: sends back to back (no
+	 * interval, a matrix) would otherwise fill the ring buffer before
+	 * the first wait, and the datapath drops an answer it cannot tell
+	 * (the probe then "no answer", and nothing says why). */
+	ring_buffer__consume(ss->rb);
 	return err;
 }
 
@@ -832,6 +851,18 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 		pr_err("a probe needs an address, tcp, udp or icmp, a port for tcp and udp, and at most 100000 probes");
 		return -EINVAL;
 	}
+	/* The datapath knows a probe by its port (ICMP: echo id) in the
+	 * probe range: it stamps the send time and the monitor follows
+	 * only those, and a port below is the pod's own, whose replies the
+	 * probe's flow would take. An ICMP probe has no port to go to. */
+	if ((spec->sport && spec->sport < PI_PROBE_PORT_LO) ||
+	    (proto == IPPROTO_ICMP && spec->port)) {
+		pr_err(spec->port && proto == IPPROTO_ICMP ?
+		       "an icmp probe has no destination port" :
+		       "a probe's source port is one of %d-%d (the pod's own are below)",
+		       PI_PROBE_PORT_LO, PI_PROBE_PORT_HI);
+		return -EINVAL;
+	}
 	err = pod_lookup(n, spec->from, &pod);
 	if (err)
 		return err;
@@ -868,7 +899,21 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 	unlocked = !unlock_for_wait(n);
 	for (; sent < count && !stopped(&ss); sent++) {
 		long long next = pi_mono_ns() + spec->interval_ms * 1000000LL;
+		uint32_t reuse = sent - PROBE_PORT_SPAN;
 
+		/* A TCP or UDP probe's port is its id's place in the probe
+		 * range: the one PROBE_PORT_SPAN before it had the same flow,
+		 * one key, and must be answered or given up on before this
+		 * one takes the key over (its answer credited to this one,
+		 * or refused as stale). (ICMP: the sequence tells them apart.) */
+		if (!fixed && proto != IPPROTO_ICMP && sent >= PROBE_PORT_SPAN) {
+			wait_answers(&ss, reuse, reuse + 1,
+				     answers_due(&ss, reuse, reuse + 1, timeout),
+				     true);
+			if (stopped(&ss))
+				break;
+			finalize(&ss, reuse, reuse + 1, timeout);
+		}
 		/* a probe that did not leave is no "no answer" */
 		err = probe_send(&ss, &ss.probes[sent]);
 		if (err) {
@@ -908,6 +953,10 @@ out:
 	return sent;
 }
 
+/* a matrix's probes in flight at once: half the flows table, whose LRU
+ * may push entries out before it is full */
+#define MATRIX_IN_FLIGHT	(PI_MAX_FLOWS / 2)
+
 int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		    struct pi_probe_result **out, int *rows, int *cols)
 {
@@ -926,6 +975,10 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 	    spec->nextra < 0) {
 		pr_err("%s probes need a port; at most 16 more addresses",
 		       pi_proto_name(proto));
+		return -EINVAL;
+	}
+	if (proto == IPPROTO_ICMP && spec->port) {
+		pr_err("an icmp probe has no destination port");
 		return -EINVAL;
 	}
 	pl.n = pi_pod_list(n, &pl.pods);
@@ -974,8 +1027,9 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 			probe_prepare(&ss, &ss.probes[np], ss.first_id + np,
 				      &pl.pods[r], fam, &dst, proto, spec->port,
 				      np);
+			/* no IPv6 to send from: never sent, no loss */
 			if (fam == AF_INET6 && !(pl.pods[r].flags & PI_POD_HAS_V6))
-				ss.probes[np].verdict = V_NOANSWER;
+				ss.probes[np].verdict = V_UNSENT;
 			/* a pod answers itself on its loopback: nothing of
 			 * that crosses its datapath */
 			if (c == r)
@@ -984,8 +1038,19 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		}
 	}
 	unlocked = !unlock_for_wait(n);
-	/* all at once: the pairs are independent flows */
-	for (int i = 0; i < np; i++) {
+	/* All at once, the pairs being independent flows, but at most
+	 * MATRIX_IN_FLIGHT of them: the probes' flows are an LRU table of
+	 * PI_MAX_FLOWS, and a flow pushed out of it loses its answer (to
+	 * the pod's stack, the probe "no answer"). */
+	for (int i = 0, first = 0; i < np; i++) {
+		if (i - first >= MATRIX_IN_FLIGHT && !stopped(&ss)) {
+			wait_answers(&ss, first, i,
+				     answers_due(&ss, first, i, timeout), true);
+			if (!stopped(&ss)) {
+				finalize(&ss, first, i, timeout);
+				first = i;
+			}
+		}
 		if (ss.probes[i].verdict != V_PENDING || stopped(&ss))
 			continue;
 		err = probe_send(&ss, &ss.probes[i]);

@@ -589,6 +589,18 @@ static int parse_port16(const char *v, void *dst)
 	return 0;
 }
 
+/* a source port in the probe range (PI_PROBE_PORT_LO..HI): the datapath
+ * knows probes by it */
+static int parse_probe_port(const char *v, void *dst)
+{
+	uint32_t p;
+
+	if (pi_parse_u32(v, &p) || p < PI_PROBE_PORT_LO || p > PI_PROBE_PORT_HI)
+		return -EINVAL;
+	*(uint16_t *)dst = p;
+	return 0;
+}
+
 static int parse_l4(const char *v, void *dst)
 {
 	uint8_t p;
@@ -615,7 +627,7 @@ static int probe_run(int argc, char **argv)
 		OPT_PARSE("--count", parse_count, &spec.count, "1-100000", NULL),
 		OPT_PARSE("--interval", parse_interval, &spec.interval_ms, "0-60000 ms", NULL),
 		OPT_PARSE("--timeout", parse_timeout, &spec.timeout_ms, "1-600000 ms", NULL),
-		OPT_PARSE("--sport", parse_port16, &spec.sport, "1-65535", NULL),
+		OPT_PARSE("--sport", parse_probe_port, &spec.sport, "61000-65535", NULL),
 		OPT_FLAG("--trace", &traced),
 		{ 0 },
 	};

@@ -346,6 +346,12 @@ int main(void)
 		odd.addr.a[0] = htonl(0x0a000001);	/* 10.0.0.1/8 */
 		CHECK_RC("policy_add_host_bits",
 			 pi_policy_add(n, "la-a", PI_DIR_EGRESS, &odd, 0, NULL), -EINVAL);
+		odd = deny;
+		odd.proto = IPPROTO_TCP;
+		odd.port_lo = 7000;
+		odd.port_hi = 0;	/* stored, it was "any port" */
+		CHECK_RC("policy_add_port_lo_alone",
+			 pi_policy_add(n, "la-a", PI_DIR_EGRESS, &odd, 0, NULL), -EINVAL);
 	}
 	cnt = pi_policy_list(n, "la-a", &rules);
 	check(cnt == 1 && rules[0].rule.id == id && rules[0].rule.action == PI_DENY,

@@ -1230,6 +1230,17 @@ static int cmd_udp_echo(int argc, char **argv)
 	fd = listen_socket(o.family, SOCK_DGRAM, port);
 	if (fd < 0)
 		return 1;
+	/* A burst (thousands of probes at once) must not be dropped at this
+	 * socket, nor its answers, held back by a slow qdisc, stop at the
+	 * socket's send buffer: room for tens of thousands of each (the
+	 * FORCE options need CAP_NET_ADMIN, which the tests have; without,
+	 * the defaults stay). */
+	{
+		int big = 32 << 20;
+
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big));
+	}
 	deadline = pi_mono_ms() + timeout;
 	while (echoed < count) {
 		long left = deadline - pi_mono_ms();
