@@ -189,8 +189,24 @@ check burst_rtt_plausible sh -c "echo '$rtts' | jq -e '(.rtt_ms == null or (.rtt
 # the sends ended: the datapath dropped the answers it had no room to
 # tell, and about 16 000 came back "answered" (before 2026-12-06). Read
 # as they come, every one is.
+# (A probe can also be lost to a device's backlog, netdev_max_backlog, on
+# its way: under the lab's emulation softirqs fall behind such a burst,
+# and debian-6.1 lost 7. Those are counted by the kernel, and the ring
+# buffer's loss was a fixed 3 617: checked apart.)
+backlog_drops() {
+	local s=0 a b rest
+	while read -r a b rest; do s=$((s + 0x$b)); done </proc/net/softnet_stat
+	echo $s
+}
+bl0=$(backlog_drops)
 out=$(probe --from tq-a --to $B --count 20000 --interval 0 --timeout 10000)
-expect_eq burst_20000_answered "$(jq .summary.answered <<<"$out")" 20000
+got=$(jq .summary.answered <<<"$out")
+bl=$(sub "$(backlog_drops)" "$bl0")
+if [ "$got" = 20000 ] || { is_num "$got" && is_num "$bl" && [ "$got" -gt 16383 ] && [ $((got + bl)) -ge 20000 ]; }; then
+	pass burst_20000_answered
+else
+	fail burst_20000_answered "got '$got', want 20000 (backlog drops meanwhile: $bl)"
+fi
 # More TCP or UDP probes in flight than the probe range has ports: the
 # one 4 536 later has the same flow, one key. Answers held back (a slow
 # qdisc at B: about 2.5 s for 5 000 of them) came after that later probe
