@@ -76,6 +76,16 @@ static int clear_stale(struct pi_node *node, const struct cni_env *env,
 	return cleared ? 0 : -EEXIST;
 }
 
+/* A failed ADD's pod, made or adopted by this call, goes. */
+static void undo_pod(struct pi_node *node, const struct cni_env *env)
+{
+	int err = pi_pod_del(node, env->pod_name);
+
+	if (err)
+		cni_log(PI_LOG_ERROR, "cannot undo pod %s: %s", env->pod_name,
+			strerror(-err));
+}
+
 static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 			   struct cni_err *e)
 {
@@ -158,12 +168,8 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 	json_decref(out);
 	/* A failed ADD undoes what it did: the pod this call adopted goes
 	 * (not one "attached already": an earlier ADD's, answered). */
-	if (ret && adopted) {
-		err = pi_pod_del(node, env->pod_name);
-		if (err)
-			cni_log(PI_LOG_ERROR, "cannot undo pod %s: %s",
-				env->pod_name, strerror(-err));
-	}
+	if (ret && adopted)
+		undo_pod(node, env);
 out:
 	pi_node_close(node);
 	cni_step("close");
@@ -243,19 +249,22 @@ static bool attachment_up(const struct cni_conf *conf,
 }
 
 /* A failed ADD gives its addresses back, unless they may be a live
- * pod's. */
-static void ipam_undo(const struct cni_conf *conf, const struct cni_env *env)
+ * pod's: true when they were. */
+static bool ipam_undo(const struct cni_conf *conf, const struct cni_env *env)
 {
 	struct cni_err ignore;
 
 	if (attachment_up(conf, env)) {
 		cni_log(PI_LOG_WARN, "attachment %s may be up: its address stays",
 			env->attach_id);
-		return;
+		return false;
 	}
-	if (cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
+	if (cni_ipam_exec(conf, env, "DEL", NULL, &ignore)) {
 		cni_log(PI_LOG_ERROR, "cannot undo IPAM: %s: %s", ignore.msg,
 			ignore.details);
+		return false;
+	}
+	return true;
 }
 
 /* IPAM refused the attachment's ADD (it ran and said no: not cut off or
@@ -269,10 +278,7 @@ static void ipam_undo(const struct cni_conf *conf, const struct cni_env *env)
 static bool ipam_retry(const struct cni_conf *conf, struct cni_env *env,
 		       json_t **res, struct cni_err *e)
 {
-	struct cni_err ignore;
-
-	if (attachment_up(conf, env) ||
-	    cni_ipam_exec(conf, env, "DEL", NULL, &ignore))
+	if (!ipam_undo(conf, env))
 		return false;
 	cni_log(PI_LOG_WARN, "attachment %s: IPAM refused it and no pod of it is up; its address given back, IPAM asked again",
 		env->attach_id);
@@ -339,12 +345,8 @@ static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
 	ret = cni_print_result(res, e);
 	json_decref(res);
 out:
-	if (ret && added) {
-		err = pi_pod_del(node, env->pod_name);
-		if (err)
-			cni_log(PI_LOG_ERROR, "cannot undo pod %s: %s",
-				env->pod_name, strerror(-err));
-	}
+	if (ret && added)
+		undo_pod(node, env);
 	pi_node_close(node);
 	cni_step("close");
 	if (ret && ipam_res)

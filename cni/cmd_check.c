@@ -6,19 +6,21 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <arpa/inet.h>
+#include <netinet/in.h>
 #include "cni.h"
 
 /* "A.B.C.D X::Y", what the pod holds, for an error's details. */
 static const char *pod_addresses(const struct pi_pod_info *pod)
 {
 	static char buf[2 * INET6_ADDRSTRLEN + 2];
-	char a4[INET_ADDRSTRLEN] = "", a6[INET6_ADDRSTRLEN] = "";
+	char a4[INET6_ADDRSTRLEN] = "", a6[INET6_ADDRSTRLEN] = "";
+	struct pi_addr v4 = { .a = { pod->ip4 } }, v6;
 
+	memcpy(v6.a, pod->ip6, sizeof(v6.a));
 	if (pod->flags & PI_POD_HAS_V4)
-		inet_ntop(AF_INET, &pod->ip4, a4, sizeof(a4));
+		pi_fmt_addr(AF_INET, &v4, -1, a4, sizeof(a4));
 	if (pod->flags & PI_POD_HAS_V6)
-		inet_ntop(AF_INET6, pod->ip6, a6, sizeof(a6));
+		pi_fmt_addr(AF_INET6, &v6, -1, a6, sizeof(a6));
 	snprintf(buf, sizeof(buf), "%s%s%s", a4, *a4 && *a6 ? " " : "", a6);
 	return buf;
 }
