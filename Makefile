@@ -40,7 +40,7 @@ DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	libjansson-dev containernetworking-plugins podman runc busybox-static \
 	catatonit buildah haproxy containerd protobuf-compiler python3-grpcio \
 	python3-protobuf libclang-rt-14-dev libmicrohttpd-dev prometheus \
-	libyaml-dev yq libssl-dev openssl tcpdump python3
+	libyaml-dev yq libssl-dev openssl tcpdump python3 nettle-dev
 
 ifeq ($(V),1)
 Q :=
@@ -153,7 +153,7 @@ $(BUILD)/podinject-proxy: proxy/podinject-proxy.c | $(BUILD)
 # (libmnl has no archive): about 0.8 ms of CPU less per ADD or DEL here
 # (docs/bench.md, "CNI setup time").
 CNI_SRCS  := $(wildcard cni/*.c)
-CNI_LDLIBS := -Wl,-Bstatic -lbpf -lelf -lz -ljansson -lyaml -Wl,-Bdynamic -lmnl -pthread
+CNI_LDLIBS := -Wl,-Bstatic -lbpf -lelf -lz -ljansson -lyaml -lnettle -Wl,-Bdynamic -lmnl -pthread
 $(BUILD)/podinject-cni: $(CNI_SRCS) cni/cni.h $(HEADERS) $(LIBPI) | $(BUILD)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(CNI_SRCS) $(LIBPI) -o $@ $(CNI_LDLIBS) \

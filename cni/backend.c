@@ -169,6 +169,16 @@ int cni_pi_add(struct pi_node *node, const struct cni_env *env,
 	return pi_pod_add(node, &spec, out);
 }
 
+int cni_pod_of_attachment(struct pi_node *node, const struct cni_env *env,
+			  struct pi_pod_info *pod)
+{
+	int err = pi_pod_get_by_attach_id(node, env->attach_id, pod);
+
+	if (err == -ESRCH && *env->attach_id_legacy)
+		err = pi_pod_get_by_attach_id(node, env->attach_id_legacy, pod);
+	return err;
+}
+
 /* Whether the node is the plugin's own namespace (a host node; opening
  * one checks that it is this namespace's). A named node an operator made
  * under the plugin's node name keeps its pods' host devices in its own

@@ -129,7 +129,7 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 		/* The runtime repeating an ADD that went through, and the
 		 * pod is whole: else (a crash, the node lost its programs)
 		 * its record is a leftover, and gives way below. */
-		if (!pi_pod_get_by_attach_id(node, env->attach_id, &same) &&
+		if (!cni_pod_of_attachment(node, env, &same) &&
 		    same.ifindex == (uint32_t)pair.host_ifindex &&
 		    cni_prev_matches(conf->prev_result, env->ifname, &same,
 				     e) == 1 &&
@@ -198,7 +198,7 @@ static int main_prior(const struct cni_conf *conf, const struct cni_env *env,
 	err = cni_pi_open(conf, true, &node);
 	if (err)
 		return cni_pi_open_fail(e, err, conf);
-	err = pi_pod_get_by_attach_id(node, env->attach_id, &old);
+	err = cni_pod_of_attachment(node, env, &old);
 	if (err == -ESRCH)
 		goto out;
 	if (err) {
@@ -242,7 +242,7 @@ static bool attachment_up(const struct cni_conf *conf,
 		return false;
 	if (err)
 		return true;
-	err = pi_pod_get_by_attach_id(node, env->attach_id, &pod);
+	err = cni_pod_of_attachment(node, env, &pod);
 	up = err != -ESRCH && (err || !device_gone(node, &pod));
 	pi_node_close(node);
 	return up;

@@ -42,7 +42,7 @@ int cni_cmd_check(const struct cni_conf *conf, struct cni_env *env,
 				"node %s", conf->node);
 	if (err)
 		return cni_pi_open_fail(e, err, conf);
-	err = pi_pod_get_by_attach_id(node, env->attach_id, &pod);
+	err = cni_pod_of_attachment(node, env, &pod);
 	if (err == -ESRCH) {
 		cni_fail(e, CNI_ERR_CHECK, "pod is not attached to podinject",
 			 "no pod of attachment %s on node %s", env->attach_id,

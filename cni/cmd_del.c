@@ -86,8 +86,7 @@ int cni_cmd_del(const struct cni_conf *conf, struct cni_env *env,
 			conf->node, env->attach_id);
 	} else if (err) {
 		return cni_pi_open_fail(e, err, conf);
-	} else if ((err = pi_pod_get_by_attach_id(node, env->attach_id,
-						  &pod)) == -ESRCH) {
+	} else if ((err = cni_pod_of_attachment(node, env, &pod)) == -ESRCH) {
 		cni_log(PI_LOG_INFO, "no pod of attachment %s: nothing to remove",
 			env->attach_id);
 	} else if (err) {

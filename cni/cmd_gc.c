@@ -7,14 +7,16 @@
  * on to the IPAM plugin for the leases no pod record names.
  */
 #include <errno.h>
+#include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cni.h"
 
-/* Whether the attachment id `id` (of this network, CNI_ATTACH_PREFIX
- * and the network's hash before it) is named by the list. */
+/* Whether the attachment id `id` (of this network: its prefix, of the
+ * current form or the legacy one) is named by the list. */
 static bool listed(const struct cni_conf *conf, json_t *valid, const char *id)
 {
+	bool legacy = cni_attach_id_is_legacy(id);
 	json_t *it;
 	size_t j;
 
@@ -25,7 +27,7 @@ static bool listed(const struct cni_conf *conf, json_t *valid, const char *id)
 		};
 
 		cni_make_attach_id(&v, conf->name);
-		if (!strcmp(v.attach_id, id))
+		if (!strcmp(legacy ? v.attach_id_legacy : v.attach_id, id))
 			return true;
 	}
 	return false;
@@ -33,20 +35,20 @@ static bool listed(const struct cni_conf *conf, json_t *valid, const char *id)
 
 /* Gives back the address of a main-mode pod GC removes, before its
  * record goes: IPAM DEL of its attachment, the container id and interface
- * read from its id (`PREFIX<cid>:<ifname>`; neither holds a ':'). False
- * when the record is to stay for the next GC to try again (the DEL
+ * read from its id (`PREFIX<hash>:<cid>:<ifname>`; none holds a ':').
+ * False when the record is to stay for the next GC to try again (the DEL
  * failed); a plugin that cannot take this config's version at all, or an
  * id whose container id was hashed, leaves the lease to the IPAM plugin,
  * and the record goes. */
 static bool release_address(const struct cni_conf *conf,
-			    const struct cni_env *env, const char *id,
-			    size_t prefix_len)
+			    const struct cni_env *env, const char *id)
 {
 	char cid[PI_ATTACH_ID_MAX], *ifname;
+	const char *after = strchr(id + strlen(CNI_ATTACH_PREFIX), ':');
 	struct cni_env del = *env;
 	struct cni_err e;
 
-	snprintf(cid, sizeof(cid), "%s", id + prefix_len);
+	snprintf(cid, sizeof(cid), "%s", after ? after + 1 : "#");
 	ifname = strchr(cid, ':');
 	if (cid[0] == '#' || !ifname) {
 		cni_log(PI_LOG_INFO, "gc: the container id of %s is not kept; its address is left to the IPAM plugin's GC",
@@ -106,17 +108,36 @@ static int ipam_gc(const struct cni_conf *conf, const struct cni_env *env,
 	return cni_ipam_exec(conf, &gc, "GC", NULL, e) ? -1 : 0;
 }
 
+/* Whether GC may take this record of the plugin's legacy form: its
+ * prefix is an FNV-1a of 32 bits of the network's name, which another
+ * network's name may share (and a tenant's may be made to), so it is not
+ * known to be this network's. Only one whose device is gone goes (as a
+ * DEL's sweep takes it, whatever its network): one whose device is there
+ * may be another network's pod, and waits for its DEL. */
+static bool legacy_may_go(struct pi_node *node, const struct pi_pod_info *p)
+{
+	char name[IF_NAMESIZE];
+
+	if (cni_node_is_here(node) &&
+	    (!if_indextoname(p->ifindex, name) || strcmp(name, p->hostdev)))
+		return true;
+	cni_log(PI_LOG_WARN, "gc: pod %s (%s) is of an id an earlier podinject made, which may be another network's; its device is there: kept for its DEL",
+		p->name, p->attach_id);
+	return false;
+}
+
 /* This network's attachments on the node that the list does not name:
  * their ids, into *gone (to free). */
 static int unlisted(struct pi_node *node, const struct cni_conf *conf,
 		    json_t *valid, char ***gone)
 {
 	struct pi_pod_info *pods = NULL;
-	char prefix[32];
+	char prefix[CNI_PREFIX_MAX], legacy[CNI_PREFIX_MAX];
 	int n, k = 0;
 
 	*gone = NULL;
 	cni_attach_prefix(conf->name, prefix, sizeof(prefix));
+	cni_attach_prefix_legacy(conf->name, legacy, sizeof(legacy));
 	n = pi_pod_list(node, &pods);
 	if (n <= 0)
 		return n;
@@ -126,10 +147,14 @@ static int unlisted(struct pi_node *node, const struct cni_conf *conf,
 		return -ENOMEM;
 	}
 	for (int i = 0; i < n; i++) {
-		if (strncmp(pods[i].attach_id, prefix, strlen(prefix)) ||
-		    listed(conf, valid, pods[i].attach_id))
+		const char *id = pods[i].attach_id;
+		bool old = !strncmp(id, legacy, strlen(legacy));
+
+		if ((!old && strncmp(id, prefix, strlen(prefix))) ||
+		    listed(conf, valid, id) ||
+		    (old && !legacy_may_go(node, &pods[i])))
 			continue;
-		(*gone)[k] = strdup(pods[i].attach_id);
+		(*gone)[k] = strdup(id);
 		if (!(*gone)[k]) {
 			while (k--)
 				free((*gone)[k]);
@@ -150,7 +175,7 @@ int cni_cmd_gc(const struct cni_conf *conf, const struct cni_env *env,
 	json_t *valid = json_object_get(conf->root, "cni.dev/valid-attachments");
 	bool main_mode = conf->mode == CNI_MODE_MAIN;
 	struct pi_node *node = NULL;
-	char prefix[32], **gone = NULL;
+	char **gone = NULL;
 	int n, err, ret = 0;
 	json_t *it;
 	size_t j;
@@ -176,7 +201,6 @@ int cni_cmd_gc(const struct cni_conf *conf, const struct cni_env *env,
 	if (err)
 		return cni_pi_open_fail(e, err, conf);
 	n = unlisted(node, conf, valid, &gone);
-	cni_attach_prefix(conf->name, prefix, sizeof(prefix));
 	/* Main mode: each address is given back before its record goes
 	 * (the record is what names the lease), with the node's lock let
 	 * go: IPAM runs as long as it takes. */
@@ -184,7 +208,7 @@ int cni_cmd_gc(const struct cni_conf *conf, const struct cni_env *env,
 		pi_node_close(node);
 		node = NULL;
 		for (int i = 0; i < n; i++)
-			if (!release_address(conf, env, gone[i], strlen(prefix))) {
+			if (!release_address(conf, env, gone[i])) {
 				free(gone[i]);
 				gone[i] = NULL;
 			}

@@ -43,6 +43,11 @@ enum cni_mode { CNI_MODE_CHAINED, CNI_MODE_MAIN };
 /* Every attachment id the plugin gives a pod begins so: GC and a stale
  * pod's removal touch no pod another tool attached. */
 #define CNI_ATTACH_PREFIX	"cni:"
+/* An attachment id is PREFIX, the network's hash, ':', the container id
+ * (or '#' and its hash), ':', the interface. The hash is 32 hex digits;
+ * ids made before (podinject up to v0.4) have 8, of FNV-1a. */
+#define CNI_NET_HASH_HEX	32
+#define CNI_PREFIX_MAX		(sizeof(CNI_ATTACH_PREFIX) + CNI_NET_HASH_HEX + 1)
 
 struct cni_conf {
 	json_t *root;			/* the whole stdin object */
@@ -74,6 +79,7 @@ struct cni_env {
 	const char *self;	/* argv[0]: how the runtime ran the plugin */
 	char self_dir[PATH_MAX];	/* DEL's CNI_PATH when it has none */
 	char attach_id[PI_ATTACH_ID_MAX];
+	char attach_id_legacy[PI_ATTACH_ID_MAX];	/* as up to v0.4 */
 	char pod_name[PI_POD_NAME_MAX + 1];
 };
 
@@ -121,8 +127,14 @@ bool cni_valid_container_id(const char *s);
 bool cni_valid_ifname(const char *s);
 /* What the attachment ids of network `net` begin with. */
 void cni_attach_prefix(const char *net, char *buf, size_t len);
-/* env->attach_id of (network `net`, container id, ifname). */
+/* What the ids of `net` made before v0.5 begin with (an FNV-1a of 32
+ * bits: two networks may share it). */
+void cni_attach_prefix_legacy(const char *net, char *buf, size_t len);
+/* env->attach_id of (network `net`, container id, ifname), and the id
+ * podinject up to v0.4 gave it (env->attach_id_legacy). */
 void cni_make_attach_id(struct cni_env *env, const char *net);
+/* Whether `id` (of the plugin's prefix) is of the 32-bit form. */
+bool cni_attach_id_is_legacy(const char *id);
 /* The host-side device of a main-mode pod, from its attachment. */
 void cni_main_hostdev(const struct cni_env *env, char *buf, size_t len);
 
@@ -195,6 +207,10 @@ int cni_ipam_exec(const struct cni_conf *conf, const struct cni_env *env,
  * (and brought up) as the config says; an attachment made a pod. */
 void cni_backend_init(void);
 bool cni_node_is_here(struct pi_node *node);
+/* The pod of the attachment, by its id, else by the id an earlier build
+ * gave it: pi_pod_get_by_attach_id's answers. */
+int cni_pod_of_attachment(struct pi_node *node, const struct cni_env *env,
+			  struct pi_pod_info *pod);
 int cni_pi_open(const struct cni_conf *conf, bool bring_up,
 		struct pi_node **node);
 int cni_pi_adopt(struct pi_node *node, const struct cni_conf *conf,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <nettle/sha2.h>
 #include "podinject_util.h"
 #include "cni.h"
 
@@ -77,28 +78,74 @@ static uint32_t fnv1a(const char *s, uint32_t h)
 	return pi_fnv32(h, s, strlen(s));
 }
 
+/* 128 bits of SHA-256 of s, in hex. A network's name is chosen by
+ * whoever writes its config (a Multus network's tenant), and two names of
+ * one 32-bit hash were found in seconds: a GC of the one network removed
+ * the other's pods. */
+static void sha_hex(const char *s, char out[CNI_NET_HASH_HEX + 1])
+{
+	uint8_t md[SHA256_DIGEST_SIZE];
+	struct sha256_ctx ctx;
+
+	sha256_init(&ctx);
+	sha256_update(&ctx, strlen(s), (const uint8_t *)s);
+	sha256_digest(&ctx, sizeof(md), md);
+	for (int i = 0; i < CNI_NET_HASH_HEX / 2; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
 void cni_attach_prefix(const char *net, char *buf, size_t len)
+{
+	char hex[CNI_NET_HASH_HEX + 1];
+
+	sha_hex(net, hex);
+	snprintf(buf, len, CNI_ATTACH_PREFIX "%s:", hex);
+}
+
+void cni_attach_prefix_legacy(const char *net, char *buf, size_t len)
 {
 	snprintf(buf, len, CNI_ATTACH_PREFIX "%08x:", fnv1a(net, PI_FNV32_BASIS));
 }
 
 /* The attachment's id in the node: the network, the container, the
  * interface. A container id too long for it is hashed. */
+static void make_id(char *buf, size_t len, const char *prefix,
+		    const struct cni_env *env, bool legacy)
+{
+	int n = snprintf(buf, len, "%s%s:%s", prefix, env->container_id,
+			 env->ifname);
+
+	if (n < (int)len)
+		return;
+	if (legacy) {
+		snprintf(buf, len, "%s#%08x%08x:%s", prefix,
+			 fnv1a(env->container_id, PI_FNV32_BASIS),
+			 fnv1a(env->container_id, 0x9e3779b9u), env->ifname);
+	} else {
+		char hex[CNI_NET_HASH_HEX + 1];
+
+		sha_hex(env->container_id, hex);
+		snprintf(buf, len, "%s#%s:%s", prefix, hex, env->ifname);
+	}
+}
+
 void cni_make_attach_id(struct cni_env *env, const char *net)
 {
-	char prefix[32];
-	int n;
+	char prefix[CNI_PREFIX_MAX];
 
 	cni_attach_prefix(net, prefix, sizeof(prefix));
-	n = snprintf(env->attach_id, sizeof(env->attach_id), "%s%s:%s", prefix,
-		     env->container_id, env->ifname);
-	if (n >= (int)sizeof(env->attach_id)) {
-		uint32_t h1 = fnv1a(env->container_id, PI_FNV32_BASIS);
-		uint32_t h2 = fnv1a(env->container_id, 0x9e3779b9u);
+	make_id(env->attach_id, sizeof(env->attach_id), prefix, env, false);
+	cni_attach_prefix_legacy(net, prefix, sizeof(prefix));
+	make_id(env->attach_id_legacy, sizeof(env->attach_id_legacy), prefix,
+		env, true);
+}
 
-		snprintf(env->attach_id, sizeof(env->attach_id),
-			 "%s#%08x%08x:%s", prefix, h1, h2, env->ifname);
-	}
+bool cni_attach_id_is_legacy(const char *id)
+{
+	const char *hash = id + strlen(CNI_ATTACH_PREFIX);
+	const char *end = strchr(hash, ':');
+
+	return end && end - hash == 8;
 }
 
 /* K8S_POD_NAMESPACE/K8S_POD_NAME, else K8S_POD_NAME (podman puts the

@@ -39,7 +39,7 @@ FUZZ_CNI_SRCS := cni/conf.c cni/env.c cni/result.c cni/log.c cni/cmd_version.c
 $(FUZZ_BUILD)/fuzz_cni: tests/fuzz/fuzz_cni.c cni/cni.h $(FUZZ_CNI_SRCS) $(LIBPI) | $(FUZZ_BUILD)
 	$(call msg,FUZZ,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -Icni tests/fuzz/fuzz_cni.c $(FUZZ_CNI_SRCS) \
-		$(LIBPI) -o $@ -ljansson $(LDLIBS)
+		$(LIBPI) -o $@ -ljansson -lnettle $(LDLIBS)
 
 # The proxy's UDP path, with a sk_lookup program standing in for the
 # datapath's capture (tests/fuzz/steer.bpf.c).

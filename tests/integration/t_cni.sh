@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=350
+EXPECT=358
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -522,6 +522,52 @@ for g in 1 2; do
 	ip netns del ${PREFIX}gc$g
 done
 expect_eq gc_then_del "$(pod_name gc1)" ""
+# Networks are told apart by a hash of their names. Two names of one
+# 32-bit FNV-1a (found by a birthday search in under a second; a tenant
+# names its Multus networks) were one network to GC: a GC of the one
+# removed the other's pods. Now 128 bits of SHA-256 are kept.
+fnv32() {	# fnv32 STRING: FNV-1a of 32 bits, as the ids up to v0.4
+	local s=$1 h=2166136261 i c
+	for ((i = 0; i < ${#s}; i++)); do
+		printf -v c '%d' "'${s:i:1}"
+		h=$(( ((h ^ c) * 16777619) & 0xffffffff ))
+	done
+	printf '%08x' "$h"
+}
+expect_eq gc_names_collide "$(fnv32 ci-net-34ac40)" "$(fnv32 ci-net-3a41f2)"
+conflist "$T/coll.conflist" 1.0.0 ci-net-34ac40 \
+	"$(jq -n --argjson i "$(ipam 10.123.13.0/24 coll)" '{type: "ptp", ipMasq: false, ipam: $i}')"
+mkns ${PREFIX}gcx
+rt ADD "$T/coll.conflist" "$(cid 141)" /run/netns/${PREFIX}gcx "K8S_POD_NAME=gcx" >/dev/null
+expect_eq gc_collide_added "$(pod_name gcx)" gcx
+out=$(pi_direct GC "$(podconf 1.1.0 "" '{"name": "ci-net-3a41f2", "cni.dev/valid-attachments": []}')" "" "" "" "")
+expect_eq gc_other_network_kept "$?:$out $(pod_name gcx)" "0: gcx"
+out=$(pi_direct GC "$(podconf 1.1.0 "" '{"name": "ci-net-34ac40", "cni.dev/valid-attachments": []}')" "" "" "" "")
+expect_eq gc_own_network_removes "$?:$out $(pod_name gcx)" "0: "
+rt DEL "$T/coll.conflist" "$(cid 141)" /run/netns/${PREFIX}gcx >/dev/null
+ip netns del ${PREFIX}gcx
+# Records an earlier podinject made (the network's 32-bit hash in their
+# ids) are still their attachments': CHECK and DEL find them. GC takes
+# one only when its device is gone: another network may share its hash.
+jq '.plugins |= .[:1]' "$T/ptp10.conflist" >"$T/ptponly.conflist"
+for g in 1 2; do
+	mkns ${PREFIX}lg$g
+	res=$(rt ADD "$T/ptponly.conflist" "$(cid 15$g)" /run/netns/${PREFIX}lg$g)
+	"$PI" -N $NODE pod adopt lg$g --netns ${PREFIX}lg$g \
+		--dev "$(jq -r '.interfaces[0].name' <<<"$res")" --ifname eth0 \
+		--ip "$(jq -r '.ips[0].address' <<<"$res" | cut -d/ -f1)" \
+		--attach-id "cni:$(fnv32 ${PREFIX}ptp):$(cid 15$g):eth0" >/dev/null
+done
+expect_eq legacy_adopted "$(pod_name lg1) $(pod_name lg2)" "lg1 lg2"
+rt CHECK "$T/ptp10.conflist" "$(cid 151)" /run/netns/${PREFIX}lg1 >"$T/lgcheck"
+expect_eq legacy_check "$? $(cat "$T/lgcheck")" "0 "
+ip netns del ${PREFIX}lg2
+out=$(pi_direct GC "$(podconf 1.1.0 "" '{"cni.dev/valid-attachments": []}')" "" "" "" "")
+expect_eq legacy_gc "$?:$out $(pod_name lg1) $(pod_name lg2)" "0: lg1 "
+rt DEL "$T/ptp10.conflist" "$(cid 151)" /run/netns/${PREFIX}lg1 >/dev/null
+expect_eq legacy_del "$? $(pod_name lg1)" "0 "
+rt DEL "$T/ptp10.conflist" "$(cid 152)" "" >/dev/null
+ip netns del ${PREFIX}lg1
 # GC in main mode: the removed pod's address goes with it (IPAM DEL of its
 # attachment, as its DEL would have done), and GC is passed on to the IPAM
 # plugin with the same list. No IPAM plugin here takes cniVersion 1.1.0
