@@ -50,8 +50,12 @@
  * bundle or new identity files; the other end's certificate in the
  * session is checked again against the connection's address.
  *
+ * --relay-budget BYTES is what one direction of a connection moves in one
+ * turn of the loop at most (RELAY_BUDGET).
+ *
  *   podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]
- *                   [--client-max N] [--tls-dir DIR --tls-ca FILE
+ *                   [--client-max N] [--relay-budget BYTES]
+ *                   [--tls-dir DIR --tls-ca FILE
  *                   [--tls-trust-domain TD] [--inbound [--permissive]]
  *                   [--no-ktls] [--tls-resume SECONDS]] PORT
  */
@@ -94,6 +98,13 @@
 /* A TLS record's plaintext at most (2^14) and its content type */
 #define TLS_RECORD_MAX	(16384 + 256)
 #define TLS_BUF		(64 << 10)	/* per direction of a TLS connection */
+/* What one direction of a connection moves in one turn of the loop at
+ * most. The loop is single-threaded: a bulk transfer whose both ends keep
+ * up would move on for as long as it lasts, and every other connection,
+ * accept and timer wait. Where it stops, the connection runs again in the
+ * next turn (the `again` list), after the events that came meanwhile. */
+#define RELAY_BUDGET	(256 << 10)
+#define RELAY_BUDGET_MIN	4096
 #define RELOAD_MS	1000	/* identity and CA files checked at most so often */
 #define IDENTITY_BUCKETS 1024
 /* Sessions an originating identity keeps for resumption, one for each
@@ -129,6 +140,7 @@ static int connect_timeout_ms = 5000;
 static int idle_ms = 600000;
 static int udp_idle_ms = 30000;
 static long client_max = 512;
+static long relay_budget = RELAY_BUDGET;
 static long conn_max, session_max;	/* from the open files limit */
 static int ep;
 /* Kept open to be given up at the open files limit: with it, a pending
@@ -166,6 +178,8 @@ struct half {
 	bool eof;		/* `in` said EOF */
 	bool shut;		/* `out` got SHUT_WR */
 	unsigned long long bytes;
+	long budget;		/* bytes left to move in this turn */
+	bool gave_way;		/* stopped at its budget, more to move */
 };
 
 /* What one client address holds, against client_max. */
@@ -229,6 +243,8 @@ struct conn {
 	/* what each side is watched for in epoll: a change only is told */
 	uint32_t client_events, upstream_events;
 	bool dead;		/* closed; freed after the event batch */
+	bool on_again;		/* on the `again` list */
+	struct conn *again_next;
 	struct conn *prev, *next;
 };
 
@@ -244,6 +260,10 @@ struct udp_session {
 
 static struct conn *conns, *graveyard;
 static struct conn *flushing;	/* connections whose FIN waits for kTLS */
+/* Relays that gave way at their budget: run in the next turn, event or
+ * not (OpenSSL may hold what no epoll event announces). */
+static struct conn *again;
+static unsigned long long gave_way;	/* relays that did (-v) */
 static struct udp_session *sessions;
 static struct udp_session *session_hash[SESSION_BUCKETS];
 static struct client *client_hash[CLIENT_BUCKETS];
@@ -733,6 +753,14 @@ static void conn_free(struct conn *c, bool reset, const char *why)
 		client_put(c->who);
 		c->who = NULL;
 	}
+	if (c->on_again) {
+		struct conn **pp = &again;
+
+		while (*pp != c)
+			pp = &(*pp)->again_next;
+		*pp = c->again_next;
+		c->on_again = false;
+	}
 	/* Later events of this batch may still name it. */
 	c->dead = true;
 	c->next = graveyard;
@@ -771,6 +799,10 @@ static int splice_through(struct half *h, int in, int out)
 			h->queued -= n;
 			h->bytes += n;
 			h->full = false;
+			if ((h->budget -= n) <= 0) {
+				h->gave_way = true;
+				break;
+			}
 			continue;
 		}
 		if (n < 0 && errno != EAGAIN)
@@ -1938,6 +1970,10 @@ static int tls_pump_encrypt(struct conn *c)
 				tls_took(h, r);
 				h->want = 0;
 				moved = true;
+				if ((h->budget -= r) <= 0) {
+					h->gave_way = true;
+					break;
+				}
 			} else {
 				if (!tls_retry(c, h, r))
 					return -1;
@@ -2018,6 +2054,10 @@ static int tls_pump_decrypt(struct conn *c)
 			if (n > 0) {
 				tls_took(h, n);
 				moved = true;
+				if ((h->budget -= n) <= 0) {
+					h->gave_way = true;
+					break;
+				}
 			} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
 				return -1;
 			}
@@ -2085,8 +2125,36 @@ static void tls_rearm(struct conn *c)
 		conn_park(c, !plain_up, te);
 }
 
-/* Relays what can move; frees the connection when it is done or broken. */
+/* A turn's budget for both directions. */
+static void relay_begin(struct conn *c)
+{
+	c->up.budget = c->down.budget = relay_budget;
+	c->up.gave_way = c->down.gave_way = false;
+}
+
+/* A relay that stopped at its budget runs again in the next turn. */
+static void relay_end(struct conn *c)
+{
+	if (c->dead || c->on_again || !(c->up.gave_way || c->down.gave_way))
+		return;
+	gave_way++;
+	c->on_again = true;
+	c->again_next = again;
+	again = c;
+}
+
+static void tls_relay_turn(struct conn *c);
+
+/* Relays what can move, within the turn's budget; frees the connection
+ * when it is done or broken. */
 static void tls_relay(struct conn *c)
+{
+	relay_begin(c);
+	tls_relay_turn(c);
+	relay_end(c);
+}
+
+static void tls_relay_turn(struct conn *c)
 {
 	unsigned long long before = c->up.bytes + c->down.bytes;
 
@@ -2309,6 +2377,36 @@ static void inbound_sniff(struct conn *c)
 	inbound_plaintext(c, "");
 }
 
+static void plain_relay_turn(struct conn *c)
+{
+	unsigned long long before = c->up.bytes + c->down.bytes;
+
+	if (pump(&c->up, c->client, c->upstream) ||
+	    pump(&c->down, c->upstream, c->client)) {
+		conn_free(c, true, "reset");
+		return;
+	}
+	if (c->up.bytes + c->down.bytes != before)
+		c->last = pi_mono_ms();
+	if (c->up.shut && c->down.shut) {
+		conn_free(c, false, "done");
+		return;
+	}
+	conn_rearm(c);
+}
+
+/* One turn of a connected connection's relay, plaintext or TLS. */
+static void conn_relay(struct conn *c)
+{
+	if (c->ssl) {
+		tls_relay(c);
+		return;
+	}
+	relay_begin(c);
+	plain_relay_turn(c);
+	relay_end(c);
+}
+
 static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 {
 	if (c->sniffing) {
@@ -2375,26 +2473,7 @@ static void conn_event(struct conn *c, bool upstream_side, uint32_t events)
 		/* inbound over TLS: the handshake was done before the
 		 * upstream was tried; the relay starts */
 	}
-	if (c->ssl) {
-		tls_relay(c);
-		return;
-	}
-	{
-		unsigned long long before = c->up.bytes + c->down.bytes;
-
-		if (pump(&c->up, c->client, c->upstream) ||
-		    pump(&c->down, c->upstream, c->client)) {
-			conn_free(c, true, "reset");
-			return;
-		}
-		if (c->up.bytes + c->down.bytes != before)
-			c->last = pi_mono_ms();
-	}
-	if (c->up.shut && c->down.shut) {
-		conn_free(c, false, "done");
-		return;
-	}
-	conn_rearm(c);
+	conn_relay(c);
 }
 
 /* A listener whose accept cannot take a descriptor stays readable: it is
@@ -2885,6 +2964,7 @@ static int parse_args(int argc, char **argv, long *port)
 		{ "permissive", no_argument, NULL, 'P' },
 		{ "no-ktls", no_argument, NULL, 'K' },
 		{ "tls-resume", required_argument, NULL, 'R' },
+		{ "relay-budget", required_argument, NULL, 'B' },
 		{ 0 },
 	};
 	long v = 0;
@@ -2906,7 +2986,8 @@ static int parse_args(int argc, char **argv, long *port)
 			continue;
 		}
 		if (c != 'v' && c != '?' &&
-		    (v = number(optarg, 1, c == 'm' ? 1000000 :
+		    (v = number(optarg, c == 'B' ? RELAY_BUDGET_MIN : 1,
+				c == 'm' ? 1000000 :
 				c == 'R' ? RESUME_MAX_S : INT32_MAX)) < 0) {
 			fprintf(stderr, "podinject-proxy: bad value '%s'\n",
 				optarg);
@@ -2919,6 +3000,7 @@ static int parse_args(int argc, char **argv, long *port)
 		case 'u': udp_idle_ms = v; break;
 		case 'm': client_max = v; break;
 		case 'R': tls_resume_s = v; break;
+		case 'B': relay_budget = v; break;
 		default: return 2;
 		}
 	}
@@ -3041,6 +3123,8 @@ static int serve_wait_ms(void)
 {
 	long long left;
 
+	if (again)
+		return 0;
 	if (!flushing)
 		return EXPIRE_EVERY_MS;
 	left = flush_due - pi_mono_ms();
@@ -3057,6 +3141,21 @@ static void graveyard_empty(void)
 
 		graveyard = g->next;
 		free(g);
+	}
+}
+
+/* The relays that gave way in the last turn, each one turn more. */
+static void relay_again(void)
+{
+	struct conn *list = again;
+
+	again = NULL;
+	while (list) {
+		struct conn *c = list;
+
+		list = c->again_next;
+		c->on_again = false;
+		conn_relay(c);
 	}
 }
 
@@ -3094,6 +3193,7 @@ static void serve(void)
 				break;
 			}
 		}
+		relay_again();
 		flush_check();
 		expire();
 		listeners_resume();
@@ -3137,7 +3237,8 @@ int main(int argc, char **argv)
 	bad = parse_args(argc, argv, &port);
 	if (bad == 2)
 		fprintf(stderr, "usage: podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]\n"
-			"                       [--client-max N] [--tls-dir DIR --tls-ca FILE\n"
+			"                       [--client-max N] [--relay-budget BYTES]\n"
+			"                       [--tls-dir DIR --tls-ca FILE\n"
 			"                       [--tls-trust-domain TD] [--inbound [--permissive]]\n"
 			"                       [--no-ktls] [--tls-resume SECONDS]] PORT\n");
 	if (bad)
@@ -3167,7 +3268,7 @@ int main(int argc, char **argv)
 	serve();
 	shut_down(lfds);
 	if (verbose)
-		fprintf(stderr, "podinject-proxy: stopped (%llu dropped at the open files limit, %llu refused)\n",
-			shed, refused);
+		fprintf(stderr, "podinject-proxy: stopped (%llu dropped at the open files limit, %llu refused, %llu relay turns gave way)\n",
+			shed, refused, gave_way);
 	return 0;
 }

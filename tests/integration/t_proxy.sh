@@ -12,7 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=48
+EXPECT=52
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -40,7 +40,7 @@ expect_eq head_roles_written "$(head_roles $X tp-c) $(head_roles $X tp-p) $(head
 	"$((ROLE_KNOWN | 2)) $((ROLE_KNOWN | 1 | 8)) 0"
 
 start_proxy() {
-	ip netns exec tp-p "$BUILD/podinject-proxy" -v --connect-timeout 30000 15001 >/tmp/tp$$.px 2>/tmp/tp$$.pxlog </dev/null &
+	ip netns exec tp-p "$BUILD/podinject-proxy" -v --connect-timeout 30000 "$@" 15001 >/tmp/tp$$.px 2>/tmp/tp$$.pxlog </dev/null &
 	PROXY_PID=$!
 	clients=()
 	for _ in $(seq 50); do grep -q ready /tmp/tp$$.px 2>/dev/null && return; sleep 0.1; done
@@ -253,9 +253,29 @@ out=$(in_ns tp-c "$PINET" tcp-connect --timeout 5000 $S 8086 --send 300000 --abo
 wait $srv
 expect_eq client_reset_reaches_server "$(sed -n 2p <<<"$out" | cut -d' ' -f1) $(grep -c '^accept' /tmp/tp$$.rst) $(grep -c '^conn-reset' /tmp/tp$$.rst) $(grep -c '^conn-done' /tmp/tp$$.rst)" "aborted 1 1 0"
 
+# A turn of the proxy's loop moves at most --relay-budget bytes a
+# direction (256 KiB by default), then the connection runs again in the
+# next turn: a bulk transfer whose two ends keep up held the one-threaded
+# loop for as long as it lasted, every other connection, accept and
+# timer waiting. With 4 KiB nearly every turn of a transfer gives way:
+# its bytes still arrive whole, both ways, and the proxy counts the turns.
+kill $PROXY_PID
+wait $PROXY_PID 2>/dev/null
+start_proxy --relay-budget 4096
+check budget_small_8MiB proxied_pair tp-s $S 8388608
+in_ns tp-s "$PINET" tcp-server 8087 --echo --timeout 10000 >/dev/null &
+srv=$!
+wait_tcp_listen tp-s 8087 >/dev/null
+check budget_small_echo in_ns tp-c "$PINET" tcp-connect --timeout 10000 $S 8087 --send 4000000 --expect-echo
+wait $srv
+out=$(ip netns exec tp-p timeout 5 "$BUILD/podinject-proxy" --relay-budget 4095 15002 2>&1 </dev/null)
+expect_eq budget_refused_below_4096 "$? $out" "1 podinject-proxy: bad value '4095'"
+
 # Killing the proxy: new connections fail fast with a reset.
 kill $PROXY_PID
 wait $PROXY_PID 2>/dev/null
+gave=$(sed -n 's/.* \([0-9]*\) relay turns gave way.*/\1/p' /tmp/tp$$.pxlog)
+check budget_turns_gave_way test "${gave:-0}" -gt 100
 t0=$(now_ms)
 out=$(in_ns tp-c "$PINET" tcp-connect --timeout 5000 $S 8080 2>&1)
 t1=$(now_ms)
