@@ -158,7 +158,7 @@ static bool ktls_off;		/* --no-ktls: OpenSSL does the records */
 static long tls_resume_s;
 
 enum kind { K_LISTEN_TCP, K_LISTEN_UDP, K_SIGNAL, K_CLIENT, K_UPSTREAM,
-	    K_UDP_UP };
+	    K_UDP_UP, K_UDP_REPLY };
 
 struct tag {
 	enum kind kind;
@@ -251,7 +251,7 @@ struct conn {
 struct udp_session {
 	struct sockaddr_storage client, orig;
 	int up, reply;
-	struct tag tag;
+	struct tag tag, rtag;
 	long long last;
 	struct client *who;
 	struct udp_session *next;	/* all sessions, for expiry */
@@ -2683,6 +2683,8 @@ static struct udp_session *udp_session(const struct sockaddr_storage *client,
 	s->who = who;
 	s->tag = (struct tag){ K_UDP_UP, s };
 	ep_set(s->up, &s->tag, EPOLLIN, true);
+	s->rtag = (struct tag){ K_UDP_REPLY, s };
+	ep_set(s->reply, &s->rtag, EPOLLIN, true);
 	s->next = sessions;
 	sessions = s;
 	s->hnext = *head;
@@ -2753,6 +2755,39 @@ static void recv_udp(int lfd)
 		}
 		if (!orig.ss_family)
 			continue;
+		s = udp_session(&client, &orig);
+		if (!s)
+			continue;
+		s->last = pi_mono_ms();
+		send(s->up, buf, n, 0);
+	}
+}
+
+/*
+ * A client's datagram that came in fragments: the datapath steers each
+ * fragment to the proxy, but the kernel forgets the socket it was given
+ * when it puts them back together, and looks the datagram up by its
+ * address: the original destination's, where a session's reply socket
+ * is bound. Read there, it goes upstream as the listener's would (its
+ * client's session, made if it has none: any session's reply socket
+ * bound to that destination may get it). A client's first datagram to a
+ * destination finds no socket bound there yet when it is fragmented, and
+ * is lost (docs/proxy.md).
+ */
+static void udp_reassembled(struct udp_session *at)
+{
+	static char buf[UDP_MAX];
+	const struct sockaddr_storage orig = at->orig;
+
+	for (int i = 0; i < BATCH; i++) {
+		struct sockaddr_storage client;
+		socklen_t len = sizeof(client);
+		struct udp_session *s;
+		ssize_t n = recvfrom(at->reply, buf, sizeof(buf), 0,
+				     (void *)&client, &len);
+
+		if (n < 0)
+			return;
 		s = udp_session(&client, &orig);
 		if (!s)
 			continue;
@@ -3190,6 +3225,9 @@ static void serve(void)
 				break;
 			case K_UDP_UP:
 				udp_reply(t->owner);
+				break;
+			case K_UDP_REPLY:
+				udp_reassembled(t->owner);
 				break;
 			}
 		}

@@ -4,7 +4,8 @@
  * tcp-connect --sha256) libcrypto's digest only.
  *
  *   pinet udp-recv [-6] PORT COUNT TIMEOUT_MS
- *   pinet udp-send [-6] [--bind SRC] [--ports N] DST PORT COUNT [SIZE]
+ *   pinet udp-send [-6] [--bind SRC] [--ports N] [--first SIZE [--delay MS]]
+ *                  DST PORT COUNT [SIZE]
  *   pinet tcp-server [-6] PORT [--count N] [--echo] [--sink] [--timeout MS]
  *                    [--delay MS] [--send BYTES]
  *   pinet tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS] DST PORT
@@ -26,7 +27,9 @@
  * a link-local one takes its device as ADDR%DEV. udp-send --hopopts puts
  * an IPv6 hop-by-hop options header (one PadN) on every datagram;
  * udp-send --ports N sends to PORT, PORT+1, ... PORT+N-1 in turn (a
- * client opening many flows). tcp-server --delay MS waits that long after
+ * client opening many flows); udp-send --first SIZE makes the first
+ * datagram SIZE bytes, and --delay MS waits that long after it (a flow
+ * whose later datagrams are larger). tcp-server --delay MS waits that long after
  * each accept before it reads (a slow server: the sender meets
  * backpressure).
  * Listening -6 sockets are IPv6-only (no ::ffff:a.b.c.d peers).
@@ -181,6 +184,7 @@ enum {
 	OPT_SHA256	= 1 << 14,
 	OPT_PAUSE	= 1 << 15,
 	OPT_ABORT	= 1 << 16,
+	OPT_FIRST	= 1 << 17,
 };
 
 struct opts {
@@ -194,6 +198,7 @@ struct opts {
 	long delay_ms;
 	long pause_ms;
 	long ports;
+	long first;
 	const char *pos[8];
 	int npos;
 };
@@ -204,8 +209,8 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: %s udp-recv [-6] PORT COUNT TIMEOUT_MS\n"
-		"       %s udp-send [-6] [--bind SRC] [--hopopts] [--ports N] DST PORT\n"
-		"                COUNT [SIZE]\n"
+		"       %s udp-send [-6] [--bind SRC] [--hopopts] [--ports N]\n"
+		"                [--first SIZE [--delay MS]] DST PORT COUNT [SIZE]\n"
 		"       %s tcp-server [-6] PORT [--count N] [--echo] [--sink]\n"
 		"                  [--timeout MS] [--delay MS] [--send BYTES]\n"
 		"       %s tcp-connect [-6] [--bind SRC] [--sport PORT] [--timeout MS]\n"
@@ -291,6 +296,8 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 			bit = OPT_LATENCY;
 		else if (!strcmp(a, "--abort"))
 			bit = OPT_ABORT;
+		else if (!strcmp(a, "--first"))
+			bit = OPT_FIRST;
 		else if (a[0] == '-' && a[1])
 			return -1;
 		else {
@@ -302,7 +309,8 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 		if (!(allowed & bit))
 			return -1;
 		if (bit & (OPT_BIND | OPT_TIMEOUT | OPT_COUNT | OPT_SEND |
-			   OPT_SPORT | OPT_DELAY | OPT_PORTS | OPT_PAUSE)) {
+			   OPT_SPORT | OPT_DELAY | OPT_PORTS | OPT_PAUSE |
+			   OPT_FIRST)) {
 			if (++i == argc)
 				return -1;
 			val = argv[i];
@@ -348,6 +356,11 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 		case OPT_PORTS:
 			o->ports = number(val, 1, 65535);
 			if (o->ports < 0)
+				return -1;
+			break;
+		case OPT_FIRST:
+			o->first = number(val, 0, 65507);
+			if (o->first < 0)
 				return -1;
 			break;
 		}
@@ -612,7 +625,8 @@ static int cmd_udp_send(int argc, char **argv)
 	union sa dst;
 	struct opts o;
 
-	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_HOPOPTS | OPT_PORTS, &o) ||
+	if (parse(argc, argv, OPT_6 | OPT_BIND | OPT_HOPOPTS | OPT_PORTS |
+		  OPT_FIRST | OPT_DELAY, &o) ||
 	    o.npos < 3 || o.npos > 4)
 		return usage();
 	family = family_of(&o, o.pos[0]);
@@ -628,7 +642,7 @@ static int cmd_udp_send(int argc, char **argv)
 	    make_sa(family, o.pos[0], port, &dst) < 0)
 		return usage();
 
-	for (i = 0; i < size; i++)
+	for (i = 0; i < (size > o.first ? size : o.first); i++)
 		buf[i] = pattern(i);
 	fd = new_socket(family, SOCK_DGRAM);
 	if (fd < 0)
@@ -653,12 +667,15 @@ static int cmd_udp_send(int argc, char **argv)
 	}
 	for (i = 0; i < count; i++) {
 		uint16_t p = htons(port + i % o.ports);
+		long len = i == 0 && (o.seen & OPT_FIRST) ? o.first : size;
 
+		if (i == 1 && o.delay_ms)
+			usleep(o.delay_ms * 1000);
 		if (family == AF_INET6)
 			dst.in6.sin6_port = p;
 		else
 			dst.in.sin_port = p;
-		if (sendto(fd, buf, size, 0, &dst.sa, sa_len(&dst)) < 0) {
+		if (sendto(fd, buf, len, 0, &dst.sa, sa_len(&dst)) < 0) {
 			if (errno == EINTR) {
 				i--;
 				continue;
