@@ -56,7 +56,8 @@
  *   podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]
  *                   [--client-max N] [--relay-budget BYTES]
  *                   [--tls-dir DIR --tls-ca FILE
- *                   [--tls-trust-domain TD] [--inbound [--permissive]]
+ *                   [--tls-trust-domain TD]
+ *                   [--inbound [--permissive [--permissive-wait MS]]]
  *                   [--no-ktls] [--tls-resume SECONDS]] PORT
  */
 #include <arpa/inet.h>
@@ -120,8 +121,11 @@
 #define BACKOFF_MS	100
 #define EXPIRE_EVERY_MS	100
 /* --permissive: how long a client may say nothing before it is taken for
- * a plaintext one whose server speaks first */
-#define PERMISSIVE_SNIFF_MS	300
+ * a plaintext one whose server speaks first (--permissive-wait). A TLS
+ * client sends its hello at once, but "at once" is late for a pod held by
+ * its CPU quota or a loaded machine: at 300 ms the kernel lab's guests
+ * sent some hellos later, which went to the server as plaintext. */
+#define PERMISSIVE_WAIT_MS	1000
 /* How often a connection whose FIN waits for kTLS's held records looks
  * again (ktls_flushed): soon at first, as the records usually go within
  * a few milliseconds; then, while TCP takes nothing more of them (a peer
@@ -151,6 +155,8 @@ static const char *tls_dir, *tls_ca, *tls_td;
 /* TLS termination instead (--inbound), and whether a client that does
  * not speak TLS is relayed in plaintext rather than reset. */
 static bool inbound, permissive;
+static long permissive_wait_ms = PERMISSIVE_WAIT_MS;
+static bool permissive_wait_set;
 static bool ktls_kernel;	/* the kernel has the "tls" TCP ULP, and it is used */
 static bool ktls_off;		/* --no-ktls: OpenSSL does the records */
 /* --tls-resume SECONDS: a TLS 1.3 session may be resumed for so long
@@ -2603,12 +2609,12 @@ static void accept_tcp(struct listener *l)
 			/* TLS or not is the client's first byte's to say,
 			 * within the connect timeout; nothing goes upstream
 			 * before (inbound_sniff). Permissive, a client silent
-			 * for PERMISSIVE_SNIFF_MS is plaintext: its protocol's
+			 * for permissive_wait_ms is plaintext: its protocol's
 			 * server speaks first (SMTP, MySQL), where a TLS
 			 * client sends its hello at once. */
 			c->sniffing = true;
-			if (permissive && connect_timeout_ms > PERMISSIVE_SNIFF_MS)
-				c->deadline = c->last + PERMISSIVE_SNIFF_MS;
+			if (permissive && connect_timeout_ms > permissive_wait_ms)
+				c->deadline = c->last + permissive_wait_ms;
 			conn_watch(c, false, EPOLLIN, true);
 			continue;
 		}
@@ -2942,6 +2948,10 @@ static bool tls_args_ok(void)
 	struct stat st = { 0 };
 
 	/* never a plaintext fallback where the proxy originates TLS */
+	if (permissive_wait_set && !permissive) {
+		fprintf(stderr, "podinject-proxy: --permissive-wait goes with --permissive\n");
+		return false;
+	}
 	if (permissive && !inbound) {
 		fprintf(stderr, "podinject-proxy: --permissive goes with --inbound\n");
 		return false;
@@ -2997,6 +3007,7 @@ static int parse_args(int argc, char **argv, long *port)
 		{ "tls-trust-domain", required_argument, NULL, 'T' },
 		{ "inbound", no_argument, NULL, 'I' },
 		{ "permissive", no_argument, NULL, 'P' },
+		{ "permissive-wait", required_argument, NULL, 'W' },
 		{ "no-ktls", no_argument, NULL, 'K' },
 		{ "tls-resume", required_argument, NULL, 'R' },
 		{ "relay-budget", required_argument, NULL, 'B' },
@@ -3036,6 +3047,10 @@ static int parse_args(int argc, char **argv, long *port)
 		case 'm': client_max = v; break;
 		case 'R': tls_resume_s = v; break;
 		case 'B': relay_budget = v; break;
+		case 'W':
+			permissive_wait_ms = v;
+			permissive_wait_set = true;
+			break;
 		default: return 2;
 		}
 	}
@@ -3277,7 +3292,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: podinject-proxy [-v] [--connect-timeout MS] [--idle MS] [--udp-idle MS]\n"
 			"                       [--client-max N] [--relay-budget BYTES]\n"
 			"                       [--tls-dir DIR --tls-ca FILE\n"
-			"                       [--tls-trust-domain TD] [--inbound [--permissive]]\n"
+			"                       [--tls-trust-domain TD]\n"
+			"                       [--inbound [--permissive [--permissive-wait MS]]]\n"
 			"                       [--no-ktls] [--tls-resume SECONDS]] PORT\n");
 	if (bad)
 		return bad;

@@ -17,7 +17,7 @@
 #       plaintext client reaching a plaintext server through mTLS
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=66
+EXPECT=67
 PREFIX=mi-
 X=mi-x
 A=10.244.0.10
@@ -79,7 +79,8 @@ proxy_args_refused() {
 	in_ns mi-p $p --inbound 15006 2>$T/err </dev/null; rc=$?
 	[ $rc = 1 ] && grep -q -- "--inbound needs --tls-dir and --tls-ca" $T/err &&
 	! in_ns mi-p $p --tls-dir $T/ca --tls-ca $T/ca/ca.pem --permissive 15006 2>/dev/null </dev/null &&
-	! in_ns mi-p $p --inbound --tls-dir $T/ca 15006 2>/dev/null </dev/null ||
+	! in_ns mi-p $p --inbound --tls-dir $T/ca 15006 2>/dev/null </dev/null &&
+	! in_ns mi-p $p --inbound --tls-dir $T/ca --tls-ca $T/ca/ca.pem --permissive-wait 500 15006 2>/dev/null </dev/null ||
 		{ echo "rc $rc: $(cat $T/err)"; return 1; }
 }
 check proxy_bad_args proxy_args_refused
@@ -323,7 +324,7 @@ expect_eq resume_chain_bounded "$(chain_bounded)" "no yes yes no yes"
 
 # 6b. Permissive: a client that does not speak TLS is relayed as the
 #     plaintext proxy relays it, whoever speaks first: a client silent for
-#     300 ms (its server speaks first: SMTP, MySQL) and a client that
+#     1 s (--permissive-wait; its server speaks first: SMTP, MySQL) and a client that
 #     half-closes before a word are plaintext too (before 2026-12-06: the
 #     first was reset at the connect timeout, the second dropped as gone;
 #     the protected pod saw neither)
@@ -352,6 +353,15 @@ out=$(in_ns mi-a "$BUILD/pinet" tcp-connect --timeout 8000 $B 8080 --send 0 2>&1
 wait $SRV
 expect_eq permissive_client_end_first "$(grep -o '^done sent 0 received 5000' <<<"$out") $(awk '/^accept/ {print $2}' $T/srv)" "done sent 0 received 5000 $A"
 expect_eq permissive_said "$(grep -c '^plaintext (permissive, the client silent)' $T/mi-p.log) $(grep -c "^plaintext (permissive, the client's end first)" $T/mi-p.log)" "1 1"
+# A TLS client whose hello comes late (a pod held by its CPU quota, a
+# loaded machine) is still a TLS client: a client is taken for a silent
+# plaintext one after --permissive-wait (1 s by default). Before, 300 ms:
+# a hello 500 ms late went to mi-b as plaintext and the handshake failed
+# (the kernel lab's guests met it).
+server_bg 8080
+tlsc_from mi-a --cert $T/ca/$A/cert.pem --key $T/ca/$A/key.pem --send 1000 --hello-delay 500 >$T/cli 2>&1
+wait $SRV
+check permissive_late_hello_terminated grep -q "^ok verified spiffe://mi.test/ns/mi/pod/mi-b bytes-sent 1000 bytes-received 1000 " $T/cli
 
 # 7. Done connections leave the flow tables
 check flows_gone inbound_flows_gone $X

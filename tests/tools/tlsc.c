@@ -6,7 +6,7 @@
  *
  *   tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE
  *        [--send BYTES | --stdin] [--expect-ip ADDR] [--timeout MS]
- *        [--sess-in FILE] [--sess-out FILE]
+ *        [--sess-in FILE] [--sess-out FILE] [--hello-delay MS]
  *   tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE --count N [--resume]
  *        [--expect-ip ADDR] [--timeout MS]
  *
@@ -36,6 +36,8 @@
  *                 line's "resumed" says whether the server took it
  *   --sess-out F  write the last session ticket the server sent to F (PEM;
  *                 exit 1 after the line when it sent none)
+ *   --hello-delay MS  connected, wait that long before the hello (a client
+ *                 held by its CPU quota or a loaded machine)
  *
  * With --count N instead: N connections one after the other, each reading
  * to the server's end and sending nothing, timed from before its connect
@@ -77,6 +79,7 @@ static struct {
 	long count;		/* --count: connections in a loop (0: one, the line) */
 	long long send;
 	long timeout_ms;
+	long hello_delay_ms;	/* --hello-delay: connected, silent that long */
 	const char *addr, *cert, *key, *ca, *expect_ip, *sess_in, *sess_out;
 	long port;
 } o = { .timeout_ms = 10000 };
@@ -85,7 +88,7 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE\n"
 		"            [--send BYTES | --stdin] [--expect-ip ADDR] [--timeout MS]\n"
-		"            [--sess-in FILE] [--sess-out FILE]\n"
+		"            [--sess-in FILE] [--sess-out FILE] [--hello-delay MS]\n"
 		"       tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE --count N [--resume]\n"
 		"            [--expect-ip ADDR] [--timeout MS]\n");
 	return 2;
@@ -105,6 +108,7 @@ static bool parse(int argc, char **argv)
 		{ "sess-out", required_argument, NULL, 'O' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "resume", no_argument, NULL, 'r' },
+		{ "hello-delay", required_argument, NULL, 'd' },
 		{ 0 },
 	};
 	bool sent = false;
@@ -123,6 +127,7 @@ static bool parse(int argc, char **argv)
 		case 'O': o.sess_out = optarg; break;
 		case 'n': o.count = number(optarg, 1, 10000000); if (o.count < 0) return false; break;
 		case 'r': o.resume = true; break;
+		case 'd': o.hello_delay_ms = number(optarg, 0, 600000); if (o.hello_delay_ms < 0) return false; break;
 		case 't': o.timeout_ms = number(optarg, 1, 86400000); if (o.timeout_ms < 0) return false; break;
 		default: return false;
 		}
@@ -597,6 +602,8 @@ int main(int argc, char **argv)
 		why = "setup";
 		goto refused;
 	}
+	if (o.hello_delay_ms)
+		usleep(o.hello_delay_ms * 1000);
 	why = handshake(ssl, fd);
 	if (why)
 		goto refused;
