@@ -195,11 +195,35 @@ static bool has_rule(const struct inject_state *s, bool inbound,
 				    r ? r : &tmp);
 }
 
+/* Whether a probe speaks for the pod now: an authorisation to inject as
+ * the pod whose injector is no pod (injectors are pods or the probe's
+ * device). Its answers come through the reply hook until it ends, and its
+ * end releases the hook itself. */
+static bool probed(const struct pi_node *n, const struct inject_state *s,
+		   const struct pi_pod_info *pod)
+{
+	struct pi_inject_key key, next, *prev = NULL;
+	struct pi_inject_target t;
+	struct pi_pod_info other;
+
+	while (!bpf_map_get_next_key(s->maps[IM_AUTH], prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(s->maps[IM_AUTH], &key, &t) ||
+		    t.target_ifindex != pod->ifindex)
+			continue;
+		if (bpf_map_lookup_elem(n->maps[M_PODS], &key.injector_ifindex,
+					&other) && errno == ENOENT)
+			return true;
+	}
+	return false;
+}
+
 void reply_hook_release(const struct pi_node *n, const struct inject_state *s,
 			const struct pi_pod_info *pod)
 {
 	if (has_rule(s, false, pod->ifindex, NULL) ||
-	    has_rule(s, true, pod->ifindex, NULL))
+	    has_rule(s, true, pod->ifindex, NULL) || probed(n, s, pod))
 		return;
 	detach_in_pod(n, s, pod, "reply");
 }

@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=171
+EXPECT=175
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -538,6 +538,25 @@ check probe_pod_link_kept test -e "$INJ/link_$("$PI" -N $X -j pod show probe | j
 expect_eq probe_pod_auth_kept "$("$PI" -N $X -j inject list | jq -r '[.[] | .injector + ">" + .as] | unique | join(",")')" "probe>tq-c"
 expect_eq probe_pod_injects_after "$(udp_from_probe 10)" 10
 rm -f /tmp/tq$$.i /tmp/tq$$.r /tmp/tq$$.bg /tmp/tq$$.ierr /tmp/tq$$.itime /tmp/tq$$.after
+
+# ---- A proxy rule taken away while a probe from the pod runs: the reply
+# hook is the probe's too, and stays until the probe ends. Before, `proxy
+# del` detached it, and the rest of the answers went to the pod's own
+# stack: the probe called them lost, and the pod saw replies to what it
+# never sent.
+icmp_in() { in_ns tq-a awk '/^Icmp:/ {n++} n == 2 && /^Icmp:/ {print $2; exit}' /proc/net/snmp; }
+hooks_pd=$(eth0_hooks)
+pi -N $X proxy add tq-d --port 15001 --for tq-a >/dev/null
+echo0=$(icmp_in)
+"$PI" -N $X -j probe --from tq-a --to $B --count 30 --interval 100 >/tmp/tq$$.pd 2>/dev/null &
+bg=$!
+sleep 1
+check probed_unproxied pi -N $X proxy del tq-d --for tq-a
+wait $bg
+expect_eq probed_unproxied_answered "$(jq -r '[.probes[].verdict] | group_by(.) | map("\(.[0]) \(length)") | join(",")' /tmp/tq$$.pd)" "answered 30"
+expect_eq probed_unproxied_pod_saw_none "$(( $(icmp_in) - echo0 ))" 0
+expect_eq probed_unproxied_hook_gone "$(eth0_hooks)" "$hooks_pd"
+rm -f /tmp/tq$$.pd
 
 # ---- The probe waits without the node's lock. Its source pod deleted
 # meanwhile and a pod of the same name, address and namespace name put in
