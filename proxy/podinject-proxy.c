@@ -2131,6 +2131,19 @@ static void tls_rearm(struct conn *c)
 		conn_park(c, !plain_up, te);
 }
 
+/* After a turn's pumps: when a byte last moved, and the end once both
+ * directions are shut (true: the connection is freed). */
+static bool relay_settle(struct conn *c, unsigned long long before)
+{
+	if (c->up.bytes + c->down.bytes != before)
+		c->last = pi_mono_ms();
+	if (c->up.shut && c->down.shut) {
+		conn_free(c, false, "done");
+		return true;
+	}
+	return false;
+}
+
 /* A turn's budget for both directions. */
 static void relay_begin(struct conn *c)
 {
@@ -2175,13 +2188,8 @@ static void tls_relay_turn(struct conn *c)
 		conn_free(c, true, c->why ? c->why : tls ? why : "reset");
 		return;
 	}
-	if (c->up.bytes + c->down.bytes != before)
-		c->last = pi_mono_ms();
-	if (c->up.shut && c->down.shut) {
-		conn_free(c, false, "done");
-		return;
-	}
-	tls_rearm(c);
+	if (!relay_settle(c, before))
+		tls_rearm(c);
 }
 
 /*
@@ -2392,13 +2400,8 @@ static void plain_relay_turn(struct conn *c)
 		conn_free(c, true, "reset");
 		return;
 	}
-	if (c->up.bytes + c->down.bytes != before)
-		c->last = pi_mono_ms();
-	if (c->up.shut && c->down.shut) {
-		conn_free(c, false, "done");
-		return;
-	}
-	conn_rearm(c);
+	if (!relay_settle(c, before))
+		conn_rearm(c);
 }
 
 /* One turn of a connected connection's relay, plaintext or TLS. */
