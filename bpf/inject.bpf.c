@@ -523,7 +523,7 @@ int proxy_assign(struct __sk_buff *skb)
 		 * its old ACK; the client resets it (which ends a TIME_WAIT
 		 * unless tcp_rfc1337 is set) and sends its SYN again within
 		 * milliseconds, to meet no TIME_WAIT: slower, but no stall. */
-		listener_key(&lk, f, p.family);
+		listener_key(&lk, f, p.family, IPPROTO_TCP);
 		known = bpf_map_lookup_elem(&proxy_listeners, &lk);
 		if (known)
 			bpf_sk_release(known);
@@ -532,11 +532,25 @@ int proxy_assign(struct __sk_buff *skb)
 		bpf_sk_release(sk);
 		return PI_PASS;
 	}
-	if (p.proto == IPPROTO_TCP)
+	if (p.proto == IPPROTO_TCP) {
 		sk = (struct bpf_sock *)bpf_skc_lookup_tcp(skb, &tuple, tlen,
 							   BPF_F_CURRENT_NETNS, 0);
-	else
+	} else {
 		sk = bpf_sk_lookup_udp(skb, &tuple, tlen, BPF_F_CURRENT_NETNS, 0);
+		/* A datagram in fragments: the kernel forgets this socket
+		 * when it puts them together, and looks the datagram up by
+		 * its destination (D), where proxy_lookup names the listener
+		 * put here. Put once: a closed listener leaves by itself. */
+		if (sk && p.frag == PKT_FRAG_FIRST) {
+			listener_key(&lk, f, p.family, IPPROTO_UDP);
+			known = bpf_map_lookup_elem(&proxy_listeners, &lk);
+			if (known)
+				bpf_sk_release(known);
+			else
+				bpf_map_update_elem(&proxy_listeners, &lk, sk,
+						    BPF_ANY);
+		}
+	}
 	/* No proxy listening: a SYN is answered with a reset so that the
 	 * client fails fast. The stack cannot answer itself: the reset's
 	 * source (D) is no address of the proxy's. A datagram, or another
@@ -557,13 +571,18 @@ assign:
 
 /*
  * In the proxy pod's namespace (BPF_SK_LOOKUP, attached by `proxy add`):
- * runs whenever the stack there looks for a listener. The lookup that
- * matters is the TIME_WAIT takeover of a captured flow's SYN, which
- * proxy_assign left to the stack: tcp_v4_rcv/tcp_v6_rcv (TCP_TW_SYN) ask
- * for a listener on D's port, where none is; this names the proxy's, so
- * the stack deschedules the TIME_WAIT and the listener gets the SYN, as
- * TPROXY's nf_tproxy_handle_time_wait4 does. Any other lookup, and any
- * flow without a known listener, goes on as if this were not here.
+ * runs whenever the stack there looks for a listener. Two lookups matter.
+ * The TIME_WAIT takeover of a captured flow's SYN, which proxy_assign left
+ * to the stack: tcp_v4_rcv/tcp_v6_rcv (TCP_TW_SYN) ask for a listener on
+ * D's port, where none is; this names the proxy's, so the stack
+ * deschedules the TIME_WAIT and the listener gets the SYN, as TPROXY's
+ * nf_tproxy_handle_time_wait4 does. And a captured datagram that came in
+ * fragments: the reassembly forgets the socket proxy_assign gave them,
+ * and the stack looks for one bound to D's address and port (none, or a
+ * session's reply socket, which is not read for them); this names the
+ * proxy's UDP listener, as the packet's own lookup would have (TPROXY
+ * reassembles before it assigns). Any other lookup, and any flow without
+ * a known listener, goes on as if this were not here.
  */
 SEC("sk_lookup")
 int proxy_lookup(struct bpf_sk_lookup *ctx)
@@ -573,11 +592,11 @@ int proxy_lookup(struct bpf_sk_lookup *ctx)
 	struct bpf_sock *sk;
 	struct pi_flow *f;
 
-	if (ctx->protocol != IPPROTO_TCP)
+	if (ctx->protocol != IPPROTO_TCP && ctx->protocol != IPPROTO_UDP)
 		return SK_PASS;
 	__builtin_memset(&k, 0, sizeof(k));
 	k.family = ctx->family;
-	k.proto = IPPROTO_TCP;
+	k.proto = ctx->protocol;
 	if (ctx->family == AF_INET) {
 		k.pod.a[0] = ctx->remote_ip4;
 		k.dst.a[0] = ctx->local_ip4;
@@ -609,7 +628,7 @@ int proxy_lookup(struct bpf_sk_lookup *ctx)
 		if (!f || !(f->flags & PI_FLOW_INBOUND))
 			return SK_PASS;
 	}
-	listener_key(&lk, f, ctx->family);
+	listener_key(&lk, f, ctx->family, ctx->protocol);
 	sk = bpf_map_lookup_elem(&proxy_listeners, &lk);
 	if (!sk)
 		return SK_PASS;

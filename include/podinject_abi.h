@@ -607,17 +607,27 @@ struct pi_flow_sweep {
  * push out another's. Counted in its pi_proxy_rule. */
 #define PI_DP_PROXY_FLOWS_PER_POD	(PI_MAX_FLOWS / 8)
 
-/* A proxy's TCP listener, for the kernel's TIME_WAIT takeover of a reused
- * 4-tuple (proxy_lookup). The proxy pod's host-side ifindex is part of the
- * key because bpf_sk_assign() in an sk_lookup program does not check the
- * namespace: one proxy's listener must never answer in another's. */
+/* A proxy's listener, for the lookups the stack makes after the datapath
+ * assigned a packet its socket (proxy_lookup): the TCP listener for the
+ * kernel's TIME_WAIT takeover of a reused 4-tuple, the UDP one for a
+ * datagram the kernel put back together from fragments (the assignment
+ * is forgotten in the reassembly). The proxy pod's host-side ifindex is
+ * part of the key because bpf_sk_assign() in an sk_lookup program does
+ * not check the namespace: one proxy's listener must never answer in
+ * another's. */
 struct pi_proxy_listener_key {
 	__u32 proxy_ifindex;
-	__u16 family;
+	__u16 family;			/* | PI_PROXY_LISTENER_UDP */
 	__u16 port;			/* host order */
 };
 
-#define PI_MAX_PROXY_LISTENERS	(2 * PI_DP_MAX_PODS)	/* a port per rule, 2 families */
+/* In pi_proxy_listener_key.family: the UDP listener (the TCP one has the
+ * bare family, as before UDP had entries) */
+#define PI_PROXY_LISTENER_UDP	0x8000
+
+/* a port per rule, 2 families (and as many UDP listeners, of the proxy
+ * pods whose captured datagrams came in fragments) */
+#define PI_MAX_PROXY_LISTENERS	(2 * PI_DP_MAX_PODS)
 
 /* Synthetic flows (probes): podinject's own injector device sends packets
  * with a pod's source address; the replies are taken at the pod's eth0

@@ -512,10 +512,11 @@ refused:
 }
 
 static __always_inline void listener_key(struct pi_proxy_listener_key *lk,
-					 const struct pi_flow *f, __u32 family)
+					 const struct pi_flow *f, __u32 family,
+					 __u32 proto)
 {
 	lk->proxy_ifindex = f->proxy_ifindex;
-	lk->family = family;
+	lk->family = family | (proto == IPPROTO_UDP ? PI_PROXY_LISTENER_UDP : 0);
 	lk->port = f->proxy_port;
 }
 

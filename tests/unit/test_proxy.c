@@ -551,6 +551,96 @@ out:
 	inject_bpf__destroy(fx.skel);
 }
 
+static int udp_listener(uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	if (fd >= 0 && bind(fd, (void *)&a, sizeof(a))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int lookup_run(struct px_fx *fx, int family, const char *remote,
+		      uint16_t rport, const char *local, uint16_t lport,
+		      int proto, uint64_t *cookie);
+
+/* A captured datagram in fragments: the kernel forgets the socket
+ * proxy_assign gave them when it puts them together, and looks the
+ * datagram up by its destination. proxy_assign registers the proxy's UDP
+ * listener at the first fragment, and proxy_lookup names it for that
+ * lookup (before, nobody: the datagram was lost). */
+UNIT_TEST(proxy_udp_fragments_find_the_listener_again)
+{
+	struct pi_dp_proxy_rule r = {};
+	struct px_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len, ufd = -1, tfd = -1;
+	uint64_t c;
+
+	if (!fx_setup(&fx, &r))
+		return;
+	nl_link_set_up(1);
+	auth(&fx, fx.if_pod, "127.0.0.1");
+	ufd = udp_listener(15001);
+	if (!ASSERT_TRUE(ufd >= 0, "udp listener"))
+		goto out;
+	/* a whole datagram: no listener registered (nothing to find again) */
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "127.0.0.1",
+		"127.0.0.1", IPPROTO_UDP, 47101, 47102, 0, 100 });
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "datagram captured");
+	/* (the test run cannot assign: no skb at tc ingress; what is
+	 * looked at is what proxy_assign puts in the map on the way) */
+	run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len, NULL);
+	ASSERT_EQ(listener_in_map(&fx, fx.if_proxy,
+				  AF_INET | PI_PROXY_LISTENER_UDP, 15001), 0,
+		  "whole datagram: nothing registered");
+	/* the first fragment of the flow's next datagram */
+	pkt_frag4(pkt, 0, 1, 77);
+	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
+		  PI_REDIRECT, "first fragment captured");
+	run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len, NULL);
+	ASSERT_EQ(listener_in_map(&fx, fx.if_proxy,
+				  AF_INET | PI_PROXY_LISTENER_UDP, 15001),
+		  cookie_of(ufd), "the proxy's udp listener registered");
+	ASSERT_EQ(listener_in_map(&fx, fx.if_proxy, AF_INET, 15001), 0,
+		  "not as a tcp listener");
+	/* the reassembled datagram's lookup: the proxy's UDP listener */
+	ASSERT_EQ(lookup_run(&fx, AF_INET, "127.0.0.1", 47101, "127.0.0.1",
+			     47102, IPPROTO_UDP, &c), SK_PASS, "udp lookup");
+	ASSERT_EQ(c, cookie_of(ufd), "udp: the proxy's udp listener");
+	/* not for TCP of the same ports (no such flow), nor another flow */
+	ASSERT_EQ(lookup_run(&fx, AF_INET, "127.0.0.1", 47101, "127.0.0.1",
+			     47102, IPPROTO_TCP, &c), SK_PASS, "tcp lookup");
+	ASSERT_EQ(c, 0, "tcp: none chosen");
+	ASSERT_EQ(lookup_run(&fx, AF_INET, "127.0.0.1", 47103, "127.0.0.1",
+			     47102, IPPROTO_UDP, &c), SK_PASS, "other flow");
+	ASSERT_EQ(c, 0, "not captured: none chosen");
+	/* a TCP listener on the port is a key of its own */
+	tfd = listener(AF_INET, 15001);
+	if (ASSERT_TRUE(tfd >= 0, "tcp listener"))
+		listener_to_map(&fx, fx.if_proxy, AF_INET, 15001, tfd);
+	ASSERT_EQ(lookup_run(&fx, AF_INET, "127.0.0.1", 47101, "127.0.0.1",
+			     47102, IPPROTO_UDP, &c), SK_PASS, "udp lookup again");
+	ASSERT_EQ(c, cookie_of(ufd), "still the udp listener");
+	/* a closed listener leaves the map by itself */
+	close(ufd);
+	ufd = -1;
+	ASSERT_EQ(listener_in_map(&fx, fx.if_proxy,
+				  AF_INET | PI_PROXY_LISTENER_UDP, 15001), 0,
+		  "closed udp listener gone from the map");
+out:
+	if (ufd >= 0)
+		close(ufd);
+	if (tfd >= 0)
+		close(tfd);
+	inject_bpf__destroy(fx.skel);
+}
+
 /* One BPF_PROG_TEST_RUN of proxy_lookup: the verdict, and in *cookie the
  * cookie of the socket it chose (0: none). */
 static int lookup_run(struct px_fx *fx, int family, const char *remote,
