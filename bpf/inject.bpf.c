@@ -561,6 +561,17 @@ int proxy_assign(struct __sk_buff *skb)
 		return inject_refuse(skb, &p, PI_DP_MON_DROP_PROXY_NO_SOCKET,
 				     f->proxy_port);
 assign:
+	/* A fragment goes to the stack unassigned: the datagram it is part
+	 * of is looked up again when the kernel has put it together (the
+	 * socket given to its fragments is forgotten there, or, in IPv6 on
+	 * Debian's 6.1, kept with the socket pointer cleared: freeing the
+	 * reassembled datagram then oopsed in sock_pfree). That lookup finds
+	 * the connected socket, or proxy_lookup names the listener registered
+	 * above. */
+	if (p.frag != PKT_FRAG_NONE) {
+		bpf_sk_release(sk);
+		return PI_NEXT;
+	}
 	err = bpf_sk_assign(skb, sk, 0);
 	bpf_sk_release(sk);
 	if (err)

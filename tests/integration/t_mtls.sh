@@ -524,7 +524,7 @@ for mode in default no-ktls; do
 	expect_eq budget_${mode}_each_way "$out" "done sent $((8 << 20)) received $((8 << 20)) fnv $(srv_field fnv) sha256 $(srv_field sha256) $(srv_field sent_sha256)"
 	stop_proxy budget_${mode}_clean_exit
 	gave=$(sed -n 's/.* \([0-9]*\) relay turns gave way.*/\1/p' $T/pxlog)
-	check budget_${mode}_gave_way test "${gave:-0}" -gt 100
+	check budget_${mode}_gave_way sh -c "test '${gave:-0}' -gt 0 || { tail -n 2 $T/pxlog; false; }"
 done
 
 # Under a low open files limit the proxy says how many connections it

@@ -599,11 +599,13 @@ UNIT_TEST(proxy_udp_fragments_find_the_listener_again)
 	ASSERT_EQ(listener_in_map(&fx, fx.if_proxy,
 				  AF_INET | PI_PROXY_LISTENER_UDP, 15001), 0,
 		  "whole datagram: nothing registered");
-	/* the first fragment of the flow's next datagram */
+	/* the first fragment of the flow's next datagram: to the stack,
+	 * unassigned (the reassembled datagram is looked up again) */
 	pkt_frag4(pkt, 0, 1, 77);
 	ASSERT_EQ(run(fx.skel->progs.inject_egress, fx.if_pod, pkt, len, NULL),
 		  PI_REDIRECT, "first fragment captured");
-	run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len, NULL);
+	ASSERT_EQ(run(fx.skel->progs.proxy_assign, fx.if_other, pkt, len,
+		      NULL), PI_NEXT, "a fragment is not assigned");
 	ASSERT_EQ(listener_in_map(&fx, fx.if_proxy,
 				  AF_INET | PI_PROXY_LISTENER_UDP, 15001),
 		  cookie_of(ufd), "the proxy's udp listener registered");
