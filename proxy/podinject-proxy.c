@@ -2733,6 +2733,20 @@ static void session_free(struct udp_session *s, const char *why)
 	free(s);
 }
 
+/* A client's datagram on to its destination, through its session (made
+ * if it has none: refused when a limit says so). */
+static void udp_forward(const struct sockaddr_storage *client,
+			const struct sockaddr_storage *orig, const void *buf,
+			size_t n)
+{
+	struct udp_session *s = udp_session(client, orig);
+
+	if (!s)
+		return;
+	s->last = pi_mono_ms();
+	send(s->up, buf, n, 0);
+}
+
 static void recv_udp(int lfd)
 {
 	static char buf[UDP_MAX];
@@ -2749,7 +2763,6 @@ static void recv_udp(int lfd)
 			.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
 		};
 		struct cmsghdr *cm;
-		struct udp_session *s;
 		ssize_t n = recvmsg(lfd, &m, 0);
 
 		if (n < 0)
@@ -2762,13 +2775,8 @@ static void recv_udp(int lfd)
 				memcpy(&orig, CMSG_DATA(cm),
 				       cm->cmsg_len - CMSG_LEN(0));
 		}
-		if (!orig.ss_family)
-			continue;
-		s = udp_session(&client, &orig);
-		if (!s)
-			continue;
-		s->last = pi_mono_ms();
-		send(s->up, buf, n, 0);
+		if (orig.ss_family)
+			udp_forward(&client, &orig, buf, n);
 	}
 }
 
@@ -2791,17 +2799,12 @@ static void udp_reassembled(struct udp_session *at)
 	for (int i = 0; i < BATCH; i++) {
 		struct sockaddr_storage client;
 		socklen_t len = sizeof(client);
-		struct udp_session *s;
 		ssize_t n = recvfrom(at->reply, buf, sizeof(buf), 0,
 				     (void *)&client, &len);
 
 		if (n < 0)
 			return;
-		s = udp_session(&client, &orig);
-		if (!s)
-			continue;
-		s->last = pi_mono_ms();
-		send(s->up, buf, n, 0);
+		udp_forward(&client, &orig, buf, n);
 	}
 }
 
