@@ -210,8 +210,11 @@ static int read_node(struct apply *a, bool rules)
 			p->cur[d] = calloc(r->count + 1, sizeof(struct pi_rule));
 			if (!p->cur[d])
 				err = -ENOMEM;
-			else if (r->count)
-				err = policy_read_rules(a->n, r, p->cur[d]);
+			else if (r->count &&
+				 (err = policy_read_rules(a->n, r, p->cur[d])))
+				pr_err("pod '%s': cannot read its %s rules: %s",
+				       p->info.name, d == PI_DIR_EGRESS ?
+				       "egress" : "ingress", strerror(-err));
 		}
 	}
 	free(infos);

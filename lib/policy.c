@@ -412,14 +412,15 @@ int pi_policy_del(struct pi_node *n, const char *pod_name, uint32_t dir,
 	return err;
 }
 
-static void rule_counters(const struct pi_node *n, uint32_t id,
-			  uint64_t *packets, uint64_t *bytes)
+static int rule_counters(const struct pi_node *n, uint32_t id,
+			 uint64_t *packets, uint64_t *bytes)
 {
 	struct pi_rule_stats sum;
+	int err = percpu_sum(n->maps[M_RULE_STATS], &id, &sum, sizeof(sum));
 
-	percpu_sum(n->maps[M_RULE_STATS], &id, &sum, sizeof(sum));
 	*packets = sum.packets;
 	*bytes = sum.bytes;
+	return err;
 }
 
 /* The rules of pod `pod_id`, both directions; the list buffer is sized by
@@ -431,12 +432,19 @@ static int policy_list_id(struct pi_node *n, uint32_t pod_id,
 	struct pi_policy_ref ref[2];
 	struct pi_dp_rule *list;
 	uint32_t most;
-	int cnt = 0;
+	int cnt = 0, err = 0;
 
 	*out = NULL;
-	for (uint32_t dir = 0; dir < 2; dir++)
-		if (read_ref(n, pod_id, dir, &ref[dir]))
-			ref[dir].count = 0;
+	/* A part that cannot be read fails the whole: a list short of a
+	 * rule would tell the one explaining a drop that no rule made it,
+	 * and a scrape would drop the rule's series without a word. */
+	for (uint32_t dir = 0; dir < 2 && !err; dir++)
+		err = read_ref(n, pod_id, dir, &ref[dir]);
+	if (err) {
+		pr_err("pod id %u: cannot read its policy references: %s",
+		       pod_id, strerror(-err));
+		return err;
+	}
 	most = ref[0].count > ref[1].count ? ref[0].count : ref[1].count;
 	list = calloc(most + 1, sizeof(*list));
 	all = calloc(ref[0].count + ref[1].count + 1, sizeof(*all));
@@ -445,24 +453,37 @@ static int policy_list_id(struct pi_node *n, uint32_t pod_id,
 		free(all);
 		return -ENOMEM;
 	}
-	for (uint32_t dir = 0; dir < 2; dir++) {
-		if (!ref[dir].count || read_rules(n, &ref[dir], list))
+	for (uint32_t dir = 0; dir < 2 && !err; dir++) {
+		if (!ref[dir].count)
 			continue;
-		for (uint32_t i = 0; i < ref[dir].count; i++) {
+		err = read_rules(n, &ref[dir], list);
+		if (err) {
+			pr_err("pod id %u: cannot read its %s rules (slots %u..%u): %s",
+			       pod_id, dir_name(dir), ref[dir].start,
+			       ref[dir].start + ref[dir].count - 1,
+			       strerror(-err));
+			break;
+		}
+		for (uint32_t i = 0; i < ref[dir].count && !err; i++) {
 			struct pi_rule_info *ri = &all[cnt++];
 
 			ri->dir = dir;
 			ri->position = i + 1;
 			ri->rule = rule_from_dp(&list[i]);
-			rule_counters(n, list[i].id, &ri->packets, &ri->bytes);
+			err = rule_counters(n, list[i].id, &ri->packets,
+					    &ri->bytes);
+			if (err)
+				pr_err("pod id %u: cannot read the counters of rule %u: %s",
+				       pod_id, list[i].id, strerror(-err));
 		}
 	}
 	free(list);
 	/* no rules: nothing for the caller to free, as the header says */
-	if (!cnt)
+	if (err || !cnt) {
 		free(all);
-	else
-		*out = all;
+		return err;
+	}
+	*out = all;
 	return cnt;
 }
 

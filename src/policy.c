@@ -254,17 +254,22 @@ static int policy_list(int argc, char **argv)
 		printf("%-12s %-7s %3s %5s %-5s %-4s %-24s %-5s %-11s %10s %12s\n",
 		       "POD", "DIR", "POS", "ID", "ACT", "", "ADDRESS", "PROTO",
 		       "PORT", "PACKETS", "BYTES");
+	/* A pod whose rules cannot be read fails the command (the library
+	 * said which and why); the other pods are still listed. */
 	if (argc == 1)
-		list_pod_rules(n, argv[0]);
-	for (int i = 0; i < cnt; i++)
-		list_pod_rules(n, pods[i].name);
+		err = list_pod_rules(n, argv[0]);
+	for (int i = 0; i < cnt; i++) {
+		int e = list_pod_rules(n, pods[i].name);
+
+		err = err ? err : e;
+	}
 	free(pods);
 	if (json_output) {
 		json_arr_close(jw);
 		json_end(jw);
 	}
 	pi_node_close(n);
-	return EXIT_OK;
+	return err ? exit_code(err) : EXIT_OK;
 }
 
 int do_policy(int argc, char **argv)

@@ -10,7 +10,7 @@
 # suite's prefix (ni-, or nc- when t_node_clsact.sh runs it).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=55
+EXPECT=59
 PREFIX=${PREFIX:-ni-}
 N=${PREFIX}n
 
@@ -109,6 +109,31 @@ check policy_del pi -N $N policy del ${PREFIX}a "$id1"
 check policy_del_restores tcp_pair "" ${PREFIX}c 10.244.0.12
 check policy_del_v6 pi -N $N policy del ${PREFIX}a egress "$id2"
 check policy_del_v6_restores in_ns ${PREFIX}a ping -6 -c 1 -W 2 fd00::c
+
+# Rules that cannot be read fail the commands that show them, with the
+# reason: an empty list would tell the one explaining a drop that no rule
+# of the pod made it, and an export would lose the rule on its apply.
+# a's egress reference is made to name slots past the table's end (a
+# failing read), then put back.
+id3=$(pi -N $N -j policy add ${PREFIX}a deny to 10.244.0.99/32 | jq .id)
+a_key=$(printf '%08x' $(( $(pi -N $N -j pod show ${PREFIX}a | jq .id) * 2 )) |
+	sed -E 's/(..)(..)(..)(..)/\4 \3 \2 \1/')
+refs_pin="$(node_pin_dir $N)/policy_refs"
+ref_was=$(bpftool -j map lookup pinned "$refs_pin" key hex $a_key | jq -r '.value | join(" ")')
+bpftool map update pinned "$refs_pin" key hex $a_key value 0xfe 0xff 0x05 0x00 \
+	$(echo "$ref_was" | cut -d' ' -f5-8)
+fails_saying() {	# fails_saying TEXT CMD...: exits non-zero and says TEXT
+	local text=$1 out
+	shift
+	out=$("$@" 2>&1 >/dev/null) && { echo "exit 0"; return; }
+	echo "$out" | grep -q -- "$text" && echo failed || echo "said: $out"
+}
+expect_eq policy_unreadable_list "$(fails_saying 'cannot read its egress rules' pi -N $N policy list ${PREFIX}a)" failed
+expect_eq policy_unreadable_list_all "$(fails_saying 'cannot read its egress rules' pi -N $N -j policy list)" failed
+expect_eq policy_unreadable_export "$(fails_saying "pod '${PREFIX}a': cannot read its egress rules" pi -N $N export)" failed
+bpftool map update pinned "$refs_pin" key hex $a_key value $ref_was
+expect_eq policy_readable_again "$(pi -N $N -j policy list ${PREFIX}a | jq -c '[.[].id]')" "[$id3]"
+pi -N $N policy del ${PREFIX}a "$id3"
 
 # JSON for every list and show
 check json_pod_list sh -c "$PI -N $N -j pod list | jq -e 'length == 3'"
