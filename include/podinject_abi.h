@@ -641,7 +641,11 @@ struct pi_proxy_listener_key {
 
 struct pi_probe_flow {
 	__u32 probe_id;
-	__u32 pad;
+	/* Answers the datapath took (they never reach the pod) but could
+	 * not report: the node's probe event ring had no room. The probe
+	 * says so instead of "no answer". Was padding, always written 0,
+	 * so an entry of an older build reads 0: no migration. */
+	__u32 unreported;
 };
 
 enum pi_probe_reply {

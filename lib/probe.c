@@ -55,6 +55,7 @@
 #define V_NOANSWER	PI_PROBE_NOANSWER
 #define V_SELF		PI_PROBE_SELF
 #define V_UNSENT	PI_PROBE_UNSENT
+#define V_UNREPORTED	PI_PROBE_UNREPORTED
 
 struct probe {
 	uint32_t id;
@@ -747,15 +748,33 @@ static void wait_answers(struct session *ss, int from, int to,
 	}
 }
 
-/* A probe without an answer was dropped by the pod's policy when the rule
- * that decides it counted a packet meanwhile; else nothing answered it
- * within its timeout. One whose wait a stop cut short before that stays
- * pending, and one a stop kept from being sent is unsent. */
+/* Whether the datapath took an answer to this probe that it could not
+ * report (the ring was full): counted on the flow's entry while the
+ * entry is still this probe's (a later probe of the same ports takes it
+ * over, and zeroes it). */
+static bool answer_unreported(const struct session *ss, const struct probe *pr)
+{
+	struct pi_probe_flow f;
+
+	return !bpf_map_lookup_elem(ss->s.maps[IM_PROBE_FLOWS], &pr->key, &f) &&
+	       f.probe_id == pr->id && f.unreported;
+}
+
+/* A probe without an answer heard had one the datapath took but could
+ * not report (its flow counts it); else it was dropped by the pod's
+ * policy when the rule that decides it counted a packet meanwhile; else
+ * nothing answered it within its timeout. One whose wait a stop cut
+ * short before that stays pending, and one a stop kept from being sent
+ * is unsent. */
 static void finalize(struct session *ss, int from, int to,
 		     uint32_t timeout_ms)
 {
 	long long now = pi_mono_ns();
 
+	/* What the ring holds is heard first: a wait that ended at its
+	 * deadline (or a process held past it) may have left answers in it,
+	 * and a probe decided without them is told wrong. */
+	ring_buffer__consume(ss->rb);
 	for (int i = from; i < to; i++) {
 		struct probe *pr = &ss->probes[i];
 
@@ -763,6 +782,8 @@ static void finalize(struct session *ss, int from, int to,
 			continue;
 		if (!pr->sent_ns)
 			pr->verdict = V_UNSENT;
+		else if (answer_unreported(ss, pr))
+			pr->verdict = V_UNREPORTED;
 		else if (pr->deny_rule &&
 			 rule_packets(ss->n, pr->deny_rule) > pr->deny_before)
 			pr->verdict = V_POLICY;

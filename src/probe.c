@@ -11,7 +11,7 @@
 
 static const char *const verdict_names[] = {
 	"pending", "answered", "refused", "dropped-by-policy", "no-answer",
-	"self", "not-sent",
+	"self", "not-sent", "unreported",
 };
 
 /* ---- interruption ------------------------------------------------------- */
@@ -320,7 +320,7 @@ static void print_probe(const struct pi_probe_result *pr, int seq)
 
 static void print_summary(const struct pi_probe_result *pr, int n)
 {
-	int counts[7] = { 0 }, nr = 0, all = n, under = 0, decided;
+	int counts[PI_PROBE_UNREPORTED + 1] = { 0 }, nr = 0, all = n, under = 0, decided;
 	double loss;
 	double *r = calloc(n ? n : 1, sizeof(double)), sum = 0;
 	uint64_t res = all ? pr[0].rtt_resolution_ns : 1;
@@ -339,8 +339,9 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 		}
 	}
 	qsort(r, nr, sizeof(double), cmp_double);
-	/* a pending probe (its wait cut short) is no loss, nor an answer */
-	decided = n - counts[PI_PROBE_PENDING];
+	/* a pending probe (its wait cut short) is no loss, nor an answer;
+	 * nor is an unreported one (an answer came, of a kind unknown) */
+	decided = n - counts[PI_PROBE_PENDING] - counts[PI_PROBE_UNREPORTED];
 	loss = decided ? 100.0 * (counts[PI_PROBE_POLICY] +
 				  counts[PI_PROBE_NOANSWER]) / decided : 0;
 	if (json_output) {
@@ -353,6 +354,7 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 		json_ku64(jw, "no_answer", counts[PI_PROBE_NOANSWER]);
 		json_ku64(jw, "pending", counts[PI_PROBE_PENDING]);
 		json_ku64(jw, "not_sent", counts[PI_PROBE_UNSENT]);
+		json_ku64(jw, "unreported", counts[PI_PROBE_UNREPORTED]);
 		json_key(jw, "loss_pct");
 		json_f64(jw, loss);
 		/* how an RTT was read; the clock's step, and the answers
@@ -384,6 +386,9 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 		if (counts[PI_PROBE_UNSENT])
 			printf(", %d not sent", counts[PI_PROBE_UNSENT]);
 		printf(", %.1f%% loss\n", loss);
+		if (counts[PI_PROBE_UNREPORTED])
+			printf("%d answers came but were not heard (the node's probe event ring was full: an answer flood); they are no loss\n",
+			       counts[PI_PROBE_UNREPORTED]);
 		if (nr)
 			printf("rtt min/avg/p50/p99 = %.3f/%.3f/%.3f/%.3f ms\n",
 			       r[0], sum / nr, r[(nr - 1) / 2],
@@ -494,7 +499,9 @@ static int probe_help(int argc, char **argv)
 		"Probes leave POD's egress datapath as POD's own packets would;\n"
 		"their answers are taken before they reach POD. Verdicts: answered,\n"
 		"refused (RST or ICMP unreachable), dropped-by-policy (with the\n"
-		"rule of POD's egress policy), no-answer. ADDR:PORT, [ADDR6]:PORT.\n"
+		"rule of POD's egress policy), no-answer, unreported (an answer the\n"
+		"datapath took but could not report: the node's probe event ring\n"
+		"was full). ADDR:PORT, [ADDR6]:PORT.\n"
 		"Defaults: tcp when a port is given, else icmp; count 1; interval\n"
 		"100 ms; timeout 1000 ms; the pod-side port (ICMP: echo id) from\n"
 		"%d-%d unless --sport (TCP and UDP probes of one --sport are one flow:\n"

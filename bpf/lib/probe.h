@@ -212,14 +212,19 @@ static __always_inline bool probe_take(struct __sk_buff *skb,
 	if (!f)
 		return false;
 	ev = bpf_ringbuf_reserve(&probe_events, sizeof(*ev), 0);
-	if (ev) {
-		ev->probe_id = f->probe_id;
-		ev->kind = kind;
-		ev->ts_ns = bpf_ktime_get_ns();
-		ev->tcp_ack = bpf_ntohl(ack);
-		ev->pad = 0;
-		bpf_ringbuf_submit(ev, 0);
+	if (!ev) {
+		/* Taken all the same (an answer to a probe is never the
+		 * pod's), and counted on its flow: the probe tells an answer
+		 * it could not hear from none. */
+		__sync_fetch_and_add(&f->unreported, 1);
+		return true;
 	}
+	ev->probe_id = f->probe_id;
+	ev->kind = kind;
+	ev->ts_ns = bpf_ktime_get_ns();
+	ev->tcp_ack = bpf_ntohl(ack);
+	ev->pad = 0;
+	bpf_ringbuf_submit(ev, 0);
 	return true;
 }
 

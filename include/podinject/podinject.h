@@ -663,6 +663,10 @@ enum pi_probe_verdict {
 	PI_PROBE_NOANSWER,
 	PI_PROBE_SELF,		/* a matrix cell from a pod to itself */
 	PI_PROBE_UNSENT,	/* a matrix cell not sent: stopped first */
+	/* answered, but the answer was not heard: the datapath took it
+	 * (the pod never saw it) when the node's probe event ring was full
+	 * (an answer flood), so its kind and time are unknown */
+	PI_PROBE_UNREPORTED,
 };
 
 struct pi_probe_result {

@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=175
+EXPECT=176
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -233,6 +233,36 @@ case $out in
 	skip udp_burst_past_the_ports "no tbf qdisc in this kernel (CONFIG_NET_SCH_TBF): nothing here holds an answer back" ;;
 *) expect_eq udp_burst_past_the_ports "$out" "5000 true" ;;
 esac
+
+# An answer the datapath takes when the node's probe event ring is full
+# (1 MiB: 32 768 events) is not heard, but counted on its flow: the probe
+# says "unreported", not "no-answer" (a drop the pod's datapath never
+# made). The echo server answers each of two probes with 50 000 copies,
+# 2 s after it got it; the probe, stopped once both were sent, reads
+# nothing meanwhile: the first flood fills the ring (probe 1 answered by
+# its first copy), the second finds it full.
+ring_full() {
+	local echo_pid probe_pid out log=/tmp/tq-ring.$$ i
+	ip netns exec tq-b "$PINET" udp-echo --delay 2000 --copies 50000 5356 2 60000 >/dev/null 2>$log &
+	echo_pid=$!
+	sleep 0.3
+	"$PI" -N $X -j probe --from tq-a --to $B:5356 --proto udp --count 2 --interval 0 --timeout 3000 >$log.out &
+	probe_pid=$!
+	# both probes sent: the first read, the second queued at the server
+	for i in $(seq 400); do
+		grep -q 'received 1' $log &&
+			[ "$(ip netns exec tq-b ss -u -l -n 'sport = :5356' | awk 'NR == 2 {print $2}')" != 0 ] && break
+		sleep 0.01
+	done
+	kill -STOP $probe_pid
+	wait $echo_pid
+	kill -CONT $probe_pid
+	wait $probe_pid
+	out=$(jq -r '"\([.probes[].verdict] | join(",")) \(.summary.unreported) \(.summary.loss_pct)"' $log.out)
+	rm -f $log $log.out
+	echo "$out"
+}
+expect_eq probe_ring_full_unreported "$(ring_full)" "answered,unreported 1 0"
 
 # probe --trace: every hook the probe and its answer met, in order. Both
 # pods first get a rule that matches nothing here: a pod without rules is

@@ -91,6 +91,9 @@
  *   udp-echo     answers each datagram with the same bytes (each held
  *                --delay MS first, one at a time); "echoed N",
  *                then "from ADDR count K" per source address.
+ *                --copies N: each answer sent N times back to back (a
+ *                flood of answers), and "received K" on stderr as the
+ *                K-th datagram arrives, for a test to act on.
  *   udp-rr       COUNT requests, each waiting for its answer; "replies N"
  *                and "from ADDR PORT" of the first answer.
  *   raw-udp      COUNT IPv4 UDP frames written whole to DEV (AF_PACKET),
@@ -185,6 +188,7 @@ enum {
 	OPT_PAUSE	= 1 << 15,
 	OPT_ABORT	= 1 << 16,
 	OPT_FIRST	= 1 << 17,
+	OPT_COPIES	= 1 << 18,
 };
 
 struct opts {
@@ -199,6 +203,7 @@ struct opts {
 	long pause_ms;
 	long ports;
 	long first;
+	long copies;
 	const char *pos[8];
 	int npos;
 };
@@ -219,7 +224,7 @@ static int usage(void)
 		"       %s tcp-syn [-6] --bind SRC [--timeout MS] DST PORT COUNT\n"
 		"       %s tcp-conn-loop [-6] [--timeout MS] [--latency] DST PORT COUNT\n"
 		"                     SECONDS\n"
-		"       %s udp-echo [-6] [--delay MS] PORT COUNT TIMEOUT_MS\n"
+		"       %s udp-echo [-6] [--delay MS] [--copies N] PORT COUNT TIMEOUT_MS\n"
 		"       %s udp-rr [-6] DST PORT COUNT TIMEOUT_MS\n"
 		"       %s raw-udp DEV SRC_MAC SRC DST PORT COUNT [VLAN]\n"
 		"       %s raw-frame DEV HEX COUNT\n"
@@ -298,6 +303,8 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 			bit = OPT_ABORT;
 		else if (!strcmp(a, "--first"))
 			bit = OPT_FIRST;
+		else if (!strcmp(a, "--copies"))
+			bit = OPT_COPIES;
 		else if (a[0] == '-' && a[1])
 			return -1;
 		else {
@@ -310,7 +317,7 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 			return -1;
 		if (bit & (OPT_BIND | OPT_TIMEOUT | OPT_COUNT | OPT_SEND |
 			   OPT_SPORT | OPT_DELAY | OPT_PORTS | OPT_PAUSE |
-			   OPT_FIRST)) {
+			   OPT_FIRST | OPT_COPIES)) {
 			if (++i == argc)
 				return -1;
 			val = argv[i];
@@ -346,6 +353,11 @@ static int parse(int argc, char **argv, unsigned int allowed, struct opts *o)
 		case OPT_DELAY:
 			o->delay_ms = number(val, 0, 86400000);
 			if (o->delay_ms < 0)
+				return -1;
+			break;
+		case OPT_COPIES:
+			o->copies = number(val, 1, 10000000);
+			if (o->copies < 0)
 				return -1;
 			break;
 		case OPT_PAUSE:
@@ -1237,7 +1249,7 @@ static int cmd_udp_echo(int argc, char **argv)
 	struct opts o;
 	int fd;
 
-	if (parse(argc, argv, OPT_6 | OPT_DELAY, &o) || o.npos != 3)
+	if (parse(argc, argv, OPT_6 | OPT_DELAY | OPT_COPIES, &o) || o.npos != 3)
 		return usage();
 	port = number(o.pos[0], 1, 65535);
 	count = number(o.pos[1], 0, 100000000);
@@ -1271,9 +1283,12 @@ static int cmd_udp_echo(int argc, char **argv)
 			continue;
 		if (!echoed)
 			first = from;
+		if (o.copies)
+			fprintf(stderr, "received %ld\n", echoed + 1);
 		if (o.delay_ms)
 			usleep(o.delay_ms * 1000);
-		sendto(fd, buf, n, 0, &from.sa, alen);
+		for (long c = 0; c < (o.copies ? o.copies : 1); c++)
+			sendto(fd, buf, n, 0, &from.sa, alen);
 		echoed++;
 	}
 	close(fd);

@@ -318,3 +318,50 @@ UNIT_TEST(probe_injection_time)
 	ASSERT_EQ(fx.events, 2, "no event for any of them");
 	fx_teardown(&fx);
 }
+
+/* Answers the ring has no room for (an answer flood, a probe held from
+ * reading) are still taken from the pod, and counted on the probe's flow:
+ * every answer is reported or counted, so the probe can tell an answer it
+ * could not hear from no answer. */
+UNIT_TEST(probe_answers_past_a_full_ring_counted)
+{
+	const uint32_t flood = 40000;	/* more than the 1 MiB ring holds */
+	struct pi_flow_key k = { .family = AF_INET, .proto = IPPROTO_UDP,
+				 .pod_port = htons(61003),
+				 .dst_port = htons(53) };
+	struct pi_probe_flow f = { 0 };
+	uint8_t pkt[PKT_MAX], out[2048];
+	struct pr_fx fx;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	add_flow(&fx, AF_INET, IPPROTO_UDP, "10.0.0.1", "10.0.0.2", 61003, 53,
+		 11);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_UDP, 53, 61003 });
+	{
+		struct __sk_buff ctx = { .ifindex = fx.ifindex };
+		DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt,
+				    .data_size_in = len, .data_out = out,
+				    .data_size_out = sizeof(out),
+				    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx),
+				    .repeat = flood);
+
+		/* one run of `flood` answers, the ring not read between */
+		ASSERT_OK(bpf_prog_test_run_opts(bpf_program__fd(fx.skel->progs.pod_reply),
+						 &opts), "flood run");
+		ASSERT_EQ(opts.retval, PI_DROP, "the last answer taken too");
+	}
+	ring_buffer__consume(fx.rb);
+	inet_pton(AF_INET, "10.0.0.1", k.pod.a);
+	inet_pton(AF_INET, "10.0.0.2", k.dst.a);
+	ASSERT_OK(bpf_map__lookup_elem(fx.skel->maps.probe_flows, &k,
+				       sizeof(k), &f, sizeof(f), 0),
+		  "flow entry");
+	ASSERT_TRUE(f.unreported > 0, "answers past the ring counted");
+	ASSERT_EQ((uint32_t)fx.events + f.unreported, flood,
+		  "every answer reported or counted");
+	ASSERT_EQ(f.probe_id, 11, "the entry still the probe's");
+	fx_teardown(&fx);
+}
