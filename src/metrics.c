@@ -26,6 +26,8 @@
  * Prometheus gives up on a target after its scrape timeout, 10 s by
  * default, and a late answer is worth less than a failed one. */
 #define SCRAPE_WAIT_MAX_MS	5000
+/* connections the HTTP server takes from one client address at a time */
+#define METRICS_CONNS_PER_ADDR	4
 
 static const char *const drop_names[PI_DROP_MAX] = PI_DROP_NAMES;
 static const char *const inj_drop_names[PI_INJ_DROP_MAX] = PI_INJ_DROP_NAMES;
@@ -42,8 +44,9 @@ static int metrics_help(int argc, char **argv)
 		"once on stdout, or with --listen served at GET /metrics until\n"
 		"SIGTERM or SIGINT. ADDR is an IPv4 address or [IPv6]; each scrape\n"
 		"reads the node at that moment, waiting at most %d ms for its lock.\n"
+		"A client address gets at most %d connections at a time.\n"
 		"Metric names: docs/observability.md.\n",
-		SCRAPE_WAIT_MAX_MS);
+		SCRAPE_WAIT_MAX_MS, METRICS_CONNS_PER_ADDR);
 	return EXIT_OK;
 }
 
@@ -555,12 +558,18 @@ static int serve_until_signal(const char *arg,
 	if (fd < 0)
 		return EXIT_RUNTIME;
 	/* One internal thread: scrapes are served one at a time, so a slow
-	 * one never holds more than one read of the node. */
+	 * one never holds more than one read of the node. A scraper needs
+	 * one connection (keep-alive); a few per address, so that one
+	 * client holding connections open (a pod that reaches the node's
+	 * address) cannot take every slot and blind the node's monitoring
+	 * for the idle timeout. */
 	d = mhd.start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
 			     (ss->ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 			     0, NULL, NULL, serve, NULL,
 			     MHD_OPTION_LISTEN_SOCKET, fd,
 			     MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+			     MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+			     (unsigned int)METRICS_CONNS_PER_ADDR,
 			     MHD_OPTION_END);
 	if (!d) {
 		p_err("cannot start the HTTP server on %s", arg);

@@ -14,7 +14,7 @@
 #   c 10.244.0.12 --+                  prometheus      127.0.0.1:PPORT
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=49
+EXPECT=50
 PREFIX=mt-
 N=${PREFIX}n
 TMP=$(mktemp -d /tmp/mt-metrics.XXXXXX)
@@ -240,6 +240,26 @@ sweep_pin="$(node_pin_dir $N)/inject/flow_sweep"
 bpftool map update pinned "$sweep_pin" key hex 00 00 00 00 value hex \
 	$(printf '00 %.0s' $(seq 20)) 03 $(printf '00 %.0s' $(seq 75))
 expect_eq untimed_gauge_at_most_held "$(bpftool map lookup pinned "$sweep_pin" key hex 00 00 00 00 -j | jq '.formatted.value.pending // .value.pending')/$(pi -N $N metrics | sed -n 's/^podinject_proxy_flows_untimed{node="'$N'"} //p')" "3/0"
+
+# One client holding connections open (a pod that reaches the node's
+# address) takes a few of the server's slots, not all: a scrape from
+# another address is answered at once, not after the idle timeout.
+hold_conns() {	# 1100 idle connections from 127.0.0.1, held until killed
+	local fd
+	ulimit -n 4096
+	for _ in $(seq 1100); do
+		exec {fd}<>/dev/tcp/127.0.0.1/$MPORT || break
+	done 2>/dev/null
+	echo held >"$TMP/held"
+	exec sleep 120
+}
+hold_conns &
+holder=$!
+for _ in $(seq 300); do [ -e "$TMP/held" ] && break; sleep 0.1; done
+sleep 0.5	# the server's thread takes the accept queue in
+expect_eq scrape_beside_idle_holder "$(curl -s --max-time 5 --interface 127.0.0.2 -o /dev/null -w '%{http_code}' http://127.0.0.1:$MPORT/metrics)" 200
+kill $holder
+wait $holder 2>/dev/null
 
 # A node gone under a running server: 503 and why, not a stale answer
 pi -N $N node down >/dev/null
