@@ -1019,7 +1019,9 @@ static int grant_deny(struct apply *a, int inj, int tgt)
 	return err < 0 ? err : 0;
 }
 
-static void undo_all(struct apply *a)
+/* Undoes the steps made, newest first. Returns how many could not be
+ * undone (each said). */
+static int undo_all(struct apply *a)
 {
 	int failed = 0;
 
@@ -1064,9 +1066,11 @@ static void undo_all(struct apply *a)
 		}
 	}
 	if (failed)
-		pr_err("%d of %d changes could not be undone", failed, a->nundo);
+		pr_err("%d of %d changes could not be undone: the node is neither as it was nor as the document says ('export' shows it as it is)",
+		       failed, a->nundo);
 	else if (a->nundo)
 		pr_info("%d changes undone; the node is as it was", a->nundo);
+	return failed;
 }
 
 static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
@@ -1288,8 +1292,10 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 		}
 	}
 
-	if (err)
-		undo_all(a);
+	/* A failure whose undo failed too is not the failure's: the caller
+	 * must not be told the node is as it was. */
+	if (err && undo_all(a))
+		err = -ENOTRECOVERABLE;
 	free(gafter);
 	return err ? err : changes;
 }

@@ -242,7 +242,8 @@ static int apply_cmd(int argc, char **argv)
 	}
 	if (err < 0) {
 		/* the error went out already (as JSON under -j) */
-		if (steps.count && !dry && !json_output)
+		if (steps.count && !dry && !json_output &&
+		    err != -ENOTRECOVERABLE)
 			fprintf(stderr, "the %d change%s above %s undone: the node is as it was\n",
 				steps.count, steps.count == 1 ? "" : "s",
 				steps.count == 1 ? "was" : "were");

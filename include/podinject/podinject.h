@@ -624,7 +624,11 @@ enum pi_apply_flags {
  * rules are unchanged is not touched; rules that stay keep their ids and
  * counters, and each changed direction is compiled once and switched with
  * one reference flip. With PI_APPLY_DRY_RUN the changes are reported and
- * none is made (a read lock is enough). Returns the number of changes. */
+ * none is made (a read lock is enough). Returns the number of changes.
+ * A change that fails and a change before it that cannot be undone
+ * either (a pod's namespace gone meanwhile): -ENOTRECOVERABLE, each
+ * failure said in the log; the node is then neither as it was nor as the
+ * document says, and pi_export tells how it is. */
 int pi_apply(struct pi_node *node, const char *doc, size_t len,
 	     uint32_t flags, pi_plan_fn plan, void *ctx,
 	     struct pi_apply_error *err);

@@ -13,7 +13,7 @@
 #   node ta-n
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=90
+EXPECT=95
 PREFIX=ta-
 N=ta-n
 A=10.244.21.10
@@ -281,6 +281,25 @@ got="$rc $(grep -c '^+ pod ta-b proxy by ta-p' <<<"$out") $(pi -N $N -j inject l
 expect_eq failed_apply_grant_kept "$got" "1 1 ta-p>ta-b fallback 0"
 expect_eq failed_apply_node_unchanged "$(export_of)" "$before"
 pi -N $N pod del ta-g >/dev/null 2>&1
+
+# ---- a failed apply whose undo fails too says so ----------------------------
+# ta-b is proxied by ta-q, whose namespace is then gone (the runtime
+# deleted it); the document moves ta-b to ta-p and proxies ta-g, gone too:
+# that step fails, and the undo cannot make ta-b's rule by ta-q again. The
+# node is not as it was, and the apply must not say it is.
+check apply_empty_before_undo pi -N $N apply -f "$T/empty.json"
+pi -N $N pod add ta-q --ip 10.244.21.14 >/dev/null
+check undo_proxy_before pi -N $N proxy add ta-q --for ta-b --port 15001
+ip netns del ta-q
+pi -N $N pod add ta-g --ip 10.244.21.13 >/dev/null && ip netns del ta-g
+jq '.pods["ta-b"].proxy = {"by": "ta-p", "port": 15001} |
+    .pods["ta-g"].proxy = {"by": "ta-p", "port": 15001}' "$T/empty.json" >"$T/undo_fails.json"
+out=$(pi -N $N apply -f "$T/undo_fails.json" 2>&1); rc=$?
+expect_eq failed_undo_exit "$rc" 1
+expect_eq failed_undo_said "$(grep -c 'could not be undone' <<<"$out") $(grep -c 'is as it was' <<<"$out")" "1 0"
+pi -N $N pod del ta-g >/dev/null 2>&1
+pi -N $N pod del ta-q >/dev/null 2>&1
+check apply_empty_after_undo pi -N $N apply -f "$T/empty.json"
 
 # ---- YAML: the same document ----------------------------------------------
 cat >"$T/state3.yaml" <<EOF
