@@ -827,6 +827,7 @@ static void to_result(const struct probe *pr, struct pi_probe_result *r)
 	r->src = pr->src;
 	r->dst = pr->dst;
 	r->sport = pr->sport;
+	r->sent_ns = pr->sent_ns > 0 ? (uint64_t)pr->sent_ns : 0;
 }
 
 /* The probe's own state (its device, authorisations, flows, the reply

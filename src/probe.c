@@ -150,14 +150,24 @@ static bool is_icmp(uint8_t proto)
 }
 
 /* 1: the event is about the probe's packet, 2: about its answer, 0: not
- * the probe's. */
+ * the probe's. A TCP or UDP packet is the probe's by its ports. An ICMP
+ * message has none in the events (no echo id, no quoted header): it is
+ * the probe's by time, between the probe's leaving and `until` (the next
+ * probe's of the same pod, 0: none): an echo of an ICMP probe between
+ * its two addresses, and an ICMP error to the pod (from the destination
+ * or a router on the way) about any probe. */
 static int trace_side(const struct pi_probe_result *pr,
-		      const struct pi_monitor_event *e)
+		      const struct pi_monitor_event *e, uint64_t until)
 {
-	bool ports_out, ports_back;
+	bool ports_out, ports_back, in_window;
 
 	if (e->family != pr->family)
 		return 0;
+	in_window = e->ts_ns >= pr->sent_ns && (!until || e->ts_ns < until);
+	if (is_icmp(e->proto) && !in_window)
+		return 0;
+	if (!is_icmp(pr->proto) && is_icmp(e->proto))
+		return !memcmp(&e->daddr, &pr->src, sizeof(e->daddr)) ? 2 : 0;
 	if (is_icmp(pr->proto) ? !is_icmp(e->proto) : e->proto != pr->proto)
 		return 0;
 	ports_out = is_icmp(pr->proto) ||
@@ -170,6 +180,21 @@ static int trace_side(const struct pi_probe_result *pr,
 	if (!memcmp(&e->saddr, &pr->dst, sizeof(e->saddr)) &&
 	    !memcmp(&e->daddr, &pr->src, sizeof(e->daddr)) && ports_back)
 		return 2;
+	/* an ICMP probe's error from a router on the way */
+	if (is_icmp(pr->proto) && !memcmp(&e->daddr, &pr->src,
+					  sizeof(e->daddr)))
+		return 2;
+	return 0;
+}
+
+/* Where probe i's ICMP events end: the next probe from the same pod
+ * leaving (0: none). */
+static uint64_t trace_until(const struct pi_probe_result *all, int n, int i)
+{
+	for (int j = i + 1; j < n; j++)
+		if (all[j].sent_ns && !strcmp(all[j].from, all[i].from) &&
+		    all[j].family == all[i].family)
+			return all[j].sent_ns;
 	return 0;
 }
 
@@ -191,7 +216,7 @@ static int cmp_event_time(const void *a, const void *b)
 
 /* What happened to probe pr on its way, in order: each hook's verdict,
  * each policy decision with its rule, and a drop's reason. */
-static void print_trace(const struct pi_probe_result *pr)
+static void print_trace(const struct pi_probe_result *pr, uint64_t until)
 {
 	static const char *const hooks[] = PI_MON_HOOK_NAMES;
 	uint64_t t0 = 0;
@@ -203,7 +228,7 @@ static void print_trace(const struct pi_probe_result *pr)
 	}
 	for (int i = 0; i < trace.cnt; i++) {
 		const struct pi_monitor_event *e = &trace.ev[i];
-		int side = trace_side(pr, e);
+		int side = trace_side(pr, e, until);
 		const char *hook = e->hook < PI_MON_HOOK_MAX ? hooks[e->hook] :
 							      "unknown";
 		/* pod_reply runs at the probed pod's own eth0 */
@@ -277,7 +302,8 @@ static void print_trace(const struct pi_probe_result *pr)
 		json_arr_close(jw);
 }
 
-static void print_probe(const struct pi_probe_result *pr, int seq)
+static void print_probe(const struct pi_probe_result *pr, int seq,
+			uint64_t until)
 {
 	bool rtt = rtt_measured(pr);
 
@@ -298,7 +324,7 @@ static void print_probe(const struct pi_probe_result *pr, int seq)
 		else
 			json_null(jw);
 		if (trace.ev)
-			print_trace(pr);
+			print_trace(pr, until);
 		json_obj_close(jw);
 		return;
 	}
@@ -315,7 +341,7 @@ static void print_probe(const struct pi_probe_result *pr, int seq)
 		printf(" rtt %.3f ms", rtt_ms(pr));
 	printf("\n");
 	if (trace.ev)
-		print_trace(pr);
+		print_trace(pr, until);
 }
 
 static void print_summary(const struct pi_probe_result *pr, int n)
@@ -409,7 +435,8 @@ static void print_run(const struct pi_probe_result *probes, uint32_t n,
 		json_arr_open(jw);
 	}
 	for (uint32_t i = 0; i < n; i++)
-		print_probe(&probes[i], i + 1);
+		print_probe(&probes[i], i + 1,
+			    trace_until(probes, (int)n, (int)i));
 	if (json_output) {
 		json_arr_close(jw);
 		print_summary(probes, n);
@@ -454,7 +481,8 @@ static void print_matrix(int rows, int ncols, int proto, uint32_t port,
 		json_key(jw, "results");
 		json_arr_open(jw);
 		for (int i = 0; i < np; i++)
-			print_probe(&probes[i], i + 1);
+			print_probe(&probes[i], i + 1,
+				    trace_until(probes, np, i));
 		json_arr_close(jw);
 		print_summary(probes, np);
 		if (interrupted)

@@ -695,6 +695,9 @@ struct pi_probe_result {
 	 * the probe's range; ICMP: the echo id) to dst:port */
 	struct pi_addr src, dst;
 	uint16_t sport;
+	/* CLOCK_MONOTONIC (bpf_ktime_get_ns()'s clock) just before the
+	 * probe left, 0 if it did not: where its events can begin */
+	uint64_t sent_ns;
 };
 
 /* Probes from pod `from` to dst[:port], sent into the pod's egress

@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=176
+EXPECT=178
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -288,6 +288,16 @@ pi -N $X policy del tq-a egress "$did" >/dev/null
 out=$(probe --from tq-a --to $B:8081 --trace)
 check trace_refused_ends_with_reset jq -e '.probes[0].verdict == "refused" and (.probes[0].trace[-1] | .hook == "pod-reply" and .verdict == "taken" and (.tcp_flags | contains("R")))' <<<"$out"
 check trace_only_when_asked jq -e '.probes[0] | has("trace") | not' <<<"$(probe --from tq-a --to $B:8080)"
+# ICMP has no ports in the events: each echo probe's trace holds its own
+# packets only (one injection each, not the run's three), told apart by
+# when they came; and an ICMP error answering a UDP probe (a closed port)
+# is in its trace, taken at the pod, as a TCP probe's reset is.
+out=$(probe --from tq-a --to $B --count 3 --interval 300 --trace)
+expect_eq trace_icmp_each_its_own "$(jq -c '[.probes[] | .verdict + ":" + ([.trace[] | select(.hook == "inject")] | length | tostring) + ":" + ([.trace[] | select(.hook == "pod-reply" and .verdict == "taken")] | length | tostring)]' <<<"$out")" \
+	'["answered:1:1","answered:1:1","answered:1:1"]'
+out=$(probe --from tq-a --to $B:5399 --proto udp --trace)
+expect_eq trace_udp_icmp_error_taken "$(jq -c '.probes[0] | [.verdict, (.trace[-1] | .way + ":" + .hook + ":" + .verdict)]' <<<"$out")" \
+	'["refused","back:pod-reply:taken"]'
 expect_eq trace_turned_off "$(monitor_kinds "$(node_pin_dir $X)")" 0
 
 # The matrix over 4 pods, one pair blocked by policy: exactly that pair.
