@@ -213,8 +213,7 @@ static int read_node(struct apply *a, bool rules)
 			else if (r->count &&
 				 (err = policy_read_rules(a->n, r, p->cur[d])))
 				pr_err("pod '%s': cannot read its %s rules: %s",
-				       p->info.name, d == PI_DIR_EGRESS ?
-				       "egress" : "ingress", strerror(-err));
+				       p->info.name, dir_names[d], strerror(-err));
 		}
 	}
 	free(infos);

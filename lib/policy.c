@@ -457,13 +457,11 @@ static int policy_list_id(struct pi_node *n, uint32_t pod_id,
 		if (!ref[dir].count)
 			continue;
 		err = read_rules(n, &ref[dir], list);
-		if (err) {
+		if (err)
 			pr_err("pod id %u: cannot read its %s rules (slots %u..%u): %s",
 			       pod_id, dir_name(dir), ref[dir].start,
 			       ref[dir].start + ref[dir].count - 1,
 			       strerror(-err));
-			break;
-		}
 		for (uint32_t i = 0; i < ref[dir].count && !err; i++) {
 			struct pi_rule_info *ri = &all[cnt++];
 

@@ -159,30 +159,26 @@ static bool is_icmp(uint8_t proto)
 static int trace_side(const struct pi_probe_result *pr,
 		      const struct pi_monitor_event *e, uint64_t until)
 {
-	bool ports_out, ports_back, in_window;
+	bool out, to_pod;
 
 	if (e->family != pr->family)
 		return 0;
-	in_window = e->ts_ns >= pr->sent_ns && (!until || e->ts_ns < until);
-	if (is_icmp(e->proto) && !in_window)
+	out = !memcmp(&e->saddr, &pr->src, sizeof(e->saddr)) &&
+	      !memcmp(&e->daddr, &pr->dst, sizeof(e->daddr));
+	to_pod = !memcmp(&e->daddr, &pr->src, sizeof(e->daddr));
+	if (is_icmp(e->proto)) {
+		if (e->ts_ns < pr->sent_ns || (until && e->ts_ns >= until))
+			return 0;
+		if (out)
+			return is_icmp(pr->proto) ? 1 : 0;
+		return to_pod ? 2 : 0;
+	}
+	if (e->proto != pr->proto)
 		return 0;
-	if (!is_icmp(pr->proto) && is_icmp(e->proto))
-		return !memcmp(&e->daddr, &pr->src, sizeof(e->daddr)) ? 2 : 0;
-	if (is_icmp(pr->proto) ? !is_icmp(e->proto) : e->proto != pr->proto)
-		return 0;
-	ports_out = is_icmp(pr->proto) ||
-		    (e->sport == pr->sport && e->dport == pr->port);
-	ports_back = is_icmp(pr->proto) ||
-		     (e->sport == pr->port && e->dport == pr->sport);
-	if (!memcmp(&e->saddr, &pr->src, sizeof(e->saddr)) &&
-	    !memcmp(&e->daddr, &pr->dst, sizeof(e->daddr)) && ports_out)
+	if (out && e->sport == pr->sport && e->dport == pr->port)
 		return 1;
-	if (!memcmp(&e->saddr, &pr->dst, sizeof(e->saddr)) &&
-	    !memcmp(&e->daddr, &pr->src, sizeof(e->daddr)) && ports_back)
-		return 2;
-	/* an ICMP probe's error from a router on the way */
-	if (is_icmp(pr->proto) && !memcmp(&e->daddr, &pr->src,
-					  sizeof(e->daddr)))
+	if (to_pod && !memcmp(&e->saddr, &pr->dst, sizeof(e->saddr)) &&
+	    e->sport == pr->port && e->dport == pr->sport)
 		return 2;
 	return 0;
 }
@@ -346,7 +342,8 @@ static void print_probe(const struct pi_probe_result *pr, int seq,
 
 static void print_summary(const struct pi_probe_result *pr, int n)
 {
-	int counts[PI_PROBE_UNREPORTED + 1] = { 0 }, nr = 0, all = n, under = 0, decided;
+	int counts[PI_PROBE_UNREPORTED + 1] = { 0 };
+	int nr = 0, all = n, under = 0, decided;
 	double loss;
 	double *r = calloc(n ? n : 1, sizeof(double)), sum = 0;
 	uint64_t res = all ? pr[0].rtt_resolution_ns : 1;

@@ -47,10 +47,11 @@ static void fx_teardown(struct pr_fx *fx)
 	inject_bpf__destroy(fx->skel);
 }
 
-/* Registers the probe flow pod 10.0.0.1:sport -> 10.0.0.2:dport. */
-static void add_flow(struct pr_fx *fx, int family, uint8_t proto,
-		     const char *pod, const char *dst, uint16_t sport,
-		     uint16_t dport, uint32_t id)
+/* Registers the probe flow pod:sport -> dst:dport; its key. */
+static struct pi_flow_key add_flow(struct pr_fx *fx, int family,
+				   uint8_t proto, const char *pod,
+				   const char *dst, uint16_t sport,
+				   uint16_t dport, uint32_t id)
 {
 	struct pi_flow_key k = { .family = family, .proto = proto,
 				 .pod_port = htons(sport),
@@ -61,6 +62,7 @@ static void add_flow(struct pr_fx *fx, int family, uint8_t proto,
 	inet_pton(family, dst, k.dst.a);
 	bpf_map__update_elem(fx->skel->maps.probe_flows, &k, sizeof(k), &f,
 			     sizeof(f), 0);
+	return k;
 }
 
 static int run(struct pr_fx *fx, uint8_t *pkt, int len)
@@ -326,18 +328,16 @@ UNIT_TEST(probe_injection_time)
 UNIT_TEST(probe_answers_past_a_full_ring_counted)
 {
 	const uint32_t flood = 40000;	/* more than the 1 MiB ring holds */
-	struct pi_flow_key k = { .family = AF_INET, .proto = IPPROTO_UDP,
-				 .pod_port = htons(61003),
-				 .dst_port = htons(53) };
 	struct pi_probe_flow f = { 0 };
+	struct pi_flow_key k;
 	uint8_t pkt[PKT_MAX], out[2048];
 	struct pr_fx fx;
 	int len;
 
 	if (!fx_setup(&fx))
 		return;
-	add_flow(&fx, AF_INET, IPPROTO_UDP, "10.0.0.1", "10.0.0.2", 61003, 53,
-		 11);
+	k = add_flow(&fx, AF_INET, IPPROTO_UDP, "10.0.0.1", "10.0.0.2", 61003,
+		     53, 11);
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
 		"10.0.0.1", IPPROTO_UDP, 53, 61003 });
 	{
@@ -354,8 +354,6 @@ UNIT_TEST(probe_answers_past_a_full_ring_counted)
 		ASSERT_EQ(opts.retval, PI_DROP, "the last answer taken too");
 	}
 	ring_buffer__consume(fx.rb);
-	inet_pton(AF_INET, "10.0.0.1", k.pod.a);
-	inet_pton(AF_INET, "10.0.0.2", k.dst.a);
 	ASSERT_OK(bpf_map__lookup_elem(fx.skel->maps.probe_flows, &k,
 				       sizeof(k), &f, sizeof(f), 0),
 		  "flow entry");
