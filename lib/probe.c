@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -79,6 +80,7 @@ struct session {
 	struct inject_state s;
 	struct pi_pod_info injector;		/* pi_probe as a pod, for the auth code */
 	int tx_fd, tx_ifindex;
+	int hold_fd;			/* the node's probe hold (probe_hold) */
 	bool made_dev;
 	struct ring_buffer *rb;
 	struct probe *probes;
@@ -102,11 +104,12 @@ static bool wait_stopped(const struct session *ss)
 	return ss->stop_wait && *ss->stop_wait;
 }
 
-/* The end of the wait for every answer still due: the last probe's
- * timeout (wait_answers cuts it short after a stop). */
 /* probe ports (ICMP: echo ids) there are: probes ids this far apart share
  * one */
 #define PROBE_PORT_SPAN	(PI_PROBE_PORT_HI - PI_PROBE_PORT_LO + 1)
+
+/* The end of the wait for every answer still due: the last probe's
+ * timeout (wait_answers cuts it short after a stop). */
 
 static long long answers_due(const struct session *ss, int from, int to,
 			     uint32_t timeout_ms)
@@ -437,6 +440,145 @@ static void forget_gone_pod(const struct session *ss,
 	reply_hook_unpin(&ss->s, gone);
 }
 
+/* ---- one probe at a time per node -------------------------------------
+ *
+ * A node has one probe device pair and one probe event ring (a ring has
+ * one read position: two readers would each take the other's answers), so
+ * its probes run one after another. A probe holds PROBE_RUN_DIR/<the
+ * node's pin directory name> flock()ed from before it looks at the pods
+ * until its state is gone; another waits for it as long as it would for
+ * the node's lock (-W), with the node's lock let go meanwhile: the running
+ * probe takes that lock back to clean up. The file says "PID dev" from
+ * just before the holder makes its device until just after it removed
+ * it, so a probe that finds the device, holds the file and reads the mark
+ * knows the device is a killed probe's and removes it. A device without
+ * the mark is someone else's (a probe of a build before the hold, still
+ * running during an upgrade, or a device made by hand): left alone. */
+#define PROBE_RUN_DIR		PI_RUN_DIR "/probe"
+#define PROBE_HOLD_POLL_US	20000
+
+/* The holder's pid as written ("?" if none) and whether it marked a
+ * device of its own. */
+static bool hold_read(int fd, char *pid, size_t len)
+{
+	char buf[64];
+	ssize_t got = pread(fd, buf, sizeof(buf) - 1, 0);
+
+	buf[got > 0 ? got : 0] = '\0';
+	snprintf(pid, len, "%.*s", (int)strspn(buf, "0123456789"), buf);
+	if (!*pid)
+		snprintf(pid, len, "?");
+	return strstr(buf, " dev") != NULL;
+}
+
+static int hold_write(int fd, bool dev)
+{
+	char buf[64];
+	int len = snprintf(buf, sizeof(buf), "%d%s\n", (int)getpid(),
+			   dev ? " dev" : "");
+
+	if (ftruncate(fd, 0) || pwrite(fd, buf, len, 0) != len)
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+/* Takes the node's probe hold, waiting up to timeout_ms (or until *stop)
+ * for a running probe: the descriptor in *out, 0; -EBUSY (said) when the
+ * other probe outlasts the wait, -EINTR when stopped. */
+static int probe_hold(struct pi_node *n, int timeout_ms,
+		      const volatile int *stop, int *out)
+{
+	long long deadline = pi_mono_ns() + (timeout_ms > 0 ? timeout_ms : 0) *
+				 1000000LL;
+	char path[PATH_MAX], pid[24];
+	bool waited = false;
+	int fd, err;
+
+	*out = -1;
+	err = mkdir_p(PROBE_RUN_DIR);
+	if (err) {
+		pr_err("cannot make %s: %s", PROBE_RUN_DIR, strerror(-err));
+		return err;
+	}
+	snprintf(path, sizeof(path), PROBE_RUN_DIR "/%s",
+		 strrchr(n->pin_dir, '/') + 1);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		err = -errno;
+		pr_err("cannot open %s: %s", path, strerror(-err));
+		return err;
+	}
+	while (flock(fd, LOCK_EX | LOCK_NB)) {
+		err = -errno;
+		if (err != -EWOULDBLOCK && err != -EINTR) {
+			pr_err("cannot lock %s: %s", path, strerror(-err));
+			goto fail;
+		}
+		hold_read(fd, pid, sizeof(pid));
+		if (!waited) {
+			pr_info("node '%s': waiting for the probe running there (pid %s): a node runs one probe at a time",
+				n->name, pid);
+			/* the running probe needs it to clean up */
+			err = node_unlock(n);
+			if (err)
+				goto fail;
+			waited = true;
+		}
+		if (stop && *stop) {
+			err = -EINTR;
+			goto fail;
+		}
+		if (pi_mono_ns() >= deadline) {
+			pr_err("node '%s': another probe (pid %s) still runs there after %d ms; a node runs one probe at a time (-W MS waits longer)",
+			       n->name, pid, timeout_ms > 0 ? timeout_ms : 0);
+			err = -EBUSY;
+			goto fail;
+		}
+		usleep(PROBE_HOLD_POLL_US);
+	}
+	if (waited) {
+		long long left = (deadline - pi_mono_ns()) / 1000000;
+
+		err = node_relock(n, left > 0 ? (int)left : 0);
+		if (err) {
+			pr_err(err == -ENOENT ? "node '%s' was taken down while the probe waited" :
+			       "node '%s': cannot take its lock back after the wait for the other probe: %s",
+			       n->name, strerror(-err));
+			goto fail;
+		}
+	}
+	/* a killed holder's mark stays for probe_device to read */
+	if (!hold_read(fd, pid, sizeof(pid))) {
+		err = hold_write(fd, false);
+		if (err)
+			goto fail;
+	}
+	*out = fd;
+	return 0;
+fail:
+	close(fd);
+	return err;
+}
+
+/* A killed probe's device pair (the hold says it made one and is gone),
+ * in the node's namespace: removed, and its head's records with it. */
+static void remove_dead_device(struct session *ss)
+{
+	int idx = nl_link_index(PI_PROBE_DEV);
+	char pid[24];
+
+	hold_read(ss->hold_fd, pid, sizeof(pid));
+	if (idx > 0) {
+		nl_link_del(idx);
+		head_roles_clear(&ss->s, idx);
+	}
+	idx = nl_link_index(PI_PROBE_TX_DEV);
+	if (idx > 0)
+		nl_link_del(idx);
+	pr_info("node '%s': removed the probe device a killed probe (pid %s) left",
+		ss->n->name, pid);
+}
+
 static void session_close(struct session *ss)
 {
 	char path[PATH_MAX];
@@ -476,20 +618,24 @@ static void session_close(struct session *ss)
 		probe_link_pin(ss, path, sizeof(path));
 		detach_prog(ss->injector.ifindex, PI_HOOK_INGRESS,
 			    node_attach_mode(ss->n), PI_PRIO_HEAD, path);
-		nl_link_del(ss->injector.ifindex);
+		if (!nl_link_del(ss->injector.ifindex))
+			hold_write(ss->hold_fd, false);
 		head_roles_clear(&ss->s, ss->injector.ifindex);
 		netns_restore(saved);
 	}
+	if (ss->hold_fd >= 0)
+		close(ss->hold_fd);	/* the next probe's turn */
+	ss->hold_fd = -1;
 	inject_close(&ss->s);
 	free(ss->pod_ns);
 	ss->pod_ns = NULL;
 }
 
-/* A probe killed without its cleanup (SIGKILL) leaves its device, which
- * stops every later probe until it is removed by hand, and its link pin,
- * authorisations and flows. Holding the device now, this probe is the only
- * one on the node: what an earlier one left goes. Injectors are pods or
- * the probe, so an authorisation of an injector that is no pod is one. */
+/* A probe killed without its cleanup (SIGKILL) leaves its device (removed
+ * by the next probe, remove_dead_device), its link pin, authorisations and
+ * flows. Holding the device now, this probe is the only one on the node:
+ * what an earlier one left goes. Injectors are pods or the probe, so an
+ * authorisation of an injector that is no pod is one. */
 static void forget_dead_probe(struct session *ss)
 {
 	struct pi_inject_key key, next, *prev = NULL;
@@ -541,14 +687,25 @@ static int probe_device(struct session *ss)
 		return err;
 	if (nl_link_index(PI_PROBE_DEV) > 0 ||
 	    nl_link_index(PI_PROBE_TX_DEV) > 0) {
-		netns_restore(saved);
-		return -EBUSY;
+		char pid[24];
+
+		if (!hold_read(ss->hold_fd, pid, sizeof(pid))) {
+			netns_restore(saved);
+			return -EBUSY;
+		}
+		remove_dead_device(ss);
 	}
-	err = nl_veth_create(PI_PROBE_DEV, PI_PROBE_TX_DEV, -1);
-	if (err == -EEXIST)	/* another probe made it just now */
+	/* marked before it exists: a kill between leaves no device
+	 * without the mark */
+	err = hold_write(ss->hold_fd, true);
+	if (!err)
+		err = nl_veth_create(PI_PROBE_DEV, PI_PROBE_TX_DEV, -1);
+	if (err == -EEXIST)	/* made by someone else just now */
 		err = -EBUSY;
-	if (err)
+	if (err) {
+		hold_write(ss->hold_fd, false);
 		goto out;
+	}
 	ss->made_dev = true;
 	ss->injector.ifindex = nl_link_index(PI_PROBE_DEV);
 	ss->tx_ifindex = nl_link_index(PI_PROBE_TX_DEV);
@@ -591,14 +748,15 @@ out:
 static void session_open_err(const struct pi_node *n, int err)
 {
 	if (err == -EBUSY)
-		pr_err("device " PI_PROBE_DEV " exists in node '%s': another probe is running there, or one was killed and left it (no probe running: 'ip -n %s link del " PI_PROBE_DEV "')",
+		pr_err("device " PI_PROBE_DEV " exists in node '%s' and no probe of this podinject holds it: one of an earlier build runs there, or was killed and left it, or it was made by hand (none running: 'ip -n %s link del " PI_PROBE_DEV "')",
 		      n->name, n->name);
 	else
 		pr_err("cannot set up probing on node '%s': %s", n->name,
 		      strerror(-err));
 }
 
-static int session_open(struct session *ss, struct pi_node *n,
+/* The session owns hold_fd (probe_hold's) from here, on failure too. */
+static int session_open(struct session *ss, struct pi_node *n, int hold_fd,
 			struct pi_pod_info *pods, int npods)
 {
 	struct pi_inject_key added[2], had_k[2];
@@ -610,12 +768,14 @@ static int session_open(struct session *ss, struct pi_node *n,
 	memset(ss, 0, sizeof(*ss));
 	ss->n = n;
 	ss->tx_fd = -1;
+	ss->hold_fd = hold_fd;
 	err = rng_seed(ss);
-	if (err)
+	if (!err)
+		err = inject_open(n, &ss->s, true);
+	if (err < 0) {
+		close(hold_fd);
 		return err;
-	err = inject_open(n, &ss->s, true);
-	if (err < 0)
-		return err;
+	}
 	err = probe_device(ss);
 	if (err)
 		goto fail;
@@ -857,7 +1017,7 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 	struct pi_pod_info pod;
 	struct session ss;
 	bool unlocked, fixed;
-	int err;
+	int hold, err;
 
 	*out = NULL;
 	if (node_require_write(n, "probe"))
@@ -885,15 +1045,22 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 		       PI_PROBE_PORT_LO, PI_PROBE_PORT_HI);
 		return -EINVAL;
 	}
-	err = pod_lookup(n, spec->from, &pod);
+	/* the pod is read after the wait, which lets the node's lock go */
+	err = probe_hold(n, spec->lock_timeout_ms, spec->stop, &hold);
 	if (err)
 		return err;
-	if (!(pod.flags & (spec->family == AF_INET ? PI_POD_HAS_V4 : PI_POD_HAS_V6))) {
+	err = pod_lookup(n, spec->from, &pod);
+	if (!err && !(pod.flags & (spec->family == AF_INET ? PI_POD_HAS_V4 :
+							       PI_POD_HAS_V6))) {
 		pr_err("pod '%s' has no IPv%d address", pod.name,
 		       spec->family == AF_INET ? 4 : 6);
-		return -EINVAL;
+		err = -EINVAL;
 	}
-	err = session_open(&ss, n, &pod, 1);
+	if (err) {
+		close(hold);
+		return err;
+	}
+	err = session_open(&ss, n, hold, &pod, 1);
 	if (err) {
 		session_open_err(n, err);
 		return err;
@@ -984,7 +1151,7 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 {
 	struct { struct pi_pod_info *pods; int n; } pl = {};
 	uint32_t timeout = spec->timeout_ms ? spec->timeout_ms : 1000;
-	int ncols, np = 0, nsent = 0, err = 0;
+	int ncols, np = 0, nsent = 0, hold = -1, err = 0;
 	uint8_t proto = spec->proto ? spec->proto : IPPROTO_ICMP;
 	struct session ss = {};
 	bool unlocked;
@@ -1003,9 +1170,14 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		pr_err("an icmp probe has no destination port");
 		return -EINVAL;
 	}
+	err = probe_hold(n, spec->lock_timeout_ms, spec->stop, &hold);
+	if (err)
+		return err;
 	pl.n = pi_pod_list(n, &pl.pods);
-	if (pl.n < 0)
+	if (pl.n < 0) {
+		close(hold);
 		return pl.n;
+	}
 	for (int i = 0; i < pl.n; i++) {
 		if (!(pl.pods[i].flags & PI_POD_HAS_V4)) {
 			pr_err("probe matrix needs IPv4 on every pod ('%s' has none)",
@@ -1019,7 +1191,8 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		err = -ESRCH;
 		goto out_pods;
 	}
-	err = session_open(&ss, n, pl.pods, pl.n);
+	err = session_open(&ss, n, hold, pl.pods, pl.n);
+	hold = -1;		/* the session's */
 	if (err) {
 		session_open_err(n, err);
 		goto out_pods;
@@ -1097,6 +1270,8 @@ out:
 	session_close(&ss);
 	free(ss.probes);
 out_pods:
+	if (hold >= 0)
+		close(hold);
 	free(pl.pods);
 	if (err) {
 		free(*out);

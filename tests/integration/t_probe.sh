@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=178
+EXPECT=191
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -502,25 +502,40 @@ out=$(probe --from tq-a --to $B --count 2)
 expect_eq late_answer_echo_restored "$(verdicts <<<"$out")" answered
 rm -f /tmp/tq$$.late /tmp/tq$$.late_at_exit
 
-# SIGKILL leaves the device: the next probe refuses, naming it and how to
-# remove it; once it is removed, the next probe takes over what was left.
+# SIGKILL leaves the device, its pin, authorisations, flows and hooks. The
+# next probe holds the node's probe file, whose mark says a probe made the
+# device and is gone: it removes the device and takes over the rest, with
+# nothing to do by hand (before 2026-12-06 it refused until someone ran
+# `ip link del pi_probe`).
 rc=$(interrupt KILL /dev/null probe --from tq-a --to $B --count 1000 --interval 200)
-out=$("$PI" -N $X probe --from tq-a --to $B 2>&1)
-check killed_next_refused_clearly grep -q "^1:error: device pi_probe exists in node '$X'.*ip -n $X link del pi_probe" <<<"$?:$out"
-ip -n $X link del pi_probe 2>/dev/null
-out=$(probe --from tq-a --to $B --count 2)
-expect_eq killed_then_removed_probe_runs "$(verdicts <<<"$out")" answered
+expect_eq killed_left_device "$(probe_devs)" 2
+out=$("$PI" -N $X -j probe --from tq-a --to $B --count 2 2>/tmp/tq$$.e)
+expect_eq killed_next_probe_runs "$?:$(verdicts <<<"$out")" "0:answered"
+expect_eq killed_next_probe_quiet "$(cat /tmp/tq$$.e)" ""
 left_nothing killed
 scrub
 # A matrix killed leaves a reply hook on every pod it probed from; the
 # next probe, from one pod, takes them all (before 2026-12-06: only its
 # own source's, the others' stayed until each was probed again)
 rc=$(interrupt KILL /dev/null probe matrix --to 10.244.0.99 --timeout 8000)
-ip -n $X link del pi_probe 2>/dev/null
 out=$(probe --from tq-a --to $B --count 1)
 expect_eq killed_matrix_then_probe_runs "$(verdicts <<<"$out")" answered
 left_nothing killed_matrix
 scrub
+# A device of that name no probe of this build marked (made by hand, or by
+# a probe of a build before the mark still running during an upgrade) is
+# not taken: the probe refuses, names it and how to remove it, and leaves
+# it as it is.
+ip -n $X link add pi_probe type veth peer name pi_probe_tx
+out=$("$PI" -N $X probe --from tq-a --to $B 2>&1)
+check unmarked_device_refused_clearly grep -q "^1:error: device pi_probe exists in node '$X' and no probe of this podinject holds it.*ip -n $X link del pi_probe" <<<"$?:$out"
+expect_eq unmarked_device_left "$(probe_devs)" 2
+ip -n $X link del pi_probe
+out=$(probe --from tq-a --to $B --count 1)
+expect_eq unmarked_device_removed_probe_runs "$(verdicts <<<"$out")" answered
+left_nothing unmarked_device
+scrub
+rm -f /tmp/tq$$.e
 
 # A probe that cannot leave is an error, not "no-answer": its own transmit
 # device taken down under it (a local send failure), the command fails
@@ -563,12 +578,32 @@ probing_now
 check probe_pod_added_while_probing pi -N $X pod add probe --ip 10.244.0.20
 check probe_pod_inject_allowed_while_probing pi -N $X inject allow probe --as tq-c
 expect_eq probe_pod_injects_while_probing "$(udp_from_probe 10)" 10
-out=$("$PI" -N $X probe --from probe --to $B 2>&1)
-check second_probe_refused_clearly grep -q "^1:error: device pi_probe exists in node '$X': another probe is running" <<<"$?:$out"
+# A node runs one probe at a time (one device pair, one event ring). A
+# second probe waits its turn as long as for the node's lock: -W 300 gives
+# up, naming the running probe; one that waits is stopped by SIGINT at
+# once, having sent nothing; one left to wait runs when the first ends
+# (before 2026-12-06 every second probe failed at once).
+out=$("$PI" -N $X -W 300 probe --from probe --to $B 2>&1)
+check second_probe_refused_clearly grep -q "^1:error: node '$X': another probe (pid $bg) still runs there after 300 ms" <<<"$?:$out"
+set -m
+"$PI" -N $X -j probe --from tq-c --to $B >/tmp/tq$$.w 2>/dev/null &
+w=$!
+set +m
+sleep 0.5
+kill -INT $w
+wait $w
+expect_eq waiting_probe_interrupted "$?:$(jq -r .error /tmp/tq$$.w | grep -o '0 of 1 probes sent')" "1:0 of 1 probes sent"
+"$PI" -N $X -j probe --from probe --to $B --count 3 --interval 20 >/tmp/tq$$.w 2>/dev/null &
+w=$!
+sleep 1
+expect_eq second_probe_waits "$(kill -0 $w 2>/dev/null && echo waiting)" waiting
 kill -INT $bg
 wait $bg
 expect_eq other_probe_interrupted "$?" 1
 check other_probe_answered reported /tmp/tq$$.bg '.summary.answered >= 1 and .summary.answered == .summary.sent'
+wait $w
+expect_eq second_probe_ran_after "$?:$(verdicts </tmp/tq$$.w)" "0:answered"
+rm -f /tmp/tq$$.w
 out=$(probe --from probe --to $B --count 3 --interval 20)
 expect_eq probe_pod_probe_answered "$(verdicts <<<"$out")" answered
 # pi-probe is the pod's host device, and link_IFINDEX its head program's pin
