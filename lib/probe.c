@@ -81,6 +81,7 @@ struct session {
 	struct pi_pod_info injector;		/* pi_probe as a pod, for the auth code */
 	int tx_fd, tx_ifindex;
 	int hold_fd;			/* the node's probe hold (probe_hold) */
+	struct stat node_dir;		/* the node's pin directory, at the start */
 	bool made_dev;
 	struct ring_buffer *rb;
 	struct probe *probes;
@@ -796,6 +797,10 @@ static int session_open(struct session *ss, struct pi_node *n, int hold_fd,
 		if (err)
 			goto fail;
 	}
+	if (stat(n->pin_dir, &ss->node_dir)) {
+		err = -errno;
+		goto fail;
+	}
 	ss->rb = ring_buffer__new(ss->s.maps[IM_PROBE_EVENTS], on_event, ss,
 				  NULL);
 	if (!ss->rb) {
@@ -999,6 +1004,23 @@ static int unlock_for_wait(struct pi_node *n)
 	return node_unlock(n);
 }
 
+/* Whether the node was taken down (and maybe up again) while the probe
+ * waited without its lock: its datapath went, the reply hooks with it, so
+ * every answer from then on would read as "no answer", a drop nobody made.
+ * Said; no verdict is given then. */
+static bool node_taken_down(const struct session *ss)
+{
+	struct stat now;
+
+	if (!stat(ss->n->pin_dir, &now) &&
+	    now.st_ino == ss->node_dir.st_ino &&
+	    now.st_dev == ss->node_dir.st_dev)
+		return false;
+	pr_err("node '%s' was taken down while the probe ran: no verdicts (its answers were no longer taken)",
+	       ss->n->name);
+	return true;
+}
+
 static void relock_for_teardown(struct pi_node *n, int timeout_ms)
 {
 	int err = node_relock(n, timeout_ms);
@@ -1104,7 +1126,8 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 			finalize(&ss, reuse, reuse + 1, timeout);
 		}
 		/* a probe that did not leave is no "no answer" */
-		err = probe_send(&ss, &ss.probes[sent]);
+		err = node_taken_down(&ss) ? -ENOENT :
+					     probe_send(&ss, &ss.probes[sent]);
 		if (err) {
 			if (unlocked)
 				relock_for_teardown(n, spec->lock_timeout_ms);
@@ -1126,6 +1149,12 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 			ring_buffer__poll(ss.rb, 10);
 	}
 	wait_answers(&ss, 0, sent, answers_due(&ss, 0, sent, timeout), false);
+	if (node_taken_down(&ss)) {
+		err = -ENOENT;
+		if (unlocked)
+			relock_for_teardown(n, spec->lock_timeout_ms);
+		goto out;
+	}
 	finalize(&ss, 0, sent, timeout);
 	if (unlocked)
 		relock_for_teardown(n, spec->lock_timeout_ms);
@@ -1248,7 +1277,8 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		}
 		if (ss.probes[i].verdict != V_PENDING || stopped(&ss))
 			continue;
-		err = probe_send(&ss, &ss.probes[i]);
+		err = node_taken_down(&ss) ? -ENOENT :
+					     probe_send(&ss, &ss.probes[i]);
 		if (err)
 			break;
 		nsent++;
@@ -1259,6 +1289,12 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		goto out;
 	}
 	wait_answers(&ss, 0, np, answers_due(&ss, 0, np, timeout), false);
+	if (node_taken_down(&ss)) {
+		err = -ENOENT;
+		if (unlocked)
+			relock_for_teardown(n, spec->lock_timeout_ms);
+		goto out;
+	}
 	finalize(&ss, 0, np, timeout);
 	if (unlocked)
 		relock_for_teardown(n, spec->lock_timeout_ms);

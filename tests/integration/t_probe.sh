@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=191
+EXPECT=194
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -698,7 +698,23 @@ kill $srv $srv6 2>/dev/null
 # keeps them and their uplinks, and nothing of the nodes may stay on them.
 ids=$(node_prog_ids $X; node_prog_ids $Y)
 expect_hooked hooked_before_down "$(pi -N $X -j node show | jq -r .attach)" $ids
+# Taken down while a probe runs and another waits for it: the answers are
+# no longer taken, so the running probe gives no verdicts (before
+# 2026-12-06 it went on and called every probe after the down "no-answer",
+# exit 0); the waiting one says the node went; neither leaves a device.
+"$PI" -N $X -j probe --from tq-a --to $B --count 100 --interval 50 >/dev/null 2>/tmp/tq$$.d1 &
+d1=$!
+probing_now
+"$PI" -N $X -j probe --from tq-a --to $B >/dev/null 2>/tmp/tq$$.d2 &
+d2=$!
+sleep 0.5
 check down_x pi -N $X node down
+wait $d1
+expect_eq down_while_probing "$?:$(cat /tmp/tq$$.d1)" "1:error: node '$X' was taken down while the probe ran: no verdicts (its answers were no longer taken)"
+wait $d2
+expect_eq down_while_waiting "$?:$(cat /tmp/tq$$.d2)" "1:error: node '$X' was taken down while the probe waited"
+expect_eq down_while_probing_no_device "$(probe_devs)" 0
+rm -f /tmp/tq$$.d1 /tmp/tq$$.d2
 check down_y pi -N $Y node down
 expect_unhooked no_links_left $ids
 ip netns del $X
