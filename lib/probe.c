@@ -1004,6 +1004,23 @@ static int unlock_for_wait(struct pi_node *n)
 	return node_unlock(n);
 }
 
+/* Whether a source pod (session pod `only`, or any with -1) was deleted
+ * or replaced while the probe waited without the node's lock: its device
+ * and the reply hook on it went, so its answers would read as "no
+ * answer". Said; no verdict is given then. */
+static bool source_gone(const struct session *ss, int only)
+{
+	for (int i = only < 0 ? 0 : only;
+	     i < (only < 0 ? ss->npods : only + 1); i++) {
+		if (pod_unchanged(ss, i))
+			continue;
+		pr_err("pod '%s' was deleted or replaced while the probe ran: no verdicts (its answers were no longer taken); probe again",
+		       ss->pods[i].name);
+		return true;
+	}
+	return false;
+}
+
 /* Whether the node was taken down (and maybe up again) while the probe
  * waited without its lock: its datapath went, the reply hooks with it, so
  * every answer from then on would read as "no answer", a drop nobody made.
@@ -1127,7 +1144,8 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 		}
 		/* a probe that did not leave is no "no answer" */
 		err = node_taken_down(&ss) ? -ENOENT :
-					     probe_send(&ss, &ss.probes[sent]);
+		      source_gone(&ss, 0) ? -ENODEV :
+					    probe_send(&ss, &ss.probes[sent]);
 		if (err) {
 			if (unlocked)
 				relock_for_teardown(n, spec->lock_timeout_ms);
@@ -1149,8 +1167,8 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 			ring_buffer__poll(ss.rb, 10);
 	}
 	wait_answers(&ss, 0, sent, answers_due(&ss, 0, sent, timeout), false);
-	if (node_taken_down(&ss)) {
-		err = -ENOENT;
+	if (node_taken_down(&ss) || source_gone(&ss, -1)) {
+		err = -ENODEV;
 		if (unlocked)
 			relock_for_teardown(n, spec->lock_timeout_ms);
 		goto out;
@@ -1278,7 +1296,8 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		if (ss.probes[i].verdict != V_PENDING || stopped(&ss))
 			continue;
 		err = node_taken_down(&ss) ? -ENOENT :
-					     probe_send(&ss, &ss.probes[i]);
+		      source_gone(&ss, ss.probes[i].pod - pl.pods) ? -ENODEV :
+				probe_send(&ss, &ss.probes[i]);
 		if (err)
 			break;
 		nsent++;
@@ -1289,8 +1308,8 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		goto out;
 	}
 	wait_answers(&ss, 0, np, answers_due(&ss, 0, np, timeout), false);
-	if (node_taken_down(&ss)) {
-		err = -ENOENT;
+	if (node_taken_down(&ss) || source_gone(&ss, -1)) {
+		err = -ENODEV;
 		if (unlocked)
 			relock_for_teardown(n, spec->lock_timeout_ms);
 		goto out;

@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=194
+EXPECT=210
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -537,6 +537,28 @@ left_nothing unmarked_device
 scrub
 rm -f /tmp/tq$$.e
 
+# ---- A source pod deleted while the probe runs takes the reply hook with
+# its device: the probe stops and gives no verdicts (before 2026-12-06 the
+# probes after the deletion read "no-answer", a loss nobody made, exit 0);
+# a matrix the same, naming the pod; neither leaves anything.
+pi -N $X pod add tq-e --ip 10.244.0.14 >/dev/null
+"$PI" -N $X -j probe --from tq-e --to $B --count 100 --interval 50 >/tmp/tq$$.g 2>/dev/null &
+bg=$!
+probing_now
+check deleted_source_deleted pi -N $X pod del tq-e
+wait $bg
+expect_eq deleted_source_no_verdicts "$?:$(jq -r '.error' /tmp/tq$$.g)" "1:pod 'tq-e' was deleted or replaced while the probe ran: no verdicts (its answers were no longer taken); probe again"
+left_nothing deleted_source
+pi -N $X pod add tq-e --ip 10.244.0.14 >/dev/null
+"$PI" -N $X -j probe matrix --to 10.244.0.99 --timeout 4000 >/tmp/tq$$.g 2>/dev/null &
+bg=$!
+probing_now
+check deleted_matrix_source_deleted pi -N $X pod del tq-e
+wait $bg
+expect_eq deleted_matrix_source_no_verdicts "$?:$(jq -r '.error' /tmp/tq$$.g)" "1:pod 'tq-e' was deleted or replaced while the probe ran: no verdicts (its answers were no longer taken); probe again"
+left_nothing deleted_matrix_source
+rm -f /tmp/tq$$.g
+
 # A probe that cannot leave is an error, not "no-answer": its own transmit
 # device taken down under it (a local send failure), the command fails
 # with the reason, and its teardown still removes what it made.
@@ -635,7 +657,9 @@ rm -f /tmp/tq$$.pd
 
 # ---- The probe waits without the node's lock. Its source pod deleted
 # meanwhile and a pod of the same name, address and namespace name put in
-# its place and proxied: the probe's teardown leaves the new pod's reply
+# its place and proxied: the probe gives no verdicts (the deleted pod's
+# answers were no longer taken: before 2026-12-06 they read "no-answer",
+# exit 0), and its teardown leaves the new pod's reply
 # hook (a filter at the same priority on an eth0 in a namespace of the
 # same name, with clsact) and its proxy authorisation alone, and removes
 # the pin it left for the deleted pod's device.
@@ -654,7 +678,7 @@ check replaced_source_proxied pi -N $X proxy add tq-d --port 15001 --for tq-c
 hooks_c=$(c_hooks)
 check replaced_source_hooked test "$hooks_c" != " 0"
 wait $bg
-expect_eq replaced_source_probe_done "$?:$(jq '.probes | length' /tmp/tq$$.g)" 0:1
+expect_eq replaced_source_probe_done "$?:$(jq -r '.error' /tmp/tq$$.g)" "1:pod 'tq-c' was deleted or replaced while the probe ran: no verdicts (its answers were no longer taken); probe again"
 expect_eq replaced_source_reply_hook_kept "$(c_hooks)" "$hooks_c"
 expect_eq replaced_source_proxy_auth_kept "$("$PI" -N $X -j inject list | jq -r '[.[] | select(.injector == "tq-d") | .as] | join(",")')" tq-c
 check replaced_source_old_pin_gone test ! -e "$INJ/link_reply_$old_c"
@@ -686,7 +710,7 @@ check same_index_proxied pi -N $X proxy add tq-d --port 15001 --for tq-c
 expect_eq same_index_reply_hooked "$("$BUILD/tcx-attach" query tq-c eth0 ingress 2>/dev/null)$(in_ns tq-c tc filter show dev eth0 ingress | grep -c 'pod_reply')" \
 	"$([ "$(pi -N $X -j node show | jq -r .attach)" = clsact ] && echo 1 || echo pod_reply0)"
 wait $bg
-expect_eq same_index_probe_done "$?:$(jq '.probes | length' /tmp/tq$$.g)" 0:1
+expect_eq same_index_probe_done "$?:$(jq -r '.error' /tmp/tq$$.g)" "1:pod 'tq-c' was deleted or replaced while the probe ran: no verdicts (its answers were no longer taken); probe again"
 check same_index_unproxied pi -N $X proxy del tq-d --for tq-c
 check same_index_pod_del pi -N $X pod del tq-c
 ip -n $X link del tq-ci 2>/dev/null
@@ -710,7 +734,9 @@ d2=$!
 sleep 0.5
 check down_x pi -N $X node down
 wait $d1
-expect_eq down_while_probing "$?:$(cat /tmp/tq$$.d1)" "1:error: node '$X' was taken down while the probe ran: no verdicts (its answers were no longer taken)"
+# (node down deletes the pods first: the probe may see its source go
+# before the node)
+expect_eq down_while_probing "$?:$(sed "s/pod 'tq-a' was deleted or replaced while the probe ran: no verdicts (its answers were no longer taken); probe again/node '$X' was taken down while the probe ran: no verdicts (its answers were no longer taken)/" /tmp/tq$$.d1)" "1:error: node '$X' was taken down while the probe ran: no verdicts (its answers were no longer taken)"
 wait $d2
 expect_eq down_while_waiting "$?:$(cat /tmp/tq$$.d2)" "1:error: node '$X' was taken down while the probe waited"
 expect_eq down_while_probing_no_device "$(probe_devs)" 0
