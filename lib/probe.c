@@ -401,8 +401,10 @@ static bool pod_unchanged(const struct session *ss, int i)
 
 	if (pod_by_ifindex(ss->n, was->ifindex, &now))
 		return false;
+	/* (PI_POD_XDP may change under a pod: its devices, namespace and
+	 * the reply hook stay) */
 	if (now.id != was->id || now.peer_ifindex != was->peer_ifindex ||
-	    now.flags != was->flags || now.ip4 != was->ip4 ||
+	    (now.flags ^ was->flags) & ~PI_POD_XDP || now.ip4 != was->ip4 ||
 	    memcmp(now.ip6, was->ip6, sizeof(now.ip6)) ||
 	    memcmp(now.pod_mac, was->pod_mac, 6) ||
 	    memcmp(now.host_mac, was->host_mac, 6) ||
