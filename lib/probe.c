@@ -809,6 +809,10 @@ static int session_open(struct session *ss, struct pi_node *n, int hold_fd,
 		err = -errno;
 		goto fail;
 	}
+	/* What an earlier probe left unread (one killed in an answer flood
+	 * leaves the ring full) goes before this one sends: else its
+	 * injection's event and its first answers found no room */
+	ring_buffer__consume(ss->rb);
 	return 0;
 fail:
 	session_close(ss);

@@ -343,7 +343,7 @@ static void print_probe(const struct pi_probe_result *pr, int seq,
 static void print_summary(const struct pi_probe_result *pr, int n)
 {
 	int counts[PI_PROBE_UNREPORTED + 1] = { 0 };
-	int nr = 0, all = n, under = 0, decided;
+	int nr = 0, all = n, under = 0, unheard = 0, decided;
 	double loss;
 	double *r = calloc(n ? n : 1, sizeof(double)), sum = 0;
 	uint64_t res = all ? pr[0].rtt_resolution_ns : 1;
@@ -358,7 +358,11 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 			sum += r[nr++];
 		} else if (pr[i].verdict == PI_PROBE_ANSWERED ||
 			   pr[i].verdict == PI_PROBE_REFUSED) {
-			under++;
+			/* no injection heard: no RTT, whatever the clock */
+			if (pr[i].rtt_ns < 0)
+				unheard++;
+			else
+				under++;
 		}
 	}
 	qsort(r, nr, sizeof(double), cmp_double);
@@ -386,6 +390,7 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 			  "in the kernel (bpf_ktime_get_ns), from the probe's injection into the pod's egress datapath to its answer at the pod's device");
 		json_ku64(jw, "rtt_resolution_ns", res);
 		json_ku64(jw, "rtt_under_resolution", under);
+		json_ku64(jw, "rtt_injection_unheard", unheard);
 		if (nr) {
 			json_key(jw, "rtt_ms");
 			json_obj_open(jw);
@@ -419,6 +424,9 @@ static void print_summary(const struct pi_probe_result *pr, int n)
 		if (under)
 			printf("%d answers came faster than the clock's step of %.3f ms: no RTT for them\n",
 			       under, res / 1e6);
+		if (unheard)
+			printf("%d answers have no RTT: their probe's injection was not heard (the node's probe event ring was full)\n",
+			       unheard);
 	}
 	free(r);
 }

@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=210
+EXPECT=211
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -263,6 +263,35 @@ ring_full() {
 	echo "$out"
 }
 expect_eq probe_ring_full_unreported "$(ring_full)" "answered,unreported 1 0"
+# A probe killed in an answer flood leaves the ring full of events nobody
+# will read. The next probe reads them away before it sends (before
+# 2026-12-06 its injection's event found no room: its answer had no RTT,
+# and the summary called it faster than the clock's step). The echo
+# answers 1.5 s late, when the probe is stopped.
+ring_left_full() {
+	local echo_pid probe_pid out log=/tmp/tq-ringk.$$ i
+	ip netns exec tq-b "$PINET" udp-echo --delay 1500 --copies 50000 5357 1 60000 >/dev/null 2>$log &
+	echo_pid=$!
+	sleep 0.3
+	"$PI" -N $X -j probe --from tq-a --to $B:5357 --proto udp --timeout 30000 >/dev/null 2>&1 &
+	probe_pid=$!
+	for i in $(seq 400); do
+		grep -q 'received 1' $log && break
+		sleep 0.01
+	done
+	kill -STOP $probe_pid
+	wait $echo_pid
+	kill -KILL $probe_pid
+	wait $probe_pid 2>/dev/null
+	ip netns exec tq-b "$PINET" udp-echo 5358 1 10000 >/dev/null 2>&1 &
+	echo_pid=$!
+	sleep 0.3
+	out=$(probe --from tq-a --to $B:5358 --proto udp --timeout 3000)
+	wait $echo_pid
+	rm -f $log
+	jq -r '"\(.probes[0].verdict) \(.probes[0].rtt_ms != null or .summary.rtt_resolution_ns > 1000000) \(.summary.rtt_injection_unheard)"' <<<"$out"
+}
+expect_eq probe_after_killed_flood_timed "$(ring_left_full)" "answered true 0"
 
 # probe --trace: every hook the probe and its answer met, in order. Both
 # pods first get a rule that matches nothing here: a pod without rules is
