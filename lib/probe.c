@@ -111,7 +111,6 @@ static bool wait_stopped(const struct session *ss)
 
 /* The end of the wait for every answer still due: the last probe's
  * timeout (wait_answers cuts it short after a stop). */
-
 static long long answers_due(const struct session *ss, int from, int to,
 			     uint32_t timeout_ms)
 {
@@ -480,6 +479,7 @@ static int hold_write(int fd, bool dev)
 	int len = snprintf(buf, sizeof(buf), "%d%s\n", (int)getpid(),
 			   dev ? " dev" : "");
 
+	errno = 0;
 	if (ftruncate(fd, 0) || pwrite(fd, buf, len, 0) != len)
 		return errno ? -errno : -EIO;
 	return 0;
