@@ -570,22 +570,21 @@ rm -f /tmp/tq$$.e
 # its device: the probe stops and gives no verdicts (before 2026-12-06 the
 # probes after the deletion read "no-answer", a loss nobody made, exit 0);
 # a matrix the same, naming the pod; neither leaves anything.
-pi -N $X pod add tq-e --ip 10.244.0.14 >/dev/null
-"$PI" -N $X -j probe --from tq-e --to $B --count 100 --interval 50 >/tmp/tq$$.g 2>/dev/null &
-bg=$!
-probing_now
-check deleted_source_deleted pi -N $X pod del tq-e
-wait $bg
-expect_eq deleted_source_no_verdicts "$?:$(jq -r '.error' /tmp/tq$$.g)" "1:pod 'tq-e' was deleted or replaced while the probe ran: no verdicts (its answers were no longer taken); probe again"
-left_nothing deleted_source
-pi -N $X pod add tq-e --ip 10.244.0.14 >/dev/null
-"$PI" -N $X -j probe matrix --to 10.244.0.99 --timeout 4000 >/tmp/tq$$.g 2>/dev/null &
-bg=$!
-probing_now
-check deleted_matrix_source_deleted pi -N $X pod del tq-e
-wait $bg
-expect_eq deleted_matrix_source_no_verdicts "$?:$(jq -r '.error' /tmp/tq$$.g)" "1:pod 'tq-e' was deleted or replaced while the probe ran: no verdicts (its answers were no longer taken); probe again"
-left_nothing deleted_matrix_source
+# deleted_source NAME PROBE-ARGS...: tq-e deleted while it probes
+deleted_source() {
+	local name=$1
+	shift
+	pi -N $X pod add tq-e --ip 10.244.0.14 >/dev/null
+	"$PI" -N $X -j probe "$@" >/tmp/tq$$.g 2>/dev/null &
+	bg=$!
+	probing_now
+	check ${name}_deleted pi -N $X pod del tq-e
+	wait $bg
+	expect_eq ${name}_no_verdicts "$?:$(jq -r '.error' /tmp/tq$$.g)" "1:pod 'tq-e' was deleted or replaced while the probe ran: no verdicts (its answers were no longer taken); probe again"
+	left_nothing $name
+}
+deleted_source deleted_source --from tq-e --to $B --count 100 --interval 50
+deleted_source deleted_matrix_source matrix --to 10.244.0.99 --timeout 4000
 rm -f /tmp/tq$$.g
 
 # A probe that cannot leave is an error, not "no-answer": its own transmit
