@@ -785,6 +785,7 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 		return err;
 	}
 	pod_for_each(&n, remove_pod_cb, &err);
+	probe_forget_node(&n);
 	if (n.cfg.uplink_ifindex && !node_enter(&n, &saved)) {
 		if (n.cfg.flags & PI_NODE_XDP)
 			xdp_node_teardown(&n);

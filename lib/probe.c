@@ -459,6 +459,11 @@ static void forget_gone_pod(const struct session *ss,
 #define PROBE_RUN_DIR		PI_RUN_DIR "/probe"
 #define PROBE_HOLD_POLL_US	20000
 
+static void probe_hold_path(const struct pi_node *n, char *buf, size_t len)
+{
+	snprintf(buf, len, PROBE_RUN_DIR "/%s", strrchr(n->pin_dir, '/') + 1);
+}
+
 /* The holder's pid as written ("?" if none) and whether it marked a
  * device of its own. */
 static bool hold_read(int fd, char *pid, size_t len)
@@ -503,8 +508,7 @@ static int probe_hold(struct pi_node *n, int timeout_ms,
 		pr_err("cannot make %s: %s", PROBE_RUN_DIR, strerror(-err));
 		return err;
 	}
-	snprintf(path, sizeof(path), PROBE_RUN_DIR "/%s",
-		 strrchr(n->pin_dir, '/') + 1);
+	probe_hold_path(n, path, sizeof(path));
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		err = -errno;
@@ -561,6 +565,37 @@ static int probe_hold(struct pi_node *n, int timeout_ms,
 fail:
 	close(fd);
 	return err;
+}
+
+/* `node down`, under the node's lock: a killed probe's device pair (its
+ * hold marked, nobody holding it) would outlive the node in a namespace
+ * the node adopted; it goes, and the hold with it. A running probe removes
+ * its own as it ends (it finds the node gone); a pair without the mark is
+ * not the node's to remove. */
+void probe_forget_node(struct pi_node *n)
+{
+	char path[PATH_MAX], pid[24];
+	int fd, saved, idx;
+
+	probe_hold_path(n, path, sizeof(path));
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		close(fd);
+		return;
+	}
+	if (hold_read(fd, pid, sizeof(pid)) && !node_enter(n, &saved)) {
+		idx = nl_link_index(PI_PROBE_DEV);
+		if (idx > 0)
+			nl_link_del(idx);
+		idx = nl_link_index(PI_PROBE_TX_DEV);
+		if (idx > 0)
+			nl_link_del(idx);
+		netns_restore(saved);
+	}
+	unlink(path);
+	close(fd);
 }
 
 /* A killed probe's device pair (the hold says it made one and is gone),

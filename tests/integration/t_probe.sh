@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=211
+EXPECT=214
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -769,7 +769,19 @@ wait $d2
 expect_eq down_while_waiting "$?:$(cat /tmp/tq$$.d2)" "1:error: node '$X' was taken down while the probe waited"
 expect_eq down_while_probing_no_device "$(probe_devs)" 0
 rm -f /tmp/tq$$.d1 /tmp/tq$$.d2
+# A probe killed on a node then taken down: its device pair would outlive
+# the node in the namespace the node adopted (before 2026-12-06 it did);
+# node down removes it, and the node's probe hold.
+hold_y=/run/podinject/probe/$(basename "$(node_pin_dir $Y)")
+"$PI" -N $Y probe --from tq-r --to 10.244.0.10 --count 100 --interval 100 >/dev/null 2>&1 &
+ky=$!
+sleep 1
+kill -KILL $ky
+wait $ky 2>/dev/null
+expect_eq killed_before_down_left "$(ip -n $Y -o link show | grep -c 'pi_probe')" 2
 check down_y pi -N $Y node down
+expect_eq killed_before_down_no_device "$(ip -n $Y -o link show | grep -c 'pi_probe')" 0
+check_fails killed_before_down_no_hold test -e "$hold_y"
 expect_unhooked no_links_left $ids
 ip netns del $X
 ip netns del $Y
