@@ -21,7 +21,8 @@ static int main_help(int argc, char **argv)
 		"NODE defaults to $PODINJECT_NODE, else \"node\".\n"
 		"MS: how long to wait for the node's lock while another command holds\n"
 		"it (default $PODINJECT_WAIT_MS, else %d); then the command fails with\n"
-		"\"node busy\" and changes nothing.\n"
+		"\"node busy\" and changes nothing. A probe waits as long for the\n"
+		"node's running probe.\n"
 		"'podinject OBJECT help' (or --help anywhere after OBJECT) explains\n"
 		"each object.\n"
 		"Exit codes: 0 ok, 1 runtime failure, 2 usage error.\n",
