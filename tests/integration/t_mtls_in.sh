@@ -295,10 +295,15 @@ cp $T/ca/ca.pem $T/ca.new && mv $T/ca.new $T/ca/ca.pem
 sleep 1.2
 expect_eq resume_not_across_ca_reload "$(resumed_from mi-a $idA --sess-in $T/a.sess)" "ok no $A"
 # A chain of resumptions ends --tls-resume after its full handshake: a
-# resumed connection's new ticket must not start the count again
+# resumed connection's new ticket must not start the count again. 5 s; in
+# the lab 15: three connections one after another took more than 5 s in a
+# guest sharing two cores with two others (2026-12-06, debian-6.1: the
+# third was a full handshake, rightly)
+resume_s=5
+[ -n "${PODINJECT_LAB:-}" ] && resume_s=15
 stop_pod_procs mi-p
 if start_proxy mi-p --inbound --tls-dir $T/ca --tls-ca $T/ca/ca.pem \
-		--tls-trust-domain mi.test --tls-resume 5 15006 >$T/start 2>&1; then
+		--tls-trust-domain mi.test --tls-resume $resume_s 15006 >$T/start 2>&1; then
 	pass resume_short_restarted
 else
 	fail resume_short_restarted "$(tail -n 1 $T/start)"
@@ -314,8 +319,8 @@ chain_bounded() {
 		sleep 0.3
 		r="$r $(resumed_from mi-a $idA --sess-in $T/c$((i - 1)).sess --sess-out $T/c$i.sess | awk '{print $2}')"
 	done
-	# past 5 s since the first (full) handshake
-	while [ $(( $(now_ms) - t0 )) -lt 5500 ]; do sleep 0.1; done
+	# past --tls-resume since the first (full) handshake
+	while [ $(( $(now_ms) - t0 )) -lt $((resume_s * 1000 + 500)) ]; do sleep 0.1; done
 	r="$r $(resumed_from mi-a $idA --sess-in $T/c3.sess --sess-out $T/c4.sess | awk '{print $2}')"
 	r="$r $(resumed_from mi-a $idA --sess-in $T/c4.sess | awk '{print $2}')"
 	echo $r
