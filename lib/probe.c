@@ -509,6 +509,7 @@ static int probe_hold(struct pi_node *n, int timeout_ms,
 		return err;
 	}
 	probe_hold_path(n, path, sizeof(path));
+reopen:
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		err = -errno;
@@ -542,6 +543,17 @@ static int probe_hold(struct pi_node *n, int timeout_ms,
 			goto fail;
 		}
 		usleep(PROBE_HOLD_POLL_US);
+	}
+	/* `node down` removes the file as it takes it: one held after that
+	 * is no longer the node's hold (a probe opening the path now makes
+	 * a new one), so the wait goes on with that */
+	{
+		struct stat st;
+
+		if (!fstat(fd, &st) && !st.st_nlink) {
+			close(fd);
+			goto reopen;
+		}
 	}
 	if (waited) {
 		long long left = (deadline - pi_mono_ns()) / 1000000;
