@@ -82,6 +82,7 @@ struct session {
 	int tx_fd, tx_ifindex;
 	int hold_fd;			/* the node's probe hold (probe_hold) */
 	struct stat node_dir;		/* the node's pin directory, at the start */
+	long long alive_at;		/* sources_alive's last look */
 	bool made_dev;
 	struct ring_buffer *rb;
 	struct probe *probes;
@@ -1074,6 +1075,12 @@ static bool source_gone(const struct session *ss, int only)
 	return false;
 }
 
+/* Checked between sends at most this often: each look reads the pods'
+ * records and opens their namespaces, which before every probe of a
+ * burst (--interval 0) slowed the burst itself under the lab's emulation.
+ * The look after the wait is always made. */
+#define PROBE_ALIVE_EVERY_NS	(100 * 1000000LL)
+
 /* Whether the node was taken down (and maybe up again) while the probe
  * waited without its lock: its datapath went, the reply hooks with it, so
  * every answer from then on would read as "no answer", a drop nobody made.
@@ -1089,6 +1096,20 @@ static bool node_taken_down(const struct session *ss)
 	pr_err("node '%s' was taken down while the probe ran: no verdicts (its answers were no longer taken)",
 	       ss->n->name);
 	return true;
+}
+
+/* -ENOENT or -ENODEV (said) when the node or a source pod went, looked
+ * at most every PROBE_ALIVE_EVERY_NS; 0 otherwise. */
+static int sources_alive(struct session *ss)
+{
+	long long now = pi_mono_ns();
+
+	if (ss->alive_at && now - ss->alive_at < PROBE_ALIVE_EVERY_NS)
+		return 0;
+	ss->alive_at = now;
+	if (node_taken_down(ss))
+		return -ENOENT;
+	return source_gone(ss, -1) ? -ENODEV : 0;
 }
 
 static void relock_for_teardown(struct pi_node *n, int timeout_ms)
@@ -1196,9 +1217,7 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 			finalize(&ss, reuse, reuse + 1, timeout);
 		}
 		/* a probe that did not leave is no "no answer" */
-		err = node_taken_down(&ss) ? -ENOENT :
-		      source_gone(&ss, 0) ? -ENODEV :
-					    probe_send(&ss, &ss.probes[sent]);
+		err = sources_alive(&ss) ?: probe_send(&ss, &ss.probes[sent]);
 		if (err) {
 			if (unlocked)
 				relock_for_teardown(n, spec->lock_timeout_ms);
@@ -1348,9 +1367,7 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		}
 		if (ss.probes[i].verdict != V_PENDING || stopped(&ss))
 			continue;
-		err = node_taken_down(&ss) ? -ENOENT :
-		      source_gone(&ss, ss.probes[i].pod - pl.pods) ? -ENODEV :
-				probe_send(&ss, &ss.probes[i]);
+		err = sources_alive(&ss) ?: probe_send(&ss, &ss.probes[i]);
 		if (err)
 			break;
 		nsent++;
