@@ -198,12 +198,22 @@ run_sb() {
 }
 st() { cri status "${SB[$1]}" | jq -r ".$2"; }
 in_sb() { local ns; ns=$(st "$1" netns); shift; nsenter --net="$ns" "$@"; }
+# sb_udp_listening SANDBOX PORT: the receiver bound before anything is
+# sent (a fixed 0.3 s was too short once, on a host busy with the kernel
+# lab: every datagram came before the socket)
+sb_udp_listening() {
+	local i
+	for i in $(seq 250); do
+		[ -n "$(in_sb "$1" ss -Hnul "( sport = :$2 )")" ] && return 0
+		sleep 0.02
+	done
+}
 udp_count() {	# udp_count FROM TO DST PORT N [--bind SRC]
 	local from=$1 to=$2 dst=$3 port=$4 n=$5 rpid
 	shift 5
 	in_sb "$to" "$PINET" udp-recv "$port" "$n" 2000 >"$T/udp" &
 	rpid=$!
-	sleep 0.3
+	sb_udp_listening "$to" "$port"
 	in_sb "$from" "$PINET" udp-send "$@" "$dst" "$port" "$n" >/dev/null
 	wait $rpid
 	head -n 1 "$T/udp" | awk '{print $2}'
@@ -234,7 +244,7 @@ check inject_allow "$PI" -N $NODE inject allow ${PREFIX}ns/a --as ${PREFIX}ns/b
 eb=$(pod_stat $NODE ${PREFIX}ns/b .egress_packets)
 in_sb c "$PINET" udp-recv 7401 20 2000 >"$T/udp" &
 rpid=$!
-sleep 0.3
+sb_udp_listening c 7401
 in_sb a "$PINET" udp-send --bind "$ip_b" "$ip_c" 7401 20 >/dev/null
 wait $rpid
 expect_eq inject_delivered "$(head -n 1 "$T/udp" | awk '{print $2}')" 20
