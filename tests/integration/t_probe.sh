@@ -769,6 +769,9 @@ wait $d2
 expect_eq down_while_waiting "$?:$(cat /tmp/tq$$.d2)" "1:error: node '$X' was taken down while the probe waited"
 expect_eq down_while_probing_no_device "$(probe_devs)" 0
 rm -f /tmp/tq$$.d1 /tmp/tq$$.d2
+# (the probe running as the node went down left the node's hold file, for
+# a node of that name to take up again: the suite's own, removed)
+rm -f /run/podinject/probe/$X
 # A probe killed on a node then taken down: its device pair would outlive
 # the node in the namespace the node adopted (before 2026-12-06 it did);
 # node down removes it, and the node's probe hold.
