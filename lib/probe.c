@@ -580,6 +580,20 @@ fail:
 	return err;
 }
 
+/* The probe's device pair, in the current namespace: removed; the
+ * ifindex pi_probe had, or 0. */
+static int probe_pair_del(void)
+{
+	int idx = nl_link_index(PI_PROBE_DEV), tx;
+
+	if (idx > 0)
+		nl_link_del(idx);
+	tx = nl_link_index(PI_PROBE_TX_DEV);
+	if (tx > 0)
+		nl_link_del(tx);
+	return idx > 0 ? idx : 0;
+}
+
 /* `node down`, under the node's lock: a killed probe's device pair (its
  * hold marked, nobody holding it) would outlive the node in a namespace
  * the node adopted; it goes, and the hold with it. A running probe removes
@@ -588,7 +602,7 @@ fail:
 void probe_forget_node(struct pi_node *n)
 {
 	char path[PATH_MAX], pid[24];
-	int fd, saved, idx;
+	int fd, saved;
 
 	probe_hold_path(n, path, sizeof(path));
 	fd = open(path, O_RDWR | O_CLOEXEC);
@@ -599,12 +613,7 @@ void probe_forget_node(struct pi_node *n)
 		return;
 	}
 	if (hold_read(fd, pid, sizeof(pid)) && !node_enter(n, &saved)) {
-		idx = nl_link_index(PI_PROBE_DEV);
-		if (idx > 0)
-			nl_link_del(idx);
-		idx = nl_link_index(PI_PROBE_TX_DEV);
-		if (idx > 0)
-			nl_link_del(idx);
+		probe_pair_del();
 		netns_restore(saved);
 	}
 	unlink(path);
@@ -615,17 +624,12 @@ void probe_forget_node(struct pi_node *n)
  * in the node's namespace: removed, and its head's records with it. */
 static void remove_dead_device(struct session *ss)
 {
-	int idx = nl_link_index(PI_PROBE_DEV);
+	int idx = probe_pair_del();
 	char pid[24];
 
 	hold_read(ss->hold_fd, pid, sizeof(pid));
-	if (idx > 0) {
-		nl_link_del(idx);
-		head_roles_clear(&ss->s, idx);
-	}
-	idx = nl_link_index(PI_PROBE_TX_DEV);
 	if (idx > 0)
-		nl_link_del(idx);
+		head_roles_clear(&ss->s, idx);
 	pr_info("node '%s': removed the probe device a killed probe (pid %s) left",
 		ss->n->name, pid);
 }
@@ -1062,10 +1066,9 @@ static int unlock_for_wait(struct pi_node *n)
  * or replaced while the probe waited without the node's lock: its device
  * and the reply hook on it went, so its answers would read as "no
  * answer". Said; no verdict is given then. */
-static bool source_gone(const struct session *ss, int only)
+static bool source_gone(const struct session *ss)
 {
-	for (int i = only < 0 ? 0 : only;
-	     i < (only < 0 ? ss->npods : only + 1); i++) {
+	for (int i = 0; i < ss->npods; i++) {
 		if (pod_unchanged(ss, i))
 			continue;
 		pr_err("pod '%s' was deleted or replaced while the probe ran: no verdicts (its answers were no longer taken); probe again",
@@ -1098,18 +1101,19 @@ static bool node_taken_down(const struct session *ss)
 	return true;
 }
 
-/* -ENOENT or -ENODEV (said) when the node or a source pod went, looked
- * at most every PROBE_ALIVE_EVERY_NS; 0 otherwise. */
-static int sources_alive(struct session *ss)
+/* -ENOENT or -ENODEV (said) when the node or a source pod went; 0
+ * otherwise. Between sends (`now` false) looked at most every
+ * PROBE_ALIVE_EVERY_NS. */
+static int sources_alive(struct session *ss, bool now)
 {
-	long long now = pi_mono_ns();
+	long long t = pi_mono_ns();
 
-	if (ss->alive_at && now - ss->alive_at < PROBE_ALIVE_EVERY_NS)
+	if (!now && ss->alive_at && t - ss->alive_at < PROBE_ALIVE_EVERY_NS)
 		return 0;
-	ss->alive_at = now;
+	ss->alive_at = t;
 	if (node_taken_down(ss))
 		return -ENOENT;
-	return source_gone(ss, -1) ? -ENODEV : 0;
+	return source_gone(ss) ? -ENODEV : 0;
 }
 
 static void relock_for_teardown(struct pi_node *n, int timeout_ms)
@@ -1217,7 +1221,7 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 			finalize(&ss, reuse, reuse + 1, timeout);
 		}
 		/* a probe that did not leave is no "no answer" */
-		err = sources_alive(&ss) ?: probe_send(&ss, &ss.probes[sent]);
+		err = sources_alive(&ss, false) ?: probe_send(&ss, &ss.probes[sent]);
 		if (err) {
 			if (unlocked)
 				relock_for_teardown(n, spec->lock_timeout_ms);
@@ -1239,8 +1243,8 @@ int pi_probe_run(struct pi_node *n, const struct pi_probe_spec *spec,
 			ring_buffer__poll(ss.rb, 10);
 	}
 	wait_answers(&ss, 0, sent, answers_due(&ss, 0, sent, timeout), false);
-	if (node_taken_down(&ss) || source_gone(&ss, -1)) {
-		err = -ENODEV;
+	err = sources_alive(&ss, true);
+	if (err) {
 		if (unlocked)
 			relock_for_teardown(n, spec->lock_timeout_ms);
 		goto out;
@@ -1367,7 +1371,7 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		}
 		if (ss.probes[i].verdict != V_PENDING || stopped(&ss))
 			continue;
-		err = sources_alive(&ss) ?: probe_send(&ss, &ss.probes[i]);
+		err = sources_alive(&ss, false) ?: probe_send(&ss, &ss.probes[i]);
 		if (err)
 			break;
 		nsent++;
@@ -1378,8 +1382,8 @@ int pi_probe_matrix(struct pi_node *n, const struct pi_matrix_spec *spec,
 		goto out;
 	}
 	wait_answers(&ss, 0, np, answers_due(&ss, 0, np, timeout), false);
-	if (node_taken_down(&ss) || source_gone(&ss, -1)) {
-		err = -ENODEV;
+	err = sources_alive(&ss, true);
+	if (err) {
 		if (unlocked)
 			relock_for_teardown(n, spec->lock_timeout_ms);
 		goto out;
