@@ -353,6 +353,15 @@ enum pi_dp_ct_flags {
 	PI_DP_CT_REPLIED = 1 << 0,	/* a packet came back */
 	PI_DP_CT_FIN_POD = 1 << 1,	/* the pod sent a FIN */
 	PI_DP_CT_FIN_PEER = 1 << 2,	/* the far end sent a FIN */
+	/* A policy edit denied the open flow: its packets, both ways, are
+	 * dropped by rule_id while the policy of the direction that opened
+	 * it stays at rev + 1 (rev is kept one behind, so that a build
+	 * before the flag decides such an entry again and denies it, never
+	 * takes it for an allowed flow). A flow cut this way keeps its
+	 * entry: without it the far end's next segment found no flow and
+	 * opened one of its own, by the other direction's policy, and the
+	 * pod's packets went on as its replies. */
+	PI_DP_CT_CUT = 1 << 3,
 };
 
 struct pi_ct_entry {
@@ -360,7 +369,8 @@ struct pi_ct_entry {
 	__u64 packets[2];	/* by enum pi_dp_policy_dir: sent by the pod, */
 	__u64 bytes[2];		/* received by it */
 	__u32 rev;		/* policy revision the verdict was made at */
-	__u32 rule_id;		/* the allow rule that let it open, 0: none */
+	__u32 rule_id;		/* the allow rule that let it open, 0: none
+				 * (PI_DP_CT_CUT: the deny rule) */
 	__u8 dir;		/* enum pi_dp_policy_dir that opened it */
 	__u8 state;		/* enum pi_dp_ct_state */
 	__u8 flags;		/* enum pi_dp_ct_flags */

@@ -50,7 +50,8 @@ static void ct_info_from_dp(struct pi_ct_info *ci, const struct pi_ct_key *k,
 	ci->state = e->state;
 	ci->flags = e->flags;
 	ci->rule_id = e->rule_id;
-	ci->policy_rev = e->rev;
+	/* a cut entry keeps its revision one behind (PI_DP_CT_CUT) */
+	ci->policy_rev = e->flags & PI_DP_CT_CUT ? e->rev + 1 : e->rev;
 	for (int d = 0; d < 2; d++) {
 		ci->packets[d] = e->packets[d];
 		ci->bytes[d] = e->bytes[d];

@@ -21,8 +21,12 @@ static int ct_help(int argc, char **argv)
 		"The pod's tracked flows: each was decided by the policy of the\n"
 		"direction that opened it, on its first packet; its later packets\n"
 		"and its replies pass with it until it is idle for its timeout or\n"
-		"the policy changes and no longer allows it. 'flush' forgets the\n"
-		"pod's flows: their next packets are decided anew.\n"
+		"the policy changes and no longer allows it: then it is cut (STATE\n"
+		"cut, RULE the deny), and its packets are dropped both ways until\n"
+		"the policy changes again or the flow is idle for its timeout. A\n"
+		"SYN or echo request from the end that did not open a flow is a new\n"
+		"flow. 'flush' forgets the pod's flows, cut ones too: their next\n"
+		"packets are decided anew.\n"
 		"KIND := tcp-opening | tcp-established | tcp-closing | udp | icmp;\n"
 		"SECONDS 0 restores the default.\n");
 	return EXIT_OK;
@@ -40,7 +44,8 @@ static const char *flow_proto(uint8_t proto)
 
 static void print_flow(const char *pod, const struct pi_ct_info *ci)
 {
-	const char *state = ci->state <= PI_CT_CLOSING ?
+	const char *state = ci->flags & PI_CT_CUT ? "cut" :
+			    ci->state <= PI_CT_CLOSING ?
 			    state_names[ci->state] : "?";
 	char pa[64], ra[64], pe[80], re[80];
 
@@ -58,6 +63,7 @@ static void print_flow(const char *pod, const struct pi_ct_info *ci)
 		json_kstr(jw, "opened_by", dir_name(ci->dir));
 		json_kstr(jw, "state", state);
 		json_kbool(jw, "replied", ci->flags & PI_CT_REPLIED);
+		json_kbool(jw, "cut", ci->flags & PI_CT_CUT);
 		json_ku64(jw, "rule", ci->rule_id);
 		json_ku64(jw, "policy_rev", ci->policy_rev);
 		json_ku64(jw, "egress_packets", ci->packets[PI_DIR_EGRESS]);

@@ -11,7 +11,12 @@
  * one. Each holds the revision of the policy it was decided at; a packet
  * that finds an entry of an older revision has the flow decided again
  * (with the packet that opened it, as the entry names it), and a flow the
- * new policy denies loses its entry and is dropped.
+ * new policy denies is cut: its entry stays, marked, and drops its
+ * packets both ways while that policy holds (PI_DP_CT_CUT). A flow's
+ * entry is opened by any packet its direction's policy allows (a
+ * connection open before tracking began is picked up mid-stream), but
+ * never by an echo reply, and a SYN or echo request from the end that
+ * did not open an entry is a new flow of its own.
  *
  * Tracked: TCP and UDP with ports, ICMP and ICMPv6 echo (by identifier),
  * and other protocols by address. ICMP errors about a tracked flow (the
@@ -39,6 +44,11 @@ enum ct_kind {
 	CT_FLOW,		/* a packet of a flow the key names */
 	CT_RELATED,		/* an ICMP error quoting the flow the key names */
 	CT_NO_RULES,		/* the pod has no rules: allowed, nothing kept */
+	CT_FLOW_ANSWER,		/* an echo reply: a packet of the flow the key
+				 * names, which cannot open one (an
+				 * unasked-for reply would make an entry that
+				 * lets the pod's request to that peer pass as
+				 * its answer, whatever the pod's egress says) */
 };
 
 static __always_inline bool icmp_is_echo(__u32 family, __u8 type)
@@ -140,6 +150,7 @@ static __always_inline int ct_classify(void *ctx, bool xdp,
 				       const struct pkt *p, __u32 dir,
 				       struct pi_ct_key *k)
 {
+	int kind = CT_FLOW;
 	__u8 h[8];
 
 	if (p->family != AF_INET && p->family != AF_INET6)
@@ -153,6 +164,8 @@ static __always_inline int ct_classify(void *ctx, bool xdp,
 					     k) ? CT_RELATED : CT_UNTRACKED;
 		if (!icmp_is_echo(p->family, h[0]))
 			return CT_UNTRACKED;
+		if (h[0] == ICMP_ECHOREPLY_ || h[0] == ICMP6_ECHO_REPLY_)
+			kind = CT_FLOW_ANSWER;
 		__builtin_memset(k, 0, sizeof(*k));
 		k->pod_port = ((__u16)h[4] << 8) | h[5];
 	} else {
@@ -177,7 +190,7 @@ static __always_inline int ct_classify(void *ctx, bool xdp,
 		k->pod = p->daddr;
 		k->peer = p->saddr;
 	}
-	return CT_FLOW;
+	return kind;
 }
 
 static __always_inline __u64 ct_timeout_ns(const struct pi_ct_key *k,
@@ -289,6 +302,16 @@ static __always_inline __u32 ct_drop_reason(int verdict, __u32 dir)
 					 PI_DP_DROP_INGRESS_POLICY;
 }
 
+/* Whether packet p, of the flow a key names, is one that opens a
+ * connection: a TCP SYN (without ACK), an ICMP echo request. */
+static __always_inline bool ct_opener(const struct pkt *p,
+				      const struct pi_ct_key *k, __u32 kind)
+{
+	if (k->proto == IPPROTO_TCP)
+		return (p->tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN;
+	return kind == CT_FLOW && proto_is_icmp(k->family, k->proto);
+}
+
 /*
  * The verdict for packet p of the flow `key` names (kind: enum ct_kind),
  * the policy of pod key->pod_id in `dir` with connection
@@ -303,8 +326,9 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 	struct pi_ct_entry *e = NULL, fresh = {};
 	struct policy_verdict v;
 	struct pi_policy_ref ref;
-	struct pi_dp_addr peer;
+	const struct pi_dp_addr *peer;
 	__u32 ddir = dir, dlen = len;
+	bool flow = kind == CT_FLOW || kind == CT_FLOW_ANSWER;
 	__u8 has_ports, proto;
 	struct pi_ct_key k;
 	__u64 now = 0;
@@ -346,24 +370,49 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 		}
 		e = NULL;
 	}
-	if (kind == CT_FLOW) {
+	if (flow) {
 		now = ct_now();
 		/* an entry stamped a little later than this clock reads (by
 		 * an earlier build with the fine clock, or on another CPU
 		 * since) is not idle */
-		if (e && (pi_ct_idle_ns(now, e->last_ns) >
-			  ct_timeout_ns(&k, e) ||
-			  /* a new SYN on a closed flow's ports opens anew */
-			  (p->proto == IPPROTO_TCP &&
-			   e->state == PI_DP_CT_CLOSING &&
-			   (p->tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN))) {
+		if (e && pi_ct_idle_ns(now, e->last_ns) > ct_timeout_ns(&k, e)) {
 			bpf_map_delete_elem(&ct, &k);
 			e = NULL;
 		}
+		/* A SYN or an echo request on a closed or cut flow's key, or
+		 * from the end that did not open the flow, opens a new one:
+		 * decided by the policy of its own direction, as any first
+		 * packet. The entry is replaced only if that allows it: a
+		 * cut flow stays cut, and another's flow (one a peer's
+		 * packet opened, even a forged one) never lets the pod's
+		 * own new connection pass as its reply. */
+		if (e && ct_opener(p, &k, kind) &&
+		    (e->state == PI_DP_CT_CLOSING ||
+		     (e->flags & PI_DP_CT_CUT) || dir != (e->dir & 1)))
+			e = NULL;
 		if (e) {
 			ddir = e->dir & 1;
 			policy_ref_of(pod_id, ddir, &ref);
-			if (ref.rev == e->rev) {
+			/* Cut by the policy still in force: dropped, by the
+			 * deny rule that cut it, whichever way it goes. */
+			if ((e->flags & PI_DP_CT_CUT) && ref.rev == e->rev + 1) {
+				e->last_ns = now;
+				rule_count(e->rule_id, len);
+				if (mon_wants(MON_BIT(PI_DP_MON_DROP) |
+					      MON_BIT(PI_DP_MON_TRACE))) {
+					struct mon_decision d = {
+						.action = PI_DP_DENY,
+						.rule_id = e->rule_id,
+						.dir = ddir, .len = len,
+						.how = PI_DP_DECIDED_TRACKED,
+					};
+
+					mon_verdict(p, &d, pod_id);
+				}
+				return ddir == dir ? PI_DP_DENY :
+						     CT_DENY_OPENER;
+			}
+			if (!(e->flags & PI_DP_CT_CUT) && ref.rev == e->rev) {
 				if (ddir == dir)
 					rule_count(e->rule_id, len);
 				ct_seen(e, &k, dir, p, len, now);
@@ -385,21 +434,21 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 				dlen = 0;
 		}
 	}
-	if (kind == CT_FLOW) {
+	if (flow) {
 		/* the flow's first packet, as the key names it: the peer
 		 * is the far end, the destination port the opener's */
-		peer = k.peer;
+		peer = &k.peer;
 		proto = k.proto;
 		has_ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
 		port = !has_ports ? 0 :
 		       ddir == PI_DP_DIR_EGRESS ? k.peer_port : k.pod_port;
 	} else {
-		peer = dir == PI_DP_DIR_EGRESS ? p->daddr : p->saddr;
+		peer = dir == PI_DP_DIR_EGRESS ? &p->daddr : &p->saddr;
 		proto = p->proto;
 		has_ports = p->has_ports;
 		port = p->dport;
 	}
-	policy_decide(pod_id, ddir, p->family, &peer, proto, has_ports, port,
+	policy_decide(pod_id, ddir, p->family, peer, proto, has_ports, port,
 		      dlen, &v);
 	if (mon_wants(MON_BIT(PI_DP_MON_DROP) | MON_BIT(PI_DP_MON_VERDICT) |
 		      MON_BIT(PI_DP_MON_TRACE))) {
@@ -413,23 +462,30 @@ __noinline int ct_verdict(const struct pkt *p, struct pi_ct_key *key,
 
 		mon_verdict(p, &d, pod_id);
 	}
-	if (kind != CT_FLOW)
+	if (!flow)
 		return v.action;
 	if (e) {
 		if (v.action == PI_DP_DENY) {
-			bpf_map_delete_elem(&ct, &k);
+			/* cut: the entry stays, to drop the flow both ways
+			 * (PI_DP_CT_CUT) until the policy changes again or
+			 * the flow goes quiet for its timeout */
+			e->flags |= PI_DP_CT_CUT;
+			e->rev = v.rev - 1;
+			e->rule_id = v.rule_id;
+			e->last_ns = now;
 			/* a deny found through a reply still counts */
 			if (!dlen)
 				rule_count(v.rule_id, len);
 			return ddir == dir ? PI_DP_DENY : CT_DENY_OPENER;
 		}
+		e->flags &= ~PI_DP_CT_CUT;
 		e->rev = v.rev;
 		e->rule_id = v.rule_id;
 		ct_seen(e, &k, dir, p, len, now);
 		return PI_DP_ALLOW;
 	}
-	if (v.action == PI_DP_DENY)
-		return PI_DP_DENY;
+	if (v.action == PI_DP_DENY || kind == CT_FLOW_ANSWER)
+		return v.action;
 	fresh.last_ns = now;
 	fresh.rev = v.rev;
 	fresh.rule_id = v.rule_id;

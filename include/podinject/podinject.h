@@ -388,6 +388,9 @@ enum pi_ct_flags {
 	PI_CT_REPLIED = 1 << 0,		/* a packet came back */
 	PI_CT_FIN_POD = 1 << 1,		/* the pod sent a FIN */
 	PI_CT_FIN_PEER = 1 << 2,	/* the far end sent a FIN */
+	PI_CT_CUT = 1 << 3,		/* a policy edit denied the open flow:
+					 * its packets are dropped both ways by
+					 * rule_id while that policy holds */
 };
 
 /* Idle timeouts of tracked flows, by kind. */
@@ -414,7 +417,8 @@ struct pi_ct_info {
 	uint32_t dir;			/* enum pi_policy_dir that opened it */
 	uint32_t state;			/* enum pi_ct_state */
 	uint32_t flags;			/* enum pi_ct_flags */
-	uint32_t rule_id;		/* the allow rule that let it open, 0: none */
+	uint32_t rule_id;		/* the allow rule that let it open, 0: none;
+					 * PI_CT_CUT: the deny rule that cut it */
 	uint32_t policy_rev;		/* the policy revision it was decided at */
 	uint64_t packets[2];		/* by enum pi_policy_dir: sent by the pod, */
 	uint64_t bytes[2];		/* received by it */

@@ -8,7 +8,7 @@
 #   ct-b 10.244.9.11 fd00:9::b --+
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=64
+EXPECT=69
 PREFIX=ct-
 N=ct-n
 A=10.244.9.10
@@ -90,8 +90,34 @@ rx=$(sub "$(snmp InEchoReps)" "$i0")
 check open_flow_answered_before test "$rx" -ge 5
 check open_flow_stopped test "$rx" -lt "$tx"
 expect_num open_flow_dropped_after_deny "$(rule_pk ct-b "$r")" "$(sub "$tx" "$rx")"
+# (b had no rule before: its flows were not tracked, and a flow the deny
+# decides first gets no entry)
 expect_num open_flow_entry_gone "$(flows ct-b ".proto == \"icmp\" and .peer_addr == \"$A\" and .opened_by == \"ingress\"")" 0
 pi -N $N policy del ct-b ingress all >/dev/null
+
+# ---- a deny cuts an open download for good -----------------------------
+# a reads b's 6 MB slowly (64 KiB every 20 ms); a deny of a's TCP to b
+# comes half way. b goes on sending (the rest of its window, then its
+# retransmissions): none of it may open a flow by a's ingress policy (no
+# rules) that lets a's ACKs out as its replies. Before 2026-12-06 the
+# second segment after the deny did, and the download ran to its end.
+in_ns ct-b "$PINET" tcp-server 7110 --count 1 --send 6000000 --timeout 6000 >/dev/null 2>&1 &
+srv=$!
+check cut_download_server_listens wait_tcp_listen ct-b 7110
+in_ns ct-a "$PINET" tcp-connect --timeout 2000 $B 7110 --wait-eof --delay 20 >/tmp/ct$$.dl 2>&1 &
+cl=$!
+for i in $(seq 200); do grep -q '^connected' /tmp/ct$$.dl && break; sleep 0.02; done
+sleep 0.4
+r=$(pi -N $N -j policy add ct-a deny to $B/32 proto tcp | jq .id)
+wait $cl
+expect_eq cut_download_stays_stopped "$(tail -n 1 /tmp/ct$$.dl)" timeout
+expect_num cut_download_flow_cut "$(flows ct-a ".proto == \"tcp\" and .peer_port == 7110 and .opened_by == \"egress\" and .cut and .rule == $r")" 1
+expect_num cut_download_no_flow_of_b "$(flows ct-a ".proto == \"tcp\" and .peer_port == 7110 and .opened_by == \"ingress\"")" 0
+check cut_download_drops_counted test "$(rule_pk ct-a "$r")" -ge 2
+pi -N $N policy del ct-a all >/dev/null
+kill $srv 2>/dev/null
+wait $srv 2>/dev/null
+rm -f /tmp/ct$$.dl
 
 # ---- a pod without rules is not tracked; its first rule tracks ---------
 # what it has open (lib/ct.c, ct_seed_pod): a connection a opened before

@@ -67,7 +67,8 @@
  *                that holds its peer's answer back for a while); --sha256 ends the done line with " sha256 SENT
  *                RECEIVED", the SHA-256 of each direction's bytes. With
  *                --wait-eof (not with --send) it sends nothing and closes
- *                only after the peer has: "eof received M". The peer is
+ *                only after the peer has: "eof received M" (--delay MS
+ *                before each read: a slow download). The peer is
  *                then the active closer, and only its side keeps the
  *                4-tuple in TIME_WAIT. With --abort (and --send) it
  *                sends BYTES, then closes with a reset (SO_LINGER 0),
@@ -1081,7 +1082,7 @@ static int send_abort(int fd, long long total, long timeout_ms)
 	return 0;
 }
 
-static int wait_eof(int fd, long timeout_ms)
+static int wait_eof(int fd, long timeout_ms, long delay_ms)
 {
 	static unsigned char in[IO_CHUNK];
 	long long received = 0;
@@ -1089,6 +1090,8 @@ static int wait_eof(int fd, long timeout_ms)
 	for (;;) {
 		ssize_t n;
 
+		if (delay_ms)
+			usleep(delay_ms * 1000);
 		if (wait_fd(fd, POLLIN, timeout_ms) == 0) {
 			printf("timeout\n");
 			return 1;
@@ -1149,7 +1152,7 @@ static int cmd_tcp_connect(int argc, char **argv)
 				   o.seen & OPT_EXPECT_ECHO, o.seen & OPT_SHA256,
 				   o.delay_ms, o.pause_ms);
 	else if (o.seen & OPT_WAIT_EOF)
-		ret = wait_eof(fd, timeout);
+		ret = wait_eof(fd, timeout, o.delay_ms);
 	close(fd);
 	return ret;
 }

@@ -270,8 +270,11 @@ UNIT_TEST(ct_replies_pass_ingress_deny)
 }
 
 /* A deny added while a flow is open stops it at its next packet, in
- * either direction, and the entry goes; a rule change that still allows
- * it keeps the flow. */
+ * either direction, and for good: the entry stays, cut, and drops the
+ * flow's packets both ways (before 2026-12-06 it went, and the far end's
+ * next packet opened a flow of its own by A's ingress policy, through
+ * which A's packets passed as replies). A rule change that still allows
+ * it keeps the flow; one that allows it again lets it go on. */
 UNIT_TEST(ct_policy_change_rechecks_open_flows)
 {
 	struct pi_dp_rule allow = { .id = 3, .action = PI_DP_ALLOW,
@@ -305,17 +308,32 @@ UNIT_TEST(ct_policy_change_rechecks_open_flows)
 	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny, 1, 1);
 	ASSERT_EQ(run(&fx, fx.if_b, in, li), PI_DROP,
 		  "the reply of a flow the new policy denies");
-	ASSERT_TRUE(!ct_entry(&fx, 0, AF_INET, IPPROTO_UDP, "10.0.0.1", 5000,
-			      "10.0.0.2", 53, &e), "entry gone");
+	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET, IPPROTO_UDP, "10.0.0.1", 5000,
+			     "10.0.0.2", 53, &e) && (e.flags & PI_DP_CT_CUT) &&
+		    e.rule_id == 4 && e.dir == PI_DP_DIR_EGRESS,
+		    "entry kept, cut by the deny, still A's");
 	ASSERT_EQ(run(&fx, fx.if_a, out, lo), PI_DROP, "and the flow itself");
-	ASSERT_EQ(rule_packets(&fx, 4), 2, "both counted against the deny");
-	/* both by A's egress policy, which decided them: the reply's drop
-	 * is an egress policy drop too, not one of A's ingress (which has
-	 * no rule that could explain it) */
-	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_POLICY], 2,
-		  "two egress policy drops");
+	ASSERT_EQ(run(&fx, fx.if_b, in, li), PI_DROP,
+		  "the far end's next answer opens no flow of its own");
+	ASSERT_EQ(run(&fx, fx.if_a, out, lo), PI_DROP,
+		  "so the flow stays stopped");
+	ASSERT_EQ(rule_packets(&fx, 4), 4, "each counted against the deny");
+	/* all by A's egress policy, which decided them: the replies' drops
+	 * are egress policy drops too, not ones of A's ingress (which has
+	 * no rule that could explain them) */
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_POLICY], 4,
+		  "four egress policy drops");
 	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_INGRESS_POLICY], 0,
 		  "no ingress policy drop");
+	/* the deny taken back: the cut flow is decided again, and goes on */
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &allow, 1, 0);
+	ASSERT_EQ(run(&fx, fx.if_b, in, li), PI_REDIRECT,
+		  "allowed again: the reply passes");
+	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET, IPPROTO_UDP, "10.0.0.1", 5000,
+			     "10.0.0.2", 53, &e) && !(e.flags & PI_DP_CT_CUT) &&
+		    e.rule_id == 3 && e.dir == PI_DP_DIR_EGRESS,
+		    "entry no longer cut, by the allow rule, still A's");
+	ASSERT_EQ(run(&fx, fx.if_a, out, lo), PI_REDIRECT, "and the flow");
 	fx_teardown(&fx);
 }
 
@@ -560,6 +578,110 @@ UNIT_TEST(ct_tcp_close_and_reopen)
 	fx_teardown(&fx);
 }
 
+/* The case a user meets: A downloads from B over TCP, and a deny of
+ * A's egress to B is added. B's segments go on coming (its data, then
+ * its retransmissions); none may open a flow by A's ingress policy that
+ * lets A's ACKs out as replies (before 2026-12-06 the second did, and
+ * the download went on). B opening a new connection to A is still B's
+ * to do, by A's ingress policy. */
+UNIT_TEST(ct_cut_tcp_flow_stays_cut)
+{
+	struct pi_dp_rule deny = { .id = 5, .action = PI_DP_DENY,
+				.proto = IPPROTO_TCP };
+	struct pi_ct_entry e;
+	uint8_t pkt[PKT_MAX];
+	struct ct_fx fx;
+	int len;
+
+#define SEG(ifx, s, d, sp, dp, fl) (len = pkt_build(pkt, &(struct pkt_spec){ \
+	AF_INET6, s, d, IPPROTO_TCP, sp, dp, fl }), run(&fx, ifx, pkt, len))
+	if (!fx_setup(&fx))
+		return;
+	track(&fx, 0);
+	ASSERT_EQ(SEG(fx.if_a, "fd00::1", "fd00::2", 40000, 443, 0x02),
+		  PI_REDIRECT, "A's SYN");
+	ASSERT_EQ(SEG(fx.if_b, "fd00::2", "fd00::1", 443, 40000, 0x12),
+		  PI_REDIRECT, "B's SYN-ACK");
+	ASSERT_EQ(SEG(fx.if_a, "fd00::1", "fd00::2", 40000, 443, 0x10),
+		  PI_REDIRECT, "A's ACK");
+	ASSERT_EQ(SEG(fx.if_b, "fd00::2", "fd00::1", 443, 40000, 0x18),
+		  PI_REDIRECT, "B's data");
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny, 1, 0);
+	ASSERT_EQ(SEG(fx.if_b, "fd00::2", "fd00::1", 443, 40000, 0x18),
+		  PI_DROP, "B's next data meets A's new deny");
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(SEG(fx.if_b, "fd00::2", "fd00::1", 443, 40000, 0x18),
+			  PI_DROP, "B's retransmission opens no flow");
+	ASSERT_EQ(SEG(fx.if_a, "fd00::1", "fd00::2", 40000, 443, 0x10),
+		  PI_DROP, "A's ACK does not pass as a reply");
+	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET6, IPPROTO_TCP, "fd00::1", 40000,
+			     "fd00::2", 443, &e) && (e.flags & PI_DP_CT_CUT) &&
+		    e.dir == PI_DP_DIR_EGRESS && e.rule_id == 5 &&
+		    e.packets[PI_DP_DIR_INGRESS] == 2,
+		    "one entry, A's, cut, its dropped packets not counted as passed");
+	ASSERT_EQ(ct_count(&fx), 1, "no other entry");
+	ASSERT_EQ(rule_packets(&fx, 5), 5, "the deny counts each");
+	ASSERT_EQ(SEG(fx.if_a, "fd00::1", "fd00::2", 40000, 443, 0x02),
+		  PI_DROP, "A's new SYN on the ports: its egress denies it");
+	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET6, IPPROTO_TCP, "fd00::1", 40000,
+			     "fd00::2", 443, &e) && (e.flags & PI_DP_CT_CUT),
+		    "and the flow stays cut");
+	ASSERT_EQ(SEG(fx.if_b, "fd00::2", "fd00::1", 443, 40000, 0x02),
+		  PI_REDIRECT, "B's new connection: A's ingress allows it");
+	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET6, IPPROTO_TCP, "fd00::1", 40000,
+			     "fd00::2", 443, &e) && !(e.flags & PI_DP_CT_CUT) &&
+		    e.dir == PI_DP_DIR_INGRESS && e.state == PI_DP_CT_OPENING,
+		    "a new flow, B's");
+#undef SEG
+	fx_teardown(&fx);
+}
+
+/* A peer's packet that A's ingress allows may open a flow (a connection
+ * older than the tracking is picked up mid-stream), but not one through
+ * which A's own new connection or ping would pass as a reply: a forged
+ * ACK, or an echo reply nobody asked for, from a peer A's egress denies
+ * (before 2026-12-06 both opened the way). */
+UNIT_TEST(ct_forged_answers_open_no_way_out)
+{
+	struct pi_dp_rule deny = { .id = 6, .action = PI_DP_DENY };
+	struct pi_ct_entry e;
+	uint8_t pkt[PKT_MAX];
+	struct ct_fx fx;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, &deny, 1, 0);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
+		"10.0.0.1", IPPROTO_TCP, 80, 41000, 0x10 });
+	ASSERT_EQ(run(&fx, fx.if_b, pkt, len), PI_REDIRECT,
+		  "B's bare ACK: A's ingress allows it");
+	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET, IPPROTO_TCP, "10.0.0.1", 41000,
+			     "10.0.0.2", 80, &e) && e.dir == PI_DP_DIR_INGRESS,
+		    "a flow picked up mid-stream, B's");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_TCP, 41000, 80, 0x02 });
+	ASSERT_EQ(run(&fx, fx.if_a, pkt, len), PI_DROP,
+		  "A's SYN on its ports is A's new connection: denied");
+	for (int f = 0; f < 2; f++) {
+		int family = f ? AF_INET6 : AF_INET;
+		const char *a = f ? "fd00::1" : "10.0.0.1";
+		const char *b = f ? "fd00::2" : "10.0.0.2";
+		uint8_t proto = f ? IPPROTO_ICMPV6 : IPPROTO_ICMP;
+
+		len = echo(pkt, family, b, a, true, 0x777);
+		ASSERT_EQ(run(&fx, fx.if_b, pkt, len), PI_REDIRECT,
+			  "an echo reply A did not ask for: A's ingress allows it");
+		ASSERT_TRUE(!ct_entry(&fx, 0, family, proto, a, 0x777, b, 0, &e),
+			    "it opens no flow");
+		len = echo(pkt, family, a, b, false, 0x777);
+		ASSERT_EQ(run(&fx, fx.if_a, pkt, len), PI_DROP,
+			  "A's ping with its identifier: denied");
+	}
+	ASSERT_EQ(rule_packets(&fx, 6), 3, "the deny counts each");
+	fx_teardown(&fx);
+}
+
 /* A pod without rules has nothing to decide: its flows are not tracked.
  * Its first rule, in either direction, turns tracking on. */
 UNIT_TEST(ct_pod_without_rules_untracked)
@@ -653,7 +775,8 @@ UNIT_TEST(ct_seeded_flows_decided_by_their_opener)
 	/* the egress side: A accepted B's connection, and A's egress now
 	 * denies UDP; the flow B opened is ingress's to decide */
 	set_policy(&fx, 0, PI_DP_DIR_INGRESS, NULL, 0, 0);
-	ASSERT_EQ(ct_count(&fx), 1, "the library would forget them; the entry is still here");
+	ASSERT_EQ(ct_count(&fx), 2,
+		  "the library would forget them; the entries are still here (one cut)");
 	k.pod_port = 81;
 	ASSERT_OK(ct_seed_entry(ct_fd, refs_fd, &k, PI_DP_DIR_INGRESS,
 				PI_DP_CT_ESTABLISHED), "B's other connection entered");
@@ -662,8 +785,9 @@ UNIT_TEST(ct_seeded_flows_decided_by_their_opener)
 		  PI_REDIRECT, "A's answer on a connection B opened");
 	ASSERT_EQ(UDP(fx.if_b, "10.0.0.2", "10.0.0.1", 53, 5000), PI_DROP,
 		  "A's query: its opener's direction now denies UDP");
-	ASSERT_TRUE(!ct_entry(&fx, 0, AF_INET, IPPROTO_UDP, "10.0.0.1", 5000,
-			      "10.0.0.2", 53, &e), "its entry gone");
+	ASSERT_TRUE(ct_entry(&fx, 0, AF_INET, IPPROTO_UDP, "10.0.0.1", 5000,
+			     "10.0.0.2", 53, &e) && (e.flags & PI_DP_CT_CUT) &&
+		    e.rule_id == 12, "its entry cut by the deny");
 #undef UDP
 #undef TCP
 	fx_teardown(&fx);
