@@ -47,10 +47,13 @@ PI_RULE_INLINE int pi_cls_chunk_first(const struct pi_cls_chunk *a,
 	return -1;
 }
 
-/* The L4 key of a packet's protocol (ICMPv6 is matched as ICMP). */
-PI_RULE_INLINE __u32 pi_cls_proto_key(__u8 proto)
+/* The L4 key of a packet's protocol: pi_rule_proto_key's, the rule
+ * walk's (ICMPv6 is matched as ICMP; the other family's ICMP number as
+ * no protocol a rule names). */
+_Static_assert(PI_RULE_PROTO_NONE == PI_CLS_PROTO_OTHER, "PI_RULE_PROTO_NONE");
+PI_RULE_INLINE __u32 pi_cls_proto_key(__u32 family, __u8 proto)
 {
-	return proto == PI_IPPROTO_ICMPV6 ? PI_IPPROTO_ICMP : proto;
+	return pi_rule_proto_key(family, proto);
 }
 
 #endif

@@ -17,6 +17,26 @@
 
 #define PI_IPPROTO_ICMP		1
 #define PI_IPPROTO_ICMPV6	58
+/* AF_INET6 as the packets' summaries hold it, without a libc header */
+#define PI_RULE_AF_INET6	10
+/* The L4 key of the protocols no rule can name (include/podinject_abi.h) */
+#define PI_RULE_PROTO_NONE	256
+
+/* The protocol a rule's protocol is compared with, for a packet of
+ * `family` whose transport header is `proto`: ICMP stands for ping of
+ * both families, so IPv6's ICMPv6 is ICMP. The other family's number is
+ * neither (an IPv4 datagram of protocol 58, an IPv6 one of next header 1
+ * are no ICMP of theirs): a key no rule's protocol is, which only rules
+ * of any protocol match. */
+PI_RULE_INLINE __u32 pi_rule_proto_key(__u32 family, __u8 proto)
+{
+	if (proto == PI_IPPROTO_ICMPV6)
+		return family == PI_RULE_AF_INET6 ? PI_IPPROTO_ICMP :
+						    PI_RULE_PROTO_NONE;
+	if (proto == PI_IPPROTO_ICMP && family == PI_RULE_AF_INET6)
+		return PI_RULE_PROTO_NONE;
+	return proto;
+}
 
 /* Network order of a host-order word, without <arpa/inet.h> or
  * bpf_endian.h; __BYTE_ORDER__ is the target's under clang -target bpf. */
@@ -65,12 +85,8 @@ PI_RULE_INLINE int pi_rule_matches(const struct pi_dp_rule *r, __u32 family,
 {
 	if (r->family && r->family != family)
 		return 0;
-	if (r->proto) {
-		if (proto == PI_IPPROTO_ICMPV6)
-			proto = PI_IPPROTO_ICMP;
-		if (r->proto != proto)
-			return 0;
-	}
+	if (r->proto && r->proto != pi_rule_proto_key(family, proto))
+		return 0;
 	if (r->port_hi) {
 		if (!has_ports)
 			return 0;

@@ -432,7 +432,7 @@ int cls_lookup(const struct cls_policy *c, uint32_t family,
 {
 	const struct cls_addr *best = NULL;
 	const struct cls_l4e *l4 = NULL;
-	uint32_t key = pi_cls_proto_key(proto), lcls;
+	uint32_t key = pi_cls_proto_key(family, proto), lcls;
 
 	for (uint32_t i = 0; i < c->naddrs; i++) {
 		const struct cls_addr *a = &c->addrs[i];
@@ -881,7 +881,7 @@ int cls_lookup_maps(const struct cls_maps *m, uint32_t start, uint32_t family,
 {
 	struct pi_cls_addr_key ak = { .prefixlen = 64 + 128, .family = family,
 				      .addr = *peer };
-	struct pi_cls_l4_key lk = { .proto = pi_cls_proto_key(proto) };
+	struct pi_cls_l4_key lk = { .proto = pi_cls_proto_key(family, proto) };
 	struct pi_cls_class ca, cl;
 	struct pi_cls_head h;
 	struct pi_cls_port iv;

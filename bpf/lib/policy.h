@@ -206,7 +206,7 @@ static __always_inline void cls_decide(struct policy_walk *w)
 	c->addr.family = w->family;
 	c->addr.addr = w->peer;
 	c->l4.gen = h->gen;
-	c->l4.proto = pi_cls_proto_key(w->proto);
+	c->l4.proto = pi_cls_proto_key(w->family, w->proto);
 	nchunks = h->nchunks;
 	aclass = bpf_map_lookup_elem(&cls_addrs, &c->addr);
 	if (!aclass)

@@ -682,6 +682,40 @@ UNIT_TEST(ct_forged_answers_open_no_way_out)
 	fx_teardown(&fx);
 }
 
+/* `allow proto icmp, deny` lets each family's ping out, and nothing else:
+ * an IPv4 datagram of protocol 58 and an IPv6 one of next header 1 are
+ * no ICMP of their family (before 2026-12-06 both were matched as ICMP,
+ * by the classifier and the walk alike, and passed). */
+UNIT_TEST(rule_icmp_is_each_familys_own)
+{
+	struct pi_dp_rule rules[2] = {
+		{ .id = 21, .action = PI_DP_ALLOW, .proto = IPPROTO_ICMP },
+		{ .id = 22, .action = PI_DP_DENY },
+	};
+	uint8_t pkt[PKT_MAX];
+	struct ct_fx fx;
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	set_policy(&fx, 0, PI_DP_DIR_EGRESS, rules, 2, 0);
+	len = echo(pkt, AF_INET, "10.0.0.1", "10.0.0.2", false, 0x51);
+	ASSERT_EQ(run(&fx, fx.if_a, pkt, len), PI_REDIRECT, "IPv4 ping");
+	len = echo(pkt, AF_INET6, "fd00::1", "fd00::2", false, 0x52);
+	ASSERT_EQ(run(&fx, fx.if_a, pkt, len), PI_REDIRECT, "IPv6 ping");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", 58 });
+	ASSERT_EQ(run(&fx, fx.if_a, pkt, len), PI_DROP,
+		  "IPv4 protocol 58: not ICMP, denied");
+	len = echo(pkt, AF_INET6, "fd00::1", "fd00::2", false, 0x53);
+	pkt[14 + 6] = IPPROTO_ICMP;
+	ASSERT_EQ(run(&fx, fx.if_a, pkt, len), PI_DROP,
+		  "IPv6 next header 1: not ICMP, denied");
+	ASSERT_EQ(rule_packets(&fx, 21), 2, "the allow took the two pings");
+	ASSERT_EQ(rule_packets(&fx, 22), 2, "the deny took the other two");
+	fx_teardown(&fx);
+}
+
 /* A pod without rules has nothing to decide: its flows are not tracked.
  * Its first rule, in either direction, turns tracking on. */
 UNIT_TEST(ct_pod_without_rules_untracked)
