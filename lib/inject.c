@@ -273,8 +273,9 @@ static void head_detach(const struct pi_node *n, struct inject_state *s,
 	link_pin(s, pod, path, sizeof(path));
 	if (node_enter(n, &saved))
 		return;
-	detach_prog(pod->ifindex, injector_hook(pod), mode, PI_PRIO_HEAD,
-		    path);
+	/* gone when the command returns, as detach_in_pod's */
+	detach_prog_now(pod->ifindex, injector_hook(pod), mode, PI_PRIO_HEAD,
+			path);
 	netns_restore(saved);
 }
 

@@ -75,9 +75,14 @@ void detach_in_pod(const struct pi_node *n, const struct inject_state *s,
 	if (access(path, F_OK))
 		return;
 	ns = pod_netns_open(pod);
+	/* Let go of before the command returns: a pin's unlink alone
+	 * leaves the hook on the device until the kernel's deferred work
+	 * releases the link (a grace period later, tens of ms on a busy
+	 * node), and whoever looks next (a user, the next probe's count
+	 * of hooks) would find it still there. */
 	if (ns >= 0 && !netns_enter(ns, &saved)) {
-		detach_prog(pod->peer_ifindex, PI_HOOK_INGRESS,
-			    node_attach_mode(n), PI_PRIO_HEAD, path);
+		detach_prog_now(pod->peer_ifindex, PI_HOOK_INGRESS,
+				node_attach_mode(n), PI_PRIO_HEAD, path);
 		netns_restore(saved);
 	}
 	if (ns >= 0)

@@ -78,14 +78,21 @@ static const char *stop_signal_name(void)
 
 /* Exit status of an interrupted command, called after its cleanup: a
  * runtime failure. The probes it sent have been reported on stdout, in
- * JSON with "interrupted" (so the error goes to stderr only there). */
-static int report_interrupted(int sent, int planned)
+ * JSON with "interrupted" (so the error goes to stderr only there).
+ * `err`: the run's error, -EINTR when the stop came while it waited for
+ * another probe to end: then it had made nothing to remove. */
+static int report_interrupted(int err, int sent, int planned)
 {
-	char msg[160];
+	char msg[200];
 
-	snprintf(msg, sizeof(msg),
-		 "probe interrupted by %s: %d of %d probes sent; its device, authorisations and hooks are removed",
-		 stop_signal_name(), sent, planned);
+	if (err == -EINTR)
+		snprintf(msg, sizeof(msg),
+			 "probe interrupted by %s while it waited for the probe running on the node to end: no probe sent, nothing made",
+			 stop_signal_name());
+	else
+		snprintf(msg, sizeof(msg),
+			 "probe interrupted by %s: %d of %d probes sent; its device, authorisations and hooks are removed",
+			 stop_signal_name(), sent, planned);
 	fflush(stdout);		/* after the report, also into a pipe */
 	if (json_output && sent)
 		fprintf(stderr, "error: %s\n", msg);
@@ -731,13 +738,13 @@ static int probe_run(int argc, char **argv)
 	}
 	interrupted = stop_signal;
 	if (sent < 0)
-		return interrupted ? report_interrupted(0, spec.count) :
+		return interrupted ? report_interrupted(sent, 0, spec.count) :
 				     exit_code(sent);
 	if (sent)
 		print_run(res, sent, interrupted);
 	free(res);
 	free(trace.ev);
-	return interrupted ? report_interrupted(sent, spec.count) : EXIT_OK;
+	return interrupted ? report_interrupted(0, sent, spec.count) : EXIT_OK;
 }
 
 static int add_extra(const char *v, void *dst)
@@ -790,13 +797,13 @@ static int probe_matrix(int argc, char **argv)
 	stop_handlers_restore(&sh);
 	interrupted = stop_signal;
 	if (sent < 0)
-		return interrupted ? report_interrupted(0, 0) : exit_code(sent);
+		return interrupted ? report_interrupted(sent, 0, 0) : exit_code(sent);
 	for (int i = 0; i < rows * cols; i++)
 		planned += res[i].verdict != PI_PROBE_SELF;
 	if (sent)
 		print_matrix(rows, cols, spec.proto, spec.port, res, interrupted);
 	free(res);
-	return interrupted ? report_interrupted(sent, planned) : EXIT_OK;
+	return interrupted ? report_interrupted(0, sent, planned) : EXIT_OK;
 }
 
 int do_probe(int argc, char **argv)
