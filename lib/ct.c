@@ -64,6 +64,7 @@ struct ct_walk_ctx {
 	const struct pi_node *n;
 	uint32_t pod_id;
 	bool forget;
+	bool keep_cut;		/* forget: but not the cut flows */
 	int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci, void *ctx);
 	void *ctx;
 	uint64_t now;
@@ -110,7 +111,8 @@ static int ct_walk_one(const void *key, const void *val, void *c)
 		ci.expires_ms = (to - idle) / 1000000;
 		err = w->fn(k->pod_id, &ci, w->ctx);
 	}
-	if (err || (idle <= to && !w->forget))
+	if (err || (idle <= to &&
+		    (!w->forget || (w->keep_cut && (e->flags & PI_DP_CT_CUT)))))
 		return err;
 	err = grow(&w->del, &w->cap, w->ndel, sizeof(*w->del));
 	if (!err)
@@ -126,6 +128,17 @@ static int ct_walk_one(const void *key, const void *val, void *c)
  * another reader freeing expired entries), and then met every entry
  * twice (a pod's counts doubled, `ct list` showing flows twice).
  * Deletions wait for the end of the walk. */
+static int ct_walk_run(const struct pi_node *n, struct ct_walk_ctx *w)
+{
+	int err = map_scan(n->maps[M_CT], sizeof(struct pi_ct_key),
+			   sizeof(struct pi_ct_entry), 256, ct_walk_one, w);
+
+	for (int i = 0; i < w->ndel; i++)
+		bpf_map_delete_elem(n->maps[M_CT], &w->del[i]);
+	free(w->del);
+	return err;
+}
+
 static int ct_walk(const struct pi_node *n, uint32_t pod_id, bool forget,
 		   int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci,
 			     void *ctx),
@@ -134,13 +147,23 @@ static int ct_walk(const struct pi_node *n, uint32_t pod_id, bool forget,
 	struct ct_walk_ctx w = { .n = n, .pod_id = pod_id, .forget = forget,
 				 .fn = fn, .ctx = ctx,
 				 .now = (uint64_t)pi_mono_ns() };
-	int err = map_scan(n->maps[M_CT], sizeof(struct pi_ct_key),
-			   sizeof(struct pi_ct_entry), 256, ct_walk_one, &w);
 
-	for (int i = 0; i < w.ndel; i++)
-		bpf_map_delete_elem(n->maps[M_CT], &w.del[i]);
-	free(w.del);
-	return err;
+	return ct_walk_run(n, &w);
+}
+
+/* ct_walk that forgets what fn is called on, except the live cut flows:
+ * forgotten, a cut flow's next packet would open a flow of its own by the
+ * other direction's policy, and the flow would go on (bpf/lib/ct.h). */
+static int ct_walk_kept(const struct pi_node *n, uint32_t pod_id,
+			int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci,
+				  void *ctx),
+			void *ctx)
+{
+	struct ct_walk_ctx w = { .n = n, .pod_id = pod_id, .forget = true,
+				 .keep_cut = true, .fn = fn, .ctx = ctx,
+				 .now = (uint64_t)pi_mono_ns() };
+
+	return ct_walk_run(n, &w);
 }
 
 struct ct_list_ctx {
@@ -189,6 +212,12 @@ static int ct_tally(uint32_t pod_id, const struct pi_ct_info *ci, void *ctx)
 	return 0;
 }
 
+static int ct_tally_forgotten(uint32_t pod_id, const struct pi_ct_info *ci,
+			      void *ctx)
+{
+	return ci->flags & PI_CT_CUT ? 0 : ct_tally(pod_id, ci, ctx);
+}
+
 int pi_ct_flush(struct pi_node *n, const char *pod_name)
 {
 	struct pi_ct_counts c = { 0 };
@@ -200,7 +229,7 @@ int pi_ct_flush(struct pi_node *n, const char *pod_name)
 	err = pod_lookup(n, pod_name, &pod);
 	if (err)
 		return err;
-	err = ct_walk(n, pod.id, true, ct_tally, &c);
+	err = ct_walk_kept(n, pod.id, ct_tally_forgotten, &c);
 	return err ? err : (int)c.entries;
 }
 

@@ -25,8 +25,9 @@ static int ct_help(int argc, char **argv)
 		"cut, RULE the deny), and its packets are dropped both ways until\n"
 		"the policy changes again or the flow is idle for its timeout. A\n"
 		"SYN or echo request from the end that did not open a flow is a new\n"
-		"flow. 'flush' forgets the pod's flows, cut ones too: their next\n"
-		"packets are decided anew.\n"
+		"flow. 'flush' forgets the pod's flows but the cut ones: their next\n"
+		"packets are decided anew (a cut one's would open a flow by the\n"
+		"other direction's policy).\n"
 		"KIND := tcp-opening | tcp-established | tcp-closing | udp | icmp;\n"
 		"SECONDS 0 restores the default.\n");
 	return EXIT_OK;

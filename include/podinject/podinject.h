@@ -435,8 +435,10 @@ struct pi_ct_counts {
  * idle timeout are freed on the way (the datapath frees those it meets). */
 int pi_ct_list(struct pi_node *node, const char *pod,
 	       struct pi_ct_info **flows);
-/* Forgets the pod's flows (their next packets are decided anew); returns
- * how many there were. */
+/* Forgets the pod's flows (their next packets are decided anew), except
+ * the cut ones (PI_CT_CUT: forgotten, a cut flow's next packet would open
+ * a flow by the other direction's policy and the flow would go on);
+ * returns how many it forgot. */
 int pi_ct_flush(struct pi_node *node, const char *pod);
 /* The pod's live flows, counted by state. */
 int pi_ct_counts(struct pi_node *node, const struct pi_pod_info *pod,
