@@ -1113,8 +1113,26 @@ static int inject_prog_for(struct upgrade *u, uint32_t old, bool live_only)
 	return live_only ? get_pin(u->n.pin_dir, pin) : view_get(u, pin);
 }
 
+/* Whether fd is a BPF program's (not a link's or a map's): the kernel
+ * names the anonymous inode of each kind. A link's info has an id too,
+ * from another numbering than programs', so an id alone cannot say. */
+static bool fd_is_prog(int fd)
+{
+	char path[64], what[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, what, sizeof(what) - 1);
+	if (n < 0)
+		return false;
+	what[n] = '\0';
+	return !strcmp(what, "anon_inode:bpf-prog");
+}
+
 /* clsact filters are recorded by the program pinned at their link_ path
- * (attach_prog): the records of the replaced program now name the new. */
+ * (attach_prog): the records of the replaced program now name the new.
+ * The other link_ pins are links (the proxy's socket lookup, a netkit
+ * pod's): left alone, whatever their ids. */
 static int repin_records(struct upgrade *u, uint32_t old, int prog_fd)
 {
 	char dir[PATH_MAX], pin[PATH_MAX], tmp[PATH_MAX];
@@ -1137,9 +1155,8 @@ static int repin_records(struct upgrade *u, uint32_t old, int prog_fd)
 		fd = bpf_obj_get(pin);
 		if (fd < 0)
 			continue;
-		/* a link's info has no program id where a program's has */
-		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.id == old &&
-		    info.type) {
+		if (fd_is_prog(fd) &&
+		    !bpf_obj_get_info_by_fd(fd, &info, &len) && info.id == old) {
 			snprintf(tmp, sizeof(tmp), "%s_new", pin);
 			unlink(tmp);
 			if (bpf_obj_pin(prog_fd, tmp) || rename(tmp, pin))

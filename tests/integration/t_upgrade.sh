@@ -294,8 +294,27 @@ check old_grant old inject allow $C --as $A ${INJECT_ARGS:-}
 # (for a, whose server b c does not inject as: a proxy's answers to its
 # captured pod carry the server's address, which a grant for the server
 # would send into the server's egress instead)
+# On clsact the proxy's socket lookup link is made with the id of the old
+# head program, which the upgrade replaces: the kernel numbers links and
+# programs apart, so one id can name both. Before 2026-12-06 the upgrade
+# read the link's pin as a program's record, took it for that program's
+# and pinned the new program over it: the link went (inject_swapped).
+head_id=
+if [ "${WANT_ATTACH:-}" = clsact ]; then
+	head_id=$(bpftool prog show pinned /sys/fs/bpf/podinject/$N/inject/prog_inject_egress -j 2>/dev/null | jq -r '.id // empty')
+	if [ -z "$head_id" ] || ! "$BUILD/tcx-attach" link-ids-to "$head_id" >/dev/null; then
+		head_id=
+	fi
+fi
 [ "$DEV" = netkit ] ||
 	check old_proxy old proxy add $C --port 15001 --for $A --match tcp dport 9999
+if [ "${WANT_ATTACH:-}" = clsact ]; then
+	if [ -n "$head_id" ]; then
+		expect_eq lookup_link_has_head_program_id "$(for f in /sys/fs/bpf/podinject/$N/inject/link_lookup_*; do bpftool link show pinned $f -j | jq .id; done)" "$head_id"
+	else
+		skip lookup_link_has_head_program_id "link ids are past the head program's id here (the kernel numbers them apart)"
+	fi
+fi
 
 # The TCP stream: b reads only after 4 s, so a's 20 MB wait in full
 # windows across the upgrade; b's ACKs and window updates reach a only

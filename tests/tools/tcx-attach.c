@@ -17,6 +17,12 @@
  *       PIN_DIR/map, prints the id of the program it replaced
  *   tcx-attach update-id LINK_PIN PROG_ID
  *       puts the program with that id back on the link
+ *   tcx-attach link-ids-to ID
+ *       makes and closes BPF links (socket lookup ones, in a namespace of
+ *       its own) until the next link the kernel makes gets id ID, so that
+ *       a test can give a link the id a program has (the kernel numbers
+ *       links and programs apart); prints "next ID", or "past N" (exit 3)
+ *       when link ids are past ID already
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +60,65 @@ static int hook(const char *dir)
 	if (!strcmp(dir, "primary"))
 		return 54;
 	return !strcmp(dir, "ingress") ? 46 : 47;
+}
+
+/* A socket lookup program that passes everything, made here: no object. */
+static int pass_lookup_prog(void)
+{
+	struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 0, .imm = 1 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, o,
+		    .expected_attach_type = BPF_SK_LOOKUP);
+
+	return bpf_prog_load(BPF_PROG_TYPE_SK_LOOKUP, "link_ids", "GPL",
+			     insns, 2, &o);
+}
+
+static int link_ids_to(const char *arg)
+{
+	char *end;
+	unsigned long want = strtoul(arg, &end, 10);
+	int prog, ns;
+
+	if (*end || !want || unshare(CLONE_NEWNET)) {
+		fprintf(stderr, "link-ids-to: %s\n", *end || !want ?
+			"bad id" : strerror(errno));
+		return 1;
+	}
+	prog = pass_lookup_prog();
+	ns = open("/proc/self/ns/net", O_RDONLY);
+	if (prog < 0 || ns < 0) {
+		fprintf(stderr, "link-ids-to: %s\n", strerror(errno));
+		return 1;
+	}
+	/* One kept open for the run: the first socket lookup link of the
+	 * machine turns a static key on, and the last one off again, each
+	 * a text patch of about a millisecond. */
+	if (bpf_link_create(prog, ns, BPF_SK_LOOKUP, NULL) < 0) {
+		fprintf(stderr, "link-ids-to: %s\n", strerror(errno));
+		return 1;
+	}
+	for (;;) {
+		struct bpf_link_info li = {};
+		__u32 len = sizeof(li);
+		int l = bpf_link_create(prog, ns, BPF_SK_LOOKUP, NULL);
+
+		if (l < 0 || bpf_obj_get_info_by_fd(l, &li, &len)) {
+			fprintf(stderr, "link-ids-to: %s\n", strerror(errno));
+			return 1;
+		}
+		close(l);
+		if (li.id >= want) {
+			printf("past %u\n", li.id);
+			return 3;
+		}
+		if (li.id + 1 == want) {
+			printf("next %lu\n", want);
+			return 0;
+		}
+	}
 }
 
 static int query(const char *dev, const char *dir)
@@ -134,6 +199,8 @@ int main(int argc, char **argv)
 		printf("%u\n", li.prog_id);
 		return 0;
 	}
+	if (argc == 3 && !strcmp(argv[1], "link-ids-to"))
+		return link_ids_to(argv[2]);
 	if (argc == 5 && !strcmp(argv[1], "query"))
 		return enter(argv[2]) ? 1 : query(argv[3], argv[4]);
 	if (argc == 9 && !strcmp(argv[1], "attach-tc")) {
