@@ -101,25 +101,28 @@ pi -N $N policy del ct-b ingress all >/dev/null
 # retransmissions): none of it may open a flow by a's ingress policy (no
 # rules) that lets a's ACKs out as its replies. Before 2026-12-06 the
 # second segment after the deny did, and the download ran to its end.
-in_ns ct-b "$PINET" tcp-server 7110 --count 1 --send 6000000 --timeout 6000 >/dev/null 2>&1 &
+in_ns ct-b "$PINET" tcp-server 7190 --count 1 --send 6000000 --timeout 6000 >/dev/null 2>&1 &
 srv=$!
-check cut_download_server_listens wait_tcp_listen ct-b 7110
-in_ns ct-a "$PINET" tcp-connect --timeout 2000 $B 7110 --wait-eof --delay 20 >/tmp/ct$$.dl 2>&1 &
+check cut_download_server_listens wait_tcp_listen ct-b 7190
+in_ns ct-a "$PINET" tcp-connect --timeout 2000 $B 7190 --wait-eof --delay 20 >/tmp/ct$$.dl 2>&1 &
 cl=$!
 for i in $(seq 200); do grep -q '^connected' /tmp/ct$$.dl && break; sleep 0.02; done
 sleep 0.4
 r=$(pi -N $N -j policy add ct-a deny to $B/32 proto tcp | jq .id)
 wait $cl
 expect_eq cut_download_stays_stopped "$(tail -n 1 /tmp/ct$$.dl)" timeout
-expect_num cut_download_flow_cut "$(flows ct-a ".proto == \"tcp\" and .peer_port == 7110 and .opened_by == \"egress\" and .cut and .rule == $r")" 1
-expect_num cut_download_no_flow_of_b "$(flows ct-a ".proto == \"tcp\" and .peer_port == 7110 and .opened_by == \"ingress\"")" 0
+expect_num cut_download_flow_cut "$(flows ct-a ".proto == \"tcp\" and .peer_port == 7190 and .opened_by == \"egress\" and .cut and .rule == $r")" 1
+expect_num cut_download_no_flow_of_b "$(flows ct-a ".proto == \"tcp\" and .peer_port == 7190 and .opened_by == \"ingress\"")" 0
 check cut_download_drops_counted test "$(rule_pk ct-a "$r")" -ge 2
 # a flush forgets flows, but not a cut one (forgotten, b's next
 # retransmission would open the way again)
 pi -N $N ct flush ct-a >/dev/null
-expect_num cut_flow_survives_flush "$(flows ct-a ".proto == \"tcp\" and .peer_port == 7110 and .cut")" 1
+expect_num cut_flow_survives_flush "$(flows ct-a ".proto == \"tcp\" and .peer_port == 7190 and .cut")" 1
 pi -N $N policy del ct-a all >/dev/null
-kill $srv 2>/dev/null
+# the server is still writing to the cut connection: it and its port
+# go now (a later check listens on a port of its own in ct-b; `kill $srv`
+# would stop the subshell only, not the server ip netns exec became)
+kill $(ip netns pids ct-b) 2>/dev/null
 wait $srv 2>/dev/null
 rm -f /tmp/ct$$.dl
 
