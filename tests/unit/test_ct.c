@@ -138,6 +138,17 @@ static int echo(uint8_t *pkt, int family, const char *src, const char *dst,
 	return len;
 }
 
+/* A TCP segment with flags `fl` from the pod at ifindex `ifx`. */
+static int tcp_seg(struct ct_fx *fx, int ifx, int family, const char *s,
+		   const char *d, uint16_t sp, uint16_t dp, uint8_t fl)
+{
+	uint8_t pkt[PKT_MAX];
+	int len = pkt_build(pkt, &(struct pkt_spec){ family, s, d, IPPROTO_TCP,
+						     sp, dp, fl });
+
+	return run(fx, ifx, pkt, len);
+}
+
 static bool ct_entry(struct ct_fx *fx, uint32_t pod_id, int family,
 		     uint8_t proto, const char *pod, uint16_t pod_port,
 		     const char *peer, uint16_t peer_port,
@@ -544,12 +555,9 @@ UNIT_TEST(ct_tcp_close_and_reopen)
 	struct pi_dp_rule deny = { .id = 8, .action = PI_DP_DENY,
 				.proto = IPPROTO_TCP };
 	struct pi_ct_entry e;
-	uint8_t pkt[PKT_MAX];
 	struct ct_fx fx;
-	int len;
 
-#define SEG(ifx, s, d, sp, dp, fl) (len = pkt_build(pkt, &(struct pkt_spec){ \
-	AF_INET, s, d, IPPROTO_TCP, sp, dp, fl }), run(&fx, ifx, pkt, len))
+#define SEG(ifx, s, d, sp, dp, fl) tcp_seg(&fx, ifx, AF_INET, s, d, sp, dp, fl)
 	if (!fx_setup(&fx))
 		return;
 	track(&fx, 0);
@@ -589,12 +597,9 @@ UNIT_TEST(ct_cut_tcp_flow_stays_cut)
 	struct pi_dp_rule deny = { .id = 5, .action = PI_DP_DENY,
 				.proto = IPPROTO_TCP };
 	struct pi_ct_entry e;
-	uint8_t pkt[PKT_MAX];
 	struct ct_fx fx;
-	int len;
 
-#define SEG(ifx, s, d, sp, dp, fl) (len = pkt_build(pkt, &(struct pkt_spec){ \
-	AF_INET6, s, d, IPPROTO_TCP, sp, dp, fl }), run(&fx, ifx, pkt, len))
+#define SEG(ifx, s, d, sp, dp, fl) tcp_seg(&fx, ifx, AF_INET6, s, d, sp, dp, fl)
 	if (!fx_setup(&fx))
 		return;
 	track(&fx, 0);
