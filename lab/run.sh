@@ -31,6 +31,12 @@
 #   LAB_BOOT_TRIES   boots a guest gets when its kernel never reaches /init
 #                    (default 2: a boot that failed before any of our code
 #                    ran is retried once; one that reached /init never is)
+#   LAB_INIT_TIMEOUT seconds a guest's kernel gets to reach /init (default
+#                    300; 5 to 10 s here): one that hangs booting (RCU
+#                    stalls on a CPU whose timer never fired, seen with
+#                    debian-6.12 under TCG) is stopped then, and booted
+#                    again as one that never reached /init, instead of
+#                    holding its kernel's run for LAB_TIMEOUT
 #   LAB_FAULT_NO_INIT=1  every guest's first boot fails before /init, on
 #                    purpose: how the retry is tested (CI does, with
 #                    LAB_BOOT_TRIES=3 so that one retry stays spare)
@@ -44,6 +50,7 @@ LAB_MEM=${LAB_MEM:-2G}
 LAB_SMP=${LAB_SMP:-2}
 LAB_ACCEL=${LAB_ACCEL:-tcg}
 LAB_BOOT_TRIES=${LAB_BOOT_TRIES:-2}
+LAB_INIT_TIMEOUT=${LAB_INIT_TIMEOUT:-300}
 export PODINJECT_CACHE=${PODINJECT_CACHE:-$HOME/.cache/podinject}
 
 if [ $# -eq 0 ]; then
@@ -194,6 +201,18 @@ boot_guest() {
 		-append "console=ttyS0 panic=-1 quiet tsc=reliable${TSC_KHZ:+ tsc_early_khz=$TSC_KHZ} PODINJECT_LAB_GUEST=$g$extra" \
 		< /dev/null > "$console.$$" 2>&1 &
 	boot_pid=$!
+	# The watchdog of the boot: stopped, `timeout` passes the signal to
+	# QEMU and exits with its status (not 124), so the guest counts as
+	# one that never reached /init and is booted again below.
+	(
+		for _ in $(seq "$LAB_INIT_TIMEOUT"); do
+			sleep 1
+			kill -0 "$boot_pid" 2>/dev/null || exit 0
+			grep -q '^PODINJECT-LAB-INIT ' "$console.$$" 2>/dev/null && exit 0
+		done
+		log "$name guest $g: no /init after ${LAB_INIT_TIMEOUT}s (its kernel hung booting): stopped"
+		kill "$boot_pid" 2>/dev/null
+	) &
 }
 
 for name in "${KERNELS[@]}"; do
