@@ -107,6 +107,11 @@ srv=$!
 check cut_download_server_listens wait_tcp_listen ct-b 7190
 dl_delay=20
 [ -n "${PODINJECT_LAB:-}" ] && dl_delay=100
+# a's receive buffer at most 256 KiB while it lasts: else autotuning may
+# grow it to tcp_rmem's 6 MiB, and the whole download waits in a's socket
+# before the deny (so it went on the stock kernels in the lab)
+rmem0=$(in_ns ct-a sysctl -n net.ipv4.tcp_rmem)
+in_ns ct-a sysctl -qw net.ipv4.tcp_rmem="4096 65536 262144"
 in_ns ct-a "$PINET" tcp-connect --timeout 2000 $B 7190 --wait-eof --delay $dl_delay >/tmp/ct$$.dl 2>&1 &
 cl=$!
 for i in $(seq 200); do grep -q '^connected' /tmp/ct$$.dl && break; sleep 0.02; done
@@ -115,6 +120,7 @@ r=$(pi -N $N -j policy add ct-a deny to $B/32 proto tcp | jq .id)
 early=
 kill -0 $cl 2>/dev/null || early=" (the download ended before the deny was in)"
 wait $cl
+in_ns ct-a sysctl -qw net.ipv4.tcp_rmem="$rmem0"
 expect_eq cut_download_stays_stopped "$(tail -n 1 /tmp/ct$$.dl)$early" timeout
 expect_num cut_download_flow_cut "$(flows ct-a ".proto == \"tcp\" and .peer_port == 7190 and .opened_by == \"egress\" and .cut and .rule == $r")" 1
 expect_num cut_download_no_flow_of_b "$(flows ct-a ".proto == \"tcp\" and .peer_port == 7190 and .opened_by == \"ingress\"")" 0
