@@ -336,7 +336,10 @@ static inline int ref_walk(const struct ref_pod *pod, uint32_t dir,
 	return PI_DP_ALLOW;
 }
 
-enum ref_ct_kind { REF_CT_UNTRACKED, REF_CT_FLOW, REF_CT_RELATED };
+/* REF_CT_FLOW_ANSWER: an echo reply, a packet of a flow that cannot
+ * open one */
+enum ref_ct_kind { REF_CT_UNTRACKED, REF_CT_FLOW, REF_CT_RELATED,
+		   REF_CT_FLOW_ANSWER };
 
 static inline bool ref_icmp(uint32_t family, uint8_t proto)
 {
@@ -432,6 +435,7 @@ static inline int ref_ct_classify(const uint8_t *d, uint32_t len,
 				  struct pi_ct_key *k)
 {
 	uint16_t sport = p->sport, dport = p->dport;
+	int kind = REF_CT_FLOW;
 
 	if (ref_icmp(p->family, p->proto)) {
 		uint8_t type;
@@ -445,6 +449,8 @@ static inline int ref_ct_classify(const uint8_t *d, uint32_t len,
 			       REF_CT_RELATED : REF_CT_UNTRACKED;
 		if (!ref_icmp_echo(p->family, type))
 			return REF_CT_UNTRACKED;
+		if (type == (p->family == AF_INET ? 0 : 129))
+			kind = REF_CT_FLOW_ANSWER;
 		/* the identifier names the pod's end, in both directions */
 		sport = dport = ref_be16(d + p->l4_off + 4);
 		if (dir == PI_DP_DIR_EGRESS)
@@ -458,7 +464,7 @@ static inline int ref_ct_classify(const uint8_t *d, uint32_t len,
 	}
 	ref_ct_key_of(k, p->family, p->proto, dir, &p->saddr, &p->daddr,
 		      sport, dport);
-	return REF_CT_FLOW;
+	return kind;
 }
 
 static inline int ref_ct_find(const struct ref_node *n,
@@ -507,6 +513,34 @@ static inline void ref_ct_seen(struct ref_node *n, int i, uint32_t dir,
 		*state = PI_DP_CT_ESTABLISHED;
 }
 
+/* A new entry for the flow k, opened in `dir` by p, allowed by rule_id. */
+static inline int ref_ct_open(struct ref_node *n, const struct pi_ct_key *k,
+			      uint32_t dir, const struct ref_pkt *p,
+			      uint32_t rule_id, int action)
+{
+	int i;
+
+	if (n->ct.n == REF_MAX_CT)
+		return action;
+	i = n->ct.n++;
+	n->ct.key[i] = *k;
+	n->ct.rule_id[i] = rule_id;
+	n->ct.dir[i] = dir;
+	n->ct.flags[i] = 0;
+	if (k->proto != 6)
+		n->ct.state[i] = PI_DP_CT_ESTABLISHED;
+	else if (p->tcp_flags & 0x04)
+		n->ct.state[i] = PI_DP_CT_CLOSING;
+	else if ((p->tcp_flags & 0x12) == 0x02)
+		n->ct.state[i] = PI_DP_CT_OPENING;
+	else
+		n->ct.state[i] = PI_DP_CT_ESTABLISHED;
+	if (k->proto == 6 && (p->tcp_flags & 0x01))
+		n->ct.flags[i] |= dir == PI_DP_DIR_EGRESS ? PI_DP_CT_FIN_POD :
+							 PI_DP_CT_FIN_PEER;
+	return action;
+}
+
 /* The pod's policy in `dir` with connection tracking: a tracked flow's
  * later packets and replies pass on its entry (counted against the rule
  * that let it open, in the direction that opened it), an ICMP error
@@ -520,21 +554,30 @@ static inline int ref_policy(struct ref_node *n, const struct ref_pod *pod,
 	struct pi_ct_key k;
 	uint32_t rule_id;
 	int kind, i = -1, action;
+	bool flow, opener;
 
 	kind = ref_ct_classify(d, len, p, dir, &k);
 	k.pod_id = pod->id;
+	flow = kind == REF_CT_FLOW || kind == REF_CT_FLOW_ANSWER;
 	if (kind != REF_CT_UNTRACKED)
 		i = ref_ct_find(n, &k);
 	if (kind == REF_CT_RELATED && i >= 0)
 		return PI_DP_ALLOW;
-	if (kind == REF_CT_FLOW && i >= 0 && p->proto == 6 &&
-	    n->ct.state[i] == PI_DP_CT_CLOSING &&
-	    (p->tcp_flags & 0x12) == 0x02) {
-		/* a new SYN on a closed flow's ports opens anew */
+	/* a SYN or an echo request on a closed flow's key, or from the end
+	 * that did not open the flow, is a new flow: decided as a first
+	 * packet, and the entry is replaced only if that allows it */
+	opener = k.proto == 6 ? (p->tcp_flags & 0x12) == 0x02 :
+		 kind == REF_CT_FLOW && ref_icmp(p->family, p->proto);
+	if (flow && i >= 0 && opener &&
+	    (n->ct.state[i] == PI_DP_CT_CLOSING || n->ct.dir[i] != dir)) {
+		action = ref_walk(pod, dir, p, o, &rule_id);
+		if (action == PI_DP_DENY)
+			return action;
 		ref_ct_forget(n, i);
 		i = -1;
+		return ref_ct_open(n, &k, dir, p, rule_id, action);
 	}
-	if (kind == REF_CT_FLOW && i >= 0) {
+	if (flow && i >= 0) {
 		if (n->ct.dir[i] == dir && n->ct.rule_id[i])
 			o->rule_hit[dir == PI_DP_DIR_EGRESS ? 0 : 1] =
 				n->ct.rule_id[i];
@@ -544,27 +587,11 @@ static inline int ref_policy(struct ref_node *n, const struct ref_pod *pod,
 	/* The first packet as the key names it decides: the same peer,
 	 * protocol and destination port as the packet's own. */
 	action = ref_walk(pod, dir, p, o, &rule_id);
-	if (kind != REF_CT_FLOW || action == PI_DP_DENY ||
-	    n->ct.n == REF_MAX_CT)
+	if (kind != REF_CT_FLOW || action == PI_DP_DENY)
 		return action;
-	i = n->ct.n++;
-	n->ct.key[i] = k;
-	n->ct.rule_id[i] = rule_id;
-	n->ct.dir[i] = dir;
-	n->ct.flags[i] = 0;
-	if (k.proto != 6)
-		n->ct.state[i] = PI_DP_CT_ESTABLISHED;
-	else if (p->tcp_flags & 0x04)
-		n->ct.state[i] = PI_DP_CT_CLOSING;
-	else if ((p->tcp_flags & 0x12) == 0x02)
-		n->ct.state[i] = PI_DP_CT_OPENING;
-	else
-		n->ct.state[i] = PI_DP_CT_ESTABLISHED;
-	if (k.proto == 6 && (p->tcp_flags & 0x01))
-		n->ct.flags[i] |= dir == PI_DP_DIR_EGRESS ? PI_DP_CT_FIN_POD :
-							 PI_DP_CT_FIN_PEER;
-	return action;
+	return ref_ct_open(n, &k, dir, p, rule_id, action);
 }
+
 
 /* The TTL (IPv4) or hop limit (IPv6) the node would route with is gone:
  * one or none left. */
