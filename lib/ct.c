@@ -60,11 +60,21 @@ static void ct_info_from_dp(struct pi_ct_info *ci, const struct pi_ct_key *k,
 
 #define CT_ALL_PODS	UINT32_MAX
 
+/* What a walk does with the live entries it meets. */
+enum ct_walk_mode {
+	CT_READ,		/* nothing: fn reads them */
+	CT_FORGET,		/* deletes each */
+	CT_FORGET_UNCUT,	/* deletes each but the cut ones, which it
+				 * passes over (fn is not called on them):
+				 * forgotten, a cut flow's next packet would
+				 * open a flow of its own by the other
+				 * direction's policy (bpf/lib/ct.h) */
+};
+
 struct ct_walk_ctx {
 	const struct pi_node *n;
 	uint32_t pod_id;
-	bool forget;
-	bool keep_cut;		/* forget: but not the cut flows */
+	enum ct_walk_mode mode;
 	int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci, void *ctx);
 	void *ctx;
 	uint64_t now;
@@ -91,7 +101,8 @@ static int grow(void *arr, int *cap, int cnt, size_t size)
 }
 
 /* One entry of a walk: fn on it if live; kept for deletion at the end
- * when expired, or when the walk forgets what it meets. */
+ * when expired, or when the walk forgets what it meets (enum
+ * ct_walk_mode). */
 static int ct_walk_one(const void *key, const void *val, void *c)
 {
 	struct ct_walk_ctx *w = c;
@@ -105,14 +116,16 @@ static int ct_walk_one(const void *key, const void *val, void *c)
 		return 0;
 	idle = pi_ct_idle_ns(w->now, e->last_ns);
 	to = (uint64_t)timeout_s(w->n, k, e) * 1000000000ull;
+	if (idle <= to && w->mode == CT_FORGET_UNCUT &&
+	    (e->flags & PI_DP_CT_CUT))
+		return 0;
 	if (idle <= to && w->fn) {
 		ct_info_from_dp(&ci, k, e);
 		ci.idle_ms = idle / 1000000;
 		ci.expires_ms = (to - idle) / 1000000;
 		err = w->fn(k->pod_id, &ci, w->ctx);
 	}
-	if (err || (idle <= to &&
-		    (!w->forget || (w->keep_cut && (e->flags & PI_DP_CT_CUT)))))
+	if (err || (idle <= to && w->mode == CT_READ))
 		return err;
 	err = grow(&w->del, &w->cap, w->ndel, sizeof(*w->del));
 	if (!err)
@@ -121,49 +134,29 @@ static int ct_walk_one(const void *key, const void *val, void *c)
 }
 
 /* Calls fn on every live entry of pod `pod_id` (of every pod with
- * CT_ALL_PODS); frees expired ones. With `forget`, deletes each one fn
- * was called on. The table is read in batches, bucket by bucket
+ * CT_ALL_PODS) that `mode` does not pass over; frees expired ones, and
+ * with CT_FORGET or CT_FORGET_UNCUT each one fn was called on. The table is read in batches, bucket by bucket
  * (map_scan): a walk key by key starts again from the first key when the
  * key it stands on is deleted (by the datapath, the LRU's eviction, or
  * another reader freeing expired entries), and then met every entry
  * twice (a pod's counts doubled, `ct list` showing flows twice).
  * Deletions wait for the end of the walk. */
-static int ct_walk_run(const struct pi_node *n, struct ct_walk_ctx *w)
-{
-	int err = map_scan(n->maps[M_CT], sizeof(struct pi_ct_key),
-			   sizeof(struct pi_ct_entry), 256, ct_walk_one, w);
-
-	for (int i = 0; i < w->ndel; i++)
-		bpf_map_delete_elem(n->maps[M_CT], &w->del[i]);
-	free(w->del);
-	return err;
-}
-
-static int ct_walk(const struct pi_node *n, uint32_t pod_id, bool forget,
+static int ct_walk(const struct pi_node *n, uint32_t pod_id,
+		   enum ct_walk_mode mode,
 		   int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci,
 			     void *ctx),
 		   void *ctx)
 {
-	struct ct_walk_ctx w = { .n = n, .pod_id = pod_id, .forget = forget,
+	struct ct_walk_ctx w = { .n = n, .pod_id = pod_id, .mode = mode,
 				 .fn = fn, .ctx = ctx,
 				 .now = (uint64_t)pi_mono_ns() };
+	int err = map_scan(n->maps[M_CT], sizeof(struct pi_ct_key),
+			   sizeof(struct pi_ct_entry), 256, ct_walk_one, &w);
 
-	return ct_walk_run(n, &w);
-}
-
-/* ct_walk that forgets what fn is called on, except the live cut flows:
- * forgotten, a cut flow's next packet would open a flow of its own by the
- * other direction's policy, and the flow would go on (bpf/lib/ct.h). */
-static int ct_walk_kept(const struct pi_node *n, uint32_t pod_id,
-			int (*fn)(uint32_t pod_id, const struct pi_ct_info *ci,
-				  void *ctx),
-			void *ctx)
-{
-	struct ct_walk_ctx w = { .n = n, .pod_id = pod_id, .forget = true,
-				 .keep_cut = true, .fn = fn, .ctx = ctx,
-				 .now = (uint64_t)pi_mono_ns() };
-
-	return ct_walk_run(n, &w);
+	for (int i = 0; i < w.ndel; i++)
+		bpf_map_delete_elem(n->maps[M_CT], &w.del[i]);
+	free(w.del);
+	return err;
 }
 
 struct ct_list_ctx {
@@ -193,7 +186,7 @@ int pi_ct_list(struct pi_node *n, const char *pod_name,
 	err = pod_lookup(n, pod_name, &pod);
 	if (err)
 		return err;
-	err = ct_walk(n, pod.id, false, ct_collect, &l);
+	err = ct_walk(n, pod.id, CT_READ, ct_collect, &l);
 	if (err) {
 		free(l.v);
 		return err;
@@ -212,12 +205,6 @@ static int ct_tally(uint32_t pod_id, const struct pi_ct_info *ci, void *ctx)
 	return 0;
 }
 
-static int ct_tally_forgotten(uint32_t pod_id, const struct pi_ct_info *ci,
-			      void *ctx)
-{
-	return ci->flags & PI_CT_CUT ? 0 : ct_tally(pod_id, ci, ctx);
-}
-
 int pi_ct_flush(struct pi_node *n, const char *pod_name)
 {
 	struct pi_ct_counts c = { 0 };
@@ -229,7 +216,7 @@ int pi_ct_flush(struct pi_node *n, const char *pod_name)
 	err = pod_lookup(n, pod_name, &pod);
 	if (err)
 		return err;
-	err = ct_walk_kept(n, pod.id, ct_tally_forgotten, &c);
+	err = ct_walk(n, pod.id, CT_FORGET_UNCUT, ct_tally, &c);
 	return err ? err : (int)c.entries;
 }
 
@@ -237,7 +224,7 @@ int pi_ct_counts(struct pi_node *n, const struct pi_pod_info *pod,
 		 struct pi_ct_counts *out)
 {
 	memset(out, 0, sizeof(*out));
-	return ct_walk(n, pod->id, false, ct_tally, out);
+	return ct_walk(n, pod->id, CT_READ, ct_tally, out);
 }
 
 struct ct_all_ctx {
@@ -261,7 +248,7 @@ int pi_ct_counts_all(struct pi_node *n, struct pi_ct_counts *out,
 	struct ct_all_ctx a = { .out = out, .nout = nout };
 
 	memset(out, 0, nout * sizeof(*out));
-	return ct_walk(n, CT_ALL_PODS, false, ct_tally_by_pod, &a);
+	return ct_walk(n, CT_ALL_PODS, CT_READ, ct_tally_by_pod, &a);
 }
 
 int pi_ct_timeouts(struct pi_node *n, uint32_t out[PI_CT_TO_MAX])
@@ -551,13 +538,13 @@ int ct_seed_pod(const struct pi_node *n, uint32_t pod_id)
  * age (and, were it tracked again, stand for connections long gone). */
 void ct_forget_pod_id(const struct pi_node *n, uint32_t pod_id)
 {
-	ct_walk(n, pod_id, true, NULL, NULL);
+	ct_walk(n, pod_id, CT_FORGET, NULL, NULL);
 }
 
 /* A pod's id is given to the next pod: its flows go with it. */
 static void ct_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
 {
-	ct_walk(n, pod->id, true, NULL, NULL);
+	ct_walk(n, pod->id, CT_FORGET, NULL, NULL);
 }
 
 /* The sweep of a pod's removal can be overtaken by a packet of the pod
@@ -567,7 +554,7 @@ static void ct_forget_pod(struct pi_node *n, const struct pi_pod_info *pod)
  * had. */
 static int ct_reset_pod(struct pi_node *n, const struct pi_pod_info *pod)
 {
-	int err = ct_walk(n, pod->id, true, NULL, NULL);
+	int err = ct_walk(n, pod->id, CT_FORGET, NULL, NULL);
 
 	if (err)
 		pr_err("cannot clear the tracked flows of pod id %u for '%s': %s",
