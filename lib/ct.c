@@ -153,8 +153,16 @@ static int ct_walk(const struct pi_node *n, uint32_t pod_id,
 	int err = map_scan(n->maps[M_CT], sizeof(struct pi_ct_key),
 			   sizeof(struct pi_ct_entry), 256, ct_walk_one, &w);
 
-	for (int i = 0; i < w.ndel; i++)
+	for (int i = 0; i < w.ndel; i++) {
+		struct pi_ct_entry e;
+
+		/* cut by the datapath since the walk read it: kept */
+		if (mode == CT_FORGET_UNCUT &&
+		    !bpf_map_lookup_elem(n->maps[M_CT], &w.del[i], &e) &&
+		    (e.flags & PI_DP_CT_CUT))
+			continue;
 		bpf_map_delete_elem(n->maps[M_CT], &w.del[i]);
+	}
 	free(w.del);
 	return err;
 }
