@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * CHECK: the pod is attached, its programs are in place, its interface
- * is still the device they are on, and it holds prevResult's addresses.
+ * is still the device they are on, and it holds prevResult's addresses;
+ * in main mode, the pod's side is still as podinject made it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -82,6 +83,14 @@ int cni_cmd_check(const struct cni_conf *conf, struct cni_env *env,
 	ret = 0;
 out:
 	cni_step("check");
+	/* Main mode made the pod's side of the pair: the runtime's CHECK
+	 * asks whether it is still as made (the spec: the interface, its
+	 * addresses, its routes), as ptp's CHECK does. */
+	if (!ret && conf->mode == CNI_MODE_MAIN) {
+		if (cni_pod_side_check(env, &pair, &pod, e))
+			ret = -1;
+		cni_step("pod");
+	}
 	pi_node_close(node);
 	cni_step("close");
 	if (!ret && conf->mode == CNI_MODE_MAIN) {

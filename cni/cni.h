@@ -192,6 +192,13 @@ struct cni_pair {
  * CNI_ERR_IO. */
 int cni_pod_pair(const struct cni_env *env, struct cni_pair *pair,
 		 struct cni_err *e);
+/* Main mode: the pod's side of the pair as podinject made it, inside
+ * CNI_NETNS: the interface up, the pod's addresses on it (/32, /128),
+ * its default routes through the link-local gateways and their
+ * neighbour entries; else
+ * CNI_ERR_CHECK saying what is missing (or CNI_ERR_IO). */
+int cni_pod_side_check(const struct cni_env *env, const struct cni_pair *pair,
+		       const struct pi_pod_info *pod, struct cni_err *e);
 
 /* ipam.c: runs plugin `type` from CNI_PATH with our environment, command
  * `cmd`, the network config on stdin; *result (ADD) is its parsed stdout.

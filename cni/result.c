@@ -244,7 +244,7 @@ static void add_ip(json_t *ips, json_t *routes, int family, const void *addr,
 		   bool old)
 {
 	bool v4 = family == AF_INET;
-	const char *gw = v4 ? "169.254.1.1" : "fe80::1";
+	const char *gw = v4 ? PI_POD_GW4 : PI_POD_GW6;
 	char a[INET6_ADDRSTRLEN + 8];
 	json_t *ip;
 

@@ -14,8 +14,8 @@
 
 #define POD_DEV_PREFIX	"pi-"
 #define POD_NAME_MAX	12	/* "pi-" + name fits IFNAMSIZ */
-#define GW4		"169.254.1.1"
-#define GW6		"fe80::1"
+#define GW4		PI_POD_GW4
+#define GW6		PI_POD_GW6
 
 /* A feature's part of a pod's life on the node. A pod joins (added or
  * adopted) by reset_pod, then its records and the datapath's programs,

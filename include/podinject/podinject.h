@@ -185,6 +185,11 @@ int pi_node_addresses(struct pi_node *node,
 
 /* ---- pods ------------------------------------------------------------- */
 
+/* The link-local gateways of a pod podinject made: its default routes go
+ * through them, and their neighbour entries are the node side's MAC. */
+#define PI_POD_GW4	"169.254.1.1"
+#define PI_POD_GW6	"fe80::1"
+
 enum pi_pod_flags {
 	PI_POD_HAS_V4	= 1 << 0,
 	PI_POD_HAS_V6	= 1 << 1,

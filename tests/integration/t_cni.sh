@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=358
+EXPECT=368
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -85,6 +85,11 @@ for v in 1.0.0 0.4.0; do
 		'{cniVersion: $v, name: $n, plugins: [{type: "podinject", mode: "main",
 		  node: $node, logFile: $log, logLevel: "debug", ipam: $i}]}' >"$T/main${v//./}.conflist"
 done
+jq -n --arg n ${PREFIX}main46 --arg node "$NODE" --arg log "$LOG" --arg d "$T/ipam/main46" \
+	'{cniVersion: "1.0.0", name: $n, plugins: [{type: "podinject", mode: "main",
+	  node: $node, logFile: $log, logLevel: "debug",
+	  ipam: {type: "host-local", dataDir: $d,
+		 ranges: [[{subnet: "10.123.6.0/24"}], [{subnet: "fd00:123:6::/64"}]]}}]}' >"$T/main46.conflist"
 
 # plugin CMD TYPE CID NETNS IFNAME ARGS < CONF: one plugin run as libcni
 # runs it, a clean environment but for the CNI variables. Prints stdout;
@@ -861,7 +866,7 @@ done
 # Main mode's steps: the node and the attachment looked at, the IPAM
 # plugin, the node, the pod's own pair.
 check main_add_steps_logged grep -qE ' debug ADD [0-9]+: took [0-9.]+ ms: stdin [0-9.]+, conf [0-9.]+, prior [0-9.]+, ipam [0-9.]+, node [0-9.]+, add [0-9.]+, close [0-9.]+$' "$LOG"
-check main_check_steps_logged grep -qE ' debug CHECK [0-9]+: took [0-9.]+ ms: stdin [0-9.]+, conf [0-9.]+, node [0-9.]+, check [0-9.]+, close [0-9.]+, ipam [0-9.]+$' "$LOG"
+check main_check_steps_logged grep -qE ' debug CHECK [0-9]+: took [0-9.]+ ms: stdin [0-9.]+, conf [0-9.]+, node [0-9.]+, check [0-9.]+, pod [0-9.]+, close [0-9.]+, ipam [0-9.]+$' "$LOG"
 # An ADD repeated while the pod is up (the spec forbids it; a runtime may
 # still send it) fails with code 103 and leaves the pod as it was: its
 # address leased, its device, its traffic. A build before the fix asked
@@ -884,6 +889,50 @@ expect_eq main_repeat_lease_is_its "$(head -1 "$T/ipam/main/${PREFIX}main100/$mr
 expect_eq main_repeat_pod_kept "$(pod_json mr | jq -r '"\(.ipv4) \(.hostdev)"')" "$mr_ip $mr_dev"
 expect_eq main_repeat_traffic "$(udp_count ${PREFIX}ptp2 ${PREFIX}mr "$mr_ip" 7402 4)" 4
 check main_repeat_check rt CHECK "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr
+# Main mode made the pod's side of the pair: CHECK looks at it in the
+# pod's namespace, as ptp's does, and fails (code 105) when the pod has
+# lost its address, its default route, its gateway's neighbour entry or
+# its interface's up state; each put back, CHECK passes again (before,
+# CHECK read only the node's record and passed all four).
+mr_check() {
+	local out
+	out=$(rt CHECK "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr)
+	echo "$? $(code_of "$out") $(jq -r .details <<<"$out" 2>/dev/null | grep -o 'lost its [a-zA-Z0-9]*\|is down')"
+}
+mr_mac=$(cat /sys/class/net/$mr_dev/address)
+mr_restore() {
+	ip -n ${PREFIX}mr link set eth0 up
+	ip -n ${PREFIX}mr addr replace "$mr_ip/32" dev eth0
+	ip -n ${PREFIX}mr neigh replace 169.254.1.1 lladdr "$mr_mac" dev eth0 nud permanent
+	ip -n ${PREFIX}mr route replace default via 169.254.1.1 dev eth0 onlink
+}
+ip -n ${PREFIX}mr addr del "$mr_ip/32" dev eth0
+expect_eq main_check_address_lost "$(mr_check)" "1 105 lost its address"
+mr_restore
+ip -n ${PREFIX}mr route del default
+expect_eq main_check_route_lost "$(mr_check)" "1 105 lost its IPv4"
+mr_restore
+ip -n ${PREFIX}mr neigh del 169.254.1.1 dev eth0
+expect_eq main_check_neighbour_lost "$(mr_check)" "1 105 lost its neighbour"
+mr_restore
+ip -n ${PREFIX}mr link set eth0 down
+expect_eq main_check_interface_down "$(mr_check)" "1 105 is down"
+mr_restore
+check main_check_restored rt CHECK "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr
+expect_eq main_check_restored_traffic "$(udp_count ${PREFIX}ptp2 ${PREFIX}mr "$mr_ip" 7403 4)" 4
+# Both families: the IPv6 address and default route via fe80::1 are
+# looked at as the IPv4 ones.
+mkns ${PREFIX}m46
+id46=$(cid 125)
+res=$(rt ADD "$T/main46.conflist" "$id46" /run/netns/${PREFIX}m46 "K8S_POD_NAME=m46")
+expect_eq main46_add "$? $(jq '.ips | length' <<<"$res")" "0 2"
+check main46_check rt CHECK "$T/main46.conflist" "$id46" /run/netns/${PREFIX}m46
+ip -n ${PREFIX}m46 -6 route del default
+out=$(rt CHECK "$T/main46.conflist" "$id46" /run/netns/${PREFIX}m46)
+expect_eq main46_check_route6_lost "$? $(code_of "$out") $(jq -r .details <<<"$out" | grep -o 'IPv6 default route via fe80::1')" \
+	"1 105 IPv6 default route via fe80::1"
+check main46_del rt DEL "$T/main46.conflist" "$id46" /run/netns/${PREFIX}m46
+ip netns del ${PREFIX}m46
 check main_repeat_del rt DEL "$T/main100.conflist" "$id" /run/netns/${PREFIX}mr
 expect_eq main_repeat_lease_freed "$(leases ${PREFIX}main100)" 0
 ip netns del ${PREFIX}mr
