@@ -7,6 +7,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "attach.h"
+#include "nl.h"
 
 /* BPF_LINK_CREATE as the kernel lays it out for tcx and netkit; libbpf 1.1
  * predates those fields. */
@@ -210,4 +211,38 @@ int query_tcx(int ifindex, enum pi_hook hook, uint32_t *ids, uint32_t max)
 	if (err)
 		return err < 0 ? err : -EIO;
 	return cnt;
+}
+
+int clsact_make(int ifindex)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, tc_hook, .ifindex = ifindex,
+			    .attach_point = BPF_TC_INGRESS);
+	int err = bpf_tc_hook_create(&tc_hook);
+
+	if (err == -EEXIST)
+		return 0;
+	return err ? err : 1;
+}
+
+int clsact_remove_if_empty(int ifindex)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, tc_hook, .ifindex = ifindex,
+			    .attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS);
+	int in, out, err;
+
+	in = nl_tc_filter_count(ifindex, true);
+	out = nl_tc_filter_count(ifindex, false);
+	/* no clsact qdisc (or no device) any more: nothing to remove */
+	if (in == -EINVAL || in == -ENODEV || out == -EINVAL || out == -ENODEV)
+		return 0;
+	if (in < 0)
+		return in;
+	if (out < 0)
+		return out;
+	if (in || out)
+		return 0;
+	err = bpf_tc_hook_destroy(&tc_hook);
+	if (err == -ENOENT || err == -EINVAL || err == -ENODEV)
+		return 0;
+	return err ? err : 1;
 }

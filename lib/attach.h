@@ -61,6 +61,14 @@ int detach_prog(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
  * hook next. */
 int detach_prog_now(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
 		    uint32_t prio, const char *pin_path);
+/* Makes the clsact qdisc of ifindex when it has none: 1 when made here,
+ * 0 when it was there (another's, or ours from before), or -errno. Who
+ * made it is for the caller to record: only a qdisc podinject made is
+ * podinject's to remove. */
+int clsact_make(int ifindex);
+/* Removes ifindex's clsact qdisc when no filter is left on either hook
+ * (another program's keeps it): 1 removed, 0 kept or none there. */
+int clsact_remove_if_empty(int ifindex);
 /* The kernel's attach type of a hook (tcx or netkit), -1 for none. */
 int hook_attach_type(enum pi_hook hook);
 /* Program ids at a tcx hook in chain order; returns the count or -errno. */

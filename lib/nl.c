@@ -28,6 +28,7 @@
 #include <linux/fib_rules.h>
 #include <linux/net_namespace.h>
 #include <linux/rtnetlink.h>
+#include <linux/pkt_sched.h>
 #include <linux/veth.h>
 #include <linux/sock_diag.h>
 #include <linux/inet_diag.h>
@@ -960,4 +961,28 @@ int nl_sock_dump(int family, int proto, uint32_t states,
 	req->idiag_states = states;
 	err = nl_talk(NETLINK_SOCK_DIAG, nlh, false, sock_dump_cb, &d);
 	return err ? err : d.err;
+}
+
+/* ---- tc ---- */
+
+static int count_cb(const struct nlmsghdr *nlh, void *data)
+{
+	(*(int *)data)++;
+	return MNL_CB_OK;
+}
+
+int nl_tc_filter_count(int ifindex, bool ingress)
+{
+	char buf[NL_REQ_SIZE] = { 0 };
+	struct nlmsghdr *nlh = nl_msg(buf, RTM_GETTFILTER, NLM_F_DUMP);
+	struct tcmsg *tcm;
+	int n = 0, err;
+
+	tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
+	tcm->tcm_family = AF_UNSPEC;
+	tcm->tcm_ifindex = ifindex;
+	tcm->tcm_parent = TC_H_MAKE(TC_H_CLSACT, ingress ? TC_H_MIN_INGRESS :
+							    TC_H_MIN_EGRESS);
+	err = nl_talk(NETLINK_ROUTE, nlh, false, count_cb, &n);
+	return err ? err : n;
 }

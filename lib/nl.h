@@ -105,4 +105,9 @@ struct nl_sock {
 int nl_sock_dump(int family, int proto, uint32_t states,
 		 int (*fn)(const struct nl_sock *sk, void *ctx), void *ctx);
 
+/* How many tc filters (each priority's head counts too) are on the
+ * ingress or egress hook of ifindex's clsact qdisc; -errno (-EINVAL: no
+ * clsact qdisc there). */
+int nl_tc_filter_count(int ifindex, bool ingress);
+
 #endif

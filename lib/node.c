@@ -455,6 +455,24 @@ static int pin_node(const char *dir, const char *name, bool host, bool tcx,
 	return err;
 }
 
+/* Inside the node's namespace: the uplink's clsact qdisc removed when node
+ * up made it and nothing else is on it. */
+static void uplink_qdisc_release(struct pi_node *n, int ifindex)
+{
+	int err;
+
+	if (!(n->cfg.flags & PI_NODE_OWNS_UPLINK_QDISC))
+		return;
+	err = clsact_remove_if_empty(ifindex);
+	if (err < 0)
+		pr_warn("cannot remove the clsact qdisc node up made on the uplink (ifindex %d): %s",
+			ifindex, strerror(-err));
+	else if (!err)
+		pr_info("the clsact qdisc node up made on the uplink (ifindex %d) stays: another program's filters are on it",
+			ifindex);
+	n->cfg.flags &= ~PI_NODE_OWNS_UPLINK_QDISC;
+}
+
 /* Inside the node's namespace: the uplink up, with the node's program on
  * its ingress (pinned at `link`), and its ifindex in n->cfg. */
 static int attach_uplink(struct pi_node *n, const char *uplink,
@@ -468,6 +486,15 @@ static int attach_uplink(struct pi_node *n, const char *uplink,
 		return ifindex;
 	}
 	err = nl_link_set_up(ifindex);
+	/* A clsact qdisc podinject makes is podinject's to remove: node
+	 * down, or this node up failing, takes it off again (one that was
+	 * there, a CNI's, stays). */
+	if (!err && node_attach_mode(n) == PI_ATTACH_CLSACT) {
+		err = clsact_make(ifindex);
+		if (err == 1)
+			n->cfg.flags |= PI_NODE_OWNS_UPLINK_QDISC;
+		err = err < 0 ? err : 0;
+	}
 	if (!err)
 		err = attach_prog(n->progs[P_UPLINK_INGRESS], ifindex,
 				  PI_HOOK_INGRESS, node_attach_mode(n), false,
@@ -475,6 +502,7 @@ static int attach_uplink(struct pi_node *n, const char *uplink,
 	if (err) {
 		pr_err("cannot attach to uplink '%s': %s", uplink,
 		       strerror(-err));
+		uplink_qdisc_release(n, ifindex);
 		return err;
 	}
 	n->cfg.uplink_ifindex = ifindex;
@@ -518,9 +546,11 @@ static int node_up_hooks(struct pi_node *n, const struct pi_node_up_opts *o)
 	if (n->cfg.flags & PI_NODE_XDP)
 		xdp_node_teardown(n);
 fail_uplink:
-	if (n->cfg.uplink_ifindex)
+	if (n->cfg.uplink_ifindex) {
 		detach_prog(n->cfg.uplink_ifindex, PI_HOOK_INGRESS,
 			    node_attach_mode(n), PI_PRIO_DATAPATH, link);
+		uplink_qdisc_release(n, n->cfg.uplink_ifindex);
+	}
 	return err;
 }
 
@@ -792,6 +822,7 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 		node_pin_path(&n, path, sizeof(path), "link_uplink");
 		detach_prog(n.cfg.uplink_ifindex, PI_HOOK_INGRESS,
 			    node_attach_mode(&n), PI_PRIO_DATAPATH, path);
+		uplink_qdisc_release(&n, n.cfg.uplink_ifindex);
 		netns_restore(saved);
 	}
 	/* The namespace before the pins: once the pin directory is gone

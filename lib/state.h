@@ -66,6 +66,9 @@ enum pi_node_flags_ext {
 	PI_NODE_OWNS_NETNS = 1 << 8,	/* node up made the namespace */
 	PI_NODE_HOST = 1 << 9,		/* the node is the host's own (root)
 					 * namespace, not one named NODE */
+	/* node up made the uplink's clsact qdisc (attach: clsact): node
+	 * down removes it again when no other filter is left on it */
+	PI_NODE_OWNS_UPLINK_QDISC = 1 << 10,
 };
 
 /* A host node's namespace is the one `node up --host` ran in, known by

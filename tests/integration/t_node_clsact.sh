@@ -6,7 +6,7 @@
 # (Plain assignments: ones prefixed to `.` would be gone by the time the
 # EXIT trap cleans up by PREFIX.)
 PREFIX=nc-
-EXPECT=59
+EXPECT=62
 NODE_ARGS="--attach clsact"
 WANT_ATTACH=clsact
 . "$(dirname "$0")/t_node.sh"

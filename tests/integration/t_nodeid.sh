@@ -19,7 +19,7 @@
 # the mounts (and so /sys/fs/bpf): `ip netns exec` remounts /sys.
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=50
+EXPECT=51
 PREFIX=nd-
 N=${PREFIX}n
 WPID=
@@ -180,11 +180,13 @@ rmdir $M 2>/dev/null
 
 # A failed `node up` in clsact mode (the uplink runs another XDP program,
 # found after the uplink's filter is attached) leaves no filter on the
-# uplink, which is inside the node's namespace.
+# uplink, which is inside the node's namespace, and no qdisc.
 U=${PREFIX}u
 ip netns add $U
 ip -n $U link add up0 type veth peer name up1
 ip -n $U link set up0 xdpdrv obj "$BUILD/xdp.bpf.o" sec xdp
 check_fails clsact_up_fails pi -N $U node up --uplink up0 --xdp --attach clsact
 expect_eq clsact_no_filter_left "$(tc -n $U filter show dev up0 ingress | wc -l)" 0
+# nor the clsact qdisc node up made for it (before: it stayed, empty)
+expect_eq clsact_no_qdisc_left "$(tc -n $U qdisc show dev up0 | grep -c clsact)" 0
 check clsact_nothing_pinned test ! -e /sys/fs/bpf/podinject/$U
