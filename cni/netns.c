@@ -88,17 +88,17 @@ static int link_cb(const struct nlmsghdr *nlh, void *data)
 	return MNL_CB_OK;
 }
 
-/* RTM_GETLINK of one device, by name or index, in the current namespace. */
-static int get_link(const char *name, int ifindex, struct link_attrs *la)
+/* Sends the request in buf (its seq set here) on a socket of its own and
+ * runs cb on the reply: the one message, or each of a dump's until its
+ * end. Returns 0 or -errno (the kernel's, or the socket's). */
+static int nl_ask(char *buf, size_t size, mnl_cb_t cb, void *data)
 {
-	char buf[MNL_SOCKET_BUFFER_SIZE];
-	struct mnl_socket *nl;
-	struct nlmsghdr *nlh;
-	struct ifinfomsg *ifm;
+	struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
+	bool dump = nlh->nlmsg_flags & NLM_F_DUMP;
 	unsigned int seq = time(NULL), portid;
+	struct mnl_socket *nl;
 	int ret, err = 0;
 
-	memset(la, 0, sizeof(*la));
 	nl = mnl_socket_open(NETLINK_ROUTE);
 	if (!nl)
 		return -errno;
@@ -107,30 +107,45 @@ static int get_link(const char *name, int ifindex, struct link_attrs *la)
 		goto out;
 	}
 	portid = mnl_socket_get_portid(nl);
+	nlh->nlmsg_seq = seq;
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
+		err = -errno;
+		goto out;
+	}
+	do {
+		ret = mnl_socket_recvfrom(nl, buf, size);
+		if (ret < 0) {
+			err = -errno;
+			break;
+		}
+		ret = mnl_cb_run(buf, ret, seq, portid, cb, data);
+		if (ret < 0)
+			err = -errno;
+	} while (ret > 0 && dump);
+out:
+	mnl_socket_close(nl);
+	return err;
+}
+
+/* RTM_GETLINK of one device, by name or index, in the current namespace. */
+static int get_link(const char *name, int ifindex, struct link_attrs *la)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
+	int err;
+
+	memset(la, 0, sizeof(*la));
 	nlh = mnl_nlmsg_put_header(buf);
 	nlh->nlmsg_type = RTM_GETLINK;
 	nlh->nlmsg_flags = NLM_F_REQUEST;
-	nlh->nlmsg_seq = seq;
 	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
 	ifm->ifi_family = AF_UNSPEC;
 	ifm->ifi_index = ifindex;
 	if (name)
 		mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
-		err = -errno;
-		goto out;
-	}
-	ret = mnl_socket_recvfrom(nl, buf, sizeof(buf));
-	if (ret < 0) {
-		err = -errno;
-		goto out;
-	}
-	ret = mnl_cb_run(buf, ret, seq, portid, link_cb, la);
-	if (ret < 0)
-		err = errno == ENODEV ? -ENOENT : -errno;
-out:
-	mnl_socket_close(nl);
-	return err;
+	err = nl_ask(buf, sizeof(buf), link_cb, la);
+	return err == -ENODEV ? -ENOENT : err;
 }
 
 /* Runs fn(arg) inside the network namespace at path netns and comes
@@ -255,23 +270,11 @@ struct pod_side {
 static int nl_dump(uint16_t type, uint8_t family, mnl_cb_t cb, void *data)
 {
 	char buf[MNL_SOCKET_BUFFER_SIZE];
-	struct mnl_socket *nl;
 	struct nlmsghdr *nlh;
-	unsigned int seq = time(NULL), portid;
-	int ret, err = 0;
 
-	nl = mnl_socket_open(NETLINK_ROUTE);
-	if (!nl)
-		return -errno;
-	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-		err = -errno;
-		goto out;
-	}
-	portid = mnl_socket_get_portid(nl);
 	nlh = mnl_nlmsg_put_header(buf);
 	nlh->nlmsg_type = type;
 	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	nlh->nlmsg_seq = seq;
 	/* ifaddrmsg, rtmsg and ndmsg all begin with the family */
 	if (type == RTM_GETADDR)
 		((struct ifaddrmsg *)mnl_nlmsg_put_extra_header(nlh,
@@ -282,58 +285,67 @@ static int nl_dump(uint16_t type, uint8_t family, mnl_cb_t cb, void *data)
 	else
 		((struct ndmsg *)mnl_nlmsg_put_extra_header(nlh,
 			sizeof(struct ndmsg)))->ndm_family = family;
-	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
-		err = -errno;
-		goto out;
-	}
-	do {
-		ret = mnl_socket_recvfrom(nl, buf, sizeof(buf));
-		if (ret < 0) {
-			err = -errno;
-			break;
-		}
-		ret = mnl_cb_run(buf, ret, seq, portid, cb, data);
-		if (ret < 0)
-			err = -errno;
-	} while (ret > 0);
-out:
-	mnl_socket_close(nl);
-	return err;
+	return nl_ask(buf, sizeof(buf), cb, data);
+}
+
+/* A message's attributes by type, up to max (the libmnl idiom): tb[type]
+ * the attribute, or NULL. */
+struct attr_table {
+	const struct nlattr **tb;
+	int max;
+};
+
+static int attr_table_cb(const struct nlattr *attr, void *data)
+{
+	struct attr_table *t = data;
+	int type = mnl_attr_get_type(attr);
+
+	if (type <= t->max)
+		t->tb[type] = attr;
+	return MNL_CB_OK;
+}
+
+static void attrs_of(const struct nlmsghdr *nlh, size_t hdrlen,
+		     const struct nlattr **tb, int max)
+{
+	struct attr_table t = { .tb = tb, .max = max };
+
+	memset(tb, 0, (max + 1) * sizeof(*tb));
+	mnl_attr_parse(nlh, hdrlen, attr_table_cb, &t);
+}
+
+static const void *payload_of(const struct nlattr *attr, size_t len)
+{
+	return attr && mnl_attr_get_payload_len(attr) >= len ?
+	       mnl_attr_get_payload(attr) : NULL;
 }
 
 static int addr_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct ifaddrmsg *ifa = mnl_nlmsg_get_payload(nlh);
 	struct pod_side *ps = data;
-	const struct nlattr *attr;
+	const struct nlattr *tb[IFA_MAX + 1];
+	const void *a;
 	uint32_t flags = ifa->ifa_flags;
-	const void *local = NULL, *address = NULL;
 
 	if ((int)ifa->ifa_index != ps->ifindex)
 		return MNL_CB_OK;
-	mnl_attr_for_each(attr, nlh, sizeof(*ifa)) {
-		switch (mnl_attr_get_type(attr)) {
-		case IFA_LOCAL:
-			local = mnl_attr_get_payload(attr);
-			break;
-		case IFA_ADDRESS:
-			address = mnl_attr_get_payload(attr);
-			break;
-		case IFA_FLAGS:
-			flags = mnl_attr_get_u32(attr);
-			break;
-		}
-	}
+	attrs_of(nlh, sizeof(*ifa), tb, IFA_MAX);
+	if (tb[IFA_FLAGS])
+		flags = mnl_attr_get_u32(tb[IFA_FLAGS]);
 	/* an address duplicate address detection refused is not held */
 	if (flags & IFA_F_DADFAILED)
 		return MNL_CB_OK;
-	if (ifa->ifa_family == AF_INET && ifa->ifa_prefixlen == 32 &&
-	    (local || address) &&
-	    !memcmp(local ? local : address, &ps->pod->ip4, 4))
-		ps->addr4 = true;
-	if (ifa->ifa_family == AF_INET6 && ifa->ifa_prefixlen == 128 &&
-	    address && !memcmp(address, ps->pod->ip6, 16))
-		ps->addr6 = true;
+	if (ifa->ifa_family == AF_INET && ifa->ifa_prefixlen == 32) {
+		a = payload_of(tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS], 4);
+		if (a && !memcmp(a, &ps->pod->ip4, 4))
+			ps->addr4 = true;
+	}
+	if (ifa->ifa_family == AF_INET6 && ifa->ifa_prefixlen == 128) {
+		a = payload_of(tb[IFA_ADDRESS], 16);
+		if (a && !memcmp(a, ps->pod->ip6, 16))
+			ps->addr6 = true;
+	}
 	return MNL_CB_OK;
 }
 
@@ -341,31 +353,22 @@ static int route_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct rtmsg *rtm = mnl_nlmsg_get_payload(nlh);
 	struct pod_side *ps = data;
-	const struct nlattr *attr;
-	const void *gw = NULL;
+	const struct nlattr *tb[RTA_MAX + 1];
 	uint32_t table = rtm->rtm_table;
-	int oif = 0;
+	const void *gw;
 
 	if (rtm->rtm_dst_len || rtm->rtm_type != RTN_UNICAST)
 		return MNL_CB_OK;
-	mnl_attr_for_each(attr, nlh, sizeof(*rtm)) {
-		switch (mnl_attr_get_type(attr)) {
-		case RTA_TABLE:
-			table = mnl_attr_get_u32(attr);
-			break;
-		case RTA_OIF:
-			oif = mnl_attr_get_u32(attr);
-			break;
-		case RTA_GATEWAY:
-			gw = mnl_attr_get_payload(attr);
-			break;
-		}
-	}
-	if (table != RT_TABLE_MAIN || oif != ps->ifindex || !gw)
+	attrs_of(nlh, sizeof(*rtm), tb, RTA_MAX);
+	if (tb[RTA_TABLE])
+		table = mnl_attr_get_u32(tb[RTA_TABLE]);
+	if (table != RT_TABLE_MAIN || !tb[RTA_OIF] ||
+	    (int)mnl_attr_get_u32(tb[RTA_OIF]) != ps->ifindex)
 		return MNL_CB_OK;
-	if (rtm->rtm_family == AF_INET && !memcmp(gw, &ps->gw4, 4))
+	gw = payload_of(tb[RTA_GATEWAY], rtm->rtm_family == AF_INET ? 4 : 16);
+	if (gw && rtm->rtm_family == AF_INET && !memcmp(gw, &ps->gw4, 4))
 		ps->route4 = true;
-	if (rtm->rtm_family == AF_INET6 && !memcmp(gw, &ps->gw6, 16))
+	if (gw && rtm->rtm_family == AF_INET6 && !memcmp(gw, &ps->gw6, 16))
 		ps->route6 = true;
 	return MNL_CB_OK;
 }
@@ -374,22 +377,15 @@ static int neigh_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct ndmsg *ndm = mnl_nlmsg_get_payload(nlh);
 	struct pod_side *ps = data;
-	const struct nlattr *attr;
-	const void *dst = NULL, *lladdr = NULL;
+	const struct nlattr *tb[NDA_MAX + 1];
+	const void *dst, *lladdr;
 
 	if (ndm->ndm_ifindex != ps->ifindex || !(ndm->ndm_state & NUD_PERMANENT))
 		return MNL_CB_OK;
-	mnl_attr_for_each(attr, nlh, sizeof(*ndm)) {
-		switch (mnl_attr_get_type(attr)) {
-		case NDA_DST:
-			dst = mnl_attr_get_payload(attr);
-			break;
-		case NDA_LLADDR:
-			if (mnl_attr_get_payload_len(attr) == 6)
-				lladdr = mnl_attr_get_payload(attr);
-			break;
-		}
-	}
+	attrs_of(nlh, sizeof(*ndm), tb, NDA_MAX);
+	dst = payload_of(tb[NDA_DST], ndm->ndm_family == AF_INET ? 4 : 16);
+	lladdr = tb[NDA_LLADDR] && mnl_attr_get_payload_len(tb[NDA_LLADDR]) == 6 ?
+		 mnl_attr_get_payload(tb[NDA_LLADDR]) : NULL;
 	if (!dst || !lladdr || memcmp(lladdr, ps->pod->host_mac, 6))
 		return MNL_CB_OK;
 	if (ndm->ndm_family == AF_INET && !memcmp(dst, &ps->gw4, 4))
