@@ -174,27 +174,22 @@ expect_hooked adopted_hooked_before "$mode" $ids
 check adopted_down pi -N ${PREFIX}m node down
 check adopted_netns_kept ip netns exec ${PREFIX}m true
 expect_unhooked adopted_no_links_left $ids
-# clsact: the uplink's qdisc node up made goes with node down (before, it
-# stayed, empty); one that was there before node up stays, as does one
-# that another program's filter came onto meanwhile, with that filter.
+# The uplink's clsact qdisc, when node up made it (clsact), goes with node
+# down (before, it stayed, empty); a tcx node makes none. One that was
+# there before node up stays, as does one that another program's filter
+# came onto meanwhile, with that filter, whatever the mode.
 uplink_qdiscs() { tc -n ${PREFIX}m qdisc show dev up0 | grep -c clsact; }
-if [ "$mode" = clsact ]; then
-	expect_eq adopted_uplink_qdisc_gone "$(uplink_qdiscs)" 0
-	tc -n ${PREFIX}m qdisc add dev up0 clsact
-	node_up ${PREFIX}m --uplink up0 ${NODE_ARGS:-}
-	pi -N ${PREFIX}m node down >/dev/null
-	expect_eq adopted_uplink_qdisc_theirs_kept "$(uplink_qdiscs)" 1
-	tc -n ${PREFIX}m qdisc del dev up0 clsact
-	node_up ${PREFIX}m --uplink up0 ${NODE_ARGS:-}
-	fpin=/sys/fs/bpf/${PREFIX}foreign
-	rm -rf "$fpin"; mkdir -p "$fpin"
-	"$BUILD/tcx-attach" attach-tc "$BUILD/foreign.bpf.o" foreign_count ${PREFIX}m up0 egress "$fpin" 7
-	pi -N ${PREFIX}m node down >/dev/null
-	expect_eq adopted_uplink_qdisc_shared_kept "$(uplink_qdiscs) $(tc -n ${PREFIX}m filter show dev up0 egress | grep -c foreign_count)" "1 1"
-	rm -rf "$fpin"
-else
-	for t in gone theirs_kept shared_kept; do
-		skip adopted_uplink_qdisc_$t "the node attaches with tcx: no qdisc"
-	done
-fi
+expect_eq adopted_uplink_qdisc_gone "$(uplink_qdiscs)" 0
+tc -n ${PREFIX}m qdisc add dev up0 clsact
+node_up ${PREFIX}m --uplink up0 ${NODE_ARGS:-}
+pi -N ${PREFIX}m node down >/dev/null
+expect_eq adopted_uplink_qdisc_theirs_kept "$(uplink_qdiscs)" 1
+tc -n ${PREFIX}m qdisc del dev up0 clsact
+node_up ${PREFIX}m --uplink up0 ${NODE_ARGS:-}
+fpin=/sys/fs/bpf/${PREFIX}foreign
+rm -rf "$fpin"; mkdir -p "$fpin"
+"$BUILD/tcx-attach" attach-tc "$BUILD/foreign.bpf.o" foreign_count ${PREFIX}m up0 egress "$fpin" 7
+pi -N ${PREFIX}m node down >/dev/null
+expect_eq adopted_uplink_qdisc_shared_kept "$(uplink_qdiscs) $(tc -n ${PREFIX}m filter show dev up0 egress | grep -c foreign_count)" "1 1"
+rm -rf "$fpin"
 ip netns del ${PREFIX}m
