@@ -232,15 +232,13 @@ int clsact_remove_if_empty(int ifindex)
 
 	in = nl_tc_filter_count(ifindex, true);
 	out = nl_tc_filter_count(ifindex, false);
-	/* no clsact qdisc (or no device) any more: nothing to remove */
-	if (in == -EINVAL || in == -ENODEV || out == -EINVAL || out == -ENODEV)
-		return 0;
 	if (in < 0)
 		return in;
 	if (out < 0)
 		return out;
 	if (in || out)
 		return 0;
+	/* no clsact qdisc (or no device) any more: nothing to remove */
 	err = bpf_tc_hook_destroy(&tc_hook);
 	if (err == -ENOENT || err == -EINVAL || err == -ENODEV)
 		return 0;

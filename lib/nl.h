@@ -106,8 +106,8 @@ int nl_sock_dump(int family, int proto, uint32_t states,
 		 int (*fn)(const struct nl_sock *sk, void *ctx), void *ctx);
 
 /* How many tc filters (each priority's head counts too) are on the
- * ingress or egress hook of ifindex's clsact qdisc; -errno (-EINVAL: no
- * clsact qdisc there). */
+ * ingress or egress hook of ifindex's clsact qdisc: 0 too when there is
+ * no such qdisc or device (the kernel's dump is empty then); -errno. */
 int nl_tc_filter_count(int ifindex, bool ingress);
 
 #endif
