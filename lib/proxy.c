@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include "inject.h"
@@ -44,13 +45,74 @@ static void pin_of(const struct inject_state *s, char *buf, size_t len,
 	snprintf(buf, len, "%s/link_%s_%u", s->dir, what, pod->ifindex);
 }
 
+/* A clsact qdisc made on a pod's eth0 for podinject's hooks (clsact
+ * nodes) is podinject's to remove with the last of them: a probe or a
+ * proxy rule leaves the pod as it found it. One that was there stays, as
+ * does one another program's filter came onto. The record is a directory
+ * named by the pod's ifindex beside the hooks' pins (bpffs holds
+ * directories, and an upgrade leaves what it does not stage in place). */
+static void qdisc_mark_of(const struct inject_state *s, char *buf, size_t len,
+			  const struct pi_pod_info *pod)
+{
+	snprintf(buf, len, "%s/qdisc_%u", s->dir, pod->ifindex);
+}
+
+/* The record of a device that is gone (or whose namespace is): a later
+ * pod of its ifindex starts without it. */
+static void pod_qdisc_forget(const struct inject_state *s,
+			     const struct pi_pod_info *pod)
+{
+	char mark[PATH_MAX];
+
+	qdisc_mark_of(s, mark, sizeof(mark), pod);
+	rmdir(mark);
+}
+
+/* Whether a hook of ours other than `what` is on the pod's eth0 still. */
+static bool other_pod_hook(const struct inject_state *s,
+			   const struct pi_pod_info *pod, const char *what)
+{
+	static const char *const hooks[] = { "reply", "assign" };
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++) {
+		if (!strcmp(hooks[i], what))
+			continue;
+		pin_of(s, path, sizeof(path), hooks[i], pod);
+		if (!access(path, F_OK))
+			return true;
+	}
+	return false;
+}
+
+/* Inside the pod's namespace, once our hook `what` is off: the qdisc we
+ * made goes when none of our hooks and no one else's filter is left. */
+static void pod_qdisc_release(const struct inject_state *s,
+			      const struct pi_pod_info *pod, const char *what)
+{
+	char mark[PATH_MAX];
+	int err;
+
+	qdisc_mark_of(s, mark, sizeof(mark), pod);
+	if (access(mark, F_OK) || other_pod_hook(s, pod, what))
+		return;
+	err = clsact_remove_if_empty(pod->peer_ifindex);
+	if (err < 0)
+		pr_warn("cannot remove the clsact qdisc podinject made on %s's eth0: %s",
+			pod->name, strerror(-err));
+	else if (!err)
+		pr_info("the clsact qdisc podinject made on %s's eth0 stays: another program's filters are on it",
+			pod->name);
+	rmdir(mark);
+}
+
 /* Attaches prog at eth0's ingress inside the pod's namespace: the pod
  * itself needs no privilege for it. */
 int attach_in_pod(const struct pi_node *n, const struct inject_state *s,
 			 const struct pi_pod_info *pod, int prog, const char *what)
 {
 	enum pi_attach_mode mode = node_attach_mode(n);
-	char path[PATH_MAX];
+	char path[PATH_MAX], mark[PATH_MAX];
 	int saved, err;
 
 	pin_of(s, path, sizeof(path), what, pod);
@@ -59,8 +121,21 @@ int attach_in_pod(const struct pi_node *n, const struct inject_state *s,
 	err = pod_netns_enter(pod, &saved);
 	if (err)
 		return err;
-	err = attach_prog(prog, pod->peer_ifindex, PI_HOOK_INGRESS, mode, true,
-			  PI_PRIO_HEAD, path);
+	if (mode == PI_ATTACH_CLSACT) {
+		int made = clsact_make(pod->peer_ifindex);
+
+		qdisc_mark_of(s, mark, sizeof(mark), pod);
+		err = made < 0 ? made : 0;
+		if (made == 1 && mkdir(mark, 0700) && errno != EEXIST) {
+			err = -errno;
+			clsact_remove_if_empty(pod->peer_ifindex);
+		}
+	}
+	if (!err)
+		err = attach_prog(prog, pod->peer_ifindex, PI_HOOK_INGRESS,
+				  mode, true, PI_PRIO_HEAD, path);
+	if (err)
+		pod_qdisc_release(s, pod, what);
 	netns_restore(saved);
 	return err;
 }
@@ -83,11 +158,15 @@ void detach_in_pod(const struct pi_node *n, const struct inject_state *s,
 	if (ns >= 0 && !netns_enter(ns, &saved)) {
 		detach_prog_now(pod->peer_ifindex, PI_HOOK_INGRESS,
 				node_attach_mode(n), PI_PRIO_HEAD, path);
+		unlink(path);
+		pod_qdisc_release(s, pod, what);
 		netns_restore(saved);
 	}
 	if (ns >= 0)
 		close(ns);
 	unlink(path);	/* even when the namespace is gone already */
+	if (!other_pod_hook(s, pod, what))
+		pod_qdisc_forget(s, pod);
 }
 
 /* proxy_lookup at the proxy's namespace, for the kernel's TIME_WAIT
@@ -240,6 +319,7 @@ void reply_hook_unpin(const struct inject_state *s,
 
 	pin_of(s, path, sizeof(path), "reply", gone);
 	unlink(path);
+	pod_qdisc_forget(s, gone);
 }
 
 /* The rules the proxy has, of both kinds. */

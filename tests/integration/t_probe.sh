@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=214
+EXPECT=218
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -365,6 +365,15 @@ expect_eq matrix_v6_from_v4_only_not_sent "$(jq -r '[.results[] | select(.to == 
 check no_probe_device sh -c "! ip -n $X -o link show | grep -q 'pi[-_]probe'"
 check no_probe_auth sh -c "$PI -N $X -j inject list | jq -e 'length == 0'"
 check no_reply_hooks sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_"
+# Nor the clsact qdisc a clsact node's reply hook made on a probed pod's
+# eth0 (before: it stayed, empty, in pods the probes were not to change);
+# a tcx node makes none.
+pod_qdiscs() {
+	local p
+	for p in "$@"; do in_ns $p tc qdisc show dev eth0 | grep -c clsact; done | tr '\n' ' '
+}
+expect_eq no_pod_qdiscs "$(pod_qdiscs tq-a tq-b tq-c tq-d)" "0 0 0 0 "
+check no_qdisc_records sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q qdisc_"
 
 # ---- An interrupted probe removes what it made: SIGINT and SIGTERM, during
 # a probe and during a matrix. Compared with the node as it is now.
@@ -376,12 +385,40 @@ probe_devs() { ip -n $X -o link show | grep -c 'pi[-_]probe'; }
 # the probe's authorisations: those of injectors other than the pod `probe`
 auths() { "$PI" -N $X -j inject list | jq '[.[] | select(.injector != "probe")] | length'; }
 flows() { bpftool map dump pinned $INJ/probe_flows -j | jq length; }
-eth0_hooks() {	# the reply hook: a tcx program or (clsact) a filter on eth0
+# the reply hook: a tcx program or (clsact) a filter on eth0, and the
+# clsact qdiscs there
+eth0_hooks() {
 	local p
 	for p in tq-a tq-b tq-c tq-d; do
-		echo "$p: $("$BUILD/tcx-attach" query $p eth0 ingress 2>/dev/null) $(in_ns $p tc filter show dev eth0 ingress | wc -l)"
+		echo "$p: $("$BUILD/tcx-attach" query $p eth0 ingress 2>/dev/null) $(in_ns $p tc filter show dev eth0 ingress | wc -l) $(in_ns $p tc qdisc show dev eth0 | grep -c clsact)"
 	done | tr '\n' ' '
 }
+# probing_now: the probe's authorisations are there, then a moment to send
+probing_now() {
+	local i
+	for i in $(seq 100); do
+		[ "$(auths)" -gt 0 ] && break
+		sleep 0.05
+	done
+	sleep 0.5
+}
+# One the pod had stays, as does one another program's filter came onto
+# while the probe ran, with that filter, whatever the mode.
+in_ns tq-c tc qdisc add dev eth0 clsact
+out=$(probe --from tq-c --to $B:8080)
+expect_eq pod_qdisc_theirs_kept "$(verdicts <<<"$out") $(pod_qdiscs tq-c)" "answered 1 "
+in_ns tq-c tc qdisc del dev eth0 clsact
+"$PI" -N $X -j probe --from tq-c --to $B:8080 --count 10 --interval 100 >/tmp/tq$$.q 2>/dev/null &
+bg=$!
+probing_now
+fpin=/sys/fs/bpf/${PREFIX}foreign
+rm -rf "$fpin"; mkdir -p "$fpin"
+"$BUILD/tcx-attach" attach-tc "$BUILD/foreign.bpf.o" foreign_count tq-c eth0 egress "$fpin" 7
+wait $bg
+expect_eq pod_qdisc_shared_kept "$(verdicts </tmp/tq$$.q) $(pod_qdiscs tq-c)$(in_ns tq-c tc filter show dev eth0 egress | grep -c foreign_count)" "answered 1 1"
+in_ns tq-c tc qdisc del dev eth0 clsact
+rm -rf "$fpin" /tmp/tq$$.q
+
 MODE=$(pi -N $X -j node show | jq -r .attach)
 pins0=$(node_pins)
 links0=$(links_of_progs $(node_prog_ids $X))
@@ -406,23 +443,15 @@ scrub() {
 	local p k
 	ip -n $X link show pi-probe-tx >/dev/null 2>&1 && ip -n $X link del pi-probe-tx
 	ip -n $X link del pi_probe 2>/dev/null
-	for p in $(new_pins); do rm -f "$p"; done
+	for p in $(new_pins); do rm -rf "$p"; done
 	for p in inject_auth probe_flows; do
 		bpftool map dump pinned $INJ/$p -j | jq -r '.[].key | join(" ")' |
 		while read -r k; do bpftool map delete pinned $INJ/$p key $k; done
 	done
 	for p in tq-a tq-b tq-c tq-d; do
 		in_ns $p tc filter del dev eth0 ingress 2>/dev/null
+		in_ns $p tc qdisc del dev eth0 clsact 2>/dev/null
 	done
-}
-# probing_now: the probe's authorisations are there, then a moment to send
-probing_now() {
-	local i
-	for i in $(seq 100); do
-		[ "$(auths)" -gt 0 ] && break
-		sleep 0.05
-	done
-	sleep 0.5
 }
 # interrupt SIG OUT ARGS...: `podinject -j ARGS` in the background, signalled
 # while it probes; prints its exit status. Job control is on for the start:

@@ -12,7 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=56
+EXPECT=58
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -329,6 +329,11 @@ check del_no_rules sh -c "$PI -N $X -j proxy list | jq -e 'length == 0'"
 check del_no_auth sh -c "$PI -N $X -j inject list | jq -e 'length == 0'"
 check del_no_proxy_routing sh -c "! ip -n tp-p rule | grep -q 'lookup 100'"
 check del_no_pins sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_"
+# nor the clsact qdiscs a clsact node's hooks made on the pod's and the
+# proxy's eth0 (before: they stayed, empty, in both pods); a tcx node
+# makes none
+expect_eq del_no_pod_qdiscs "$(for p in tp-c tp-p; do in_ns $p tc qdisc show dev eth0 | grep -c clsact; done | tr '\n' ' ')" "0 0 "
+check del_no_qdisc_records sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q qdisc_"
 expect_eq del_head_roles_cleared "$(head_roles $X tp-c) $(head_roles $X tp-p)" "0 0"
 
 # the nodes adopted their namespaces (make_wire): counted before they go
