@@ -566,26 +566,35 @@ static void guard_detach(struct inject_state *s, const struct pi_pod_info *pod)
 
 /* In the node's namespace. The untag program goes first at the peer hook
  * before the guard exists, so that no frame of the pod's reaches a guard
- * with the tag still on. */
-static int guard_attach(struct inject_state *s, const struct pi_pod_info *pod)
+ * with the tag still on. `empty_ok`: a peer hook without exactly one
+ * program of the CNI's gives a guard with an empty slot, which drops
+ * every injected packet (as guard_follow leaves it when the CNI's program
+ * goes), instead of no guard. */
+static int guard_attach(struct inject_state *s, const struct pi_pod_info *pod,
+			bool empty_ok)
 {
 	struct pi_dp_netkit_guard g = {};
 	char path[PATH_MAX];
 	int cni, err;
 
 	cni = netkit_peer_program(s, pod);
-	if (cni < 0)
+	if (cni < 0 && !empty_ok)
 		return cni;
 	err = free_guard_slot(s, &g.slot);
-	if (!err && bpf_map_update_elem(s->maps[IM_NETKIT_PEER_PROGS], &g.slot,
-					&cni, BPF_ANY)) {
+	if (cni < 0) {
+		if (!err)
+			pr_err("netkit pod '%s': its guard runs no egress program; injected packets are dropped until it has exactly one",
+			       pod->name);
+	} else if (!err && bpf_map_update_elem(s->maps[IM_NETKIT_PEER_PROGS],
+					       &g.slot, &cni, BPF_ANY)) {
 		err = -errno;
 		/* The prog array takes programs of its owner's kind only. */
 		if (err == -EINVAL)
 			pr_err("the egress program of netkit pod '%s' cannot be run by tail call (its program or attach type differs from a tc program's)",
 			      pod->name);
 	}
-	close(cni);
+	if (cni >= 0)
+		close(cni);
 	if (err)
 		return err;
 	memcpy(g.pod_mac, pod->pod_mac, 6);
@@ -650,7 +659,7 @@ static int guard_follow(struct inject_state *s, const struct pi_pod_info *pod,
 }
 
 static int guard_set(const struct pi_node *n, struct inject_state *s,
-		     const struct pi_pod_info *pod, bool wanted)
+		     const struct pi_pod_info *pod, bool wanted, bool empty_ok)
 {
 	struct pi_dp_netkit_guard g;
 	int err = 0, saved;
@@ -666,7 +675,7 @@ static int guard_set(const struct pi_node *n, struct inject_state *s,
 	if (wanted && present) {
 		err = guard_follow(s, pod, &g);
 	} else if (wanted) {
-		err = guard_attach(s, pod);
+		err = guard_attach(s, pod, empty_ok);
 		if (err)
 			guard_detach(s, pod);
 	} else {
@@ -681,7 +690,7 @@ int netkit_guard_sync(const struct pi_node *n, struct inject_state *s,
 {
 	if (!(pod->flags & PI_POD_NETKIT))
 		return 0;
-	return guard_set(n, s, pod, netkit_fallback_wanted(s, pod));
+	return guard_set(n, s, pod, netkit_fallback_wanted(s, pod), false);
 }
 
 static int sync_one(const struct pi_node *n, const struct pi_pod_info *pod, void *ctx)
@@ -709,6 +718,30 @@ uint32_t inject_granted_path(const struct inject_state *s,
 	return 0;
 }
 
+/* Before a netkit fallback grant is put back: its target's guard, which the
+ * failed command may have detached. The CNI's peer hook may have changed
+ * meanwhile; a guard with an empty slot then drops what is injected until
+ * it has one program again. False when no guard could be put in place. */
+static bool guard_put_back(const struct pi_node *n, struct inject_state *s,
+			   const struct pi_pod_info *targets, int ntargets,
+			   uint32_t target_ifindex)
+{
+	struct pi_dp_netkit_guard g;
+
+	for (int j = 0; j < ntargets; j++) {
+		if (targets[j].ifindex != target_ifindex)
+			continue;
+		guard_set(n, s, &targets[j], true, true);
+		if (bpf_map_lookup_elem(s->maps[IM_NETKIT_GUARDS],
+					&target_ifindex, &g)) {
+			pr_err("netkit pod '%s': its guard cannot be put back; the grant as it is removed",
+			       targets[j].name);
+			return false;
+		}
+	}
+	return true;
+}
+
 void inject_undo(const struct pi_node *n, struct inject_state *s,
 		 const struct pi_pod_info *targets, int ntargets,
 		 struct inject_undo *u)
@@ -717,10 +750,14 @@ void inject_undo(const struct pi_node *n, struct inject_state *s,
 		bpf_map_delete_elem(s->maps[IM_AUTH], &u->added[i]);
 	/* the last saved first: a key saved twice ends as it was first */
 	for (int i = u->nhad - 1; i >= 0; i--) {
-		if (u->had_t[i].path == PI_DP_PATH_NETKIT_FALLBACK)
-			for (int j = 0; j < ntargets; j++)
-				if (targets[j].ifindex == u->had_t[i].target_ifindex)
-					guard_set(n, s, &targets[j], true);
+		if (u->had_t[i].path == PI_DP_PATH_NETKIT_FALLBACK &&
+		    !guard_put_back(n, s, targets, ntargets,
+				    u->had_t[i].target_ifindex)) {
+			/* no grant at all rather than one past the target's
+			 * peer program */
+			bpf_map_delete_elem(s->maps[IM_AUTH], &u->had_k[i]);
+			continue;
+		}
 		bpf_map_update_elem(s->maps[IM_AUTH], &u->had_k[i],
 				    &u->had_t[i], BPF_ANY);
 	}
@@ -756,7 +793,7 @@ int inject_authorise(const struct pi_node *n, struct inject_state *s,
 			/* In place before the key: the injector's head
 			 * program may be attached already and take the path
 			 * the moment the key exists. */
-			err = guard_set(n, s, &targets[i], true);
+			err = guard_set(n, s, &targets[i], true, false);
 			if (err)
 				break;
 		}

@@ -377,6 +377,30 @@ node_pin_dir() {
 	echo "${d:-/sys/fs/bpf/podinject/$1}"
 }
 
+# auth_map_fill NODE: the node's grants map filled with keys of no pod
+# (injector ifindex 4000000000, no device has it), so that the next new
+# grant cannot go in and the command making it fails on the way;
+# auth_map_unfill NODE takes exactly those keys out again.
+auth_map_fill() {
+	local map ksz vsz max have i kpad vzero
+	map=$(node_pin_dir "$1")/inject/inject_auth
+	read -r ksz vsz max <<<"$(bpftool -j map show pinned "$map" | jq -r '"\(.bytes_key) \(.bytes_value) \(.max_entries)"')"
+	have=$(bpftool -j map dump pinned "$map" | jq length)
+	kpad=$(for ((i = 0; i < ksz - 12; i++)); do printf ' 00'; done)
+	vzero=$(for ((i = 0; i < vsz; i++)); do printf ' 00'; done)
+	for ((i = 0; i < max - have; i++)); do
+		printf 'map update pinned %s key hex 00 28 6b ee 02 00 00 00 %02x %02x 00 00%s value hex%s\n' \
+			"$map" $((i & 255)) $((i >> 8)) "$kpad" "$vzero"
+	done >"/tmp/pi-fill.$1.$$"
+	bpftool batch file "/tmp/pi-fill.$1.$$" >/dev/null 2>&1
+}
+auth_map_unfill() {
+	sed -i 's/^map update \(pinned [^ ]* key hex [0-9a-f ]*\) value .*/map delete \1/' "/tmp/pi-fill.$1.$$"
+	bpftool batch file "/tmp/pi-fill.$1.$$" >/dev/null 2>&1
+	rm -f "/tmp/pi-fill.$1.$$"
+}
+auth_map_len() { bpftool -j map dump pinned "$(node_pin_dir "$1")/inject/inject_auth" | jq length; }
+
 # The ids of a node's programs (datapath and injection), for checking after
 # `node down` that nothing of theirs is left attached; other tests' do not
 # count.

@@ -155,28 +155,15 @@ expect_eq fallback_at_scale "$(inject_at_scale $N ji-i ji-t ji-d $D 9101 fallbac
 # keys of no pod, so that the second target's grant cannot go in. Before
 # the fix ji-t's grant kept the new path though the command failed.
 check allow_fast_before_full pi -N $N inject allow ji-i --as ji-t --path fast
-authmap=$(node_pin_dir $N)/inject/inject_auth
-read -r ksz vsz max <<<"$(bpftool -j map show pinned "$authmap" | jq -r '"\(.bytes_key) \(.bytes_value) \(.max_entries)"')"
-have=$(bpftool -j map dump pinned "$authmap" | jq length)
-zeros() { local i; for ((i = 0; i < $1; i++)); do printf ' 00'; done; }
-kpad=$(zeros $((ksz - 12)))
-vzero=$(zeros "$vsz")
-fill=/tmp/ji-fill.$$
-for ((i = 0; i < max - have; i++)); do
-	# injector ifindex 4000000000 (no device has it), IPv4, address i
-	printf 'map update pinned %s key hex 00 28 6b ee 02 00 00 00 %02x %02x 00 00%s value hex%s\n' \
-		"$authmap" $((i & 255)) $((i >> 8)) "$kpad" "$vzero"
-done >"$fill"
-bpftool batch file "$fill" >/dev/null 2>&1
-expect_eq auth_map_full "$(bpftool -j map dump pinned "$authmap" | jq length)" "$max"
+have=$(auth_map_len $N)
+auth_map_fill $N
+expect_eq auth_map_full "$(auth_map_len $N)" "$(bpftool -j map show pinned "$(node_pin_dir $N)/inject/inject_auth" | jq .max_entries)"
 out=$(pi -N $N inject allow ji-i --as ji-t --as ji-u --path fallback 2>&1)
 expect_eq allow_full_fails "$?" 1
 expect_eq allow_full_path_kept "$(pi -N $N -j inject list | jq -r '[.[] | select(.as == "ji-t") | .path] | unique | join(",")')" fast
 expect_eq allow_full_no_new_grant "$(pi -N $N -j inject list | jq '[.[] | select(.as == "ji-u")] | length')" 0
-sed -i 's/^map update \(pinned [^ ]* key hex [0-9a-f ]*\) value .*/map delete \1/' "$fill"
-bpftool batch file "$fill" >/dev/null 2>&1
-rm -f "$fill"
-expect_eq auth_map_emptied "$(bpftool -j map dump pinned "$authmap" | jq length)" "$have"
+auth_map_unfill $N
+expect_eq auth_map_emptied "$(auth_map_len $N)" "$have"
 
 # deny: the injector is back to plain spoofing and its hook to what it was.
 check deny pi -N $N inject deny ji-i

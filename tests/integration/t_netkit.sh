@@ -14,7 +14,7 @@
 # injected, on every path (fast; the netkit fallback with its guard).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=126
+EXPECT=134
 PREFIX=nk-
 N=nk-n
 T=10.244.0.10
@@ -204,6 +204,31 @@ expect_num replaced_runs_the_new_program "$("$BUILD/tcx-attach" counter $rp)" 20
 check restored_followed pi -N $N inject allow nk-i --as nk-t --path fallback
 expect_eq restored_delivered "$(udp nk-i $T $D 9004 10)" 10
 rm -rf $rp
+
+# An `inject allow` that fails after it took the guard off a target whose
+# grant it moved off the netkit fallback puts the grant back with a guard.
+# Here the CNI's peer hook has a second program meanwhile, so the guard
+# cannot take "the" program: it comes back with an empty slot and drops
+# what is injected (fail closed, counted as missing) until the hook has
+# one again. Before, the grant came back without any guard, and injected
+# packets went past the target's peer program. The grants' map full makes
+# the second target's grant fail.
+sp=/sys/fs/bpf/${PREFIX}second
+mkdir -p $sp
+check undo_second_program "$BUILD/tcx-attach" attach "$BUILD/foreign.bpf.o" foreign_count $N pi-nk-t peer $sp
+auth_map_fill $N
+out=$(pi -N $N inject allow nk-i --as nk-t --as nk-e --path fast 2>&1)
+expect_eq undo_allow_fails "$?" 1
+auth_map_unfill $N
+expect_eq undo_grant_kept "$(pi -N $N -j inject list | jq -r '[.[] | select(.injector == "nk-i" and .as == "nk-t") | .path] | unique | join(",")')" netkit-fallback
+expect_eq undo_guard_back "$(chain nk-t ingress)" netkit_guard
+m0=$(pi -N $N -j inject stats | jq '[.[] | select(.path == "netkit-fallback") | .guard.missing // 0] | max // 0')
+expect_eq undo_injected_dropped "$(udp nk-i $T $D 9005 10)" 0
+expect_num undo_drops_counted "$(sub "$(pi -N $N -j inject stats | jq '[.[] | select(.path == "netkit-fallback") | .guard.missing // 0] | max // 0')" "$m0")" 10
+rm -rf $sp	# the link's pin: the kernel releases it a moment later
+for i in $(seq 50); do [ "$(chain nk-t peer)" = "netkit_untag pod_egress_nk" ] && break; sleep 0.1; done
+check undo_followed pi -N $N inject allow nk-i --as nk-t --path fallback
+expect_eq undo_delivered_again "$(udp nk-i $T $D 9006 10)" 10
 
 # The fast path, forced: delivers once with BPF_F_EGRESS, refused without.
 check allow_fast pi -N $N inject allow nk-i --as nk-t --path fast
