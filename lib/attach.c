@@ -155,6 +155,16 @@ static bool filter_runs_pin(struct bpf_tc_hook *tc_hook, uint32_t prio,
 	return runs;
 }
 
+bool clsact_runs_pin(int ifindex, enum pi_hook hook, uint32_t prio,
+		     const char *pin_path)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, tc_hook, .ifindex = ifindex);
+
+	tc_hook.attach_point = hook == PI_HOOK_INGRESS ? BPF_TC_INGRESS :
+							 BPF_TC_EGRESS;
+	return filter_runs_pin(&tc_hook, prio, pin_path);
+}
+
 int detach_prog(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
 		uint32_t prio, const char *pin_path)
 {

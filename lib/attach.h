@@ -36,6 +36,10 @@ enum pi_attach_mode {
  * datapath leaves room in front of it. */
 #define PI_PRIO_HEAD		1
 #define PI_PRIO_DATAPATH	100
+/* Inside a pod, the proxy's assign hook beside the reply hook (a proxy pod
+ * that is probed, or proxied itself, has both on its eth0), each passing on
+ * what is not its own. Builds before 2026-12-07 put it at PI_PRIO_HEAD. */
+#define PI_PRIO_POD_ASSIGN	2
 
 /* Attaches prog_fd at `hook` of ifindex. tcx mode: at the head of the chain
  * (BPF_F_BEFORE, no anchor) when `head`, else appended; the link is pinned
@@ -50,6 +54,10 @@ int attach_prog(int prog_fd, int ifindex, enum pi_hook hook,
 int attach_prog_after(int prog_fd, int ifindex, enum pi_hook hook,
 		      enum pi_attach_mode mode, const char *after_pin,
 		      uint32_t prio, const char *pin_path);
+/* clsact: whether the filter at `prio`, handle 1, of ifindex's hook runs
+ * the program pinned at pin_path (true when there is no such pin). */
+bool clsact_runs_pin(int ifindex, enum pi_hook hook, uint32_t prio,
+		     const char *pin_path);
 /* Undoes attach_prog; a device that is already gone is not an error. A
  * tcx or netkit link whose pin is unlinked lets go of its hook later
  * (after a grace period, from a workqueue): a query of the hook right

@@ -106,6 +106,20 @@ static void pod_qdisc_release(const struct inject_state *s,
 	rmdir(mark);
 }
 
+/* The clsact priority of our hook `what` on the pod's eth0. Inside the
+ * pod's namespace; `pin` (detaching) is the hook's record: an assign
+ * filter of an earlier build runs at PI_PRIO_HEAD. */
+static uint32_t pod_hook_prio(const struct pi_pod_info *pod, const char *what,
+			      const char *pin)
+{
+	if (strcmp(what, "assign"))
+		return PI_PRIO_HEAD;
+	if (pin && !clsact_runs_pin(pod->peer_ifindex, PI_HOOK_INGRESS,
+				    PI_PRIO_POD_ASSIGN, pin))
+		return PI_PRIO_HEAD;
+	return PI_PRIO_POD_ASSIGN;
+}
+
 /* Attaches prog at eth0's ingress inside the pod's namespace: the pod
  * itself needs no privilege for it. */
 int attach_in_pod(const struct pi_node *n, const struct inject_state *s,
@@ -133,7 +147,8 @@ int attach_in_pod(const struct pi_node *n, const struct inject_state *s,
 	}
 	if (!err)
 		err = attach_prog(prog, pod->peer_ifindex, PI_HOOK_INGRESS,
-				  mode, true, PI_PRIO_HEAD, path);
+				  mode, true, pod_hook_prio(pod, what, NULL),
+				  path);
 	if (err)
 		pod_qdisc_release(s, pod, what);
 	netns_restore(saved);
@@ -156,8 +171,12 @@ void detach_in_pod(const struct pi_node *n, const struct inject_state *s,
 	 * node), and whoever looks next (a user, the next probe's count
 	 * of hooks) would find it still there. */
 	if (ns >= 0 && !netns_enter(ns, &saved)) {
-		detach_prog_now(pod->peer_ifindex, PI_HOOK_INGRESS,
-				node_attach_mode(n), PI_PRIO_HEAD, path);
+		enum pi_attach_mode mode = node_attach_mode(n);
+
+		detach_prog_now(pod->peer_ifindex, PI_HOOK_INGRESS, mode,
+				mode == PI_ATTACH_CLSACT ?
+				pod_hook_prio(pod, what, path) : PI_PRIO_HEAD,
+				path);
 		unlink(path);
 		pod_qdisc_release(s, pod, what);
 		netns_restore(saved);

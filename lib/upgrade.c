@@ -1188,6 +1188,41 @@ static int link_swap(struct upgrade *u, int link_fd, int nfd, uint32_t old_id)
 	return err;
 }
 
+/* clsact: the filter at `prio`, handle 1, replaced in place when it runs
+ * an injection or proxy program. */
+static int switch_inject_filter(struct upgrade *u, int ifindex,
+				enum pi_hook hook, uint32_t prio,
+				bool live_only)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, tc_hook, .ifindex = ifindex,
+			    .attach_point = hook == PI_HOOK_INGRESS ?
+					    BPF_TC_INGRESS : BPF_TC_EGRESS);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, q, .handle = 1, .priority = prio);
+	int err, nfd;
+
+	err = bpf_tc_query(&tc_hook, &q);
+	if (err == -ENOENT || err == -EINVAL)
+		return 0;	/* no filter (or no clsact) there */
+	if (err || !prog_uses(&u->inject_maps, q.prog_id))
+		return err;
+	nfd = inject_prog_for(u, q.prog_id, live_only);
+	if (nfd < 0)
+		return nfd;
+	if (fd_prog_id(nfd) != q.prog_id) {
+		DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1,
+				    .priority = prio, .prog_fd = nfd,
+				    .flags = BPF_TC_F_REPLACE);
+
+		err = bpf_tc_attach(&tc_hook, &opts);
+		if (!err)
+			err = repin_records(u, q.prog_id, nfd);
+		if (!err && u->info)
+			u->info->inject_hooks++;
+	}
+	close(nfd);
+	return err;
+}
+
 static int switch_inject_hook(struct upgrade *u, int ifindex, enum pi_hook hook,
 			      bool tcx, bool live_only)
 {
@@ -1195,33 +1230,14 @@ static int switch_inject_hook(struct upgrade *u, int ifindex, enum pi_hook hook,
 	int cnt, fd, nfd, err = 0;
 
 	if (!tcx) {
-		DECLARE_LIBBPF_OPTS(bpf_tc_hook, tc_hook, .ifindex = ifindex,
-				    .attach_point = hook == PI_HOOK_INGRESS ?
-						    BPF_TC_INGRESS : BPF_TC_EGRESS);
-		DECLARE_LIBBPF_OPTS(bpf_tc_opts, q, .handle = 1,
-				    .priority = PI_PRIO_HEAD);
+		/* the head, and inside a pod the proxy's assign hook */
+		static const uint32_t prios[] = { PI_PRIO_HEAD,
+						  PI_PRIO_POD_ASSIGN };
 
-		err = bpf_tc_query(&tc_hook, &q);
-		if (err == -ENOENT || err == -EINVAL)
-			return 0;	/* no filter (or no clsact) there */
-		if (err || !prog_uses(&u->inject_maps, q.prog_id))
-			return err;
-		nfd = inject_prog_for(u, q.prog_id, live_only);
-		if (nfd < 0)
-			return nfd;
-		if (fd_prog_id(nfd) != q.prog_id) {
-			DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1,
-					    .priority = PI_PRIO_HEAD,
-					    .prog_fd = nfd,
-					    .flags = BPF_TC_F_REPLACE);
-
-			err = bpf_tc_attach(&tc_hook, &opts);
-			if (!err)
-				err = repin_records(u, q.prog_id, nfd);
-			if (!err && u->info)
-				u->info->inject_hooks++;
-		}
-		close(nfd);
+		for (size_t i = 0; i < sizeof(prios) / sizeof(prios[0]) &&
+		     !err; i++)
+			err = switch_inject_filter(u, ifindex, hook, prios[i],
+						   live_only);
 		return err;
 	}
 	cnt = query_links(ifindex, hook, progs, links);

@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=218
+EXPECT=222
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -418,6 +418,15 @@ wait $bg
 expect_eq pod_qdisc_shared_kept "$(verdicts </tmp/tq$$.q) $(pod_qdiscs tq-c)$(in_ns tq-c tc filter show dev eth0 egress | grep -c foreign_count)" "answered 1 1"
 in_ns tq-c tc qdisc del dev eth0 clsact
 rm -rf "$fpin" /tmp/tq$$.q
+# A proxy pod probed: the proxy's assign hook and the probe's reply hook
+# are both on its eth0 (clsact: each at a priority of its own; before, the
+# reply hook wanted the assign hook's place and the probe failed with
+# "File exists"), and both go.
+check probed_proxy_proxying pi -N $X proxy add tq-d --port 15001 --for tq-c
+out=$(probe --from tq-d --to $B:8080 2>&1)
+expect_eq probed_proxy_answered "$(verdicts <<<"$out" 2>/dev/null || echo "$out")" answered
+check probed_proxy_unproxied pi -N $X proxy del tq-d --for tq-c
+expect_eq probed_proxy_nothing_left "$(pod_qdiscs tq-d)$(in_ns tq-d tc filter show dev eth0 ingress | wc -l)$("$BUILD/tcx-attach" query tq-d eth0 ingress 2>/dev/null)" "0 0"
 
 MODE=$(pi -N $X -j node show | jq -r .attach)
 pins0=$(node_pins)

@@ -589,6 +589,23 @@ if [ "$after_progs" != "$before_progs" ] && [ "$(jq -c 'unique' <<<"$after_progs
 else
 	fail second_progs_changed "before $before_progs, after $after_progs"
 fi
+# The old release's proxy_assign filter (clsact: at the head's priority;
+# this build puts its own at a priority of its own, beside a probe's reply
+# hook) goes with this build's `proxy del`, which finds it by the program
+# its record names.
+if [ "${WANT_ATTACH:-}" = clsact ]; then
+	check old_assign_proxy_del "$PI" -N $N proxy del $C --for $A
+	expect_eq old_assign_filter_gone "$(in_ns $C tc filter show dev eth0 ingress | grep -c proxy_assign)" 0
+	# and this build's, at its own priority, is re-pointed by an upgrade
+	assign_id() { in_ns $C bpftool net -j | jq '[.[].tc[] | select(.name | startswith("proxy_assign")) | .id] | join(",")'; }
+	check new_assign_proxy_add "$PI" -N $N proxy add $C --port 15001 --for $A
+	a0=$(assign_id)
+	"$PI" -N $N node upgrade >/dev/null 2>&1
+	a1=$(assign_id)
+	expect_eq new_assign_repointed "$([ "$a1" != "$a0" ] && echo changed) $a1" \
+		"changed \"$(bpftool prog show pinned /sys/fs/bpf/podinject/$N/inject/prog_proxy_assign -j | jq .id)\""
+	check new_assign_proxy_del "$PI" -N $N proxy del $C --for $A
+fi
 
 # ---- a downgrade is refused, nothing changed ----------------------------
 snapshot() {

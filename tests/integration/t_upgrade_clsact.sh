@@ -5,7 +5,7 @@
 # (Plain assignments: ones prefixed to `.` would be gone by the time the
 # EXIT trap cleans up by PREFIX.)
 PREFIX=uc-
-EXPECT=94
+EXPECT=99
 NODE_ARGS="--attach clsact"
 WANT_ATTACH=clsact
 . "$(dirname "$0")/t_upgrade.sh"
