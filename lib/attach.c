@@ -248,9 +248,8 @@ int clsact_remove_if_empty(int ifindex)
 		return out;
 	if (in || out)
 		return 0;
-	/* no clsact qdisc (or no device) any more: nothing to remove */
 	err = bpf_tc_hook_destroy(&tc_hook);
 	if (err == -ENOENT || err == -EINVAL || err == -ENODEV)
-		return 0;
+		return -ENOENT;	/* no clsact qdisc (or no device) any more */
 	return err ? err : 1;
 }

@@ -75,7 +75,8 @@ int detach_prog_now(int ifindex, enum pi_hook hook, enum pi_attach_mode mode,
  * podinject's to remove. */
 int clsact_make(int ifindex);
 /* Removes ifindex's clsact qdisc when no filter is left on either hook
- * (another program's keeps it): 1 removed, 0 kept or none there. */
+ * (another program's keeps it): 1 removed, 0 kept, -ENOENT when there is
+ * no such qdisc (or device) any more, or -errno. */
 int clsact_remove_if_empty(int ifindex);
 /* The kernel's attach type of a hook (tcx or netkit), -1 for none. */
 int hook_attach_type(enum pi_hook hook);

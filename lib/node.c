@@ -464,7 +464,7 @@ static void uplink_qdisc_release(struct pi_node *n, int ifindex)
 	if (!(n->cfg.flags & PI_NODE_OWNS_UPLINK_QDISC))
 		return;
 	err = clsact_remove_if_empty(ifindex);
-	if (err < 0)
+	if (err < 0 && err != -ENOENT)
 		pr_warn("cannot remove the clsact qdisc node up made on the uplink (ifindex %d): %s",
 			ifindex, strerror(-err));
 	else if (!err)

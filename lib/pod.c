@@ -360,6 +360,46 @@ static int features_enter(struct pi_node *n, struct pi_pod_info *pod,
 	return 0;
 }
 
+/* Inside the node's namespace. On a clsact node every hook podinject puts
+ * on a pod's host-side device needs the device's clsact qdisc. On a device
+ * of ours it goes with the device; on an adopted pod's (the CNI's, which
+ * stays) one podinject made is recorded in the pod's meta flags, made
+ * here when the device has none, and removed with the pod when no filter
+ * is left on it. netkit pods take tcx links whatever the node's mode. */
+static int adopted_qdisc_claim(const struct pi_node *n, struct pi_pod_info *pod)
+{
+	int made;
+
+	if ((pod->meta_flags & PI_META_OWNS_DEV) ||
+	    (pod->flags & PI_POD_NETKIT) ||
+	    node_attach_mode(n) != PI_ATTACH_CLSACT)
+		return 0;
+	made = clsact_make(pod->ifindex);
+	if (made < 0) {
+		pr_err("cannot make the clsact qdisc of %s: %s", pod->hostdev,
+		       strerror(-made));
+		return made;
+	}
+	if (made)
+		pod->meta_flags |= PI_META_OWNS_QDISC;
+	return 0;
+}
+
+static void adopted_qdisc_release(const struct pi_pod_info *pod)
+{
+	int err;
+
+	if (!(pod->meta_flags & PI_META_OWNS_QDISC))
+		return;
+	err = clsact_remove_if_empty(pod->ifindex);
+	if (err < 0 && err != -ENOENT)	/* -ENOENT: the device went first */
+		pr_warn("cannot remove the clsact qdisc podinject made on %s: %s",
+			pod->hostdev, strerror(-err));
+	else if (!err)
+		pr_info("the clsact qdisc podinject made on %s stays: another program's filters are on it",
+			pod->hostdev);
+}
+
 /* What makes a pod a pod of the node, once its devices exist: the
  * features' reset, its records, its endpoints, the datapath's programs,
  * then the features' own parts (the XDP ACL on an XDP node). In that
@@ -375,9 +415,13 @@ static int pod_enter_datapath(struct pi_node *n, struct pi_pod_info *pod,
 	err = features_reset(n, pod);
 	if (err)
 		return err;
+	err = adopted_qdisc_claim(n, pod);
+	if (err)
+		return err;
 	err = pod_store(n, pod, BPF_NOEXIST);
 	if (err) {
 		pr_err("cannot record pod '%s': %s", pod->name, strerror(-err));
+		adopted_qdisc_release(pod);
 		return err;
 	}
 	err = add_endpoints(n, pod);
@@ -404,6 +448,7 @@ static int pod_enter_datapath(struct pi_node *n, struct pi_pod_info *pod,
 fail_records:
 	del_endpoints(n, pod);
 	pod_forget(n, pod);
+	adopted_qdisc_release(pod);
 	return err;
 }
 
@@ -854,6 +899,7 @@ int pod_remove(struct pi_node *n, const struct pi_pod_info *pod)
 	detach_pod(n, pod, false);
 	del_endpoints(n, pod);
 	pod_forget(n, pod);
+	adopted_qdisc_release(pod);
 	netns_restore(saved);
 	if (own_netns) {
 		err = netns_delete(pod->netns);

@@ -97,7 +97,7 @@ static void pod_qdisc_release(const struct inject_state *s,
 	if (access(mark, F_OK) || other_pod_hook(s, pod, what))
 		return;
 	err = clsact_remove_if_empty(pod->peer_ifindex);
-	if (err < 0)
+	if (err < 0 && err != -ENOENT)
 		pr_warn("cannot remove the clsact qdisc podinject made on %s's eth0: %s",
 			pod->name, strerror(-err));
 	else if (!err)

@@ -212,6 +212,10 @@ enum pi_pod_meta_flags {
 	 * the pod has a policy, its programs check and pass on
 	 * (PI_POD_PASS_ON). */
 	PI_META_NO_DATAPATH	= 1 << 2,
+	/* clsact nodes: podinject made the clsact qdisc on the host-side
+	 * device of a pod it adopted; it goes with the pod when no filter is
+	 * left on it (the device stays: it is the CNI's). */
+	PI_META_OWNS_QDISC	= 1 << 3,
 };
 
 /* Why a packet was dropped: the index of pi_pod_stats.drops. */

@@ -14,7 +14,7 @@
 #     vx-web  <====== veth, made by ip ======> ens5  (+ a foreign tcx program)
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=66
+EXPECT=76
 PREFIX=ad-
 N=${PREFIX}n
 H=${PREFIX}h
@@ -211,3 +211,40 @@ check host_down pi -N $H node down
 expect_eq host_down_no_links "$(links_of_progs $ids)" 0
 check host_down_device_kept ip link show adh-web
 check host_down_netns_kept ip netns pids ${PREFIX}y
+# (the host node's pod device: no qdisc left whatever the mode)
+expect_eq host_down_no_qdisc "$(tc qdisc show dev adh-web | grep -c clsact)" 0
+ip link del adh-web
+ip netns del ${PREFIX}y
+
+# On a clsact node an adopted pod's host-side device needs a clsact qdisc
+# for podinject's filters. The device is the CNI's and stays: the qdisc
+# goes with the pod (pod del, node down) when podinject made it (before,
+# it stayed, empty). One the device had, or that another program's filter
+# came onto meanwhile, stays, with that filter.
+C=${PREFIX}c
+ip netns add $C	# the node's, not made by it: node down leaves it and its devices
+check clsact_node_up node_up $C --attach clsact
+ip netns exec $C sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
+make_foreign_pod $C ${PREFIX}w cw-web eth0 10.244.0.60 fd00::60
+cqdisc() { tc -n $C qdisc show dev cw-web | grep -c clsact; }
+check clsact_adopt pi -N $C pod adopt ${PREFIX}w --netns ${PREFIX}w --dev cw-web
+expect_eq clsact_adopted_filters "$(cqdisc) $(tc -n $C filter show dev cw-web ingress | grep -c pod_egress)" "1 1"
+check clsact_pod_del pi -N $C pod del ${PREFIX}w
+expect_eq clsact_pod_del_qdisc_gone "$(cqdisc)" 0
+tc -n $C qdisc add dev cw-web clsact
+pi -N $C pod adopt ${PREFIX}w --netns ${PREFIX}w --dev cw-web >/dev/null
+pi -N $C pod del ${PREFIX}w >/dev/null
+expect_eq clsact_qdisc_theirs_kept "$(cqdisc)" 1
+tc -n $C qdisc del dev cw-web clsact
+pi -N $C pod adopt ${PREFIX}w --netns ${PREFIX}w --dev cw-web >/dev/null
+rm -rf $pin; mkdir -p $pin
+"$BUILD/tcx-attach" attach-tc "$BUILD/foreign.bpf.o" foreign_count $C cw-web egress $pin 7
+pi -N $C pod del ${PREFIX}w >/dev/null
+expect_eq clsact_qdisc_shared_kept "$(cqdisc) $(tc -n $C filter show dev cw-web egress | grep -c foreign_count)" "1 1"
+tc -n $C qdisc del dev cw-web clsact
+rm -rf $pin
+pi -N $C pod adopt ${PREFIX}w --netns ${PREFIX}w --dev cw-web >/dev/null
+check clsact_node_down pi -N $C node down
+expect_eq clsact_node_down_qdisc_gone "$(cqdisc) $(ip -n $C -o link show cw-web | wc -l)" "0 1"
+ip netns del ${PREFIX}w
+ip netns del $C
