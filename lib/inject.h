@@ -121,7 +121,8 @@ int reply_hook_attach(const struct pi_node *n, const struct inject_state *s,
 void reply_hook_release(const struct pi_node *n, const struct inject_state *s,
 			const struct pi_pod_info *pod);
 /* Removes the reply hook's pin of a pod that is gone, device and all,
- * without entering any namespace. */
+ * and the records kept by its ifindex (the clsact qdisc made on its eth0,
+ * its own port range as a proxy), without entering any namespace. */
 void reply_hook_unpin(const struct inject_state *s,
 		      const struct pi_pod_info *gone);
 int attach_in_pod(const struct pi_node *n, const struct inject_state *s,

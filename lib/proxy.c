@@ -23,6 +23,7 @@
  * while either does.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -245,9 +246,87 @@ static void forget_listeners(int map, uint32_t proxy_ifindex)
 /* In the proxy's namespace: whatever arrives on eth0 is local, so that a
  * socket given with bpf_sk_assign() receives packets for addresses that
  * are not the proxy's. */
-static int proxy_routing(const struct pi_pod_info *proxy, bool add)
+/* The record of the proxy pod's own ip_local_port_range, which `proxy add`
+ * changes and the last `proxy del` puts back: a directory
+ * range_IFINDEX_LO_HI beside the hooks' pins. */
+static int range_record_find(const struct inject_state *s,
+			     const struct pi_pod_info *proxy, char *path,
+			     size_t len, unsigned int *lo, unsigned int *hi)
+{
+	char prefix[32];
+	struct dirent *de;
+	int found = 0;
+	DIR *d;
+
+	snprintf(prefix, sizeof(prefix), "range_%u_", proxy->ifindex);
+	d = opendir(s->dir);
+	if (!d)
+		return 0;
+	while (!found && (de = readdir(d))) {
+		if (strncmp(de->d_name, prefix, strlen(prefix)) ||
+		    sscanf(de->d_name + strlen(prefix), "%u_%u", lo, hi) != 2)
+			continue;
+		snprintf(path, len, "%s/%s", s->dir, de->d_name);
+		found = 1;
+	}
+	closedir(d);
+	return found;
+}
+
+/* Inside the proxy's namespace, before the first rule sets the proxy's
+ * range: the pod's own, unless it is the proxy's already (a proxy of a
+ * build before the record, whose del then puts Linux's default). */
+static void range_record_make(const struct inject_state *s,
+			      const struct pi_pod_info *proxy)
+{
+	char path[PATH_MAX], now[64];
+	unsigned int lo, hi;
+
+	if (range_record_find(s, proxy, path, sizeof(path), &lo, &hi) ||
+	    sysctl_read("net/ipv4/ip_local_port_range", now, sizeof(now)) ||
+	    sscanf(now, "%u %u", &lo, &hi) != 2)
+		return;
+	snprintf(now, sizeof(now), "%u %u", lo, hi);
+	if (!strcmp(now, PROXY_PORT_RANGE))
+		return;
+	snprintf(path, sizeof(path), "%s/range_%u_%u_%u", s->dir,
+		 proxy->ifindex, lo, hi);
+	if (mkdir(path, 0700) && errno != EEXIST)
+		pr_warn("cannot record the port range of '%s' (%s): proxy del will set Linux's default: %s",
+			proxy->name, now, strerror(errno));
+}
+
+/* The range the last `proxy del` puts back, its record gone with it. */
+static void range_record_take(const struct inject_state *s,
+			      const struct pi_pod_info *proxy, char *range,
+			      size_t len)
+{
+	char path[PATH_MAX];
+	unsigned int lo, hi;
+
+	snprintf(range, len, "%s", LINUX_PORT_RANGE);
+	if (!range_record_find(s, proxy, path, sizeof(path), &lo, &hi))
+		return;
+	snprintf(range, len, "%u %u", lo, hi);
+	rmdir(path);
+}
+
+static void range_record_forget(const struct inject_state *s,
+				const struct pi_pod_info *gone)
+{
+	char path[PATH_MAX];
+	unsigned int lo, hi;
+
+	while (range_record_find(s, gone, path, sizeof(path), &lo, &hi) &&
+	       !rmdir(path))
+		;
+}
+
+static int proxy_routing(const struct inject_state *s,
+			 const struct pi_pod_info *proxy, bool add)
 {
 	static const int families[] = { AF_INET, AF_INET6 };
+	char range[32];
 	int ns, saved, err = 0;
 
 	ns = pod_netns_open(proxy);
@@ -260,9 +339,15 @@ static int proxy_routing(const struct pi_pod_info *proxy, bool add)
 	/* The proxy's upstream connections and the client pod's own
 	 * connections share the pod's address; ports from disjoint ranges
 	 * keep their 4-tuples apart (the pod keeps Linux's default range,
-	 * probes use PI_PROBE_PORT_LO..HI). */
+	 * probes use PI_PROBE_PORT_LO..HI). The proxy pod's own range comes
+	 * back with its last rule. */
+	if (add) {
+		range_record_make(s, proxy);
+	} else {
+		range_record_take(s, proxy, range, sizeof(range));
+	}
 	err = sysctl_write("net/ipv4/ip_local_port_range",
-			   add ? PROXY_PORT_RANGE : LINUX_PORT_RANGE);
+			   add ? PROXY_PORT_RANGE : range);
 	for (int i = 0; i < 2; i++) {
 		int e1 = nl_route_local_default(families[i], PI_PROXY_TABLE, 1,
 						add);
@@ -339,6 +424,7 @@ void reply_hook_unpin(const struct inject_state *s,
 	pin_of(s, path, sizeof(path), "reply", gone);
 	unlink(path);
 	pod_qdisc_forget(s, gone);
+	range_record_forget(s, gone);
 }
 
 /* The rules the proxy has, of both kinds. */
@@ -456,7 +542,7 @@ static void unproxy(const struct pi_node *n, struct inject_state *s,
 		detach_in_pod(n, s, proxy, "assign");
 		lookup_detach(s, proxy);
 		forget_listeners(s->maps[IM_PROXY_LISTENERS], proxy->ifindex);
-		proxy_routing(proxy, false);
+		proxy_routing(s, proxy, false);
 	}
 }
 
@@ -643,7 +729,7 @@ int pi_proxy_add(struct pi_node *n, const char *proxy_name,
 	if (!err)
 		err = lookup_attach(&s, &proxy);
 	if (!err)
-		err = proxy_routing(&proxy, true);
+		err = proxy_routing(&s, &proxy, true);
 	if (err)
 		pr_err("cannot set up proxying of '%s' by '%s': %s", pod.name,
 		       proxy.name, strerror(-err));

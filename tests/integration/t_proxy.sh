@@ -12,7 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=58
+EXPECT=60
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -31,7 +31,12 @@ pi -N $X pod add tp-s --ip $S --ip6 fd00::b >/dev/null
 pi -N $X pod add tp-p --ip 10.244.0.12 --ip6 fd00::c >/dev/null
 pi -N $Y pod add tp-r --ip $R --ip6 fd00:1::a >/dev/null
 
+# the proxy pod's own port range (a pod may set it): the proxy's while it
+# proxies, its own again after the last rule (before: Linux's default)
+in_ns tp-p sysctl -qw net.ipv4.ip_local_port_range="40000 50999"
+range_of() { in_ns "$1" cat /proc/sys/net/ipv4/ip_local_port_range | tr '\t' ' '; }
 check proxy_add pi -N $X proxy add tp-p --port 15001 --for tp-c
+expect_eq proxy_port_range "$(range_of tp-p)" "16384 32767"
 check proxy_list sh -c "$PI -N $X -j proxy list | jq -e '.[0].pod == \"tp-c\" and .[0].proxy == \"tp-p\" and .[0].port == 15001'"
 check proxy_is_injector sh -c "$PI -N $X -j inject list | jq -e 'length == 2 and .[0].injector == \"tp-p\"'"
 # the head's records: tp-c captured, tp-p an injector and a proxy, tp-s
@@ -328,12 +333,13 @@ check direct_server_sees_client grep -q "^accept $C " /tmp/tp$$.srv
 check del_no_rules sh -c "$PI -N $X -j proxy list | jq -e 'length == 0'"
 check del_no_auth sh -c "$PI -N $X -j inject list | jq -e 'length == 0'"
 check del_no_proxy_routing sh -c "! ip -n tp-p rule | grep -q 'lookup 100'"
+expect_eq del_own_port_range_back "$(range_of tp-p)" "40000 50999"
 check del_no_pins sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q link_"
 # nor the clsact qdiscs a clsact node's hooks made on the pod's and the
 # proxy's eth0 (before: they stayed, empty, in both pods); a tcx node
 # makes none
 expect_eq del_no_pod_qdiscs "$(for p in tp-c tp-p; do in_ns $p tc qdisc show dev eth0 | grep -c clsact; done | tr '\n' ' ')" "0 0 "
-check del_no_qdisc_records sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q qdisc_"
+check del_no_records sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q 'qdisc_\\|range_'"
 expect_eq del_head_roles_cleared "$(head_roles $X tp-c) $(head_roles $X tp-p)" "0 0"
 
 # the nodes adopted their namespaces (make_wire): counted before they go
