@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "attach.h"
+#include "lib.h"
 #include "nl.h"
 
 /* BPF_LINK_CREATE as the kernel lays it out for tcx and netkit; libbpf 1.1
@@ -232,6 +234,18 @@ int clsact_make(int ifindex)
 	if (err == -EEXIST)
 		return 0;
 	return err ? err : 1;
+}
+
+void clsact_release(int ifindex, const char *dev)
+{
+	int err = clsact_remove_if_empty(ifindex);
+
+	if (err < 0 && err != -ENOENT)	/* -ENOENT: the device went first */
+		pr_warn("cannot remove the clsact qdisc podinject made on %s: %s",
+			dev, strerror(-err));
+	else if (!err)
+		pr_info("the clsact qdisc podinject made on %s stays: another program's filters are on it",
+			dev);
 }
 
 int clsact_remove_if_empty(int ifindex)

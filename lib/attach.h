@@ -78,6 +78,9 @@ int clsact_make(int ifindex);
  * (another program's keeps it): 1 removed, 0 kept, -ENOENT when there is
  * no such qdisc (or device) any more, or -errno. */
 int clsact_remove_if_empty(int ifindex);
+/* clsact_remove_if_empty for a qdisc podinject made on `dev` (a name for
+ * the messages): says when it cannot, or when another's filters keep it. */
+void clsact_release(int ifindex, const char *dev);
 /* The kernel's attach type of a hook (tcx or netkit), -1 for none. */
 int hook_attach_type(enum pi_hook hook);
 /* Program ids at a tcx hook in chain order; returns the count or -errno. */

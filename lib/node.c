@@ -459,17 +459,12 @@ static int pin_node(const char *dir, const char *name, bool host, bool tcx,
  * up made it and nothing else is on it. */
 static void uplink_qdisc_release(struct pi_node *n, int ifindex)
 {
-	int err;
+	char dev[48];
 
 	if (!(n->cfg.flags & PI_NODE_OWNS_UPLINK_QDISC))
 		return;
-	err = clsact_remove_if_empty(ifindex);
-	if (err < 0 && err != -ENOENT)
-		pr_warn("cannot remove the clsact qdisc node up made on the uplink (ifindex %d): %s",
-			ifindex, strerror(-err));
-	else if (!err)
-		pr_info("the clsact qdisc node up made on the uplink (ifindex %d) stays: another program's filters are on it",
-			ifindex);
+	snprintf(dev, sizeof(dev), "the uplink (ifindex %d)", ifindex);
+	clsact_release(ifindex, dev);
 	n->cfg.flags &= ~PI_NODE_OWNS_UPLINK_QDISC;
 }
 

@@ -387,17 +387,9 @@ static int adopted_qdisc_claim(const struct pi_node *n, struct pi_pod_info *pod)
 
 static void adopted_qdisc_release(const struct pi_pod_info *pod)
 {
-	int err;
-
 	if (!(pod->meta_flags & PI_META_OWNS_QDISC))
 		return;
-	err = clsact_remove_if_empty(pod->ifindex);
-	if (err < 0 && err != -ENOENT)	/* -ENOENT: the device went first */
-		pr_warn("cannot remove the clsact qdisc podinject made on %s: %s",
-			pod->hostdev, strerror(-err));
-	else if (!err)
-		pr_info("the clsact qdisc podinject made on %s stays: another program's filters are on it",
-			pod->hostdev);
+	clsact_release(pod->ifindex, pod->hostdev);
 }
 
 /* What makes a pod a pod of the node, once its devices exist: the

@@ -91,19 +91,13 @@ static bool other_pod_hook(const struct inject_state *s,
 static void pod_qdisc_release(const struct inject_state *s,
 			      const struct pi_pod_info *pod, const char *what)
 {
-	char mark[PATH_MAX];
-	int err;
+	char mark[PATH_MAX], dev[PI_POD_NAME_MAX + 16];
 
 	qdisc_mark_of(s, mark, sizeof(mark), pod);
 	if (access(mark, F_OK) || other_pod_hook(s, pod, what))
 		return;
-	err = clsact_remove_if_empty(pod->peer_ifindex);
-	if (err < 0 && err != -ENOENT)
-		pr_warn("cannot remove the clsact qdisc podinject made on %s's eth0: %s",
-			pod->name, strerror(-err));
-	else if (!err)
-		pr_info("the clsact qdisc podinject made on %s's eth0 stays: another program's filters are on it",
-			pod->name);
+	snprintf(dev, sizeof(dev), "%s's eth0", pod->name);
+	clsact_release(pod->peer_ifindex, dev);
 	rmdir(mark);
 }
 
