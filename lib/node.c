@@ -675,12 +675,31 @@ static bool has_id(const struct prog_ids *ids, uint32_t id)
 	return false;
 }
 
+/* Whether the node's directory records a clsact qdisc it made on a pod's
+ * eth0: named by the pod's host-side ifindex, which is the pod device's
+ * peer (lib/proxy.c). */
+static bool pod_qdisc_recorded(const char *dir, int pod_ifindex)
+{
+	char path[PATH_MAX];
+	int peer = nl_link_peer(pod_ifindex);
+
+	if (peer <= 0)
+		return false;
+	snprintf(path, sizeof(path), "%s/inject/qdisc_%d", dir, peer);
+	return !access(path, F_OK);
+}
+
 /* Deletes the cls_bpf filters of the calling thread's namespace that run
  * one of `ids`, at the priorities podinject uses. Program ids are unique
- * on the machine, so no one else's filter can match. */
-static void detach_filters_here(const struct prog_ids *ids)
+ * on the machine, so no one else's filter can match. In a pod's namespace
+ * (`pods`), a device whose clsact qdisc the node recorded making loses it
+ * too once no filter is left on it. */
+static void detach_filters_here(const struct prog_ids *ids, const char *dir,
+				bool pods)
 {
-	static const uint32_t prios[] = { PI_PRIO_HEAD, PI_PRIO_DATAPATH };
+	static const uint32_t prios[] = {
+		PI_PRIO_HEAD, PI_PRIO_POD_ASSIGN, PI_PRIO_DATAPATH,
+	};
 	static const enum bpf_tc_attach_point points[] = {
 		BPF_TC_INGRESS, BPF_TC_EGRESS,
 	};
@@ -689,8 +708,11 @@ static void detach_filters_here(const struct prog_ids *ids)
 	if (!all)
 		return;
 	for (i = all; i->if_index; i++) {
+		bool removed = false;
+
 		for (size_t p = 0; p < 2; p++) {
-			for (size_t q = 0; q < 2; q++) {
+			for (size_t q = 0; q < sizeof(prios) / sizeof(prios[0]);
+			     q++) {
 				DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook,
 						    .ifindex = i->if_index,
 						    .attach_point = points[p]);
@@ -704,34 +726,139 @@ static void detach_filters_here(const struct prog_ids *ids)
 				opts.prog_id = 0;
 				opts.prog_fd = 0;
 				opts.flags = 0;
-				bpf_tc_detach(&hook, &opts);
+				removed |= !bpf_tc_detach(&hook, &opts);
 			}
 		}
+		if (removed && pods && pod_qdisc_recorded(dir, i->if_index))
+			clsact_remove_if_empty(i->if_index);
 	}
 	if_freenameindex(all);
+}
+
+#define NETNS_SEEN_MAX	65536
+
+struct netns_seen {
+	ino_t *ino;
+	size_t cnt, cap;
+};
+
+/* Whether the namespace of `st` was visited; marks it so if not. */
+static bool netns_seen(struct netns_seen *seen, const struct stat *st)
+{
+	for (size_t k = 0; k < seen->cnt; k++)
+		if (seen->ino[k] == st->st_ino)
+			return true;
+	if (seen->cnt == seen->cap) {
+		size_t cap = seen->cap ? seen->cap * 2 : 64;
+		ino_t *more;
+
+		if (cap > NETNS_SEEN_MAX)
+			return true;	/* no room to remember: skip it */
+		more = realloc(seen->ino, cap * sizeof(*more));
+		if (!more)
+			return true;
+		seen->ino = more;
+		seen->cap = cap;
+	}
+	seen->ino[seen->cnt++] = st->st_ino;
+	return false;
+}
+
+/* Enters the network namespace at `path` unless it was visited and takes
+ * the node's filters off its devices there. */
+static void detach_filters_in(const char *path, const struct prog_ids *ids,
+			      const char *dir, struct netns_seen *seen)
+{
+	struct stat st;
+	int fd, saved;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;		/* its process exited meanwhile */
+	if (!fstat(fd, &st) && !netns_seen(seen, &st) &&
+	    !netns_enter(fd, &saved)) {
+		detach_filters_here(ids, dir, true);
+		netns_restore(saved);
+	}
+	close(fd);
+}
+
+/* Every entry of `dirpath` (a directory of namespace mounts, or /proc
+ * with `suffix` "ns/net"). */
+static void detach_filters_under(const char *dirpath, const char *suffix,
+				 const struct prog_ids *ids, const char *dir,
+				 struct netns_seen *seen)
+{
+	DIR *d = opendir(dirpath);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char path[PATH_MAX];
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (suffix && (de->d_name[0] < '0' || de->d_name[0] > '9'))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s%s%s", dirpath, de->d_name,
+			 suffix ? "/" : "", suffix ? suffix : "");
+		detach_filters_in(path, ids, dir, seen);
+	}
+	closedir(d);
 }
 
 /* What removing a node's pins does not undo: in clsact mode its programs
  * run as filters on devices, which hold them loaded. Taken off every device
  * of the namespaces the node can have (the caller's, and the one named
- * after it); a pod's own namespace is not searched. */
+ * after it), and of every other namespace of the machine that a process
+ * is in or that has a name (`ip netns`, a runtime's netns directory): a
+ * pod's own namespace holds a probe's reply hook and a proxy's assign
+ * hook on its eth0, and the pods cannot be read from a broken node's
+ * maps. */
 static void detach_node_filters(const char *dir, const char *name)
 {
+	struct netns_seen seen = { 0 };
 	struct prog_ids ids = { .cnt = 0 };
+	struct stat st;
 	int fd, saved;
 
 	pin_tree_walk(dir, add_prog_id, &ids);
 	if (!ids.cnt)
 		return;
-	detach_filters_here(&ids);
+	if (!stat("/proc/thread-self/ns/net", &st))
+		netns_seen(&seen, &st);
+	detach_filters_here(&ids, dir, false);
 	fd = netns_open(name);
-	if (fd < 0)
-		return;
-	if (!netns_enter(fd, &saved)) {
-		detach_filters_here(&ids);
-		netns_restore(saved);
+	if (fd >= 0) {
+		if (!fstat(fd, &st) && !netns_seen(&seen, &st) &&
+		    !netns_enter(fd, &saved)) {
+			detach_filters_here(&ids, dir, false);
+			netns_restore(saved);
+		}
+		close(fd);
 	}
+	detach_filters_under("/run/netns", NULL, &ids, dir, &seen);
+	detach_filters_under("/proc", "ns/net", &ids, dir, &seen);
+	free(seen.ino);
+}
+
+/* A broken node's links (tcx, netkit, sk_lookup) let go before the
+ * command returns: unpinned alone, a link stays on its device until the
+ * kernel's deferred release. */
+static int detach_link_pin(const char *path, const char *name, void *ctx)
+{
+	int fd;
+
+	(void)ctx;
+	if (strncmp(name, "link_", 5))
+		return 0;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return 0;
+	bpf_link_detach(fd);	/* ENOLINK: its device went already */
 	close(fd);
+	return 0;
 }
 
 static int remove_pod_cb(const struct pi_node *n, const struct pi_pod_info *pod,
@@ -791,6 +918,7 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 		}
 		if (!stale)	/* a gone namespace took its devices along */
 			detach_node_filters(path, name);
+		pin_tree_walk(path, detach_link_pin, NULL);
 		rm = rm_tree(path);
 		apply_record_forget(path);
 		close(lock_fd);

@@ -12,7 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=60
+EXPECT=63
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -345,11 +345,25 @@ expect_eq del_no_pod_qdiscs "$(for p in tp-c tp-p; do in_ns $p tc qdisc show dev
 check del_no_records sh -c "! ls /sys/fs/bpf/podinject/$X/inject | grep -q 'qdisc_\\|range_'"
 expect_eq del_head_roles_cleared "$(head_roles $X tp-c) $(head_roles $X tp-p)" "0 0"
 
-# the nodes adopted their namespaces (make_wire): counted before they go
+# A node found broken (a pin gone: a bpffs cleaned by hand) while a proxy
+# rule is on it: `node down` removes its pins and takes its programs off
+# every device, the pods' own namespaces included, where the proxy's assign
+# hook is on tp-p's eth0 (before: on a clsact node that filter stayed,
+# holding its program and assigning tp-c's connections for a node that was
+# gone), and the clsact qdiscs it made there go with them.
+# The nodes adopted their namespaces (make_wire): their programs counted
+# before they go (before the rule: its sk_lookup hook is a link in either
+# mode), then the rule's with them.
 ids=$(node_prog_ids $X; node_prog_ids $Y)
 expect_hooked hooked_before_down "$(pi -N $X -j node show | jq -r .attach)" $ids
-check down_x pi -N $X node down
+check broken_proxy_add pi -N $X proxy add tp-p --port 15001 --for tp-c
+ids=$(node_prog_ids $X; node_prog_ids $Y)
+xdir=$(node_pin_dir $X)
+rm "$xdir/endpoints"
+check_fails down_x_broken pi -N $X node down
 check down_y pi -N $Y node down
 expect_unhooked no_links_left $ids
+expect_eq broken_no_pod_qdiscs "$(for p in tp-c tp-p; do in_ns $p tc qdisc show dev eth0 | grep -c clsact; done | tr '\n' ' ')" "0 0 "
+check broken_pins_gone test ! -e "$xdir"
 ip netns del $X
 ip netns del $Y
