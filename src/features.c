@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* podinject features: what this kernel offers, as the probes found it. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 #include "cmds.h"
 #include "util.h"
 
@@ -13,8 +18,26 @@ static const char *inject_path(const struct pi_features *f)
 	return "fallback";
 }
 
+/* Whether the kernel can seal and open TLS records for podinject-proxy's
+ * mTLS (kTLS), found as the proxy finds it at start: the "tls" upper
+ * layer protocol is looked up by name (its module loaded if there is
+ * one), and a kernel without it answers ENOENT; one with it refuses a
+ * socket that is not connected. */
+static bool ktls_probe(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), err;
+
+	if (fd < 0)
+		return false;
+	err = setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls")) ?
+	      errno : 0;
+	close(fd);
+	return err != ENOENT;
+}
+
 int do_features(int argc, char **argv)
 {
+	bool ktls;
 	struct pi_features f;
 	struct utsname u;
 	int err;
@@ -31,6 +54,7 @@ int do_features(int argc, char **argv)
 		return EXIT_RUNTIME;
 	}
 	uname(&u);
+	ktls = ktls_probe();
 	if (json_output) {
 		json_obj_open(jw);
 		json_kstr(jw, "kernel", u.release);
@@ -47,6 +71,7 @@ int do_features(int argc, char **argv)
 		json_kstr(jw, "inject_path", inject_path(&f));
 		json_kstr(jw, "inject_path_netkit", !f.netkit ? "none" :
 			  f.redirect_peer_egress ? "fast" : "netkit-fallback");
+		json_kbool(jw, "ktls", ktls);
 		json_obj_close(jw);
 		json_end(jw);
 		return EXIT_OK;
@@ -71,5 +96,8 @@ int do_features(int argc, char **argv)
 	       !f.netkit ? "none (no netkit)" :
 	       f.redirect_peer_egress ? "fast: bpf_redirect_peer(BPF_F_EGRESS)" :
 	       "netkit fallback: bpf_redirect(BPF_F_INGRESS) + guard running the peer program");
+	printf("  kTLS (the mTLS proxy's records)        %s\n",
+	       ktls ? "yes: the kernel seals and opens them, podinject-proxy splices" :
+		      "no (no CONFIG_TLS): OpenSSL in podinject-proxy does them");
 	return EXIT_OK;
 }

@@ -21,7 +21,7 @@
 # the sanitizer build and the lab send 64 MiB).
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=85
+EXPECT=86
 PREFIX=mt-
 X=mt-x
 A=10.244.0.10
@@ -130,6 +130,9 @@ ktls_said() {
 		{ echo "want ktls ${want:-any}: $(grep ktls $T/pxlog)"; return 1; }
 }
 check ktls_reported ktls_said
+# and `podinject features` says what the proxy said
+expect_eq features_ktls "$("$PI" -j features | jq .ktls)" \
+	"$(grep -q '^podinject-proxy: tls: ktls available ' $T/pxlog && echo true || echo false)"
 # tlsd_bg PORT [ARGS...]: the TLS server in mt-b with mt-b's identity; its
 # lines go to $TLSD_OUT ($T/srv)
 tlsd_bg() {
