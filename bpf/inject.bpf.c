@@ -204,7 +204,7 @@ static __always_inline int inject_egress_body(struct __sk_buff *skb)
 		return ret;
 	}
 	if (res == PARSE_OK) {
-		if (!proxy_note_upstream(&p, t->target_ifindex,
+		if (!proxy_note_upstream(skb, &p, t->target_ifindex,
 					 skb->ifindex))
 			return inject_refuse(skb, &p,
 					     PI_DP_MON_DROP_PROXY_LIMIT,

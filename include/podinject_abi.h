@@ -538,6 +538,12 @@ enum pi_flow_flags {
 	 * with the client's address. The pod's end is the pod (B:N), the
 	 * far end the client. */
 	PI_FLOW_INBOUND = 1 << 4,
+	/* fin_end holds where the later of the two FINs ends, and from
+	 * which end it came (PI_FLOW_FIN_END_POD: the pod's): the flow is
+	 * done at the other end's ACK of it. An entry without it (made by a
+	 * build before 2026-12-07) ends at any segment after both FINs. */
+	PI_FLOW_FIN_END = 1 << 5,
+	PI_FLOW_FIN_END_POD = 1 << 6,
 };
 
 struct pi_flow {
@@ -549,10 +555,20 @@ struct pi_flow {
 	__u8 pod_host_mac[6];
 	__u8 proxy_pod_mac[6];		/* to hand packets to the proxy */
 	__u8 proxy_host_mac[6];
-	/* An inbound plaintext flow: the sequence number of the proxy's SYN,
-	 * which the protected pod's eth0 asks of any SYN of the 4-tuple (a
-	 * client reusing it cannot get past the proxy). Network order. */
-	__u32 syn_seq;
+	union {
+		/* An inbound plaintext flow: the sequence number of the
+		 * proxy's SYN, which the protected pod's eth0 asks of any
+		 * SYN of the 4-tuple (a client reusing it cannot get past
+		 * the proxy). Network order. */
+		__u32 syn_seq;
+		/* Once both ends sent their FIN (PI_FLOW_FIN_END): the
+		 * sequence number just past the later one, host order. It
+		 * takes syn_seq's place: a SYN of the 4-tuple is asked for
+		 * the proxy's own sequence number, which the proxy's hook
+		 * writes there from the SYN before the pod's eth0 sees it
+		 * (a client reusing the 4-tuple knows neither number). */
+		__u32 fin_end;
+	};
 	__u64 last_seen_ns;		/* bpf_ktime_get_ns() of its last packet */
 	/* Expires the flow when idle, and gives its place in the pod's
 	 * share back (bpf/lib/proxy.h). Opaque to userspace. */
@@ -883,6 +899,7 @@ _Static_assert(sizeof(struct pi_frag) == 8, "size of pi_frag");
 _Static_assert(__builtin_offsetof(struct pi_flow, last_seen_ns) == 40, "pi_flow.last_seen_ns");
 _Static_assert(__builtin_offsetof(struct pi_flow, timer) == 48, "pi_flow.timer");
 _Static_assert(__builtin_offsetof(struct pi_flow, syn_seq) == 36, "pi_flow.syn_seq");
+_Static_assert(__builtin_offsetof(struct pi_flow, fin_end) == 36, "pi_flow.fin_end");
 _Static_assert(__builtin_offsetof(struct pi_dp_proxy_rule, nflows) == 88, "pi_dp_proxy_rule.nflows");
 _Static_assert(__builtin_offsetof(struct pi_dp_proxy_rule, limit_drops) == 96, "pi_dp_proxy_rule.limit_drops");
 _Static_assert(__builtin_offsetof(struct pi_frag_key, saddr) == 12, "pi_frag_key.saddr");

@@ -341,6 +341,35 @@ static __always_inline void flow_untimed(void)
 }
 
 #define PI_FLOW_FINS	(PI_FLOW_FIN_POD | PI_FLOW_FIN_PEER)
+#define PI_FLOW_FIN_ENDS	(PI_FLOW_FIN_END | PI_FLOW_FIN_END_POD)
+
+/* Where a FIN segment's sequence space ends (its sequence number, its
+ * data, and one for the FIN), in host order; false when its header
+ * cannot be read. */
+static __always_inline bool tcp_fin_end(struct __sk_buff *skb,
+					const struct pkt *p, __u32 *end)
+{
+	__u32 w[3];	/* sequence, acknowledgment, data offset and flags */
+
+	if (p->l4_off > PKT_L4_OFF_MAX ||
+	    bpf_skb_load_bytes(skb, p->l4_off + 4, w, sizeof(w)))
+		return false;
+	*end = bpf_ntohl(w[0]) + (p->l3_end - p->l4_off) -
+	       ((bpf_ntohl(w[2]) >> 28) << 2) + 1;
+	return true;
+}
+
+/* Whether a segment's acknowledgment number reaches `end`. */
+static __always_inline bool tcp_acks(struct __sk_buff *skb,
+				     const struct pkt *p, __u32 end)
+{
+	__u32 ack;
+
+	if (!(p->tcp_flags & TCP_ACK) || p->l4_off > PKT_L4_OFF_MAX ||
+	    bpf_skb_load_bytes(skb, p->l4_off + 8, &ack, sizeof(ack)))
+		return false;
+	return (__s32)(bpf_ntohl(ack) - end) >= 0;
+}
 
 /*
  * A packet of the flow, from the pod's end (`from_pod`: what the pod or
@@ -348,10 +377,12 @@ static __always_inline void flow_untimed(void)
  * closing once both ends sent their FIN (a new SYN on the same 4-tuple
  * opens it again). True when the connection is done and the caller takes the
  * entry out, after it has sent this packet on: at an RST (nothing
- * answers one), or at the last ACK: once both ends sent their FIN, the
- * one segment without a FIN is the first closer's ACK of the second FIN
- * (the second closer has nothing more to send but its FIN again). A FIN
- * sent again after that, should that ACK be lost, finds no flow; the
+ * answers one), or at the last ACK: the other end's acknowledgment of
+ * the later FIN, whose end the entry keeps (fin_end). Segments between
+ * are not the last: a duplicate ACK for data lost before that FIN (its
+ * retransmission still to come, which without the entry would lose its
+ * way: the proxy's meets its source check), a FIN sent again. A FIN sent
+ * again after the last ACK, should that ACK be lost, finds no flow; the
  * socket that sent it times out as when its peer vanished; in a
  * simultaneous close the later of the two ACKs finds no flow either and
  * goes where any packet of an unknown flow goes (the pod's: its egress
@@ -359,23 +390,48 @@ static __always_inline void flow_untimed(void)
  * source check). Both sockets are done by then. A close the datapath
  * does not see to its end leaves by the closing timeout once both FINs
  * went by (the last ACK lost), by the long one after a single FIN (the
- * other end gone without a word), or when the pod makes room.
+ * other end gone without a word), or when the pod makes room. `skb` is
+ * NULL for a flow's first packet, which cannot be its later FIN.
  */
-static __always_inline bool flow_touch(struct pi_flow *f, const struct pkt *p,
+static __always_inline bool flow_touch(struct __sk_buff *skb,
+				       struct pi_flow *f, const struct pkt *p,
 				       bool from_pod)
 {
+	__u16 own = from_pod ? PI_FLOW_FIN_POD : PI_FLOW_FIN_PEER;
+	__u16 end_of = from_pod ? PI_FLOW_FIN_ENDS : PI_FLOW_FIN_END;
+	__u32 end;
+
 	f->last_seen_ns = bpf_ktime_get_ns();
 	if (p->proto != IPPROTO_TCP || p->frag == PKT_FRAG_LATER)
 		return false;
 	if ((p->tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN) {
-		f->flags &= ~(PI_FLOW_CLOSING | PI_FLOW_FINS);
+		f->flags &= ~(PI_FLOW_CLOSING | PI_FLOW_FINS |
+			      PI_FLOW_FIN_ENDS);
 		return false;
 	}
 	if (p->tcp_flags & TCP_RST)
 		return true;
-	if (!(p->tcp_flags & TCP_FIN))
-		return (f->flags & PI_FLOW_FINS) == PI_FLOW_FINS;
-	f->flags |= from_pod ? PI_FLOW_FIN_POD : PI_FLOW_FIN_PEER;
+	if (!(p->tcp_flags & TCP_FIN)) {
+		if ((f->flags & PI_FLOW_FINS) != PI_FLOW_FINS)
+			return false;
+		if (!(f->flags & PI_FLOW_FIN_END))
+			return true;	/* an entry of an earlier build */
+		/* the later FIN's end is the other end's to acknowledge */
+		if ((f->flags & PI_FLOW_FIN_ENDS) == end_of)
+			return false;
+		return skb && tcp_acks(skb, p, f->fin_end);
+	}
+	/* The later of the two FINs (the other end's came first), or that
+	 * one sent again: where it ends. The earlier one sent again changes
+	 * nothing. An earlier build's entry, or a header that cannot be
+	 * read, keeps the rule without it. */
+	if (skb && ((f->flags & PI_FLOW_FINS) == (PI_FLOW_FINS ^ own) ||
+		    (f->flags & PI_FLOW_FIN_ENDS) == end_of) &&
+	    tcp_fin_end(skb, p, &end)) {
+		f->fin_end = end;
+		f->flags = (f->flags & ~PI_FLOW_FIN_ENDS) | end_of;
+	}
+	f->flags |= own;
 	/* Both ends closed: from then on the shorter timeout (the timer,
 	 * armed with the long one, is brought forward). One end's FIN alone
 	 * is a half-closed connection, which may stay quiet as long as an
@@ -502,7 +558,7 @@ static __always_inline struct pi_flow *flow_add(void *map,
 	if (!f)
 		return NULL;
 	/* a new flow's first packet: its SYN (or datagram) */
-	flow_touch(f, p, from_pod);
+	flow_touch(NULL, f, p, from_pod);
 	if (flow_arm(map, f, flow_idle(k->proto, f->flags)))
 		flow_untimed();
 	return f;
@@ -569,7 +625,7 @@ static __always_inline int flow_to_proxy(struct __sk_buff *skb, void *map,
 					 struct pi_flow *f,
 					 const struct pkt *p, bool from_pod)
 {
-	bool done = flow_touch(f, p, from_pod);
+	bool done = flow_touch(skb, f, p, from_pod);
 	int verdict = to_proxy(skb, f);
 
 	if (done)
@@ -730,7 +786,7 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
 	    bpf_map_lookup_elem(&proxy_flows, &k) : NULL;
 	if (f && f->proxy_ifindex == ifindex &&
 	    !(f->flags & PI_FLOW_INBOUND)) {
-		done = flow_touch(f, p, false);
+		done = flow_touch(skb, f, p, false);
 		if (set_macs(skb, f->pod_mac, f->pod_host_mac))
 			verdict = PI_DROP;
 		else
@@ -796,7 +852,8 @@ static __always_inline int proxy_steer(struct __sk_buff *skb,
  * when target is proxied, the flow is the proxy's upstream connection.
  * False when it cannot be recorded (the pod's share is used up): the
  * packet must not go on, or POD's hook would capture it again. */
-static __always_inline bool proxy_note_upstream(const struct pkt *p,
+static __always_inline bool proxy_note_upstream(struct __sk_buff *skb,
+						const struct pkt *p,
 						__u32 target, __u32 proxy)
 {
 	struct pi_dp_proxy_rule *r;
@@ -813,7 +870,7 @@ static __always_inline bool proxy_note_upstream(const struct pkt *p,
 	if (f) {
 		/* the packet is injected after this: the entry can go now,
 		 * POD's hook lets a non-SYN it does not know pass as well */
-		if (flow_touch(f, p, true))
+		if (flow_touch(skb, f, p, true))
 			flow_remove(&proxy_upstream, &k, f);
 		return true;
 	}
@@ -1052,7 +1109,7 @@ __noinline int inbound_steer(struct __sk_buff *skb, const struct pkt *p,
 		f = bpf_map_lookup_elem(&proxy_flows, &k);
 		if (is_inbound(f, ifindex)) {
 			*mine = true;
-			if (flow_touch(f, p, true))
+			if (flow_touch(skb, f, p, true))
 				flow_remove(&proxy_flows, &k, f);
 			return PI_NEXT;
 		}
@@ -1093,7 +1150,7 @@ __noinline int inbound_steer(struct __sk_buff *skb, const struct pkt *p,
 	if (f) {
 		if (starts_flow(p))
 			f->syn_seq = tcp_seq(skb, p);
-		done = flow_touch(f, p, false);
+		done = flow_touch(skb, f, p, false);
 	} else {
 		if (p->tcp_flags & TCP_RST)
 			goto deliver;	/* nothing answers it */

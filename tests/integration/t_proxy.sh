@@ -12,7 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=63
+EXPECT=66
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -148,6 +148,34 @@ else
 fi
 expect_eq concurrent_100_server_sees_client "$(grep -c "^accept $C " /tmp/tp$$.many)" 100
 rm -f /tmp/tp$$.c*
+
+# A hole before the close: the server answers and closes at once; the
+# answer's one data segment is lost after the datapath passed it (dropped
+# at tp-c's eth0, as a full receive queue would), its FIN arrives first,
+# and tp-c answers it with a duplicate ACK, after both ends' FINs went by.
+# That ACK is not the last one: the flow stays until an ACK covers the
+# later FIN, so the proxy's retransmission finds its way to tp-c (before,
+# any segment after both FINs ended the entry, and the retransmission met
+# the proxy's source check as a spoof: the client hung; seen as one
+# connection of concurrent_100 on a loaded guest).
+HOLE_PIN=/sys/fs/bpf/tp-hole$$
+mkdir -p $HOLE_PIN
+if [ "$(pi -N $X -j node show | jq -r .attach)" = tcx ]; then
+	check hole_attached "$BUILD/tcx-attach" attach "$BUILD/tp_hole.bpf.o" tp_hole tp-c eth0 ingress $HOLE_PIN
+	hole_detach() { rm -rf $HOLE_PIN; }	# the link goes with its pin
+else
+	check hole_attached "$BUILD/tcx-attach" attach-tc "$BUILD/tp_hole.bpf.o" tp_hole tp-c eth0 ingress $HOLE_PIN 50
+	hole_detach() { tc -n tp-c filter del dev eth0 ingress pref 50; rm -rf $HOLE_PIN; }
+fi
+in_ns tp-s "$PINET" tcp-server 8091 --sink --send 1000 --timeout 10000 >/tmp/tp$$.hole 2>&1 &
+srv=$!
+wait_tcp_listen tp-s 8091 >/dev/null
+out=$(in_ns tp-c "$PINET" tcp-connect --timeout 5000 $S 8091 --send 10 2>&1 | tail -n 1)
+wait $srv
+holes=$("$BUILD/tcx-attach" counter $HOLE_PIN)
+hole_detach
+expect_eq hole_made "$holes" 1
+expect_eq hole_filled_before_close "$(cut -d' ' -f1-5 <<<"$out")" "done sent 10 received 1000"
 
 # Across nodes: the upstream leaves through the client's node uplink.
 check cross_node proxied_pair tp-r $R 4000000

@@ -3,5 +3,5 @@
 # The proxy suite again on nodes attached with clsact + cls_bpf, as on kernels
 # without tcx.
 NODE_ARGS="--attach clsact"
-EXPECT=63
+EXPECT=66
 . "$(dirname "$0")/t_proxy.sh"

@@ -20,6 +20,7 @@ struct pkt_spec {
 	uint16_t sport, dport;
 	uint8_t tcp_flags;	/* default SYN */
 	uint16_t payload;	/* bytes after the transport header */
+	uint32_t seq, ack;	/* TCP's sequence and acknowledgment numbers */
 };
 
 #define PKT_MAX 1600
@@ -72,6 +73,8 @@ static inline int pkt_build(uint8_t *buf, const struct pkt_spec *s)
 		th->source = htons(s->sport);
 		th->dest = htons(s->dport);
 		th->doff = 5;
+		th->seq = htonl(s->seq);
+		th->ack_seq = htonl(s->ack);
 		l4[13] = s->tcp_flags ? s->tcp_flags : 0x02;
 	} else if (s->proto == IPPROTO_UDP) {
 		struct udphdr *uh = (void *)l4;

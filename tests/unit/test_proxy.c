@@ -771,16 +771,32 @@ static int flow_present(struct px_fx *fx, struct bpf_map *map,
 	return !bpf_map__lookup_elem(map, &k, sizeof(k), &f, sizeof(f), 0);
 }
 
+/* The two ends' sequence numbers in seg(): each end sends no data, so
+ * a FIN of one ends at its number + 1, which every segment of the other
+ * acknowledges. */
+#define SEQ_POD		1000u
+#define SEQ_PEER	5000u
+
 /* A TCP segment of 10.0.0.1:pport <-> 10.0.0.2:dport with `flags`, from
- * the pod's end (`from_pod`) or the far end. */
-static int seg(uint8_t *pkt, bool from_pod, uint16_t pport, uint16_t dport,
-	       uint8_t flags)
+ * the pod's end (`from_pod`) or the far end, acknowledging `ack`. */
+static int seg_ack(uint8_t *pkt, bool from_pod, uint16_t pport,
+		   uint16_t dport, uint8_t flags, uint32_t ack)
 {
 	if (from_pod)
 		return pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
-			"10.0.0.2", IPPROTO_TCP, pport, dport, flags });
+			"10.0.0.2", IPPROTO_TCP, pport, dport, flags, 0,
+			SEQ_POD, ack });
 	return pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
-		"10.0.0.1", IPPROTO_TCP, dport, pport, flags });
+		"10.0.0.1", IPPROTO_TCP, dport, pport, flags, 0, SEQ_PEER,
+		ack });
+}
+
+/* The same, acknowledging everything the other end sent, its FIN too. */
+static int seg(uint8_t *pkt, bool from_pod, uint16_t pport, uint16_t dport,
+	       uint8_t flags)
+{
+	return seg_ack(pkt, from_pod, pport, dport, flags,
+		       (from_pod ? SEQ_PEER : SEQ_POD) + 1);
 }
 
 #define TCP_F_FIN	0x01
@@ -834,6 +850,33 @@ UNIT_TEST(proxy_done_connection_frees_its_entries)
 		  "pod's last ACK to the proxy");
 	ASSERT_EQ(rule_of(&fx, fx.if_pod).nflows, 0, "pod first: entry gone");
 
+	/* A duplicate ACK after both FINs, for data lost before the later
+	 * one (it acknowledges less than that FIN's end): not the last ACK,
+	 * the proxy's retransmission must still find the pod; nor is a
+	 * segment of the later FIN's own end. Before, either ended the
+	 * entry. */
+	FROM_POD(40005, TCP_F_SYN);
+	FROM_POD(40005, TCP_F_FIN | TCP_F_ACK);
+	TO_POD_BY_PROXY(40005, TCP_F_FIN | TCP_F_ACK);
+	len = seg_ack(pkt, true, 40005, 80, TCP_F_ACK, SEQ_PEER - 1000);
+	ASSERT_EQ(run(eg, fx.if_pod, pkt, len, NULL), PI_REDIRECT,
+		  "pod's duplicate ACK delivered");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
+			       40005, 80, IPPROTO_TCP), 1,
+		  "a duplicate ACK is not the last");
+	ASSERT_EQ(TO_POD_BY_PROXY(40005, TCP_F_ACK), PI_REDIRECT,
+		  "proxy's retransmission reaches the pod");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
+			       40005, 80, IPPROTO_TCP), 1,
+		  "the later FIN's own end is not the last ACK");
+	ASSERT_EQ(TO_POD_BY_PROXY(40005, TCP_F_FIN | TCP_F_ACK), PI_REDIRECT,
+		  "proxy's FIN again");
+	FROM_POD(40005, TCP_F_FIN | TCP_F_ACK);	/* the pod's again */
+	ASSERT_EQ(FROM_POD(40005, TCP_F_ACK), PI_REDIRECT, "the last ACK");
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
+			       40005, 80, IPPROTO_TCP), 0,
+		  "the ACK of the later FIN: gone");
+
 	/* an RST from either end */
 	FROM_POD(40002, TCP_F_SYN);
 	ASSERT_EQ(FROM_POD(40002, TCP_F_RST), PI_REDIRECT, "pod's RST delivered");
@@ -861,6 +904,21 @@ UNIT_TEST(proxy_done_connection_frees_its_entries)
 	ASSERT_EQ(UPSTREAM_REPLY(50000, TCP_F_ACK), PI_REDIRECT,
 		  "server's last ACK to the proxy");
 	ASSERT_EQ(rule_of(&fx, fx.if_pod).nupstream, 0, "upstream entry gone");
+	/* the proxy's duplicate ACK, injected, for the server's data lost
+	 * before its FIN: kept for the server's retransmission */
+	UPSTREAM(50004, TCP_F_SYN);
+	UPSTREAM(50004, TCP_F_FIN | TCP_F_ACK);
+	UPSTREAM_REPLY(50004, TCP_F_FIN | TCP_F_ACK);
+	len = seg_ack(pkt, true, 50004, 80, TCP_F_ACK, SEQ_PEER - 1000);
+	ASSERT_EQ(run(eg, fx.if_proxy, pkt, len, NULL), PI_REDIRECT,
+		  "proxy's duplicate ACK injected");
+	ASSERT_EQ(UPSTREAM_REPLY(50004, TCP_F_ACK), PI_REDIRECT,
+		  "server's retransmission to the proxy");
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nupstream, 1,
+		  "upstream kept past a duplicate ACK");
+	UPSTREAM(50004, TCP_F_ACK);
+	ASSERT_EQ(rule_of(&fx, fx.if_pod).nupstream, 0,
+		  "upstream gone at the ACK of the server's FIN");
 	/* the proxy closing first, its last ACK injected */
 	UPSTREAM(50001, TCP_F_SYN);
 	UPSTREAM(50001, TCP_F_FIN | TCP_F_ACK);
