@@ -877,6 +877,37 @@ UNIT_TEST(proxy_done_connection_frees_its_entries)
 			       40005, 80, IPPROTO_TCP), 0,
 		  "the ACK of the later FIN: gone");
 
+	/* an entry an earlier build made (no FIN_END: its later FIN went
+	 * by before the upgrade) ends as it did, at any segment after both
+	 * FINs */
+	FROM_POD(40006, TCP_F_SYN);
+	FROM_POD(40006, TCP_F_FIN | TCP_F_ACK);
+	TO_POD_BY_PROXY(40006, TCP_F_FIN | TCP_F_ACK);
+	{
+		struct pi_flow_key k = { .family = AF_INET,
+					 .proto = IPPROTO_TCP };
+		struct pi_flow f = {};
+
+		inet_pton(AF_INET, "10.0.0.1", k.pod.a);
+		inet_pton(AF_INET, "10.0.0.2", k.dst.a);
+		k.pod_port = htons(40006);
+		k.dst_port = htons(80);
+		bpf_map__lookup_elem(fx.skel->maps.proxy_flows, &k, sizeof(k),
+				     &f, sizeof(f), 0);
+		ASSERT_EQ(f.flags & (PI_FLOW_FIN_END | PI_FLOW_FIN_END_POD),
+			  PI_FLOW_FIN_END, "the later FIN's end kept, the proxy's");
+		ASSERT_EQ(f.fin_end, SEQ_PEER + 1, "where it ends");
+		f.flags &= ~(PI_FLOW_FIN_END | PI_FLOW_FIN_END_POD);
+		f.fin_end = 0;
+		bpf_map__update_elem(fx.skel->maps.proxy_flows, &k, sizeof(k),
+				     &f, sizeof(f), BPF_EXIST);
+	}
+	len = seg_ack(pkt, true, 40006, 80, TCP_F_ACK, SEQ_PEER - 1000);
+	run(eg, fx.if_pod, pkt, len, NULL);
+	ASSERT_EQ(flow_present(&fx, fx.skel->maps.proxy_flows, "10.0.0.1",
+			       40006, 80, IPPROTO_TCP), 0,
+		  "an earlier build's entry: any segment after both FINs");
+
 	/* an RST from either end */
 	FROM_POD(40002, TCP_F_SYN);
 	ASSERT_EQ(FROM_POD(40002, TCP_F_RST), PI_REDIRECT, "pod's RST delivered");
