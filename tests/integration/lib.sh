@@ -377,6 +377,27 @@ node_pin_dir() {
 	echo "${d:-/sys/fs/bpf/podinject/$1}"
 }
 
+# test_prog_attach NODE PROG NETNS DEV ingress|egress PIN_DIR: one of
+# tests/bpf's programs ($BUILD/PROG.bpf.o, its program PROG) at DEV's hook
+# inside NETNS, the way NODE attaches: a tcx link pinned in PIN_DIR, or a
+# clsact filter at priority 50 on a clsact node (no tcx: debian-6.1);
+# its map pinned at PIN_DIR/map. test_prog_detach NETNS DEV DIR PIN_DIR
+# takes it off.
+test_prog_attach() {
+	local node=$1 prog=$2 ns=$3 dev=$4 dir=$5 pin=$6
+	mkdir -p "$pin"
+	if [ "$("$PI" -N "$node" -j node show | jq -r .attach)" = tcx ]; then
+		"$BUILD/tcx-attach" attach "$BUILD/$prog.bpf.o" "$prog" "$ns" "$dev" "$dir" "$pin"
+	else
+		"$BUILD/tcx-attach" attach-tc "$BUILD/$prog.bpf.o" "$prog" "$ns" "$dev" "$dir" "$pin" 50
+	fi
+}
+test_prog_detach() {
+	# a tcx link goes with its pin; a filter is deleted
+	tc -n "$1" filter del dev "$2" "$3" pref 50 2>/dev/null
+	rm -rf "$4"
+}
+
 # auth_map_fill NODE: the node's grants map filled with keys of no pod
 # (injector ifindex 4000000000, no device has it), so that the next new
 # grant cannot go in and the command making it fails on the way;

@@ -317,14 +317,7 @@ fi
 # 6. A byte flipped on the wire (server -> client, TCP checksum fixed):
 # TLS notices, the client is reset and never gets a wrong byte.
 # (a clsact filter where the kernel has no tcx: debian-6.1)
-mkdir -p $FLIP_PIN
-if [ "$(pi -N $X -j node show | jq -r .attach)" = tcx ]; then
-	check flip_attached "$BUILD/tcx-attach" attach "$BUILD/mt_flip.bpf.o" mt_flip mt-b eth0 egress $FLIP_PIN
-	flip_detach() { rm -rf $FLIP_PIN; }	# the link goes with its pin
-else
-	check flip_attached "$BUILD/tcx-attach" attach-tc "$BUILD/mt_flip.bpf.o" mt_flip mt-b eth0 egress $FLIP_PIN 50
-	flip_detach() { tc -n mt-b filter del dev eth0 egress pref 50; rm -rf $FLIP_PIN; }
-fi
+check flip_attached test_prog_attach $X mt_flip mt-b eth0 egress $FLIP_PIN
 in_ns mt-b "$TLSD" 8445 --cert $T/ca/$B/cert.pem --key $T/ca/$B/key.pem \
 	--ca $T/ca/ca.pem --send 8388608 --timeout 5000 >$T/srv 2>&1 &
 SRV=$!
@@ -332,7 +325,7 @@ wait_tcp_listen mt-b 8445 >/dev/null
 out=$(in_ns mt-a "$PINET" tcp-connect --timeout 5000 $B 8445 --send 1000 --expect-echo 2>&1)
 wait $SRV
 flipped=$("$BUILD/tcx-attach" counter $FLIP_PIN)
-flip_detach
+test_prog_detach mt-b eth0 egress $FLIP_PIN
 expect_eq flip_done "$flipped" 1
 expect_eq flip_client_reset "$(grep '^error' <<<"$out")" "error ECONNRESET"
 expect_eq flip_no_corrupt_bytes "$(awk '/^partial/ {print $NF}' <<<"$out")" no

@@ -51,7 +51,7 @@ start_proxy() {
 	for _ in $(seq 50); do grep -q ready /tmp/tp$$.px 2>/dev/null && return; sleep 0.1; done
 }
 start_proxy
-trap 'kill $PROXY_PID 2>/dev/null; rm -f /tmp/tp$$.*; cleanup_all' EXIT
+trap 'kill $PROXY_PID 2>/dev/null; rm -f /tmp/tp$$.*; rm -rf /sys/fs/bpf/tp-hole$$; cleanup_all' EXIT
 
 proxied_pair() {	# proxied_pair SERVER_POD ADDR BYTES [-6]
 	local srv=$1 addr=$2 bytes=$3 fam=${4:-} out
@@ -159,21 +159,14 @@ rm -f /tmp/tp$$.c*
 # the proxy's source check as a spoof: the client hung; seen as one
 # connection of concurrent_100 on a loaded guest).
 HOLE_PIN=/sys/fs/bpf/tp-hole$$
-mkdir -p $HOLE_PIN
-if [ "$(pi -N $X -j node show | jq -r .attach)" = tcx ]; then
-	check hole_attached "$BUILD/tcx-attach" attach "$BUILD/tp_hole.bpf.o" tp_hole tp-c eth0 ingress $HOLE_PIN
-	hole_detach() { rm -rf $HOLE_PIN; }	# the link goes with its pin
-else
-	check hole_attached "$BUILD/tcx-attach" attach-tc "$BUILD/tp_hole.bpf.o" tp_hole tp-c eth0 ingress $HOLE_PIN 50
-	hole_detach() { tc -n tp-c filter del dev eth0 ingress pref 50; rm -rf $HOLE_PIN; }
-fi
+check hole_attached test_prog_attach $X tp_hole tp-c eth0 ingress $HOLE_PIN
 in_ns tp-s "$PINET" tcp-server 8091 --sink --send 1000 --timeout 10000 >/tmp/tp$$.hole 2>&1 &
 srv=$!
 wait_tcp_listen tp-s 8091 >/dev/null
 out=$(in_ns tp-c "$PINET" tcp-connect --timeout 5000 $S 8091 --send 10 2>&1 | tail -n 1)
 wait $srv
 holes=$("$BUILD/tcx-attach" counter $HOLE_PIN)
-hole_detach
+test_prog_detach tp-c eth0 ingress $HOLE_PIN
 expect_eq hole_made "$holes" 1
 expect_eq hole_filled_before_close "$(cut -d' ' -f1-5 <<<"$out")" "done sent 10 received 1000"
 

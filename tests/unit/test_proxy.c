@@ -755,19 +755,28 @@ static struct pi_dp_proxy_rule rule_of(struct px_fx *fx, int ifindex)
 	return r;
 }
 
+/* The key of the v4 flow pod:pport -> 10.0.0.2:dport. */
+static struct pi_flow_key flow_key_of(const char *pod, uint16_t pport,
+				      uint16_t dport, uint8_t proto)
+{
+	struct pi_flow_key k = { .family = AF_INET, .proto = proto };
+
+	inet_pton(AF_INET, pod, k.pod.a);
+	inet_pton(AF_INET, "10.0.0.2", k.dst.a);
+	k.pod_port = htons(pport);
+	k.dst_port = htons(dport);
+	return k;
+}
+
 /* 1 when `map` holds the v4 flow pod:pport -> 10.0.0.2:dport. */
 static int flow_present(struct px_fx *fx, struct bpf_map *map,
 			const char *pod, uint16_t pport, uint16_t dport,
 			uint8_t proto)
 {
-	struct pi_flow_key k = { .family = AF_INET, .proto = proto };
+	struct pi_flow_key k = flow_key_of(pod, pport, dport, proto);
 	struct pi_flow f;
 
 	(void)fx;
-	inet_pton(AF_INET, pod, k.pod.a);
-	inet_pton(AF_INET, "10.0.0.2", k.dst.a);
-	k.pod_port = htons(pport);
-	k.dst_port = htons(dport);
 	return !bpf_map__lookup_elem(map, &k, sizeof(k), &f, sizeof(f), 0);
 }
 
@@ -884,14 +893,10 @@ UNIT_TEST(proxy_done_connection_frees_its_entries)
 	FROM_POD(40006, TCP_F_FIN | TCP_F_ACK);
 	TO_POD_BY_PROXY(40006, TCP_F_FIN | TCP_F_ACK);
 	{
-		struct pi_flow_key k = { .family = AF_INET,
-					 .proto = IPPROTO_TCP };
+		struct pi_flow_key k = flow_key_of("10.0.0.1", 40006, 80,
+						   IPPROTO_TCP);
 		struct pi_flow f = {};
 
-		inet_pton(AF_INET, "10.0.0.1", k.pod.a);
-		inet_pton(AF_INET, "10.0.0.2", k.dst.a);
-		k.pod_port = htons(40006);
-		k.dst_port = htons(80);
 		bpf_map__lookup_elem(fx.skel->maps.proxy_flows, &k, sizeof(k),
 				     &f, sizeof(f), 0);
 		ASSERT_EQ(f.flags & (PI_FLOW_FIN_END | PI_FLOW_FIN_END_POD),
@@ -961,14 +966,10 @@ UNIT_TEST(proxy_done_connection_frees_its_entries)
 	 * closing from the start (10 s, not 6 h); an RST: none */
 	ASSERT_EQ(UPSTREAM(50001, TCP_F_ACK), PI_REDIRECT, "late ACK injected");
 	{
-		struct pi_flow_key k = { .family = AF_INET,
-					 .proto = IPPROTO_TCP };
+		struct pi_flow_key k = flow_key_of("10.0.0.1", 50001, 80,
+						   IPPROTO_TCP);
 		struct pi_flow f = {};
 
-		inet_pton(AF_INET, "10.0.0.1", k.pod.a);
-		inet_pton(AF_INET, "10.0.0.2", k.dst.a);
-		k.pod_port = htons(50001);
-		k.dst_port = htons(80);
 		bpf_map__lookup_elem(fx.skel->maps.proxy_upstream, &k,
 				     sizeof(k), &f, sizeof(f), 0);
 		ASSERT_EQ(f.flags & PI_FLOW_CLOSING, PI_FLOW_CLOSING,
