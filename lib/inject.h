@@ -125,6 +125,10 @@ void reply_hook_release(const struct pi_node *n, const struct inject_state *s,
  * its own port range as a proxy), without entering any namespace. */
 void reply_hook_unpin(const struct inject_state *s,
 		      const struct pi_pod_info *gone);
+/* The record that podinject made the clsact qdisc on the eth0 of the pod
+ * whose host side is `pod_ifindex`, under the injection object's `inject_dir`. */
+void pod_qdisc_mark_path(char *buf, size_t len, const char *inject_dir,
+			 uint32_t pod_ifindex);
 int attach_in_pod(const struct pi_node *n, const struct inject_state *s,
 		  const struct pi_pod_info *pod, int prog, const char *what);
 void detach_in_pod(const struct pi_node *n, const struct inject_state *s,

@@ -19,6 +19,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "internal.h"
+#include "inject.h"
 #include "kernel_features.h"
 #include "lib.h"
 #include "nl.h"
@@ -680,12 +681,13 @@ static bool has_id(const struct prog_ids *ids, uint32_t id)
  * peer (lib/proxy.c). */
 static bool pod_qdisc_recorded(const char *dir, int pod_ifindex)
 {
-	char path[PATH_MAX];
+	char inject_dir[PATH_MAX], path[PATH_MAX];
 	int peer = nl_link_peer(pod_ifindex);
 
 	if (peer <= 0)
 		return false;
-	snprintf(path, sizeof(path), "%s/inject/qdisc_%d", dir, peer);
+	snprintf(inject_dir, sizeof(inject_dir), "%s/inject", dir);
+	pod_qdisc_mark_path(path, sizeof(path), inject_dir, peer);
 	return !access(path, F_OK);
 }
 
@@ -730,7 +732,7 @@ static void detach_filters_here(const struct prog_ids *ids, const char *dir,
 			}
 		}
 		if (removed && pods && pod_qdisc_recorded(dir, i->if_index))
-			clsact_remove_if_empty(i->if_index);
+			clsact_release(i->if_index, i->if_name);
 	}
 	if_freenameindex(all);
 }
@@ -764,22 +766,31 @@ static bool netns_seen(struct netns_seen *seen, const struct stat *st)
 	return false;
 }
 
-/* Enters the network namespace at `path` unless it was visited and takes
- * the node's filters off its devices there. */
-static void detach_filters_in(const char *path, const struct prog_ids *ids,
-			      const char *dir, struct netns_seen *seen)
+/* Takes the node's filters off the devices of the network namespace
+ * `fd` names, unless it was visited. */
+static void detach_filters_in(int fd, const struct prog_ids *ids,
+			      const char *dir, bool pods,
+			      struct netns_seen *seen)
 {
 	struct stat st;
-	int fd, saved;
+	int saved;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fstat(fd, &st) || netns_seen(seen, &st) || netns_enter(fd, &saved))
+		return;
+	detach_filters_here(ids, dir, pods);
+	netns_restore(saved);
+}
+
+/* The same for the namespace at `path` (a process's, a mount of one). */
+static void detach_filters_at(const char *path, const struct prog_ids *ids,
+			      const char *dir, bool pods,
+			      struct netns_seen *seen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
 	if (fd < 0)
 		return;		/* its process exited meanwhile */
-	if (!fstat(fd, &st) && !netns_seen(seen, &st) &&
-	    !netns_enter(fd, &saved)) {
-		detach_filters_here(ids, dir, true);
-		netns_restore(saved);
-	}
+	detach_filters_in(fd, ids, dir, pods, seen);
 	close(fd);
 }
 
@@ -803,7 +814,7 @@ static void detach_filters_under(const char *dirpath, const char *suffix,
 			continue;
 		snprintf(path, sizeof(path), "%s/%s%s%s", dirpath, de->d_name,
 			 suffix ? "/" : "", suffix ? suffix : "");
-		detach_filters_in(path, ids, dir, seen);
+		detach_filters_at(path, ids, dir, true, seen);
 	}
 	closedir(d);
 }
@@ -820,22 +831,16 @@ static void detach_node_filters(const char *dir, const char *name)
 {
 	struct netns_seen seen = { 0 };
 	struct prog_ids ids = { .cnt = 0 };
-	struct stat st;
-	int fd, saved;
+	int fd;
 
 	pin_tree_walk(dir, add_prog_id, &ids);
 	if (!ids.cnt)
 		return;
-	if (!stat("/proc/thread-self/ns/net", &st))
-		netns_seen(&seen, &st);
-	detach_filters_here(&ids, dir, false);
+	/* the node's own namespaces first, as no pod's */
+	detach_filters_at("/proc/thread-self/ns/net", &ids, dir, false, &seen);
 	fd = netns_open(name);
 	if (fd >= 0) {
-		if (!fstat(fd, &st) && !netns_seen(&seen, &st) &&
-		    !netns_enter(fd, &saved)) {
-			detach_filters_here(&ids, dir, false);
-			netns_restore(saved);
-		}
+		detach_filters_in(fd, &ids, dir, false, &seen);
 		close(fd);
 	}
 	detach_filters_under("/run/netns", NULL, &ids, dir, &seen);

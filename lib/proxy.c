@@ -52,10 +52,16 @@ static void pin_of(const struct inject_state *s, char *buf, size_t len,
  * does one another program's filter came onto. The record is a directory
  * named by the pod's ifindex beside the hooks' pins (bpffs holds
  * directories, and an upgrade leaves what it does not stage in place). */
+void pod_qdisc_mark_path(char *buf, size_t len, const char *inject_dir,
+			 uint32_t pod_ifindex)
+{
+	snprintf(buf, len, "%s/qdisc_%u", inject_dir, pod_ifindex);
+}
+
 static void qdisc_mark_of(const struct inject_state *s, char *buf, size_t len,
 			  const struct pi_pod_info *pod)
 {
-	snprintf(buf, len, "%s/qdisc_%u", s->dir, pod->ifindex);
+	pod_qdisc_mark_path(buf, len, s->dir, pod->ifindex);
 }
 
 /* The record of a device that is gone (or whose namespace is): a later
