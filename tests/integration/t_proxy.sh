@@ -12,7 +12,7 @@
 # server's; the client's egress programs run once per upstream packet.
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=66
+EXPECT=67
 PREFIX=tp-
 X=tp-x
 Y=tp-y
@@ -382,6 +382,9 @@ ids=$(node_prog_ids $X; node_prog_ids $Y)
 xdir=$(node_pin_dir $X)
 rm "$xdir/endpoints"
 check_fails down_x_broken pi -N $X node down
+# its walk of every namespace on the machine took only its own programs:
+# node tp-y's, beside it, are all still where its mode attaches them
+expect_hooked y_kept_beside_broken "$(pi -N $Y -j node show | jq -r .attach)" $(node_prog_ids $Y)
 check down_y pi -N $Y node down
 expect_unhooked no_links_left $ids
 expect_eq broken_no_pod_qdiscs "$(for p in tp-c tp-p; do in_ns $p tc qdisc show dev eth0 | grep -c clsact; done | tr '\n' ' ')" "0 0 "

@@ -3,5 +3,5 @@
 # The proxy suite again on nodes attached with clsact + cls_bpf, as on kernels
 # without tcx.
 NODE_ARGS="--attach clsact"
-EXPECT=66
+EXPECT=67
 . "$(dirname "$0")/t_proxy.sh"
