@@ -243,9 +243,6 @@ static void forget_listeners(int map, uint32_t proxy_ifindex)
 	}
 }
 
-/* In the proxy's namespace: whatever arrives on eth0 is local, so that a
- * socket given with bpf_sk_assign() receives packets for addresses that
- * are not the proxy's. */
 /* The record of the proxy pod's own ip_local_port_range, which `proxy add`
  * changes and the last `proxy del` puts back: a directory
  * range_IFINDEX_LO_HI beside the hooks' pins. */
@@ -322,6 +319,9 @@ static void range_record_forget(const struct inject_state *s,
 		;
 }
 
+/* In the proxy's namespace: whatever arrives on eth0 is local, so that a
+ * socket given with bpf_sk_assign() receives packets for addresses that
+ * are not the proxy's. */
 static int proxy_routing(const struct inject_state *s,
 			 const struct pi_pod_info *proxy, bool add)
 {
@@ -341,11 +341,10 @@ static int proxy_routing(const struct inject_state *s,
 	 * keep their 4-tuples apart (the pod keeps Linux's default range,
 	 * probes use PI_PROBE_PORT_LO..HI). The proxy pod's own range comes
 	 * back with its last rule. */
-	if (add) {
+	if (add)
 		range_record_make(s, proxy);
-	} else {
+	else
 		range_record_take(s, proxy, range, sizeof(range));
-	}
 	err = sysctl_write("net/ipv4/ip_local_port_range",
 			   add ? PROXY_PORT_RANGE : range);
 	for (int i = 0; i < 2; i++) {
