@@ -12,11 +12,22 @@
  * writes the union of the live monitors' kinds to monitor_config, so the
  * datapath stops paying for events once the last monitor is gone.
  *
- * A node's events have one reader at a time: a BPF ring buffer has one
- * read position, so two monitors polling it would each take the events
- * the other was waiting for, and neither would know (nothing is counted
- * lost). The reader holds READER_LOCK in the run directory for its whole
- * life; another monitor, or `probe --trace`, is refused with -EBUSY.
+ * A node's ring buffers have one read position, so one process reads
+ * them, the *reader*: whichever monitor holds READER_LOCK in the run
+ * directory. A thread of its own (reader_main) drains the rings as events
+ * come and passes each batch, as read, to every monitor of the node over
+ * a SOCK_SEQPACKET stream: its own monitor through a socket pair, the
+ * others (other `monitor`s, a `probe --trace`) through READER_SOCKET,
+ * which they connect to. Each monitor filters what it is given by its own
+ * kinds and pods. A monitor that does not keep up loses batches, never the
+ * others' events: the reader never waits for a monitor; the batches it
+ * could not pass on are counted by the monitor as lost (the stream's
+ * positions have a gap). When the reader stops, the monitors it served
+ * see the stream end; one of them takes READER_LOCK and reads on from
+ * where the rings were left (a ring keeps what nobody took), the others
+ * connect to it. The new reader waits a moment for as many monitors as
+ * hold a file before it takes anything from the rings, so a hand-over
+ * loses nothing unless a reader is killed while passing a batch on.
  *
  * The node is not held open while the monitor runs (a reader's shared
  * lock would keep every CNI ADD waiting): it opens the ring buffers and
@@ -26,11 +37,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <dirent.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -41,17 +57,67 @@
 
 #define MONITOR_RUN_DIR		PI_RUN_DIR "/monitor"
 #define INJECT_SUBDIR		"inject"
-/* a dot name: live_kinds() passes it over */
+/* dot names: live_kinds() passes them over */
 #define READER_LOCK		".reader"
+#define READER_SOCKET		".socket"
 /* the pods' names are read again at most this often: when an event names
  * a pod the cache does not know, or the cache is older than this */
 #define POD_REFRESH_NS		(1000ull * 1000 * 1000)
+/* events per message of the stream: 20 KiB */
+#define BATCH_MAX		256
+/* what a monitor's socket may hold before the reader's batches for it
+ * are lost: a `probe --trace` reads only after its probes ran */
+#define STREAM_BUF		(16 << 20)
+#define MAX_SUBS		64
+/* a new reader waits this long for the monitors it should serve */
+#define HANDOVER_WAIT_MS	500
+/* how long a monitor keeps trying to reach a reader that just changed */
+#define ATTACH_WAIT_MS		3000
 
-struct mon_source {
-	int events;		/* ring buffer */
+enum mon_msg_type {
+	MON_MSG_HELLO = 1,	/* reader to monitor: from now on, every batch */
+	MON_MSG_EVENTS,		/* reader to monitor: `count` events follow */
+	MON_MSG_SYNCED,		/* reader to monitor: all before SYNC is sent */
+	MON_MSG_SYNC,		/* monitor to reader: read the rings now */
+};
+
+struct mon_msg {
+	uint32_t type;		/* enum mon_msg_type */
+	uint32_t count;		/* EVENTS: events; SYNC, SYNCED: a token */
+	uint64_t seq;		/* EVENTS: the stream position of the first */
+};
+
+struct mon_sub {
+	int fd;
+	uint64_t seq;		/* the position of its next event */
+	bool sync;		/* a SYNC is to be answered */
+	bool behind;		/* a batch was lost: its monitor is to know */
+	uint32_t token;
+};
+
+/* The reader's thread: owns the rings and the subscribers' sockets. */
+struct mon_reader {
+	pthread_t thread;
+	bool running;
+	int wake;		/* eventfd: stop */
+	int listen;
+	bool bound;		/* READER_SOCKET is this reader's */
+	char pin_dir[PATH_MAX];
+	char run_dir[PATH_MAX];
+	char self_name[32];	/* this process's monitor file */
+	int events[2];		/* the node's ring, the injection's */
+	struct ring_buffer *rb;
+	struct mon_sub subs[MAX_SUBS];
+	int nsubs;
+	struct {
+		struct mon_msg hdr;
+		struct pi_dp_mon_event ev[BATCH_MAX];
+	} batch;
+};
+
+struct mon_config {
 	int config;		/* monitor_config */
 	int cpu;		/* monitor_cpu (per CPU) */
-	bool open;
 };
 
 struct pi_monitor {
@@ -60,20 +126,29 @@ struct pi_monitor {
 	char run_dir[PATH_MAX];
 	char self[PATH_MAX];	/* this monitor's file */
 	int self_fd;
-	int reader_fd;		/* READER_LOCK, held */
+	int reader_fd;		/* READER_LOCK */
 	uint32_t kinds;
 	int lock_timeout_ms;
-	struct mon_source src[2];	/* the node's, the injection's */
-	struct ring_buffer *rb;
+	struct mon_config cfg[2];	/* the node's, the injection's */
+	struct mon_reader *reader;	/* while this process reads */
+	int conn;		/* the stream from the reader */
+	uint64_t next_seq;	/* the position the stream is expected at */
+	uint64_t gap_lost;	/* events of batches the stream did not bring */
+	uint32_t sync_token;
 	uint64_t lost_at_start;
 	struct pi_pod_info *pods;
 	int npods;
 	uint64_t pods_read_ns;
-	/* the round in progress (the ring buffer's callback's context) */
+	/* the round in progress */
 	pi_monitor_fn fn;
 	void *ctx;
 	int seen;
 	bool stop;
+	bool synced;
+	struct {
+		struct mon_msg hdr;
+		struct pi_dp_mon_event ev[BATCH_MAX];
+	} in;
 };
 
 static uint64_t mono_ns(void)
@@ -128,35 +203,58 @@ static uint32_t live_kinds(struct pi_monitor *m)
 	return kinds;
 }
 
-static void source_close(struct mon_source *s)
+/* How many other monitors are alive (hold their file): those a new
+ * reader is to serve. Removes nothing (no directory lock here). */
+static int live_others(const char *run_dir, const char *self_name)
 {
-	if (s->events >= 0)
-		close(s->events);
-	if (s->config >= 0)
-		close(s->config);
-	if (s->cpu >= 0)
-		close(s->cpu);
-	s->events = s->config = s->cpu = -1;
-	s->open = false;
+	char path[PATH_MAX + 256];
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	d = opendir(run_dir);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		int fd;
+
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, self_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", run_dir, de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_SH | LOCK_NB))
+			n++;
+		close(fd);
+	}
+	closedir(d);
+	return n;
 }
 
-static int source_open(struct mon_source *s, const char *dir)
+static void config_close(struct mon_config *c)
+{
+	if (c->config >= 0)
+		close(c->config);
+	if (c->cpu >= 0)
+		close(c->cpu);
+	c->config = c->cpu = -1;
+}
+
+static int config_open(struct mon_config *c, const char *dir)
 {
 	char path[PATH_MAX + 32];
 
-	snprintf(path, sizeof(path), "%s/monitor_events", dir);
-	s->events = bpf_obj_get(path);
 	snprintf(path, sizeof(path), "%s/monitor_config", dir);
-	s->config = bpf_obj_get(path);
+	c->config = bpf_obj_get(path);
 	snprintf(path, sizeof(path), "%s/monitor_cpu", dir);
-	s->cpu = bpf_obj_get(path);
-	if (s->events < 0 || s->config < 0 || s->cpu < 0) {
+	c->cpu = bpf_obj_get(path);
+	if (c->config < 0 || c->cpu < 0) {
 		int err = -errno;
 
-		source_close(s);
+		config_close(c);
 		return err ? err : -ENOENT;
 	}
-	s->open = true;
 	return 0;
 }
 
@@ -167,8 +265,8 @@ static int write_kinds(struct pi_monitor *m, uint32_t kinds)
 	int err = 0;
 
 	for (int i = 0; i < 2; i++)
-		if (m->src[i].open &&
-		    bpf_map_update_elem(m->src[i].config, &zero, &cfg, 0))
+		if (m->cfg[i].config >= 0 &&
+		    bpf_map_update_elem(m->cfg[i].config, &zero, &cfg, 0))
 			err = -errno;
 	return err;
 }
@@ -192,6 +290,7 @@ static int publish_kinds(struct pi_monitor *m)
 	return err;
 }
 
+/* Events the datapath could not write (full rings), node-wide. */
 static uint64_t lost_of(const struct pi_monitor *m)
 {
 	int ncpu = libbpf_num_possible_cpus();
@@ -205,8 +304,8 @@ static uint64_t lost_of(const struct pi_monitor *m)
 	if (!v)
 		return 0;
 	for (int i = 0; i < 2; i++) {
-		if (!m->src[i].open ||
-		    bpf_map_lookup_elem(m->src[i].cpu, &zero, v))
+		if (m->cfg[i].cpu < 0 ||
+		    bpf_map_lookup_elem(m->cfg[i].cpu, &zero, v))
 			continue;
 		for (int c = 0; c < ncpu; c++)
 			lost += v[c].lost;
@@ -215,11 +314,402 @@ static uint64_t lost_of(const struct pi_monitor *m)
 	return lost;
 }
 
+/* The injection object is made by the first `inject allow` or `proxy
+ * add`: a monitor started before it turns its events on when it is
+ * there. */
+static void join_inject_config(struct pi_monitor *m)
+{
+	char dir[PATH_MAX + 16];
+
+	if (m->cfg[1].config >= 0)
+		return;
+	snprintf(dir, sizeof(dir), "%s/" INJECT_SUBDIR, m->pin_dir);
+	if (access(dir, F_OK) || config_open(&m->cfg[1], dir))
+		return;
+	publish_kinds(m);
+}
+
+/* ---- the reader ---- */
+
+static int socket_addr(const char *run_dir, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if ((size_t)snprintf(sa->sun_path, sizeof(sa->sun_path),
+			     "%s/" READER_SOCKET, run_dir) >=
+	    sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+
+static void sub_drop(struct mon_reader *r, int i)
+{
+	close(r->subs[i].fd);
+	r->subs[i] = r->subs[--r->nsubs];
+}
+
+/* A batch to every monitor. A socket that cannot take it now loses it
+ * (the position moves on: its monitor sees the gap); the reader never
+ * waits for a monitor. */
+static void batch_flush(struct mon_reader *r)
+{
+	uint32_t count = r->batch.hdr.count;
+	size_t len = sizeof(r->batch.hdr) + count * sizeof(r->batch.ev[0]);
+
+	if (!count)
+		return;
+	r->batch.hdr.type = MON_MSG_EVENTS;
+	for (int i = 0; i < r->nsubs; i++) {
+		r->batch.hdr.seq = r->subs[i].seq;
+		r->subs[i].seq += count;
+		if (send(r->subs[i].fd, &r->batch, len,
+			 MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+			r->subs[i].behind = false;
+		else if (errno == EAGAIN || errno == ENOBUFS)
+			r->subs[i].behind = true;
+		else
+			sub_drop(r, i--);
+	}
+	r->batch.hdr.count = 0;
+}
+
+static int reader_take(void *ctx, void *data, size_t size)
+{
+	struct mon_reader *r = ctx;
+
+	if (size < sizeof(r->batch.ev[0]))
+		return 0;
+	memcpy(&r->batch.ev[r->batch.hdr.count++], data,
+	       sizeof(r->batch.ev[0]));
+	if (r->batch.hdr.count == BATCH_MAX)
+		batch_flush(r);
+	return 0;
+}
+
+static void reader_join_inject(struct mon_reader *r)
+{
+	char path[PATH_MAX + 32];
+
+	if (r->events[1] >= 0)
+		return;
+	snprintf(path, sizeof(path), "%s/" INJECT_SUBDIR "/monitor_events",
+		 r->pin_dir);
+	r->events[1] = bpf_obj_get(path);
+	if (r->events[1] < 0)
+		return;
+	if (ring_buffer__add(r->rb, r->events[1], reader_take, r)) {
+		close(r->events[1]);
+		r->events[1] = -1;
+	}
+}
+
+static void sub_add(struct mon_reader *r, int fd)
+{
+	struct mon_msg hello = { .type = MON_MSG_HELLO };
+	int size = STREAM_BUF;
+
+	if (r->nsubs == MAX_SUBS) {
+		close(fd);
+		return;
+	}
+	/* root's: beyond wmem_max */
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)))
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	if (send(fd, &hello, sizeof(hello), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		close(fd);
+		return;
+	}
+	r->subs[r->nsubs++] = (struct mon_sub){ .fd = fd };
+}
+
+static void reader_accept(struct mon_reader *r)
+{
+	int fd;
+
+	while ((fd = accept4(r->listen, NULL, NULL,
+			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
+		sub_add(r, fd);
+}
+
+/* A monitor's requests: SYNC, or the end of its stream. */
+static void sub_read(struct mon_reader *r, int i)
+{
+	struct mon_msg req;
+	ssize_t n;
+
+	for (;;) {
+		n = recv(r->subs[i].fd, &req, sizeof(req), MSG_DONTWAIT);
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			sub_drop(r, i);
+			return;
+		}
+		if (n == sizeof(req) && req.type == MON_MSG_SYNC) {
+			r->subs[i].sync = true;
+			r->subs[i].token = req.count;
+		}
+	}
+}
+
+static void *reader_main(void *arg)
+{
+	struct pollfd pfd[3 + MAX_SUBS];
+	struct mon_reader *r = arg;
+	uint64_t until;
+	int expect;
+
+	/* A hand-over: the monitors the last reader served come to this
+	 * one; the rings keep the events until they are here. */
+	expect = live_others(r->run_dir, r->self_name);
+	until = mono_ns() + HANDOVER_WAIT_MS * 1000000ull;
+	for (;;) {
+		int n = 0, first_sub, remote = r->nsubs - 1;
+		bool waiting = remote < expect && mono_ns() < until;
+
+		pfd[n++] = (struct pollfd){ .fd = r->wake, .events = POLLIN };
+		pfd[n++] = (struct pollfd){ .fd = r->listen, .events = POLLIN };
+		if (!waiting)
+			pfd[n++] = (struct pollfd){
+				.fd = ring_buffer__epoll_fd(r->rb),
+				.events = POLLIN };
+		first_sub = n;
+		for (int i = 0; i < r->nsubs; i++)
+			pfd[n++] = (struct pollfd){ .fd = r->subs[i].fd,
+						    .events = POLLIN };
+		if (poll(pfd, n, waiting ? 10 : 100) < 0 && errno != EINTR)
+			break;
+		if (pfd[0].revents)
+			break;
+		if (pfd[1].revents)
+			reader_accept(r);
+		/* backwards: a dropped subscriber takes the last one's place */
+		for (int i = n - first_sub - 1; i >= 0; i--)
+			if (i < r->nsubs && pfd[first_sub + i].revents)
+				sub_read(r, i);
+		if (waiting)
+			continue;
+		reader_join_inject(r);
+		ring_buffer__consume(r->rb);
+		batch_flush(r);
+		for (int i = 0; i < r->nsubs; i++) {
+			struct mon_sub *sub = &r->subs[i];
+			/* The position, when asked or when batches were lost
+			 * since the last that went: a gap the monitor would
+			 * not see before the next batch, if one ever came. */
+			struct mon_msg pos = {
+				.type = sub->sync ? MON_MSG_SYNCED :
+						    MON_MSG_EVENTS,
+				.count = sub->sync ? sub->token : 0,
+				.seq = sub->seq,
+			};
+
+			if (!sub->sync && !sub->behind)
+				continue;
+			if (send(sub->fd, &pos, sizeof(pos),
+				 MSG_DONTWAIT | MSG_NOSIGNAL) == sizeof(pos))
+				sub->sync = sub->behind = false;
+		}
+	}
+	return NULL;
+}
+
+static void reader_free(struct mon_reader *r)
+{
+	uint64_t one = 1;
+
+	if (!r)
+		return;
+	if (r->running) {
+		if (write(r->wake, &one, sizeof(one)) != sizeof(one))
+			pthread_cancel(r->thread);
+		pthread_join(r->thread, NULL);
+	}
+	while (r->nsubs)
+		sub_drop(r, 0);
+	ring_buffer__free(r->rb);
+	for (int i = 0; i < 2; i++)
+		if (r->events[i] >= 0)
+			close(r->events[i]);
+	if (r->bound) {
+		struct sockaddr_un sa;
+
+		/* before READER_LOCK goes: the next reader's is not ours */
+		if (!socket_addr(r->run_dir, &sa))
+			unlink(sa.sun_path);
+	}
+	if (r->listen >= 0)
+		close(r->listen);
+	if (r->wake >= 0)
+		close(r->wake);
+	free(r);
+}
+
+/* This process reads the rings (READER_LOCK held): the thread started,
+ * this monitor its first subscriber. */
+static int reader_start(struct pi_monitor *m)
+{
+	struct sockaddr_un sa;
+	struct mon_reader *r;
+	int pair[2], err;
+	char path[PATH_MAX + 32];
+
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->wake = r->listen = r->events[0] = r->events[1] = -1;
+	snprintf(r->pin_dir, sizeof(r->pin_dir), "%s", m->pin_dir);
+	snprintf(r->run_dir, sizeof(r->run_dir), "%s", m->run_dir);
+	snprintf(r->self_name, sizeof(r->self_name), "%d", (int)getpid());
+
+	snprintf(path, sizeof(path), "%s/monitor_events", m->pin_dir);
+	r->events[0] = bpf_obj_get(path);
+	if (r->events[0] < 0) {
+		err = -errno;
+		pr_err("node '%s' has no event monitor (made by an older build? `podinject node upgrade` adds it): %s",
+		       m->node, strerror(-err));
+		goto fail;
+	}
+	r->rb = ring_buffer__new(r->events[0], reader_take, r, NULL);
+	if (!r->rb) {
+		err = -errno;
+		goto fail;
+	}
+	reader_join_inject(r);
+
+	r->wake = eventfd(0, EFD_CLOEXEC);
+	err = socket_addr(m->run_dir, &sa);
+	if (r->wake < 0 || err) {
+		err = err ? err : -errno;
+		goto fail;
+	}
+	r->listen = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC |
+				   SOCK_NONBLOCK, 0);
+	if (r->listen < 0) {
+		err = -errno;
+		goto fail;
+	}
+	/* a killed reader's socket: READER_LOCK is ours, so nobody else's */
+	unlink(sa.sun_path);
+	r->bound = !bind(r->listen, (struct sockaddr *)&sa, sizeof(sa));
+	if (!r->bound || chmod(sa.sun_path, 0600) ||
+	    listen(r->listen, MAX_SUBS)) {
+		err = -errno;
+		pr_err("cannot serve the node's events at %s: %s", sa.sun_path,
+		       strerror(-err));
+		goto fail;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair)) {
+		err = -errno;
+		goto fail;
+	}
+	fcntl(pair[1], F_SETFL, O_NONBLOCK);
+	sub_add(r, pair[1]);
+	if (r->nsubs != 1) {
+		close(pair[0]);
+		err = -ENOMEM;
+		goto fail;
+	}
+	err = pthread_create(&r->thread, NULL, reader_main, r);
+	if (err) {
+		close(pair[0]);
+		err = -err;
+		goto fail;
+	}
+	r->running = true;
+	m->reader = r;
+	m->conn = pair[0];
+	return 0;
+fail:
+	reader_free(r);
+	return err;
+}
+
+/* READER_LOCK taken (with this process's id in it), or -EWOULDBLOCK
+ * while another monitor holds it. */
+static int take_reader_lock(struct pi_monitor *m)
+{
+	char buf[32];
+	ssize_t len;
+
+	if (flock(m->reader_fd, LOCK_EX | LOCK_NB))
+		return -errno;
+	len = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	if (ftruncate(m->reader_fd, 0) ||
+	    pwrite(m->reader_fd, buf, len, 0) != len) {
+		flock(m->reader_fd, LOCK_UN);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* The stream's first message: the reader took this monitor on. */
+static int await_hello(int fd, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct mon_msg msg;
+
+	if (poll(&pfd, 1, timeout_ms) <= 0)
+		return -ETIMEDOUT;
+	if (recv(fd, &msg, sizeof(msg), 0) != sizeof(msg) ||
+	    msg.type != MON_MSG_HELLO)
+		return -ECONNRESET;
+	return 0;
+}
+
+/* This monitor's stream: from the reader it becomes, or from the reader
+ * another monitor is. Tried until ATTACH_WAIT_MS pass: a reader may be
+ * starting or stopping. */
+static int attach(struct pi_monitor *m)
+{
+	uint64_t until = mono_ns() + ATTACH_WAIT_MS * 1000000ull;
+	struct sockaddr_un sa;
+	int err;
+
+	err = socket_addr(m->run_dir, &sa);
+	if (err) {
+		pr_err("the monitor's socket name is too long: %s/%s",
+		       m->run_dir, READER_SOCKET);
+		return err;
+	}
+	for (;;) {
+		err = take_reader_lock(m);
+		if (!err) {
+			err = reader_start(m);
+			if (err)
+				flock(m->reader_fd, LOCK_UN);
+			return err;
+		}
+		if (err != -EWOULDBLOCK) {
+			pr_err("cannot lock %s/%s: %s", m->run_dir,
+			       READER_LOCK, strerror(-err));
+			return err;
+		}
+		m->conn = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (m->conn < 0)
+			return -errno;
+		if (!connect(m->conn, (struct sockaddr *)&sa, sizeof(sa)) &&
+		    !await_hello(m->conn, ATTACH_WAIT_MS))
+			return 0;
+		err = -errno;
+		close(m->conn);
+		m->conn = -1;
+		if (mono_ns() >= until) {
+			pr_err("node '%s': the monitor reading its events (pid in %s/%s) does not answer",
+			       m->node, m->run_dir, READER_LOCK);
+			return -ETIMEDOUT;
+		}
+		usleep(20 * 1000);
+	}
+}
+
+/* ---- a monitor ---- */
+
 /* The pods' names read again. `wait`: for the node's lock as any reader
  * does (an event names a pod the cache does not know); else only if the
- * lock is free now (the cache is old): the monitor, the node's only
- * reader of events, must not stall behind a long `apply` or upgrade while
- * its ring buffers fill. */
+ * lock is free now (the cache is old): the monitor must not stall behind
+ * a long `apply` or upgrade while its events pile up. */
 static void read_pods(struct pi_monitor *m, bool wait)
 {
 	struct pi_pod_info *pods = NULL;
@@ -282,16 +772,14 @@ static void name_of(struct pi_monitor *m, uint32_t id, uint32_t ifindex,
 	snprintf(out, len, "%s", p ? p->name : "");
 }
 
-static int on_event(void *ctx, void *data, size_t size)
+static void deliver(struct pi_monitor *m, const struct pi_dp_mon_event *e)
 {
-	const struct pi_dp_mon_event *e = data;
-	struct pi_monitor *m = ctx;
 	struct pi_monitor_event ev = {};
 
-	if (m->stop || size < sizeof(*e))
-		return 0;
+	if (m->stop)
+		return;
 	if (e->kind >= PI_MON_KIND_MAX || !(m->kinds & (1u << e->kind)))
-		return 0;	/* another monitor's kind */
+		return;	/* another monitor's kind */
 	ev.ts_ns = e->ts_ns;
 	ev.kind = e->kind;
 	ev.hook = e->hook;
@@ -321,67 +809,60 @@ static int on_event(void *ctx, void *data, size_t size)
 	m->seen++;
 	if (m->fn(&ev, m->ctx))
 		m->stop = true;
-	return 0;
 }
 
-/* The injection object is made by the first `inject allow` or `proxy
- * add`: a monitor started before it joins its ring buffer when it is
- * there. */
-static void join_inject(struct pi_monitor *m)
+/* The stream's messages at hand, each handled; 0, or -errno when the
+ * stream ended (its reader stopped) and no other could be reached. */
+static int read_stream(struct pi_monitor *m)
 {
-	char dir[PATH_MAX + 16];
+	for (;;) {
+		ssize_t n = recv(m->conn, &m->in, sizeof(m->in), MSG_DONTWAIT);
+		uint32_t count;
 
-	if (m->src[1].open)
-		return;
-	snprintf(dir, sizeof(dir), "%s/" INJECT_SUBDIR, m->pin_dir);
-	if (access(dir, F_OK) || source_open(&m->src[1], dir))
-		return;
-	if (ring_buffer__add(m->rb, m->src[1].events, on_event, m)) {
-		source_close(&m->src[1]);
-		return;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n < (ssize_t)sizeof(m->in.hdr)) {
+			/* the reader stopped: read on from the next one, or
+			 * be it */
+			close(m->conn);
+			m->conn = -1;
+			m->next_seq = 0;
+			return attach(m);
+		}
+		switch (m->in.hdr.type) {
+		case MON_MSG_SYNCED:
+			if (m->in.hdr.seq > m->next_seq) {
+				m->gap_lost += m->in.hdr.seq - m->next_seq;
+				m->next_seq = m->in.hdr.seq;
+			}
+			if (m->in.hdr.count == m->sync_token)
+				m->synced = true;
+			break;
+		case MON_MSG_EVENTS:
+			/* count 0: where the stream is, after lost batches */
+			count = m->in.hdr.count;
+			if (count > BATCH_MAX ||
+			    (size_t)n != sizeof(m->in.hdr) +
+					 count * sizeof(m->in.ev[0]))
+				break;
+			if (m->in.hdr.seq > m->next_seq)
+				m->gap_lost += m->in.hdr.seq - m->next_seq;
+			m->next_seq = m->in.hdr.seq + count;
+			for (uint32_t i = 0; i < count; i++)
+				deliver(m, &m->in.ev[i]);
+			break;
+		default:
+			break;
+		}
 	}
-	publish_kinds(m);
-}
-
-/* READER_LOCK taken, with this process's id in it for whoever is
- * refused; -EBUSY, said, while another monitor holds it. */
-static int take_reader(struct pi_monitor *m)
-{
-	char path[PATH_MAX + 16], buf[32];
-	ssize_t len;
-	int err;
-
-	snprintf(path, sizeof(path), "%s/" READER_LOCK, m->run_dir);
-	m->reader_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (m->reader_fd < 0) {
-		err = -errno;
-		pr_err("cannot open %s: %s", path, strerror(-err));
-		return err;
-	}
-	if (!flock(m->reader_fd, LOCK_EX | LOCK_NB)) {
-		len = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
-		if (ftruncate(m->reader_fd, 0) ||
-		    pwrite(m->reader_fd, buf, len, 0) != len)
-			return -EIO;
-		return 0;
-	}
-	err = -errno;
-	if (err != -EWOULDBLOCK) {
-		pr_err("cannot lock %s: %s", path, strerror(-err));
-		return err;
-	}
-	len = pread(m->reader_fd, buf, sizeof(buf) - 1, 0);
-	buf[len > 0 ? len : 0] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-	pr_err("node '%s': another monitor (pid %s) reads its events; they have one reader at a time (two would each take events the other waits for): stop it first, or use its output",
-	       m->node, *buf ? buf : "?");
-	return -EBUSY;
 }
 
 int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 		    struct pi_monitor **out)
 {
-	char buf[32], tmp[PATH_MAX + 16];
+	char buf[32], tmp[PATH_MAX + 16], path[PATH_MAX + 16];
 	struct pi_monitor *m;
 	struct pi_node *n;
 	int err, len;
@@ -394,10 +875,11 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 		return -ENOMEM;
 	m->self_fd = -1;
 	m->reader_fd = -1;
+	m->conn = -1;
 	m->kinds = kinds;
 	m->lock_timeout_ms = lock_timeout_ms;
 	for (int i = 0; i < 2; i++)
-		m->src[i].events = m->src[i].config = m->src[i].cpu = -1;
+		m->cfg[i].config = m->cfg[i].cpu = -1;
 
 	err = pi_node_open(node, PI_OPEN_READ, lock_timeout_ms, &n);
 	if (err)
@@ -418,27 +900,26 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 		pr_err("cannot make %s: %s", m->run_dir, strerror(-err));
 		goto fail;
 	}
-	err = take_reader(m);
-	if (err)
-		goto fail;
-
-	err = source_open(&m->src[0], m->pin_dir);
+	err = config_open(&m->cfg[0], m->pin_dir);
 	if (err) {
 		pr_err("node '%s' has no event monitor (made by an older build? `podinject node upgrade` adds it): %s",
 		       m->node, strerror(-err));
 		goto fail;
 	}
-	m->rb = ring_buffer__new(m->src[0].events, on_event, m, NULL);
-	if (!m->rb) {
+	snprintf(path, sizeof(path), "%s/" READER_LOCK, m->run_dir);
+	m->reader_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (m->reader_fd < 0) {
 		err = -errno;
+		pr_err("cannot open %s: %s", path, strerror(-err));
 		goto fail;
 	}
-	join_inject(m);
 
 	/* Made under a dot name, which live_kinds() passes over, and given
 	 * its own once locked and written: under its own name and not yet
 	 * locked, another monitor's start or stop would take it for a dead
-	 * monitor's file and remove it, and its kinds would be dropped. */
+	 * monitor's file and remove it, and its kinds would be dropped. It
+	 * is there before the stream is asked for, so that a reader taking
+	 * over waits for this monitor too. */
 	snprintf(m->self, sizeof(m->self), "%s/%d", m->run_dir, (int)getpid());
 	snprintf(tmp, sizeof(tmp), "%s/.%d", m->run_dir, (int)getpid());
 	m->self_fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -458,6 +939,10 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 		unlink(tmp);
 		goto fail;
 	}
+	join_inject_config(m);
+	err = attach(m);
+	if (err)
+		goto fail;
 	m->lost_at_start = lost_of(m);
 	err = publish_kinds(m);
 	if (err)
@@ -469,31 +954,82 @@ fail:
 	return err;
 }
 
-int pi_monitor_poll(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
-		    void *ctx)
+static int poll_round(struct pi_monitor *m, pi_monitor_fn fn, void *ctx)
 {
-	int err;
-
 	/* a node taken down leaves this monitor reading buffers nothing
 	 * writes to any more */
 	if (access(m->pin_dir, F_OK))
 		return -ENOENT;
-	join_inject(m);
+	join_inject_config(m);
 	m->fn = fn;
 	m->ctx = ctx;
 	m->seen = 0;
 	m->stop = false;
-	err = ring_buffer__poll(m->rb, timeout_ms);
-	if (err < 0 && err != -EINTR)
+	return 0;
+}
+
+int pi_monitor_poll(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
+		    void *ctx)
+{
+	struct pollfd pfd = { .fd = m->conn, .events = POLLIN };
+	int err;
+
+	err = poll_round(m, fn, ctx);
+	if (err)
 		return err;
-	return m->seen;
+	if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
+		return -errno;
+	err = read_stream(m);
+	return err ? err : m->seen;
+}
+
+int pi_monitor_drain(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
+		     void *ctx)
+{
+	uint64_t until = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+	struct mon_msg req = { .type = MON_MSG_SYNC };
+	int err, seen = 0;
+
+	err = poll_round(m, fn, ctx);
+	if (err)
+		return err;
+	req.count = ++m->sync_token;
+	m->synced = false;
+	if (send(m->conn, &req, sizeof(req), MSG_NOSIGNAL) != sizeof(req))
+		return -errno;
+	while (!m->synced && !m->stop) {
+		struct pollfd pfd = { .fd = m->conn, .events = POLLIN };
+		uint64_t now = mono_ns();
+		int conn = m->conn;
+
+		if (now >= until)
+			return -ETIMEDOUT;
+		if (poll(&pfd, 1, (int)((until - now) / 1000000) + 1) < 0 &&
+		    errno != EINTR)
+			return -errno;
+		err = read_stream(m);
+		seen += m->seen;
+		m->seen = 0;
+		if (err)
+			return err;
+		/* a new reader: what the old one had not read is in the
+		 * rings, which the new one is asked for */
+		if (m->conn != conn) {
+			req.count = ++m->sync_token;
+			if (send(m->conn, &req, sizeof(req), MSG_NOSIGNAL) !=
+			    sizeof(req))
+				return -errno;
+		}
+	}
+	return seen;
 }
 
 uint64_t pi_monitor_lost(struct pi_monitor *m)
 {
 	uint64_t now = lost_of(m);
 
-	return now > m->lost_at_start ? now - m->lost_at_start : 0;
+	return (now > m->lost_at_start ? now - m->lost_at_start : 0) +
+	       m->gap_lost;
 }
 
 void pi_monitor_close(struct pi_monitor *m)
@@ -506,9 +1042,13 @@ void pi_monitor_close(struct pi_monitor *m)
 		m->self_fd = -1;
 		publish_kinds(m);
 	}
-	ring_buffer__free(m->rb);
+	/* The monitors this one's thread served see their streams end, and
+	 * one of them reads on from where the rings were left. */
+	reader_free(m->reader);
+	if (m->conn >= 0)
+		close(m->conn);
 	for (int i = 0; i < 2; i++)
-		source_close(&m->src[i]);
+		config_close(&m->cfg[i]);
 	if (m->reader_fd >= 0)
 		close(m->reader_fd);
 	free(m->pods);

@@ -272,8 +272,10 @@ static int monitor_help(int argc, char **argv)
 		"hook, as probe --trace shows them). --pod: events about that pod (as injector\n"
 		"or as the pod injected as); --reason: a drop reason, allow or\n"
 		"deny, an injection path, captured. The datapath writes events only\n"
-		"while a monitor runs. Events it could not write because this reader\n"
-		"was too slow are reported as 'lost'. Stops at SIGINT or SIGTERM,\n"
+		"while a monitor runs. Any number of monitors may run on a node at\n"
+		"once, each shown every event of its kinds. Events missed because\n"
+		"this monitor (or the one reading the node's buffers) was too slow\n"
+		"are reported as 'lost'. Stops at SIGINT or SIGTERM,\n"
 		"after N events, or after SECONDS; exit codes: 0, 1 runtime\n"
 		"failure, 2 usage error.\n");
 	return EXIT_OK;

@@ -725,11 +725,12 @@ static int probe_run(int argc, char **argv)
 	pi_node_close(n);
 	stop_handlers_restore(&sh);
 	if (mon) {
-		/* everything written by now is in the buffers */
-		while (pi_monitor_poll(mon, 0, trace_keep, &trace) > 0)
-			;
+		/* everything the probes' packets wrote is written by now */
+		if (pi_monitor_drain(mon, 2000, trace_keep, &trace) ==
+		    -ETIMEDOUT)
+			p_info("the trace may be incomplete: the node's events were not all passed on within 2 s");
 		if (pi_monitor_lost(mon))
-			p_info("the trace lost %llu events (a full ring buffer)",
+			p_info("the trace lost %llu events (the node's ring buffers, or what they passed on, were full)",
 			       (unsigned long long)pi_monitor_lost(mon));
 		pi_monitor_close(mon);
 		if (!trace.ev)

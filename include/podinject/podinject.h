@@ -882,9 +882,10 @@ struct pi_monitor;
 
 /* Starts a monitor of the node's events of `kinds` (1 << enum
  * pi_monitor_kind, or'ed): from now until pi_monitor_close the datapath
- * writes them. A node's events have one reader at a time (a BPF ring
- * buffer has one read position): while one monitor runs, another open,
- * and `probe --trace`, get -EBUSY. The node is not held open meanwhile. */
+ * writes them. Any number of monitors may run on a node at once, in any
+ * processes, each given every event of its kinds (one of them reads the
+ * node's ring buffers and passes the events on; when it stops, another
+ * takes over). The node is not held open meanwhile. */
 int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 		    struct pi_monitor **out);
 typedef int (*pi_monitor_fn)(const struct pi_monitor_event *ev, void *ctx);
@@ -893,8 +894,14 @@ typedef int (*pi_monitor_fn)(const struct pi_monitor_event *ev, void *ctx);
  * (-ENOENT: the node is gone). */
 int pi_monitor_poll(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
 		    void *ctx);
-/* Events the datapath could not write since the monitor started (its
- * ring buffers were full: the readers were too slow). */
+/* Waits up to timeout_ms until every event the datapath wrote before
+ * the call has been given to fn (or fn returned non-zero). Returns the
+ * number of events, -ETIMEDOUT, or -errno. */
+int pi_monitor_drain(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
+		     void *ctx);
+/* Events this monitor missed since it started: those the datapath could
+ * not write (its ring buffers were full: the reading was too slow), and
+ * those this monitor was too slow to take when they were passed on. */
 uint64_t pi_monitor_lost(struct pi_monitor *m);
 void pi_monitor_close(struct pi_monitor *m);
 

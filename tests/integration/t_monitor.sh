@@ -13,7 +13,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=47
+EXPECT=56
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -203,18 +203,96 @@ pi -N $X monitor --type drop --duration 1 >/dev/null 2>&1
 expect_num next_one_clears_it "$(kinds_of $PIN)" 0
 expect_num inject_cleared_too "$(kinds_of $PIN/inject)" 0
 
-# two at once: a node's events have one reader (a ring buffer has one
-# read position). Before, both ran and each took events the other waited
-# for, counted nowhere; now the second is refused and says who reads, and
-# the first keeps what it asked for until it stops.
-"$PI" -N $X monitor --type inject --duration 3 >/dev/null 2>&1 &
+# ---- many at once: a node's ring buffers have one read position, so one
+# monitor reads them and passes every event on to the others, each taking
+# its own kinds and pods. Before, a second monitor was refused ("another
+# monitor (pid N) reads its events"), and so was `probe --trace` while
+# one ran.
+RUN=/run/podinject/monitor/$(basename $PIN)
+# monitors COUNT: until COUNT monitors hold their files
+monitors() {
+	for _ in $(seq 50); do
+		[ "$(ls $RUN 2>/dev/null | wc -l)" -ge "$1" ] && break
+		sleep 0.1
+	done
+}
+# seen FILE PORT: the drops to PORT a monitor printed
+seen() { jq -s --argjson p "$2" '[.[] | select(.kind == "drop" and .dport == $p)] | length' "$1" 2>/dev/null; }
+reader() { cat $RUN/.reader 2>/dev/null; }
+"$PI" -N $X -j monitor --type drop --pod mo-a >$T.m1 2>&1 &
 M1=$!
-for _ in $(seq 50); do [ "$(kinds_of $PIN)" != 0 ] && break; sleep 0.1; done
-out=$("$PI" -N $X monitor --type proxy --duration 1 2>&1)
-expect_eq second_monitor_refused "$? $(grep -c "another monitor (pid $M1) reads its events" <<<"$out")" "1 1"
-expect_num first_one_still_served "$(kinds_of $PIN)" 8
+monitors 1
+"$PI" -N $X -j monitor --type drop,verdict --pod mo-a >$T.m2 2>&1 &
+M2=$!
+"$PI" -N $X -j monitor --type inject >$T.m3 2>&1 &
+M3=$!
+monitors 3
+expect_num many_union_of_kinds "$(kinds_of $PIN)" 14
+in_ns mo-a "$PINET" udp-send --bind $S $B 6030 50 >/dev/null 2>&1
+sleep 1
+expect_eq many_each_sees_all "$(seen $T.m1 6030) $(seen $T.m2 6030) $(seen $T.m3 6030)" "50 50 0"
+expect_eq many_one_reader "$(reader)" "$M1"
+
+# probe --trace while monitors run: it is one more monitor, given the
+# events of its probes
+out=$(pi -N $X -j probe --from mo-a --to $B:6041 --proto udp --trace 2>&1)
+expect_eq many_trace_beside_monitors "$(jq -c '.probes[0] | [.verdict, (.trace[0] | .hook), (.trace[-1] | .way + ":" + .hook + ":" + .verdict)]' <<<"$out" 2>/dev/null)" \
+	'["refused","inject","back:pod-reply:taken"]'
+
+# the reader stops: another reads on from where the rings were left
+kill -TERM $M1
 wait $M1
-expect_num both_gone "$(kinds_of $PIN)" 0
+expect_eq many_reader_stopped "$?" 0
+in_ns mo-a "$PINET" udp-send --bind $S $B 6031 50 >/dev/null 2>&1
+sleep 1
+expect_eq many_handed_over "$(seen $T.m2 6031)" 50
+expect_eq many_new_reader "$(r=$(reader); [ "$r" = $M2 ] || [ "$r" = $M3 ] && echo yes)" yes
+
+# the reader killed outright: the others read on
+"$PI" -N $X -j monitor --type drop --pod mo-a >$T.m4 2>&1 &
+M4=$!
+monitors 3
+R=$(reader)
+kill -9 "$R"
+wait "$R" 2>/dev/null
+in_ns mo-a "$PINET" udp-send --bind $S $B 6032 50 >/dev/null 2>&1
+sleep 1
+got=
+for p in $M2 $M4; do [ "$p" = "$R" ] || got="$got $(seen $T.m$([ $p = $M2 ] && echo 2 || echo 4) 6032)"; done
+expect_eq many_killed_reader_replaced "$got" "$([ "$R" = $M3 ] && echo " 50 50" || echo " 50")"
+
+# a monitor that stops reading loses what it cannot take, counted, and
+# costs the others nothing
+survivor=$T.m4
+[ "$R" = $M4 ] && survivor=$T.m2
+"$PI" -N $X -j monitor --type drop --pod mo-a >$T.m5 2>&1 &
+M5=$!
+monitors 3
+kill -STOP $M5
+N=300000
+in_ns mo-a "$PINET" udp-send --bind $S $B 6033 $N >/dev/null 2>&1
+kill -CONT $M5
+sleep 3
+kill -TERM $M5
+wait $M5
+lost=$(jq -s '[.[] | select(.kind == "lost") | .lost] | max // 0' $T.m5)
+shown=$(seen $T.m5 6033)
+if is_num "$lost" && is_num "$shown" && [ "$lost" -gt 0 ] && [ $((shown + lost)) -ge $N ]; then
+	pass many_stopped_loses_counted
+else
+	fail many_stopped_loses_counted "shown $shown, lost '$lost', of $N"
+fi
+lost=$(jq -s '[.[] | select(.kind == "lost") | .lost] | max // 0' $survivor)
+shown=$(seen $survivor 6033)
+if is_num "$lost" && is_num "$shown" && [ $((shown + lost)) -ge $N ] && [ "$shown" -gt "$(seen $T.m5 6033)" ]; then
+	pass many_others_unaffected
+else
+	fail many_others_unaffected "shown $shown, lost '$lost', of $N; the stopped one $(seen $T.m5 6033)"
+fi
+kill -TERM $(jobs -p) 2>/dev/null
+wait 2>/dev/null
+expect_num many_all_gone "$(kinds_of $PIN)" 0
+expect_eq many_nothing_left "$(ls -A $RUN 2>/dev/null | grep -v '^.reader$' | wc -l)" 0
 
 # the node taken down under a running monitor: it says so and ends
 "$PI" -N $X monitor --duration 20 >/dev/null 2>$T.gone &
