@@ -132,6 +132,7 @@ struct pi_monitor {
 	struct mon_config cfg[2];	/* the node's, the injection's */
 	struct mon_reader *reader;	/* while this process reads */
 	int conn;		/* the stream from the reader */
+	unsigned int streams;	/* streams had: a new one, a new reader */
 	uint64_t next_seq;	/* the position the stream is expected at */
 	uint64_t gap_lost;	/* events of batches the stream did not bring */
 	uint32_t sync_token;
@@ -679,6 +680,8 @@ static int attach(struct pi_monitor *m)
 			err = reader_start(m);
 			if (err)
 				flock(m->reader_fd, LOCK_UN);
+			else
+				m->streams++;
 			return err;
 		}
 		if (err != -EWOULDBLOCK) {
@@ -690,8 +693,10 @@ static int attach(struct pi_monitor *m)
 		if (m->conn < 0)
 			return -errno;
 		if (!connect(m->conn, (struct sockaddr *)&sa, sizeof(sa)) &&
-		    !await_hello(m->conn, ATTACH_WAIT_MS))
+		    !await_hello(m->conn, ATTACH_WAIT_MS)) {
+			m->streams++;
 			return 0;
+		}
 		err = -errno;
 		close(m->conn);
 		m->conn = -1;
@@ -825,10 +830,12 @@ static int read_stream(struct pi_monitor *m)
 			return 0;
 		if (n < (ssize_t)sizeof(m->in.hdr)) {
 			/* the reader stopped: read on from the next one, or
-			 * be it */
+			 * be it; unless the node went (its reader saw it) */
 			close(m->conn);
 			m->conn = -1;
 			m->next_seq = 0;
+			if (access(m->pin_dir, F_OK))
+				return -ENOENT;
 			return attach(m);
 		}
 		switch (m->in.hdr.type) {
@@ -1000,7 +1007,7 @@ int pi_monitor_drain(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
 	while (!m->synced && !m->stop) {
 		struct pollfd pfd = { .fd = m->conn, .events = POLLIN };
 		uint64_t now = mono_ns();
-		int conn = m->conn;
+		unsigned int streams = m->streams;
 
 		if (now >= until)
 			return -ETIMEDOUT;
@@ -1014,7 +1021,7 @@ int pi_monitor_drain(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
 			return err;
 		/* a new reader: what the old one had not read is in the
 		 * rings, which the new one is asked for */
-		if (m->conn != conn) {
+		if (m->streams != streams) {
 			req.count = ++m->sync_token;
 			if (send(m->conn, &req, sizeof(req), MSG_NOSIGNAL) !=
 			    sizeof(req))

@@ -13,7 +13,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=56
+EXPECT=57
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -219,14 +219,30 @@ monitors() {
 # seen FILE PORT: the drops to PORT a monitor printed
 seen() { jq -s --argjson p "$2" '[.[] | select(.kind == "drop" and .dport == $p)] | length' "$1" 2>/dev/null; }
 reader() { cat $RUN/.reader 2>/dev/null; }
+# live FILE...: these monitors of mo-a's drops are served (a monitor's
+# file is there before it is): datagrams to port 6029 until each printed
+# one
+live() {
+	local f ok
+	for _ in $(seq 100); do
+		in_ns mo-a "$PINET" udp-send --bind $S $B 6029 1 >/dev/null 2>&1
+		sleep 0.1
+		ok=1
+		for f in "$@"; do [ "$(seen $f 6029)" -ge 1 ] 2>/dev/null || ok=; done
+		[ -n "$ok" ] && return 0
+	done
+	return 1
+}
 "$PI" -N $X -j monitor --type drop --pod mo-a >$T.m1 2>&1 &
 M1=$!
-monitors 1
+live $T.m1
 "$PI" -N $X -j monitor --type drop,verdict --pod mo-a >$T.m2 2>&1 &
 M2=$!
 "$PI" -N $X -j monitor --type inject >$T.m3 2>&1 &
 M3=$!
 monitors 3
+live $T.m2
+for _ in $(seq 50); do [ "$(kinds_of $PIN)" = 14 ] && break; sleep 0.1; done
 expect_num many_union_of_kinds "$(kinds_of $PIN)" 14
 in_ns mo-a "$PINET" udp-send --bind $S $B 6030 50 >/dev/null 2>&1
 sleep 1
@@ -251,7 +267,7 @@ expect_eq many_new_reader "$(r=$(reader); [ "$r" = $M2 ] || [ "$r" = $M3 ] && ec
 # the reader killed outright: the others read on
 "$PI" -N $X -j monitor --type drop --pod mo-a >$T.m4 2>&1 &
 M4=$!
-monitors 3
+live $T.m4
 R=$(reader)
 kill -9 "$R"
 wait "$R" 2>/dev/null
@@ -267,7 +283,7 @@ survivor=$T.m4
 [ "$R" = $M4 ] && survivor=$T.m2
 "$PI" -N $X -j monitor --type drop --pod mo-a >$T.m5 2>&1 &
 M5=$!
-monitors 3
+live $T.m5
 kill -STOP $M5
 N=300000
 in_ns mo-a "$PINET" udp-send --bind $S $B 6033 $N >/dev/null 2>&1
@@ -294,12 +310,20 @@ wait 2>/dev/null
 expect_num many_all_gone "$(kinds_of $PIN)" 0
 expect_eq many_nothing_left "$(ls -A $RUN 2>/dev/null | grep -v '^.reader$' | wc -l)" 0
 
-# the node taken down under a running monitor: it says so and ends
+# the node taken down under running monitors: each says so and ends (the
+# one the reader served, too, without trying to read in its place)
 "$PI" -N $X monitor --duration 20 >/dev/null 2>$T.gone &
 G=$!
+"$PI" -N $X monitor --duration 20 >/dev/null 2>$T.gone2 &
+G2=$!
 sleep 0.5
+monitors 2
 check node_down pi -N $X node down
 timeout 5 tail --pid=$G -f /dev/null
+timeout 5 tail --pid=$G2 -f /dev/null
 wait $G
-expect_eq node_gone_ends_monitor "$?" 1
+rc=$?
+wait $G2
+expect_eq node_gone_ends_monitor "$rc $?" "1 1"
 check node_gone_said grep -q "node 'mo-x' is gone" $T.gone
+expect_eq node_gone_said_by_both "$(grep -c "node 'mo-x' is gone" $T.gone2) $(grep -vc -e "is gone" -e "^monitoring" -e "events shown" $T.gone $T.gone2 | awk -F: '{ s += $2 } END { print s }')" "1 0"
