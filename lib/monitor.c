@@ -39,6 +39,7 @@
 #include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +67,10 @@
 /* events per message of the stream: 20 KiB */
 #define BATCH_MAX		256
 /* what a monitor's socket may hold before the reader's batches for it
- * are lost: a `probe --trace` reads only after its probes ran */
-#define STREAM_BUF		(16 << 20)
+ * are lost (the kernel doubles it: 8 MiB, about 100 000 events in full
+ * batches): a `probe --trace` reads only after its probes ran, and a
+ * monitor's terminal may be paused */
+#define STREAM_BUF		(4 << 20)
 #define MAX_SUBS		64
 /* a new reader waits this long for the monitors it should serve */
 #define HANDOVER_WAIT_MS	500
@@ -553,6 +556,7 @@ static int reader_start(struct pi_monitor *m)
 {
 	struct sockaddr_un sa;
 	struct mon_reader *r;
+	sigset_t all, old;
 	int pair[2], err;
 	char path[PATH_MAX + 32];
 
@@ -612,7 +616,12 @@ static int reader_start(struct pi_monitor *m)
 		err = -ENOMEM;
 		goto fail;
 	}
+	/* The process's signals are its main thread's: a SIGINT taken by
+	 * this thread would not cut short the main thread's wait. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
 	err = pthread_create(&r->thread, NULL, reader_main, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err) {
 		close(pair[0]);
 		err = -err;

@@ -115,6 +115,31 @@ static int add_reason(const char *v, void *dst)
 	return 0;
 }
 
+/* A --pod that names no pod of the node now is kept (the pod may come),
+ * but said: a name mistyped would show nothing, silently. */
+static void warn_absent_pods(const struct name_list *l)
+{
+	struct pi_pod_info *pods = NULL;
+	struct pi_node *n;
+	int cnt, j;
+
+	if (!l->cnt || pi_node_open(node_name, PI_OPEN_READ, lock_timeout_ms,
+				    &n))
+		return;
+	cnt = pi_pod_list(n, &pods);
+	pi_node_close(n);
+	for (int i = 0; i < l->cnt; i++) {
+		for (j = 0; j < cnt; j++)
+			if (!strcmp(pods[j].name, l->names[i]))
+				break;
+		/* stderr: stdout is the events' */
+		if (cnt >= 0 && j == cnt)
+			fprintf(stderr, "warning: no pod '%s' on node '%s' now: its events show once it is added\n",
+				l->names[i], node_name);
+	}
+	free(pods);
+}
+
 struct mon_run {
 	struct name_list pods, reasons;
 	uint64_t count, shown;
@@ -325,6 +350,9 @@ int do_monitor(int argc, char **argv)
 	err = pi_monitor_open(node_name, kinds, lock_timeout_ms, &m);
 	if (err)
 		return exit_code(err);
+	/* with -j, stdout and stderr are often one stream of JSON lines */
+	if (!json_output)
+		warn_absent_pods(&run.pods);
 	if (!json_output)
 		fprintf(stderr, "monitoring node %s (%s%s%s%s%s )\n", node_name,
 			kinds & (1u << PI_MON_DROP) ? " drop" : "",

@@ -13,7 +13,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=57
+EXPECT=58
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -55,6 +55,10 @@ check_fails bad_reason pi -N $X monitor --reason not-a-reason
 out=$(pi -N ${PREFIX}none monitor --duration 1 2>&1)
 expect_eq no_node_exit "$?" 1
 check_fails no_node_left_nothing test -e /run/podinject/monitor/${PREFIX}none
+# a --pod of no pod is kept (it may come) but said: a mistyped name would
+# show nothing, silently (before, nothing was said)
+out=$("$PI" -N $X monitor --pod mo-nosuch --pod mo-a --duration 1 2>&1 >/dev/null)
+expect_eq absent_pod_warned "$? $(grep -c "no pod 'mo-nosuch' on node 'mo-x' now" <<<"$out") $(grep -c "'mo-a'" <<<"$out")" "0 1 0"
 
 # ---- the main monitor, every kind, as JSON lines
 expect_num off_before "$(kinds_of $PIN)" 0
