@@ -62,6 +62,9 @@ int policy_replace(struct pi_node *n, const struct pi_pod_info *pod,
 /* Removes the record of the node's last apply (lib/apply.c), for a node
  * that goes. */
 void apply_record_forget(const char *pin_dir);
+/* The node's monitors' run directory, at `node down`: its lock file and
+ * the files of monitors that end with the node. */
+void monitor_run_forget(const char *pin_dir);
 void probe_forget_node(struct pi_node *n);
 
 /* Every pod's references (PI_DP_MAX_PODS * 2, key pod_id * 2 + dir), and the

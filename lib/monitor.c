@@ -1070,3 +1070,13 @@ void pi_monitor_close(struct pi_monitor *m)
 	free(m->pods);
 	free(m);
 }
+
+void monitor_run_forget(const char *pin_dir)
+{
+	char path[PATH_MAX];
+	const char *slash = strrchr(pin_dir, '/');
+
+	snprintf(path, sizeof(path), MONITOR_RUN_DIR "/%s",
+		 slash ? slash + 1 : pin_dir);
+	rm_tree(path);
+}

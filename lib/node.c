@@ -926,6 +926,7 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 		pin_tree_walk(path, detach_link_pin, NULL);
 		rm = rm_tree(path);
 		apply_record_forget(path);
+		monitor_run_forget(path);
 		close(lock_fd);
 		rmdir(PI_PIN_ROOT);
 		if (rm) {
@@ -972,6 +973,7 @@ int pi_node_down(const char *name, bool force, int timeout_ms)
 		if (e && !err)
 			err = e;
 		apply_record_forget(n.pin_dir);
+		monitor_run_forget(n.pin_dir);
 	}
 	node_close(&n);
 	close(lock_fd);

@@ -13,7 +13,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=58
+EXPECT=59
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -330,4 +330,7 @@ rc=$?
 wait $G2
 expect_eq node_gone_ends_monitor "$rc $?" "1 1"
 check node_gone_said grep -q "node 'mo-x' is gone" $T.gone
+# the monitors' run directory goes with the node (before, its lock file
+# stayed in /run for every node ever monitored)
+check_fails node_down_run_dir_gone test -e $RUN
 expect_eq node_gone_said_by_both "$(grep -c "node 'mo-x' is gone" $T.gone2) $(grep -vc -e "is gone" -e "^monitoring" -e "events shown" $T.gone $T.gone2 | awk -F: '{ s += $2 } END { print s }')" "1 0"
