@@ -73,7 +73,7 @@
 #define STREAM_BUF		(4 << 20)
 #define MAX_SUBS		64
 /* a new reader waits this long for the monitors it should serve */
-#define HANDOVER_WAIT_MS	500
+#define HANDOVER_WAIT_MS	1000
 /* how long a monitor keeps trying to reach a reader that just changed */
 #define ATTACH_WAIT_MS		3000
 
