@@ -1502,9 +1502,7 @@ static int node_state(struct pi_node *n, struct sbuf *b)
 
 static void record_path(const struct pi_node *n, char *buf, size_t len)
 {
-	const char *slash = strrchr(n->pin_dir, '/');
-
-	snprintf(buf, len, APPLY_RUN_DIR "/%s", slash ? slash + 1 : n->pin_dir);
+	run_path("apply", n->pin_dir, buf, len);
 }
 
 /* The record's head: magic, build, flags. Then come the document's file
@@ -1679,10 +1677,8 @@ static void record_write(struct pi_node *n, const char *doc, size_t len,
 void apply_record_forget(const char *pin_dir)
 {
 	char path[PATH_MAX];
-	const char *slash = strrchr(pin_dir, '/');
 
-	snprintf(path, sizeof(path), APPLY_RUN_DIR "/%s",
-		 slash ? slash + 1 : pin_dir);
+	run_path("apply", pin_dir, path, sizeof(path));
 	unlink(path);
 }
 

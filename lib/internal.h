@@ -34,6 +34,9 @@ void pi_log(enum pi_log_level level, const char *fmt, ...)
  * readers, the last apply of each node; a tmpfs, gone with a reboot as the
  * pins are. */
 #define PI_RUN_DIR	"/run/podinject"
+/* PI_RUN_DIR/SUB/<the last part of the node's pin directory>: a node's
+ * file or folder there (SUB: "apply", "monitor", "probe"). */
+void run_path(const char *sub, const char *pin_dir, char *buf, size_t len);
 
 /* Removes a folder (of pins) and everything below it. */
 int rm_tree(const char *path);

@@ -909,8 +909,7 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 	m->npods = err;
 	m->pods_read_ns = mono_ns();
 
-	snprintf(m->run_dir, sizeof(m->run_dir), MONITOR_RUN_DIR "/%s",
-		 strrchr(m->pin_dir, '/') + 1);
+	run_path("monitor", m->pin_dir, m->run_dir, sizeof(m->run_dir));
 	err = mkdir_p(m->run_dir);
 	if (err) {
 		pr_err("cannot make %s: %s", m->run_dir, strerror(-err));
@@ -1074,9 +1073,7 @@ void pi_monitor_close(struct pi_monitor *m)
 void monitor_run_forget(const char *pin_dir)
 {
 	char path[PATH_MAX];
-	const char *slash = strrchr(pin_dir, '/');
 
-	snprintf(path, sizeof(path), MONITOR_RUN_DIR "/%s",
-		 slash ? slash + 1 : pin_dir);
+	run_path("monitor", pin_dir, path, sizeof(path));
 	rm_tree(path);
 }

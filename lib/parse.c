@@ -202,6 +202,13 @@ int pin_tree_walk(const char *dir,
 	return ret;
 }
 
+void run_path(const char *sub, const char *pin_dir, char *buf, size_t len)
+{
+	const char *slash = strrchr(pin_dir, '/');
+
+	snprintf(buf, len, PI_RUN_DIR "/%s/%s", sub, slash ? slash + 1 : pin_dir);
+}
+
 int mkdir_p(const char *path)
 {
 	char buf[PATH_MAX];

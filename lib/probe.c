@@ -462,7 +462,7 @@ static void forget_gone_pod(const struct session *ss,
 
 static void probe_hold_path(const struct pi_node *n, char *buf, size_t len)
 {
-	snprintf(buf, len, PROBE_RUN_DIR "/%s", strrchr(n->pin_dir, '/') + 1);
+	run_path("probe", n->pin_dir, buf, len);
 }
 
 /* The holder's pid as written ("?" if none) and whether it marked a

@@ -48,6 +48,18 @@ has() {
 	fi
 }
 hexip() { printf '%02x%02x%02x%02x' ${1//./ }; }
+# stopped_under PID PORT N: the monitor PID stopped while mo-a sends N
+# spoofed datagrams (each a drop) to PORT, then let go and stopped
+stopped_under() {
+	kill -STOP "$1"
+	in_ns mo-a "$PINET" udp-send --bind $S $B "$2" "$3" >/dev/null 2>&1
+	kill -CONT "$1"
+	sleep 3
+	kill -TERM "$1"
+	wait "$1"
+}
+# lost_in FILE: the last count of lost events a -j monitor printed
+lost_in() { jq -s '[.[] | select(.kind == "lost") | .lost] | max // 0' "$1"; }
 
 # ---- bad input: clear errors, nothing left behind
 check_fails bad_type pi -N $X monitor --type bogus
@@ -179,14 +191,9 @@ pi -N $X pod del mo-q >/dev/null
 "$PI" -N $X -j monitor --type drop --pod mo-a >$T.l 2>&1 &
 L=$!
 for _ in $(seq 50); do [ "$(kinds_of $PIN)" != 0 ] && break; sleep 0.1; done
-kill -STOP $L
 N=100000
-in_ns mo-a "$PINET" udp-send --bind $S $B 6010 $N >/dev/null 2>&1
-kill -CONT $L
-sleep 2
-kill -TERM $L
-wait $L
-lost=$(jq -s '[.[] | select(.kind == "lost") | .lost] | max // 0' $T.l)
+stopped_under $L 6010 $N
+lost=$(lost_in $T.l)
 shown=$(jq -s '[.[] | select(.kind == "drop" and .dport == 6010)] | length' $T.l)
 if is_num "$lost" && [ "$lost" -gt 0 ]; then pass lost_counted; else fail lost_counted "lost '$lost', shown '$shown'"; fi
 # all of them: written or counted lost (other drops, none here, would add)
@@ -288,21 +295,16 @@ survivor=$T.m4
 "$PI" -N $X -j monitor --type drop --pod mo-a >$T.m5 2>&1 &
 M5=$!
 live $T.m5
-kill -STOP $M5
 N=300000
-in_ns mo-a "$PINET" udp-send --bind $S $B 6033 $N >/dev/null 2>&1
-kill -CONT $M5
-sleep 3
-kill -TERM $M5
-wait $M5
-lost=$(jq -s '[.[] | select(.kind == "lost") | .lost] | max // 0' $T.m5)
+stopped_under $M5 6033 $N
+lost=$(lost_in $T.m5)
 shown=$(seen $T.m5 6033)
 if is_num "$lost" && is_num "$shown" && [ "$lost" -gt 0 ] && [ $((shown + lost)) -ge $N ]; then
 	pass many_stopped_loses_counted
 else
 	fail many_stopped_loses_counted "shown $shown, lost '$lost', of $N"
 fi
-lost=$(jq -s '[.[] | select(.kind == "lost") | .lost] | max // 0' $survivor)
+lost=$(lost_in $survivor)
 shown=$(seen $survivor 6033)
 if is_num "$lost" && is_num "$shown" && [ $((shown + lost)) -ge $N ] && [ "$shown" -gt "$(seen $T.m5 6033)" ]; then
 	pass many_others_unaffected
