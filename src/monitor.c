@@ -140,8 +140,92 @@ static void warn_absent_pods(const struct name_list *l)
 	free(pods);
 }
 
+/* --addr: prefixes either end of an event may be in */
+struct prefix_list {
+	struct {
+		int family;
+		struct pi_addr addr;
+		int plen;
+	} p[MON_MAX_FILTER];
+	int cnt;
+};
+
+/* --port: port ranges either end of a TCP or UDP event may be in */
+struct port_list {
+	struct {
+		uint16_t lo, hi;
+	} r[MON_MAX_FILTER];
+	int cnt;
+};
+
+static int add_addr(const char *v, void *dst)
+{
+	struct prefix_list *l = dst;
+
+	if (l->cnt >= MON_MAX_FILTER ||
+	    pi_parse_prefix(v, &l->p[l->cnt].family, &l->p[l->cnt].addr,
+			    &l->p[l->cnt].plen))
+		return -EINVAL;
+	l->cnt++;
+	return 0;
+}
+
+static int add_port(const char *v, void *dst)
+{
+	struct port_list *l = dst;
+
+	if (l->cnt >= MON_MAX_FILTER ||
+	    pi_parse_port_range(v, &l->r[l->cnt].lo, &l->r[l->cnt].hi))
+		return -EINVAL;
+	l->cnt++;
+	return 0;
+}
+
+/* addr (network order words) within the first plen bits of pfx */
+static bool prefix_has(const struct pi_addr *pfx, int plen,
+		       const struct pi_addr *addr)
+{
+	for (int i = 0; i < 4 && plen > 0; i++, plen -= 32) {
+		uint32_t mask = plen >= 32 ? 0xffffffffu :
+					     ~(0xffffffffu >> plen);
+
+		if ((ntohl(addr->a[i]) & mask) != (ntohl(pfx->a[i]) & mask))
+			return false;
+	}
+	return true;
+}
+
+static bool addr_matches(const struct prefix_list *l,
+			 const struct pi_monitor_event *e)
+{
+	if (!l->cnt)
+		return true;
+	for (int i = 0; i < l->cnt; i++)
+		if (l->p[i].family == e->family &&
+		    (prefix_has(&l->p[i].addr, l->p[i].plen, &e->saddr) ||
+		     prefix_has(&l->p[i].addr, l->p[i].plen, &e->daddr)))
+			return true;
+	return false;
+}
+
+static bool port_matches(const struct port_list *l,
+			 const struct pi_monitor_event *e)
+{
+	if (!l->cnt)
+		return true;
+	if (e->proto != IPPROTO_TCP && e->proto != IPPROTO_UDP)
+		return false;
+	for (int i = 0; i < l->cnt; i++)
+		if ((e->sport >= l->r[i].lo && e->sport <= l->r[i].hi) ||
+		    (e->dport >= l->r[i].lo && e->dport <= l->r[i].hi))
+			return true;
+	return false;
+}
+
 struct mon_run {
 	struct name_list pods, reasons;
+	struct prefix_list addrs;
+	struct port_list ports;
 	uint64_t count, shown;
 };
 
@@ -271,6 +355,8 @@ static int on_event(const struct pi_monitor_event *e, void *ctx)
 		return 0;
 	if (!in_list(&r->reasons, reason_name(e)))
 		return 0;
+	if (!addr_matches(&r->addrs, e) || !port_matches(&r->ports, e))
+		return 0;
 	if (json_output)
 		print_json(e);
 	else
@@ -286,6 +372,7 @@ static int monitor_help(int argc, char **argv)
 	fprintf(stderr,
 		"Usage: podinject [-N NODE] [-j] monitor [--type KIND[,KIND...]]\n"
 		"                 [--pod NAME]... [--reason REASON]...\n"
+		"                 [--addr ADDR[/LEN]]... [--port N[-M]]...\n"
 		"                 [--count N] [--duration SECONDS]\n"
 		"\n"
 		"Prints the datapath's events as they happen, one per line (-j: a\n"
@@ -296,7 +383,10 @@ static int monitor_help(int argc, char **argv)
 		"proxy (default: all of these), trace (probes' packets at each\n"
 		"hook, as probe --trace shows them). --pod: events about that pod (as injector\n"
 		"or as the pod injected as); --reason: a drop reason, allow or\n"
-		"deny, an injection path, captured. The datapath writes events only\n"
+		"deny, an injection path, captured; --addr: events with either end\n"
+		"in the prefix; --port: TCP and UDP events with either port in the\n"
+		"range. Filters of one option are or'ed, of different ones and'ed.\n"
+		"The datapath writes events only\n"
 		"while a monitor runs. Any number of monitors may run on a node at\n"
 		"once, each shown every event of its kinds. Events missed because\n"
 		"this monitor (or the one reading the node's buffers) was too slow\n"
@@ -317,6 +407,10 @@ int do_monitor(int argc, char **argv)
 		OPT_LIST("--pod", add_pod, &run.pods, "a pod name; at most 32"),
 		OPT_LIST("--reason", add_reason, &run.reasons,
 			 "a drop reason, allow, deny, a path or captured; at most 32"),
+		OPT_LIST("--addr", add_addr, &run.addrs,
+			 "an address or prefix (ADDR[/LEN], no host bits); at most 32"),
+		OPT_LIST("--port", add_port, &run.ports,
+			 "a port or range N-M; at most 32"),
 		OPT_STR("--count", &count_arg, "N"),
 		OPT_STR("--duration", &duration_arg, "SECONDS"),
 		{ 0 },

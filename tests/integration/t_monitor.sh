@@ -13,7 +13,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=59
+EXPECT=62
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -156,6 +156,19 @@ timeout 10 tail --pid=$F -f /dev/null
 expect_eq filter_count_ends_it "$(kill -0 $F 2>/dev/null && echo running || echo ended)" ended
 expect_num filter_lines "$(wc -l <$T.f)" 2
 expect_num filter_only_vlan_of_b "$(jq -s '[.[] | select(.reason == "vlan" and .pod == "mo-b")] | length' $T.f)" 2
+# by address (either end in the prefix) and port (either end in the range)
+"$PI" -N $X -j monitor --type drop --addr $B/32 --addr fd00::/120 --port 6050-6051 --count 2 >$T.f 2>&1 &
+F=$!
+for _ in $(seq 50); do [ "$(kinds_of $PIN)" != 0 ] && break; sleep 0.1; done
+in_ns mo-a "$PINET" udp-send --bind $S $B 6052 1 >/dev/null 2>&1		# another port
+in_ns mo-a "$PINET" udp-send --bind $S 10.244.0.44 6050 1 >/dev/null 2>&1	# other addresses
+in_ns mo-a "$PINET" udp-send --bind $S $B 6050 1 >/dev/null 2>&1
+in_ns mo-a "$PINET" udp-send --bind $S $B 6051 1 >/dev/null 2>&1
+timeout 10 tail --pid=$F -f /dev/null
+kill $F 2>/dev/null
+expect_eq filter_addr_port "$(jq -r '"\(.dst):\(.dport)"' $T.f 2>/dev/null | sort | tr '\n' ' ')" "$B:6050 $B:6051 "
+check_fails filter_bad_addr pi -N $X monitor --addr $B/8
+check_fails filter_bad_port pi -N $X monitor --port 70000
 
 # ---- text lines
 "$PI" -N $X monitor --type drop --count 1 >$T.t 2>/dev/null &
