@@ -308,7 +308,7 @@ survivor=$T.m4
 "$PI" -N $X -j monitor --type drop --pod mo-a >$T.m5 2>&1 &
 M5=$!
 live $T.m5
-N=300000
+N=150000
 stopped_under $M5 6033 $N
 lost=$(lost_in $T.m5)
 shown=$(seen $T.m5 6033)
