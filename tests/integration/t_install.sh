@@ -10,7 +10,7 @@
 # The manifest is checked offline.
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=62
+EXPECT=63
 PREFIX=in-
 NODE=${PREFIX}cni
 T=$(mktemp -d /tmp/${PREFIX}install.XXXXXX)
@@ -46,8 +46,13 @@ if command -v yq >/dev/null; then
 	expect_eq manifest_host_network "$(jq -r .spec.template.spec.hostNetwork <<<"$ds")" true
 	expect_eq manifest_privileged "$(jq -r '.spec.template.spec.containers[0].securityContext.privileged' <<<"$ds")" true
 	expect_eq manifest_mounts "$(jq -c '[.spec.template.spec.volumes[].hostPath.path // empty] | sort' <<<"$ds")" \
-		'["/etc/cni/net.d","/opt/cni/bin","/run/netns","/sys/fs/bpf","/var/lib/cni","/var/log"]'
+		'["/etc/cni/net.d","/opt/cni/bin","/run/netns","/run/podinject","/sys/fs/bpf","/var/lib/cni","/var/log"]'
 	expect_eq manifest_mounts_bound "$(jq '[.spec.template.spec.volumes[].name] - [.spec.template.spec.containers[0].volumeMounts[].name] | length' <<<"$ds")" 0
+	# a monitor, probe or apply run in either container (kubectl exec) and
+	# one run on the host share the host's locks and records: before, each
+	# container had a /run of its own, so a monitor there and one on the
+	# host both read the node's rings and split its events
+	expect_eq manifest_run_shared "$(jq -c '[.spec.template.spec.containers[] | [.volumeMounts[] | select(.mountPath == "/run/podinject") | .name] as $n | $n[0] // ""] as $mounted | [.spec.template.spec.volumes[] | select(.hostPath.path == "/run/podinject") | .name] as $v | [$mounted[] | . as $m | ($v | index($m)) != null]' <<<"$ds")" '[true,true]'
 	expect_eq manifest_bpffs_propagation "$(jq -r '.spec.template.spec.containers[0].volumeMounts[] | select(.mountPath == "/sys/fs/bpf") | .mountPropagation' <<<"$ds")" Bidirectional
 	expect_eq manifest_metrics_port "$(jq -r '.spec.template.metadata.annotations as $a |
 		[$a["prometheus.io/scrape"], $a["prometheus.io/port"],
