@@ -797,7 +797,14 @@ d1=$!
 probing_now
 "$PI" -N $X -j probe --from tq-a --to $B >/dev/null 2>/tmp/tq$$.d2 &
 d2=$!
-sleep 0.5
+# waiting: it holds the node's probe hold open (a fixed 0.5 s was too
+# short in the lab beside a busy host: the probe had not come that far
+# and found the node gone instead)
+for _ in $(seq 200); do
+	ls -l /proc/$d2/fd 2>/dev/null | grep -q /run/podinject/probe/ && break
+	sleep 0.05
+done
+sleep 0.2
 check down_x pi -N $X node down
 wait $d1
 # (node down deletes the pods first: the probe may see its source go
