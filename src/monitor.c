@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * podinject monitor: the datapath's events as they happen, one line each
- * (text, or a JSON object per line with -j), filtered by kind, pod and
- * reason, until SIGINT/SIGTERM, --count events or --duration seconds.
- * Events the datapath could not write (the reader was too slow) are
- * reported as they are noticed and at the end.
+ * (text, or a JSON object per line with -j), filtered by kind, pod,
+ * reason, address and port, until SIGINT/SIGTERM, --count events or
+ * --duration seconds. Events missed (the datapath's buffers were full, or
+ * this monitor took its share too slowly) are reported as they are
+ * noticed and at the end.
  */
 #include <errno.h>
 #include <signal.h>
@@ -342,7 +343,7 @@ static void print_lost(uint64_t lost)
 		json_obj_close(jw);
 		json_end(jw);
 	} else {
-		printf("lost %llu events so far: the reader was too slow\n",
+		printf("lost %llu events so far: they were read too slowly\n",
 		       (unsigned long long)lost);
 	}
 }
