@@ -710,8 +710,15 @@ static int attach(struct pi_monitor *m)
 		close(m->conn);
 		m->conn = -1;
 		if (mono_ns() >= until) {
-			pr_err("node '%s': the monitor reading its events (pid in %s/%s) does not answer",
-			       m->node, m->run_dir, READER_LOCK);
+			char pid[32];
+			ssize_t len = pread(m->reader_fd, pid, sizeof(pid) - 1, 0);
+
+			pid[len > 0 ? len : 0] = '\0';
+			pid[strcspn(pid, "\n")] = '\0';
+			/* stopped (SIGSTOP, a debugger), or of a build that
+			 * did not pass events on */
+			pr_err("node '%s': the monitor that reads its events (pid %s) does not answer",
+			       m->node, *pid ? pid : "?");
 			return -ETIMEDOUT;
 		}
 		usleep(20 * 1000);

@@ -13,7 +13,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=62
+EXPECT=63
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -326,6 +326,16 @@ else
 fi
 kill -TERM $(jobs -p) 2>/dev/null
 wait 2>/dev/null
+# a reader that cannot answer (stopped): a new monitor says which, and ends
+"$PI" -N $X -j monitor --type drop --pod mo-a >$T.m6 2>&1 &
+M6=$!
+live $T.m6
+kill -STOP $M6
+out=$(timeout 20 "$PI" -N $X monitor --duration 1 2>&1)
+expect_eq many_stopped_reader_named "$? $(grep -c "the monitor that reads its events (pid $M6) does not answer" <<<"$out")" "1 1"
+kill -CONT $M6
+kill -TERM $M6
+wait $M6 2>/dev/null
 expect_num many_all_gone "$(kinds_of $PIN)" 0
 expect_eq many_nothing_left "$(ls -A $RUN 2>/dev/null | grep -v '^.reader$' | wc -l)" 0
 
