@@ -243,6 +243,19 @@ monitors() {
 # seen FILE PORT: the drops to PORT a monitor printed
 seen() { jq -s --argjson p "$2" '[.[] | select(.kind == "drop" and .dport == $p)] | length' "$1" 2>/dev/null; }
 reader() { cat $RUN/.reader 2>/dev/null; }
+# seen_all PORT N FILE...: until each monitor printed N drops to PORT (a
+# hand-over may take a new reader up to 1 s), 10 s at most
+seen_all() {
+	local port=$1 n=$2 f ok
+	shift 2
+	for _ in $(seq 100); do
+		ok=1
+		for f in "$@"; do [ "$(seen $f $port)" -ge "$n" ] 2>/dev/null || ok=; done
+		[ -n "$ok" ] && break
+		sleep 0.1
+	done
+	sleep 0.2	# and no more than N
+}
 # live FILE...: these monitors of mo-a's drops are served (a monitor's
 # file is there before it is): datagrams to port 6029 until each printed
 # one
@@ -269,7 +282,7 @@ live $T.m2
 for _ in $(seq 50); do [ "$(kinds_of $PIN)" = 14 ] && break; sleep 0.1; done
 expect_num many_union_of_kinds "$(kinds_of $PIN)" 14
 in_ns mo-a "$PINET" udp-send --bind $S $B 6030 50 >/dev/null 2>&1
-sleep 1
+seen_all 6030 50 $T.m1 $T.m2
 expect_eq many_each_sees_all "$(seen $T.m1 6030) $(seen $T.m2 6030) $(seen $T.m3 6030)" "50 50 0"
 expect_eq many_one_reader "$(reader)" "$M1"
 
@@ -284,7 +297,7 @@ kill -TERM $M1
 wait $M1
 expect_eq many_reader_stopped "$?" 0
 in_ns mo-a "$PINET" udp-send --bind $S $B 6031 50 >/dev/null 2>&1
-sleep 1
+seen_all 6031 50 $T.m2
 expect_eq many_handed_over "$(seen $T.m2 6031)" 50
 expect_eq many_new_reader "$(r=$(reader); [ "$r" = $M2 ] || [ "$r" = $M3 ] && echo yes)" yes
 
@@ -296,7 +309,9 @@ R=$(reader)
 kill -9 "$R"
 wait "$R" 2>/dev/null
 in_ns mo-a "$PINET" udp-send --bind $S $B 6032 50 >/dev/null 2>&1
-sleep 1
+survivors=
+for p in $M2 $M4; do [ "$p" = "$R" ] || survivors="$survivors $T.m$([ $p = $M2 ] && echo 2 || echo 4)"; done
+seen_all 6032 50 $survivors
 got=
 for p in $M2 $M4; do [ "$p" = "$R" ] || got="$got $(seen $T.m$([ $p = $M2 ] && echo 2 || echo 4) 6032)"; done
 expect_eq many_killed_reader_replaced "$got" "$([ "$R" = $M3 ] && echo " 50 50" || echo " 50")"
