@@ -58,7 +58,7 @@
 
 #define MONITOR_RUN_DIR		PI_RUN_DIR "/monitor"
 #define INJECT_SUBDIR		"inject"
-/* dot names: live_kinds() passes them over */
+/* dot names: live_others() passes them over */
 #define READER_LOCK		".reader"
 #define READER_SOCKET		".socket"
 /* the pods' names are read again at most this often: when an event names
@@ -90,6 +90,12 @@ struct mon_msg {
 	uint64_t seq;		/* EVENTS: the stream position of the first */
 };
 
+/* A message of events, as read from the rings and as sent. */
+struct mon_batch {
+	struct mon_msg hdr;
+	struct pi_dp_mon_event ev[BATCH_MAX];
+};
+
 struct mon_sub {
 	int fd;
 	uint64_t seq;		/* the position of its next event */
@@ -107,15 +113,13 @@ struct mon_reader {
 	bool bound;		/* READER_SOCKET is this reader's */
 	char pin_dir[PATH_MAX];
 	char run_dir[PATH_MAX];
-	char self_name[32];	/* this process's monitor file */
+	char self[PATH_MAX];	/* this process's monitor file */
 	int events[2];		/* the node's ring, the injection's */
 	struct ring_buffer *rb;
 	struct mon_sub subs[MAX_SUBS];
 	int nsubs;
-	struct {
-		struct mon_msg hdr;
-		struct pi_dp_mon_event ev[BATCH_MAX];
-	} batch;
+	uint64_t inject_looked_ns;	/* for the injection's ring */
+	struct mon_batch batch;
 };
 
 struct mon_config {
@@ -149,10 +153,7 @@ struct pi_monitor {
 	int seen;
 	bool stop;
 	bool synced;
-	struct {
-		struct mon_msg hdr;
-		struct pi_dp_mon_event ev[BATCH_MAX];
-	} in;
+	struct mon_batch in;
 };
 
 static uint64_t mono_ns(void)
@@ -163,27 +164,45 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-/* The union of the kinds of the monitors alive (files someone holds),
- * this one's included; files nobody holds are removed. Called with the
- * directory locked. */
-static uint32_t live_kinds(struct pi_monitor *m)
+/* The run directory locked (the descriptor to close), or -errno: the
+ * monitors' files are looked at and removed under it. */
+static int run_dir_lock(const char *run_dir)
+{
+	int dfd, err;
+
+	dfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	if (flock(dfd, LOCK_EX)) {
+		err = -errno;
+		close(dfd);
+		return err;
+	}
+	return dfd;
+}
+
+/* The monitors alive (files someone holds) but the one whose file is
+ * `self` (NULL: none): how many, and the union of their kinds added to
+ * *kinds (NULL: not read); files nobody holds are removed. Called with
+ * the directory locked. */
+static int live_others(const char *run_dir, const char *self, uint32_t *kinds)
 {
 	char path[PATH_MAX + 256], buf[32];
 	struct dirent *de;
-	uint32_t kinds = 0;
+	int n = 0;
 	DIR *d;
 
-	d = opendir(m->run_dir);
+	d = opendir(run_dir);
 	if (!d)
-		return m->self_fd >= 0 ? m->kinds : 0;
+		return 0;
 	while ((de = readdir(d))) {
 		ssize_t len;
 		int fd;
 
 		if (de->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", m->run_dir, de->d_name);
-		if (m->self_fd >= 0 && !strcmp(path, m->self))
+		snprintf(path, sizeof(path), "%s/%s", run_dir, de->d_name);
+		if (self && !strcmp(path, self))
 			continue;
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
@@ -194,43 +213,13 @@ static uint32_t live_kinds(struct pi_monitor *m)
 			close(fd);
 			continue;
 		}
-		len = pread(fd, buf, sizeof(buf) - 1, 0);
+		n++;
+		len = kinds ? pread(fd, buf, sizeof(buf) - 1, 0) : 0;
 		close(fd);
 		if (len > 0) {
 			buf[len] = '\0';
-			kinds |= (uint32_t)strtoul(buf, NULL, 0);
+			*kinds |= (uint32_t)strtoul(buf, NULL, 0);
 		}
-	}
-	closedir(d);
-	if (m->self_fd >= 0)
-		kinds |= m->kinds;
-	return kinds;
-}
-
-/* How many other monitors are alive (hold their file): those a new
- * reader is to serve. Removes nothing (no directory lock here). */
-static int live_others(const char *run_dir, const char *self_name)
-{
-	char path[PATH_MAX + 256];
-	struct dirent *de;
-	int n = 0;
-	DIR *d;
-
-	d = opendir(run_dir);
-	if (!d)
-		return 0;
-	while ((de = readdir(d))) {
-		int fd;
-
-		if (de->d_name[0] == '.' || !strcmp(de->d_name, self_name))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", run_dir, de->d_name);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		if (flock(fd, LOCK_SH | LOCK_NB))
-			n++;
-		close(fd);
 	}
 	closedir(d);
 	return n;
@@ -275,21 +264,19 @@ static int write_kinds(struct pi_monitor *m, uint32_t kinds)
 	return err;
 }
 
-/* Under the run directory's lock: the union of the live monitors' kinds
- * to the datapath. */
+/* Under the run directory's lock: the union of the live monitors' kinds,
+ * this one's included while it runs, to the datapath. */
 static int publish_kinds(struct pi_monitor *m)
 {
+	bool running = m->self_fd >= 0;
+	uint32_t kinds = running ? m->kinds : 0;
 	int dfd, err;
 
-	dfd = open(m->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dfd = run_dir_lock(m->run_dir);
 	if (dfd < 0)
-		return -errno;
-	if (flock(dfd, LOCK_EX)) {
-		err = -errno;
-		close(dfd);
-		return err;
-	}
-	err = write_kinds(m, live_kinds(m));
+		return dfd;
+	live_others(m->run_dir, running ? m->self : NULL, &kinds);
+	err = write_kinds(m, kinds);
 	close(dfd);
 	return err;
 }
@@ -331,6 +318,12 @@ static void join_inject_config(struct pi_monitor *m)
 	if (access(dir, F_OK) || config_open(&m->cfg[1], dir))
 		return;
 	publish_kinds(m);
+}
+
+static void no_monitor_said(const char *node, int err)
+{
+	pr_err("node '%s' has no event monitor (made by an older build? `podinject node upgrade` adds it): %s",
+	       node, strerror(-err));
 }
 
 /* ---- the reader ---- */
@@ -391,12 +384,19 @@ static int reader_take(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/* The injection's ring joined once it is there: looked for at most every
+ * 100 ms, not at every batch of a flood. */
 static void reader_join_inject(struct mon_reader *r)
 {
 	char path[PATH_MAX + 32];
+	uint64_t now;
 
 	if (r->events[1] >= 0)
 		return;
+	now = mono_ns();
+	if (now - r->inject_looked_ns < 100 * 1000000ull)
+		return;
+	r->inject_looked_ns = now;
 	snprintf(path, sizeof(path), "%s/" INJECT_SUBDIR "/monitor_events",
 		 r->pin_dir);
 	r->events[1] = bpf_obj_get(path);
@@ -453,6 +453,9 @@ static void sub_read(struct mon_reader *r, int i)
 		if (n == sizeof(req) && req.type == MON_MSG_SYNC) {
 			r->subs[i].sync = true;
 			r->subs[i].token = req.count;
+			/* everything written before: the injection's ring too,
+			 * if it came since the last look */
+			r->inject_looked_ns = 0;
 		}
 	}
 }
@@ -462,11 +465,14 @@ static void *reader_main(void *arg)
 	struct pollfd pfd[3 + MAX_SUBS];
 	struct mon_reader *r = arg;
 	uint64_t until;
-	int expect;
+	int expect, dfd;
 
 	/* A hand-over: the monitors the last reader served come to this
 	 * one; the rings keep the events until they are here. */
-	expect = live_others(r->run_dir, r->self_name);
+	dfd = run_dir_lock(r->run_dir);
+	expect = live_others(r->run_dir, r->self, NULL);
+	if (dfd >= 0)
+		close(dfd);
 	until = mono_ns() + HANDOVER_WAIT_MS * 1000000ull;
 	for (;;) {
 		int n = 0, first_sub, remote = r->nsubs - 1;
@@ -566,14 +572,13 @@ static int reader_start(struct pi_monitor *m)
 	r->wake = r->listen = r->events[0] = r->events[1] = -1;
 	snprintf(r->pin_dir, sizeof(r->pin_dir), "%s", m->pin_dir);
 	snprintf(r->run_dir, sizeof(r->run_dir), "%s", m->run_dir);
-	snprintf(r->self_name, sizeof(r->self_name), "%d", (int)getpid());
+	snprintf(r->self, sizeof(r->self), "%s", m->self);
 
 	snprintf(path, sizeof(path), "%s/monitor_events", m->pin_dir);
 	r->events[0] = bpf_obj_get(path);
 	if (r->events[0] < 0) {
 		err = -errno;
-		pr_err("node '%s' has no event monitor (made by an older build? `podinject node upgrade` adds it): %s",
-		       m->node, strerror(-err));
+		no_monitor_said(m->node, err);
 		goto fail;
 	}
 	r->rb = ring_buffer__new(r->events[0], reader_take, r, NULL);
@@ -924,8 +929,7 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 	}
 	err = config_open(&m->cfg[0], m->pin_dir);
 	if (err) {
-		pr_err("node '%s' has no event monitor (made by an older build? `podinject node upgrade` adds it): %s",
-		       m->node, strerror(-err));
+		no_monitor_said(m->node, err);
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/" READER_LOCK, m->run_dir);
@@ -936,7 +940,7 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 		goto fail;
 	}
 
-	/* Made under a dot name, which live_kinds() passes over, and given
+	/* Made under a dot name, which live_others() passes over, and given
 	 * its own once locked and written: under its own name and not yet
 	 * locked, another monitor's start or stop would take it for a dead
 	 * monitor's file and remove it, and its kinds would be dropped. It
@@ -1009,21 +1013,28 @@ int pi_monitor_drain(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
 		     void *ctx)
 {
 	uint64_t until = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
-	struct mon_msg req = { .type = MON_MSG_SYNC };
+	unsigned int asked = m->streams - 1;
 	int err, seen = 0;
 
 	err = poll_round(m, fn, ctx);
 	if (err)
 		return err;
-	req.count = ++m->sync_token;
 	m->synced = false;
-	if (send(m->conn, &req, sizeof(req), MSG_NOSIGNAL) != sizeof(req))
-		return -errno;
 	while (!m->synced && !m->stop) {
 		struct pollfd pfd = { .fd = m->conn, .events = POLLIN };
 		uint64_t now = mono_ns();
-		unsigned int streams = m->streams;
 
+		/* asked again of a new reader: what the old one had not
+		 * read is in the rings */
+		if (asked != m->streams) {
+			struct mon_msg req = { .type = MON_MSG_SYNC,
+					       .count = ++m->sync_token };
+
+			if (send(m->conn, &req, sizeof(req), MSG_NOSIGNAL) !=
+			    sizeof(req))
+				return -errno;
+			asked = m->streams;
+		}
 		if (now >= until)
 			return -ETIMEDOUT;
 		if (poll(&pfd, 1, (int)((until - now) / 1000000) + 1) < 0 &&
@@ -1034,14 +1045,6 @@ int pi_monitor_drain(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
 		m->seen = 0;
 		if (err)
 			return err;
-		/* a new reader: what the old one had not read is in the
-		 * rings, which the new one is asked for */
-		if (m->streams != streams) {
-			req.count = ++m->sync_token;
-			if (send(m->conn, &req, sizeof(req), MSG_NOSIGNAL) !=
-			    sizeof(req))
-				return -errno;
-		}
 	}
 	return seen;
 }
