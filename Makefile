@@ -40,7 +40,7 @@ DEB_PACKAGES := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	libjansson-dev containernetworking-plugins podman runc busybox-static \
 	catatonit buildah haproxy containerd protobuf-compiler python3-grpcio \
 	python3-protobuf libclang-rt-14-dev libmicrohttpd-dev prometheus \
-	libyaml-dev yq libssl-dev openssl tcpdump python3 nettle-dev
+	libyaml-dev yq libssl-dev openssl tcpdump python3 nettle-dev strace
 
 ifeq ($(V),1)
 Q :=

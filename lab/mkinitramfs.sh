@@ -95,7 +95,7 @@ for t in bash ip nstat jq; do
 done
 # openssl (scripts/mtls-pki.sh) and tcpdump: the mTLS suites, which run in
 # the lab for kTLS (the host kernel has no CONFIG_TLS).
-for t in tc bpftool iperf3 ethtool nsenter unshare ss flock setpriv prlimit openssl tcpdump ${LAB_EXTRA_TOOLS:-}; do
+for t in tc bpftool iperf3 ethtool nsenter unshare ss flock setpriv prlimit openssl tcpdump strace ${LAB_EXTRA_TOOLS:-}; do
 	copy_tool "$t"
 done
 # coreutils where busybox's applet differs from what the tests expect:

@@ -115,6 +115,7 @@ struct mon_reader {
 	char run_dir[PATH_MAX];
 	char self[PATH_MAX];	/* this process's monitor file */
 	int events[2];		/* the node's ring, the injection's */
+	ino_t inject_ino;	/* the injection's directory, when joined */
 	struct ring_buffer *rb;
 	struct mon_sub subs[MAX_SUBS];
 	int nsubs;
@@ -125,6 +126,8 @@ struct mon_reader {
 struct mon_config {
 	int config;		/* monitor_config */
 	int cpu;		/* monitor_cpu (per CPU) */
+	ino_t ino;		/* the directory they were opened from */
+	uint64_t lost_at_start;	/* monitor_cpu's count when joined */
 };
 
 struct pi_monitor {
@@ -142,8 +145,8 @@ struct pi_monitor {
 	unsigned int streams;	/* streams had: a new one, a new reader */
 	uint64_t next_seq;	/* the position the stream is expected at */
 	uint64_t gap_lost;	/* events of batches the stream did not bring */
+	uint64_t lost_gone;	/* counted by an injection object now gone */
 	uint32_t sync_token;
-	uint64_t lost_at_start;
 	struct pi_pod_info *pods;
 	int npods;
 	uint64_t pods_read_ns;
@@ -234,10 +237,34 @@ static void config_close(struct mon_config *c)
 	c->config = c->cpu = -1;
 }
 
+/* The directory's inode: a node or injection object taken down and made
+ * again under the same name is a new directory, with new maps. */
+static int dir_ino(const char *dir, ino_t *ino)
+{
+	struct stat st;
+
+	if (stat(dir, &st))
+		return -errno;
+	*ino = st.st_ino;
+	return 0;
+}
+
+static bool dir_is(const char *dir, ino_t ino)
+{
+	ino_t now = 0;
+
+	return !dir_ino(dir, &now) && now == ino;
+}
+
 static int config_open(struct mon_config *c, const char *dir)
 {
 	char path[PATH_MAX + 32];
+	int err;
 
+	c->lost_at_start = 0;
+	err = dir_ino(dir, &c->ino);
+	if (err)
+		return err;
 	snprintf(path, sizeof(path), "%s/monitor_config", dir);
 	c->config = bpf_obj_get(path);
 	snprintf(path, sizeof(path), "%s/monitor_cpu", dir);
@@ -281,28 +308,25 @@ static int publish_kinds(struct pi_monitor *m)
 	return err;
 }
 
-/* Events the datapath could not write (full rings), node-wide. */
-static uint64_t lost_of(const struct pi_monitor *m)
+/* Events the datapath could not write (full rings), node-wide, since
+ * the object was joined. */
+static uint64_t lost_of(const struct mon_config *c)
 {
 	int ncpu = libbpf_num_possible_cpus();
 	struct pi_dp_monitor_cpu *v;
 	uint64_t lost = 0;
 	__u32 zero = 0;
 
-	if (ncpu <= 0)
+	if (ncpu <= 0 || c->cpu < 0)
 		return 0;
 	v = calloc(ncpu, sizeof(*v));
 	if (!v)
 		return 0;
-	for (int i = 0; i < 2; i++) {
-		if (m->cfg[i].cpu < 0 ||
-		    bpf_map_lookup_elem(m->cfg[i].cpu, &zero, v))
-			continue;
-		for (int c = 0; c < ncpu; c++)
-			lost += v[c].lost;
-	}
+	if (!bpf_map_lookup_elem(c->cpu, &zero, v))
+		for (int i = 0; i < ncpu; i++)
+			lost += v[i].lost;
 	free(v);
-	return lost;
+	return lost > c->lost_at_start ? lost - c->lost_at_start : 0;
 }
 
 /* The injection object is made by the first `inject allow` or `proxy
@@ -312,9 +336,15 @@ static void join_inject_config(struct pi_monitor *m)
 {
 	char dir[PATH_MAX + 16];
 
-	if (m->cfg[1].config >= 0)
-		return;
 	snprintf(dir, sizeof(dir), "%s/" INJECT_SUBDIR, m->pin_dir);
+	if (m->cfg[1].config >= 0) {
+		if (dir_is(dir, m->cfg[1].ino))
+			return;
+		/* Removed (a failed first `inject allow` undone, say) and
+		 * perhaps made again: its maps are not the ones joined. */
+		m->lost_gone += lost_of(&m->cfg[1]);
+		config_close(&m->cfg[1]);
+	}
 	if (access(dir, F_OK) || config_open(&m->cfg[1], dir))
 		return;
 	publish_kinds(m);
@@ -384,21 +414,46 @@ static int reader_take(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-/* The injection's ring joined once it is there: looked for at most every
- * 100 ms, not at every batch of a flood. */
+/* The injection object's ring left, its object gone: what it holds read
+ * first. A ring cannot be taken out of a ring_buffer, so the node's is
+ * read on through a new one (from where it was left: the read position
+ * is the ring's). Kept if that cannot be made, and tried again. */
+static void reader_leave_inject(struct mon_reader *r)
+{
+	struct ring_buffer *rb;
+
+	rb = ring_buffer__new(r->events[0], reader_take, r, NULL);
+	if (!rb)
+		return;
+	ring_buffer__consume(r->rb);
+	ring_buffer__free(r->rb);
+	r->rb = rb;
+	close(r->events[1]);
+	r->events[1] = -1;
+}
+
+/* The injection's ring joined once it is there, and left if its object
+ * goes: looked at every 100 ms at most, not at every batch of a flood. */
 static void reader_join_inject(struct mon_reader *r)
 {
-	char path[PATH_MAX + 32];
+	char dir[PATH_MAX + 16], path[PATH_MAX + 32];
 	uint64_t now;
 
-	if (r->events[1] >= 0)
-		return;
 	now = mono_ns();
 	if (now - r->inject_looked_ns < 100 * 1000000ull)
 		return;
 	r->inject_looked_ns = now;
-	snprintf(path, sizeof(path), "%s/" INJECT_SUBDIR "/monitor_events",
-		 r->pin_dir);
+	snprintf(dir, sizeof(dir), "%s/" INJECT_SUBDIR, r->pin_dir);
+	if (r->events[1] >= 0) {
+		if (dir_is(dir, r->inject_ino))
+			return;
+		reader_leave_inject(r);
+		if (r->events[1] >= 0)
+			return;
+	}
+	if (dir_ino(dir, &r->inject_ino))
+		return;
+	snprintf(path, sizeof(path), "%s/monitor_events", dir);
 	r->events[1] = bpf_obj_get(path);
 	if (r->events[1] < 0)
 		return;
@@ -689,6 +744,10 @@ static int attach(struct pi_monitor *m)
 		return err;
 	}
 	for (;;) {
+		/* the node taken down, perhaps made again: its rings are not
+		 * the ones this monitor's kinds were given to */
+		if (!dir_is(m->pin_dir, m->cfg[0].ino))
+			return -ENOENT;
 		err = take_reader_lock(m);
 		if (!err) {
 			err = reader_start(m);
@@ -855,7 +914,7 @@ static int read_stream(struct pi_monitor *m)
 			close(m->conn);
 			m->conn = -1;
 			m->next_seq = 0;
-			if (access(m->pin_dir, F_OK))
+			if (!dir_is(m->pin_dir, m->cfg[0].ino))
 				return -ENOENT;
 			return attach(m);
 		}
@@ -967,9 +1026,12 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 	}
 	join_inject_config(m);
 	err = attach(m);
+	if (err == -ENOENT)
+		pr_err("node '%s' is gone", m->node);
 	if (err)
 		goto fail;
-	m->lost_at_start = lost_of(m);
+	for (int i = 0; i < 2; i++)
+		m->cfg[i].lost_at_start = lost_of(&m->cfg[i]);
 	err = publish_kinds(m);
 	if (err)
 		goto fail;
@@ -982,9 +1044,9 @@ fail:
 
 static int poll_round(struct pi_monitor *m, pi_monitor_fn fn, void *ctx)
 {
-	/* a node taken down leaves this monitor reading buffers nothing
-	 * writes to any more */
-	if (access(m->pin_dir, F_OK))
+	/* a node taken down (and perhaps made again under its name) leaves
+	 * this monitor reading buffers nothing writes to any more */
+	if (!dir_is(m->pin_dir, m->cfg[0].ino))
 		return -ENOENT;
 	join_inject_config(m);
 	m->fn = fn;
@@ -1051,9 +1113,7 @@ int pi_monitor_drain(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
 
 uint64_t pi_monitor_lost(struct pi_monitor *m)
 {
-	uint64_t now = lost_of(m);
-
-	return (now > m->lost_at_start ? now - m->lost_at_start : 0) +
+	return lost_of(&m->cfg[0]) + lost_of(&m->cfg[1]) + m->lost_gone +
 	       m->gap_lost;
 }
 

@@ -6,14 +6,15 @@
 # monitor started before injection's object existed), a proxy capture;
 # filters; events lost to a reader that stops reading, counted; and the
 # datapath told to stop writing when the last monitor is gone, a killed
-# one included.
+# one included; many monitors at once; a node, or the injection's object,
+# taken down and made again under a running monitor.
 #
 #   node mo-x: mo-a 10.244.0.40  mo-b 10.244.0.41  mo-c 10.244.0.42 (injector)
 #              mo-s 10.244.0.43 (server)  mo-p 10.244.0.44 (proxy)
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=63
+EXPECT=66
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -374,3 +375,51 @@ check node_gone_said grep -q "node 'mo-x' is gone" $T.gone
 # stayed in /run for every node ever monitored)
 check_fails node_down_run_dir_gone test -e $RUN
 expect_eq node_gone_said_by_both "$(grep -c "node 'mo-x' is gone" $T.gone2) $(grep -vc -e "is gone" -e "^monitoring" -e "events shown" $T.gone $T.gone2 | awk -F: '{ s += $2 } END { print s }')" "1 0"
+
+# ---- the node taken down and made again under its name while a monitor
+# was stopped: it finds a new node directory and ends as for a node gone
+# (before, it read the old node's rings, which nothing writes to, and
+# showed nothing until stopped)
+node_up $X --uplink wire0
+"$PI" -N $X monitor --duration 30 >/dev/null 2>$T.again &
+G=$!
+for _ in $(seq 50); do [ "$(reader)" = "$G" ] && break; sleep 0.1; done
+kill -STOP $G
+pi -N $X node down
+node_up $X --uplink wire0
+kill -CONT $G
+timeout 5 tail --pid=$G -f /dev/null
+wait $G
+expect_eq node_remade_ends_monitor "$? $(grep -c "node 'mo-x' is gone" $T.again)" "1 1"
+
+# ---- the injection's object made, undone (a first `inject allow` that
+# fails: its injector's device is gone) and made again under a running
+# monitor: the reader leaves the undone object's ring for the new one's
+# (before, it read on from the undone one's and showed no injection
+# again). strace holds the undo (its first unlink) 1.5 s, so that the
+# reader joins the object before it goes, as it may at any time.
+PIN=$(node_pin_dir $X)
+pi -N $X pod add mo-a --ip $A >/dev/null
+pi -N $X pod add mo-s --ip $S >/dev/null
+pi -N $X pod add mo-c --ip 10.244.0.42 >/dev/null
+pi -N $X pod add mo-d --ip 10.244.0.45 >/dev/null
+ip -n $X link del pi-mo-d
+"$PI" -N $X -j monitor --type inject >$T.m7 2>&1 &
+M7=$!
+for _ in $(seq 50); do [ "$(reader)" = "$M7" ] && break; sleep 0.1; done
+if command -v strace >/dev/null; then
+	strace -f -qq -o /dev/null -e trace=unlink,unlinkat \
+		-e inject=unlink,unlinkat:delay_enter=1500000:when=1 \
+		"$PI" -N $X inject allow mo-d --as mo-a >/dev/null 2>$T.undo
+	expect_eq inject_undone "$? $(ls -d $PIN/inject 2>/dev/null)" "1 "
+	pi -N $X inject allow mo-c --as mo-a >/dev/null
+	in_ns mo-c "$PINET" udp-send --bind $A $S 6050 2 >/dev/null 2>&1
+	injected() { jq -s '[.[] | select(.kind == "inject" and .dport == 6050)] | length' $T.m7 2>/dev/null; }
+	for _ in $(seq 30); do [ "$(injected)" -ge 2 ] 2>/dev/null && break; sleep 0.1; done
+	expect_num inject_remade_followed "$(injected)" 2
+else
+	skip inject_undone "strace is not installed (make deps installs it)"
+	skip inject_remade_followed "strace is not installed (make deps installs it)"
+fi
+kill -TERM $M7
+wait $M7
