@@ -58,6 +58,7 @@
 
 #define MONITOR_RUN_DIR		PI_RUN_DIR "/monitor"
 #define INJECT_SUBDIR		"inject"
+#define PAUSED			" paused"
 /* dot names: live_others() passes them over */
 #define READER_LOCK		".reader"
 #define READER_SOCKET		".socket"
@@ -147,6 +148,7 @@ struct pi_monitor {
 	uint64_t gap_lost;	/* events of batches the stream did not bring */
 	uint64_t lost_gone;	/* counted by an injection object now gone */
 	uint32_t sync_token;
+	bool paused;
 	struct pi_pod_info *pods;
 	int npods;
 	uint64_t pods_read_ns;
@@ -185,9 +187,11 @@ static int run_dir_lock(const char *run_dir)
 }
 
 /* The monitors alive (files someone holds) but the one whose file is
- * `self` (NULL: none): how many, and the union of their kinds added to
- * *kinds (NULL: not read); files nobody holds are removed. Called with
- * the directory locked. */
+ * `self` (NULL: none): how many take events now (a paused one does not:
+ * a new reader does not wait for it), and the union of all their kinds
+ * added to *kinds (NULL: not read); files nobody holds are removed.
+ * Called with the directory locked. A monitor's file says its kinds,
+ * and " paused" while it is. */
 static int live_others(const char *run_dir, const char *self, uint32_t *kinds)
 {
 	char path[PATH_MAX + 256], buf[32];
@@ -216,13 +220,13 @@ static int live_others(const char *run_dir, const char *self, uint32_t *kinds)
 			close(fd);
 			continue;
 		}
-		n++;
-		len = kinds ? pread(fd, buf, sizeof(buf) - 1, 0) : 0;
+		len = pread(fd, buf, sizeof(buf) - 1, 0);
 		close(fd);
-		if (len > 0) {
-			buf[len] = '\0';
+		buf[len > 0 ? len : 0] = '\0';
+		if (!strstr(buf, PAUSED))
+			n++;
+		if (kinds)
 			*kinds |= (uint32_t)strtoul(buf, NULL, 0);
-		}
 	}
 	closedir(d);
 	return n;
@@ -791,6 +795,19 @@ static int attach(struct pi_monitor *m)
 
 /* ---- a monitor ---- */
 
+/* This monitor's file: its kinds, and whether it is paused. */
+static int self_say(struct pi_monitor *m, bool paused)
+{
+	char buf[48];
+	int len;
+
+	len = snprintf(buf, sizeof(buf), "%u%s\n", m->kinds,
+		       paused ? PAUSED : "");
+	if (ftruncate(m->self_fd, 0) || pwrite(m->self_fd, buf, len, 0) != len)
+		return -EIO;
+	return 0;
+}
+
 /* The pods' names read again. `wait`: for the node's lock as any reader
  * does (an event names a pod the cache does not know); else only if the
  * lock is free now (the cache is old): the monitor must not stall behind
@@ -949,10 +966,10 @@ static int read_stream(struct pi_monitor *m)
 int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 		    struct pi_monitor **out)
 {
-	char buf[32], tmp[PATH_MAX + 16], path[PATH_MAX + 16];
+	char tmp[PATH_MAX + 16], path[PATH_MAX + 16];
 	struct pi_monitor *m;
 	struct pi_node *n;
-	int err, len;
+	int err;
 
 	*out = NULL;
 	if (!kinds || (kinds & ~(PI_MON_ALL | 1u << PI_MON_TRACE)))
@@ -1013,8 +1030,7 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 		unlink(tmp);
 		goto fail;
 	}
-	len = snprintf(buf, sizeof(buf), "%u\n", kinds);
-	if (write(m->self_fd, buf, len) != len) {
+	if (self_say(m, false)) {
 		err = -EIO;
 		unlink(tmp);
 		goto fail;
@@ -1044,6 +1060,8 @@ fail:
 
 static int poll_round(struct pi_monitor *m, pi_monitor_fn fn, void *ctx)
 {
+	if (m->paused)
+		return -EAGAIN;
 	/* a node taken down (and perhaps made again under its name) leaves
 	 * this monitor reading buffers nothing writes to any more */
 	if (!dir_is(m->pin_dir, m->cfg[0].ino))
@@ -1109,6 +1127,37 @@ int pi_monitor_drain(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
 			return err;
 	}
 	return seen;
+}
+
+void pi_monitor_pause(struct pi_monitor *m)
+{
+	if (m->paused)
+		return;
+	m->paused = true;
+	/* said first: a reader taking over does not wait for this one */
+	self_say(m, true);
+	/* Its streams end: one of the others takes the rings on. */
+	reader_free(m->reader);
+	m->reader = NULL;
+	if (m->conn >= 0)
+		close(m->conn);
+	m->conn = -1;
+	flock(m->reader_fd, LOCK_UN);
+}
+
+int pi_monitor_resume(struct pi_monitor *m)
+{
+	int err;
+
+	if (!m->paused)
+		return 0;
+	/* the events in between are not this monitor's, nor lost to it */
+	m->next_seq = 0;
+	self_say(m, false);
+	err = attach(m);
+	if (!err)
+		m->paused = false;
+	return err;
 }
 
 uint64_t pi_monitor_lost(struct pi_monitor *m)

@@ -26,11 +26,34 @@ struct name_list {
 	int cnt;
 };
 
-static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t stop_signal, pause_signal;
 
 static void on_signal(int sig)
 {
 	stop_signal = sig;
+}
+
+static void on_pause(int sig)
+{
+	pause_signal = sig;
+}
+
+/* Ctrl-Z (SIGTSTP): stopped as the default action would, but paused
+ * first, so that the node's other monitors and traced probes go on (if
+ * this one read the node's rings, another takes them on). */
+static int stop_here(struct pi_monitor *m)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL }, old;
+	int err;
+
+	pi_monitor_pause(m);
+	sigaction(SIGTSTP, &dfl, &old);
+	raise(SIGTSTP);		/* returns once continued (SIGCONT) */
+	sigaction(SIGTSTP, &old, NULL);
+	err = pi_monitor_resume(m);
+	if (!err && !json_output)
+		fprintf(stderr, "continued: events while stopped are not shown\n");
+	return err;
 }
 
 static const char *const kind_names[] = PI_MON_KIND_NAMES;
@@ -442,6 +465,8 @@ int do_monitor(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = on_pause;
+	sigaction(SIGTSTP, &sa, NULL);
 	err = pi_monitor_open(node_name, kinds, lock_timeout_ms, &m);
 	if (err)
 		return exit_code(err);
@@ -458,7 +483,12 @@ int do_monitor(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (!stop_signal && (!count || run.shown < count)) {
-		err = pi_monitor_poll(m, 200, on_event, &run);
+		if (pause_signal) {
+			pause_signal = 0;
+			err = stop_here(m);
+		} else {
+			err = pi_monitor_poll(m, 200, on_event, &run);
+		}
 		if (err == -ENOENT) {
 			p_err("node '%s' is gone", node_name);
 			ret = EXIT_RUNTIME;

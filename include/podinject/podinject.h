@@ -903,6 +903,15 @@ int pi_monitor_drain(struct pi_monitor *m, int timeout_ms, pi_monitor_fn fn,
  * not write (its ring buffers were full: the reading was too slow), and
  * those this monitor was too slow to take when they were passed on. */
 uint64_t pi_monitor_lost(struct pi_monitor *m);
+/* For a monitor whose process is about to stop (SIGTSTP, Ctrl-Z): it
+ * takes no events until pi_monitor_resume, and if it read the node's
+ * rings for the others, one of them reads on, so their events do not
+ * stop with it. Its kinds stay on. The events in between are not given
+ * to it, nor counted in its lost; meanwhile pi_monitor_poll and
+ * pi_monitor_drain return -EAGAIN. pi_monitor_resume returns 0 or
+ * -errno (as pi_monitor_poll's: -ENOENT, the node is gone). */
+void pi_monitor_pause(struct pi_monitor *m);
+int pi_monitor_resume(struct pi_monitor *m);
 void pi_monitor_close(struct pi_monitor *m);
 
 /* ---- features --------------------------------------------------------- */

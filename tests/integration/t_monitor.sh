@@ -14,7 +14,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=66
+EXPECT=71
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -354,6 +354,39 @@ kill -TERM $M6
 wait $M6 2>/dev/null
 expect_num many_all_gone "$(kinds_of $PIN)" 0
 expect_eq many_nothing_left "$(ls -A $RUN 2>/dev/null | grep -v '^.reader$' | wc -l)" 0
+
+# Ctrl-Z: a monitor stopped with SIGTSTP lets the others go on first (if
+# it read the rings, another takes them on), and takes events again when
+# continued (before, a reader so stopped stopped every monitor's events,
+# and a new monitor or traced probe failed: many_stopped_reader_named).
+# `set -m`: the monitor in a process group of its own, as a shell with
+# job control starts it (an orphaned group's SIGTSTP is discarded).
+set -m
+"$PI" -N $X -j monitor --type drop --pod mo-a >$T.z1 2>&1 &
+Z1=$!
+set +m
+live $T.z1
+"$PI" -N $X -j monitor --type drop --pod mo-a >$T.z2 2>&1 &
+Z2=$!
+live $T.z1 $T.z2
+expect_eq tstp_reader "$(reader)" "$Z1"
+kill -TSTP $Z1
+state() { awk '{ print $3 }' /proc/$1/stat 2>/dev/null; }
+for _ in $(seq 50); do [ "$(state $Z1)" = T ] && break; sleep 0.1; done
+expect_eq tstp_stopped "$(state $Z1)" T
+in_ns mo-a "$PINET" udp-send --bind $S $B 6060 50 >/dev/null 2>&1
+seen_all 6060 50 $T.z2
+expect_eq tstp_others_go_on "$(seen $T.z2 6060) $(reader)" "50 $Z2"
+out=$(timeout 20 "$PI" -N $X -j probe --from mo-a --to $B:6061 --proto udp --trace 2>&1)
+expect_eq tstp_trace_goes_on "$(jq -c '.probes[0] | [.verdict, (.trace | length > 0)]' <<<"$out" 2>/dev/null)" '["refused",true]'
+kill -CONT $Z1
+for _ in $(seq 50); do grep -q paused $RUN/$Z1 || break; sleep 0.1; done
+sleep 0.2
+in_ns mo-a "$PINET" udp-send --bind $S $B 6062 50 >/dev/null 2>&1
+seen_all 6062 50 $T.z1 $T.z2
+expect_eq tstp_continued "$(seen $T.z1 6062) $(seen $T.z2 6062) $(seen $T.z1 6060)" "50 50 0"
+kill -TERM $Z1 $Z2
+wait $Z1 $Z2 2>/dev/null
 
 # the node taken down under running monitors: each says so and ends (the
 # one the reader served, too, without trying to read in its place)
