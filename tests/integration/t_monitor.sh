@@ -14,7 +14,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=71
+EXPECT=72
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -387,6 +387,30 @@ seen_all 6062 50 $T.z1 $T.z2
 expect_eq tstp_continued "$(seen $T.z1 6062) $(seen $T.z2 6062) $(seen $T.z1 6060)" "50 50 0"
 kill -TERM $Z1 $Z2
 wait $Z1 $Z2 2>/dev/null
+
+# `node upgrade` (twice: each re-points every hook, the injection's too)
+# under a running monitor while drops and injections flow: every one
+# shown, the rings and their kinds being the node's maps, which an
+# upgrade keeps
+"$PI" -N $X -j monitor --type drop,inject >$T.up 2>&1 &
+U=$!
+live $T.up
+(for _ in $(seq 40); do
+	in_ns mo-a "$PINET" udp-send --bind $S $B 6070 50 >/dev/null 2>&1
+	in_ns mo-c "$PINET" udp-send --bind $A $S 6071 50 >/dev/null 2>&1
+done) &
+F=$!
+sleep 0.5
+pi -N $X node upgrade >/dev/null
+pi -N $X node upgrade >/dev/null
+wait $F
+for _ in $(seq 50); do
+	[ "$(jq -s '[.[] | select(.dport == 6070 or .dport == 6071)] | length' $T.up 2>/dev/null)" -ge 4000 ] 2>/dev/null && break
+	sleep 0.1
+done
+kill -TERM $U
+wait $U
+expect_eq upgrade_under_monitor "$(jq -s -c '[([.[] | select(.kind == "drop" and .dport == 6070)] | length), ([.[] | select(.kind == "inject" and .dport == 6071)] | length)]' $T.up)" "[2000,2000]"
 
 # the node taken down under running monitors: each says so and ends (the
 # one the reader served, too, without trying to read in its place)
