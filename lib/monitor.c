@@ -78,16 +78,23 @@
 /* how long a monitor keeps trying to reach a reader that just changed */
 #define ATTACH_WAIT_MS		3000
 
+/* The stream's version, in HELLO: a monitor of another build may be the
+ * reader (the package upgraded under a running monitor). The first
+ * readers (2026-12-07) said 0 for this one. */
+#define MON_STREAM_VERSION	1
+
 enum mon_msg_type {
 	MON_MSG_HELLO = 1,	/* reader to monitor: from now on, every batch */
 	MON_MSG_EVENTS,		/* reader to monitor: `count` events follow */
 	MON_MSG_SYNCED,		/* reader to monitor: all before SYNC is sent */
 	MON_MSG_SYNC,		/* monitor to reader: read the rings now */
+	MON_MSG_FULL,		/* reader to monitor, instead of HELLO */
 };
 
 struct mon_msg {
 	uint32_t type;		/* enum mon_msg_type */
-	uint32_t count;		/* EVENTS: events; SYNC, SYNCED: a token */
+	uint32_t count;		/* EVENTS: events; SYNC, SYNCED: a token;
+				 * HELLO: MON_STREAM_VERSION */
 	uint64_t seq;		/* EVENTS: the stream position of the first */
 };
 
@@ -469,10 +476,14 @@ static void reader_join_inject(struct mon_reader *r)
 
 static void sub_add(struct mon_reader *r, int fd)
 {
-	struct mon_msg hello = { .type = MON_MSG_HELLO };
+	struct mon_msg hello = { .type = MON_MSG_HELLO,
+				 .count = MON_STREAM_VERSION };
 	int size = STREAM_BUF;
 
 	if (r->nsubs == MAX_SUBS) {
+		struct mon_msg full = { .type = MON_MSG_FULL };
+
+		send(fd, &full, sizeof(full), MSG_DONTWAIT | MSG_NOSIGNAL);
 		close(fd);
 		return;
 	}
@@ -718,18 +729,35 @@ static int take_reader_lock(struct pi_monitor *m)
 	return 0;
 }
 
-/* The stream's first message: the reader took this monitor on. */
-static int await_hello(int fd, int timeout_ms)
+/* The stream's first message: the reader took this monitor on (0), or
+ * serves as many as it can (-EUSERS), or is of a build whose stream is
+ * not this one's (-EPROTO, its version in *version). */
+static int await_hello(int fd, int timeout_ms, uint32_t *version)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	struct mon_msg msg;
 
 	if (poll(&pfd, 1, timeout_ms) <= 0)
 		return -ETIMEDOUT;
-	if (recv(fd, &msg, sizeof(msg), 0) != sizeof(msg) ||
-	    msg.type != MON_MSG_HELLO)
+	if (recv(fd, &msg, sizeof(msg), 0) != sizeof(msg))
 		return -ECONNRESET;
+	if (msg.type == MON_MSG_FULL)
+		return -EUSERS;
+	*version = msg.count ? msg.count : 1;
+	if (msg.type != MON_MSG_HELLO || *version != MON_STREAM_VERSION)
+		return -EPROTO;
 	return 0;
+}
+
+/* The reader's process id, as its lock file says ("?" if it does not). */
+static void reader_pid(const struct pi_monitor *m, char *pid, size_t len)
+{
+	ssize_t n = pread(m->reader_fd, pid, len - 1, 0);
+
+	pid[n > 0 ? n : 0] = '\0';
+	pid[strcspn(pid, "\n")] = '\0';
+	if (!*pid)
+		snprintf(pid, len, "?");
 }
 
 /* This monitor's stream: from the reader it becomes, or from the reader
@@ -739,6 +767,8 @@ static int attach(struct pi_monitor *m)
 {
 	uint64_t until = mono_ns() + ATTACH_WAIT_MS * 1000000ull;
 	struct sockaddr_un sa;
+	uint32_t version = 0;
+	char pid[32];
 	int err;
 
 	err = socket_addr(m->run_dir, &sa);
@@ -769,24 +799,32 @@ static int attach(struct pi_monitor *m)
 		m->conn = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 		if (m->conn < 0)
 			return -errno;
-		if (!connect(m->conn, (struct sockaddr *)&sa, sizeof(sa)) &&
-		    !await_hello(m->conn, ATTACH_WAIT_MS)) {
+		err = connect(m->conn, (struct sockaddr *)&sa, sizeof(sa)) ?
+			      -errno :
+			      await_hello(m->conn, ATTACH_WAIT_MS, &version);
+		if (!err) {
 			m->streams++;
 			return 0;
 		}
-		err = -errno;
 		close(m->conn);
 		m->conn = -1;
+		if (err == -EUSERS) {
+			pr_err("node '%s' has %d monitors already, the most one reader serves",
+			       m->node, MAX_SUBS);
+			return err;
+		}
+		if (err == -EPROTO) {
+			reader_pid(m, pid, sizeof(pid));
+			pr_err("node '%s': the monitor that reads its events (pid %s) is of another build (its stream version %u, this build's %u): stop it, or run that build",
+			       m->node, pid, version, MON_STREAM_VERSION);
+			return err;
+		}
 		if (mono_ns() >= until) {
-			char pid[32];
-			ssize_t len = pread(m->reader_fd, pid, sizeof(pid) - 1, 0);
-
-			pid[len > 0 ? len : 0] = '\0';
-			pid[strcspn(pid, "\n")] = '\0';
+			reader_pid(m, pid, sizeof(pid));
 			/* stopped (SIGSTOP, a debugger), or of a build that
 			 * did not pass events on */
 			pr_err("node '%s': the monitor that reads its events (pid %s) does not answer",
-			       m->node, *pid ? pid : "?");
+			       m->node, pid);
 			return -ETIMEDOUT;
 		}
 		usleep(20 * 1000);

@@ -14,7 +14,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=72
+EXPECT=74
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -387,6 +387,61 @@ seen_all 6062 50 $T.z1 $T.z2
 expect_eq tstp_continued "$(seen $T.z1 6062) $(seen $T.z2 6062) $(seen $T.z1 6060)" "50 50 0"
 kill -TERM $Z1 $Z2
 wait $Z1 $Z2 2>/dev/null
+
+# as many monitors as one reader serves (64, its own included): one more
+# is told so at once (before, it waited 3 s and was told the reader did
+# not answer)
+FULLS=()
+for _ in $(seq 64); do
+	"$PI" -N $X -j monitor --type drop --pod mo-a >/dev/null 2>&1 &
+	FULLS+=($!)
+done
+monitors 64
+for _ in $(seq 100); do
+	[ "$(ss -xH state connected src "$RUN/.socket" 2>/dev/null | wc -l)" -ge 63 ] && break
+	sleep 0.1
+done
+t0=$(date +%s%N)
+out=$("$PI" -N $X monitor --duration 1 2>&1)
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+expect_eq many_full_said "$rc $(grep -c "has 64 monitors already" <<<"$out") $((ms < 2500))" "1 1 1"
+kill -TERM "${FULLS[@]}"
+wait "${FULLS[@]}" 2>/dev/null
+
+# a reader of another build, whose stream is another version: a new
+# monitor says so and ends instead of reading what it cannot parse (a
+# stand-in, in Python, plays that build's reader: its lock, its socket,
+# its HELLO with version 99)
+if command -v python3 >/dev/null; then
+	python3 - "$RUN" >$T.fake 2>&1 <<'PY' &
+import fcntl, os, socket, struct, sys, time
+run = sys.argv[1]
+fd = os.open(run + "/.reader", os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+os.write(fd, b"%d\n" % os.getpid())
+try:
+    os.unlink(run + "/.socket")
+except FileNotFoundError:
+    pass
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(run + "/.socket")
+s.listen(4)
+print("ready", flush=True)
+c, _ = s.accept()
+c.send(struct.pack("=IIQ", 1, 99, 0))
+time.sleep(10)
+PY
+	FAKE=$!
+	for _ in $(seq 50); do grep -q ready $T.fake 2>/dev/null && break; sleep 0.1; done
+	out=$(timeout 20 "$PI" -N $X monitor --duration 2 2>&1)
+	expect_eq other_build_reader_said "$? $(grep -c "(pid $FAKE) is of another build (its stream version 99, this build's 1)" <<<"$out")" "1 1"
+	kill $FAKE
+	wait $FAKE 2>/dev/null
+else
+	skip other_build_reader_said "python3 is not installed (make deps installs it)"
+fi
 
 # `node upgrade` (twice: each re-points every hook, the injection's too)
 # under a running monitor while drops and injections flow: every one
