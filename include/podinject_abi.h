@@ -839,12 +839,20 @@ struct pi_dp_mon_event {
 	__u8 family;			/* AF_INET, AF_INET6; 0 unparsed */
 	__u8 proto;
 	__u8 dir;			/* enum pi_dp_policy_dir */
-	__u8 tcp_flags;
-	__u16 sport;			/* host order */
-	__u16 dport;
+	__u8 tcp_flags;			/* TCP: its flags; ICMP, ICMPv6:
+					 * PI_DP_MON_ICMP_READ when the
+					 * ports below hold its header */
+	__u16 sport;			/* host order; ICMP read: an echo's
+					 * id (0 for other types) */
+	__u16 dport;			/* ICMP read: type << 8 | code */
 	struct pi_dp_addr saddr;
 	struct pi_dp_addr daddr;
 };
+
+/* An ICMP event's header read from the frame (drops, a trace's hooks);
+ * the events built from the parsed packet (verdicts, injections) have
+ * no ICMP fields. */
+#define PI_DP_MON_ICMP_READ	1
 
 /* What a redirect helper was asked, recorded for unit tests
  * (bpf/lib/redirect.h). */

@@ -931,9 +931,18 @@ static void deliver(struct pi_monitor *m, const struct pi_dp_mon_event *e)
 	ev.len = e->len;
 	ev.family = e->family;
 	ev.proto = e->proto;
-	ev.tcp_flags = e->tcp_flags;
-	ev.sport = e->sport;
-	ev.dport = e->dport;
+	if ((e->proto == PI_IPPROTO_ICMP || e->proto == PI_IPPROTO_ICMPV6) &&
+	    e->tcp_flags == PI_DP_MON_ICMP_READ) {
+		/* ICMP has no ports: its fields are its own */
+		ev.icmp_read = true;
+		ev.icmp_type = e->dport >> 8;
+		ev.icmp_code = e->dport & 0xff;
+		ev.icmp_id = e->sport;
+	} else {
+		ev.tcp_flags = e->tcp_flags;
+		ev.sport = e->sport;
+		ev.dport = e->dport;
+	}
 	memcpy(ev.saddr.a, e->saddr.a, sizeof(ev.saddr.a));
 	memcpy(ev.daddr.a, e->daddr.a, sizeof(ev.daddr.a));
 	/* the injection object knows pods by device only */

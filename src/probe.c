@@ -157,12 +157,15 @@ static bool is_icmp(uint8_t proto)
 }
 
 /* 1: the event is about the probe's packet, 2: about its answer, 0: not
- * the probe's. A TCP or UDP packet is the probe's by its ports. An ICMP
- * message has none in the events (no echo id, no quoted header): it is
- * the probe's by time, between the probe's leaving and `until` (the next
- * probe's of the same pod, 0: none): an echo of an ICMP probe between
- * its two addresses, and an ICMP error to the pod (from the destination
- * or a router on the way) about any probe. */
+ * the probe's. A TCP or UDP packet is the probe's by its ports, an ICMP
+ * echo whose header the datapath read (a hook's verdict) by its id (the
+ * pod's own pings to the same address are not the probe's). Other ICMP
+ * events (an error, whose quoted header is not read; a policy decision,
+ * built from the parsed packet) are the probe's by time, between the
+ * probe's leaving and `until` (the next probe's of the same pod, 0:
+ * none): an echo of an ICMP probe between its two addresses, and an
+ * ICMP error to the pod (from the destination or a router on the way)
+ * about any probe. */
 static int trace_side(const struct pi_probe_result *pr,
 		      const struct pi_monitor_event *e, uint64_t until)
 {
@@ -173,6 +176,17 @@ static int trace_side(const struct pi_probe_result *pr,
 	out = !memcmp(&e->saddr, &pr->src, sizeof(e->saddr)) &&
 	      !memcmp(&e->daddr, &pr->dst, sizeof(e->daddr));
 	to_pod = !memcmp(&e->daddr, &pr->src, sizeof(e->daddr));
+	if (is_icmp(e->proto) && e->icmp_read &&
+	    (e->proto == IPPROTO_ICMP ?
+		     e->icmp_type == 0 || e->icmp_type == 8 :
+		     e->icmp_type == 128 || e->icmp_type == 129)) {
+		if (!is_icmp(pr->proto) || e->icmp_id != pr->sport)
+			return 0;
+		if (out)
+			return 1;
+		return to_pod && !memcmp(&e->saddr, &pr->dst,
+					 sizeof(e->saddr)) ? 2 : 0;
+	}
 	if (is_icmp(e->proto)) {
 		if (e->ts_ns < pr->sent_ns || (until && e->ts_ns >= until))
 			return 0;

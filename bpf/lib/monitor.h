@@ -98,6 +98,25 @@ static __always_inline void mon_tuple_of(struct pi_dp_mon_event *ev,
 	ev->daddr = p->daddr;
 }
 
+/* An ICMP or ICMPv6 header at l4: its type and code, and an echo's id
+ * (which tells a probe's echoes from the pod's own pings), in the
+ * event's port fields, marked as read (pi_dp_mon_event). */
+static __always_inline void mon_icmp_read(struct pi_dp_mon_event *ev,
+					  void *ctx, bool xdp, __u32 l4)
+{
+	__u8 h[8];	/* type, code, checksum, echo id, echo sequence */
+	bool echo;
+
+	if (ctx_load(ctx, xdp, l4, h, sizeof(h)))
+		return;
+	ev->tcp_flags = PI_DP_MON_ICMP_READ;
+	ev->dport = (__u16)h[0] << 8 | h[1];
+	echo = ev->proto == IPPROTO_ICMP ? h[0] == 0 || h[0] == 8 :
+					   h[0] == 128 || h[0] == 129;
+	if (echo)
+		ev->sport = (__u16)h[4] << 8 | h[5];
+}
+
 /* The 5-tuple of the frame in ctx, read without changing it (no pull: a
  * drop may be of a frame the parser refused): the IP header and, when it
  * follows at once, the ports. Fields it cannot read stay 0. */
@@ -136,8 +155,14 @@ static __always_inline void mon_tuple_read(struct pi_dp_mon_event *ev,
 	} else {
 		return;
 	}
-	if (!l4 || (ev->proto != IPPROTO_TCP && ev->proto != IPPROTO_UDP) ||
-	    l4 > PKT_L4_OFF_MAX || ctx_load(ctx, xdp, l4, ports, 4))
+	if (!l4 || l4 > PKT_L4_OFF_MAX)
+		return;
+	if (ev->proto == IPPROTO_ICMP || ev->proto == IPPROTO_ICMPV6_) {
+		mon_icmp_read(ev, ctx, xdp, l4);
+		return;
+	}
+	if ((ev->proto != IPPROTO_TCP && ev->proto != IPPROTO_UDP) ||
+	    ctx_load(ctx, xdp, l4, ports, 4))
 		return;
 	ev->sport = bpf_ntohs(ports[0]);
 	ev->dport = bpf_ntohs(ports[1]);

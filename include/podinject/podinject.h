@@ -876,6 +876,13 @@ struct pi_monitor_event {
 	struct pi_addr saddr, daddr;
 	char pod[PI_POD_NAME_MAX + 1];	/* the pod it is about; "" unknown */
 	char as_pod[PI_POD_NAME_MAX + 1];	/* INJECT: the pod injected as */
+	/* ICMP and ICMPv6 (sport and dport 0): the header's type and code,
+	 * and an echo's id, where the datapath read them from the frame
+	 * (drops, a trace's hooks; not verdicts or injections, which it
+	 * builds from the parsed packet) */
+	bool icmp_read;
+	uint8_t icmp_type, icmp_code;
+	uint16_t icmp_id;
 };
 
 struct pi_monitor;

@@ -14,7 +14,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=74
+EXPECT=75
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -138,6 +138,8 @@ has drop_router '.kind == "drop" and .reason == "router" and .pod == "mo-b" and 
 has drop_nd_spoofed '.kind == "drop" and .reason == "nd-spoofed" and .pod == "mo-b"'
 has drop_uplink_spoofed "$(printf '.kind == "drop" and .reason == "uplink-spoofed" and .hook == "uplink-ingress" and .pod == "mo-a" and .src == "%s" and .dst == "%s" and .dport == 6004' $A $S)"
 has drop_ttl "$(printf '.kind == "drop" and .reason == "ttl" and .pod == "mo-a" and .proto == "icmp" and .dst == "%s"' $S)"
+# an ICMP drop says what the message was (its type, and an echo's id)
+has drop_icmp_named "$(printf '.kind == "drop" and .reason == "ttl" and .dst == "%s" and .icmp == "echo-request" and .icmp_type == 8 and .icmp_code == 0 and (.icmp_id | type) == "number" and .sport == 0 and .dport == 0' $S)"
 has inject_event "$(printf '.kind == "inject" and .pod == "mo-c" and .as_pod == "mo-a" and .src == "%s" and .dst == "%s" and .dport == 6005 and (.reason == "fallback" or .reason == "fast")' $A $S)"
 has proxy_capture "$(printf '.kind == "proxy" and .pod == "mo-b" and .proxy_port == 15001 and .dst == "%s" and .dport == 8080 and .tcp_flags == "S"' $S)"
 expect_num all_lines_json "$(jq -c . $T.ev >/dev/null 2>&1 && echo 0 || echo 1)" 0

@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=222
+EXPECT=223
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -327,6 +327,18 @@ expect_eq trace_icmp_each_its_own "$(jq -c '[.probes[] | .verdict + ":" + ([.tra
 out=$(probe --from tq-a --to $B:5399 --proto udp --trace)
 expect_eq trace_udp_icmp_error_taken "$(jq -c '.probes[0] | [.verdict, (.trace[-1] | .way + ":" + .hook + ":" + .verdict)]' <<<"$out")" \
 	'["refused","back:pod-reply:taken"]'
+# The pod's own pings to the same address while echo probes are traced:
+# each probe's hooks are its own echo's (the datapath reads an echo's id
+# where it reads the frame), not the pings' (before, every echo between
+# the probe's leaving and the next probe was the probe's).
+in_ns tq-a ping -q -i 0.02 -c 150 $B >/dev/null 2>&1 &
+PING=$!
+sleep 0.3
+out=$(probe --from tq-a --to $B --count 3 --interval 300 --trace)
+kill $PING 2>/dev/null
+wait $PING 2>/dev/null
+expect_eq trace_icmp_pings_apart "$(jq -c '[.probes[] | .verdict + ":" + ([.trace[] | select(.hook == "pod-egress" and .way == "out")] | length | tostring) + ":" + ([.trace[] | select(.hook == "pod-reply")] | length | tostring)]' <<<"$out")" \
+	'["answered:1:1","answered:1:1","answered:1:1"]'
 expect_eq trace_turned_off "$(monitor_kinds "$(node_pin_dir $X)")" 0
 
 # The matrix over 4 pods, one pair blocked by policy: exactly that pair.

@@ -3,5 +3,5 @@
 # The probe suite again on nodes attached with clsact + cls_bpf, as on kernels
 # without tcx.
 NODE_ARGS="--attach clsact"
-EXPECT=222
+EXPECT=223
 . "$(dirname "$0")/t_probe.sh"

@@ -1307,6 +1307,61 @@ out:
 	fx_teardown(&fx);
 }
 
+/* An ICMP drop says what the message was: its type and code, and an
+ * echo's id (which tells a probe's echoes from the pod's own pings),
+ * marked as read; v4 and v6, an echo and an error. */
+UNIT_TEST(monitor_drop_events_icmp)
+{
+	static const struct {
+		int family;
+		const char *src;
+		uint8_t type, code;
+		uint16_t id, want_id;
+	} sent[] = {
+		{ AF_INET, "10.0.0.9", 8, 0, 0x1234, 0x1234 },
+		{ AF_INET6, "fd00::99", 128, 0, 0xbeef, 0xbeef },
+		{ AF_INET, "10.0.0.9", 3, 1, 0x1234, 0 },
+		{ AF_INET6, "fd00::99", 1, 4, 0x1234, 0 },
+	};
+	uint8_t pkt[PKT_MAX];
+	struct node_fx fx;
+	struct mon_seen s;
+	int n = sizeof(sent) / sizeof(sent[0]);
+
+	if (!fx_setup(&fx))
+		return;
+	mon_set(&fx, 1u << PI_DP_MON_DROP);
+	for (int i = 0; i < n; i++) {
+		int v6 = sent[i].family == AF_INET6;
+		int len = pkt_build(pkt, &(struct pkt_spec){ sent[i].family,
+			sent[i].src, v6 ? "fd00::2" : "10.0.0.2", IPPROTO_ICMP });
+		uint8_t *icmp = pkt + 14 + (v6 ? 40 : 20);
+
+		icmp[0] = sent[i].type;
+		icmp[1] = sent[i].code;
+		icmp[4] = sent[i].id >> 8;
+		icmp[5] = sent[i].id & 0xff;
+		ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len,
+			      NULL), PI_DROP, "spoofed");
+	}
+	s = mon_read(&fx);
+	if (!ASSERT_EQ(s.cnt, n, "events"))
+		goto out;
+	for (int i = 0; i < n; i++) {
+		const struct pi_dp_mon_event *e = &s.ev[i];
+
+		ASSERT_EQ(e->reason, PI_DP_DROP_SPOOFED, "reason");
+		ASSERT_EQ(e->proto, sent[i].family == AF_INET6 ?
+			  IPPROTO_ICMPV6 : IPPROTO_ICMP, "proto");
+		ASSERT_EQ(e->tcp_flags, PI_DP_MON_ICMP_READ, "header read");
+		ASSERT_EQ(e->dport, sent[i].type << 8 | sent[i].code,
+			  "type and code");
+		ASSERT_EQ(e->sport, sent[i].want_id, "echo id, else 0");
+	}
+out:
+	fx_teardown(&fx);
+}
+
 /* A flow's first packet is decided by a rule walk: its verdict, with the
  * rule, and for a deny the drop that names the same rule; the flow's
  * later packets pass on its entry and write nothing. The destination's
