@@ -176,10 +176,7 @@ static int trace_side(const struct pi_probe_result *pr,
 	out = !memcmp(&e->saddr, &pr->src, sizeof(e->saddr)) &&
 	      !memcmp(&e->daddr, &pr->dst, sizeof(e->daddr));
 	to_pod = !memcmp(&e->daddr, &pr->src, sizeof(e->daddr));
-	if (is_icmp(e->proto) && e->icmp_read &&
-	    (e->proto == IPPROTO_ICMP ?
-		     e->icmp_type == 0 || e->icmp_type == 8 :
-		     e->icmp_type == 128 || e->icmp_type == 129)) {
+	if (e->icmp_read && icmp_is_echo(e->proto, e->icmp_type)) {
 		if (!is_icmp(pr->proto) || e->icmp_id != pr->sport)
 			return 0;
 		if (out)

@@ -129,6 +129,35 @@ const char *tcp_flags_text(uint8_t f, char buf[9])
 	return buf;
 }
 
+/* An ICMP message's name by its type (NULL: none known here). */
+const char *icmp_name(uint8_t proto, uint8_t type)
+{
+	static const char *const v4[] = {
+		[0] = "echo-reply", [3] = "unreachable", [4] = "source-quench",
+		[5] = "redirect", [8] = "echo-request", [11] = "time-exceeded",
+		[12] = "parameter-problem", [13] = "timestamp",
+		[14] = "timestamp-reply",
+	};
+	static const char *const v6[] = {
+		[1] = "unreachable", [2] = "packet-too-big",
+		[3] = "time-exceeded", [4] = "parameter-problem",
+		[128] = "echo-request", [129] = "echo-reply",
+		[133] = "router-solicitation", [134] = "router-advertisement",
+		[135] = "neighbor-solicitation",
+		[136] = "neighbor-advertisement", [137] = "redirect",
+	};
+
+	if (proto == IPPROTO_ICMP)
+		return type < sizeof(v4) / sizeof(v4[0]) ? v4[type] : NULL;
+	return type < sizeof(v6) / sizeof(v6[0]) ? v6[type] : NULL;
+}
+
+bool icmp_is_echo(uint8_t proto, uint8_t type)
+{
+	return proto == IPPROTO_ICMP ? type == 0 || type == 8 :
+				       type == 128 || type == 129;
+}
+
 const char *hook_verdict_name(int32_t v)
 {
 	switch (v) {

@@ -42,6 +42,10 @@ bool is_prefix(const char *arg, const char *full);
 /* The monitor's events, as the monitor and probe --trace print them:
  * TCP flags as letters ("SA" for SYN|ACK), a hook's verdict by name. */
 const char *tcp_flags_text(uint8_t f, char buf[9]);
+/* ICMP and ICMPv6 (proto IPPROTO_ICMP or IPPROTO_ICMPV6): a type's name
+ * (NULL for one without a name here), and whether it is an echo's */
+const char *icmp_name(uint8_t proto, uint8_t type);
+bool icmp_is_echo(uint8_t proto, uint8_t type);
 /* A drop reason's name, the node's (enum pi_drop_reason) or the injection
  * object's (enum pi_mon_drop_reason): "unknown" for any other. */
 const char *drop_reason_name(uint32_t reason);
