@@ -198,14 +198,21 @@ backlog_drops() {
 	while read -r a b rest; do s=$((s + 0x$b)); done </proc/net/softnet_stat
 	echo $s
 }
+# icmp_counts NS: echoes in, replies out, as B's kernel counts them
+icmp_counts() {
+	in_ns "$1" cat /proc/net/snmp | awk '$1 == "Icmp:" && $2 !~ /^[0-9]/ { for (i = 2; i <= NF; i++) name[i] = $i }
+		$1 == "Icmp:" && $2 ~ /^[0-9]/ { for (i = 2; i <= NF; i++) v[name[i]] = $i; print v["InEchos"] "/" v["OutEchoReps"] }'
+}
 bl0=$(backlog_drops)
+ic0=$(icmp_counts tq-b)
 out=$(probe --from tq-a --to $B --count 20000 --interval 0 --timeout 10000)
 got=$(jq .summary.answered <<<"$out")
 bl=$(sub "$(backlog_drops)" "$bl0")
+ic1=$(icmp_counts tq-b)
 if [ "$got" = 20000 ] || { is_num "$got" && is_num "$bl" && [ "$got" -gt 16383 ] && [ $((got + bl)) -ge 20000 ]; }; then
 	pass burst_20000_answered
 else
-	fail burst_20000_answered "got '$got', want 20000 (backlog drops meanwhile: $bl)"
+	fail burst_20000_answered "got '$got', want 20000 (backlog drops meanwhile: $bl; B's echoes in, replies out: $ic0 -> $ic1; $(jq -c '.summary | del(.rtt_ms)' <<<"$out"))"
 fi
 # More TCP or UDP probes in flight than the probe range has ports: the
 # one 4 536 later has the same flow, one key. Answers held back (a slow
