@@ -833,7 +833,9 @@ static int attach(struct pi_monitor *m)
 
 /* ---- a monitor ---- */
 
-/* This monitor's file: its kinds, and whether it is paused. */
+/* This monitor's file: its kinds, and whether it is paused. Written
+ * over, then cut to length: read at any time (without the directory's
+ * lock), it starts with the kinds. */
 static int self_say(struct pi_monitor *m, bool paused)
 {
 	char buf[48];
@@ -841,7 +843,8 @@ static int self_say(struct pi_monitor *m, bool paused)
 
 	len = snprintf(buf, sizeof(buf), "%u%s\n", m->kinds,
 		       paused ? PAUSED : "");
-	if (ftruncate(m->self_fd, 0) || pwrite(m->self_fd, buf, len, 0) != len)
+	if (pwrite(m->self_fd, buf, len, 0) != len ||
+	    ftruncate(m->self_fd, len))
 		return -EIO;
 	return 0;
 }
