@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -79,9 +80,19 @@
 #define ATTACH_WAIT_MS		3000
 
 /* The stream's version, in HELLO: a monitor of another build may be the
- * reader (the package upgraded under a running monitor). The first
- * readers (2026-12-07) said 0 for this one. */
-#define MON_STREAM_VERSION	1
+ * reader (the package upgraded under a running monitor). 1: the first
+ * readers' (2026-12-07), which said 0; 2: HELLO's seq is where the
+ * stream starts among every event the node's readers took. A monitor
+ * takes either (their messages are the same). */
+#define MON_STREAM_VERSION	2
+/* READER_LOCK's file: the reader's pid as text, then at READER_POS_OFF
+ * how many events the node's readers took from the rings, one after
+ * the other (the reader keeps it mapped and counts each event as it
+ * takes it, so that a reader killed outright leaves it right): a
+ * monitor served by a reader that ended knows how many it did not get,
+ * from where the next reader's stream starts. */
+#define READER_FILE_LEN		4096
+#define READER_POS_OFF		64
 
 enum mon_msg_type {
 	MON_MSG_HELLO = 1,	/* reader to monitor: from now on, every batch */
@@ -95,7 +106,10 @@ struct mon_msg {
 	uint32_t type;		/* enum mon_msg_type */
 	uint32_t count;		/* EVENTS: events; SYNC, SYNCED: a token;
 				 * HELLO: MON_STREAM_VERSION */
-	uint64_t seq;		/* EVENTS: the stream position of the first */
+	uint64_t seq;		/* EVENTS: the stream position of the first
+				 * (0: the stream's first event); HELLO:
+				 * where the stream starts among the events
+				 * the node's readers took */
 };
 
 /* A message of events, as read from the rings and as sent. */
@@ -106,7 +120,7 @@ struct mon_batch {
 
 struct mon_sub {
 	int fd;
-	uint64_t seq;		/* the position of its next event */
+	uint64_t start;		/* the reader's position at its HELLO */
 	bool sync;		/* a SYNC is to be answered */
 	bool behind;		/* a batch was lost: its monitor is to know */
 	uint32_t token;
@@ -124,6 +138,9 @@ struct mon_reader {
 	char self[PATH_MAX];	/* this process's monitor file */
 	int events[2];		/* the node's ring, the injection's */
 	ino_t inject_ino;	/* the injection's directory, when joined */
+	void *file;		/* READER_LOCK's, mapped */
+	uint64_t *pos;		/* in it: the events the node's readers took */
+	uint64_t batch_pos;	/* the position of the batch's first */
 	struct ring_buffer *rb;
 	struct mon_sub subs[MAX_SUBS];
 	int nsubs;
@@ -151,7 +168,11 @@ struct pi_monitor {
 	struct mon_reader *reader;	/* while this process reads */
 	int conn;		/* the stream from the reader */
 	unsigned int streams;	/* streams had: a new one, a new reader */
-	uint64_t next_seq;	/* the position the stream is expected at */
+	uint64_t next_seq;	/* the position the stream is expected at,
+				 * among the events the readers took */
+	uint64_t stream_start;	/* the stream's first event's position */
+	bool followed;		/* served up to next_seq: a new stream that
+				 * starts later counts the events between */
 	uint64_t gap_lost;	/* events of batches the stream did not bring */
 	uint64_t lost_gone;	/* counted by an injection object now gone */
 	uint32_t sync_token;
@@ -399,8 +420,7 @@ static void batch_flush(struct mon_reader *r)
 		return;
 	r->batch.hdr.type = MON_MSG_EVENTS;
 	for (int i = 0; i < r->nsubs; i++) {
-		r->batch.hdr.seq = r->subs[i].seq;
-		r->subs[i].seq += count;
+		r->batch.hdr.seq = r->batch_pos - r->subs[i].start;
 		if (send(r->subs[i].fd, &r->batch, len,
 			 MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
 			r->subs[i].behind = false;
@@ -418,6 +438,10 @@ static int reader_take(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(r->batch.ev[0]))
 		return 0;
+	if (!r->batch.hdr.count)
+		r->batch_pos = *r->pos;
+	/* counted as taken, in the file, before the ring lets it go */
+	(*r->pos)++;
 	memcpy(&r->batch.ev[r->batch.hdr.count++], data,
 	       sizeof(r->batch.ev[0]));
 	if (r->batch.hdr.count == BATCH_MAX)
@@ -477,7 +501,8 @@ static void reader_join_inject(struct mon_reader *r)
 static void sub_add(struct mon_reader *r, int fd)
 {
 	struct mon_msg hello = { .type = MON_MSG_HELLO,
-				 .count = MON_STREAM_VERSION };
+				 .count = MON_STREAM_VERSION,
+				 .seq = *r->pos };
 	int size = STREAM_BUF;
 
 	if (r->nsubs == MAX_SUBS) {
@@ -494,7 +519,7 @@ static void sub_add(struct mon_reader *r, int fd)
 		close(fd);
 		return;
 	}
-	r->subs[r->nsubs++] = (struct mon_sub){ .fd = fd };
+	r->subs[r->nsubs++] = (struct mon_sub){ .fd = fd, .start = *r->pos };
 }
 
 static void reader_accept(struct mon_reader *r)
@@ -582,7 +607,7 @@ static void *reader_main(void *arg)
 				.type = sub->sync ? MON_MSG_SYNCED :
 						    MON_MSG_EVENTS,
 				.count = sub->sync ? sub->token : 0,
-				.seq = sub->seq,
+				.seq = *r->pos - sub->start,
 			};
 
 			if (!sub->sync && !sub->behind)
@@ -623,6 +648,8 @@ static void reader_free(struct mon_reader *r)
 		close(r->listen);
 	if (r->wake >= 0)
 		close(r->wake);
+	if (r->file)
+		munmap(r->file, READER_FILE_LEN);
 	free(r);
 }
 
@@ -644,6 +671,14 @@ static int reader_start(struct pi_monitor *m)
 	snprintf(r->run_dir, sizeof(r->run_dir), "%s", m->run_dir);
 	snprintf(r->self, sizeof(r->self), "%s", m->self);
 
+	r->file = mmap(NULL, READER_FILE_LEN, PROT_READ | PROT_WRITE,
+		       MAP_SHARED, m->reader_fd, 0);
+	if (r->file == MAP_FAILED) {
+		r->file = NULL;
+		err = -errno;
+		goto fail;
+	}
+	r->pos = (uint64_t *)((char *)r->file + READER_POS_OFF);
 	snprintf(path, sizeof(path), "%s/monitor_events", m->pin_dir);
 	r->events[0] = bpf_obj_get(path);
 	if (r->events[0] < 0) {
@@ -715,14 +750,22 @@ fail:
  * while another monitor holds it. */
 static int take_reader_lock(struct pi_monitor *m)
 {
+	uint64_t pos = 0;
 	char buf[32];
 	ssize_t len;
 
 	if (flock(m->reader_fd, LOCK_EX | LOCK_NB))
 		return -errno;
+	/* the last reader's count, if it kept one, goes on */
+	if (pread(m->reader_fd, &pos, sizeof(pos), READER_POS_OFF) !=
+	    sizeof(pos))
+		pos = 0;
 	len = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
 	if (ftruncate(m->reader_fd, 0) ||
-	    pwrite(m->reader_fd, buf, len, 0) != len) {
+	    pwrite(m->reader_fd, buf, len, 0) != len ||
+	    ftruncate(m->reader_fd, READER_FILE_LEN) ||
+	    pwrite(m->reader_fd, &pos, sizeof(pos), READER_POS_OFF) !=
+		    sizeof(pos)) {
 		flock(m->reader_fd, LOCK_UN);
 		return -EIO;
 	}
@@ -732,7 +775,8 @@ static int take_reader_lock(struct pi_monitor *m)
 /* The stream's first message: the reader took this monitor on (0), or
  * serves as many as it can (-EUSERS), or is of a build whose stream is
  * not this one's (-EPROTO, its version in *version). */
-static int await_hello(int fd, int timeout_ms, uint32_t *version)
+static int await_hello(int fd, int timeout_ms, uint32_t *version,
+		       uint64_t *start)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	struct mon_msg msg;
@@ -744,7 +788,8 @@ static int await_hello(int fd, int timeout_ms, uint32_t *version)
 	if (msg.type == MON_MSG_FULL)
 		return -EUSERS;
 	*version = msg.count ? msg.count : 1;
-	if (msg.type != MON_MSG_HELLO || *version != MON_STREAM_VERSION)
+	*start = msg.seq;
+	if (msg.type != MON_MSG_HELLO || *version > MON_STREAM_VERSION)
 		return -EPROTO;
 	return 0;
 }
@@ -760,6 +805,27 @@ static void reader_pid(const struct pi_monitor *m, char *pid, size_t len)
 		snprintf(pid, len, "?");
 }
 
+/* A new stream, from a reader whose stream is of `version`, starts at
+ * `start`: the events between where the last one ended and there (a
+ * reader killed while passing a batch on, batches lost to a full socket
+ * just before a reader stopped, a reader's first events before this
+ * monitor came back to it) are counted lost, unless the last stream was
+ * given up (a pause) or its reader did not count (version 1). */
+static void stream_begin(struct pi_monitor *m, uint32_t version,
+			 uint64_t start)
+{
+	if (version < 2) {
+		m->followed = false;
+		start = 0;
+	}
+	if (m->followed && start > m->next_seq)
+		m->gap_lost += start - m->next_seq;
+	m->stream_start = start;
+	m->next_seq = start;
+	m->followed = version >= 2;
+	m->streams++;
+}
+
 /* This monitor's stream: from the reader it becomes, or from the reader
  * another monitor is. Tried until ATTACH_WAIT_MS pass: a reader may be
  * starting or stopping. */
@@ -768,6 +834,7 @@ static int attach(struct pi_monitor *m)
 	uint64_t until = mono_ns() + ATTACH_WAIT_MS * 1000000ull;
 	struct sockaddr_un sa;
 	uint32_t version = 0;
+	uint64_t start = 0;
 	char pid[32];
 	int err;
 
@@ -788,7 +855,8 @@ static int attach(struct pi_monitor *m)
 			if (err)
 				flock(m->reader_fd, LOCK_UN);
 			else
-				m->streams++;
+				stream_begin(m, MON_STREAM_VERSION,
+					     *m->reader->pos);
 			return err;
 		}
 		if (err != -EWOULDBLOCK) {
@@ -801,9 +869,10 @@ static int attach(struct pi_monitor *m)
 			return -errno;
 		err = connect(m->conn, (struct sockaddr *)&sa, sizeof(sa)) ?
 			      -errno :
-			      await_hello(m->conn, ATTACH_WAIT_MS, &version);
+			      await_hello(m->conn, ATTACH_WAIT_MS, &version,
+					  &start);
 		if (!err) {
-			m->streams++;
+			stream_begin(m, version, start);
 			return 0;
 		}
 		close(m->conn);
@@ -969,6 +1038,7 @@ static int read_stream(struct pi_monitor *m)
 {
 	for (;;) {
 		ssize_t n = recv(m->conn, &m->in, sizeof(m->in), MSG_DONTWAIT);
+		uint64_t at = m->stream_start + m->in.hdr.seq;
 		uint32_t count;
 
 		if (n < 0 && errno == EINTR)
@@ -980,16 +1050,15 @@ static int read_stream(struct pi_monitor *m)
 			 * be it; unless the node went (its reader saw it) */
 			close(m->conn);
 			m->conn = -1;
-			m->next_seq = 0;
 			if (!dir_is(m->pin_dir, m->cfg[0].ino))
 				return -ENOENT;
 			return attach(m);
 		}
 		switch (m->in.hdr.type) {
 		case MON_MSG_SYNCED:
-			if (m->in.hdr.seq > m->next_seq) {
-				m->gap_lost += m->in.hdr.seq - m->next_seq;
-				m->next_seq = m->in.hdr.seq;
+			if (at > m->next_seq) {
+				m->gap_lost += at - m->next_seq;
+				m->next_seq = at;
 			}
 			if (m->in.hdr.count == m->sync_token)
 				m->synced = true;
@@ -1001,9 +1070,9 @@ static int read_stream(struct pi_monitor *m)
 			    (size_t)n != sizeof(m->in.hdr) +
 					 count * sizeof(m->in.ev[0]))
 				break;
-			if (m->in.hdr.seq > m->next_seq)
-				m->gap_lost += m->in.hdr.seq - m->next_seq;
-			m->next_seq = m->in.hdr.seq + count;
+			if (at > m->next_seq)
+				m->gap_lost += at - m->next_seq;
+			m->next_seq = at + count;
 			for (uint32_t i = 0; i < count; i++)
 				deliver(m, &m->in.ev[i]);
 			break;
@@ -1184,6 +1253,9 @@ void pi_monitor_pause(struct pi_monitor *m)
 	if (m->paused)
 		return;
 	m->paused = true;
+	/* the events until it takes them again are not this monitor's,
+	 * nor lost to it */
+	m->followed = false;
 	/* said first: a reader taking over does not wait for this one */
 	self_say(m, true);
 	/* Its streams end: one of the others takes the rings on. */
@@ -1201,8 +1273,6 @@ int pi_monitor_resume(struct pi_monitor *m)
 
 	if (!m->paused)
 		return 0;
-	/* the events in between are not this monitor's, nor lost to it */
-	m->next_seq = 0;
 	self_say(m, false);
 	err = attach(m);
 	if (!err)
