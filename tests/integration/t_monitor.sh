@@ -489,10 +489,9 @@ else
 	skip other_build_reader_said "python3 is not installed (make deps installs it)"
 fi
 
-# `node upgrade` (twice: each re-points every hook, the injection's too)
-# under a running monitor while drops and injections flow: every one
-# shown, the rings and their kinds being the node's maps, which an
-# upgrade keeps
+# `node upgrade` (it re-points every hook, the injection's too) under a
+# running monitor while drops and injections flow: every one shown, the
+# rings and their kinds being the node's maps, which an upgrade keeps
 "$PI" -N $X -j monitor --type drop,inject >$T.up 2>&1 &
 U=$!
 live $T.up
@@ -502,7 +501,6 @@ live $T.up
 done) &
 F=$!
 sleep 0.5
-pi -N $X node upgrade >/dev/null
 pi -N $X node upgrade >/dev/null
 wait $F
 for _ in $(seq 50); do
