@@ -141,6 +141,7 @@ struct mon_reader {
 	void *file;		/* READER_LOCK's, mapped */
 	uint64_t *pos;		/* in it: the events the node's readers took */
 	uint64_t batch_pos;	/* the position of the batch's first */
+	uint64_t own_start;	/* its own monitor's stream's start */
 	struct ring_buffer *rb;
 	struct mon_sub subs[MAX_SUBS];
 	int nsubs;
@@ -720,6 +721,8 @@ static int reader_start(struct pi_monitor *m)
 		goto fail;
 	}
 	fcntl(pair[1], F_SETFL, O_NONBLOCK);
+	/* read before the thread runs and takes events */
+	r->own_start = *r->pos;
 	sub_add(r, pair[1]);
 	if (r->nsubs != 1) {
 		close(pair[0]);
@@ -856,7 +859,7 @@ static int attach(struct pi_monitor *m)
 				flock(m->reader_fd, LOCK_UN);
 			else
 				stream_begin(m, MON_STREAM_VERSION,
-					     *m->reader->pos);
+					     m->reader->own_start);
 			return err;
 		}
 		if (err != -EWOULDBLOCK) {

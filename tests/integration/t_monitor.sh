@@ -14,7 +14,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=77
+EXPECT=78
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -433,6 +433,25 @@ else
 	skip killed_in_flight_reader "strace is not installed (make deps installs it)"
 	skip killed_in_flight_counted "strace is not installed (make deps installs it)"
 fi
+
+# a hand-over in the middle of a flood, the reader stopped as it should
+# be (SIGTERM): the other shows every drop and counts none lost (the
+# stream's positions across readers must not make up a gap)
+"$PI" -N $X -j monitor --type drop --pod mo-a >$T.h1 2>&1 &
+H1=$!
+live $T.h1
+"$PI" -N $X -j monitor --type drop --pod mo-a >$T.h2 2>&1 &
+H2=$!
+live $T.h1 $T.h2
+in_ns mo-a "$PINET" udp-send --bind $S $B 6086 50000 >/dev/null 2>&1 &
+HF=$!
+sleep 0.1
+kill -TERM $H1
+wait $H1 $HF 2>/dev/null
+seen_all 6086 50000 $T.h2
+expect_eq handover_flood_exact "$(seen $T.h2 6086) $(lost_in $T.h2) $(reader)" "50000 0 $H2"
+kill -TERM $H2
+wait $H2 2>/dev/null
 
 # as many monitors as one reader serves (64, its own included): one more
 # is told so at once (before, it waited 3 s and was told the reader did
