@@ -378,7 +378,8 @@ static void join_inject_config(struct pi_monitor *m)
 		m->lost_gone += lost_of(&m->cfg[1]);
 		config_close(&m->cfg[1]);
 	}
-	if (access(dir, F_OK) || config_open(&m->cfg[1], dir))
+	/* (config_open's stat says whether the object is there) */
+	if (config_open(&m->cfg[1], dir))
 		return;
 	publish_kinds(m);
 }
