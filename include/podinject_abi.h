@@ -691,8 +691,13 @@ struct pi_probe_event {
 					 * (PI_PROBE_SENT: at the injection) */
 	__u32 tcp_ack;			/* SYN-ACK's or RST's ack (the
 					 * probe's ISN + 1), 0 where none */
-	__u32 pad;
+	__u32 icmp;			/* PI_PROBE_UNREACH: PI_PROBE_ICMP_READ
+					 * | the error's type << 8 | its code
+					 * (a build before it wrote 0 here) */
 };
+
+/* pi_probe_event.icmp holds an ICMP error's type and code */
+#define PI_PROBE_ICMP_READ	(1u << 16)
 
 /* Fragments. A non-first fragment carries no transport header; it is
  * classified with the ports of its first fragment, found here by the

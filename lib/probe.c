@@ -70,6 +70,8 @@ struct probe {
 	long long sent_ns;		/* user space: the wait's start */
 	uint64_t injected_ns, reply_ns;	/* the kernel's: the RTT's ends */
 	enum pi_probe_verdict verdict;
+	uint32_t answer_kind;		/* enum pi_probe_reply of its answer */
+	uint32_t answer_icmp;		/* pi_probe_event.icmp of its answer */
 	uint32_t deny_rule;		/* the rule the pod's policy picks */
 	uint64_t deny_before;		/* its counter before sending */
 	char to[64];
@@ -350,6 +352,8 @@ static int on_event(void *ctx, void *data, size_t len)
 		return 0;
 	}
 	pr->reply_ns = ev->ts_ns;
+	pr->answer_kind = ev->kind;
+	pr->answer_icmp = ev->icmp;
 	switch (ev->kind) {
 	case PI_PROBE_SYNACK:
 		pr->verdict = V_ANSWERED;
@@ -1040,6 +1044,16 @@ static void to_result(const struct probe *pr, struct pi_probe_result *r)
 	r->port = pr->proto == IPPROTO_ICMP ? 0 : pr->dport;
 	r->verdict = pr->verdict;
 	r->rule = pr->verdict == V_POLICY ? pr->deny_rule : 0;
+	if (pr->verdict == V_REFUSED) {
+		r->refused_by = pr->answer_kind == PI_PROBE_RST ?
+				PI_PROBE_BY_RST : PI_PROBE_BY_ICMP;
+		r->icmp_read = r->refused_by == PI_PROBE_BY_ICMP &&
+			       pr->answer_icmp & PI_PROBE_ICMP_READ;
+		if (r->icmp_read) {
+			r->icmp_type = pr->answer_icmp >> 8 & 0xff;
+			r->icmp_code = pr->answer_icmp & 0xff;
+		}
+	}
 	/* both ends read in the kernel, with one clock: from the frame's
 	 * injection into the pod's egress datapath to the answer taken at
 	 * the pod's device; no answer or no injection seen, no RTT */

@@ -228,6 +228,18 @@ static int cmp_event_time(const void *a, const void *b)
 	return x->ts_ns < y->ts_ns ? -1 : x->ts_ns > y->ts_ns;
 }
 
+/* An event's ICMP header, as the monitor gives it */
+static void json_icmp_event(const struct pi_monitor_event *e)
+{
+	const char *name = icmp_name(e->proto, e->icmp_type);
+
+	json_ku64(jw, "icmp_type", e->icmp_type);
+	json_ku64(jw, "icmp_code", e->icmp_code);
+	json_kstr(jw, "icmp", name ? name : "");
+	if (icmp_is_echo(e->proto, e->icmp_type))
+		json_ku64(jw, "icmp_id", e->icmp_id);
+}
+
 /* What happened to probe pr on its way, in order: each hook's verdict,
  * each policy decision with its rule, and a drop's reason. */
 static void print_trace(const struct pi_probe_result *pr, uint64_t until)
@@ -276,6 +288,8 @@ static void print_trace(const struct pi_probe_result *pr, uint64_t until)
 			if (e->proto == IPPROTO_TCP)
 				json_kstr(jw, "tcp_flags",
 					  tcp_flags_text(e->tcp_flags, fl));
+			if (e->icmp_read)
+				json_icmp_event(e);
 			if (e->kind == PI_MON_DROP) {
 				json_kstr(jw, "event", "drop");
 				json_kstr(jw, "reason",
@@ -310,16 +324,76 @@ static void print_trace(const struct pi_probe_result *pr, uint64_t until)
 		       e->hook == PI_MON_HOOK_INJECT ? "(probe)" : "-", what);
 		if (e->rule_id)
 			printf(" (rule %u)", e->rule_id);
+		/* an ICMP error on the way back: the refusal it carries */
+		if (e->icmp_read && !icmp_is_echo(e->proto, e->icmp_type)) {
+			const char *type = icmp_name(e->proto, e->icmp_type);
+			const char *code = icmp_unreach_name(e->proto,
+							     e->icmp_code);
+
+			if (type && code &&
+			    icmp_is_unreach(e->proto, e->icmp_type))
+				printf(" [%s, %s]", type, code);
+			else if (type)
+				printf(" [%s code %u]", type, e->icmp_code);
+			else
+				printf(" [icmp type %u code %u]",
+				       e->icmp_type, e->icmp_code);
+		}
 		printf("\n");
 	}
 	if (json_output)
 		json_arr_close(jw);
 }
 
+/* What refused a probe, in words: "RST", "ICMP unreachable,
+ * port-unreachable", "ICMPv6 unreachable, admin-prohibited" */
+static const char *refusal_text(const struct pi_probe_result *pr, char *buf,
+				size_t len)
+{
+	uint8_t proto = pr->family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP;
+	const char *icmp = proto == IPPROTO_ICMP ? "ICMP" : "ICMPv6";
+	const char *type, *code;
+
+	if (pr->refused_by == PI_PROBE_BY_RST)
+		return "RST";
+	if (!pr->icmp_read) {
+		snprintf(buf, len, "an %s error", icmp);
+		return buf;
+	}
+	type = icmp_name(proto, pr->icmp_type);
+	code = icmp_is_unreach(proto, pr->icmp_type) ?
+	       icmp_unreach_name(proto, pr->icmp_code) : NULL;
+	if (type && code)
+		snprintf(buf, len, "%s %s, %s", icmp, type, code);
+	else
+		snprintf(buf, len, "%s type %u code %u", icmp, pr->icmp_type,
+			 pr->icmp_code);
+	return buf;
+}
+
+static void json_refusal(const struct pi_probe_result *pr)
+{
+	uint8_t proto = pr->family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP;
+	const char *name;
+
+	json_kstr(jw, "refused_by",
+		  pr->refused_by == PI_PROBE_BY_RST ? "rst" : "icmp");
+	if (!pr->icmp_read)
+		return;
+	json_ku64(jw, "icmp_type", pr->icmp_type);
+	json_ku64(jw, "icmp_code", pr->icmp_code);
+	name = icmp_name(proto, pr->icmp_type);
+	json_kstr(jw, "icmp", name ? name : "");
+	name = icmp_is_unreach(proto, pr->icmp_type) ?
+	       icmp_unreach_name(proto, pr->icmp_code) : NULL;
+	json_kstr(jw, "icmp_code_name", name ? name : "");
+}
+
 static void print_probe(const struct pi_probe_result *pr, int seq,
 			uint64_t until)
 {
 	bool rtt = rtt_measured(pr);
+	char why[80];
 
 	if (json_output) {
 		json_obj_open(jw);
@@ -332,6 +406,8 @@ static void print_probe(const struct pi_probe_result *pr, int seq,
 		json_kstr(jw, "verdict", verdict_names[pr->verdict]);
 		if (pr->verdict == PI_PROBE_POLICY)
 			json_ku64(jw, "rule", pr->rule);
+		if (pr->verdict == PI_PROBE_REFUSED)
+			json_refusal(pr);
 		json_key(jw, "rtt_ms");
 		if (rtt)
 			json_f64(jw, rtt_ms(pr));
@@ -351,6 +427,8 @@ static void print_probe(const struct pi_probe_result *pr, int seq,
 		       verdict_names[pr->verdict]);
 	if (pr->verdict == PI_PROBE_POLICY)
 		printf(" rule %u", pr->rule);
+	if (pr->verdict == PI_PROBE_REFUSED)
+		printf(" (%s)", refusal_text(pr, why, sizeof(why)));
 	if (rtt)
 		printf(" rtt %.3f ms", rtt_ms(pr));
 	printf("\n");

@@ -152,6 +152,36 @@ const char *icmp_name(uint8_t proto, uint8_t type)
 	return type < sizeof(v6) / sizeof(v6[0]) ? v6[type] : NULL;
 }
 
+const char *icmp_unreach_name(uint8_t proto, uint8_t code)
+{
+	/* RFC 792 and 1812; RFC 4443 */
+	static const char *const v4[] = {
+		[0] = "net-unreachable", [1] = "host-unreachable",
+		[2] = "protocol-unreachable", [3] = "port-unreachable",
+		[4] = "fragmentation-needed", [5] = "source-route-failed",
+		[6] = "net-unknown", [7] = "host-unknown",
+		[8] = "host-isolated", [9] = "net-prohibited",
+		[10] = "host-prohibited", [11] = "net-unreachable-for-tos",
+		[12] = "host-unreachable-for-tos", [13] = "admin-prohibited",
+		[14] = "precedence-violation", [15] = "precedence-cutoff",
+	};
+	static const char *const v6[] = {
+		[0] = "no-route", [1] = "admin-prohibited",
+		[2] = "beyond-scope", [3] = "address-unreachable",
+		[4] = "port-unreachable", [5] = "source-policy-failed",
+		[6] = "reject-route", [7] = "source-routing-header-error",
+	};
+
+	if (proto == IPPROTO_ICMP)
+		return code < sizeof(v4) / sizeof(v4[0]) ? v4[code] : NULL;
+	return code < sizeof(v6) / sizeof(v6[0]) ? v6[code] : NULL;
+}
+
+bool icmp_is_unreach(uint8_t proto, uint8_t type)
+{
+	return proto == IPPROTO_ICMP ? type == 3 : type == 1;
+}
+
 bool icmp_is_echo(uint8_t proto, uint8_t type)
 {
 	return proto == IPPROTO_ICMP ? type == 0 || type == 8 :

@@ -46,6 +46,10 @@ const char *tcp_flags_text(uint8_t f, char buf[9]);
  * (NULL for one without a name here), and whether it is an echo's */
 const char *icmp_name(uint8_t proto, uint8_t type);
 bool icmp_is_echo(uint8_t proto, uint8_t type);
+/* Whether a type is destination unreachable's; such a one's code by
+ * name (NULL for one without) */
+bool icmp_is_unreach(uint8_t proto, uint8_t type);
+const char *icmp_unreach_name(uint8_t proto, uint8_t code);
 /* A drop reason's name, the node's (enum pi_drop_reason) or the injection
  * object's (enum pi_mon_drop_reason): "unknown" for any other. */
 const char *drop_reason_name(uint32_t reason);

@@ -35,11 +35,12 @@ static __always_inline __u32 quoted_seq_next(const __u8 *l4)
 /* The flow an ICMP message is about: an echo reply names its own id and
  * sequence, an error quotes the header of the packet that caused it (of a
  * TCP segment: its sequence number, given + 1 in *ack, network order, as
- * a SYN-ACK acknowledges a SYN). */
+ * a SYN-ACK acknowledges a SYN; its type and code in *icmp, for the probe
+ * to say what refused it). */
 static __always_inline int icmp_flow(struct __sk_buff *skb,
 				     const struct pkt *p,
 				     struct pi_flow_key *k, __u32 *kind,
-				     __u32 *ack)
+				     __u32 *ack, __u32 *icmp)
 {
 	__u32 off = p->l4_off;
 	__u8 hdr[8];
@@ -83,6 +84,7 @@ static __always_inline int icmp_flow(struct __sk_buff *skb,
 		if (!addr_eq(&k->pod, &p->daddr))
 			return -1;
 		*kind = PI_PROBE_UNREACH;
+		*icmp = PI_PROBE_ICMP_READ | (__u32)hdr[0] << 8 | hdr[1];
 		return 0;
 	}
 	if (p->family == AF_INET6 && hdr[0] == ICMP6_DST_UNREACH_) {
@@ -109,6 +111,7 @@ static __always_inline int icmp_flow(struct __sk_buff *skb,
 		if (!addr_eq(&k->pod, &p->daddr))
 			return -1;
 		*kind = PI_PROBE_UNREACH;
+		*icmp = PI_PROBE_ICMP_READ | (__u32)hdr[0] << 8 | hdr[1];
 		return 0;
 	}
 	return -1;
@@ -167,7 +170,7 @@ __noinline int probe_note_sent(struct __sk_buff *skb, const struct pkt *p)
 	ev->kind = PI_PROBE_SENT;
 	ev->ts_ns = bpf_ktime_get_ns();
 	ev->tcp_ack = 0;
-	ev->pad = 0;
+	ev->icmp = 0;
 	bpf_ringbuf_submit(ev, 0);
 	return 0;
 }
@@ -180,7 +183,7 @@ static __always_inline bool probe_take(struct __sk_buff *skb,
 	struct pi_probe_event *ev;
 	struct pi_probe_flow *f;
 	struct pi_flow_key k;
-	__u32 kind = 0, ack = 0;
+	__u32 kind = 0, ack = 0, icmp = 0;
 
 	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) {
 		if (!p->has_ports)
@@ -203,7 +206,7 @@ static __always_inline bool probe_take(struct __sk_buff *skb,
 		    bpf_skb_load_bytes(skb, p->l4_off + 8, &ack, 4))
 			return false;
 	} else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6_) {
-		if (icmp_flow(skb, p, &k, &kind, &ack))
+		if (icmp_flow(skb, p, &k, &kind, &ack, &icmp))
 			return false;
 	} else {
 		return false;
@@ -223,7 +226,7 @@ static __always_inline bool probe_take(struct __sk_buff *skb,
 	ev->kind = kind;
 	ev->ts_ns = bpf_ktime_get_ns();
 	ev->tcp_ack = bpf_ntohl(ack);
-	ev->pad = 0;
+	ev->icmp = icmp;
 	bpf_ringbuf_submit(ev, 0);
 	return true;
 }

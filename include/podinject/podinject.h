@@ -688,6 +688,12 @@ enum pi_probe_verdict {
 	PI_PROBE_UNREPORTED,
 };
 
+enum pi_probe_refusal {
+	PI_PROBE_BY_NONE,
+	PI_PROBE_BY_RST,
+	PI_PROBE_BY_ICMP,
+};
+
 struct pi_probe_result {
 	char from[PI_POD_NAME_MAX + 1];
 	char to[64];
@@ -696,6 +702,12 @@ struct pi_probe_result {
 	uint16_t port;			/* 0 for ICMP */
 	enum pi_probe_verdict verdict;
 	uint32_t rule;			/* PI_PROBE_POLICY: the rule */
+	/* PI_PROBE_REFUSED: by a TCP reset or by an ICMP error about the
+	 * probe; of an error, its type and code where icmp_read (a node's
+	 * programs of a build before it did not read them) */
+	enum pi_probe_refusal refused_by;
+	bool icmp_read;
+	uint8_t icmp_type, icmp_code;
 	/* Answered or refused, else -1: both ends read in the kernel with
 	 * bpf_ktime_get_ns(), from the probe's frame entering the pod's
 	 * egress datapath (the injection) to its answer taken at the pod's

@@ -10,7 +10,7 @@
 #   node tq-y: tq-r 10.244.1.10, over the wire
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=223
+EXPECT=230
 PREFIX=tq-
 X=tq-x
 Y=tq-y
@@ -56,6 +56,8 @@ expect_eq rtt_measured_in_kernel "$(jq -r '.summary.rtt_measured' <<<"$out" | gr
 check tcp_rtt_positive sh -c "echo '$rtts' | jq -e '(.r | all(. == null or . > 0)) and .res > 0 and (.res > 1000000 or (.r | all(. != null)))' >/dev/null || { echo '$rtts'; false; }"
 out=$(probe --from tq-a --to $B:8081 --count 3 --interval 20)
 expect_eq tcp_closed_port_refused "$(verdicts <<<"$out")" refused
+# A refusal says what refused: here B's reset (and no ICMP fields)
+expect_eq tcp_closed_port_refused_by_rst "$(jq -c '[.probes[] | [.refused_by, has("icmp_type")]] | unique' <<<"$out")" '[["rst",false]]'
 out=$(probe --from tq-a --to '[fd00::b]:8080' --count 2)
 expect_eq tcp_v6_answered "$(verdicts <<<"$out")" answered
 out=$(probe --from tq-a --to $B --count 3 --interval 20)
@@ -334,6 +336,34 @@ expect_eq trace_icmp_each_its_own "$(jq -c '[.probes[] | .verdict + ":" + ([.tra
 out=$(probe --from tq-a --to $B:5399 --proto udp --trace)
 expect_eq trace_udp_icmp_error_taken "$(jq -c '.probes[0] | [.verdict, (.trace[-1] | .way + ":" + .hook + ":" + .verdict)]' <<<"$out")" \
 	'["refused","back:pod-reply:taken"]'
+# ... and says what the error was: B's port unreachable, in the verdict and
+# at the hook that took it
+expect_eq udp_closed_port_refused_why "$(jq -c '.probes[0] | [.refused_by, .icmp_type, .icmp_code, .icmp, .icmp_code_name, (.trace[-1] | .icmp, .icmp_code)]' <<<"$out")" \
+	'["icmp",3,3,"unreachable","port-unreachable","unreachable",3]'
+# Refusals told apart where a node's own stack answers (a node without an
+# uplink hands it what is for no pod): a route that rejects gives the
+# ICMP error of its kind, and the probe says which (an operator's
+# `prohibit` from a missing route); a blackhole gives none. IPv4 errors
+# for others' packets need forwarding on (ip_error).
+Z=tq-z
+check up_z node_up $Z ${NODE_ARGS:-}
+pi -N $Z pod add tq-e --ip 10.244.2.10 --ip6 fd00:2::10 >/dev/null
+ip netns exec $Z sysctl -qw net.ipv4.ip_forward=1
+ip -n $Z route add prohibit 10.244.2.99/32
+ip -n $Z route add unreachable 10.244.2.98/32
+ip -n $Z route add blackhole 10.244.2.97/32
+ip -n $Z -6 route add prohibit fd00:2::99/128
+ip -n $Z -6 route add unreachable fd00:2::98/128
+ip -n $Z -6 route add blackhole fd00:2::97/128
+why() { pi -N $Z -j probe --from tq-e --to "$1" --proto "$2" --timeout 500 | jq -r '.probes[0] | [.verdict, .refused_by, .icmp_type, .icmp_code, .icmp_code_name] | map(. // "-" | tostring) | join(" ")'; }
+expect_eq refused_why_v4 "$(why 10.244.2.99:80 tcp), $(why 10.244.2.98:53 udp), $(why 10.244.2.97:80 tcp)" \
+	"refused icmp 3 13 admin-prohibited, refused icmp 3 1 host-unreachable, no-answer - - - -"
+expect_eq refused_why_v6 "$(why '[fd00:2::99]:80' tcp), $(why '[fd00:2::98]:53' udp), $(why '[fd00:2::97]:80' tcp)" \
+	"refused icmp 1 1 admin-prohibited, refused icmp 1 0 no-route, no-answer - - - -"
+expect_eq refused_why_text "$(pi -N $Z probe --from tq-e --to 10.244.2.99:80 | head -n 1 | grep -o 'refused (.*)')" \
+	"refused (ICMP unreachable, admin-prohibited)"
+check down_z pi -N $Z node down
+ip netns del $Z
 # The pod's own pings to the same address while echo probes are traced:
 # each probe's hooks are its own echo's (the datapath reads an echo's id
 # where it reads the frame), not the pings' (before, every echo between

@@ -3,5 +3,5 @@
 # The probe suite again on nodes attached with clsact + cls_bpf, as on kernels
 # without tcx.
 NODE_ARGS="--attach clsact"
-EXPECT=223
+EXPECT=230
 . "$(dirname "$0")/t_probe.sh"

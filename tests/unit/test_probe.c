@@ -104,6 +104,7 @@ UNIT_TEST(probe_tcp_answers)
 	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "RST taken");
 	ASSERT_EQ(fx.last.kind, PI_PROBE_RST, "refused");
 	ASSERT_EQ(fx.last.tcp_ack, 7001, "the RST's ack");
+	ASSERT_EQ(fx.last.icmp, 0, "a reset is no ICMP error");
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.2",
 		"10.0.0.1", IPPROTO_TCP, 80, 61000, 0x04 });
 	memcpy(pkt + 14 + 20 + 8, &ack, 4);
@@ -184,6 +185,9 @@ UNIT_TEST(probe_icmp_unreachable_quotes_the_probe)
 	ASSERT_EQ(fx.last.kind, PI_PROBE_UNREACH, "refused");
 	ASSERT_EQ(fx.last.probe_id, 10, "probe id");
 	ASSERT_EQ(fx.last.tcp_ack, 0, "a datagram's quote names no SYN");
+	/* what refused it, for the probe to say */
+	ASSERT_EQ(fx.last.icmp, PI_PROBE_ICMP_READ | 3 << 8 | 3,
+		  "type 3 (unreachable), code 3 (port)");
 	/* the same quote sent to another pod (10.0.0.3) is no answer to the
 	 * probe: any pod may send one, and would make a probe of another
 	 * pod refused and have the error taken (found by a review) */
@@ -203,6 +207,38 @@ UNIT_TEST(probe_icmp_unreachable_quotes_the_probe)
 	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "host unreachable taken");
 	ASSERT_EQ(fx.last.probe_id, 11, "the TCP probe's");
 	ASSERT_EQ(fx.last.tcp_ack, 0xfffffff1, "its SYN's sequence + 1");
+	ASSERT_EQ(fx.last.icmp, PI_PROBE_ICMP_READ | 3 << 8 | 1,
+		  "type 3, code 1 (host)");
+	fx_teardown(&fx);
+}
+
+/* ICMPv6: a destination unreachable (type 1), administratively
+ * prohibited (code 1), quoting a TCP probe's SYN: taken, with its type
+ * and code */
+UNIT_TEST(probe_icmp6_unreachable_says_why)
+{
+	struct pr_fx fx;
+	uint8_t pkt[PKT_MAX], inner[PKT_MAX];
+	int len, ilen;
+
+	if (!fx_setup(&fx))
+		return;
+	add_flow(&fx, AF_INET6, IPPROTO_TCP, "fd00::1", "fd00::2", 61005, 443,
+		 12);
+	ilen = pkt_build(inner, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd00::2", IPPROTO_TCP, 61005, 443, 0x02 });
+	*(uint32_t *)(inner + 14 + 40 + 4) = htonl(1000);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::9",
+		"fd00::1", IPPROTO_ICMP, 0, 0, 0, (uint16_t)(ilen - 14) });
+	pkt[54] = 1;
+	pkt[55] = 1;
+	memcpy(pkt + 54 + 8, inner + 14, ilen - 14);
+	ASSERT_EQ(run(&fx, pkt, len), PI_DROP, "unreachable taken");
+	ASSERT_EQ(fx.last.kind, PI_PROBE_UNREACH, "refused");
+	ASSERT_EQ(fx.last.probe_id, 12, "probe id");
+	ASSERT_EQ(fx.last.tcp_ack, 1001, "its SYN's sequence + 1");
+	ASSERT_EQ(fx.last.icmp, PI_PROBE_ICMP_READ | 1 << 8 | 1,
+		  "type 1 (unreachable), code 1 (administratively prohibited)");
 	fx_teardown(&fx);
 }
 
