@@ -263,9 +263,37 @@ static bool in_list(const struct name_list *l, const char *s)
 	return false;
 }
 
-static const char *proto_name(uint8_t proto)
+/* The IP header's protocol (IPv6: its first next header, which is an
+ * extension header's where the frame has one: a drop's event reads the
+ * frame and does not walk them), by name; "proto N" for others. */
+static const char *proto_name(int family, uint8_t proto)
 {
-	return proto == IPPROTO_ICMPV6 ? "icmpv6" : pi_proto_name(proto);
+	static char other[16];
+
+	switch (proto) {
+	case IPPROTO_TCP: return "tcp";
+	case IPPROTO_UDP: return "udp";
+	case IPPROTO_ICMP: return "icmp";
+	case IPPROTO_ICMPV6: return "icmpv6";
+	case IPPROTO_IGMP: return "igmp";
+	case IPPROTO_GRE: return "gre";
+	case IPPROTO_ESP: return "esp";
+	case IPPROTO_AH: return "ah";
+	case IPPROTO_SCTP: return "sctp";
+	case IPPROTO_IPIP: return "ipip";
+	case IPPROTO_IPV6: return "ipv6-in-ip";
+	}
+	if (family == AF_INET6) {
+		switch (proto) {
+		case IPPROTO_HOPOPTS: return "ipv6-hop-by-hop";
+		case IPPROTO_ROUTING: return "ipv6-routing";
+		case IPPROTO_FRAGMENT: return "ipv6-fragment";
+		case IPPROTO_DSTOPTS: return "ipv6-dest-options";
+		case IPPROTO_NONE: return "ipv6-no-next-header";
+		}
+	}
+	snprintf(other, sizeof(other), "proto %u", proto);
+	return other;
 }
 
 /* The event's time (the kernel's monotonic clock) on the wall clock. */
@@ -304,7 +332,7 @@ static void print_text(const struct pi_monitor_event *e)
 	if (e->family) {
 		pi_fmt_addr(e->family, &e->saddr, -1, src, sizeof(src));
 		pi_fmt_addr(e->family, &e->daddr, -1, dst, sizeof(dst));
-		printf(" %s", proto_name(e->proto));
+		printf(" %s", proto_name(e->family, e->proto));
 		if (e->sport || e->dport)
 			printf(e->family == AF_INET6 ? " [%s]:%u -> [%s]:%u" :
 						       " %s:%u -> %s:%u",
@@ -354,7 +382,7 @@ static void print_json(const struct pi_monitor_event *e)
 		json_ku64(jw, "proxy_port", e->aux);
 	json_ku64(jw, "family", e->family == AF_INET ? 4 :
 				 e->family == AF_INET6 ? 6 : 0);
-	json_kstr(jw, "proto", e->family ? proto_name(e->proto) : "");
+	json_kstr(jw, "proto", e->family ? proto_name(e->family, e->proto) : "");
 	json_kstr(jw, "src", e->family ? pi_fmt_addr(e->family, &e->saddr, -1,
 						      a, sizeof(a)) : "");
 	json_ku64(jw, "sport", e->sport);
@@ -363,15 +391,8 @@ static void print_json(const struct pi_monitor_event *e)
 	json_ku64(jw, "dport", e->dport);
 	if (e->proto == IPPROTO_TCP)
 		json_kstr(jw, "tcp_flags", tcp_flags_text(e->tcp_flags, fl));
-	if (e->icmp_read) {
-		const char *name = icmp_name(e->proto, e->icmp_type);
-
-		json_ku64(jw, "icmp_type", e->icmp_type);
-		json_ku64(jw, "icmp_code", e->icmp_code);
-		json_kstr(jw, "icmp", name ? name : "");
-		if (icmp_is_echo(e->proto, e->icmp_type))
-			json_ku64(jw, "icmp_id", e->icmp_id);
-	}
+	if (e->icmp_read)
+		json_icmp_event(e);
 	json_ku64(jw, "len", e->len);
 	json_obj_close(jw);
 	json_end(jw);

@@ -228,18 +228,6 @@ static int cmp_event_time(const void *a, const void *b)
 	return x->ts_ns < y->ts_ns ? -1 : x->ts_ns > y->ts_ns;
 }
 
-/* An event's ICMP header, as the monitor gives it */
-static void json_icmp_event(const struct pi_monitor_event *e)
-{
-	const char *name = icmp_name(e->proto, e->icmp_type);
-
-	json_ku64(jw, "icmp_type", e->icmp_type);
-	json_ku64(jw, "icmp_code", e->icmp_code);
-	json_kstr(jw, "icmp", name ? name : "");
-	if (icmp_is_echo(e->proto, e->icmp_type))
-		json_ku64(jw, "icmp_id", e->icmp_id);
-}
-
 /* What happened to probe pr on its way, in order: each hook's verdict,
  * each policy decision with its rule, and a drop's reason. */
 static void print_trace(const struct pi_probe_result *pr, uint64_t until)

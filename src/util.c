@@ -177,6 +177,17 @@ const char *icmp_unreach_name(uint8_t proto, uint8_t code)
 	return code < sizeof(v6) / sizeof(v6[0]) ? v6[code] : NULL;
 }
 
+void json_icmp_event(const struct pi_monitor_event *e)
+{
+	const char *name = icmp_name(e->proto, e->icmp_type);
+
+	json_ku64(jw, "icmp_type", e->icmp_type);
+	json_ku64(jw, "icmp_code", e->icmp_code);
+	json_kstr(jw, "icmp", name ? name : "");
+	if (icmp_is_echo(e->proto, e->icmp_type))
+		json_ku64(jw, "icmp_id", e->icmp_id);
+}
+
 bool icmp_is_unreach(uint8_t proto, uint8_t type)
 {
 	return proto == IPPROTO_ICMP ? type == 3 : type == 1;

@@ -46,6 +46,9 @@ const char *tcp_flags_text(uint8_t f, char buf[9]);
  * (NULL for one without a name here), and whether it is an echo's */
 const char *icmp_name(uint8_t proto, uint8_t type);
 bool icmp_is_echo(uint8_t proto, uint8_t type);
+/* An event's ICMP header (icmp_read) as JSON fields: icmp_type,
+ * icmp_code, icmp (the type's name), an echo's icmp_id */
+void json_icmp_event(const struct pi_monitor_event *e);
 /* Whether a type is destination unreachable's; such a one's code by
  * name (NULL for one without) */
 bool icmp_is_unreach(uint8_t proto, uint8_t type);

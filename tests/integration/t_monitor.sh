@@ -14,7 +14,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=78
+EXPECT=79
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -82,6 +82,8 @@ expect_num on_while_running "$(kinds_of $PIN)" 30
 
 # spoofed: a sends as s
 in_ns mo-a "$PINET" udp-send --bind $S $B 6000 2 >/dev/null 2>&1
+# ... and one behind an IPv6 hop-by-hop header
+in_ns mo-a "$PINET" udp-send --hopopts --bind fd00::43 fd00::41 6007 1 >/dev/null 2>&1
 # policy: a's egress rule denies b's port 6001; 6002 is allowed
 ra=$(pi -N $X policy add mo-a egress deny to $B/32 proto udp port 6001 | awk '{print $2}')
 in_ns mo-a "$PINET" udp-send $B 6001 2 >/dev/null 2>&1
@@ -138,6 +140,10 @@ has drop_router '.kind == "drop" and .reason == "router" and .pod == "mo-b" and 
 has drop_nd_spoofed '.kind == "drop" and .reason == "nd-spoofed" and .pod == "mo-b"'
 has drop_uplink_spoofed "$(printf '.kind == "drop" and .reason == "uplink-spoofed" and .hook == "uplink-ingress" and .pod == "mo-a" and .src == "%s" and .dst == "%s" and .dport == 6004' $A $S)"
 has drop_ttl "$(printf '.kind == "drop" and .reason == "ttl" and .pod == "mo-a" and .proto == "icmp" and .dst == "%s"' $S)"
+# a drop's protocol is the frame's IPv6 next header, which the event does
+# not walk past: an extension header by its name (before, "any", the
+# name of protocol 0 in a rule)
+has drop_ext6_named '.kind == "drop" and .reason == "spoofed" and .family == 6 and .src == "fd00::43" and .proto == "ipv6-hop-by-hop"'
 # an ICMP drop says what the message was (its type, and an echo's id)
 has drop_icmp_named "$(printf '.kind == "drop" and .reason == "ttl" and .dst == "%s" and .icmp == "echo-request" and .icmp_type == 8 and .icmp_code == 0 and (.icmp_id | type) == "number" and .sport == 0 and .dport == 0' $S)"
 has inject_event "$(printf '.kind == "inject" and .pod == "mo-c" and .as_pod == "mo-a" and .src == "%s" and .dst == "%s" and .dport == 6005 and (.reason == "fallback" or .reason == "fast")' $A $S)"
