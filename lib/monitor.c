@@ -68,6 +68,11 @@
 #define POD_REFRESH_NS		(1000ull * 1000 * 1000)
 /* events per message of the stream: 20 KiB */
 #define BATCH_MAX		256
+/* Events a reader takes from one ring before it looks at its sockets
+ * again; messages a monitor takes from its stream before it returns to
+ * its caller (a signal, a duration, a count): bounded under a flood. */
+#define ROUND_MAX		(16 * BATCH_MAX)
+#define STREAM_ROUND_MAX	8
 /* what a monitor's socket may hold before the reader's batches for it
  * are lost (the kernel doubles it: 8 MiB, about 100 000 events in full
  * batches): a `probe --trace` reads only after its probes ran, and a
@@ -137,12 +142,18 @@ struct mon_reader {
 	char run_dir[PATH_MAX];
 	char self[PATH_MAX];	/* this process's monitor file */
 	int events[2];		/* the node's ring, the injection's */
+	/* one ring_buffer each: a flood in one does not hold the other back
+	 * (ring_buffer__consume stops at the first ring whose callback
+	 * says stop), and the injection's goes with its object */
+	struct ring_buffer *rb[2];
+	uint32_t round_taken;	/* events taken from the ring this round */
 	ino_t inject_ino;	/* the injection's directory, when joined */
+	dev_t sock_dev;		/* READER_SOCKET as this reader bound it */
+	ino_t sock_ino;
 	void *file;		/* READER_LOCK's, mapped */
 	uint64_t *pos;		/* in it: the events the node's readers took */
 	uint64_t batch_pos;	/* the position of the batch's first */
 	uint64_t own_start;	/* its own monitor's stream's start */
-	struct ring_buffer *rb;
 	struct mon_sub subs[MAX_SUBS];
 	int nsubs;
 	uint64_t inject_looked_ns;	/* for the injection's ring */
@@ -153,7 +164,9 @@ struct mon_config {
 	int config;		/* monitor_config */
 	int cpu;		/* monitor_cpu (per CPU) */
 	ino_t ino;		/* the directory they were opened from */
-	uint64_t lost_at_start;	/* monitor_cpu's count when joined */
+	uint64_t lost_at_start;	/* monitor_cpu's count when joined, and
+				 * what was lost while paused */
+	uint64_t lost_paused;	/* lost_of() at the pause */
 };
 
 struct pi_monitor {
@@ -216,9 +229,11 @@ static int run_dir_lock(const char *run_dir)
 }
 
 /* The monitors alive (files someone holds) but the one whose file is
- * `self` (NULL: none): how many take events now (a paused one does not:
- * a new reader does not wait for it), and the union of all their kinds
- * added to *kinds (NULL: not read); files nobody holds are removed.
+ * `self` (NULL: none): how many take events now, and the union of their
+ * kinds added to *kinds (NULL: not read). A paused one takes none: a new
+ * reader does not wait for it, and the datapath does not write for it
+ * (nobody would read the rings, and they would fill up with what it is
+ * not to be shown). Files nobody holds are removed.
  * Called with the directory locked. A monitor's file says its kinds,
  * and " paused" while it is. */
 static int live_others(const char *run_dir, const char *self, uint32_t *kinds)
@@ -252,8 +267,9 @@ static int live_others(const char *run_dir, const char *self, uint32_t *kinds)
 		len = pread(fd, buf, sizeof(buf) - 1, 0);
 		close(fd);
 		buf[len > 0 ? len : 0] = '\0';
-		if (!strstr(buf, PAUSED))
-			n++;
+		if (strstr(buf, PAUSED))
+			continue;
+		n++;
 		if (kinds)
 			*kinds |= (uint32_t)strtoul(buf, NULL, 0);
 	}
@@ -328,14 +344,14 @@ static int write_kinds(struct pi_monitor *m, uint32_t kinds)
  * this one's included while it runs, to the datapath. */
 static int publish_kinds(struct pi_monitor *m)
 {
-	bool running = m->self_fd >= 0;
+	bool running = m->self_fd >= 0 && !m->paused;
 	uint32_t kinds = running ? m->kinds : 0;
 	int dfd, err;
 
 	dfd = run_dir_lock(m->run_dir);
 	if (dfd < 0)
 		return dfd;
-	live_others(m->run_dir, running ? m->self : NULL, &kinds);
+	live_others(m->run_dir, m->self_fd >= 0 ? m->self : NULL, &kinds);
 	err = write_kinds(m, kinds);
 	close(dfd);
 	return err;
@@ -448,23 +464,31 @@ static int reader_take(void *ctx, void *data, size_t size)
 	       sizeof(r->batch.ev[0]));
 	if (r->batch.hdr.count == BATCH_MAX)
 		batch_flush(r);
+	/* Enough for one round: the ring lets this one go and stops (its
+	 * reading would go on for as long as a flood lasts, and new
+	 * monitors, SYNCs and a stop would wait for its end). */
+	if (++r->round_taken >= ROUND_MAX)
+		return -EAGAIN;
 	return 0;
 }
 
+/* A round of ring `i`: true when it holds more than the round took */
+static bool reader_round(struct mon_reader *r, int i)
+{
+	if (!r->rb[i])
+		return false;
+	r->round_taken = 0;
+	return ring_buffer__consume(r->rb[i]) == -EAGAIN;
+}
+
 /* The injection object's ring left, its object gone: what it holds read
- * first. A ring cannot be taken out of a ring_buffer, so the node's is
- * read on through a new one (from where it was left: the read position
- * is the ring's). Kept if that cannot be made, and tried again. */
+ * first (nothing writes to it any more: the rounds end). */
 static void reader_leave_inject(struct mon_reader *r)
 {
-	struct ring_buffer *rb;
-
-	rb = ring_buffer__new(r->events[0], reader_take, r, NULL);
-	if (!rb)
-		return;
-	ring_buffer__consume(r->rb);
-	ring_buffer__free(r->rb);
-	r->rb = rb;
+	while (reader_round(r, 1))
+		;
+	ring_buffer__free(r->rb[1]);
+	r->rb[1] = NULL;
 	close(r->events[1]);
 	r->events[1] = -1;
 }
@@ -485,8 +509,6 @@ static void reader_join_inject(struct mon_reader *r)
 		if (dir_is(dir, r->inject_ino))
 			return;
 		reader_leave_inject(r);
-		if (r->events[1] >= 0)
-			return;
 	}
 	if (dir_ino(dir, &r->inject_ino))
 		return;
@@ -494,7 +516,8 @@ static void reader_join_inject(struct mon_reader *r)
 	r->events[1] = bpf_obj_get(path);
 	if (r->events[1] < 0)
 		return;
-	if (ring_buffer__add(r->rb, r->events[1], reader_take, r)) {
+	r->rb[1] = ring_buffer__new(r->events[1], reader_take, r, NULL);
+	if (!r->rb[1]) {
 		close(r->events[1]);
 		r->events[1] = -1;
 	}
@@ -559,8 +582,9 @@ static void sub_read(struct mon_reader *r, int i)
 
 static void *reader_main(void *arg)
 {
-	struct pollfd pfd[3 + MAX_SUBS];
+	struct pollfd pfd[4 + MAX_SUBS];
 	struct mon_reader *r = arg;
+	bool more = false;
 	uint64_t until;
 	int expect, dfd;
 
@@ -577,15 +601,18 @@ static void *reader_main(void *arg)
 
 		pfd[n++] = (struct pollfd){ .fd = r->wake, .events = POLLIN };
 		pfd[n++] = (struct pollfd){ .fd = r->listen, .events = POLLIN };
-		if (!waiting)
-			pfd[n++] = (struct pollfd){
-				.fd = ring_buffer__epoll_fd(r->rb),
-				.events = POLLIN };
+		for (int i = 0; i < 2 && !waiting; i++)
+			if (r->rb[i])
+				pfd[n++] = (struct pollfd){
+					.fd = ring_buffer__epoll_fd(r->rb[i]),
+					.events = POLLIN };
 		first_sub = n;
 		for (int i = 0; i < r->nsubs; i++)
 			pfd[n++] = (struct pollfd){ .fd = r->subs[i].fd,
 						    .events = POLLIN };
-		if (poll(pfd, n, waiting ? 10 : 100) < 0 && errno != EINTR)
+		/* a ring left with more than a round took: not a wait */
+		if (poll(pfd, n, more ? 0 : waiting ? 10 : 100) < 0 &&
+		    errno != EINTR)
 			break;
 		if (pfd[0].revents)
 			break;
@@ -598,7 +625,8 @@ static void *reader_main(void *arg)
 		if (waiting)
 			continue;
 		reader_join_inject(r);
-		ring_buffer__consume(r->rb);
+		more = reader_round(r, 0);
+		more |= reader_round(r, 1);
 		batch_flush(r);
 		for (int i = 0; i < r->nsubs; i++) {
 			struct mon_sub *sub = &r->subs[i];
@@ -635,15 +663,21 @@ static void reader_free(struct mon_reader *r)
 	}
 	while (r->nsubs)
 		sub_drop(r, 0);
-	ring_buffer__free(r->rb);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
+		ring_buffer__free(r->rb[i]);
 		if (r->events[i] >= 0)
 			close(r->events[i]);
+	}
 	if (r->bound) {
 		struct sockaddr_un sa;
+		struct stat st;
 
-		/* before READER_LOCK goes: the next reader's is not ours */
-		if (!socket_addr(r->run_dir, &sa))
+		/* Before READER_LOCK goes: the next reader's is not ours. Nor
+		 * is a socket of the same name in a run directory made again
+		 * (the node taken down and up while this reader was stopped,
+		 * its lock on a file since removed): only the one it bound. */
+		if (!socket_addr(r->run_dir, &sa) && !stat(sa.sun_path, &st) &&
+		    st.st_dev == r->sock_dev && st.st_ino == r->sock_ino)
 			unlink(sa.sun_path);
 	}
 	if (r->listen >= 0)
@@ -688,8 +722,8 @@ static int reader_start(struct pi_monitor *m)
 		no_monitor_said(m->node, err);
 		goto fail;
 	}
-	r->rb = ring_buffer__new(r->events[0], reader_take, r, NULL);
-	if (!r->rb) {
+	r->rb[0] = ring_buffer__new(r->events[0], reader_take, r, NULL);
+	if (!r->rb[0]) {
 		err = -errno;
 		goto fail;
 	}
@@ -710,6 +744,14 @@ static int reader_start(struct pi_monitor *m)
 	/* a killed reader's socket: READER_LOCK is ours, so nobody else's */
 	unlink(sa.sun_path);
 	r->bound = !bind(r->listen, (struct sockaddr *)&sa, sizeof(sa));
+	if (r->bound) {
+		struct stat st;
+
+		if (stat(sa.sun_path, &st))
+			r->bound = false;
+		r->sock_dev = st.st_dev;
+		r->sock_ino = st.st_ino;
+	}
 	if (!r->bound || chmod(sa.sun_path, 0600) ||
 	    listen(r->listen, MAX_SUBS)) {
 		err = -errno;
@@ -1036,11 +1078,13 @@ static void deliver(struct pi_monitor *m, const struct pi_dp_mon_event *e)
 		m->stop = true;
 }
 
-/* The stream's messages at hand, each handled; 0, or -errno when the
- * stream ended (its reader stopped) and no other could be reached. */
+/* The stream's messages at hand, each handled, STREAM_ROUND_MAX at most
+ * (the caller looks at its signals and its time between); 0, or -errno
+ * when the stream ended (its reader stopped) and no other could be
+ * reached. */
 static int read_stream(struct pi_monitor *m)
 {
-	for (;;) {
+	for (int msgs = 0; msgs < STREAM_ROUND_MAX && !m->stop; msgs++) {
 		ssize_t n = recv(m->conn, &m->in, sizeof(m->in), MSG_DONTWAIT);
 		uint64_t at = m->stream_start + m->in.hdr.seq;
 		uint32_t count;
@@ -1084,6 +1128,7 @@ static int read_stream(struct pi_monitor *m)
 			break;
 		}
 	}
+	return 0;
 }
 
 int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
@@ -1260,8 +1305,12 @@ void pi_monitor_pause(struct pi_monitor *m)
 	/* the events until it takes them again are not this monitor's,
 	 * nor lost to it */
 	m->followed = false;
-	/* said first: a reader taking over does not wait for this one */
+	/* said first: a reader taking over does not wait for this one, and
+	 * the datapath stops writing its kinds (unless others want them) */
 	self_say(m, true);
+	publish_kinds(m);
+	for (int i = 0; i < 2; i++)
+		m->cfg[i].lost_paused = lost_of(&m->cfg[i]);
 	/* Its streams end: one of the others takes the rings on. */
 	reader_free(m->reader);
 	m->reader = NULL;
@@ -1279,9 +1328,17 @@ int pi_monitor_resume(struct pi_monitor *m)
 		return 0;
 	self_say(m, false);
 	err = attach(m);
-	if (!err)
-		m->paused = false;
-	return err;
+	if (err)
+		return err;
+	m->paused = false;
+	/* what the rings could not take meanwhile was not this monitor's */
+	for (int i = 0; i < 2; i++) {
+		uint64_t lost = lost_of(&m->cfg[i]);
+
+		if (lost > m->cfg[i].lost_paused)
+			m->cfg[i].lost_at_start += lost - m->cfg[i].lost_paused;
+	}
+	return publish_kinds(m);
 }
 
 uint64_t pi_monitor_lost(struct pi_monitor *m)

@@ -428,7 +428,10 @@ static int on_event(const struct pi_monitor_event *e, void *ctx)
 	else
 		print_text(e);
 	r->shown++;
-	return r->count && r->shown >= r->count;
+	/* a stop asked for ends the round here: under a flood the stream
+	 * would give events for as long as it lasts */
+	return (r->count && r->shown >= r->count) || ferror(stdout) ||
+	       stop_signal;
 }
 
 static int monitor_help(int argc, char **argv)
@@ -456,7 +459,8 @@ static int monitor_help(int argc, char **argv)
 		"while a monitor runs. Any number of monitors may run on a node at\n"
 		"once, each shown every event of its kinds. Events missed because\n"
 		"this monitor (or the one reading the node's buffers) was too slow\n"
-		"are reported as 'lost'. Stops at SIGINT or SIGTERM,\n"
+		"are reported as 'lost'. Stops at SIGINT, SIGTERM or SIGHUP, when\n"
+		"its output is closed,\n"
 		"after N events, or after SECONDS; exit codes: 0, 1 runtime\n"
 		"failure, 2 usage error.\n");
 	return EXIT_OK;
@@ -504,9 +508,15 @@ int do_monitor(int argc, char **argv)
 	if (!kinds)
 		kinds = PI_MON_ALL;
 
+	/* Every way a monitor is ended but SIGKILL stops it as SIGINT does:
+	 * its kinds go from the datapath, which else writes events for
+	 * nobody. A closed terminal (SIGHUP); `monitor | head` (its output
+	 * gone: SIGPIPE ignored, the write's EPIPE ends the loop). */
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
 	sa.sa_handler = on_pause;
 	sigaction(SIGTSTP, &sa, NULL);
 	err = pi_monitor_open(node_name, kinds, lock_timeout_ms, &m);
@@ -541,6 +551,8 @@ int do_monitor(int argc, char **argv)
 			ret = EXIT_RUNTIME;
 			break;
 		}
+		if (ferror(stdout))
+			break;	/* nobody reads it any more */
 		l = pi_monitor_lost(m);
 		if (l != lost) {
 			lost = l;
