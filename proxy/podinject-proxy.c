@@ -201,6 +201,7 @@ struct conn {
 	bool connected;
 	struct half up, down;	/* up: client -> upstream */
 	long long deadline;	/* connect deadline, ms */
+	long long accepted;	/* ms */
 	long long last;		/* last byte moved, ms */
 	struct client *who;
 	struct sockaddr_storage peer, orig;
@@ -2365,6 +2366,9 @@ static void inbound_sniff(struct conn *c)
 	}
 	c->sniffing = false;
 	if (b == 0x16) {
+		/* a TLS client: its handshake has the connect timeout from
+		 * the accept, not what is left of the permissive wait */
+		c->deadline = c->accepted + connect_timeout_ms;
 		c->ssl = tls_conn_new(c, &c->orig, &c->peer, &why);
 		if (!c->ssl) {
 			conn_free(c, true, why);
@@ -2601,7 +2605,7 @@ static void accept_tcp(struct listener *l)
 		c->orig = orig;
 		c->ctag = (struct tag){ K_CLIENT, c };
 		c->utag = (struct tag){ K_UPSTREAM, c };
-		c->last = pi_mono_ms();
+		c->last = c->accepted = pi_mono_ms();
 		c->deadline = c->last + connect_timeout_ms;
 		c->next = conns;
 		if (conns)

@@ -17,7 +17,7 @@
 #       plaintext client reaching a plaintext server through mTLS
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=67
+EXPECT=68
 PREFIX=mi-
 X=mi-x
 A=10.244.0.10
@@ -369,6 +369,14 @@ server_bg 8080
 tlsc_from mi-a --cert $T/ca/$A/cert.pem --key $T/ca/$A/key.pem --send 1000 --hello-delay 400 >$T/cli 2>&1
 wait $SRV
 check permissive_late_hello_terminated sh -c "grep -q '^ok verified spiffe://mi.test/ns/mi/pod/mi-b bytes-sent 1000 bytes-received 1000 ' $T/cli || { tail -n 3 $T/cli; false; }"
+# A TLS client whose handshake is slow (its second flight 1.5 s after the
+# server's first): the handshake has --connect-timeout (5 s) from the
+# accept, as in strict mode, not what was left of the permissive wait
+# (before: reset at 1 s, "tls handshake timeout"; found by a review)
+server_bg 8080
+tlsc_from mi-a --cert $T/ca/$A/cert.pem --key $T/ca/$A/key.pem --send 1000 --flight-delay 1500 >$T/cli 2>&1
+wait $SRV
+check permissive_slow_handshake_terminated sh -c "grep -q '^ok verified spiffe://mi.test/ns/mi/pod/mi-b bytes-sent 1000 bytes-received 1000 ' $T/cli || { tail -n 3 $T/cli; false; }"
 
 # 7. Done connections leave the flow tables
 check flows_gone inbound_flows_gone $X

@@ -7,6 +7,7 @@
  *   tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE
  *        [--send BYTES | --stdin] [--expect-ip ADDR] [--timeout MS]
  *        [--sess-in FILE] [--sess-out FILE] [--hello-delay MS]
+ *        [--flight-delay MS]
  *   tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE --count N [--resume]
  *        [--expect-ip ADDR] [--timeout MS]
  *
@@ -38,6 +39,8 @@
  *                 exit 1 after the line when it sent none)
  *   --hello-delay MS  connected, wait that long before the hello (a client
  *                 held by its CPU quota or a loaded machine)
+ *   --flight-delay MS  the server's first flight come, wait that long
+ *                 before the client's second (a slow handshake)
  *
  * With --count N instead: N connections one after the other, each reading
  * to the server's end and sending nothing, timed from before its connect
@@ -80,6 +83,7 @@ static struct {
 	long long send;
 	long timeout_ms;
 	long hello_delay_ms;	/* --hello-delay: connected, silent that long */
+	long flight_delay_ms;	/* --flight-delay: before the second flight */
 	const char *addr, *cert, *key, *ca, *expect_ip, *sess_in, *sess_out;
 	long port;
 } o = { .timeout_ms = 10000 };
@@ -89,6 +93,7 @@ static int usage(void)
 	fprintf(stderr, "usage: tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE\n"
 		"            [--send BYTES | --stdin] [--expect-ip ADDR] [--timeout MS]\n"
 		"            [--sess-in FILE] [--sess-out FILE] [--hello-delay MS]\n"
+		"            [--flight-delay MS]\n"
 		"       tlsc [-6] ADDR PORT [--cert FILE --key FILE] --ca FILE --count N [--resume]\n"
 		"            [--expect-ip ADDR] [--timeout MS]\n");
 	return 2;
@@ -109,6 +114,7 @@ static bool parse(int argc, char **argv)
 		{ "count", required_argument, NULL, 'n' },
 		{ "resume", no_argument, NULL, 'r' },
 		{ "hello-delay", required_argument, NULL, 'd' },
+		{ "flight-delay", required_argument, NULL, 'f' },
 		{ 0 },
 	};
 	bool sent = false;
@@ -128,6 +134,7 @@ static bool parse(int argc, char **argv)
 		case 'n': o.count = number(optarg, 1, 10000000); if (o.count < 0) return false; break;
 		case 'r': o.resume = true; break;
 		case 'd': o.hello_delay_ms = number(optarg, 0, 600000); if (o.hello_delay_ms < 0) return false; break;
+		case 'f': o.flight_delay_ms = number(optarg, 0, 600000); if (o.flight_delay_ms < 0) return false; break;
 		case 't': o.timeout_ms = number(optarg, 1, 86400000); if (o.timeout_ms < 0) return false; break;
 		default: return false;
 		}
@@ -286,6 +293,7 @@ static bool wait_for(int fd, int want)
 static const char *handshake(SSL *ssl, int fd)
 {
 	static char buf[320];
+	bool delayed = !o.flight_delay_ms;
 	long v;
 	int r, e;
 
@@ -300,6 +308,12 @@ static const char *handshake(SSL *ssl, int fd)
 			break;
 		if (!wait_for(fd, e))
 			return "handshake: timeout";
+		/* the hello sent and the server's answer here: the second
+		 * flight is for after the delay */
+		if (!delayed && e == SSL_ERROR_WANT_READ) {
+			usleep(o.flight_delay_ms * 1000);
+			delayed = true;
+		}
 	}
 	v = SSL_get_verify_result(ssl);
 	if (v != X509_V_OK)
