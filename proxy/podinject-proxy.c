@@ -2547,6 +2547,12 @@ static void listeners_resume(void)
 {
 	long long now = pi_mono_ms();
 
+	/* The reserve lost to another process after a shedding (the
+	 * system's table full): taken again once a descriptor is free, or
+	 * every later EMFILE would only pause the listeners, and the
+	 * clients would wait in the backlog instead of failing at once. */
+	if (reserve_fd < 0)
+		reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	for (int i = 0; i < 4; i++) {
 		struct listener *l = &listeners[i];
 
