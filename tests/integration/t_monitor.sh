@@ -226,8 +226,8 @@ else
 fi
 
 # ---- SIGINT while a monitor is far behind its stream (strace holds each
-# of its writes 2 ms: 500 events a second against a flood): it stops at
-# once (before, it went on through the stream until it ran dry: 1 to 27 s
+# of its writes 2 ms: 500 events a second against a flood): it stops
+# within seconds (before, it went on through the stream until it ran dry: 1 to 27 s
 # after a flood here without strace)
 if command -v strace >/dev/null; then
 	# (LeakSanitizer, of the sanitizer build, cannot run in a process
@@ -251,7 +251,9 @@ if command -v strace >/dev/null; then
 	kill $FST 2>/dev/null
 	wait $FST 2>/dev/null
 	ms=$(( (t1 - t0) / 1000000 ))
-	if [ $rc = 0 ] && [ $ms -lt 1000 ]; then
+	# (its way out is syscalls, each stopped by strace: a second and
+	# more on a loaded machine; the stream behind it, 30 s)
+	if [ $rc = 0 ] && [ $ms -lt 5000 ]; then
 		pass behind_stops_at_sigint
 	else
 		fail behind_stops_at_sigint "exit $rc after $ms ms: $(grep -v '^{' $T.fout | tail -n 2)"
