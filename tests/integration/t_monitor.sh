@@ -49,13 +49,22 @@ has() {
 	fi
 }
 hexip() { printf '%02x%02x%02x%02x' ${1//./ }; }
-# stopped_under PID PORT N: the monitor PID stopped while mo-a sends N
+# stopped_under PID PORT N FILE: the monitor PID (its output FILE) stopped while mo-a sends N
 # spoofed datagrams (each a drop) to PORT, then let go and stopped
 stopped_under() {
+	local last=-1 now
 	kill -STOP "$1"
 	in_ns mo-a "$PINET" udp-send --bind $S $B "$2" "$3" >/dev/null 2>&1
 	kill -CONT "$1"
-	sleep 3
+	# until it has gone through its stream (its output FILE still for a
+	# second, 60 s at most): a stop is taken at once, and what still
+	# waited in the stream would be neither shown nor counted lost
+	for _ in $(seq 60); do
+		sleep 1
+		now=$(stat -c %s "$4" 2>/dev/null)
+		[ "$now" = "$last" ] && break
+		last=$now
+	done
 	kill -TERM "$1"
 	wait "$1"
 }
@@ -214,7 +223,7 @@ pi -N $X pod del mo-q >/dev/null
 L=$!
 for _ in $(seq 50); do [ "$(kinds_of $PIN)" != 0 ] && break; sleep 0.1; done
 N=100000
-stopped_under $L 6010 $N
+stopped_under $L 6010 $N $T.l
 lost=$(lost_in $T.l)
 shown=$(jq -s '[.[] | select(.kind == "drop" and .dport == 6010)] | length' $T.l)
 if is_num "$lost" && [ "$lost" -gt 0 ]; then pass lost_counted; else fail lost_counted "lost '$lost', shown '$shown'"; fi
@@ -394,7 +403,7 @@ survivor=$T.m4
 M5=$!
 live $T.m5
 N=150000
-stopped_under $M5 6033 $N
+stopped_under $M5 6033 $N $T.m5
 lost=$(lost_in $T.m5)
 shown=$(seen $T.m5 6033)
 if is_num "$lost" && is_num "$shown" && [ "$lost" -gt 0 ] && [ $((shown + lost)) -ge $N ]; then
