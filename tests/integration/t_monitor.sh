@@ -68,6 +68,14 @@ stopped_under() {
 	kill -TERM "$1"
 	wait "$1"
 }
+# hold_calls PID CALL USEC: strace holds each CALL of PID (its threads
+# too) USEC µs, from when it is attached; its pid in HOLD
+hold_calls() {
+	strace -f -p "$1" -o /dev/null -e trace="$2" \
+		-e inject="$2":delay_enter="$3" 2>$T.hold &
+	HOLD=$!
+	for _ in $(seq 50); do grep -q attached $T.hold && break; sleep 0.1; done
+}
 # lost_in FILE: the last count of lost events a -j monitor printed
 lost_in() { jq -s '[.[] | select(.kind == "lost") | .lost] | max // 0' "$1"; }
 
@@ -245,10 +253,8 @@ if command -v strace >/dev/null; then
 		"$PI" -N $X -j monitor --type drop --pod mo-a >$T.fout 2>&1 &
 	F=$!
 	for _ in $(seq 50); do [ "$(kinds_of $PIN)" != 0 ] && break; sleep 0.1; done
-	strace -f -p $F -o /dev/null -e trace=write \
-		-e inject=write:delay_enter=2000 2>$T.fst &
-	FST=$!
-	for _ in $(seq 50); do grep -q attached $T.fst && break; sleep 0.1; done
+	hold_calls $F write 2000
+	FST=$HOLD
 	in_ns mo-a "$PINET" udp-send --bind $S $B 6091 20000 >/dev/null 2>&1
 	sleep 0.5
 	t0=$(date +%s%N)
@@ -501,10 +507,8 @@ if command -v strace >/dev/null; then
 	K3=$!
 	live $T.k1 $T.k2 $T.k3
 	expect_eq killed_in_flight_reader "$(reader)" "$K1"
-	strace -f -p $K1 -o /dev/null -e trace=sendto \
-		-e inject=sendto:delay_enter=3000000 2>$T.kst &
-	KST=$!
-	for _ in $(seq 50); do grep -q attached $T.kst && break; sleep 0.1; done
+	hold_calls $K1 sendto 3000000
+	KST=$HOLD
 	in_ns mo-a "$PINET" udp-send --bind $S $B 6085 100 >/dev/null 2>&1
 	sleep 1
 	kill -KILL $K1
