@@ -227,6 +227,9 @@ struct conn {
 	/* kTLS seals what is sent: where its record layer and TCP stood
 	 * when it got the keys (ktls_flushed) */
 	bool ktls_tx;
+	/* the peer asked, in a KeyUpdate OpenSSL read, for new sending keys,
+	 * which OpenSSL cannot give the kernel */
+	bool key_update_asked;
 	unsigned long long ktls_tx_given;	/* bytes TCP had been given */
 	uint64_t ktls_tx_seq;		/* the kernel's next record number */
 	bool notify_sent;	/* our close_notify went to the TLS socket */
@@ -1463,6 +1466,22 @@ static SSL_CTX *identity_of(const struct sockaddr_storage *addr,
 	return ctx;
 }
 
+/* The peer's KeyUpdate, as OpenSSL reads it: whether it asks for ours */
+static void key_update_seen(int write_p, int version, int content_type,
+			    const void *buf, size_t len, SSL *ssl, void *arg)
+{
+	const unsigned char *m = buf;
+	struct conn *c = SSL_get_app_data(ssl);
+
+	(void)version;
+	(void)arg;
+	/* a handshake message: its type, 24-bit length, request_update */
+	if (!write_p && content_type == SSL3_RT_HANDSHAKE && len >= 5 &&
+	    m[0] == SSL3_MT_KEY_UPDATE && m[4] == SSL_KEY_UPDATE_REQUESTED &&
+	    c)
+		c->key_update_asked = true;
+}
+
 /* The connection's TLS end: the identity of the pod at `own` (the client
  * pod's when originating, the protected server pod's when terminating),
  * the CA as it is now, and the address of the other end, `other`, as the
@@ -1493,6 +1512,7 @@ static SSL *tls_conn_new(struct conn *c, const struct sockaddr_storage *own,
 	}
 	c->ca_gen = ca_gen;
 	SSL_set_app_data(ssl, c);	/* for keylog() and the sessions' */
+	SSL_set_msg_callback(ssl, key_update_seen);
 	if (tls_resume_s && !inbound)
 		session_offer(c, ssl, own, other);
 	return ssl;
@@ -2011,6 +2031,8 @@ static int tls_pump_encrypt(struct conn *c)
 	return 0;
 }
 
+static int tls_pump_decrypt_records(struct conn *c);
+
 /*
  * TLS side -> plaintext side: SSL_read while the buffer has room, send
  * to the plaintext side what it holds. SSL_read is tried whenever there
@@ -2024,6 +2046,22 @@ static int tls_pump_encrypt(struct conn *c)
  * never given what was not authenticated.
  */
 static int tls_pump_decrypt(struct conn *c)
+{
+	int err = tls_pump_decrypt_records(c);
+
+	/* The kernel seals what is sent, OpenSSL reads (its receiving keys
+	 * were not the kernel's to take) and the peer asked for new sending
+	 * keys: OpenSSL 3.0 moves on to them in user space only, so what
+	 * the kernel sealed next would fail the peer's check. Reset with
+	 * the reason, as where the kernel reads the KeyUpdate itself. */
+	if (!err && c->key_update_asked && c->ktls_tx) {
+		c->why = "tls: key update (ktls cannot follow it)";
+		return -1;
+	}
+	return err;
+}
+
+static int tls_pump_decrypt_records(struct conn *c)
 {
 	struct half *h = from_tls(c);
 	bool moved;

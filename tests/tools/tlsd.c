@@ -6,7 +6,8 @@
  *
  *   tlsd [-6] PORT --cert FILE --key FILE --ca FILE [--echo] [--send BYTES]
  *        [--count N] [--timeout MS] [--delay MS] [--stall MS] [--rcvbuf BYTES]
- *        [--tickets N] [--key-update] [--resume SECONDS]
+ *        [--tickets N] [--key-update] [--key-update-requested]
+ *        [--resume SECONDS]
  *
  * One connection at a time. A client must show a certificate of the --ca
  * bundle with an IP SAN equal to its TCP peer address (the server's check
@@ -43,6 +44,7 @@
  *                 not application data)
  *   --key-update  update its sending keys right after the handshake (a
  *                 KeyUpdate message before the first byte it sends)
+ *   --key-update-requested  the same, asking the client to update its own
  *   --resume S    sessions may be resumed for S seconds: stateless tickets
  *                 (--tickets N, at least 1); a resumed session's client
  *                 certificate must still name the caller's address
@@ -77,7 +79,7 @@
 #define FNV64_PRIME	0x100000001b3ULL
 
 static struct {
-	bool v6, echo, key_update;
+	bool v6, echo, key_update, key_update_requested;
 	long long send;
 	long count, timeout_ms, delay_ms, stall_ms, rcvbuf, tickets, resume_s;
 	const char *cert, *key, *ca;
@@ -88,7 +90,8 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: tlsd [-6] PORT --cert FILE --key FILE --ca FILE [--echo] [--send BYTES]\n"
 		"            [--count N] [--timeout MS] [--delay MS] [--stall MS] [--rcvbuf BYTES]\n"
-		"            [--tickets N] [--key-update] [--resume SECONDS]\n");
+		"            [--tickets N] [--key-update] [--key-update-requested]\n"
+		"            [--resume SECONDS]\n");
 	return 2;
 }
 
@@ -107,6 +110,7 @@ static bool parse(int argc, char **argv)
 		{ "stall", required_argument, NULL, 'S' },
 		{ "tickets", required_argument, NULL, 'T' },
 		{ "key-update", no_argument, NULL, 'u' },
+		{ "key-update-requested", no_argument, NULL, 'U' },
 		{ "resume", required_argument, NULL, 'R' },
 		{ 0 },
 	};
@@ -127,6 +131,7 @@ static bool parse(int argc, char **argv)
 		case 'r': o.rcvbuf = number(optarg, 1, 1 << 30); if (o.rcvbuf < 0) return false; break;
 		case 'T': o.tickets = number(optarg, 0, 16); if (o.tickets < 0) return false; break;
 		case 'u': o.key_update = true; break;
+		case 'U': o.key_update = o.key_update_requested = true; break;
 		case 'R': o.resume_s = number(optarg, 1, 86400); if (o.resume_s < 0) return false; break;
 		default: return false;
 		}
@@ -281,7 +286,9 @@ static void serve(SSL_CTX *ctx, int fd, const char *peer, int pport)
 	}
 	first_uri(SSL_get0_peer_certificate(ssl), uri, sizeof(uri));
 	if (o.key_update)
-		SSL_key_update(ssl, SSL_KEY_UPDATE_NOT_REQUESTED);
+		SSL_key_update(ssl, o.key_update_requested ?
+				    SSL_KEY_UPDATE_REQUESTED :
+				    SSL_KEY_UPDATE_NOT_REQUESTED);
 	if (o.stall_ms)
 		sleep_ms(o.stall_ms);
 	t.md = EVP_MD_CTX_new();
