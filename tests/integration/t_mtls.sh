@@ -301,18 +301,28 @@ tlsd_bg 8443 --tickets 2 --send 1048576 --timeout 10000
 out=$(in_ns mt-a "$PINET" tcp-connect --timeout 10000 $B 8443 --send 1048576 --expect-echo 2>&1 | tail -n 1)
 wait $SRV
 expect_eq tickets_passed_over "$out" "done sent 1048576 received 1048576 fnv $(srv_field fnv)"
-tlsd_bg 8443 --key-update --send 1048576 --timeout 10000
-out=$(in_ns mt-a "$PINET" tcp-connect --timeout 10000 $B 8443 --send 1048576 --expect-echo 2>&1)
-wait $SRV
-# (what this connection got: its line is the last one; ktls_both_ways
-# checks that a kernel with kTLS gives it)
-if grep "^tls $A:[0-9]* -> $B:8443 " $T/pxlog | tail -n 1 | grep -q " ktls send on recv on$"; then
-	expect_eq key_update_ktls_reset "$(grep '^error' <<<"$out") $(awk '/^partial/ {print $NF}' <<<"$out")" "error ECONNRESET no"
-	check key_update_ktls_reason grep -q "^conn $A:[0-9]* -> $B:8443 .*tls: key update" $T/pxlog
-else
-	expect_eq key_update_followed "$(tail -n 1 <<<"$out")" "done sent 1048576 received 1048576 fnv $(srv_field fnv)"
-	skip key_update_ktls_reason "no kTLS in this kernel (the lab's kernels have it)"
-fi
+# key_update_case NAME TLSD_FLAG KTLS REASON WHY_SKIPPED: 1 MiB each way to
+# a tlsd that sends a KeyUpdate (TLSD_FLAG); where the connection's kTLS
+# is KTLS ("send on recv on"...): reset, its log line saying REASON
+# (NAME_ktls_reset, NAME_ktls_reason); elsewhere OpenSSL follows it
+# (NAME_followed; NAME_ktls_reason skipped)
+key_update_case() {
+	local out
+	tlsd_bg 8443 "$2" --send 1048576 --timeout 10000
+	out=$(in_ns mt-a "$PINET" tcp-connect --timeout 10000 $B 8443 --send 1048576 --expect-echo 2>&1)
+	wait $SRV
+	# (what this connection got: its line is the last one; ktls_both_ways
+	# checks that a kernel with kTLS gives it)
+	if grep "^tls $A:[0-9]* -> $B:8443 " $T/pxlog | tail -n 1 | grep -q " ktls $3$"; then
+		expect_eq ${1}_ktls_reset "$(grep '^error' <<<"$out") $(awk '/^partial/ {print $NF}' <<<"$out")" "error ECONNRESET no"
+		check ${1}_ktls_reason grep -q "^conn $A:[0-9]* -> $B:8443 .*$4" $T/pxlog
+	else
+		expect_eq ${1}_followed "$(tail -n 1 <<<"$out")" "done sent 1048576 received 1048576 fnv $(srv_field fnv)"
+		skip ${1}_ktls_reason "$5"
+	fi
+}
+key_update_case key_update --key-update "send on recv on" "tls: key update" \
+	"no kTLS in this kernel (the lab's kernels have it)"
 
 # 6. A byte flipped on the wire (server -> client, TCP checksum fixed):
 # TLS notices, the client is reset and never gets a wrong byte.
@@ -557,16 +567,9 @@ check resume_said grep -q '^podinject-proxy: tls: sessions resumed for 60s at mo
 # moves to keys the kernel never gets, so the proxy resets with the
 # reason (before: the peer's bad_record_mac alert, the cause unsaid).
 # Without kTLS OpenSSL follows it.
-tlsd_bg 8443 --key-update-requested --send 1048576 --timeout 10000
-out=$(in_ns mt-a "$PINET" tcp-connect --timeout 10000 $B 8443 --send 1048576 --expect-echo 2>&1)
-wait $SRV
-if grep "^tls $A:[0-9]* -> $B:8443 " $T/pxlog | tail -n 1 | grep -q " ktls send on recv off$"; then
-	expect_eq key_update_asked_ktls_reset "$(grep '^error' <<<"$out") $(awk '/^partial/ {print $NF}' <<<"$out")" "error ECONNRESET no"
-	check key_update_asked_ktls_reason grep -q "^conn $A:[0-9]* -> $B:8443 .*tls: key update (ktls cannot follow it)" $T/pxlog
-else
-	expect_eq key_update_asked_followed "$(tail -n 1 <<<"$out")" "done sent 1048576 received 1048576 fnv $(srv_field fnv)"
-	skip key_update_asked_ktls_reason "no kTLS send here (the lab's kernels have it)"
-fi
+key_update_case key_update_asked --key-update-requested "send on recv off" \
+	"tls: key update (ktls cannot follow it)" \
+	"no kTLS send here (the lab's kernels have it)"
 # One server for the whole of it, whose tickets stay good: a new tlsd
 # would seal its tickets with new keys, and refuse every older session
 # itself. resumed_runs PORT POD N: N connections from POD one after the
