@@ -809,7 +809,12 @@ enum pi_dp_mon_decided {
 
 struct pi_dp_monitor_config {
 	__u32 kinds;			/* 1 << enum pi_dp_mon_kind, or'ed */
-	__u32 pad;
+	__u32 lease_s;			/* CLOCK_MONOTONIC second after which
+					 * the kinds no longer hold: the
+					 * node's reader of events renews it
+					 * while it reads; 0: no lease (a
+					 * monitor of a build before it,
+					 * which wrote 0 here) */
 };
 
 struct pi_dp_monitor_cpu {

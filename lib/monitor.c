@@ -7,10 +7,14 @@
  * running monitors want is kept as one file per monitor under
  * MONITOR_RUN_DIR/<node's pin directory name>/, named by its PID, holding
  * its kinds and flock()ed by it for its whole life: a monitor that was
- * killed leaves a file nobody holds, which the next monitor to start or
- * stop removes. Each start and stop (under a lock of that directory)
- * writes the union of the live monitors' kinds to monitor_config, so the
- * datapath stops paying for events once the last monitor is gone.
+ * killed leaves a file nobody holds, which the reader (below) removes
+ * within a second, or the next monitor to start or stop. Each start and
+ * stop (under a lock of that directory) writes the union of the live
+ * monitors' kinds to monitor_config, so the datapath stops paying for
+ * events once the last monitor is gone; the reader writes it again each
+ * second with a lease (MON_LEASE_S): when the last monitor is killed
+ * outright, or the reader is stopped, the datapath stops writing when
+ * the lease runs out, and counts each event it did not write as lost.
  *
  * A node's ring buffers have one read position, so one process reads
  * them, the *reader*: whichever monitor holds READER_LOCK in the run
@@ -83,6 +87,13 @@
 #define HANDOVER_WAIT_MS	1000
 /* how long a monitor keeps trying to reach a reader that just changed */
 #define ATTACH_WAIT_MS		3000
+/* The kinds hold for MON_LEASE_S after they were last written by the
+ * reader (pi_dp_monitor_config.lease_s), which writes them again every
+ * MON_RENEW_NS while it runs: a reader killed outright with no monitor
+ * left to take over, or stopped, leaves the datapath paying for events
+ * nobody reads only until the lease runs out. */
+#define MON_LEASE_S		5
+#define MON_RENEW_NS		(1000ull * 1000 * 1000)
 
 /* The stream's version, in HELLO: a monitor of another build may be the
  * reader (the package upgraded under a running monitor). 1: the first
@@ -142,6 +153,8 @@ struct mon_reader {
 	char run_dir[PATH_MAX];
 	char self[PATH_MAX];	/* this process's monitor file */
 	int events[2];		/* the node's ring, the injection's */
+	int config[2];		/* their monitor_config, for the lease */
+	uint64_t renewed_ns;
 	/* one ring_buffer each: a flood in one does not hold the other back
 	 * (ring_buffer__consume stops at the first ring whose callback
 	 * says stop), and the injection's goes with its object */
@@ -327,17 +340,20 @@ static int config_open(struct mon_config *c, const char *dir)
 	return 0;
 }
 
-static int write_kinds(struct pi_monitor *m, uint32_t kinds)
+/* `kinds` to an object's monitor_config; with a lease when `lease`: only
+ * a reader, which renews it, gives one (a monitor served by a reader of
+ * an earlier build, which does not, writes none). */
+static int write_kinds(int config, uint32_t kinds, bool lease)
 {
 	struct pi_dp_monitor_config cfg = { .kinds = kinds };
 	__u32 zero = 0;
-	int err = 0;
 
-	for (int i = 0; i < 2; i++)
-		if (m->cfg[i].config >= 0 &&
-		    bpf_map_update_elem(m->cfg[i].config, &zero, &cfg, 0))
-			err = -errno;
-	return err;
+	if (config < 0)
+		return 0;
+	if (kinds && lease)
+		cfg.lease_s = (uint32_t)(mono_ns() / 1000000000ull) +
+			      MON_LEASE_S;
+	return bpf_map_update_elem(config, &zero, &cfg, 0) ? -errno : 0;
 }
 
 /* Under the run directory's lock: the union of the live monitors' kinds,
@@ -346,13 +362,17 @@ static int publish_kinds(struct pi_monitor *m)
 {
 	bool running = m->self_fd >= 0 && !m->paused;
 	uint32_t kinds = running ? m->kinds : 0;
-	int dfd, err;
+	int dfd, err = 0;
 
 	dfd = run_dir_lock(m->run_dir);
 	if (dfd < 0)
 		return dfd;
 	live_others(m->run_dir, m->self_fd >= 0 ? m->self : NULL, &kinds);
-	err = write_kinds(m, kinds);
+	for (int i = 0; i < 2; i++) {
+		int e = write_kinds(m->cfg[i].config, kinds, m->reader);
+
+		err = err ? err : e;
+	}
 	close(dfd);
 	return err;
 }
@@ -491,6 +511,31 @@ static void reader_leave_inject(struct mon_reader *r)
 	r->rb[1] = NULL;
 	close(r->events[1]);
 	r->events[1] = -1;
+	if (r->config[1] >= 0)
+		close(r->config[1]);
+	r->config[1] = -1;
+}
+
+/* Every MON_RENEW_NS while this thread takes from the rings: the kinds
+ * the live monitors want, with a new lease. A monitor killed outright
+ * loses its kinds here (its file is removed), not only at the next
+ * monitor's start or stop. */
+static void reader_renew(struct mon_reader *r)
+{
+	uint64_t now = mono_ns();
+	uint32_t kinds = 0;
+	int dfd;
+
+	if (now - r->renewed_ns < MON_RENEW_NS)
+		return;
+	r->renewed_ns = now;
+	dfd = run_dir_lock(r->run_dir);
+	if (dfd < 0)
+		return;
+	live_others(r->run_dir, NULL, &kinds);
+	for (int i = 0; i < 2; i++)
+		write_kinds(r->config[i], kinds, true);
+	close(dfd);
 }
 
 /* The injection's ring joined once it is there, and left if its object
@@ -520,7 +565,12 @@ static void reader_join_inject(struct mon_reader *r)
 	if (!r->rb[1]) {
 		close(r->events[1]);
 		r->events[1] = -1;
+		return;
 	}
+	snprintf(path, sizeof(path), "%s/monitor_config", dir);
+	r->config[1] = bpf_obj_get(path);
+	/* its kinds and lease at once, not after a second */
+	r->renewed_ns = 0;
 }
 
 static void sub_add(struct mon_reader *r, int fd)
@@ -622,6 +672,7 @@ static void *reader_main(void *arg)
 		for (int i = n - first_sub - 1; i >= 0; i--)
 			if (i < r->nsubs && pfd[first_sub + i].revents)
 				sub_read(r, i);
+		reader_renew(r);
 		if (waiting)
 			continue;
 		reader_join_inject(r);
@@ -667,6 +718,8 @@ static void reader_free(struct mon_reader *r)
 		ring_buffer__free(r->rb[i]);
 		if (r->events[i] >= 0)
 			close(r->events[i]);
+		if (r->config[i] >= 0)
+			close(r->config[i]);
 	}
 	if (r->bound) {
 		struct sockaddr_un sa;
@@ -703,6 +756,7 @@ static int reader_start(struct pi_monitor *m)
 	if (!r)
 		return -ENOMEM;
 	r->wake = r->listen = r->events[0] = r->events[1] = -1;
+	r->config[0] = r->config[1] = -1;
 	snprintf(r->pin_dir, sizeof(r->pin_dir), "%s", m->pin_dir);
 	snprintf(r->run_dir, sizeof(r->run_dir), "%s", m->run_dir);
 	snprintf(r->self, sizeof(r->self), "%s", m->self);
@@ -725,6 +779,13 @@ static int reader_start(struct pi_monitor *m)
 	r->rb[0] = ring_buffer__new(r->events[0], reader_take, r, NULL);
 	if (!r->rb[0]) {
 		err = -errno;
+		goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/monitor_config", m->pin_dir);
+	r->config[0] = bpf_obj_get(path);
+	if (r->config[0] < 0) {
+		err = -errno;
+		no_monitor_said(m->node, err);
 		goto fail;
 	}
 	reader_join_inject(r);

@@ -371,6 +371,17 @@ monitor_kinds() {
 			 "0x" + .) end' | { read -r v; echo $((v)); }
 }
 
+# monitor_lost DIR: the events the datapath did not write though asked
+# (a full ring, a lapsed lease), on all CPUs, from DIR's monitor_cpu
+monitor_lost() {
+	local h sum=0
+	for h in $(bpftool map lookup pinned "$1/monitor_cpu" key 0 0 0 0 -j 2>/dev/null |
+		jq -r '.values[].value[0:8] | reverse | map(ltrimstr("0x")) | join("")'); do
+		sum=$((sum + 0x$h))
+	done
+	echo $sum
+}
+
 node_pin_dir() {
 	local d
 	d=$("$PI" -N "$1" -j node show 2>/dev/null | jq -r .pin_dir)

@@ -14,7 +14,7 @@
 #   mo-x --- wire0 --- mo-y (another node, which forges a pod's source)
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=85
+EXPECT=90
 PREFIX=mo-
 X=mo-x
 Y=mo-y
@@ -78,6 +78,46 @@ hold_calls() {
 }
 # lost_in FILE: the last count of lost events a -j monitor printed
 lost_in() { jq -s '[.[] | select(.kind == "lost") | .lost] | max // 0' "$1"; }
+RUN=/run/podinject/monitor/$(basename $PIN)
+# monitors COUNT: until COUNT monitors hold their files
+monitors() {
+	for _ in $(seq 50); do
+		[ "$(ls $RUN 2>/dev/null | wc -l)" -ge "$1" ] && break
+		sleep 0.1
+	done
+}
+# seen FILE PORT: the drops to PORT a monitor printed
+seen() { jq -s --argjson p "$2" '[.[] | select(.kind == "drop" and .dport == $p)] | length' "$1" 2>/dev/null; }
+# reader: the pid the reader's lock file names (its first line; the
+# readers' count of events follows, binary)
+reader() { head -n 1 $RUN/.reader 2>/dev/null | tr -d '\0'; }
+# seen_all PORT N FILE...: until each monitor printed N drops to PORT (a
+# hand-over may take a new reader up to 1 s), 10 s at most
+seen_all() {
+	local port=$1 n=$2 f ok
+	shift 2
+	for _ in $(seq 100); do
+		ok=1
+		for f in "$@"; do [ "$(seen $f $port)" -ge "$n" ] 2>/dev/null || ok=; done
+		[ -n "$ok" ] && break
+		sleep 0.1
+	done
+	sleep 0.2	# and no more than N
+}
+# live FILE...: these monitors of mo-a's drops are served (a monitor's
+# file is there before it is): datagrams to port 6029 until each printed
+# one
+live() {
+	local f ok
+	for _ in $(seq 100); do
+		in_ns mo-a "$PINET" udp-send --bind $S $B 6029 1 >/dev/null 2>&1
+		sleep 0.1
+		ok=1
+		for f in "$@"; do [ "$(seen $f 6029)" -ge 1 ] 2>/dev/null || ok=; done
+		[ -n "$ok" ] && return 0
+	done
+	return 1
+}
 
 # ---- bad input: clear errors, nothing left behind
 check_fails bad_type pi -N $X monitor --type bogus
@@ -288,6 +328,67 @@ pi -N $X monitor --type drop --duration 1 >/dev/null 2>&1
 expect_num next_one_clears_it "$(kinds_of $PIN)" 0
 expect_num inject_cleared_too "$(kinds_of $PIN/inject)" 0
 
+# ---- killed outright with other monitors running: the reader drops its
+# kinds within a second or two (before, they stayed until some monitor
+# started or stopped)
+"$PI" -N $X monitor --type drop >/dev/null 2>&1 &
+KR=$!
+for _ in $(seq 50); do [ "$(kinds_of $PIN)" = 2 ] && break; sleep 0.1; done
+"$PI" -N $X monitor --type verdict >/dev/null 2>&1 &
+K=$!
+for _ in $(seq 50); do [ "$(kinds_of $PIN)" = 6 ] && break; sleep 0.1; done
+kill -9 $K
+wait $K 2>/dev/null
+for _ in $(seq 30); do [ "$(kinds_of $PIN)" = 2 ] && break; sleep 0.1; done
+expect_num killed_other_kinds_go "$(kinds_of $PIN)" 2
+kill -TERM $KR
+wait $KR
+
+# ---- the only monitor killed outright: its kinds stay written, but their
+# lease (renewed each second by the reader) runs out within 5 s, and the
+# datapath writes no more events for nobody: each is counted lost
+# instead (before, it wrote each drop to the rings until a monitor came)
+"$PI" -N $X monitor --type drop >/dev/null 2>&1 &
+K=$!
+for _ in $(seq 50); do [ "$(kinds_of $PIN)" = 2 ] && break; sleep 0.1; done
+kill -9 $K
+wait $K 2>/dev/null
+l0=$(monitor_lost $PIN)
+in_ns mo-a "$PINET" udp-send --bind $S $B 6040 3 >/dev/null 2>&1
+l1=$(monitor_lost $PIN)
+sleep 6.5
+in_ns mo-a "$PINET" udp-send --bind $S $B 6040 5 >/dev/null 2>&1
+l2=$(monitor_lost $PIN)
+expect_eq lease_written_while_held "$((l1 - l0)) $(kinds_of $PIN)" "0 2"
+expect_eq lease_lapsed_not_written "$((l2 - l1))" 5
+# a monitor started then counts only its own: what lapsed is not its loss
+"$PI" -N $X -j monitor --type drop --pod mo-a >$T.ls 2>&1 &
+K=$!
+live $T.ls
+in_ns mo-a "$PINET" udp-send --bind $S $B 6041 4 >/dev/null 2>&1
+seen_all 6041 4 $T.ls
+kill -TERM $K
+wait $K
+expect_eq lease_renewed_next_monitor "$(seen $T.ls 6041) $(lost_in $T.ls) $(kinds_of $PIN)" "4 0 0"
+
+# ---- the reader stopped (SIGSTOP, not the terminal's Ctrl-Z, which hands
+# it over): once the lease runs out, what it would have been given is
+# counted lost, not written to rings nobody reads; on SIGCONT it renews
+# and reads on, and says how many it lost
+"$PI" -N $X -j monitor --type drop --pod mo-a >$T.st 2>&1 &
+K=$!
+live $T.st
+kill -STOP $K
+sleep 6.5
+in_ns mo-a "$PINET" udp-send --bind $S $B 6042 7 >/dev/null 2>&1
+kill -CONT $K
+for _ in $(seq 30); do [ "$(lost_in $T.st)" -ge 7 ] 2>/dev/null && break; sleep 0.2; done
+in_ns mo-a "$PINET" udp-send --bind $S $B 6043 3 >/dev/null 2>&1
+seen_all 6043 3 $T.st
+kill -TERM $K
+wait $K
+expect_eq stopped_reader_lapsed_counted "$(seen $T.st 6042) $(lost_in $T.st) $(seen $T.st 6043)" "0 7 3"
+
 # ---- a monitor ended by its terminal closing (SIGHUP) or by whoever read
 # its output going (`monitor | head`): it stops as at SIGINT, and its
 # kinds go (before, it died as by SIGKILL and the datapath wrote events
@@ -315,46 +416,6 @@ expect_eq pipe_closed_clears_it "$(cat $T.prc 2>/dev/null) $(kinds_of $PIN)" "0 
 # its own kinds and pods. Before, a second monitor was refused ("another
 # monitor (pid N) reads its events"), and so was `probe --trace` while
 # one ran.
-RUN=/run/podinject/monitor/$(basename $PIN)
-# monitors COUNT: until COUNT monitors hold their files
-monitors() {
-	for _ in $(seq 50); do
-		[ "$(ls $RUN 2>/dev/null | wc -l)" -ge "$1" ] && break
-		sleep 0.1
-	done
-}
-# seen FILE PORT: the drops to PORT a monitor printed
-seen() { jq -s --argjson p "$2" '[.[] | select(.kind == "drop" and .dport == $p)] | length' "$1" 2>/dev/null; }
-# reader: the pid the reader's lock file names (its first line; the
-# readers' count of events follows, binary)
-reader() { head -n 1 $RUN/.reader 2>/dev/null | tr -d '\0'; }
-# seen_all PORT N FILE...: until each monitor printed N drops to PORT (a
-# hand-over may take a new reader up to 1 s), 10 s at most
-seen_all() {
-	local port=$1 n=$2 f ok
-	shift 2
-	for _ in $(seq 100); do
-		ok=1
-		for f in "$@"; do [ "$(seen $f $port)" -ge "$n" ] 2>/dev/null || ok=; done
-		[ -n "$ok" ] && break
-		sleep 0.1
-	done
-	sleep 0.2	# and no more than N
-}
-# live FILE...: these monitors of mo-a's drops are served (a monitor's
-# file is there before it is): datagrams to port 6029 until each printed
-# one
-live() {
-	local f ok
-	for _ in $(seq 100); do
-		in_ns mo-a "$PINET" udp-send --bind $S $B 6029 1 >/dev/null 2>&1
-		sleep 0.1
-		ok=1
-		for f in "$@"; do [ "$(seen $f 6029)" -ge 1 ] 2>/dev/null || ok=; done
-		[ -n "$ok" ] && return 0
-	done
-	return 1
-}
 "$PI" -N $X -j monitor --type drop --pod mo-a >$T.m1 2>&1 &
 M1=$!
 live $T.m1
