@@ -1192,6 +1192,24 @@ static int read_stream(struct pi_monitor *m)
 	return 0;
 }
 
+/* This monitor's file, by its process's id; a process's second monitor
+ * (and third: a library's caller may open several) gets a number after
+ * it, or it would take over the first one's file, and its kinds. `tmp`:
+ * the dot name it is made under. */
+static void name_self(struct pi_monitor *m, char *tmp, size_t len)
+{
+	static unsigned int opened;
+	unsigned int nth = __atomic_add_fetch(&opened, 1, __ATOMIC_RELAXED);
+	char name[32];
+
+	if (nth == 1)
+		snprintf(name, sizeof(name), "%d", (int)getpid());
+	else
+		snprintf(name, sizeof(name), "%d-%u", (int)getpid(), nth);
+	snprintf(m->self, sizeof(m->self), "%s/%s", m->run_dir, name);
+	snprintf(tmp, len, "%s/.%s", m->run_dir, name);
+}
+
 int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 		    struct pi_monitor **out)
 {
@@ -1251,8 +1269,7 @@ int pi_monitor_open(const char *node, uint32_t kinds, int lock_timeout_ms,
 	 * monitor's file and remove it, and its kinds would be dropped. It
 	 * is there before the stream is asked for, so that a reader taking
 	 * over waits for this monitor too. */
-	snprintf(m->self, sizeof(m->self), "%s/%d", m->run_dir, (int)getpid());
-	snprintf(tmp, sizeof(tmp), "%s/.%d", m->run_dir, (int)getpid());
+	name_self(m, tmp, sizeof(tmp));
 	m->self_fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (m->self_fd < 0 || flock(m->self_fd, LOCK_EX)) {
 		err = -errno;

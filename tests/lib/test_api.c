@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <bpf/bpf.h>
 #include <podinject/podinject.h>
 
 #define NODE "la-n"
@@ -193,6 +194,56 @@ static int apply_str(struct pi_node *n, const char *doc, uint32_t flags,
 }
 
 /* pi_apply and pi_export on pods la-a and la-b. */
+/* The kinds the datapath writes events of now (monitor_config in DIR). */
+static uint32_t monitor_kinds(const char *dir)
+{
+	char path[4200];
+	uint32_t cfg[2] = { ~0u, 0 }, zero = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/monitor_config", dir);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return ~0u;
+	bpf_map_lookup_elem(fd, &zero, cfg);
+	close(fd);
+	return cfg[0];
+}
+
+/* Two monitors in one process: each keeps its own kinds (before, the
+ * second took over the first's file, named by the process id alone, and
+ * the first's kinds were no longer written). */
+static void test_monitors_one_process(const char *pin_dir)
+{
+	struct pi_monitor *m1 = NULL, *m2 = NULL;
+	uint32_t drop = 1u << PI_MON_DROP, verdict = 1u << PI_MON_VERDICT;
+
+	if (pi_monitor_open(NODE, drop, 1000, &m1) ||
+	    pi_monitor_open(NODE, verdict, 1000, &m2)) {
+		check(false, "monitors_one_process_open", "%s", last_error);
+		goto out;
+	}
+	check(monitor_kinds(pin_dir) == (drop | verdict),
+	      "monitors_one_process_union", "kinds %u",
+	      monitor_kinds(pin_dir));
+	/* and once the reader renewed them from the monitors' files */
+	usleep(1500 * 1000);
+	check(monitor_kinds(pin_dir) == (drop | verdict),
+	      "monitors_one_process_renewed", "kinds %u",
+	      monitor_kinds(pin_dir));
+	pi_monitor_close(m2);
+	m2 = NULL;
+	check(monitor_kinds(pin_dir) == drop, "monitors_one_process_first_kept",
+	      "kinds %u", monitor_kinds(pin_dir));
+	pi_monitor_close(m1);
+	m1 = NULL;
+	check(monitor_kinds(pin_dir) == 0, "monitors_one_process_all_closed",
+	      "kinds %u", monitor_kinds(pin_dir));
+out:
+	pi_monitor_close(m2);
+	pi_monitor_close(m1);
+}
+
 static void test_apply(struct pi_node *n)
 {
 	const char *doc =
@@ -299,6 +350,7 @@ int main(void)
 	check(info.pods == 0 && !strcmp(info.name, NODE), "node_up_info",
 	      "pods %d name %s", info.pods, info.name);
 	CHECK_RC("node_up_twice", pi_node_up(NODE, &up, NULL), -EALREADY);
+	test_monitors_one_process(info.pin_dir);
 	CHECK_RC("node_open_bad_name", pi_node_open("Bad Name", PI_OPEN_READ, 100, &n), -EINVAL);
 	CHECK_RC("node_open_not_up", pi_node_open("la-not-up", PI_OPEN_READ, 100, &n), -ENOENT);
 	check(n == NULL, "node_open_failed_gives_null", "node %p", (void *)n);
