@@ -314,18 +314,11 @@ static void print_trace(const struct pi_probe_result *pr, uint64_t until)
 			printf(" (rule %u)", e->rule_id);
 		/* an ICMP error on the way back: the refusal it carries */
 		if (e->icmp_read && !icmp_is_echo(e->proto, e->icmp_type)) {
-			const char *type = icmp_name(e->proto, e->icmp_type);
-			const char *code = icmp_unreach_name(e->proto,
-							     e->icmp_code);
+			char err[64];
 
-			if (type && code &&
-			    icmp_is_unreach(e->proto, e->icmp_type))
-				printf(" [%s, %s]", type, code);
-			else if (type)
-				printf(" [%s code %u]", type, e->icmp_code);
-			else
-				printf(" [icmp type %u code %u]",
-				       e->icmp_type, e->icmp_code);
+			printf(" [%s]", icmp_error_text(e->proto, e->icmp_type,
+						       e->icmp_code, err,
+						       sizeof(err)));
 		}
 		printf("\n");
 	}
@@ -340,22 +333,16 @@ static const char *refusal_text(const struct pi_probe_result *pr, char *buf,
 {
 	uint8_t proto = pr->family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP;
 	const char *icmp = proto == IPPROTO_ICMP ? "ICMP" : "ICMPv6";
-	const char *type, *code;
+	char err[64];
 
 	if (pr->refused_by == PI_PROBE_BY_RST)
 		return "RST";
-	if (!pr->icmp_read) {
+	if (!pr->icmp_read)
 		snprintf(buf, len, "an %s error", icmp);
-		return buf;
-	}
-	type = icmp_name(proto, pr->icmp_type);
-	code = icmp_is_unreach(proto, pr->icmp_type) ?
-	       icmp_unreach_name(proto, pr->icmp_code) : NULL;
-	if (type && code)
-		snprintf(buf, len, "%s %s, %s", icmp, type, code);
 	else
-		snprintf(buf, len, "%s type %u code %u", icmp, pr->icmp_type,
-			 pr->icmp_code);
+		snprintf(buf, len, "%s %s", icmp,
+			 icmp_error_text(proto, pr->icmp_type, pr->icmp_code,
+					 err, sizeof(err)));
 	return buf;
 }
 

@@ -177,6 +177,22 @@ const char *icmp_unreach_name(uint8_t proto, uint8_t code)
 	return code < sizeof(v6) / sizeof(v6[0]) ? v6[code] : NULL;
 }
 
+const char *icmp_error_text(uint8_t proto, uint8_t type, uint8_t code,
+			    char *buf, size_t len)
+{
+	const char *tname = icmp_name(proto, type);
+	const char *cname = icmp_is_unreach(proto, type) ?
+			    icmp_unreach_name(proto, code) : NULL;
+
+	if (tname && cname)
+		snprintf(buf, len, "%s, %s", tname, cname);
+	else if (tname)
+		snprintf(buf, len, "%s code %u", tname, code);
+	else
+		snprintf(buf, len, "type %u code %u", type, code);
+	return buf;
+}
+
 void json_icmp_event(const struct pi_monitor_event *e)
 {
 	const char *name = icmp_name(e->proto, e->icmp_type);

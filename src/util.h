@@ -53,6 +53,11 @@ void json_icmp_event(const struct pi_monitor_event *e);
  * name (NULL for one without) */
 bool icmp_is_unreach(uint8_t proto, uint8_t type);
 const char *icmp_unreach_name(uint8_t proto, uint8_t code);
+/* An ICMP or ICMPv6 error in words, as the probe and its trace say it:
+ * "unreachable, admin-prohibited", "time-exceeded code 0", "type 42
+ * code 1" (buf, len 48 is enough) */
+const char *icmp_error_text(uint8_t proto, uint8_t type, uint8_t code,
+			    char *buf, size_t len);
 /* A drop reason's name, the node's (enum pi_drop_reason) or the injection
  * object's (enum pi_mon_drop_reason): "unknown" for any other. */
 const char *drop_reason_name(uint32_t reason);
