@@ -912,6 +912,29 @@ static void reader_pid(const struct pi_monitor *m, char *pid, size_t len)
 		snprintf(pid, len, "?");
 }
 
+/* Whether the process `pid` (as text) is stopped: its state in
+ * /proc/PID/stat, after the command's closing parenthesis, is T or t. */
+static bool process_stopped(const char *pid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	if (!*pid || pid[strspn(pid, "0123456789")])
+		return false;
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && (p[1] == ' ') && (p[2] == 'T' || p[2] == 't');
+}
+
 /* A new stream, from a reader whose stream is of `version`, starts at
  * `start`: the events between where the last one ended and there (a
  * reader killed while passing a batch on, batches lost to a full socket
@@ -999,8 +1022,12 @@ static int attach(struct pi_monitor *m)
 			reader_pid(m, pid, sizeof(pid));
 			/* stopped (SIGSTOP, a debugger), or of a build that
 			 * did not pass events on */
-			pr_err("node '%s': the monitor that reads its events (pid %s) does not answer",
-			       m->node, pid);
+			if (process_stopped(pid))
+				pr_err("node '%s': the monitor that reads its events (pid %s) does not answer: it is stopped (SIGSTOP, a debugger); continue it (kill -CONT %s) or end it",
+				       m->node, pid, pid);
+			else
+				pr_err("node '%s': the monitor that reads its events (pid %s) does not answer",
+				       m->node, pid);
 			return -ETIMEDOUT;
 		}
 		usleep(20 * 1000);

@@ -493,7 +493,7 @@ M6=$!
 live $T.m6
 kill -STOP $M6
 out=$(timeout 20 "$PI" -N $X monitor --duration 1 2>&1)
-expect_eq many_stopped_reader_named "$? $(grep -c "the monitor that reads its events (pid $M6) does not answer" <<<"$out")" "1 1"
+expect_eq many_stopped_reader_named "$? $(grep -c "the monitor that reads its events (pid $M6) does not answer: it is stopped (SIGSTOP, a debugger); continue it (kill -CONT $M6)" <<<"$out")" "1 1"
 kill -CONT $M6
 kill -TERM $M6
 wait $M6 2>/dev/null
