@@ -1190,9 +1190,12 @@ static int execute(struct apply *a, bool dry, pi_plan_fn fn, void *ctx,
 		if (grant_comes_with_proxy(a, g->injector, g->target))
 			continue;
 		if (g->from_proxy) {
-			if (now)
-				continue;
+			/* the document names no path for it: the kernel's,
+			 * as on a node the rule was made on afresh (an
+			 * `inject allow --path` since is drift to undo) */
 			st.path = stored_path(a, 0, g->target);
+			if (now && now->path == st.path)
+				continue;
 		} else if (now && now->path == g->path) {
 			continue;
 		}
@@ -1797,6 +1800,35 @@ static json_t *yaml_node_json(struct ytree *t, yaml_node_t *node, int depth)
 	return out;
 }
 
+/* The stream ends after the first document. The document is the node's
+ * whole state: a second one (a file of parts, "---" between them) would
+ * be ignored, and what it held removed from the node; so would whatever
+ * follows the first, read or not. False (*ret set) when it does not. */
+static bool yaml_stream_ends(struct apply *a, yaml_parser_t *parser, int *ret)
+{
+	yaml_document_t next;
+	char where[64];
+	bool more;
+
+	if (!yaml_parser_load(parser, &next)) {
+		snprintf(where, sizeof(where), "line %zu column %zu",
+			 parser->problem_mark.line + 1,
+			 parser->problem_mark.column + 1);
+		*ret = refuse(a, -EINVAL, where, "after the document: %s",
+			      parser->problem ? parser->problem : "not YAML");
+		return false;
+	}
+	more = yaml_document_get_root_node(&next) != NULL;
+	if (more) {
+		snprintf(where, sizeof(where), "line %zu",
+			 next.start_mark.line + 1);
+		*ret = refuse(a, -EINVAL, where,
+			      "a second document: the state is one document (put the parts in one)");
+	}
+	yaml_document_delete(&next);
+	return !more;
+}
+
 static json_t *yaml_load(struct apply *a, const char *doc, size_t len, int *ret)
 {
 	struct ytree t = { 0 };
@@ -1827,6 +1859,10 @@ static json_t *yaml_load(struct apply *a, const char *doc, size_t len, int *ret)
 		*ret = refuse(a, -EINVAL, t.where[0] ? t.where : "$", "%s",
 			      t.reason[0] ? t.reason : "an empty document");
 	yaml_document_delete(&ydoc);
+	if (root && !yaml_stream_ends(a, &parser, ret)) {
+		json_decref(root);
+		root = NULL;
+	}
 	yaml_parser_delete(&parser);
 	return root;
 }

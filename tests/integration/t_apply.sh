@@ -13,7 +13,7 @@
 #   node ta-n
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=95
+EXPECT=100
 PREFIX=ta-
 N=ta-n
 A=10.244.21.10
@@ -262,6 +262,18 @@ out=$(pi -N $N inject deny ta-p 2>&1); rc=$?
 expect_eq proxy_grant_deny_all_only_proxy "$rc $(grep -c 'only for its proxy rules' <<<"$out") $(pi -N $N -j inject list | jq length)" "2 1 1"
 out=$(pi -N $N export | pi -N $N apply -f - 2>&1)
 expect_eq proxy_grant_deny_reapply_noop "$out" ""
+# A proxy rule's grant moved to another path by hand (`inject allow
+# --path`), with a document that names no path for it: the apply puts it
+# back on the kernel's, as on a node the document made afresh (before, the
+# apply planned nothing and the drift stayed, in its export too)
+jq '.pods["ta-b"].proxy = {"by": "ta-p", "port": 15001}' "$T/empty.json" >"$T/proxy_only.json"
+pi -N $N apply -f "$T/proxy_only.json" >/dev/null
+other=fast
+[ "$auto" = fast ] && other=fallback
+pi -N $N inject allow ta-p --as ta-b --path $other >/dev/null
+out=$(pi -N $N apply -f "$T/proxy_only.json" 2>&1); rc=$?
+expect_eq proxy_grant_drift_undone "$rc $(tail -n 1 <<<"$out") $(pi -N $N -j inject list | jq -r '[.[] | "\(.injector)>\(.as) \(.path)"] | join(" ")')" "0 1 change applied ta-p>ta-b $auto"
+expect_eq proxy_grant_drift_export "$(pi -N $N export | jq -c '.pods["ta-p"].inject // [] | length')" 0
 
 # ---- a failed apply gives back a grant a proxy rule it made had taken ------
 # ta-p may inject as ta-b on the fallback path. The document proxies ta-b
@@ -337,6 +349,16 @@ expect_eq yaml_same_as_json "$from_yaml" "$(export_of)"
 expect_eq yaml_rules "$(rules_of ta-a)" "egress 1 deny $B/32 tcp 7201; egress 2 allow 10.244.0.0/16 udp 7000-7999"
 sed 's|10.244.0.0/16|10.244.0.0/33|' "$T/state3.yaml" >"$T/bad.yaml"
 bad bad_yaml_cidr "$T/bad.yaml" "pods[\"ta-a\"].egress[1].to: invalid CIDR '10.244.0.0/33'"
+# a file of two documents: refused, not the first applied and the second
+# dropped with the rules it named (before, only the first part was taken)
+{ cat "$T/state3.yaml"; printf -- '---\npods:\n  ns/ta-x:\n    egress: [{action: deny, to: 10.9.9.9/32}]\n'; } >"$T/two.yaml"
+bad yaml_two_documents "$T/two.yaml" "line 18: a second document: the state is one document"
+# and bytes after the document's end that are not YAML at all
+{ cat "$T/state3.yaml"; printf -- '...\ngarbage: [unclosed\n'; } >"$T/tail.yaml"
+bad yaml_garbage_after_end "$T/tail.yaml" "after the document:"
+# a document ended with '...' and nothing after it is still one
+{ cat "$T/state3.yaml"; printf -- '...\n'; } >"$T/ended.yaml"
+check yaml_one_document_ended pi -N $N apply -f "$T/ended.yaml"
 
 # ---- the last apply's record --------------------------------------------
 # An apply that succeeds leaves a record (the document, its file's
