@@ -219,6 +219,56 @@ static __always_inline int let_through(const struct pi_pod *pod)
 	return pod->flags & PI_DP_POD_PASS_ON ? PI_NEXT : PI_PASS;
 }
 
+/* Whether `mac` is the pod's own MAC. A pod whose MAC is not known
+ * (zero) matches any: nothing to compare with. */
+static __always_inline bool mac_is_pods(const __u8 *mac,
+					const struct pi_pod *pod)
+{
+	const __u8 *own = pod->pod_mac;
+
+	if (!(own[0] | own[1] | own[2] | own[3] | own[4] | own[5]))
+		return true;
+	return !((mac[0] ^ own[0]) | (mac[1] ^ own[1]) | (mac[2] ^ own[2]) |
+		 (mac[3] ^ own[3]) | (mac[4] ^ own[4]) | (mac[5] ^ own[5]));
+}
+
+/* A veth pod's frame says who sent it twice: its IP source and its
+ * Ethernet source. Beside a bridge (podinject chained after `bridge`),
+ * a frame from another pod's MAC teaches the bridge that pod's port,
+ * and what the node sends that pod comes to this one: the source MAC
+ * must be the pod's own, as the ARP sender's and the NDP options' are.
+ * A frame too short for the header is the parser's to refuse. */
+static __noinline bool src_mac_is_pods(struct __sk_buff *skb,
+				       const struct pi_pod *pod)
+{
+	void *data = skb_data(skb), *data_end = skb_data_end(skb);
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > data_end)
+		return true;
+	return mac_is_pods(eth->h_source, pod);
+}
+
+/* An ARP message's sender MAC (parse_arp checked that it is Ethernet's,
+ * after the 8 bytes of types and lengths), read in place: no stack. */
+#define ARP_SHA_END	(sizeof(struct ethhdr) + 8 + ETH_ALEN)
+
+static __noinline bool arp_sender_mac_is_pods(struct __sk_buff *skb,
+					      const struct pi_pod *pod)
+{
+	void *data = skb_data(skb), *data_end = skb_data_end(skb);
+
+	if (data + ARP_SHA_END > data_end) {
+		if (bpf_skb_pull_data(skb, ARP_SHA_END))
+			return false;
+		data = skb_data(skb);
+		data_end = skb_data_end(skb);
+		if (data + ARP_SHA_END > data_end)
+			return false;
+	}
+	return mac_is_pods((__u8 *)data + ARP_SHA_END - ETH_ALEN, pod);
+}
+
 static __always_inline int pod_egress_common(struct __sk_buff *skb,
 					     bool in_netkit)
 {
@@ -239,15 +289,25 @@ static __always_inline int pod_egress_common(struct __sk_buff *skb,
 	if (skb->vlan_present)
 		return drop(skb, pod->id, PI_DP_DROP_VLAN,
 			    PI_DP_HOOK_POD_EGRESS);
+	/* netkit in L3 mode has no Ethernet source of the pod's */
+	if (!in_netkit && !(pod->flags & PI_DP_POD_NETKIT) &&
+	    !src_mac_is_pods(skb, pod))
+		return drop(skb, pod->id, PI_DP_DROP_SPOOFED,
+			    PI_DP_HOOK_POD_EGRESS);
 	ret = parse_pkt(skb, &p);
 	if (ret == PARSE_VLAN)
 		return drop(skb, pod->id, PI_DP_DROP_VLAN,
 			    PI_DP_HOOK_POD_EGRESS);
 	if (ret == PARSE_ARP) {
 		/* the sender address of ARP is a claim: only its own (or
-		 * none, an address probe) */
+		 * none, an address probe); and so is its sender MAC, which
+		 * a bridge's neighbours would send that address's traffic
+		 * to */
 		if (p.saddr.a[0] &&
 		    (!(pod->flags & PI_DP_POD_HAS_V4) || p.saddr.a[0] != pod->ip4))
+			return drop(skb, pod->id, PI_DP_DROP_ND_SPOOFED,
+				    PI_DP_HOOK_POD_EGRESS);
+		if (!arp_sender_mac_is_pods(skb, pod))
 			return drop(skb, pod->id, PI_DP_DROP_ND_SPOOFED,
 				    PI_DP_HOOK_POD_EGRESS);
 		return let_through(pod);

@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=368
+EXPECT=371
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -252,6 +252,27 @@ check bridge_check rt CHECK "$T/bridge.conflist" "$id" /run/netns/${PREFIX}br
 check bridge_del rt DEL "$T/bridge.conflist" "$id" /run/netns/${PREFIX}br
 expect_eq bridge_pod_gone "$(npods)" 0
 ip netns del ${PREFIX}br
+
+# ---- bridge: a pod sending with a neighbour's MAC (its own IP, so the address
+# check passes) is dropped, and the bridge does not learn the neighbour's MAC
+# on its port (before, what the node sent the neighbour went to this pod)
+mkns ${PREFIX}bra
+mkns ${PREFIX}brb
+ida=$(cid 21) idb=$(cid 22)
+ipa=$(rt ADD "$T/bridge.conflist" "$ida" /run/netns/${PREFIX}bra "K8S_POD_NAME=bra" | jq -r '.ips[0].address | sub("/.*"; "")')
+rt ADD "$T/bridge.conflist" "$idb" /run/netns/${PREFIX}brb "K8S_POD_NAME=brb" >/dev/null
+amac=$(ip -n ${PREFIX}bra -j link show eth0 | jq -r '.[0].address')
+ping -c 1 -W 2 "$ipa" >/dev/null 2>&1
+expect_eq bridge_mac_neighbour_reached "$?" 0
+ip -n ${PREFIX}brb link set eth0 address "$amac"
+ip netns exec ${PREFIX}brb ping -c 2 -W 1 10.123.2.1 >/dev/null 2>&1
+got=$(ping -c 2 -W 1 "$ipa" 2>/dev/null | sed -n 's/.* \([0-9]*\) received.*/\1/p')
+expect_eq bridge_mac_spoof_neighbour_kept "$got $(bridge fdb show br ${PREFIX}br0 2>/dev/null | grep -ic "^$amac dev $(pod_json bra | jq -r .hostdev) ")" "2 1"
+expect_eq bridge_mac_spoof_dropped "$(pod_json brb | jq -r '.stats.drops.spoofed > 0')" true
+rt DEL "$T/bridge.conflist" "$ida" /run/netns/${PREFIX}bra >/dev/null
+rt DEL "$T/bridge.conflist" "$idb" /run/netns/${PREFIX}brb >/dev/null
+ip netns del ${PREFIX}bra
+ip netns del ${PREFIX}brb
 
 # ---- naming: CNI_ARGS as a set, K8S_POD_NAME alone, the container id -----------
 mkns ${PREFIX}nm

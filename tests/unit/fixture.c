@@ -41,8 +41,53 @@ int fixture_dev(const char *name)
 	return ifindex;
 }
 
+/* The pods fixture_add_pod made: a frame run at a pod's host-side device
+ * comes from its eth0, with its MAC as the Ethernet source, as the
+ * datapath checks (fixture_run_as_sent keeps the frame's own). */
+#define FIXTURE_PODS_MAX	64
+static struct {
+	int ifindex;
+	uint8_t mac[6];
+} fixture_pods[FIXTURE_PODS_MAX];
+
+static void fixture_pod_mac(int ifindex, const uint8_t *mac)
+{
+	int i;
+
+	for (i = 0; i < FIXTURE_PODS_MAX - 1; i++)
+		if (!fixture_pods[i].ifindex ||
+		    fixture_pods[i].ifindex == ifindex)
+			break;
+	fixture_pods[i].ifindex = ifindex;
+	memcpy(fixture_pods[i].mac, mac, 6);
+}
+
+void fixture_from_pod(int ifindex, uint8_t *frame, int len)
+{
+	if (len < 14)
+		return;
+	for (int i = 0; i < FIXTURE_PODS_MAX; i++)
+		if (fixture_pods[i].ifindex == ifindex) {
+			memcpy(frame + 6, fixture_pods[i].mac, 6);
+			return;
+		}
+}
+
 int fixture_run(int prog_fd, int ifindex, const void *pkt, int len,
 		void *out)
+{
+	static uint8_t frame[2048];
+
+	if (len <= (int)sizeof(frame)) {
+		memcpy(frame, pkt, len);
+		fixture_from_pod(ifindex, frame, len);
+		pkt = frame;
+	}
+	return fixture_run_as_sent(prog_fd, ifindex, pkt, len, out);
+}
+
+int fixture_run_as_sent(int prog_fd, int ifindex, const void *pkt, int len,
+			void *out)
 {
 	struct __sk_buff ctx = { .ifindex = ifindex };
 	static uint8_t scratch[2048];
@@ -144,6 +189,7 @@ void fixture_add_pod(const struct bpf_map *pods, const struct bpf_map *endpoints
 	memcpy(pod.host_mac, hmac, 6);
 	memcpy(ep.pod_mac, mac, 6);
 	memcpy(ep.host_mac, hmac, 6);
+	fixture_pod_mac(ifindex, mac);
 	bpf_map__update_elem(pods, &ifindex, 4, &pod, sizeof(pod), 0);
 	k.addr.a[0] = pod.ip4;
 	bpf_map__update_elem(endpoints, &k, sizeof(k), &ep, sizeof(ep), 0);

@@ -16,6 +16,14 @@ int fixture_dev(const char *name);
  * when given, receives the packet as the program left it. */
 int fixture_run(int prog_fd, int ifindex, const void *pkt, int len,
 		void *out);
+/* fixture_run runs a frame at the host-side device of a pod
+ * fixture_add_pod made with the pod's MAC as its Ethernet source, as its
+ * eth0 sends it; this one runs the frame as it is. */
+int fixture_run_as_sent(int prog_fd, int ifindex, const void *pkt, int len,
+			void *out);
+/* The frame's Ethernet source set to the MAC of the pod whose host-side
+ * device is `ifindex` (fixture_add_pod), if there is one. */
+void fixture_from_pod(int ifindex, uint8_t *frame, int len);
 /* The redirect the program last asked for (bpf/lib/redirect.h), cleared
  * after reading. */
 struct pi_redirect_record fixture_last_redirect(int map_fd);

@@ -905,6 +905,7 @@ UNIT_TEST(policy_walk_survives_range_reuse)
 	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
 		"10.0.0.2", IPPROTO_UDP, 5000, 53 });
 	ctx.ifindex = fx.if_a;
+	fixture_from_pod(fx.if_a, pkt, len);
 	prog = bpf_program__fd(fx.skel->progs.pod_egress);
 	c.fx = &fx;
 	if (!ASSERT_OK(pthread_create(&th, NULL, churn_main, &c), "editor"))
@@ -958,9 +959,11 @@ static int run_out(struct ct_fx *fx, int ifindex, uint8_t *pkt, int len,
 			    .data_size_in = len, .data_out = out,
 			    .data_size_out = PKT_MAX, .ctx_in = &ctx,
 			    .ctx_size_in = sizeof(ctx), .repeat = 1);
-	int err = bpf_prog_test_run_opts(
-		bpf_program__fd(fx->skel->progs.pod_egress), &opts);
+	int err;
 
+	fixture_from_pod(ifindex, pkt, len);
+	err = bpf_prog_test_run_opts(
+		bpf_program__fd(fx->skel->progs.pod_egress), &opts);
 	*out_len = opts.data_size_out;
 	return err ? -1000 + err : (int)opts.retval;
 }

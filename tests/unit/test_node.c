@@ -382,6 +382,47 @@ UNIT_TEST(node_egress_spoofed_source_dropped)
 	fx_teardown(&fx);
 }
 
+/* A frame from A's device with B's MAC as its Ethernet source, or an ARP
+ * message whose sender MAC is B's: beside a bridge, either teaches the
+ * bridge or its neighbours to send B's traffic to A (before, both went
+ * through: only the addresses were checked). */
+UNIT_TEST(node_egress_foreign_mac_dropped)
+{
+	int prog;
+	struct node_fx fx;
+	uint8_t pkt[PKT_MAX];
+	int len;
+
+	if (!fx_setup(&fx))
+		return;
+	prog = bpf_program__fd(fx.skel->progs.pod_egress);
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET, "10.0.0.1",
+		"10.0.0.2", IPPROTO_UDP, 1, 2 });
+	memcpy(pkt + 6, MAC_B, 6);
+	ASSERT_EQ(fixture_run_as_sent(prog, fx.if_a, pkt, len, NULL), PI_DROP,
+		  "v4 from B's MAC");
+	len = pkt_build(pkt, &(struct pkt_spec){ AF_INET6, "fd00::1",
+		"fd00::2", IPPROTO_UDP, 1, 2 });
+	memcpy(pkt + 6, MAC_B, 6);
+	ASSERT_EQ(fixture_run_as_sent(prog, fx.if_a, pkt, len, NULL), PI_DROP,
+		  "v6 from B's MAC");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_SPOOFED], 2, "spoof drops");
+	memcpy(pkt + 6, MAC_A, 6);
+	ASSERT_EQ(fixture_run_as_sent(prog, fx.if_a, pkt, len, NULL),
+		  PI_REDIRECT, "v6 from its own MAC");
+	len = arp_build(pkt, "10.0.0.1", MAC_B);
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_DROP, "ARP of its address with B's MAC");
+	ASSERT_EQ(stats(&fx, 0).drops[PI_DP_DROP_ND_SPOOFED], 1,
+		  "ARP claim");
+	len = arp_build(pkt, "10.0.0.1", MAC_A);
+	ASSERT_EQ(run(fx.skel->progs.pod_egress, fx.if_a, pkt, len, NULL),
+		  PI_PASS, "its own ARP");
+	ASSERT_EQ(stats(&fx, 0).egress_packets, 1, "A's own IP let through");
+	ASSERT_EQ(stats(&fx, 1).ingress_packets, 1, "B given A's own only");
+	fx_teardown(&fx);
+}
+
 UNIT_TEST(node_egress_link_local_v6_to_stack)
 {
 	struct node_fx fx;
