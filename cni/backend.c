@@ -147,6 +147,9 @@ int cni_pi_adopt(struct pi_node *node, const struct cni_conf *conf,
 		.ifname = env->ifname,
 		.attach_id = env->attach_id,
 		.no_datapath = conf->no_datapath,
+		/* what IPAM gave, as prevResult says: an address the pod
+		 * put on its device itself is not its own */
+		.only_given = true,
 	};
 
 	copy_addrs(ip4, ip6, &spec.has4, &spec.ip4, &spec.has6, &spec.ip6);

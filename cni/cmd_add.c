@@ -114,8 +114,15 @@ static int cmd_add_chained(const struct cni_conf *conf, struct cni_env *env,
 	}
 	if (cni_prev_addresses(conf->prev_result,
 			       cni_prev_pod_iface(conf->prev_result, env->ifname),
-			       &ip4, &has4, &ip6, &has6, e))
+			       !conf->no_datapath, &ip4, &has4, &ip6, &has6, e))
 		return -1;
+	/* The source check would drop all it sent but link-local. Its
+	 * device is not read instead: what is there may be the pod's own
+	 * doing (it may be running already). */
+	if (!has4 && !has6 && !conf->no_datapath)
+		return cni_fail(e, CNI_ERR_CONFIG, "prevResult gives the pod no address",
+				"podinject's source check takes the addresses IPAM gave the pod's interface (%s), and would drop all it sends: list podinject after the plugin that gives it one, or set \"datapath\": \"none\"",
+				env->ifname);
 	cni_step("pair");
 
 	err = cni_pi_open(conf, true, &node);
@@ -314,7 +321,7 @@ static int cmd_add_main(const struct cni_conf *conf, struct cni_env *env,
 		return -1;
 	}
 	cni_step("ipam");
-	if (cni_prev_addresses(ipam_res, -1, &ip4, &has4, &ip6, &has6, e))
+	if (cni_prev_addresses(ipam_res, -1, false, &ip4, &has4, &ip6, &has6, e))
 		goto out;
 	if (!has4 && !has6) {
 		cni_fail(e, CNI_ERR_IPAM, "IPAM plugin returned no address", NULL);

@@ -155,10 +155,13 @@ int cni_prev_pod_iface(json_t *prev, const char *ifname);
 /* Is `name` a host-side interface of prevResult? 1 yes, 0 no, -1 when
  * prevResult names no host-side interface at all. */
 int cni_prev_has_host_iface(json_t *prev, const char *name);
-/* The first IPv4 and IPv6 address of interface pod_if (-1: any). */
-int cni_prev_addresses(json_t *prev, int pod_if, struct pi_addr *ip4,
-		       bool *has4, struct pi_addr *ip6, bool *has6,
-		       struct cni_err *e);
+/* The first IPv4 and IPv6 address of interface pod_if (-1: any). With
+ * `one_each`, a second address of a family is refused (CNI_ERR_CONFIG):
+ * the source check takes one of each, and would drop what the pod sent
+ * from the other. */
+int cni_prev_addresses(json_t *prev, int pod_if, bool one_each,
+		       struct pi_addr *ip4, bool *has4, struct pi_addr *ip6,
+		       bool *has6, struct cni_err *e);
 /* 1 when the pod holds the addresses prevResult gives its interface
  * (a family prevResult leaves out was read from the interface at ADD),
  * 0 when not, -1 with *e filled when they cannot be read. */

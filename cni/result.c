@@ -185,9 +185,9 @@ static int parse_addr(const char *cidr, int *family, struct pi_addr *a)
 }
 
 /* The pod interface's first IPv4 and IPv6 address of prevResult. */
-int cni_prev_addresses(json_t *prev, int pod_if, struct pi_addr *ip4,
-		       bool *has4, struct pi_addr *ip6, bool *has6,
-		       struct cni_err *e)
+int cni_prev_addresses(json_t *prev, int pod_if, bool one_each,
+		       struct pi_addr *ip4, bool *has4, struct pi_addr *ip6,
+		       bool *has6, struct cni_err *e)
 {
 	json_t *ips = json_object_get(prev, "ips"), *it;
 	size_t i;
@@ -209,6 +209,12 @@ int cni_prev_addresses(json_t *prev, int pod_if, struct pi_addr *ip4,
 		if (parse_addr(a, &family, &addr))
 			return cni_fail(e, CNI_ERR_CONFIG, "invalid prevResult",
 					"address '%s'", a);
+		if (one_each && ((family == AF_INET && *has4) ||
+				 (family == AF_INET6 && *has6)))
+			return cni_fail(e, CNI_ERR_CONFIG,
+					"podinject takes one address of each family per pod",
+					"prevResult gives the pod a second %s address, %s, whose packets its source check would drop: give the pod one (one IPAM range per family), or \"datapath\": \"none\"",
+					family == AF_INET ? "IPv4" : "IPv6", a);
 		if (family == AF_INET && !*has4) {
 			*ip4 = addr;
 			*has4 = true;
@@ -226,8 +232,8 @@ int cni_prev_matches(json_t *prev, const char *ifname,
 	struct pi_addr ip4 = {}, ip6 = {};
 	bool has4, has6;
 
-	if (cni_prev_addresses(prev, cni_prev_pod_iface(prev, ifname), &ip4,
-			       &has4, &ip6, &has6, e))
+	if (cni_prev_addresses(prev, cni_prev_pod_iface(prev, ifname), false,
+			       &ip4, &has4, &ip6, &has6, e))
 		return -1;
 	if (has4 && (!(pod->flags & PI_POD_HAS_V4) || ip4.a[0] != pod->ip4))
 		return 0;

@@ -792,7 +792,7 @@ static int read_adopted(const struct pi_node *n, const struct pi_adopt_spec *spe
 	err = find_pod_side(spec->ifname, pod->ifindex, peer, pod);
 	if (err == -ENODATA && (pod->flags & PI_POD_NETKIT))
 		err = 0;
-	if (!err)
+	if (!err && !spec->only_given)
 		err = read_pod_addresses(pod, !spec->has4, !spec->has6);
 	netns_restore(saved);
 	if (err == -ENODEV) {

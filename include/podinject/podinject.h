@@ -311,6 +311,10 @@ struct pi_adopt_spec {
 	/* Leave the reference datapath off the pod's device: the plugin
 	 * that made the pod's network is its datapath (PI_META_NO_DATAPATH). */
 	bool no_datapath;
+	/* A family has4/has6 leave out is not the pod's: its device is not
+	 * read for one (a CNI's prevResult is what IPAM gave; an address
+	 * on the device may be the pod's own doing). */
+	bool only_given;
 };
 
 int pi_pod_add(struct pi_node *node, const struct pi_pod_spec *spec,

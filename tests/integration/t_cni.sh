@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=371
+EXPECT=375
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -461,6 +461,37 @@ expect_eq add_repeated_one_pod "$(npods)" $((before + 1))
 pi_direct DEL "$conf" "$id" "" >/dev/null
 NOPREV=1 rt DEL "$T/ptp10.conflist" "$id" /run/netns/${PREFIX}bad >/dev/null
 ip netns del ${PREFIX}bad
+
+# ---- the pod's addresses are prevResult's, one of each family -----------------
+mkns ${PREFIX}ad
+id=$(cid 75)
+prev=$(echo "$(jq -c '.plugins[0] + {cniVersion: "1.0.0", name: "ci-ptp"}' "$T/ptp10.conflist")" |
+	plugin ADD ptp "$id" /run/netns/${PREFIX}ad eth0 "")
+before=$(npods)
+# two IPv4 addresses: the source check takes one, and would drop what the
+# pod sent from the other: refused, saying so (before, the ADD went through
+# and the second address's packets were dropped as spoofed, silently)
+two=$(jq -c '.ips += [{address: "10.123.9.9/24", interface: .ips[0].interface}]' <<<"$prev")
+out=$(pi_direct ADD "$(podconf 1.0.0 "$two")" "$id" /run/netns/${PREFIX}ad eth0 K8S_POD_NAME=ad)
+expect_eq two_v4_refused "$(code_of "$out") $(jq -r .msg <<<"$out") $(grep -c 'second IPv4 address, 10.123.9.9/24' <<<"$out") $(npods)" "7 podinject takes one address of each family per pod 1 $before"
+# ... unless podinject is not the pod's source check
+out=$(pi_direct ADD "$(podconf 1.0.0 "$two" '{"datapath": "none"}')" "$id" /run/netns/${PREFIX}ad eth0 K8S_POD_NAME=ad)
+expect_eq two_v4_no_datapath "$? $(pod_json ad | jq -r .ipv4)" "0 $(jq -r '.ips[0].address | sub("/.*"; "")' <<<"$prev")"
+pi_direct DEL "$(podconf 1.0.0 "" '{"datapath": "none"}')" "$id" "" >/dev/null
+# none at all: refused (its device is not read for one)
+out=$(pi_direct ADD "$(podconf 1.0.0 "$(jq -c '.ips = []' <<<"$prev")")" "$id" /run/netns/${PREFIX}ad eth0 K8S_POD_NAME=ad)
+expect_eq no_address_refused "$(code_of "$out") $(jq -r .msg <<<"$out") $(npods)" "7 prevResult gives the pod no address $before"
+# an address the pod put on its device itself, of a family prevResult
+# leaves out, is not taken as the pod's (before, it was recorded as its
+# own: the pod could send as it, and take it from the pod IPAM gave it to)
+pi_direct DEL "$(podconf 1.0.0)" "$id" "" >/dev/null
+ip -n ${PREFIX}ad addr add fd00:99::7/128 dev eth0 nodad
+out=$(pi_direct ADD "$(podconf 1.0.0 "$prev")" "$id" /run/netns/${PREFIX}ad eth0 K8S_POD_NAME=ad)
+expect_eq planted_address_not_taken "$? $(pod_json ad | jq -r '.ipv6 // "none"')" "0 none"
+pi_direct DEL "$(podconf 1.0.0)" "$id" "" >/dev/null
+echo "$(jq -c '.plugins[0] + {cniVersion: "1.0.0", name: "ci-ptp"}' "$T/ptp10.conflist")" |
+	plugin DEL ptp "$id" /run/netns/${PREFIX}ad eth0 "" >/dev/null
+ip netns del ${PREFIX}ad
 
 # ---- the node busy: code 11, nothing made; then it goes through ---------------
 mkns ${PREFIX}busy
