@@ -712,6 +712,14 @@ static inline void ref_out_init(struct ref_out *o)
 	o->egress_pod = o->ingress_pod = -1;
 }
 
+/* Whether `mac` is the pod's (one it has; a pod with none takes any). */
+static inline bool ref_mac_is(const uint8_t *mac, const struct ref_pod *pod)
+{
+	static const uint8_t none[6];
+
+	return !memcmp(pod->mac, none, 6) || !memcmp(mac, pod->mac, 6);
+}
+
 /* pod_egress on the host side of `pod` */
 static inline int ref_pod_egress(struct ref_node *n, const struct ref_pod *pod,
 				 const uint8_t *d, uint32_t len,
@@ -723,11 +731,18 @@ static inline int ref_pod_egress(struct ref_node *n, const struct ref_pod *pod,
 	int ret, why;
 
 	ref_out_init(o);
+	/* the Ethernet source first, before the frame is parsed: the pod's
+	 * own MAC (a frame too short for the header is the parser's) */
+	if (len >= 14 && !ref_mac_is(d + 6, pod))
+		return ref_drop(o, pod->id, PI_DP_DROP_SPOOFED);
 	ret = ref_parse(n, d, len, &p);
 	if (ret == REF_VLAN)
 		return ref_drop(o, pod->id, PI_DP_DROP_VLAN);
 	if (ret == REF_ARP) {
 		if (p.saddr.a[0] && p.saddr.a[0] != pod->ip4)
+			return ref_drop(o, pod->id, PI_DP_DROP_ND_SPOOFED);
+		/* and its sender MAC */
+		if (!ref_mac_is(d + 14 + 8, pod))
 			return ref_drop(o, pod->id, PI_DP_DROP_ND_SPOOFED);
 		return o->verdict = pod->pass_on ? PI_NEXT : PI_PASS;
 	}
