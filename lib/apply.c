@@ -934,6 +934,20 @@ static int plan(struct apply *a, uint32_t **new_ids, uint32_t *nnew)
 				p->proxy_want[k], i, 0, true };
 		}
 	}
+	/* The node holds PI_MAX_INJECT of them as the datapath keys them:
+	 * one per address of the pod injected as (a dual-stack pod's grant
+	 * takes two). Refused here, not found by the grant that fails half
+	 * way and undoes the rest. */
+	total = 0;
+	for (int g = 0; g < a->ngwant; g++) {
+		uint32_t f = a->pods[a->gwant[g].target].info.flags;
+
+		total += !!(f & PI_POD_HAS_V4) + !!(f & PI_POD_HAS_V6);
+	}
+	if (total > PI_MAX_INJECT)
+		return refuse(a, -EINVAL, "pods",
+			      "the grants take %llu of the node's %d entries for them (one per address of the pod injected as)",
+			      (unsigned long long)total, PI_MAX_INJECT);
 	return 0;
 }
 
@@ -1942,11 +1956,30 @@ static int apply_begin(struct pi_node *n, uint32_t flags,
 	return 0;
 }
 
+/* A document of `size` bytes is not too large (-EINVAL, said, if it is). */
+static int doc_size_ok(const char *what, unsigned long long size,
+		       struct pi_apply_error *err)
+{
+	if (size <= PI_APPLY_DOC_MAX)
+		return 0;
+	pr_err("%s is %llu bytes: a state document is at most %u MiB", what,
+	       size, PI_APPLY_DOC_MAX >> 20);
+	if (err) {
+		snprintf(err->where, sizeof(err->where), "%s", what);
+		snprintf(err->reason, sizeof(err->reason),
+			 "%llu bytes: a state document is at most %u MiB",
+			 size, PI_APPLY_DOC_MAX >> 20);
+	}
+	return -EINVAL;
+}
+
 int pi_apply(struct pi_node *n, const char *doc, size_t len, uint32_t flags,
 	     pi_plan_fn fn, void *ctx, struct pi_apply_error *err)
 {
 	int ret = apply_begin(n, flags, err);
 
+	if (!ret)
+		ret = doc_size_ok("the document", len, err);
 	return ret ? ret : apply_doc(n, doc, len, flags, NULL, fn, ctx, err);
 }
 
@@ -2015,6 +2048,11 @@ int pi_apply_file(struct pi_node *n, const char *path, uint32_t flags,
 	if (!S_ISREG(st.st_mode)) {
 		ret = -EINVAL;
 		goto cannot_read;
+	}
+	ret = doc_size_ok(path, st.st_size, err);
+	if (ret) {
+		close(fd);
+		return ret;
 	}
 	id = doc_id_of(&st);
 	/* the file the record names, settled and unchanged: the node is all

@@ -38,7 +38,8 @@ static int apply_help(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* The document on stdin, whole (a file is read by pi_apply_file). */
+/* The document on stdin, whole (a file is read by pi_apply_file); NULL
+ * with errno EFBIG past PI_APPLY_DOC_MAX, which is not read on. */
 static char *read_stdin(size_t *len)
 {
 	size_t cap = 65536, n = 0;
@@ -55,7 +56,14 @@ static char *read_stdin(size_t *len)
 			}
 			break;
 		}
+		if (n > PI_APPLY_DOC_MAX) {
+			free(buf);
+			errno = EFBIG;
+			return NULL;
+		}
 		cap *= 2;
+		if (cap > PI_APPLY_DOC_MAX + 1)
+			cap = PI_APPLY_DOC_MAX + 1;
 		char *m = realloc(buf, cap);
 
 		if (!m)
@@ -205,6 +213,11 @@ static int apply_cmd(int argc, char **argv)
 	/* unreadable input is a usage error, before the node is opened */
 	if (!strcmp(file, "-")) {
 		doc = read_stdin(&len);
+		if (!doc && errno == EFBIG) {
+			p_err("stdin: more than %u MiB: a state document is at most that",
+			      PI_APPLY_DOC_MAX >> 20);
+			return EXIT_USAGE;
+		}
 		if (!doc) {
 			p_err("cannot read stdin: %s", strerror(errno));
 			return EXIT_USAGE;

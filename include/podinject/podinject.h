@@ -624,6 +624,11 @@ struct pi_apply_error {
 	char reason[256];
 };
 
+/* A state document's size at most (a Kubernetes ConfigMap holds 1 MiB):
+ * a larger one is refused before it is read (-EINVAL), not parsed whole
+ * under the node's lock. */
+#define PI_APPLY_DOC_MAX	(64u << 20)
+
 enum pi_apply_flags {
 	PI_APPLY_DRY_RUN = 1 << 0,	/* plan only: nothing changes */
 	PI_APPLY_YAML = 1 << 1,		/* doc is YAML (libyaml), not JSON */

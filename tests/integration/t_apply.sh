@@ -13,7 +13,7 @@
 #   node ta-n
 . "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=100
+EXPECT=103
 PREFIX=ta-
 N=ta-n
 A=10.244.21.10
@@ -356,6 +356,15 @@ bad yaml_two_documents "$T/two.yaml" "line 18: a second document: the state is o
 # and bytes after the document's end that are not YAML at all
 { cat "$T/state3.yaml"; printf -- '...\ngarbage: [unclosed\n'; } >"$T/tail.yaml"
 bad yaml_garbage_after_end "$T/tail.yaml" "after the document:"
+# a document larger than any state (64 MiB; a ConfigMap holds 1): refused
+# before it is read, from a file or from stdin (before, it was read whole
+# and parsed under the node's lock, every CNI call waiting)
+truncate -s 65M "$T/big.json"
+bad doc_too_large_file "$T/big.json" "a state document is at most 64 MiB"
+rm -f "$T/big.json"
+before=$(export_of)
+out=$(head -c 70M /dev/zero | pi -N $N apply -f - 2>&1); rc=$?
+expect_eq doc_too_large_stdin "$rc $(grep -c 'more than 64 MiB' <<<"$out") $([ "$(export_of)" = "$before" ] && echo same)" "2 1 same"
 # a document ended with '...' and nothing after it is still one
 { cat "$T/state3.yaml"; printf -- '...\n'; } >"$T/ended.yaml"
 check yaml_one_document_ended pi -N $N apply -f "$T/ended.yaml"
@@ -420,6 +429,19 @@ expect_eq record_rewritten "$(test "$(stat -c %s "$R")" -gt 200 && echo yes)" ye
 out=$(pi -N $N apply -f - <"$D" 2>&1); rc=$?
 expect_eq record_same_bytes_from_stdin "$rc:$out" "0:"
 pi -N $N apply -f "$T/state1.json" >/dev/null
+
+# ---- grants as the node keeps them: one entry per address of the pod
+# injected as. 24 dual-stack pods, each granted as every other: 552 grants
+# in 1 104 entries, more than the node's 1 024: refused before anything
+# changes, saying so (before, a grant half way failed, "Argument list too
+# long", and the changes made were undone)
+for i in $(seq 0 23); do
+	pi -N $N pod add ta-g$i --ip 10.244.22.$((10 + i)) --ip6 fd00:22::$((10 + i)) >/dev/null
+done
+jq -n '{apiVersion: "podinject/v1", pods: ([range(24) as $i | {key: "ta-g\($i)",
+	value: {inject: [range(24) | select(. != $i) | {as: "ta-g\(.)"}]}}] | from_entries)}' >"$T/grants.json"
+bad grants_past_the_entries "$T/grants.json" "the grants take 1104 of the node's 1024 entries for them"
+for i in $(seq 0 23); do pi -N $N pod del ta-g$i >/dev/null; done
 
 check down pi -N $N node down
 expect_eq record_gone_with_node "$(test -e "$R" && echo left || echo gone)" gone
