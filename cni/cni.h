@@ -29,6 +29,7 @@ enum cni_code {
 	CNI_ERR_DECODE		= 6,	/* cannot decode content */
 	CNI_ERR_CONFIG		= 7,	/* invalid network config */
 	CNI_ERR_TRY_AGAIN	= 11,	/* the node is busy */
+	CNI_ERR_NOT_AVAILABLE	= 50,	/* STATUS: no ADD could go through */
 	CNI_ERR_INTERNAL	= 100,	/* podinject failed */
 	CNI_ERR_DEVICE		= 101,	/* the pod's device pair is not what it must be */
 	CNI_ERR_ADDR_IN_USE	= 102,	/* an address belongs to another pod */
@@ -180,6 +181,7 @@ int cni_cmd_check(const struct cni_conf *conf, struct cni_env *env,
 		  struct cni_err *e);
 int cni_cmd_gc(const struct cni_conf *conf, const struct cni_env *env,
 	       struct cni_err *e);
+int cni_cmd_status(const struct cni_conf *conf, struct cni_err *e);
 /* VERSION's answer for a config root (may be NULL): the exit status. */
 int cni_cmd_version(json_t *root);
 

@@ -96,7 +96,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(env.command, "GC"))
 		ret = cni_cmd_gc(&conf, &env, &e);
 	else
-		ret = 0;	/* STATUS: ready; a node is made when needed */
+		ret = cni_cmd_status(&conf, &e);
 	if (ret)
 		goto err;
 	json_decref(root);

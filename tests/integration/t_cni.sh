@@ -18,7 +18,7 @@
 #   injection: ci-ns/a may send as ci-ns/b; ci-ns/c may not
 source "$(dirname "$0")/lib.sh"
 require_root
-EXPECT=375
+EXPECT=376
 PREFIX=ci-
 NODE=${PREFIX}cni
 CNI=$BUILD/podinject-cni
@@ -1218,6 +1218,10 @@ bpftool map update pinned "$cdir/node_config" key 0 0 0 0 value 120 0 $(for ((i 
 out=$(pi_direct ADD "$cutconf" "$(cid $((n++)))" /run/netns/${PREFIX}cu eth0 "IgnoreUnknown=1;K8S_POD_NAME=cu")
 expect_eq older_node_code_104 "$? $(code_of "$out")" "1 104"
 expect_eq older_node_says_upgrade "$(jq -r .details <<<"$out" | grep -c "node upgrade")" 1
+# STATUS says so (code 50, and why): the runtime holds back the pods whose
+# ADD would fail (before, it answered ready whatever the node was)
+out=$(pi_direct STATUS "$(jq -c '.cniVersion = "1.1.0"' <<<"$cutconf")" "" "" "" "")
+expect_eq older_node_status_not_available "$? $(code_of "$out") $(jq -r .msg <<<"$out") $(jq -r .details <<<"$out" | grep -c "node upgrade")" "1 50 podinject is not available 1"
 "$PI" -N $CUT node down --force >/dev/null
 # The real thing: the plugin's first ADD on the node killed while it
 # makes the node, after a few delays (where each lands depends on the
