@@ -250,23 +250,18 @@ static __noinline bool src_mac_is_pods(struct __sk_buff *skb,
 }
 
 /* An ARP message's sender MAC (parse_arp checked that it is Ethernet's,
- * after the 8 bytes of types and lengths), read in place: no stack. */
-#define ARP_SHA_END	(sizeof(struct ethhdr) + 8 + ETH_ALEN)
-
+ * after the 8 bytes of types and lengths). Copied out, not pulled into
+ * the linear part: the frame goes on to the stack or the CNI as it came;
+ * the copy's bytes are on this subprogram's own stack. */
 static __noinline bool arp_sender_mac_is_pods(struct __sk_buff *skb,
 					      const struct pi_pod *pod)
 {
-	void *data = skb_data(skb), *data_end = skb_data_end(skb);
+	__u8 sha[ETH_ALEN];
 
-	if (data + ARP_SHA_END > data_end) {
-		if (bpf_skb_pull_data(skb, ARP_SHA_END))
-			return false;
-		data = skb_data(skb);
-		data_end = skb_data_end(skb);
-		if (data + ARP_SHA_END > data_end)
-			return false;
-	}
-	return mac_is_pods((__u8 *)data + ARP_SHA_END - ETH_ALEN, pod);
+	if (bpf_skb_load_bytes(skb, sizeof(struct ethhdr) + 8, sha,
+			       sizeof(sha)))
+		return false;
+	return mac_is_pods(sha, pod);
 }
 
 static __always_inline int pod_egress_common(struct __sk_buff *skb,
